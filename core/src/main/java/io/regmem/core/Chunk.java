@@ -1,0 +1,89 @@
+package io.regmem.core;
+
+import java.util.Objects;
+
+/**
+ * One contiguous piece of off-heap memory reserved from a {@link ChunkSource}. A chunk's address
+ * never changes while it is reserved: that is what lets a transport register it once.
+ *
+ * <p>A {@link BufferPool} carves its buffers out of chunks and hands each chunk back to its source
+ * when the pool closes (or, for a buffer larger than the largest size class, when that buffer is
+ * freed). Registration code attaches its per-chunk state through {@link #attachment()}.
+ */
+public final class Chunk {
+    private final ChunkSource source;
+    private final long address;
+    private final long size;
+    private final Object sourceToken;
+    private volatile Object attachment;
+    private volatile boolean uncheckedViews;
+
+    /**
+     * Made by a {@link ChunkSource}.
+     *
+     * @param source      the source that owns the memory and will take it back
+     * @param address     the first byte; must be non-zero
+     * @param size        bytes, positive
+     * @param sourceToken whatever the source needs to release the chunk (an {@link java.lang.foreign.Arena}, say); may be null
+     */
+    public Chunk(ChunkSource source, long address, long size, Object sourceToken) {
+        this.source = Objects.requireNonNull(source, "source");
+        if (address == 0 || size <= 0) {
+            throw new RdmaException(Errno.EINVAL, "Chunk: address must be non-zero and size positive, got 0x"
+                    + Long.toHexString(address) + " and " + size);
+        }
+        this.address = address;
+        this.size = size;
+        this.sourceToken = sourceToken;
+    }
+
+    /** The source this chunk came from. */
+    public ChunkSource source() {
+        return source;
+    }
+
+    /** The address of the chunk's first byte. */
+    public long address() {
+        return address;
+    }
+
+    /** The chunk's size in bytes. */
+    public long size() {
+        return size;
+    }
+
+    /** Whatever the source attached when it made the chunk. */
+    public Object sourceToken() {
+        return sourceToken;
+    }
+
+    /** State a consumer (a registration) attached to this chunk, or null. */
+    public Object attachment() {
+        return attachment;
+    }
+
+    /** Attaches consumer state (for example the chunk's memory registration). */
+    public void attachment(Object value) {
+        this.attachment = value;
+    }
+
+    /**
+     * True once a view that does not check its memory's lifetime (an Agrona buffer or a Chronicle
+     * bytes store) was made over this chunk. Such a chunk is {@linkplain ChunkSource#retire retired}
+     * rather than released, so that a view kept past the pool's close cannot crash the JVM.
+     */
+    public boolean hasUncheckedViews() {
+        return uncheckedViews;
+    }
+
+    void markUncheckedViews() {
+        if (!uncheckedViews) {
+            uncheckedViews = true;
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "Chunk[0x" + Long.toHexString(address) + ", " + size + " bytes, " + source.name() + "]";
+    }
+}

@@ -1,0 +1,61 @@
+package io.regmem.core;
+
+/**
+ * The error numbers regmem reports, with their Linux values, so that a failure reads the same
+ * way it would from libibverbs or the kernel.
+ *
+ * <p>Every {@link RdmaException} carries exactly one of these. The numbers are stable and equal to
+ * Linux's {@code errno.h} on x86-64 and aarch64.
+ */
+public enum Errno {
+    /** Operation not permitted. */
+    EPERM(1),
+    /** No such object (a key, an id or a name that is not known). */
+    ENOENT(2),
+    /** Input/output error: the transport or the operating system failed. */
+    EIO(5),
+    /** The object was closed or destroyed: it cannot be used any more. */
+    EBADF(9),
+    /** Try again: a ring, a queue or a pool is empty or full for now. */
+    EAGAIN(11),
+    /** Out of memory: a configured limit or the operating system refused more memory. */
+    ENOMEM(12),
+    /** Permission denied: the access rights do not allow the operation. */
+    EACCES(13),
+    /** Bad address: an address or a range lies outside the memory it must be in. */
+    EFAULT(14),
+    /** Busy: the object still has children or users. */
+    EBUSY(16),
+    /** Invalid argument: the call broke a documented rule. */
+    EINVAL(22),
+    /** Result or argument out of range (an overflow). */
+    ERANGE(34),
+    /** The operation is not supported by this provider or configuration. */
+    EOPNOTSUPP(95);
+
+    private final int value;
+
+    Errno(int value) {
+        this.value = value;
+    }
+
+    /** The Linux {@code errno} value. */
+    public int value() {
+        return value;
+    }
+
+    /**
+     * The constant for a Linux {@code errno} value, or {@link #EIO} for one regmem does not name.
+     *
+     * @param value a positive errno as returned by the operating system
+     * @return the matching constant, never null
+     */
+    public static Errno of(int value) {
+        for (Errno e : values()) {
+            if (e.value == value) {
+                return e;
+            }
+        }
+        return EIO;
+    }
+}

@@ -1,0 +1,39 @@
+package io.regmem.core;
+
+import java.util.List;
+
+/**
+ * A snapshot of a {@link BufferPool}'s accounting. Exact when no thread is allocating or freeing;
+ * while they are, each counter is a recent value of its own (they are read one by one, without a
+ * lock, so the hot path never writes a shared counter).
+ *
+ * @param pool          the pool's name
+ * @param reservedBytes bytes of chunk memory reserved from the chunk source (what {@code maxBytes} limits)
+ * @param inUseBytes    bytes of capacity in live buffers
+ * @param liveBuffers   buffers allocated and not yet freed
+ * @param chunks        chunks reserved for size classes (buffers above the largest class have their own, see {@code largeBuffers})
+ * @param largeBuffers  live buffers above the largest size class, each in a dedicated chunk
+ * @param allocations   allocations since the pool was built
+ * @param frees         frees since the pool was built
+ * @param cacheMisses   allocations the calling thread's cache could not serve
+ * @param classes       one entry per size class that has ever carved a slab
+ */
+public record PoolStats(String pool, long reservedBytes, long inUseBytes, long liveBuffers, long chunks,
+                        long largeBuffers, long allocations, long frees, long cacheMisses, List<ClassStats> classes) {
+
+    /** Fraction of allocations served by the calling thread's cache, in [0, 1]; 0 before any allocation. */
+    public double cacheHitRate() {
+        return allocations == 0 ? 0.0 : (double) (allocations - cacheMisses) / allocations;
+    }
+
+    /**
+     * Accounting of one size class.
+     *
+     * @param size        the class's buffer capacity in bytes
+     * @param slots       buffers carved for it so far (live, cached or on its free list)
+     * @param live        its buffers allocated and not yet freed
+     * @param allocations its allocations since the pool was built
+     */
+    public record ClassStats(long size, long slots, long live, long allocations) {
+    }
+}
