@@ -158,15 +158,15 @@ public final class BufferPool implements AutoCloseable {
             ThreadCache tc = caches.get();
             b = tc.pop(sc.index);
             if (b == null) {
-                tc.misses++;
                 b = refill(tc, sc);
+                tc.misses++;
             }
             tc.allocations[sc.index]++;
         } else {
             b = sc.free.poll();
             if (b == null) {
-                uncachedMisses.incrementAndGet();
                 b = carve(sc, null);
+                uncachedMisses.incrementAndGet();
             }
             uncachedAllocations.incrementAndGet(sc.index);
         }

@@ -1,0 +1,133 @@
+package io.regmem.bench;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.PooledByteBufAllocator;
+import io.regmem.core.BufferPool;
+import io.regmem.core.PooledBuffer;
+import io.regmem.core.SafetyMode;
+import java.lang.foreign.ValueLayout;
+import java.util.concurrent.TimeUnit;
+import org.jctools.queues.SpscArrayQueue;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Group;
+import org.openjdk.jmh.annotations.GroupThreads;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Warmup;
+import org.openjdk.jmh.infra.Control;
+
+/**
+ * Allocate on one thread, free on another: a producer allocates and writes a buffer and hands it
+ * over a JCTools SPSC queue; a consumer frees it. The score of the producer method is the cost per
+ * buffer of allocation plus hand-off; the consumer's is the cost of free plus hand-off. The queue is
+ * the same for regmem and Netty, so the difference is the allocators'.
+ */
+@State(Scope.Group)
+@BenchmarkMode(Mode.AverageTime)
+@OutputTimeUnit(TimeUnit.NANOSECONDS)
+@Warmup(iterations = 3, time = 1)
+@Measurement(iterations = 5, time = 1)
+@Fork(value = 1, jvmArgsAppend = {"--enable-native-access=ALL-UNNAMED", "-Xms1g", "-Xmx1g"})
+public class CrossThreadBenchmark {
+
+    @Param({"4096"})
+    public int size;
+
+    private BufferPool pool;
+    private PooledByteBufAllocator netty;
+    private SpscArrayQueue<PooledBuffer> regmemQueue;
+    private SpscArrayQueue<ByteBuf> nettyQueue;
+
+    @Setup(Level.Trial)
+    public void setUp() {
+        pool = BufferPool.builder().name("bench-cross").safetyMode(SafetyMode.CHECKED).build();
+        netty = new PooledByteBufAllocator(true);
+        regmemQueue = new SpscArrayQueue<>(1024);
+        nettyQueue = new SpscArrayQueue<>(1024);
+    }
+
+    @TearDown(Level.Iteration)
+    public void drain() {
+        PooledBuffer b;
+        while ((b = regmemQueue.poll()) != null) {
+            b.close();
+        }
+        ByteBuf n;
+        while ((n = nettyQueue.poll()) != null) {
+            n.release();
+        }
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+        drain();
+        pool.close();
+    }
+
+    @Benchmark
+    @Group("regmem")
+    @GroupThreads(1)
+    public void regmemAllocate(Control control) {
+        PooledBuffer b = pool.allocate(size);
+        b.segment().set(ValueLayout.JAVA_LONG, 0, size);
+        while (!regmemQueue.offer(b)) {
+            if (control.stopMeasurement) {
+                b.close();
+                return;
+            }
+            Thread.onSpinWait();
+        }
+    }
+
+    @Benchmark
+    @Group("regmem")
+    @GroupThreads(1)
+    public void regmemFree(Control control) {
+        PooledBuffer b;
+        while ((b = regmemQueue.poll()) == null) {
+            if (control.stopMeasurement) {
+                return;
+            }
+            Thread.onSpinWait();
+        }
+        b.close();
+    }
+
+    @Benchmark
+    @Group("netty")
+    @GroupThreads(1)
+    public void nettyAllocate(Control control) {
+        ByteBuf b = netty.directBuffer(size);
+        b.setLong(0, size);
+        while (!nettyQueue.offer(b)) {
+            if (control.stopMeasurement) {
+                b.release();
+                return;
+            }
+            Thread.onSpinWait();
+        }
+    }
+
+    @Benchmark
+    @Group("netty")
+    @GroupThreads(1)
+    public void nettyFree(Control control) {
+        ByteBuf b;
+        while ((b = nettyQueue.poll()) == null) {
+            if (control.stopMeasurement) {
+                return;
+            }
+            Thread.onSpinWait();
+        }
+        b.release();
+    }
+}

@@ -1,0 +1,155 @@
+package io.regmem.core;
+
+import static io.regmem.core.NoLeaks.closeClean;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.jctools.queues.MpscArrayQueue;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+/**
+ * Threads allocate, mark, check and free buffers, half of them on another thread. Each buffer
+ * gets an ownership mark (owner id and sequence) at its first and last 8 bytes; a mark that changed
+ * while held, or an address that the claim map says is already owned, is a buffer handed out twice.
+ */
+@ExtendWith(NoLeaks.class)
+class BufferPoolStressTest {
+    private static final int THREADS = 4;
+    private static final int OPS = 60_000;
+
+    @ParameterizedTest
+    @EnumSource(value = SafetyMode.class, names = {"FAST", "CHECKED"})
+    void noBufferIsHandedOutTwice(SafetyMode mode) throws Exception {
+        BufferPool pool = BufferPool.builder().safetyMode(mode).chunkSize(1 << 20).slabSize(16 << 10)
+                .threadCacheBytes(16 << 10).build();
+        ConcurrentHashMap<Long, Long> claims = new ConcurrentHashMap<>();
+        @SuppressWarnings("unchecked")
+        MpscArrayQueue<PooledBuffer>[] inboxes = new MpscArrayQueue[THREADS];
+        for (int i = 0; i < THREADS; i++) {
+            inboxes[i] = new MpscArrayQueue<>(1 << 16);
+        }
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        CountDownLatch start = new CountDownLatch(THREADS);
+        CountDownLatch done = new CountDownLatch(THREADS);
+        List<Thread> threads = new ArrayList<>();
+        for (int t = 0; t < THREADS; t++) {
+            int me = t;
+            Thread thread = new Thread(() -> {
+                boolean counted = false;
+                try {
+                    SplittableRandom rnd = new SplittableRandom(me * 7919L);
+                    List<PooledBuffer> held = new ArrayList<>();
+                    List<Long> marks = new ArrayList<>();
+                    start.countDown();
+                    start.await();
+                    for (int op = 0; op < OPS; op++) {
+                        int choice = rnd.nextInt(10);
+                        if (choice < 5 || held.isEmpty()) {
+                            long size = rnd.nextInt(500) == 0 ? (1 << 20) + rnd.nextInt(1 << 20) // a dedicated chunk
+                                    : rnd.nextInt(4) == 0 ? 1 + rnd.nextInt(70_000) : 16 + rnd.nextInt(2000);
+                            PooledBuffer b = pool.allocate(size);
+                            long mark = ((long) me << 48) | op;
+                            Long previous = claims.putIfAbsent(b.address(), mark);
+                            if (previous != null) {
+                                throw new AssertionError("buffer at 0x" + Long.toHexString(b.address())
+                                        + " handed out while owned by mark " + Long.toHexString(previous));
+                            }
+                            writeMark(b, mark);
+                            held.add(b);
+                            marks.add(mark);
+                        } else {
+                            int i = rnd.nextInt(held.size());
+                            PooledBuffer b = held.remove(i);
+                            long mark = marks.remove(i);
+                            checkMark(b, mark);
+                            if (choice < 8) {
+                                release(claims, b, mark);
+                            } else {
+                                // cross-thread free: the mark travels with the buffer
+                                writeMark(b, mark);
+                                inboxes[(me + 1) % THREADS].offer(b);
+                            }
+                        }
+                        PooledBuffer in;
+                        while ((in = inboxes[me].poll()) != null) {
+                            release(claims, in, claims.get(in.address()));
+                        }
+                    }
+                    for (int i = 0; i < held.size(); i++) {
+                        checkMark(held.get(i), marks.get(i));
+                        release(claims, held.get(i), marks.get(i));
+                    }
+                    done.countDown();
+                    counted = true;
+                    if (!done.await(2, TimeUnit.MINUTES)) {
+                        throw new AssertionError("other stress threads did not finish");
+                    }
+                    PooledBuffer in;
+                    while ((in = inboxes[me].poll()) != null) {
+                        release(claims, in, claims.get(in.address()));
+                    }
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                } finally {
+                    if (!counted) {
+                        done.countDown();
+                    }
+                }
+            }, "stress-" + t);
+            threads.add(thread);
+            thread.start();
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        if (failure.get() != null) {
+            pool.closeAndReport();
+            throw new AssertionError(failure.get());
+        }
+        assertThat(claims).isEmpty();
+        PoolStats s = pool.stats();
+        assertThat(s.liveBuffers()).isZero();
+        assertThat(s.allocations()).isEqualTo(s.frees()).isGreaterThan(THREADS * OPS / 3);
+        closeClean(pool);
+    }
+
+    private static void release(ConcurrentHashMap<Long, Long> claims, PooledBuffer b, long mark) {
+        checkMark(b, mark);
+        // Unclaim before the pool can hand it out again.
+        if (!claims.remove(b.address(), mark)) {
+            throw new AssertionError("claim of 0x" + Long.toHexString(b.address()) + " changed while held");
+        }
+        b.close();
+    }
+
+    private static void writeMark(PooledBuffer b, long mark) {
+        MemorySegment s = b.segment();
+        s.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, mark);
+        s.set(ValueLayout.JAVA_LONG_UNALIGNED, tailOffset(b), mark);
+    }
+
+    /** The last 8 bytes of the length asked for, but never overlapping the head mark (capacity >= 64). */
+    private static long tailOffset(PooledBuffer b) {
+        return Math.max(8, b.length() - 8);
+    }
+
+    private static void checkMark(PooledBuffer b, long mark) {
+        MemorySegment s = b.segment();
+        long head = s.get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
+        long tail = s.get(ValueLayout.JAVA_LONG_UNALIGNED, tailOffset(b));
+        if (head != mark || tail != mark) {
+            throw new AssertionError("ownership mark of " + b + " overwritten: expected " + Long.toHexString(mark)
+                    + ", found " + Long.toHexString(head) + "/" + Long.toHexString(tail));
+        }
+    }
+}
