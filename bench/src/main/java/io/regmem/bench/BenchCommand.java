@@ -1,0 +1,161 @@
+package io.regmem.bench;
+
+import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import org.openjdk.jmh.results.Result;
+import org.openjdk.jmh.results.RunResult;
+import org.openjdk.jmh.results.format.ResultFormatType;
+import org.openjdk.jmh.runner.Runner;
+import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
+import org.openjdk.jmh.runner.options.OptionsBuilder;
+import org.openjdk.jmh.runner.options.TimeValue;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * Runs the allocator benchmarks with JMH and {@code -prof gc} in a short profile and prints
+ * Markdown tables of nanoseconds, bytes allocated per operation and ratios to the peers (a ratio
+ * above 1 means regmem is faster). README's tables are copied from this output.
+ */
+@Command(name = "bench", mixinStandardHelpOptions = true,
+        description = "Run the JMH benchmarks beside their peers and print ratio tables.")
+final class BenchCommand implements Callable<Integer> {
+
+    @Option(names = "--include", description = "Regex of benchmarks to run (default: ${DEFAULT-VALUE}).",
+            defaultValue = "io.regmem.bench.(AllocatorBenchmark|CrossThreadBenchmark)")
+    String include;
+
+    @Option(names = "--warmup", description = "Warm-up iterations of 1 s (default: ${DEFAULT-VALUE}).", defaultValue = "3")
+    int warmup;
+
+    @Option(names = "--iterations", description = "Measured iterations of 1 s (default: ${DEFAULT-VALUE}).", defaultValue = "5")
+    int iterations;
+
+    @Option(names = "--forks", description = "JVM forks per benchmark (default: ${DEFAULT-VALUE}).", defaultValue = "1")
+    int forks;
+
+    @Option(names = "--json", description = "Also write JMH's JSON results to this file.")
+    String json;
+
+    @Override
+    public Integer call() throws Exception {
+        ChainedOptionsBuilder opts = new OptionsBuilder()
+                .include(include)
+                .addProfiler("gc")
+                .warmupIterations(warmup)
+                .warmupTime(TimeValue.seconds(1))
+                .measurementIterations(iterations)
+                .measurementTime(TimeValue.seconds(1))
+                .forks(forks)
+                .shouldFailOnError(true);
+        if (json != null) {
+            opts.resultFormat(ResultFormatType.JSON).result(json);
+        }
+        Collection<RunResult> results = new Runner(opts.build()).run();
+        print(System.out, results);
+        return 0;
+    }
+
+    /** One measured benchmark: ns/op with its error, and B/op from the gc profiler. */
+    record Row(String method, String size, double ns, double error, double bytesPerOp) {
+    }
+
+    static void print(PrintStream out, Collection<RunResult> results) {
+        Map<String, Map<String, Row>> bySize = new LinkedHashMap<>();
+        List<Row> cross = new ArrayList<>();
+        for (RunResult r : results) {
+            String label = r.getParams().getBenchmark();
+            String method = label.substring(label.lastIndexOf('.') + 1);
+            String size = r.getParams().getParam("size");
+            double norm = gcNorm(r.getSecondaryResults());
+            if (label.contains("CrossThreadBenchmark")) {
+                for (Map.Entry<String, Result> e : r.getSecondaryResults().entrySet()) {
+                    if (e.getKey().endsWith("Allocate") || e.getKey().endsWith("Free")) {
+                        cross.add(new Row(e.getKey(), size, e.getValue().getScore(), e.getValue().getScoreError(), norm));
+                    }
+                }
+            } else {
+                Result p = r.getPrimaryResult();
+                bySize.computeIfAbsent(size, k -> new LinkedHashMap<>())
+                        .put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
+            }
+        }
+        out.printf("%n### Same thread: allocate + write 8 bytes + free (ns/op, lower is better; B/op from -prof gc)%n%n");
+        String[] peers = {"nettyPooledDirect", "arenaConfined", "byteBufferAllocateDirect", "slicingAllocatorOverOneArena"};
+        out.println("| size | regmem FAST | regmem CHECKED | Netty pooled direct | Arena.ofConfined | allocateDirect | slicing over one Arena |");
+        out.println("|---:|---:|---:|---:|---:|---:|---:|");
+        for (Map.Entry<String, Map<String, Row>> e : bySize.entrySet()) {
+            Map<String, Row> m = e.getValue();
+            StringBuilder line = new StringBuilder("| " + e.getKey() + " B");
+            for (String k : new String[] {"regmemFast", "regmemChecked", peers[0], peers[1], peers[2], peers[3]}) {
+                Row row = m.get(k);
+                line.append(" | ").append(row == null ? "-" : fmt(row));
+            }
+            out.println(line.append(" |"));
+        }
+        out.printf("%n### Ratios: peer time / regmem CHECKED time (above 1: regmem is faster)%n%n");
+        out.println("| size | vs Netty pooled direct | vs Arena.ofConfined | vs allocateDirect | vs slicing over one Arena |");
+        out.println("|---:|---:|---:|---:|---:|");
+        for (Map.Entry<String, Map<String, Row>> e : bySize.entrySet()) {
+            Map<String, Row> m = e.getValue();
+            Row ours = m.get("regmemChecked");
+            StringBuilder line = new StringBuilder("| " + e.getKey() + " B");
+            for (String peer : peers) {
+                Row row = m.get(peer);
+                line.append(" | ").append(ours == null || row == null ? "-"
+                        : String.format(Locale.ROOT, "%.1fx", row.ns() / ours.ns()));
+            }
+            out.println(line.append(" |"));
+        }
+        if (!cross.isEmpty()) {
+            out.printf("%n### Allocate on one thread, free on another (ns per buffer on each side; the slower side sets the rate)%n%n");
+            out.println("| size | side | regmem CHECKED | Netty pooled direct | ratio |");
+            out.println("|---:|---|---:|---:|---:|");
+            Map<String, Row> c = new LinkedHashMap<>();
+            for (Row r : cross) {
+                c.put(r.size() + "/" + r.method(), r);
+            }
+            for (Row r : cross) {
+                if (!r.method().startsWith("regmem")) {
+                    continue;
+                }
+                String side = r.method().endsWith("Allocate") ? "Allocate" : "Free";
+                Row netty = c.get(r.size() + "/netty" + side);
+                out.printf(Locale.ROOT, "| %s B | %s | %.1f ± %.1f | %s | %s |%n", r.size(), side.toLowerCase(Locale.ROOT),
+                        r.ns(), r.error(), netty == null ? "-" : String.format(Locale.ROOT, "%.1f ± %.1f", netty.ns(), netty.error()),
+                        netty == null ? "-" : String.format(Locale.ROOT, "%.1fx", netty.ns() / r.ns()));
+            }
+            out.println("\n(B/op for the cross-thread groups is per group operation: regmem "
+                    + cross.stream().filter(r -> r.method().startsWith("regmem")).findFirst().map(r -> fmtBytes(r.bytesPerOp())).orElse("-")
+                    + ", Netty " + cross.stream().filter(r -> r.method().startsWith("netty")).findFirst().map(r -> fmtBytes(r.bytesPerOp())).orElse("-") + ")");
+        }
+        out.printf("%nJDK %s, %s %s, %d cores%n", Runtime.version(), System.getProperty("os.name"),
+                System.getProperty("os.arch"), Runtime.getRuntime().availableProcessors());
+    }
+
+    private static double gcNorm(Map<String, Result> secondary) {
+        for (Map.Entry<String, Result> e : secondary.entrySet()) {
+            if (e.getKey().endsWith("gc.alloc.rate.norm")) {
+                return e.getValue().getScore();
+            }
+        }
+        return Double.NaN;
+    }
+
+    private static String fmt(Row r) {
+        return String.format(Locale.ROOT, "%.1f ± %.1f ns, %s", r.ns(), r.error(), fmtBytes(r.bytesPerOp()));
+    }
+
+    private static String fmtBytes(double b) {
+        if (Double.isNaN(b)) {
+            return "? B/op";
+        }
+        return b < 0.5 ? "0 B/op" : String.format(Locale.ROOT, "%.0f B/op", b);
+    }
+}

@@ -1,0 +1,162 @@
+package io.regmem.bench;
+
+import io.regmem.core.BufferPool;
+import io.regmem.core.LeakReport;
+import io.regmem.core.PoolStats;
+import io.regmem.core.PooledBuffer;
+import io.regmem.core.SafetyMode;
+import io.regmem.core.ScatterList;
+import java.io.PrintStream;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.SplittableRandom;
+import java.util.concurrent.Callable;
+import java.util.concurrent.atomic.AtomicReference;
+import org.HdrHistogram.Histogram;
+import org.jctools.queues.SpscArrayQueue;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/**
+ * The main job: a storage-style allocator workload. Each worker builds requests of a 64-byte
+ * header, a 4 KiB-page payload list and an occasional 64 KiB block, describes each request as a
+ * {@link ScatterList}, checks the bytes, and frees half of the buffers itself and hands the other
+ * half to the next worker, which frees them (cross-thread free). It prints latency percentiles of
+ * allocate and free, the pool's accounting and the leak report.
+ */
+@Command(name = "demo", mixinStandardHelpOptions = true,
+        description = "Run the allocator workload and print a report.")
+final class DemoCommand implements Callable<Integer> {
+
+    @Option(names = "--threads", description = "Worker threads (default: ${DEFAULT-VALUE}).", defaultValue = "2")
+    int threads;
+
+    @Option(names = "--requests", description = "Requests per worker (default: ${DEFAULT-VALUE}).", defaultValue = "200000")
+    int requests;
+
+    @Option(names = "--safety", description = "FAST, CHECKED or PARANOID (default: ${DEFAULT-VALUE}).", defaultValue = "CHECKED")
+    SafetyMode safety;
+
+    @Override
+    public Integer call() throws Exception {
+        PrintStream out = System.out;
+        out.printf(Locale.ROOT, "regmem demo: %d workers x %d requests, safety %s, JDK %s%n", threads, requests, safety,
+                Runtime.version());
+        BufferPool pool = BufferPool.builder().name("demo").safetyMode(safety).build();
+        @SuppressWarnings("unchecked")
+        SpscArrayQueue<PooledBuffer>[] handoff = new SpscArrayQueue[threads];
+        for (int i = 0; i < threads; i++) {
+            handoff[i] = new SpscArrayQueue<>(1 << 14);
+        }
+        Histogram allocNs = new Histogram(3);
+        Histogram freeNs = new Histogram(3);
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        long[] bytesMoved = new long[threads];
+        List<Thread> workers = new ArrayList<>();
+        long start = System.nanoTime();
+        for (int w = 0; w < threads; w++) {
+            int me = w;
+            Thread t = new Thread(() -> {
+                try {
+                    bytesMoved[me] = work(pool, me, handoff[me], handoff[(me + 1) % threads], allocNs, freeNs);
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+            }, "demo-worker-" + w);
+            workers.add(t);
+            t.start();
+        }
+        for (Thread t : workers) {
+            t.join();
+        }
+        // whatever is still in flight between workers is freed here
+        for (SpscArrayQueue<PooledBuffer> q : handoff) {
+            PooledBuffer b;
+            while ((b = q.poll()) != null) {
+                b.close();
+            }
+        }
+        long elapsed = System.nanoTime() - start;
+        if (failure.get() != null) {
+            pool.closeAndReport();
+            throw new IllegalStateException("demo worker failed", failure.get());
+        }
+        long total = 0;
+        for (long b : bytesMoved) {
+            total += b;
+        }
+        PoolStats stats = pool.stats();
+        out.printf(Locale.ROOT, "%nWorkload: %,d requests in %.2f s (%,.0f requests/s), %,d MiB described in scatter lists%n",
+                (long) threads * requests, elapsed / 1e9, threads * (double) requests / (elapsed / 1e9), total >> 20);
+        out.printf(Locale.ROOT, "%nLatency (ns)       p50      p90      p99    p99.9      max%n");
+        printLatency(out, "allocate", allocNs);
+        printLatency(out, "free", freeNs);
+        out.printf(Locale.ROOT, "%nPool '%s' (%s, chunks from %s)%n", stats.pool(), pool.safetyMode(), pool.chunkSource().name());
+        out.printf(Locale.ROOT, "  reserved      %,14d bytes in %d chunk(s) of %d MiB%n", stats.reservedBytes(), stats.chunks(),
+                pool.chunkSize() >> 20);
+        out.printf(Locale.ROOT, "  in use        %,14d bytes in %d live buffers%n", stats.inUseBytes(), stats.liveBuffers());
+        out.printf(Locale.ROOT, "  allocations   %,14d   frees %,d%n", stats.allocations(), stats.frees());
+        out.printf(Locale.ROOT, "  cache hits    %13.2f%%%n", 100 * stats.cacheHitRate());
+        out.printf(Locale.ROOT, "  size class     slots   live   allocations%n");
+        for (PoolStats.ClassStats c : stats.classes()) {
+            out.printf(Locale.ROOT, "  %8d B %8d %6d %,13d%n", c.size(), c.slots(), c.live(), c.allocations());
+        }
+        LeakReport report = pool.closeAndReport();
+        out.printf(Locale.ROOT, "%nClose: %s%n", report.describe().strip());
+        return report.clean() ? 0 : 1;
+    }
+
+    private long work(BufferPool pool, int me, SpscArrayQueue<PooledBuffer> inbox, SpscArrayQueue<PooledBuffer> next,
+                      Histogram allocNs, Histogram freeNs) {
+        SplittableRandom rnd = new SplittableRandom(42 + me);
+        Histogram myAlloc = new Histogram(3);
+        Histogram myFree = new Histogram(3);
+        ScatterList sg = new ScatterList(32, true, 64);
+        PooledBuffer[] held = new PooledBuffer[18];
+        long described = 0;
+        for (int r = 0; r < requests; r++) {
+            int n = 0;
+            sg.clear();
+            int pages = 1 + rnd.nextInt(16);
+            for (int i = 0; i <= pages; i++) {
+                long size = i == 0 ? 64 : (rnd.nextInt(32) == 0 ? 65536 : 4096);
+                long t0 = System.nanoTime();
+                PooledBuffer b = pool.allocate(size);
+                myAlloc.recordValue(System.nanoTime() - t0);
+                b.segment().set(ValueLayout.JAVA_LONG, 0, ((long) me << 32) | r);
+                sg.add(b, 0, size);
+                held[n++] = b;
+            }
+            described += sg.totalLength();
+            for (int i = 0; i < n; i++) {
+                PooledBuffer b = held[i];
+                if (b.segment().get(ValueLayout.JAVA_LONG, 0) != (((long) me << 32) | r)) {
+                    throw new IllegalStateException("buffer " + b + " was overwritten while owned");
+                }
+                if ((i & 1) == 0 || !next.offer(b)) {
+                    long t0 = System.nanoTime();
+                    b.close();
+                    myFree.recordValue(System.nanoTime() - t0);
+                }
+            }
+            PooledBuffer in;
+            while ((in = inbox.poll()) != null) {
+                long t0 = System.nanoTime();
+                in.close();
+                myFree.recordValue(System.nanoTime() - t0);
+            }
+        }
+        synchronized (allocNs) {
+            allocNs.add(myAlloc);
+            freeNs.add(myFree);
+        }
+        return described;
+    }
+
+    private static void printLatency(PrintStream out, String what, Histogram h) {
+        out.printf(Locale.ROOT, "  %-10s %8d %8d %8d %8d %8d%n", what, h.getValueAtPercentile(50), h.getValueAtPercentile(90),
+                h.getValueAtPercentile(99), h.getValueAtPercentile(99.9), h.getMaxValue());
+    }
+}

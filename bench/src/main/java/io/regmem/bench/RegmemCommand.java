@@ -1,0 +1,28 @@
+package io.regmem.bench;
+
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+/**
+ * The {@code regmem} command line: {@code regmem demo} runs the main workload on the embedded
+ * provider and prints a report; {@code regmem bench} runs the JMH benchmarks beside their peers
+ * and prints ratios.
+ */
+@Command(name = "regmem", mixinStandardHelpOptions = true, version = "regmem 0.1.0",
+        description = "Registered off-heap memory for the JVM.",
+        subcommands = {DemoCommand.class, BenchCommand.class})
+public final class RegmemCommand implements Runnable {
+
+    @CommandLine.Spec
+    CommandLine.Model.CommandSpec spec;
+
+    /** Runs the command line; exits with its status. */
+    public static void main(String[] args) {
+        System.exit(new CommandLine(new RegmemCommand()).execute(args));
+    }
+
+    @Override
+    public void run() {
+        spec.commandLine().usage(System.out);
+    }
+}
