@@ -1,15 +1,10 @@
 package io.regmem.core;
 
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicLongArray;
-import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * A zero-copy allocator of off-heap {@link PooledBuffer}s carved from large, never-moving chunks.
@@ -66,33 +61,15 @@ public final class BufferPool implements AutoCloseable {
 
     private final SizeClasses classes;
     private final SizeClass[] classState;
-    private final ThreadLocal<ThreadCache> caches;
-    private final List<ThreadCache> cacheRegistry = new ArrayList<>();
-    private final ReentrantLock registryLock = new ReentrantLock();
-
-    /** The scope of every pooled buffer's segment: closing it makes stale checked views throw. */
-    private final Arena scope = Arena.ofShared();
-    private final ReentrantLock chunkLock = new ReentrantLock();
-    private final List<Chunk> chunks = new ArrayList<>();
-    private MemorySegment current;
-    private Chunk currentChunk;
-    private long currentOffset;
-
-    private final AtomicLong reserved = new AtomicLong();
-    private final Set<PooledBuffer> largeLive = ConcurrentHashMap.newKeySet();
-    private final AtomicLong largeAllocations = new AtomicLong();
-    private final AtomicLong largeFrees = new AtomicLong();
-    private final AtomicLong largeBytes = new AtomicLong();
-    /** Counts of virtual threads, disabled caches and caches of dead threads, per class. */
-    private final AtomicLongArray uncachedAllocations;
-    private final AtomicLongArray uncachedFrees;
-    private final AtomicLong uncachedMisses = new AtomicLong();
+    private final ThreadCaches caches;
+    private final Chunks chunks;
+    private final LargeBuffers large;
 
     private final Object closeLock = new Object();
     private volatile boolean closed;
     private LeakReport closeReport;
 
-    private BufferPool(Builder b) {
+    BufferPool(BufferPoolBuilder b) {
         this.name = b.name != null ? b.name : "BufferPool-" + NAMES.incrementAndGet();
         this.mode = b.mode;
         this.checked = b.mode != SafetyMode.FAST;
@@ -109,15 +86,15 @@ public final class BufferPool implements AutoCloseable {
         for (int i = 0; i < classState.length; i++) {
             classState[i] = new SizeClass(i, classes.size(i), b.slabSize, b.threadCacheBytes);
         }
-        this.caches = ThreadLocal.withInitial(this::newCache);
-        this.uncachedAllocations = new AtomicLongArray(classState.length);
-        this.uncachedFrees = new AtomicLongArray(classState.length);
+        this.caches = new ThreadCaches(classState);
+        this.chunks = new Chunks(name, source, chunkSize, maxBytes);
+        this.large = new LargeBuffers(chunks);
         OPEN.add(this);
     }
 
     /** A builder with the documented defaults. */
-    public static Builder builder() {
-        return new Builder();
+    public static BufferPoolBuilder builder() {
+        return new BufferPoolBuilder();
     }
 
     /**
@@ -166,15 +143,19 @@ public final class BufferPool implements AutoCloseable {
             b = sc.free.poll();
             if (b == null) {
                 b = carve(sc, null);
-                uncachedMisses.incrementAndGet();
+                caches.uncachedMisses.incrementAndGet();
             }
-            uncachedAllocations.incrementAndGet(sc.index);
+            caches.uncachedAllocations.incrementAndGet(sc.index);
         }
+        handOut(b, size);
+        return b;
+    }
+
+    private void handOut(PooledBuffer b, long size) {
         b.onAllocate(size);
         if (paranoid) {
             b.allocationSite = new Throwable("allocated by " + Thread.currentThread().getName());
         }
-        return b;
     }
 
     /**
@@ -194,12 +175,12 @@ public final class BufferPool implements AutoCloseable {
             throw closedException("free");
         }
         if (buffer.sizeClass == PooledBuffer.LARGE_CLASS) {
-            freeLarge(buffer);
+            large.free(buffer, name);
             return;
         }
         if (checked) {
             if (!buffer.markFreeChecked()) {
-                throw doubleFree(buffer);
+                throw new RdmaException(Errno.EINVAL, name + ": double free of " + buffer);
             }
             if (paranoid) {
                 buffer.allocationSite = null;
@@ -217,7 +198,7 @@ public final class BufferPool implements AutoCloseable {
             }
         } else {
             classState[cls].free.offer(buffer);
-            uncachedFrees.incrementAndGet(cls);
+            caches.uncachedFrees.incrementAndGet(cls);
         }
     }
 
@@ -266,13 +247,13 @@ public final class BufferPool implements AutoCloseable {
             if (b != null) {
                 return b;
             }
-            if (reclaimDeadCaches() > 0 && (b = sc.free.poll()) != null) {
+            if (caches.reclaimDead() > 0 && (b = sc.free.poll()) != null) {
                 return b;
             }
             if (closed) {
                 throw closedException("allocate");
             }
-            PooledBuffer[] slab = carveSlab(sc);
+            PooledBuffer[] slab = chunks.carveSlab(this, sc, this::inUseBytes);
             sc.slabs.add(slab);
             sc.slots += slab.length;
             int next = 1;
@@ -291,128 +272,22 @@ public final class BufferPool implements AutoCloseable {
         }
     }
 
-    private PooledBuffer[] carveSlab(SizeClass sc) {
-        chunkLock.lock();
-        try {
-            long remaining = currentChunk == null ? 0 : currentChunk.size() - currentOffset;
-            if (remaining < sc.size) {
-                newChunk();
-                remaining = chunkSize;
-            }
-            long bytes = Math.min(sc.slabBytes, (remaining / sc.size) * sc.size);
-            int n = (int) (bytes / sc.size);
-            PooledBuffer[] slab = new PooledBuffer[n];
-            for (int i = 0; i < n; i++) {
-                MemorySegment slot = current.asSlice(currentOffset + i * sc.size, sc.size);
-                slab[i] = new PooledBuffer(this, sc.index, currentChunk, slot, null);
-            }
-            currentOffset += bytes;
-            return slab;
-        } finally {
-            chunkLock.unlock();
-        }
-    }
-
-    /** Reserves and maps a new chunk for the size classes; the old chunk's tail stays unused. */
-    private void newChunk() {
-        reserve(chunkSize);
-        Chunk chunk;
-        try {
-            chunk = source.allocate(chunkSize, source.pageSize());
-        } catch (RuntimeException e) {
-            reserved.addAndGet(-chunkSize);
-            throw e;
-        }
-        chunks.add(chunk);
-        currentChunk = chunk;
-        current = MemorySegment.ofAddress(chunk.address()).reinterpret(chunkSize, scope, null);
-        currentOffset = 0;
-    }
-
     private PooledBuffer allocateLarge(long size) {
-        if (size <= 0 || size > maxBufferSize) {
-            throw new RdmaException(Errno.EINVAL, name + ": size " + size + " is not in [1, maxBufferSize="
-                    + maxBufferSize + "]");
-        }
-        long page = source.pageSize();
-        long bytes = (size + page - 1) & -page;
-        reserve(bytes);
-        Chunk chunk;
-        try {
-            chunk = source.allocate(bytes, page);
-        } catch (RuntimeException e) {
-            reserved.addAndGet(-bytes);
-            throw e;
-        }
-        Arena arena = Arena.ofShared();
-        MemorySegment segment = MemorySegment.ofAddress(chunk.address()).reinterpret(bytes, arena, null);
-        PooledBuffer b = new PooledBuffer(this, PooledBuffer.LARGE_CLASS, chunk, segment, arena);
-        largeLive.add(b);
-        largeAllocations.incrementAndGet();
-        largeBytes.addAndGet(bytes);
-        b.onAllocate(size);
-        if (paranoid) {
-            b.allocationSite = new Throwable("allocated by " + Thread.currentThread().getName());
-        }
-        if (closed && largeLive.remove(b)) {
+        checkSize(size);
+        PooledBuffer b = large.allocate(this, size, source.pageSize(), this::inUseBytes);
+        handOut(b, size);
+        if (closed && large.releaseIfLive(b)) {
             // close() ran while we mapped: undo, so nothing outlives the pool.
-            releaseLarge(b);
             throw closedException("allocate");
         }
         return b;
     }
 
-    private void freeLarge(PooledBuffer b) {
-        if (!b.markFreeChecked()) {
-            throw doubleFree(b);
+    private void checkSize(long size) {
+        if (size <= 0 || size > maxBufferSize) {
+            throw new RdmaException(Errno.EINVAL, name + ": size " + size + " is not in [1, maxBufferSize="
+                    + maxBufferSize + "]");
         }
-        if (!largeLive.remove(b)) {
-            return; // close() took it concurrently and released it
-        }
-        largeFrees.incrementAndGet();
-        releaseLarge(b);
-    }
-
-    private void releaseLarge(PooledBuffer b) {
-        b.largeArena.close();
-        long bytes = b.chunk.size();
-        largeBytes.addAndGet(-bytes);
-        releaseChunk(b.chunk);
-        reserved.addAndGet(-bytes);
-    }
-
-    private void releaseChunk(Chunk chunk) {
-        if (chunk.hasUncheckedViews()) {
-            source.retire(chunk);
-        } else {
-            source.release(chunk);
-        }
-    }
-
-    private void reserve(long bytes) {
-        while (true) {
-            long r = reserved.get();
-            long next = r + bytes;
-            if (next > maxBytes || next < 0) {
-                throw new PoolExhaustedException(name, maxBytes, r, inUseBytes(), bytes);
-            }
-            if (reserved.compareAndSet(r, next)) {
-                return;
-            }
-        }
-    }
-
-    // ---- thread caches -------------------------------------------------------------------------
-
-    private ThreadCache newCache() {
-        ThreadCache tc = new ThreadCache(Thread.currentThread(), classState.length);
-        registryLock.lock();
-        try {
-            cacheRegistry.add(tc);
-        } finally {
-            registryLock.unlock();
-        }
-        return tc;
     }
 
     /**
@@ -426,42 +301,8 @@ public final class BufferPool implements AutoCloseable {
         }
         ThreadCache tc = caches.get();
         for (int cls = 0; cls < classState.length; cls++) {
-            drainStack(tc, cls);
+            caches.drain(tc, cls);
         }
-    }
-
-    private void drainStack(ThreadCache tc, int cls) {
-        PooledBuffer[] stack = tc.stacks[cls];
-        int top = tc.tops[cls];
-        for (int i = 0; i < top; i++) {
-            classState[cls].free.offer(stack[i]);
-        }
-        tc.tops[cls] = 0;
-    }
-
-    /** Moves the cached buffers and counters of dead threads to the shared state; returns buffers moved. */
-    private long reclaimDeadCaches() {
-        long moved = 0;
-        registryLock.lock();
-        try {
-            for (int i = cacheRegistry.size() - 1; i >= 0; i--) {
-                ThreadCache tc = cacheRegistry.get(i);
-                if (!tc.ownerDead()) {
-                    continue;
-                }
-                moved += tc.cached();
-                for (int cls = 0; cls < classState.length; cls++) {
-                    drainStack(tc, cls);
-                    uncachedAllocations.addAndGet(cls, tc.allocations[cls]);
-                    uncachedFrees.addAndGet(cls, tc.frees[cls]);
-                }
-                uncachedMisses.addAndGet(tc.misses);
-                cacheRegistry.remove(i);
-            }
-        } finally {
-            registryLock.unlock();
-        }
-        return moved;
     }
 
     // ---- accounting ----------------------------------------------------------------------------
@@ -471,28 +312,11 @@ public final class BufferPool implements AutoCloseable {
         int n = classState.length;
         long[] allocs = new long[n];
         long[] frees = new long[n];
-        long misses = uncachedMisses.get();
-        for (int cls = 0; cls < n; cls++) {
-            allocs[cls] = uncachedAllocations.get(cls);
-            frees[cls] = uncachedFrees.get(cls);
-        }
-        registryLock.lock();
-        try {
-            for (ThreadCache tc : cacheRegistry) {
-                for (int cls = 0; cls < n; cls++) {
-                    allocs[cls] += tc.allocations[cls];
-                    frees[cls] += tc.frees[cls];
-                }
-                misses += tc.misses;
-            }
-        } finally {
-            registryLock.unlock();
-        }
-        long inUse = largeBytes.get();
-        long large = largeLive.size();
-        long live = large;
-        long totalAllocs = largeAllocations.get();
-        long totalFrees = largeFrees.get();
+        long misses = caches.sumCounts(allocs, frees);
+        long inUse = large.bytes();
+        long live = large.liveCount();
+        long totalAllocs = large.allocations();
+        long totalFrees = large.frees();
         List<PoolStats.ClassStats> perClass = new ArrayList<>();
         for (int cls = 0; cls < n; cls++) {
             long classLive = allocs[cls] - frees[cls];
@@ -504,15 +328,8 @@ public final class BufferPool implements AutoCloseable {
                 perClass.add(new PoolStats.ClassStats(classState[cls].size, classState[cls].slots, classLive, allocs[cls]));
             }
         }
-        int chunkCount;
-        chunkLock.lock();
-        try {
-            chunkCount = chunks.size();
-        } finally {
-            chunkLock.unlock();
-        }
-        return new PoolStats(name, reserved.get(), inUse, live, chunkCount, large, totalAllocs, totalFrees,
-                misses + largeAllocations.get(), List.copyOf(perClass));
+        return new PoolStats(name, chunks.reserved(), inUse, live, chunks.snapshot().size(), large.liveCount(),
+                totalAllocs, totalFrees, misses + large.allocations(), List.copyOf(perClass));
     }
 
     private long inUseBytes() {
@@ -537,31 +354,13 @@ public final class BufferPool implements AutoCloseable {
             }
             closed = true;
             LeakReport report = collectLeaks();
-            try {
-                scope.close();
-            } catch (IllegalStateException e) {
+            if (!chunks.closeAll()) {
                 closed = false;
                 throw new RdmaException(Errno.EBUSY, name + ": cannot close while another thread accesses one of its "
-                        + "buffers", e);
+                        + "buffers");
             }
-            chunkLock.lock();
-            try {
-                for (Chunk c : chunks) {
-                    releaseChunk(c);
-                }
-                reserved.addAndGet(-chunks.size() * chunkSize);
-                chunks.clear();
-                current = null;
-                currentChunk = null;
-            } finally {
-                chunkLock.unlock();
-            }
-            for (PooledBuffer b : largeLive) {
-                if (largeLive.remove(b)) {
-                    releaseLarge(b);
-                }
-            }
-            caches.remove();
+            large.releaseAll();
+            caches.removeCurrent();
             OPEN.remove(this);
             closeReport = report;
             return report;
@@ -586,28 +385,32 @@ public final class BufferPool implements AutoCloseable {
     }
 
     private LeakReport collectLeaks() {
-        long count = 0;
-        long bytes = 0;
-        List<LeakReport.Leak> listed = new ArrayList<>();
+        LeakCollector leaks = new LeakCollector();
         for (SizeClass sc : classState) {
             sc.carveLock.lock();
             try {
                 for (PooledBuffer[] slab : sc.slabs) {
                     for (PooledBuffer b : slab) {
-                        if (b.isLive()) {
-                            count++;
-                            bytes += b.capacity();
-                            if (listed.size() < LeakReport.MAX_LISTED) {
-                                listed.add(new LeakReport.Leak(b.toString(), b.allocationSite));
-                            }
-                        }
+                        leaks.offer(b);
                     }
                 }
             } finally {
                 sc.carveLock.unlock();
             }
         }
-        for (PooledBuffer b : largeLive) {
+        for (PooledBuffer b : large.live()) {
+            leaks.offer(b);
+        }
+        return leaks.report(name);
+    }
+
+    /** Counts live buffers and lists the first {@link LeakReport#MAX_LISTED}. */
+    private static final class LeakCollector {
+        private long count;
+        private long bytes;
+        private final List<LeakReport.Leak> listed = new ArrayList<>();
+
+        void offer(PooledBuffer b) {
             if (b.isLive()) {
                 count++;
                 bytes += b.capacity();
@@ -616,7 +419,10 @@ public final class BufferPool implements AutoCloseable {
                 }
             }
         }
-        return new LeakReport(name, count, bytes, List.copyOf(listed));
+
+        LeakReport report(String pool) {
+            return new LeakReport(pool, count, bytes, List.copyOf(listed));
+        }
     }
 
     // ---- description ---------------------------------------------------------------------------
@@ -668,10 +474,7 @@ public final class BufferPool implements AutoCloseable {
      * @throws RdmaException {@link Errno#EINVAL} for a size out of [1, maxBufferSize]
      */
     public long classSizeFor(long size) {
-        if (size <= 0 || size > maxBufferSize) {
-            throw new RdmaException(Errno.EINVAL, name + ": size " + size + " is not in [1, maxBufferSize="
-                    + maxBufferSize + "]");
-        }
+        checkSize(size);
         if (size <= largestClass) {
             return classes.size(classes.indexOf(size));
         }
@@ -684,161 +487,15 @@ public final class BufferPool implements AutoCloseable {
      * once; buffers above the largest class have their own chunk ({@link PooledBuffer#chunk()}).
      */
     public List<Chunk> chunks() {
-        chunkLock.lock();
-        try {
-            return List.copyOf(chunks);
-        } finally {
-            chunkLock.unlock();
-        }
+        return chunks.snapshot();
     }
 
     private RdmaException closedException(String op) {
         return new RdmaException(Errno.EBADF, name + ": " + op + " after the pool was closed");
     }
 
-    private RdmaException doubleFree(PooledBuffer b) {
-        return new RdmaException(Errno.EINVAL, name + ": double free of " + b);
-    }
-
     @Override
     public String toString() {
         return "BufferPool[" + name + ", " + mode + ", " + source.name() + "]";
-    }
-
-    /**
-     * Configures a {@link BufferPool}. Every setting has a default; {@link #build()} checks them
-     * together and throws {@link RdmaException} ({@link Errno#EINVAL}) naming the bad one.
-     */
-    public static final class Builder {
-        private String name;
-        private SafetyMode mode = SafetyMode.CHECKED;
-        private ChunkSource source = ChunkSource.mmap();
-        private long chunkSize = 4L << 20;
-        private long alignment = 64;
-        private long largestClass = 1L << 20;
-        private long maxBufferSize = 1L << 30;
-        private long maxBytes = Long.MAX_VALUE;
-        private long slabSize = 256L << 10;
-        private long threadCacheBytes = 1L << 20;
-
-        private Builder() {
-        }
-
-        /** A name for messages and reports. Default: {@code BufferPool-N}. */
-        public Builder name(String name) {
-            this.name = name;
-            return this;
-        }
-
-        /** Checks done on allocate and free. Default: {@link SafetyMode#CHECKED}. */
-        public Builder safetyMode(SafetyMode mode) {
-            this.mode = java.util.Objects.requireNonNull(mode, "mode");
-            return this;
-        }
-
-        /** Where chunks come from. Default: {@link ChunkSource#mmap()}. */
-        public Builder chunkSource(ChunkSource source) {
-            this.source = java.util.Objects.requireNonNull(source, "source");
-            return this;
-        }
-
-        /** Bytes per chunk for size classes: a multiple of the source's page size. Default: 4 MiB. */
-        public Builder chunkSize(long bytes) {
-            this.chunkSize = bytes;
-            return this;
-        }
-
-        /**
-         * The alignment of every buffer's address and the granularity of size classes: a power of
-         * two from 8 up to the source's page size. Default: 64 (a cache line). Use 4096 for page-aligned buffers.
-         */
-        public Builder alignment(long bytes) {
-            this.alignment = bytes;
-            return this;
-        }
-
-        /** Page-aligned buffers: {@code alignment(source page size)}. */
-        public Builder pageAligned() {
-            this.alignment = source.pageSize();
-            return this;
-        }
-
-        /**
-         * The largest size class: a power of two, at least 4 x alignment, at most the chunk size.
-         * Larger buffers get a dedicated chunk each. Default: 1 MiB.
-         */
-        public Builder largestClass(long bytes) {
-            this.largestClass = bytes;
-            return this;
-        }
-
-        /** The largest buffer {@link BufferPool#allocate} accepts. Default: 1 GiB. */
-        public Builder maxBufferSize(long bytes) {
-            this.maxBufferSize = bytes;
-            return this;
-        }
-
-        /**
-         * The most chunk memory the pool may reserve, at least one chunk. Default: unlimited.
-         * Going over it throws {@link PoolExhaustedException}.
-         */
-        public Builder maxBytes(long bytes) {
-            this.maxBytes = bytes;
-            return this;
-        }
-
-        /** Chunk bytes carved at a time for one size class (at least one buffer). Default: 256 KiB. */
-        public Builder slabSize(long bytes) {
-            this.slabSize = bytes;
-            return this;
-        }
-
-        /**
-         * Bytes per size class a thread may keep in its cache (between 2 and 512 buffers per class);
-         * 0 disables thread caches. Default: 1 MiB.
-         */
-        public Builder threadCacheBytes(long bytes) {
-            this.threadCacheBytes = bytes;
-            return this;
-        }
-
-        /**
-         * Builds the pool. Reserves no memory yet: the first allocation of each size class does.
-         *
-         * @throws RdmaException {@link Errno#EINVAL} naming the setting that breaks a rule
-         */
-        public BufferPool build() {
-            String who = "BufferPool.Builder" + (name != null ? "[" + name + "]" : "");
-            long page = source.pageSize();
-            if (Long.bitCount(alignment) != 1 || alignment < 8 || alignment > page) {
-                throw new RdmaException(Errno.EINVAL, who + ": alignment " + alignment
-                        + " must be a power of two in [8, " + page + "]");
-            }
-            if (chunkSize <= 0 || chunkSize % page != 0) {
-                throw new RdmaException(Errno.EINVAL, who + ": chunkSize " + chunkSize
-                        + " must be a positive multiple of the page size " + page);
-            }
-            long quantum = Math.max(16, alignment);
-            if (Long.bitCount(largestClass) != 1 || largestClass < 4 * quantum || largestClass > chunkSize) {
-                throw new RdmaException(Errno.EINVAL, who + ": largestClass " + largestClass
-                        + " must be a power of two in [" + 4 * quantum + ", chunkSize=" + chunkSize + "]");
-            }
-            if (maxBufferSize < 1 || maxBufferSize > Long.MAX_VALUE - page) {
-                throw new RdmaException(Errno.EINVAL, who + ": maxBufferSize " + maxBufferSize + " must be positive");
-            }
-            if (maxBytes < chunkSize) {
-                throw new RdmaException(Errno.EINVAL, who + ": maxBytes " + maxBytes
-                        + " must be at least one chunk (" + chunkSize + ")");
-            }
-            if (slabSize <= 0 || slabSize > chunkSize) {
-                throw new RdmaException(Errno.EINVAL, who + ": slabSize " + slabSize + " must be in [1, chunkSize="
-                        + chunkSize + "]");
-            }
-            if (threadCacheBytes < 0) {
-                throw new RdmaException(Errno.EINVAL, who + ": threadCacheBytes " + threadCacheBytes
-                        + " must not be negative");
-            }
-            return new BufferPool(this);
-        }
     }
 }

@@ -1,0 +1,147 @@
+package io.regmem.core;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.LongSupplier;
+
+/**
+ * A pool's chunk memory: the {@code maxBytes} budget, the chunks reserved for size classes (carved
+ * into slabs by a bump pointer under {@link #lock}), and the release of chunks to their source.
+ * Every method here is on a slow path.
+ */
+final class Chunks {
+    private final String pool;
+    private final ChunkSource source;
+    private final long chunkSize;
+    private final long maxBytes;
+    /** The scope of every pooled buffer's segment: closing it makes stale checked views throw. */
+    private final Arena scope = Arena.ofShared();
+    private final ReentrantLock lock = new ReentrantLock();
+    private final List<Chunk> chunks = new ArrayList<>();
+    private final AtomicLong reserved = new AtomicLong();
+    private MemorySegment current;
+    private Chunk currentChunk;
+    private long currentOffset;
+
+    Chunks(String pool, ChunkSource source, long chunkSize, long maxBytes) {
+        this.pool = pool;
+        this.source = source;
+        this.chunkSize = chunkSize;
+        this.maxBytes = maxBytes;
+    }
+
+    /**
+     * Counts {@code bytes} against {@code maxBytes}.
+     *
+     * @param inUse computes the bytes in live buffers, only for the exception's message
+     * @throws PoolExhaustedException when the budget would be exceeded; nothing is counted then
+     */
+    void reserve(long bytes, LongSupplier inUse) {
+        while (true) {
+            long r = reserved.get();
+            long next = r + bytes;
+            if (next > maxBytes || next < 0) {
+                throw new PoolExhaustedException(pool, maxBytes, r, inUse.getAsLong(), bytes);
+            }
+            if (reserved.compareAndSet(r, next)) {
+                return;
+            }
+        }
+    }
+
+    /** Reserves budget and a chunk of {@code bytes} from the source; undoes the budget if the source fails. */
+    Chunk allocate(long bytes, LongSupplier inUse) {
+        reserve(bytes, inUse);
+        try {
+            return source.allocate(bytes, source.pageSize());
+        } catch (RuntimeException e) {
+            reserved.addAndGet(-bytes);
+            throw e;
+        }
+    }
+
+    /** Gives a chunk back to its source (retired if unchecked views were made) and its bytes to the budget. */
+    void release(Chunk chunk) {
+        if (chunk.hasUncheckedViews()) {
+            source.retire(chunk);
+        } else {
+            source.release(chunk);
+        }
+        reserved.addAndGet(-chunk.size());
+    }
+
+    /**
+     * Carves the next slab for a size class out of the current chunk, mapping a new chunk when
+     * fewer than one buffer's worth is left (the old chunk's tail, under one buffer, stays unused).
+     * Makes one handle per slot, with its segment in the pool's scope.
+     */
+    PooledBuffer[] carveSlab(BufferPool owner, SizeClass sc, LongSupplier inUse) {
+        lock.lock();
+        try {
+            long remaining = currentChunk == null ? 0 : currentChunk.size() - currentOffset;
+            if (remaining < sc.size) {
+                Chunk chunk = allocate(chunkSize, inUse);
+                chunks.add(chunk);
+                currentChunk = chunk;
+                current = MemorySegment.ofAddress(chunk.address()).reinterpret(chunkSize, scope, null);
+                currentOffset = 0;
+                remaining = chunkSize;
+            }
+            long bytes = Math.min(sc.slabBytes, (remaining / sc.size) * sc.size);
+            int n = (int) (bytes / sc.size);
+            PooledBuffer[] slab = new PooledBuffer[n];
+            for (int i = 0; i < n; i++) {
+                MemorySegment slot = current.asSlice(currentOffset + i * sc.size, sc.size);
+                slab[i] = new PooledBuffer(owner, sc.index, currentChunk, slot, null);
+            }
+            currentOffset += bytes;
+            return slab;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Ends the scope of every pooled segment, then gives every size-class chunk back.
+     *
+     * @return false (and nothing changed) if another thread is accessing a segment right now
+     */
+    boolean closeAll() {
+        try {
+            scope.close();
+        } catch (IllegalStateException busy) {
+            return false;
+        }
+        lock.lock();
+        try {
+            for (Chunk c : chunks) {
+                release(c);
+            }
+            chunks.clear();
+            current = null;
+            currentChunk = null;
+        } finally {
+            lock.unlock();
+        }
+        return true;
+    }
+
+    /** Bytes counted against {@code maxBytes} now. */
+    long reserved() {
+        return reserved.get();
+    }
+
+    /** A snapshot of the size-class chunks, in order. */
+    List<Chunk> snapshot() {
+        lock.lock();
+        try {
+            return List.copyOf(chunks);
+        } finally {
+            lock.unlock();
+        }
+    }
+}

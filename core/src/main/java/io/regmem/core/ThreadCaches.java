@@ -1,0 +1,111 @@
+package io.regmem.core;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * A pool's per-thread caches: the thread-local lookup, the registry of every cache (for stats and
+ * for reclaiming the caches of dead threads) and the counters of allocations that used no cache
+ * (virtual threads, caches disabled) or whose cache's thread died.
+ */
+final class ThreadCaches {
+    private final SizeClass[] classes;
+    private final ThreadLocal<ThreadCache> local;
+    private final List<ThreadCache> registry = new ArrayList<>();
+    private final ReentrantLock lock = new ReentrantLock();
+    final AtomicLongArray uncachedAllocations;
+    final AtomicLongArray uncachedFrees;
+    final AtomicLong uncachedMisses = new AtomicLong();
+
+    ThreadCaches(SizeClass[] classes) {
+        this.classes = classes;
+        this.local = ThreadLocal.withInitial(this::register);
+        this.uncachedAllocations = new AtomicLongArray(classes.length);
+        this.uncachedFrees = new AtomicLongArray(classes.length);
+    }
+
+    /** The calling thread's cache, made and registered on first use. */
+    ThreadCache get() {
+        return local.get();
+    }
+
+    /** Forgets the calling thread's cache (pool close). */
+    void removeCurrent() {
+        local.remove();
+    }
+
+    private ThreadCache register() {
+        ThreadCache tc = new ThreadCache(Thread.currentThread(), classes.length);
+        lock.lock();
+        try {
+            registry.add(tc);
+        } finally {
+            lock.unlock();
+        }
+        return tc;
+    }
+
+    /** Moves every buffer of one stack to its class's shared free list. Owner thread, or a dead owner. */
+    void drain(ThreadCache tc, int cls) {
+        PooledBuffer[] stack = tc.stacks[cls];
+        int top = tc.tops[cls];
+        for (int i = 0; i < top; i++) {
+            classes[cls].free.offer(stack[i]);
+        }
+        tc.tops[cls] = 0;
+    }
+
+    /** Moves the cached buffers and counters of dead threads to the shared state; returns buffers moved. */
+    long reclaimDead() {
+        long moved = 0;
+        lock.lock();
+        try {
+            for (int i = registry.size() - 1; i >= 0; i--) {
+                ThreadCache tc = registry.get(i);
+                if (!tc.ownerDead()) {
+                    continue;
+                }
+                moved += tc.cached();
+                for (int cls = 0; cls < classes.length; cls++) {
+                    drain(tc, cls);
+                    uncachedAllocations.addAndGet(cls, tc.allocations[cls]);
+                    uncachedFrees.addAndGet(cls, tc.frees[cls]);
+                }
+                uncachedMisses.addAndGet(tc.misses);
+                registry.remove(i);
+            }
+        } finally {
+            lock.unlock();
+        }
+        return moved;
+    }
+
+    /**
+     * Adds every cache's counters (read racily) and the uncached ones into the arrays.
+     *
+     * @return the total of cache misses
+     */
+    long sumCounts(long[] allocations, long[] frees) {
+        long misses = uncachedMisses.get();
+        for (int cls = 0; cls < classes.length; cls++) {
+            allocations[cls] = uncachedAllocations.get(cls);
+            frees[cls] = uncachedFrees.get(cls);
+        }
+        lock.lock();
+        try {
+            for (ThreadCache tc : registry) {
+                for (int cls = 0; cls < classes.length; cls++) {
+                    allocations[cls] += tc.allocations[cls];
+                    frees[cls] += tc.frees[cls];
+                }
+                misses += tc.misses;
+            }
+        } finally {
+            lock.unlock();
+        }
+        return misses;
+    }
+}
