@@ -44,6 +44,7 @@ import org.openjdk.jmh.annotations.Warmup;
         "-Dio.netty.leakDetection.level=disabled"})
 public class AllocatorBenchmark {
 
+    /** Bytes per buffer. */
     @Param({"64", "4096", "65536"})
     public int size;
 
@@ -54,6 +55,7 @@ public class AllocatorBenchmark {
     private MemorySegment slabSegment;
     private SegmentAllocator slicing;
 
+    /** Builds the pools and allocators once per trial. */
     @Setup(Level.Trial)
     public void setUp() {
         fast = BufferPool.builder().name("bench-fast").safetyMode(SafetyMode.FAST).build();
@@ -69,6 +71,7 @@ public class AllocatorBenchmark {
         slicing = SegmentAllocator.slicingAllocator(slabSegment);
     }
 
+    /** Closes the pools and the arena. */
     @TearDown(Level.Trial)
     public void tearDown() {
         fast.close();
@@ -76,6 +79,7 @@ public class AllocatorBenchmark {
         slab.close();
     }
 
+    /** regmem, {@link SafetyMode#FAST}. */
     @Benchmark
     public long regmemFast() {
         PooledBuffer b = fast.allocate(size);
@@ -85,6 +89,7 @@ public class AllocatorBenchmark {
         return a;
     }
 
+    /** regmem, {@link SafetyMode#CHECKED} (the default). */
     @Benchmark
     public long regmemChecked() {
         PooledBuffer b = checked.allocate(size);
@@ -94,6 +99,7 @@ public class AllocatorBenchmark {
         return a;
     }
 
+    /** Netty's {@code PooledByteBufAllocator}, direct buffers. */
     @Benchmark
     public long nettyPooledDirect() {
         ByteBuf b = netty.directBuffer(size);
@@ -103,6 +109,7 @@ public class AllocatorBenchmark {
         return a;
     }
 
+    /** A confined arena per buffer: {@code malloc} and {@code free} underneath. */
     @Benchmark
     public long arenaConfined() {
         try (Arena arena = Arena.ofConfined()) {
@@ -112,6 +119,7 @@ public class AllocatorBenchmark {
         }
     }
 
+    /** {@link ByteBuffer#allocateDirect}, released by the GC. */
     @Benchmark
     public long byteBufferAllocateDirect() {
         ByteBuffer b = ByteBuffer.allocateDirect(size);
@@ -119,6 +127,7 @@ public class AllocatorBenchmark {
         return b.capacity();
     }
 
+    /** A bump pointer over one segment, restarted when full. */
     @Benchmark
     public long slicingAllocatorOverOneArena() {
         MemorySegment s;

@@ -43,6 +43,7 @@ import org.openjdk.jmh.infra.Control;
         "-Dio.netty.leakDetection.level=disabled"})
 public class CrossThreadBenchmark {
 
+    /** Bytes per buffer. */
     @Param({"4096"})
     public int size;
 
@@ -51,6 +52,7 @@ public class CrossThreadBenchmark {
     private SpscArrayQueue<PooledBuffer> regmemQueue;
     private SpscArrayQueue<ByteBuf> nettyQueue;
 
+    /** Builds the pool, the Netty allocator and the hand-off queues. */
     @Setup(Level.Trial)
     public void setUp() {
         pool = BufferPool.builder().name("bench-cross").safetyMode(SafetyMode.CHECKED).build();
@@ -59,6 +61,7 @@ public class CrossThreadBenchmark {
         nettyQueue = new SpscArrayQueue<>(1024);
     }
 
+    /** Frees whatever is still in the hand-off queues. */
     @TearDown(Level.Iteration)
     public void drain() {
         PooledBuffer b;
@@ -71,12 +74,14 @@ public class CrossThreadBenchmark {
         }
     }
 
+    /** Drains and closes the pool. */
     @TearDown(Level.Trial)
     public void tearDown() {
         drain();
         pool.close();
     }
 
+    /** Producer: allocate from regmem, write, hand over. */
     @Benchmark
     @Group("regmem")
     @GroupThreads(1)
@@ -92,6 +97,7 @@ public class CrossThreadBenchmark {
         }
     }
 
+    /** Consumer: take a regmem buffer and free it on this thread. */
     @Benchmark
     @Group("regmem")
     @GroupThreads(1)
@@ -106,6 +112,7 @@ public class CrossThreadBenchmark {
         b.close();
     }
 
+    /** Producer: allocate from Netty, write, hand over. */
     @Benchmark
     @Group("netty")
     @GroupThreads(1)
@@ -121,6 +128,7 @@ public class CrossThreadBenchmark {
         }
     }
 
+    /** Consumer: take a Netty buffer and release it on this thread. */
     @Benchmark
     @Group("netty")
     @GroupThreads(1)

@@ -238,7 +238,29 @@ class BufferPoolTest {
         t.start();
         t.join();
         assertThat(pool.stats().liveBuffers()).isZero();
+        closeClean(pool);
+    }
+
+    @Test
+    void releaseThreadCacheHandsCachedBuffersToOtherThreads() throws Exception {
+        BufferPool pool = BufferPool.builder().slabSize(64 << 10).build();
+        List<PooledBuffer> made = new ArrayList<>();
+        for (int i = 0; i < 64; i++) {
+            made.add(pool.allocate(1024));
+        }
+        made.forEach(PooledBuffer::close); // all in this (live) thread's cache
         pool.releaseThreadCache();
+        long slots = pool.stats().classes().getFirst().slots();
+        Thread other = new Thread(() -> {
+            List<PooledBuffer> got = new ArrayList<>();
+            for (int i = 0; i < 64; i++) {
+                got.add(pool.allocate(1024));
+            }
+            got.forEach(PooledBuffer::close);
+        });
+        other.start();
+        other.join();
+        assertThat(pool.stats().classes().getFirst().slots()).as("served from released buffers").isEqualTo(slots);
         closeClean(pool);
     }
 
