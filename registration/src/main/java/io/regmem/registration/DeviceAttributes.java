@@ -1,0 +1,74 @@
+package io.regmem.registration;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.util.Map;
+
+/**
+ * What a device can do: the limits of {@code ib_device_attr} that regmem's paths depend on.
+ *
+ * @param maxSendSge            SGEs per send work request
+ * @param maxRecvSge            SGEs per receive work request
+ * @param maxSgeRd              SGEs per RDMA READ work request
+ * @param maxSglRd              READ SGE count above which registration is preferred (0: never)
+ * @param maxFastRegPageListLen pages one fast-reg MR can map
+ * @param maxQpWr               work requests per queue
+ * @param maxCqe                entries per completion queue
+ * @param maxMrSize             bytes one memory region can cover
+ * @param pageSize              the device's page size for fast registration
+ * @param iWarp                 iWARP semantics (READ sinks are remotely written, READ_WITH_INV)
+ */
+public record DeviceAttributes(int maxSendSge, int maxRecvSge, int maxSgeRd, int maxSglRd, int maxFastRegPageListLen,
+                               int maxQpWr, int maxCqe, long maxMrSize, long pageSize, boolean iWarp) {
+
+    /** Checks the limits: every count positive ({@code maxSglRd} may be 0), the page size a power of two. */
+    public DeviceAttributes {
+        if (maxSendSge < 1 || maxRecvSge < 1 || maxSgeRd < 1 || maxSglRd < 0 || maxFastRegPageListLen < 1
+                || maxQpWr < 1 || maxCqe < 1 || maxMrSize < 1 || Long.bitCount(pageSize) != 1) {
+            throw new RdmaException(Errno.EINVAL, "DeviceAttributes: every limit must be positive (maxSglRd may be 0) "
+                    + "and pageSize a power of two: " + describe(maxSendSge, maxRecvSge, maxSgeRd, maxSglRd,
+                    maxFastRegPageListLen, maxQpWr, maxCqe, maxMrSize, pageSize));
+        }
+    }
+
+    private static String describe(Object... v) {
+        return java.util.Arrays.toString(v);
+    }
+
+    /** Limits like a current RoCE/InfiniBand NIC's: 30 SGEs, 512-page fast-reg lists, 32768-deep queues. */
+    public static DeviceAttributes defaults() {
+        return new DeviceAttributes(30, 30, 30, 0, 512, 32768, 1 << 22, Long.MAX_VALUE, 4096, false);
+    }
+
+    /**
+     * These attributes with the given options applied. Keys are the component names
+     * ({@code maxSendSge=2}, {@code iWarp=true}, ...); unknown keys are left for the provider.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a value that does not parse or breaks a limit
+     */
+    public DeviceAttributes with(Map<String, String> options) {
+        try {
+            return new DeviceAttributes(
+                    intOpt(options, "maxSendSge", maxSendSge), intOpt(options, "maxRecvSge", maxRecvSge),
+                    intOpt(options, "maxSgeRd", maxSgeRd), intOpt(options, "maxSglRd", maxSglRd),
+                    intOpt(options, "maxFastRegPageListLen", maxFastRegPageListLen),
+                    intOpt(options, "maxQpWr", maxQpWr), intOpt(options, "maxCqe", maxCqe),
+                    options.containsKey("maxMrSize") ? Long.parseLong(options.get("maxMrSize")) : maxMrSize,
+                    options.containsKey("pageSize") ? Long.parseLong(options.get("pageSize")) : pageSize,
+                    options.containsKey("iWarp") ? parseBoolean(options.get("iWarp")) : iWarp);
+        } catch (NumberFormatException e) {
+            throw new RdmaException(Errno.EINVAL, "DeviceAttributes: option value is not a number: " + e.getMessage(), e);
+        }
+    }
+
+    private static int intOpt(Map<String, String> o, String key, int dflt) {
+        return o.containsKey(key) ? Integer.parseInt(o.get(key)) : dflt;
+    }
+
+    private static boolean parseBoolean(String s) {
+        if (!"true".equalsIgnoreCase(s) && !"false".equalsIgnoreCase(s)) {
+            throw new RdmaException(Errno.EINVAL, "DeviceAttributes: iWarp must be true or false, got " + s);
+        }
+        return Boolean.parseBoolean(s);
+    }
+}

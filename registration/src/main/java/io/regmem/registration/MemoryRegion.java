@@ -1,0 +1,254 @@
+package io.regmem.registration;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.core.ScatterList;
+
+/**
+ * A memory region: memory the device may access with this region's keys and rights.
+ *
+ * <p>Two kinds. A <b>registered</b> region ({@link ProtectionDomain#register}) covers a fixed range
+ * with fixed rights from birth to {@link #close()}. A <b>fast-reg</b> region
+ * ({@link ProtectionDomain#allocMr}) is the kernel consumers' kind: it covers nothing until
+ * {@link #mapSg} gives it pages and a REG_MR work request makes them valid; LOCAL_INV retires it
+ * again; its key's low byte is the consumer's generation ({@link #updateFastRegKey}, {@link #incRkey}),
+ * so an rkey from before a re-registration stops working.
+ *
+ * <p>Keys: {@link #lkey()} goes into local SGEs, {@link #rkey()} to the peer. A key resolves only
+ * while it is the region's current key and the region is valid; after {@link #close()} it fails at once.
+ */
+public final class MemoryRegion extends RdmaResource implements AutoCloseable {
+    private final ProtectionDomain pd;
+    private final boolean fastReg;
+    private final int slot;
+    private final int maxNumSg;
+    private final long pageSize;
+    private final long[] pages;
+    private volatile long address;
+    private volatile long length;
+    private volatile int access;
+    private volatile int key;
+    private volatile boolean valid;
+    private int npages;
+    private long resumeOffset;
+
+    private MemoryRegion(ProtectionDomain pd, boolean fastReg, int maxNumSg, long pageSize) {
+        super(pd.device, fastReg ? "MemoryRegion(fast-reg)" : "MemoryRegion", pd.owner());
+        this.pd = pd;
+        this.fastReg = fastReg;
+        this.maxNumSg = maxNumSg;
+        this.pageSize = pageSize;
+        this.pages = fastReg ? new long[maxNumSg] : null;
+        KeyTable keys = pd.device.keys;
+        this.slot = keys.allocate();
+        this.key = keys.key(slot, keys.generation(slot));
+    }
+
+    static MemoryRegion registered(ProtectionDomain pd, long address, long length, int access) {
+        MemoryRegion mr = new MemoryRegion(pd, false, 0, 0);
+        mr.address = address;
+        mr.length = length;
+        mr.access = access;
+        mr.valid = true;
+        pd.device.keys.publish(mr.slot, mr);
+        return mr;
+    }
+
+    static MemoryRegion fastReg(ProtectionDomain pd, int maxNumSg, long pageSize) {
+        MemoryRegion mr = new MemoryRegion(pd, true, maxNumSg, pageSize);
+        pd.device.keys.publish(mr.slot, mr);
+        return mr;
+    }
+
+    /** The key for local SGEs. */
+    public int lkey() {
+        return key;
+    }
+
+    /** The key a peer uses for RDMA READ/WRITE into this region. */
+    public int rkey() {
+        return key;
+    }
+
+    /** The first address covered (a fast-reg MR's iova after {@link #mapSg}). */
+    public long address() {
+        return address;
+    }
+
+    /** Bytes covered. */
+    public long length() {
+        return length;
+    }
+
+    /** The granted rights, as {@link Access} bits. */
+    public int access() {
+        return access;
+    }
+
+    /** The protection domain this region belongs to. */
+    public ProtectionDomain pd() {
+        return pd;
+    }
+
+    /** True for a fast-registration MR. */
+    public boolean isFastReg() {
+        return fastReg;
+    }
+
+    /** True while the keys resolve: registered and not closed, or fast-reg and registered by REG_MR. */
+    public boolean isValid() {
+        return valid && !isDestroyed();
+    }
+
+    /** Pages a fast-reg MR can map (0 for a registered region). */
+    public int maxNumSg() {
+        return maxNumSg;
+    }
+
+    /** Pages mapped by the last {@link #mapSg}. */
+    public int pageCount() {
+        return npages;
+    }
+
+    /** The address of mapped page {@code i}. */
+    public long page(int i) {
+        if (i < 0 || i >= npages) {
+            throw new RdmaException(Errno.EINVAL, this + ": page " + i + " is not in [0, " + npages + ")");
+        }
+        return pages[i];
+    }
+
+    /**
+     * The offset into the first unmapped element where mapping stopped for lack of pages, as the
+     * kernel writes back through {@code sg_offset_p}; 0 when the last call mapped everything it took.
+     */
+    public long resumeOffset() {
+        return resumeOffset;
+    }
+
+    /**
+     * Maps the longest acceptable prefix of a scatter list into this fast-reg MR's page list
+     * ({@code ib_map_mr_sg}). Only element 0 may start at an offset; a later element must start on a
+     * page boundary and its predecessor end on one, unless the two are contiguous (then they merge);
+     * a gap stops mapping; the last element may end short. When the page list is full, mapping stops
+     * and {@link #resumeOffset()} says where to go on. Sets {@link #address()} (iova = first address
+     * + offset) and {@link #length()} (bytes covered).
+     *
+     * @param sg     the list
+     * @param count  elements to consider, from the start
+     * @param offset bytes to skip in element 0
+     * @param pageSz the page size, a power of two (usually the device's)
+     * @return the number of elements mapped completely
+     * @throws RdmaException {@link Errno#EINVAL} for a registered region, count out of range, an
+     *                       offset past element 0, or a bad page size
+     */
+    public int mapSg(ScatterList sg, int count, long offset, long pageSz) {
+        checkAlive("mapSg");
+        if (!fastReg) {
+            throw new RdmaException(Errno.EINVAL, this + ": mapSg needs a fast-reg MR (ProtectionDomain.allocMr)");
+        }
+        if (count <= 0 || count > sg.count() || offset < 0 || offset > sg.length(0) || Long.bitCount(pageSz) != 1) {
+            throw new RdmaException(Errno.EINVAL, this + ": mapSg(count " + count + " of " + sg.count() + ", offset "
+                    + offset + ", page size " + pageSz + ") breaks n > 0, offset <= length(0), power-of-two pages");
+        }
+        long pageMask = ~(pageSz - 1);
+        long iova = sg.address(0) + offset;
+        long mapped = 0;
+        long lastEnd = 0;
+        long lastPageOff = 0;
+        int n = 0;
+        long sgOffset = offset;
+        int i;
+        for (i = 0; i < count; i++) {
+            long dmaAddr = sg.address(i) + sgOffset;
+            long dmaLen = sg.length(i) - sgOffset;
+            long end = dmaAddr + dmaLen;
+            long pageAddr = dmaAddr & pageMask;
+            boolean merge = false;
+            if (i > 0 && (lastPageOff != 0 || pageAddr != dmaAddr)) {
+                if (lastEnd != dmaAddr) {
+                    break; // a gap stops mapping
+                }
+                merge = true; // contiguous with the previous element: continue on its last page
+            }
+            do {
+                if (!merge) {
+                    if (n == maxNumSg) {
+                        // Stop at the first byte not covered. (The kernel reports the start of the last
+                        // page it mapped, so the next MR maps that page again; this is tighter.)
+                        long stop = Math.max(pageAddr, dmaAddr);
+                        mapped += stop - dmaAddr;
+                        commitMapping(iova, mapped, n, stop - sg.address(i));
+                        return i;
+                    }
+                    pages[n++] = pageAddr;
+                }
+                merge = false;
+                pageAddr += pageSz;
+            } while (Long.compareUnsigned(pageAddr, end) < 0);
+            mapped += dmaLen;
+            lastEnd = end;
+            lastPageOff = end & ~pageMask;
+            sgOffset = 0;
+        }
+        commitMapping(iova, mapped, n, 0);
+        return i;
+    }
+
+    private void commitMapping(long iova, long mapped, int n, long resume) {
+        this.npages = n;
+        this.address = iova;
+        this.length = mapped;
+        this.resumeOffset = resume;
+    }
+
+    /**
+     * Replaces the low byte of both keys of a fast-reg MR ({@code ib_update_fast_reg_key}): the
+     * previous key stops resolving at once.
+     *
+     * @param keyByte the new generation, 0..255
+     * @throws RdmaException {@link Errno#EINVAL} for a registered region or a byte out of range
+     */
+    public void updateFastRegKey(int keyByte) {
+        checkAlive("updateFastRegKey");
+        if (!fastReg || keyByte < 0 || keyByte > 0xFF) {
+            throw new RdmaException(Errno.EINVAL, this + ": updateFastRegKey(" + keyByte
+                    + ") needs a fast-reg MR and a byte in [0, 255]");
+        }
+        key = (key & 0xFFFFFF00) | keyByte;
+    }
+
+    /** {@code ib_inc_rkey}: the next generation of a key, the upper 24 bits unchanged. */
+    public static int incRkey(int rkey) {
+        return (rkey & 0xFFFFFF00) | ((rkey + 1) & 0xFF);
+    }
+
+    /** Makes a fast-reg MR's mapping valid with the given rights (the effect of a REG_MR WR). */
+    void activate(int accessMask) {
+        Access.validate(accessMask, this + " REG_MR");
+        this.access = accessMask;
+        this.valid = true;
+    }
+
+    /** Retires a fast-reg MR's mapping (the effect of LOCAL_INV or a remote invalidate). */
+    void invalidate() {
+        this.valid = false;
+    }
+
+    /**
+     * Deregisters the region ({@code ib_dereg_mr}): its keys stop resolving before this returns,
+     * and the PD's count drops.
+     *
+     * @throws RdmaException {@link Errno#EBADF} if already closed
+     */
+    @Override
+    public void close() {
+        synchronized (device.lock) {
+            checkAlive("close");
+            valid = false;
+            device.keys.release(slot, this);
+            markDestroyed();
+            pd.release();
+        }
+    }
+}

@@ -1,0 +1,138 @@
+package io.regmem.registration;
+
+import io.regmem.core.Errno;
+import io.regmem.core.PooledBuffer;
+import io.regmem.core.RdmaException;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * A protection domain ({@code ib_alloc_pd}): the scope in which memory regions and queue pairs may
+ * be used together. It counts its children ({@link #useCount()}: live MRs and QPs); closing it while
+ * any is alive fails with {@link Errno#EBUSY} and leaves it usable.
+ */
+public final class ProtectionDomain extends RdmaResource implements AutoCloseable {
+    private int useCount;
+
+    ProtectionDomain(RdmaDevice device) {
+        super(device, "ProtectionDomain", null);
+    }
+
+    /**
+     * The device-global local DMA key: SGEs over memory that is only DMA-mapped (not registered)
+     * use it. Grants local read and write on any memory, never remote access.
+     */
+    public int localDmaLkey() {
+        checkAlive("localDmaLkey");
+        return device.keys.dmaKey();
+    }
+
+    /**
+     * Registers native memory ({@code ib_reg_mr}).
+     *
+     * @param segment native memory that stays mapped while the region lives
+     * @param access  the rights to grant; REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE
+     * @return a region owned by the caller, who closes it
+     * @throws RdmaException {@link Errno#EINVAL} for a heap or empty segment, bad access bits, a
+     *                       range over the device's {@code maxMrSize}, or ON_DEMAND;
+     *                       {@link Errno#EBADF} if this PD was closed
+     */
+    public MemoryRegion register(MemorySegment segment, Access... access) {
+        if (!segment.isNative() || segment.byteSize() == 0) {
+            throw new RdmaException(Errno.EINVAL, this + ": cannot register " + segment
+                    + ": only non-empty native memory has a stable address");
+        }
+        return register(segment.address(), segment.byteSize(), Access.mask(access));
+    }
+
+    /**
+     * Registers the whole capacity of a pooled buffer.
+     *
+     * @see #register(MemorySegment, Access...)
+     */
+    public MemoryRegion register(PooledBuffer buffer, Access... access) {
+        return register(buffer.segment(), access);
+    }
+
+    /**
+     * Registers {@code [address, address + length)}. The caller guarantees the memory stays mapped
+     * while the region lives (as with {@code ibv_reg_mr}).
+     *
+     * @throws RdmaException as {@link #register(MemorySegment, Access...)}
+     */
+    public MemoryRegion register(long address, long length, int accessMask) {
+        synchronized (device.lock) {
+            checkAlive("register");
+            Access.validate(accessMask, this + ".register");
+            if (Access.has(accessMask, Access.ON_DEMAND)) {
+                throw new RdmaException(Errno.EINVAL, this + ": ON_DEMAND registration needs device ODP support, "
+                        + device.name() + " has none");
+            }
+            if (address == 0 || length <= 0 || address + length < address) {
+                throw new RdmaException(Errno.EINVAL, this + ": bad range 0x" + Long.toHexString(address) + " + " + length);
+            }
+            if (length > device.attributes().maxMrSize()) {
+                throw new RdmaException(Errno.EINVAL, this + ": " + length + " bytes exceed maxMrSize "
+                        + device.attributes().maxMrSize());
+            }
+            MemoryRegion mr = MemoryRegion.registered(this, address, length, accessMask);
+            useCount++;
+            device.tracker.add(mr);
+            return mr;
+        }
+    }
+
+    /**
+     * Allocates a fast-registration MR ({@code ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, maxNumSg)}): it maps
+     * nothing until {@link MemoryRegion#mapSg} and a REG_MR work request give it pages.
+     *
+     * @param maxNumSg pages it can map, in [1, maxFastRegPageListLen]
+     * @throws RdmaException {@link Errno#EINVAL} for a count out of range
+     */
+    public MemoryRegion allocMr(int maxNumSg) {
+        synchronized (device.lock) {
+            checkAlive("allocMr");
+            int limit = device.attributes().maxFastRegPageListLen();
+            if (maxNumSg < 1 || maxNumSg > limit) {
+                throw new RdmaException(Errno.EINVAL, this + ": allocMr(" + maxNumSg + ") is not in [1, "
+                        + "maxFastRegPageListLen=" + limit + "]");
+            }
+            MemoryRegion mr = MemoryRegion.fastReg(this, maxNumSg, device.attributes().pageSize());
+            useCount++;
+            device.tracker.add(mr);
+            return mr;
+        }
+    }
+
+    /** Live children: memory regions and queue pairs. */
+    public int useCount() {
+        synchronized (device.lock) {
+            return useCount;
+        }
+    }
+
+    void retain() {
+        useCount++;
+    }
+
+    void release() {
+        useCount--;
+    }
+
+    /**
+     * Deallocates the PD ({@code ib_dealloc_pd}).
+     *
+     * @throws RdmaException {@link Errno#EBUSY} naming the count while MRs or QPs are alive (the PD stays
+     *                       usable); {@link Errno#EBADF} if already closed
+     */
+    @Override
+    public void close() {
+        synchronized (device.lock) {
+            checkAlive("close");
+            if (useCount > 0) {
+                throw new RdmaException(Errno.EBUSY, this + ": cannot deallocate with " + useCount
+                        + " live memory region(s) and queue pair(s); destroy them first");
+            }
+            markDestroyed();
+        }
+    }
+}

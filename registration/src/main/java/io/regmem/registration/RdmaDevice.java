@@ -1,0 +1,179 @@
+package io.regmem.registration;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.ServiceLoader;
+
+/**
+ * An RDMA device opened through a provider: the root of the verbs object tree
+ * (device, then PDs, CQs and CM IDs, then MRs and QPs).
+ *
+ * <p>Every object it creates is tracked ({@link #resources()}) with its type, owner and creation
+ * site. {@link #close()} refuses to close while any is alive and lists them; {@link #forceClose()}
+ * destroys them in the mandatory order (QPs, CM IDs, MRs, CQs, PDs) and reports what it destroyed.
+ * Creating and destroying objects is serialized per device; it is not a hot path.
+ */
+public final class RdmaDevice implements AutoCloseable {
+    final Object lock = new Object();
+    final ResourceTracker tracker = new ResourceTracker();
+    final KeyTable keys = new KeyTable();
+    private final DeviceBackend backend;
+    private final String name;
+    private boolean closed;
+
+    private RdmaDevice(DeviceBackend backend, String name) {
+        this.backend = backend;
+        this.name = name;
+    }
+
+    /** Opens the named provider's device with default options. */
+    public static RdmaDevice open(String provider) {
+        return open(provider, Map.of());
+    }
+
+    /**
+     * Opens the named provider's device, found through {@link ServiceLoader} ({@link RdmaProvider}).
+     *
+     * @param provider e.g. {@code "soft"}
+     * @param options  provider options, e.g. {@code Map.of("maxSendSge", "2")}
+     * @throws RdmaException {@link Errno#ENOENT} naming the providers present if none has that name;
+     *                       {@link Errno#EINVAL} for a bad option
+     */
+    public static RdmaDevice open(String provider, Map<String, String> options) {
+        List<String> names = new ArrayList<>();
+        for (RdmaProvider p : ServiceLoader.load(RdmaProvider.class, RdmaDevice.class.getClassLoader())) {
+            if (p.name().equals(provider)) {
+                DeviceBackend backend = p.open(Map.copyOf(options));
+                return new RdmaDevice(backend, provider);
+            }
+            names.add(p.name());
+        }
+        throw new RdmaException(Errno.ENOENT, "RdmaDevice: no provider named '" + provider + "' (present: " + names + ")");
+    }
+
+    /** The provider's name. */
+    public String name() {
+        return name;
+    }
+
+    /** The device's limits. */
+    public DeviceAttributes attributes() {
+        return backend.attributes();
+    }
+
+    /** The registry of live objects. */
+    public ResourceTracker resources() {
+        return tracker;
+    }
+
+    /** Allocates a protection domain ({@code ib_alloc_pd}). */
+    public ProtectionDomain allocPd() {
+        synchronized (lock) {
+            checkOpen("allocPd");
+            ProtectionDomain pd = new ProtectionDomain(this);
+            tracker.add(pd);
+            return pd;
+        }
+    }
+
+    /**
+     * Creates a completion queue ({@code ib_create_cq}).
+     *
+     * @param depth entries, in [1, maxCqe]
+     * @throws RdmaException {@link Errno#EINVAL} for a depth out of range
+     */
+    public CompletionQueue createCq(int depth) {
+        synchronized (lock) {
+            checkOpen("createCq");
+            if (depth < 1 || depth > attributes().maxCqe()) {
+                throw new RdmaException(Errno.EINVAL, "RdmaDevice[" + name + "]: createCq(" + depth
+                        + ") is not in [1, maxCqe=" + attributes().maxCqe() + "]");
+            }
+            CompletionQueue cq = new CompletionQueue(this, depth);
+            tracker.add(cq);
+            return cq;
+        }
+    }
+
+    /** Creates a CM ID bound to this device ({@code rdma_create_id} plus address binding). */
+    public CmId createCmId() {
+        synchronized (lock) {
+            checkOpen("createCmId");
+            CmId id = new CmId(this);
+            tracker.add(id);
+            return id;
+        }
+    }
+
+    private void checkOpen(String op) {
+        if (closed) {
+            throw new RdmaException(Errno.EBADF, "RdmaDevice[" + name + "]: " + op + " after close");
+        }
+    }
+
+    /**
+     * Closes the device.
+     *
+     * @throws RdmaException {@link Errno#EBUSY} listing every live object (type, id, owner, creation
+     *                       site) if any is alive; the device then stays open and usable
+     */
+    @Override
+    public void close() {
+        synchronized (lock) {
+            if (closed) {
+                return;
+            }
+            if (tracker.count() > 0) {
+                throw new RdmaException(Errno.EBUSY, "RdmaDevice[" + name + "]: cannot close with " + tracker.report());
+            }
+            closed = true;
+            backend.close();
+        }
+    }
+
+    /**
+     * Destroys every live object in the mandatory order (QPs, CM IDs, MRs, CQs, PDs), closes the
+     * device and returns the report of what was destroyed ("no live objects" when nothing was).
+     */
+    public String forceClose() {
+        synchronized (lock) {
+            if (closed) {
+                return "no live objects";
+            }
+            String report = tracker.report();
+            for (CmId id : tracker.survivors(CmId.class)) {
+                if (id.qp() != null) {
+                    id.destroyQp();
+                }
+                id.close();
+            }
+            for (MemoryRegion mr : tracker.survivors(MemoryRegion.class)) {
+                mr.close();
+            }
+            for (CompletionQueue cq : tracker.survivors(CompletionQueue.class)) {
+                cq.close();
+            }
+            for (ProtectionDomain pd : tracker.survivors(ProtectionDomain.class)) {
+                pd.close();
+            }
+            closed = true;
+            backend.close();
+            return report;
+        }
+    }
+
+    /** True once closed. */
+    public boolean isClosed() {
+        synchronized (lock) {
+            return closed;
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "RdmaDevice[" + name + "]";
+    }
+}

@@ -1,0 +1,216 @@
+package io.regmem.registration;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.Map;
+import org.assertj.core.api.ThrowableAssert.ThrowingCallable;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * kernel-semantics section 5, invariants 1-4 and 17, and the rows of section 1's "Violations"
+ * table that the object model decides, on the soft provider.
+ */
+class ObjectModelTest {
+    private final Arena arena = Arena.ofConfined();
+    private final MemorySegment memory = arena.allocate(1 << 16, 4096);
+    private RdmaDevice device = RdmaDevice.open("soft");
+
+    @AfterEach
+    void nothingLeaked() {
+        assertThat(device.resources().survivors()).as(device.resources().report()).isEmpty();
+        device.close();
+        arena.close();
+    }
+
+    static void assertRdma(ThrowingCallable call, Errno errno, String... parts) {
+        var thrown = assertThatThrownBy(call).isInstanceOf(RdmaException.class)
+                .satisfies(e -> assertThat(((RdmaException) e).errno()).isEqualTo(errno));
+        if (parts.length > 0) {
+            thrown.message().contains(parts);
+        }
+    }
+
+    @Test
+    void providersAreFoundByNameAndTakeOptions() {
+        assertThat(device.name()).isEqualTo("soft");
+        assertThat(device.attributes()).isEqualTo(DeviceAttributes.defaults());
+        try (RdmaDevice small = RdmaDevice.open("soft", Map.of("maxSendSge", "2", "maxFastRegPageListLen", "8",
+                "maxQpWr", "4", "iWarp", "true"))) {
+            assertThat(small.attributes().maxSendSge()).isEqualTo(2);
+            assertThat(small.attributes().maxFastRegPageListLen()).isEqualTo(8);
+            assertThat(small.attributes().maxQpWr()).isEqualTo(4);
+            assertThat(small.attributes().iWarp()).isTrue();
+        }
+        assertRdma(() -> RdmaDevice.open("nonesuch"), Errno.ENOENT, "nonesuch", "soft");
+        assertRdma(() -> RdmaDevice.open("soft", Map.of("maxSendSge", "two")), Errno.EINVAL, "not a number");
+        assertRdma(() -> RdmaDevice.open("soft", Map.of("maxSendSge", "0")), Errno.EINVAL, "positive");
+        assertRdma(() -> RdmaDevice.open("soft", Map.of("iWarp", "maybe")), Errno.EINVAL, "iWarp");
+    }
+
+    @Test
+    void invariant1PdCountsItsChildrenAndRefusesToDieWhileTheyLive() {
+        ProtectionDomain pd = device.allocPd();
+        CompletionQueue cq = device.createCq(16);
+        CmId id = device.createCmId();
+        MemoryRegion a = pd.register(memory, Access.LOCAL_WRITE);
+        MemoryRegion b = pd.allocMr(8);
+        id.createQp(pd, QpInitAttributes.of(cq));
+        assertThat(pd.useCount()).isEqualTo(3);
+
+        assertRdma(pd::close, Errno.EBUSY, pd.toString(), "3 live");
+        // still usable after the refusal
+        MemoryRegion c = pd.register(memory.asSlice(0, 4096), Access.REMOTE_READ);
+        assertThat(pd.useCount()).isEqualTo(4);
+
+        c.close();
+        a.close();
+        b.close();
+        id.destroyQp();
+        assertThat(pd.useCount()).isZero();
+        pd.close();
+        assertRdma(pd::close, Errno.EBADF, "after it was destroyed");
+        id.close();
+        cq.close();
+    }
+
+    @Test
+    void invariant2CqInUseCannotBeDestroyed() {
+        ProtectionDomain pd = device.allocPd();
+        CompletionQueue send = device.createCq(8);
+        CompletionQueue recv = device.createCq(8);
+        CmId id = device.createCmId();
+        QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(send).recvCq(recv));
+        assertThat(qp.sendCq()).isSameAs(send);
+        assertThat(send.useCount()).isEqualTo(1);
+        assertThat(recv.useCount()).isEqualTo(1);
+        assertRdma(send::close, Errno.EBUSY, send.toString(), "destroy the QPs first");
+        assertRdma(recv::close, Errno.EBUSY);
+        id.destroyQp();
+        send.close();
+        recv.close();
+        id.close();
+        pd.close();
+    }
+
+    @Test
+    void invariant3CmIdWithQpCannotBeDestroyedAndQpDiesOnce() {
+        ProtectionDomain pd = device.allocPd();
+        CompletionQueue cq = device.createCq(8);
+        CmId id = device.createCmId();
+        QueuePair qp = id.createQp(pd, QpInitAttributes.of(cq));
+        assertThat(id.qp()).isSameAs(qp);
+        assertThat(qp.state()).isEqualTo(QueuePair.State.INIT);
+        assertRdma(id::close, Errno.EBUSY, id.toString(), "destroyQp() first");
+        assertThat(id.isDestroyed()).isFalse();
+        assertRdma(() -> id.createQp(pd, QpInitAttributes.of(cq)), Errno.EBUSY, "one QP");
+
+        id.destroyQp();
+        assertThat(id.qp()).isNull();
+        assertThat(qp.isDestroyed()).isTrue();
+        assertThat(cq.useCount()).isZero();
+        assertRdma(id::destroyQp, Errno.EINVAL, "no QP attached");
+        id.close();
+        cq.close();
+        pd.close();
+    }
+
+    @Test
+    void invariant4QpWithAnotherDevicesPdIsEinvalAndChangesNothing() {
+        try (RdmaDevice other = RdmaDevice.open("soft")) {
+            ProtectionDomain foreignPd = other.allocPd();
+            CompletionQueue foreignCq = other.createCq(8);
+            ProtectionDomain pd = device.allocPd();
+            CompletionQueue cq = device.createCq(8);
+            CmId id = device.createCmId();
+            assertRdma(() -> id.createQp(foreignPd, QpInitAttributes.of(cq)), Errno.EINVAL, "this ID is bound to");
+            assertRdma(() -> id.createQp(pd, QpInitAttributes.of(foreignCq)), Errno.EINVAL, "belongs to device");
+            assertThat(foreignPd.useCount()).isZero();
+            assertThat(pd.useCount()).isZero();
+            assertThat(cq.useCount()).isZero();
+            assertThat(id.qp()).isNull();
+            id.close();
+            cq.close();
+            pd.close();
+            foreignCq.close();
+            foreignPd.close();
+        }
+    }
+
+    @Test
+    void qpLimitsAreCheckedAndRwContextsGrowTheSendQueue() {
+        ProtectionDomain pd = device.allocPd();
+        CompletionQueue cq = device.createCq(8);
+        CmId id = device.createCmId();
+        assertRdma(() -> id.createQp(pd, QpInitAttributes.of(cq).maxSendSge(31)), Errno.EINVAL, "maxSendSge 31");
+        assertRdma(() -> id.createQp(pd, QpInitAttributes.of(cq).maxSendWr(0)), Errno.EINVAL, "maxSendWr 0");
+        assertRdma(() -> id.createQp(pd, new QpInitAttributes().sendCq(cq)), Errno.EINVAL, "receive CQ");
+        assertThat(pd.useCount()).isZero();
+        // plain IB device: f = 1
+        QueuePair qp = id.createQp(pd, QpInitAttributes.of(cq).maxSendWr(100).maxRdmaCtxs(10).maxSendSge(4));
+        assertThat(qp.maxSendWr()).isEqualTo(110);
+        assertThat(qp.maxReadSge()).isEqualTo(4);
+        id.destroyQp();
+        id.close();
+        cq.close();
+        pd.close();
+
+        try (RdmaDevice iwarp = RdmaDevice.open("soft", Map.of("iWarp", "true", "maxQpWr", "1000", "maxSgeRd", "2"))) {
+            ProtectionDomain pd2 = iwarp.allocPd();
+            CompletionQueue cq2 = iwarp.createCq(8);
+            CmId id2 = iwarp.createCmId();
+            // MR-capable device: f = 3, clamped to maxQpWr
+            QueuePair q2 = id2.createQp(pd2, QpInitAttributes.of(cq2).maxSendWr(100).maxRdmaCtxs(400).maxSendSge(4));
+            assertThat(q2.maxSendWr()).isEqualTo(1000);
+            assertThat(q2.maxReadSge()).isEqualTo(2);
+            id2.destroyQp();
+            id2.close();
+            cq2.close();
+            pd2.close();
+        }
+    }
+
+    @Test
+    void invariant17DeviceCloseListsSurvivorsAndForceCloseTearsDownInOrder() {
+        ProtectionDomain pd = device.allocPd();
+        CompletionQueue cq = device.createCq(8);
+        CmId id = device.createCmId();
+        id.createQp(pd, QpInitAttributes.of(cq));
+        pd.register(memory, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        assertThat(device.resources().count()).isEqualTo(5);
+
+        assertRdma(device::close, Errno.EBUSY, "5 live object(s)", "ProtectionDomain#", "CompletionQueue#", "CmId#",
+                "QueuePair#", "MemoryRegion#", "owned by ObjectModelTest",
+                "ObjectModelTest.invariant17DeviceCloseListsSurvivorsAndForceCloseTearsDownInOrder(ObjectModelTest.java:");
+        assertThat(device.isClosed()).isFalse();
+        device.allocPd().close(); // still usable
+
+        String report = device.forceClose();
+        assertThat(report).contains("5 live object(s)");
+        assertThat(device.resources().survivors()).isEmpty();
+        assertThat(pd.isDestroyed()).isTrue();
+        assertRdma(device::allocPd, Errno.EBADF, "after close");
+        device = RdmaDevice.open("soft"); // for the common teardown
+    }
+
+    @Test
+    void destroyedObjectsRefuseUse() {
+        ProtectionDomain pd = device.allocPd();
+        CompletionQueue cq = device.createCq(4);
+        CmId id = device.createCmId();
+        cq.close();
+        assertRdma(() -> id.createQp(pd, QpInitAttributes.of(cq)), Errno.EBADF, cq.toString());
+        pd.close();
+        assertRdma(() -> pd.register(memory, Access.LOCAL_WRITE), Errno.EBADF, pd.toString());
+        assertRdma(pd::localDmaLkey, Errno.EBADF);
+        assertRdma(() -> pd.allocMr(1), Errno.EBADF);
+        id.close();
+        assertRdma(id::destroyQp, Errno.EBADF);
+        assertRdma(() -> device.createCq(0), Errno.EINVAL, "createCq(0)");
+    }
+}
