@@ -67,7 +67,7 @@ public final class ProtectionDomain extends RdmaResource implements AutoCloseabl
                 throw new RdmaException(Errno.EINVAL, this + ": ON_DEMAND registration needs device ODP support, "
                         + device.name() + " has none");
             }
-            if (address == 0 || length <= 0 || address + length < address) {
+            if (address == 0 || length <= 0 || Long.compareUnsigned(address + length, address) < 0) {
                 throw new RdmaException(Errno.EINVAL, this + ": bad range 0x" + Long.toHexString(address) + " + " + length);
             }
             if (length > device.attributes().maxMrSize()) {
