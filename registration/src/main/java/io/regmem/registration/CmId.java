@@ -11,7 +11,28 @@ import io.regmem.core.RdmaException;
  * twice is an error.
  */
 public final class CmId extends RdmaResource implements AutoCloseable {
+    /** Where an ID stands in connection setup. */
+    public enum ConnState {
+        /** Not connected, not listening. */
+        IDLE,
+        /** Accepting connection requests under a name. */
+        LISTENING,
+        /** Active side: a request is waiting for the peer's accept. */
+        CONNECTING,
+        /** Passive side: a request from a peer, to accept or reject. */
+        REQUESTED,
+        /** Both QPs are ready to send. */
+        CONNECTED,
+        /** Disconnected or rejected: the QP is in the error state. */
+        DISCONNECTED
+    }
+
     private QueuePair qp;
+    private ConnState conn = ConnState.IDLE;
+    private String listenName;
+    private final java.util.ArrayDeque<CmId> requests = new java.util.ArrayDeque<>();
+    /** The other end: for a request, the active ID; for the active ID, its request. */
+    private CmId remote;
 
     CmId(RdmaDevice device) {
         super(device, "CmId", null);
@@ -65,6 +86,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             scq.retain();
             rcq.retain();
             qp = created;
+            device.addQp(created);
             device.tracker.add(created);
             return created;
         }
@@ -97,12 +119,180 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 throw new RdmaException(Errno.EINVAL, this + ": destroyQp with no QP attached (already destroyed?)");
             }
             QueuePair q = qp;
-            q.state(QueuePair.State.ERROR);
+            Fabric.LOCK.lock();
+            try {
+                q.state(QueuePair.State.ERROR);
+                if (q.peer != null) {
+                    SoftEngine.toError(q.peer); // the peer loses its connection
+                    q.peer.peer = null;
+                    q.peer = null;
+                }
+            } finally {
+                Fabric.LOCK.unlock();
+            }
+            device.removeQp(q);
             q.markDestroyed();
             q.pd().release();
             q.sendCq().release();
             q.recvCq().release();
             qp = null;
+        }
+    }
+
+    // ---- connection setup (soft: within this JVM) -------------------------------------------------
+
+    /**
+     * Listens for connection requests under {@code name} ({@code rdma_listen}).
+     *
+     * @throws RdmaException {@link Errno#EBUSY} if another ID listens under that name;
+     *                       {@link Errno#EINVAL} if this ID is not idle
+     */
+    public void listen(String name) {
+        synchronized (device.lock) {
+            checkAlive("listen");
+            Fabric.LOCK.lock();
+            try {
+                if (conn != ConnState.IDLE) {
+                    throw new RdmaException(Errno.EINVAL, this + ": listen in state " + conn);
+                }
+                if (Fabric.LISTENERS.putIfAbsent(name, this) != null) {
+                    throw new RdmaException(Errno.EBUSY, this + ": '" + name + "' is already listened on");
+                }
+                listenName = name;
+                conn = ConnState.LISTENING;
+            } finally {
+                Fabric.LOCK.unlock();
+            }
+        }
+    }
+
+    /**
+     * Asks the ID listening under {@code name} for a connection ({@code rdma_connect}). This ID must
+     * have its QP. The listener sees a new ID in {@link #getRequest()}; once that one accepts, both
+     * QPs are ready to send.
+     *
+     * @throws RdmaException {@link Errno#ENOENT} if nobody listens under the name; {@link Errno#EINVAL}
+     *                       without a QP or when not idle
+     */
+    public void connect(String name) {
+        synchronized (device.lock) {
+            checkAlive("connect");
+            Fabric.LOCK.lock();
+            try {
+                if (qp == null || conn != ConnState.IDLE) {
+                    throw new RdmaException(Errno.EINVAL, this + ": connect needs a QP and an idle ID (state " + conn + ")");
+                }
+                CmId listener = Fabric.LISTENERS.get(name);
+                if (listener == null) {
+                    throw new RdmaException(Errno.ENOENT, this + ": nobody listens under '" + name + "'");
+                }
+                // Not under the listener device's lock: that would order a device lock after the fabric
+                // lock, against every other path. The tracker is concurrent.
+                CmId request = new CmId(listener.device);
+                request.conn = ConnState.REQUESTED;
+                request.remote = this;
+                listener.device.tracker.add(request);
+                listener.requests.addLast(request);
+                remote = request;
+                conn = ConnState.CONNECTING;
+            } finally {
+                Fabric.LOCK.unlock();
+            }
+        }
+    }
+
+    /**
+     * The next pending connection request of a listening ID ({@code rdma_get_request}), or null.
+     * The caller owns the returned ID: it creates a QP on it and calls {@link #accept()}, or
+     * {@link #reject()}s it.
+     */
+    public CmId getRequest() {
+        Fabric.LOCK.lock();
+        try {
+            checkAlive("getRequest");
+            return requests.pollFirst();
+        } finally {
+            Fabric.LOCK.unlock();
+        }
+    }
+
+    /**
+     * Accepts a connection request ({@code rdma_accept}): links the two QPs and moves both to RTS.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} unless this is a pending request with a QP whose
+     *                       requester still waits
+     */
+    public void accept() {
+        synchronized (device.lock) {
+            checkAlive("accept");
+            Fabric.LOCK.lock();
+            try {
+                CmId active = remote;
+                if (conn != ConnState.REQUESTED || qp == null || active == null || active.isDestroyed()
+                        || active.qp == null || active.conn != ConnState.CONNECTING) {
+                    throw new RdmaException(Errno.EINVAL, this + ": accept needs a pending request, a QP, and a "
+                            + "requester that still waits (state " + conn + ")");
+                }
+                qp.peer = active.qp;
+                active.qp.peer = qp;
+                qp.state(QueuePair.State.RTS);
+                active.qp.state(QueuePair.State.RTS);
+                conn = ConnState.CONNECTED;
+                active.conn = ConnState.CONNECTED;
+            } finally {
+                Fabric.LOCK.unlock();
+            }
+        }
+    }
+
+    /** Rejects a pending request ({@code rdma_reject}): the requester ends DISCONNECTED. */
+    public void reject() {
+        Fabric.LOCK.lock();
+        try {
+            checkAlive("reject");
+            if (conn != ConnState.REQUESTED) {
+                throw new RdmaException(Errno.EINVAL, this + ": reject of a non-request (state " + conn + ")");
+            }
+            if (remote != null) {
+                remote.conn = ConnState.DISCONNECTED;
+                remote.remote = null;
+            }
+            conn = ConnState.DISCONNECTED;
+        } finally {
+            Fabric.LOCK.unlock();
+        }
+    }
+
+    /**
+     * Disconnects ({@code rdma_disconnect}): both QPs move to the error state, so everything
+     * outstanding at either end is flushed. Idempotent.
+     */
+    public void disconnect() {
+        Fabric.LOCK.lock();
+        try {
+            checkAlive("disconnect");
+            if (qp != null) {
+                SoftEngine.toError(qp);
+                if (qp.peer != null) {
+                    SoftEngine.toError(qp.peer);
+                }
+            }
+            conn = ConnState.DISCONNECTED;
+            if (remote != null) {
+                remote.conn = ConnState.DISCONNECTED;
+            }
+        } finally {
+            Fabric.LOCK.unlock();
+        }
+    }
+
+    /** Where this ID stands in connection setup. */
+    public ConnState connState() {
+        Fabric.LOCK.lock();
+        try {
+            return conn;
+        } finally {
+            Fabric.LOCK.unlock();
         }
     }
 
@@ -119,6 +309,25 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             if (qp != null) {
                 throw new RdmaException(Errno.EBUSY, this + ": cannot destroy while " + qp
                         + " is attached; destroyQp() first (the kernel would orphan the QP)");
+            }
+            Fabric.LOCK.lock();
+            try {
+                if (listenName != null) {
+                    Fabric.LISTENERS.remove(listenName, this);
+                }
+                CmId pending;
+                while ((pending = requests.pollFirst()) != null) {
+                    pending.conn = ConnState.DISCONNECTED; // refused: never accepted
+                    if (pending.remote != null) {
+                        pending.remote.conn = ConnState.DISCONNECTED;
+                    }
+                    pending.markDestroyed();
+                }
+                if (remote != null && remote.remote == this) {
+                    remote.remote = null;
+                }
+            } finally {
+                Fabric.LOCK.unlock();
             }
             markDestroyed();
         }

@@ -105,6 +105,18 @@ final class KeyTable {
         freeSlots.addLast(slot);
     }
 
+    /** The live region whose current key is {@code key}, valid or not (LOCAL_INV, SEND_WITH_INV), or null. */
+    MemoryRegion current(int key) {
+        int slot = slotOf(key);
+        AtomicReferenceArray<MemoryRegion>[] p = pages;
+        int page = slot >> PAGE_SHIFT;
+        if (page >= p.length) {
+            return null;
+        }
+        MemoryRegion r = p[page].get(slot & (PAGE - 1));
+        return r == null || r.lkey() != key || r.isDestroyed() ? null : r;
+    }
+
     /**
      * The region a key names now, or null if the key is unknown, stale or retired.
      *

@@ -24,6 +24,11 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     private final int maxNumSg;
     private final long pageSize;
     private final long[] pages;
+    /** A registered region's memory: the device reaches it only through this segment. */
+    private volatile java.lang.foreign.MemorySegment segment;
+    /** A fast-reg MR's page memory, resolved from DMA mappings when REG_MR executes. */
+    private final java.lang.foreign.MemorySegment[] pageSegments;
+    private final long[] pageOffsets;
     private volatile long address;
     private volatile long length;
     private volatile int access;
@@ -39,15 +44,18 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         this.maxNumSg = maxNumSg;
         this.pageSize = pageSize;
         this.pages = fastReg ? new long[maxNumSg] : null;
+        this.pageSegments = fastReg ? new java.lang.foreign.MemorySegment[maxNumSg] : null;
+        this.pageOffsets = fastReg ? new long[maxNumSg] : null;
         KeyTable keys = pd.device.keys;
         this.slot = keys.allocate();
         this.key = keys.key(slot, keys.generation(slot));
     }
 
-    static MemoryRegion registered(ProtectionDomain pd, long address, long length, int access) {
+    static MemoryRegion registered(ProtectionDomain pd, java.lang.foreign.MemorySegment segment, int access) {
         MemoryRegion mr = new MemoryRegion(pd, false, 0, 0);
-        mr.address = address;
-        mr.length = length;
+        mr.segment = segment;
+        mr.address = segment.address();
+        mr.length = segment.byteSize();
         mr.access = access;
         mr.valid = true;
         pd.device.keys.publish(mr.slot, mr);
@@ -225,9 +233,44 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
 
     /** Makes a fast-reg MR's mapping valid with the given rights (the effect of a REG_MR WR). */
     void activate(int accessMask) {
-        Access.validate(accessMask, this + " REG_MR");
         this.access = accessMask;
         this.valid = true;
+    }
+
+    /** Sets the current key (REG_MR carries the whole key; only its low byte may differ). */
+    void key(int newKey) {
+        this.key = newKey;
+    }
+
+    /** The registered region's segment (null for fast-reg). */
+    java.lang.foreign.MemorySegment segment() {
+        return segment;
+    }
+
+    long pageSize() {
+        return pageSize;
+    }
+
+    long rawPage(int i) {
+        return pages[i];
+    }
+
+    void pageMemory(int i, java.lang.foreign.MemorySegment seg, long offset) {
+        pageSegments[i] = seg;
+        pageOffsets[i] = offset;
+    }
+
+    java.lang.foreign.MemorySegment pageSegment(int i) {
+        return pageSegments[i];
+    }
+
+    long pageOffset(int i) {
+        return pageOffsets[i];
+    }
+
+    /** The lookup slot (for invalidation by key). */
+    int slot() {
+        return slot;
     }
 
     /** Retires a fast-reg MR's mapping (the effect of LOCAL_INV or a remote invalidate). */

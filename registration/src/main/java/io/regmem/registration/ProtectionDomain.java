@@ -27,9 +27,11 @@ public final class ProtectionDomain extends RdmaResource implements AutoCloseabl
     }
 
     /**
-     * Registers native memory ({@code ib_reg_mr}).
+     * Registers native memory ({@code ib_reg_mr}). The device reaches the memory only through this
+     * segment: once its scope ends (its arena or pool closed), accesses fail as protection errors
+     * instead of touching freed memory.
      *
-     * @param segment native memory that stays mapped while the region lives
+     * @param segment native memory
      * @param access  the rights to grant; REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE
      * @return a region owned by the caller, who closes it
      * @throws RdmaException {@link Errno#EINVAL} for a heap or empty segment, bad access bits, a
@@ -37,44 +39,40 @@ public final class ProtectionDomain extends RdmaResource implements AutoCloseabl
      *                       {@link Errno#EBADF} if this PD was closed
      */
     public MemoryRegion register(MemorySegment segment, Access... access) {
-        if (!segment.isNative() || segment.byteSize() == 0) {
-            throw new RdmaException(Errno.EINVAL, this + ": cannot register " + segment
-                    + ": only non-empty native memory has a stable address");
-        }
-        return register(segment.address(), segment.byteSize(), Access.mask(access));
+        return register(segment, Access.mask(access));
     }
 
     /**
-     * Registers the whole capacity of a pooled buffer.
+     * Registers the whole capacity of a pooled buffer; the region lives no longer than the pool.
      *
      * @see #register(MemorySegment, Access...)
      */
     public MemoryRegion register(PooledBuffer buffer, Access... access) {
-        return register(buffer.segment(), access);
+        return register(buffer.segment(), Access.mask(access));
     }
 
     /**
-     * Registers {@code [address, address + length)}. The caller guarantees the memory stays mapped
-     * while the region lives (as with {@code ibv_reg_mr}).
+     * Registers native memory with rights given as {@link Access} bits.
      *
-     * @throws RdmaException as {@link #register(MemorySegment, Access...)}
+     * @see #register(MemorySegment, Access...)
      */
-    public MemoryRegion register(long address, long length, int accessMask) {
+    public MemoryRegion register(MemorySegment segment, int accessMask) {
         synchronized (device.lock) {
             checkAlive("register");
+            if (!segment.isNative() || segment.byteSize() == 0) {
+                throw new RdmaException(Errno.EINVAL, this + ": cannot register " + segment
+                        + ": only non-empty native memory has a stable address");
+            }
             Access.validate(accessMask, this + ".register");
             if (Access.has(accessMask, Access.ON_DEMAND)) {
                 throw new RdmaException(Errno.EINVAL, this + ": ON_DEMAND registration needs device ODP support, "
                         + device.name() + " has none");
             }
-            if (address == 0 || length <= 0 || Long.compareUnsigned(address + length, address) < 0) {
-                throw new RdmaException(Errno.EINVAL, this + ": bad range 0x" + Long.toHexString(address) + " + " + length);
-            }
-            if (length > device.attributes().maxMrSize()) {
-                throw new RdmaException(Errno.EINVAL, this + ": " + length + " bytes exceed maxMrSize "
+            if (segment.byteSize() > device.attributes().maxMrSize()) {
+                throw new RdmaException(Errno.EINVAL, this + ": " + segment.byteSize() + " bytes exceed maxMrSize "
                         + device.attributes().maxMrSize());
             }
-            MemoryRegion mr = MemoryRegion.registered(this, address, length, accessMask);
+            MemoryRegion mr = MemoryRegion.registered(this, segment, accessMask);
             useCount++;
             device.tracker.add(mr);
             return mr;

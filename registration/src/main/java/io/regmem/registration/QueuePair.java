@@ -1,9 +1,22 @@
 package io.regmem.registration;
 
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+
 /**
  * A reliable-connected queue pair, created and destroyed through its {@link CmId}
  * ({@code rdma_create_qp} / {@code rdma_destroy_qp}). It holds one reference on its PD and on each
- * of its CQs for its whole life. Posting and draining arrive with the soft provider's data path.
+ * of its CQs for its whole life.
+ *
+ * <p><b>Posting.</b> {@link #postSend} and {@link #postRecv} copy a chain of reusable
+ * {@link WorkRequest}s into the queue: the whole chain or nothing (a bad request or a full queue
+ * throws naming the index of the first bad request). Requests execute in order when the device is
+ * progressed (every {@link CompletionQueue#poll} does) and complete on the QP's CQs; unsignaled
+ * successful sends complete silently, still in order.
+ *
+ * <p><b>Errors.</b> The first failed request completes with its error status and moves the QP to
+ * {@link State#ERROR}; every later or outstanding request then completes with
+ * {@link WcStatus#WR_FLUSH_ERR}. {@link #drain()} does that on purpose.
  */
 public final class QueuePair extends RdmaResource {
     /** The states a QP moves through ({@code enum ib_qp_state}). */
@@ -29,6 +42,15 @@ public final class QueuePair extends RdmaResource {
     private final boolean signalAll;
     private final int maxRdmaCtxs;
     private volatile State state = State.INIT;
+    final WorkQueue sq;
+    final WorkQueue rq;
+    /** The connected peer (soft: a QP in this JVM), or null. Fabric lock. */
+    QueuePair peer;
+    /** Test hooks, see {@link #injectFailure}. Fabric lock. */
+    long postedSends;
+    long failAtSend;
+    WcStatus failStatus;
+    boolean paused;
 
     QueuePair(CmId cmId, ProtectionDomain pd, QpInitAttributes attrs, int maxSendWr) {
         super(pd.device, "QueuePair", null);
@@ -42,6 +64,194 @@ public final class QueuePair extends RdmaResource {
         this.maxRecvSge = attrs.maxRecvSge();
         this.signalAll = attrs.signalAll();
         this.maxRdmaCtxs = attrs.maxRdmaCtxs();
+        this.sq = new WorkQueue(maxSendWr, maxSendSge);
+        this.rq = new WorkQueue(maxRecvWr, maxRecvSge);
+    }
+
+    /**
+     * Posts a chain of send work requests ({@code ib_post_send}). The QP must be connected (RTS) or
+     * in the error state (then everything is flushed).
+     *
+     * @param first the first request of the chain
+     * @throws RdmaException {@link Errno#EINVAL} naming the bad request's index (too many SGEs, a
+     *                       zero-length or wrapping SGE, over 2 GiB, an opcode not for the send queue,
+     *                       a QP not yet connected); {@link Errno#EOPNOTSUPP} for RDMA_READ_WITH_INV on a
+     *                       non-iWARP device; {@link Errno#ENOMEM} when the chain does not fit the queue;
+     *                       {@link Errno#EBADF} if the QP was destroyed. Nothing of the chain is posted then.
+     */
+    public void postSend(WorkRequest first) {
+        Fabric.LOCK.lock();
+        try {
+            checkAlive("postSend");
+            if (state != State.RTS && state != State.ERROR) {
+                throw new RdmaException(Errno.EINVAL, this + ": postSend in state " + state + " (bad WR index 0): "
+                        + "connect first");
+            }
+            int n = 0;
+            for (WorkRequest wr = first; wr != null; wr = wr.next()) {
+                validateSend(wr, n);
+                if (n == sq.room()) {
+                    throw new RdmaException(Errno.ENOMEM, this + ": send queue full (maxSendWr " + maxSendWr
+                            + ", " + sq.size() + " outstanding): bad WR index " + n);
+                }
+                n++;
+            }
+            int i = 0;
+            for (WorkRequest wr = first; wr != null; wr = wr.next()) {
+                Wqe w = sq.pushSlot(i++);
+                w.copyFrom(wr, signalAll);
+                if (failStatus != null && ++postedSends == failAtSend) {
+                    w.injected = failStatus;
+                    failStatus = null;
+                }
+            }
+            sq.commitPush(n);
+        } finally {
+            Fabric.LOCK.unlock();
+        }
+    }
+
+    private void validateSend(WorkRequest wr, int index) {
+        Opcode op = wr.opcode();
+        if (!op.isSend()) {
+            throw new RdmaException(Errno.EINVAL, this + ": " + op + " cannot be posted to a send queue: bad WR index " + index);
+        }
+        if (op == Opcode.RDMA_READ_WITH_INV && !device.attributes().iWarp()) {
+            throw new RdmaException(Errno.EOPNOTSUPP, this + ": RDMA_READ_WITH_INV needs an iWARP device: bad WR index " + index);
+        }
+        if (op == Opcode.REG_MR && wr.regMr() == null) {
+            throw new RdmaException(Errno.EINVAL, this + ": REG_MR without an MR: bad WR index " + index);
+        }
+        boolean read = op == Opcode.RDMA_READ || op == Opcode.RDMA_READ_WITH_INV;
+        int limit = read ? maxReadSge() : maxSendSge;
+        validateSges(wr, index, limit, read ? "maxReadSge" : "maxSendSge");
+        if (wr.numSge() > 0 && Long.compareUnsigned(wr.remoteAddress() + wr.totalLength(), wr.remoteAddress()) < 0) {
+            throw new RdmaException(Errno.EINVAL, this + ": remote range wraps the address space: bad WR index " + index);
+        }
+    }
+
+    private void validateSges(WorkRequest wr, int index, int limit, String what) {
+        if (wr.numSge() > limit) {
+            throw new RdmaException(Errno.EINVAL, this + ": " + wr.numSge() + " SGEs exceed " + what + " " + limit
+                    + ": bad WR index " + index);
+        }
+        long total = 0;
+        for (int i = 0; i < wr.numSge(); i++) {
+            long a = wr.sgeAddress(i);
+            long l = wr.sgeLength(i);
+            if (l <= 0 || Long.compareUnsigned(a + l, a) < 0) {
+                throw new RdmaException(Errno.EINVAL, this + ": SGE " + i + " (0x" + Long.toHexString(a) + ", " + l
+                        + ") is empty or wraps: bad WR index " + index);
+            }
+            total += l;
+        }
+        if (total > MAX_MESSAGE) {
+            throw new RdmaException(Errno.EINVAL, this + ": " + total + " bytes exceed the 2 GiB message limit: bad WR index "
+                    + index);
+        }
+    }
+
+    /** The largest message: 2^31 bytes, InfiniBand's limit. */
+    public static final long MAX_MESSAGE = 1L << 31;
+
+    /**
+     * Posts a chain of receive work requests ({@code ib_post_recv}); allowed in every state but
+     * destroyed (in the error state they are flushed).
+     *
+     * @throws RdmaException as {@link #postSend}, with the receive queue's limits
+     */
+    public void postRecv(WorkRequest first) {
+        Fabric.LOCK.lock();
+        try {
+            checkAlive("postRecv");
+            int n = 0;
+            for (WorkRequest wr = first; wr != null; wr = wr.next()) {
+                validateSges(wr, n, maxRecvSge, "maxRecvSge");
+                if (n == rq.room()) {
+                    throw new RdmaException(Errno.ENOMEM, this + ": receive queue full (maxRecvWr " + maxRecvWr
+                            + ", " + rq.size() + " outstanding): bad WR index " + n);
+                }
+                n++;
+            }
+            int i = 0;
+            for (WorkRequest wr = first; wr != null; wr = wr.next()) {
+                rq.pushSlot(i++).copyFrom(wr, true);
+            }
+            rq.commitPush(n);
+        } finally {
+            Fabric.LOCK.unlock();
+        }
+    }
+
+    /**
+     * Moves the QP to the error state and flushes everything outstanding on both queues
+     * ({@code ib_drain_qp}); returns when both are empty. The flush completions are on the CQs.
+     */
+    public void drain() {
+        Fabric.LOCK.lock();
+        try {
+            checkAlive("drain");
+            state = State.ERROR;
+            SoftEngine.progress(this);
+        } finally {
+            Fabric.LOCK.unlock();
+        }
+    }
+
+    /** Send WRs posted and not yet completed or flushed. */
+    public int outstandingSends() {
+        Fabric.LOCK.lock();
+        try {
+            return sq.size();
+        } finally {
+            Fabric.LOCK.unlock();
+        }
+    }
+
+    /** Receive WRs posted and not yet consumed or flushed. */
+    public int outstandingRecvs() {
+        Fabric.LOCK.lock();
+        try {
+            return rq.size();
+        } finally {
+            Fabric.LOCK.unlock();
+        }
+    }
+
+    // ---- fault injection (honoured by the soft provider; for tests) ------------------------------
+
+    /**
+     * Makes the {@code nth} send WR posted from now on (1 = the next) fail with {@code status}, as a
+     * NIC error would: it completes with that status and the QP moves to the error state.
+     */
+    public void injectFailure(int nth, WcStatus status) {
+        Fabric.LOCK.lock();
+        try {
+            failAtSend = postedSends + nth;
+            failStatus = java.util.Objects.requireNonNull(status, "status");
+        } finally {
+            Fabric.LOCK.unlock();
+        }
+    }
+
+    /** Moves the QP to the error state now, as a fatal NIC or link error would. */
+    public void breakQp() {
+        Fabric.LOCK.lock();
+        try {
+            state = State.ERROR;
+        } finally {
+            Fabric.LOCK.unlock();
+        }
+    }
+
+    /** While paused, posted sends wait: completions are delayed until {@code pause(false)}. */
+    public void pause(boolean pause) {
+        Fabric.LOCK.lock();
+        try {
+            paused = pause;
+        } finally {
+            Fabric.LOCK.unlock();
+        }
     }
 
     /** The CM ID this QP is attached to. */

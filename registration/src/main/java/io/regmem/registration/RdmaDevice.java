@@ -13,13 +13,17 @@ import java.util.ServiceLoader;
  *
  * <p>Every object it creates is tracked ({@link #resources()}) with its type, owner and creation
  * site. {@link #close()} refuses to close while any is alive and lists them; {@link #forceClose()}
- * destroys them in the mandatory order (QPs, CM IDs, MRs, CQs, PDs) and reports what it destroyed.
+ * destroys them in the mandatory order (QPs, CM IDs, MRs, DMA mappings, CQs, PDs) and reports what
+ * it destroyed.
  * Creating and destroying objects is serialized per device; it is not a hot path.
  */
 public final class RdmaDevice implements AutoCloseable {
     final Object lock = new Object();
     final ResourceTracker tracker = new ResourceTracker();
     final KeyTable keys = new KeyTable();
+    final DmaTable dma = new DmaTable();
+    /** The live QPs, for progress: replaced (never mutated) under {@link #lock} and the fabric lock. */
+    private volatile QueuePair[] qps = new QueuePair[0];
     private final DeviceBackend backend;
     private final String name;
     private boolean closed;
@@ -47,7 +51,9 @@ public final class RdmaDevice implements AutoCloseable {
         for (RdmaProvider p : ServiceLoader.load(RdmaProvider.class, RdmaDevice.class.getClassLoader())) {
             if (p.name().equals(provider)) {
                 DeviceBackend backend = p.open(Map.copyOf(options));
-                return new RdmaDevice(backend, provider);
+                RdmaDevice device = new RdmaDevice(backend, provider);
+                Fabric.add(device);
+                return device;
             }
             names.add(p.name());
         }
@@ -98,6 +104,47 @@ public final class RdmaDevice implements AutoCloseable {
         }
     }
 
+    /**
+     * Maps native memory for the device ({@code ib_dma_map_sg}): SGEs over it may use the PD's local
+     * DMA key, and fast-reg MRs may map its pages. Mappings of one device must not overlap.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for heap or empty memory or an overlap
+     */
+    public DmaMapping dmaMap(java.lang.foreign.MemorySegment segment) {
+        synchronized (lock) {
+            checkOpen("dmaMap");
+            DmaMapping.checkMappable(segment, "RdmaDevice[" + name + "]");
+            DmaMapping m = new DmaMapping(this, segment);
+            dma.add(m);
+            tracker.add(m);
+            return m;
+        }
+    }
+
+    QueuePair[] queuePairs() {
+        return qps;
+    }
+
+    void addQp(QueuePair qp) {
+        Fabric.LOCK.lock();
+        try {
+            QueuePair[] next = java.util.Arrays.copyOf(qps, qps.length + 1);
+            next[qps.length] = qp;
+            qps = next;
+        } finally {
+            Fabric.LOCK.unlock();
+        }
+    }
+
+    void removeQp(QueuePair qp) {
+        Fabric.LOCK.lock();
+        try {
+            qps = java.util.Arrays.stream(qps).filter(x -> x != qp).toArray(QueuePair[]::new);
+        } finally {
+            Fabric.LOCK.unlock();
+        }
+    }
+
     /** Creates a CM ID bound to this device ({@code rdma_create_id} plus address binding). */
     public CmId createCmId() {
         synchronized (lock) {
@@ -130,6 +177,7 @@ public final class RdmaDevice implements AutoCloseable {
                 throw new RdmaException(Errno.EBUSY, "RdmaDevice[" + name + "]: cannot close with " + tracker.report());
             }
             closed = true;
+            Fabric.remove(this);
             backend.close();
         }
     }
@@ -148,10 +196,17 @@ public final class RdmaDevice implements AutoCloseable {
                 if (id.qp() != null) {
                     id.destroyQp();
                 }
-                id.close();
+            }
+            for (CmId id : tracker.survivors(CmId.class)) {
+                if (!id.isDestroyed()) {
+                    id.close();
+                }
             }
             for (MemoryRegion mr : tracker.survivors(MemoryRegion.class)) {
                 mr.close();
+            }
+            for (DmaMapping m : tracker.survivors(DmaMapping.class)) {
+                m.close();
             }
             for (CompletionQueue cq : tracker.survivors(CompletionQueue.class)) {
                 cq.close();
@@ -160,6 +215,7 @@ public final class RdmaDevice implements AutoCloseable {
                 pd.close();
             }
             closed = true;
+            Fabric.remove(this);
             backend.close();
             return report;
         }

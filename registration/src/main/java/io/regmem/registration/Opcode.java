@@ -1,0 +1,32 @@
+package io.regmem.registration;
+
+/**
+ * Work request and completion opcodes ({@code enum ib_wr_opcode}, {@code enum ib_wc_opcode}).
+ */
+public enum Opcode {
+    /** Send a message into the peer's next posted receive. */
+    SEND,
+    /** Send, and invalidate the peer's MR named by {@link WorkRequest#invalidateRkey()}. */
+    SEND_WITH_INV,
+    /** Write local SGEs into the peer's memory at (remote address, rkey). */
+    RDMA_WRITE,
+    /** RDMA WRITE, then consume a peer receive to deliver a 32-bit immediate. */
+    RDMA_WRITE_WITH_IMM,
+    /** Read the peer's memory at (remote address, rkey) into local SGEs. */
+    RDMA_READ,
+    /** iWARP: RDMA READ, then invalidate the local sink MR (the first SGE's). */
+    RDMA_READ_WITH_INV,
+    /** Invalidate a local fast-reg MR by its key. */
+    LOCAL_INV,
+    /** Register a fast-reg MR's mapped pages with a new key byte and access rights. */
+    REG_MR,
+    /** Completion opcode of a receive consumed by a SEND. */
+    RECV,
+    /** Completion opcode of a receive consumed by an RDMA WRITE with immediate. */
+    RECV_RDMA_WITH_IMM;
+
+    /** True for the opcodes that may be posted to a send queue. */
+    public boolean isSend() {
+        return ordinal() <= REG_MR.ordinal();
+    }
+}

@@ -1,0 +1,230 @@
+package io.regmem.registration;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.util.Objects;
+
+/**
+ * A reusable work request ({@code struct ib_send_wr} / {@code ib_recv_wr}): a flyweight the caller
+ * fills, posts and may refill at once, since posting copies it into the queue. Requests chain
+ * through {@link #next(WorkRequest)} so that one post submits several. Allocation happens only in
+ * the constructor (the SGE arrays); {@link #reset()} makes it blank again.
+ */
+public final class WorkRequest {
+    private final long[] sgeAddress;
+    private final long[] sgeLength;
+    private final int[] sgeLkey;
+    private int numSge;
+    private long wrId;
+    private Opcode opcode = Opcode.SEND;
+    private boolean signaled;
+    private long remoteAddress;
+    private int rkey;
+    private int immData;
+    private int invalidateRkey;
+    private MemoryRegion regMr;
+    private int regKey;
+    private int regAccess;
+    private WorkRequest next;
+
+    /** A request with room for {@code maxSge} scatter/gather entries. */
+    public WorkRequest(int maxSge) {
+        if (maxSge < 1) {
+            throw new RdmaException(Errno.EINVAL, "WorkRequest: maxSge " + maxSge + " must be at least 1");
+        }
+        sgeAddress = new long[maxSge];
+        sgeLength = new long[maxSge];
+        sgeLkey = new int[maxSge];
+    }
+
+    /** Clears every field (keeps the SGE arrays). */
+    public WorkRequest reset() {
+        numSge = 0;
+        wrId = 0;
+        opcode = Opcode.SEND;
+        signaled = false;
+        remoteAddress = 0;
+        rkey = 0;
+        immData = 0;
+        invalidateRkey = 0;
+        regMr = null;
+        regKey = 0;
+        regAccess = 0;
+        next = null;
+        return this;
+    }
+
+    /** The caller's id, returned in the completion. */
+    public WorkRequest wrId(long id) {
+        this.wrId = id;
+        return this;
+    }
+
+    /** The operation (send queue only; receives ignore it). */
+    public WorkRequest opcode(Opcode op) {
+        this.opcode = Objects.requireNonNull(op, "opcode");
+        return this;
+    }
+
+    /** Whether a successful completion produces a CQE (QPs created with signalAll always do). */
+    public WorkRequest signaled(boolean s) {
+        this.signaled = s;
+        return this;
+    }
+
+    /**
+     * Appends an SGE.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} when the request has no room for another
+     */
+    public WorkRequest addSge(long address, long length, int lkey) {
+        if (numSge == sgeAddress.length) {
+            throw new RdmaException(Errno.EINVAL, "WorkRequest: no room for SGE " + numSge + " (maxSge "
+                    + sgeAddress.length + ")");
+        }
+        sgeAddress[numSge] = address;
+        sgeLength[numSge] = length;
+        sgeLkey[numSge] = lkey;
+        numSge++;
+        return this;
+    }
+
+    /** Removes every SGE. */
+    public WorkRequest clearSges() {
+        numSge = 0;
+        return this;
+    }
+
+    /** The remote side of RDMA READ/WRITE. */
+    public WorkRequest remote(long address, int rkey) {
+        this.remoteAddress = address;
+        this.rkey = rkey;
+        return this;
+    }
+
+    /** The immediate of RDMA_WRITE_WITH_IMM. */
+    public WorkRequest immData(int imm) {
+        this.immData = imm;
+        return this;
+    }
+
+    /** The key SEND_WITH_INV invalidates at the peer, or LOCAL_INV invalidates here. */
+    public WorkRequest invalidateRkey(int key) {
+        this.invalidateRkey = key;
+        return this;
+    }
+
+    /**
+     * Makes this a REG_MR of {@code mr}'s current mapping ({@link MemoryRegion#mapSg}) with the given
+     * key (its low byte becomes the MR's generation) and rights.
+     */
+    public WorkRequest regMr(MemoryRegion mr, int key, int accessMask) {
+        this.opcode = Opcode.REG_MR;
+        this.regMr = Objects.requireNonNull(mr, "mr");
+        this.regKey = key;
+        this.regAccess = accessMask;
+        return this;
+    }
+
+    /** Chains {@code wr} after this one (null ends the chain). */
+    public WorkRequest next(WorkRequest wr) {
+        this.next = wr;
+        return this;
+    }
+
+    /** The next request of the chain, or null. */
+    public WorkRequest next() {
+        return next;
+    }
+
+    /** The caller's id. */
+    public long wrId() {
+        return wrId;
+    }
+
+    /** The operation. */
+    public Opcode opcode() {
+        return opcode;
+    }
+
+    /** Whether the request asks for a completion on success. */
+    public boolean signaled() {
+        return signaled;
+    }
+
+    /** SGEs in use. */
+    public int numSge() {
+        return numSge;
+    }
+
+    /** SGEs this request can hold. */
+    public int maxSge() {
+        return sgeAddress.length;
+    }
+
+    /** The address of SGE {@code i}. */
+    public long sgeAddress(int i) {
+        return sgeAddress[checkSge(i)];
+    }
+
+    /** The length of SGE {@code i}. */
+    public long sgeLength(int i) {
+        return sgeLength[checkSge(i)];
+    }
+
+    /** The lkey of SGE {@code i}. */
+    public int sgeLkey(int i) {
+        return sgeLkey[checkSge(i)];
+    }
+
+    private int checkSge(int i) {
+        if (i < 0 || i >= numSge) {
+            throw new RdmaException(Errno.EINVAL, "WorkRequest: SGE " + i + " is not in [0, " + numSge + ")");
+        }
+        return i;
+    }
+
+    /** The remote address of RDMA READ/WRITE. */
+    public long remoteAddress() {
+        return remoteAddress;
+    }
+
+    /** The rkey of RDMA READ/WRITE. */
+    public int rkey() {
+        return rkey;
+    }
+
+    /** The immediate. */
+    public int immData() {
+        return immData;
+    }
+
+    /** The key to invalidate (SEND_WITH_INV, LOCAL_INV). */
+    public int invalidateRkey() {
+        return invalidateRkey;
+    }
+
+    /** The MR of a REG_MR. */
+    public MemoryRegion regMr() {
+        return regMr;
+    }
+
+    /** The key of a REG_MR. */
+    public int regKey() {
+        return regKey;
+    }
+
+    /** The rights of a REG_MR. */
+    public int regAccess() {
+        return regAccess;
+    }
+
+    /** Sum of the SGE lengths. */
+    public long totalLength() {
+        long t = 0;
+        for (int i = 0; i < numSge; i++) {
+            t += sgeLength[i];
+        }
+        return t;
+    }
+}

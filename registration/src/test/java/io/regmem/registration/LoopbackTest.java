@@ -1,0 +1,152 @@
+package io.regmem.registration;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** Two connected soft QPs: WRITE, READ, SEND/RECV and WRITE_WITH_IMM over multi-SGE lists, byte-exact. */
+class LoopbackTest {
+    private Loopback lb = new Loopback();
+    private final WorkRequest wr = new WorkRequest(4);
+
+    @AfterEach
+    void tearDown() {
+        lb.close();
+    }
+
+    private static void fill(MemorySegment s, long off, long len, int seed) {
+        for (long i = 0; i < len; i++) {
+            s.set(ValueLayout.JAVA_BYTE, off + i, (byte) (seed + i * 31));
+        }
+    }
+
+    @Test
+    void rdmaWriteGathersLocalSgesIntoTheRemoteRange() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        fill(lb.memA, 0, 3000, 1);
+        fill(lb.memA, 10_000, 5000, 2);
+        fill(lb.memA, 70_000, 100, 3);
+        wr.reset().wrId(7).opcode(Opcode.RDMA_WRITE)
+                .addSge(lb.memA.address(), 3000, local.lkey())
+                .addSge(lb.memA.address() + 10_000, 5000, local.lkey())
+                .addSge(lb.memA.address() + 70_000, 100, local.lkey())
+                .remote(lb.memB.address() + 4096, remote.rkey());
+        lb.qpA.postSend(wr);
+        WorkCompletion wc = lb.one(lb.cqA);
+        assertThat(wc.status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(wc.wrId()).isEqualTo(7);
+        assertThat(wc.opcode()).isEqualTo(Opcode.RDMA_WRITE);
+        assertThat(wc.byteLen()).isEqualTo(8100);
+        assertThat(wc.qp()).isSameAs(lb.qpA);
+        assertThat(lb.memB.asSlice(4096, 3000).mismatch(lb.memA.asSlice(0, 3000))).isEqualTo(-1);
+        assertThat(lb.memB.asSlice(7096, 5000).mismatch(lb.memA.asSlice(10_000, 5000))).isEqualTo(-1);
+        assertThat(lb.memB.asSlice(12_096, 100).mismatch(lb.memA.asSlice(70_000, 100))).isEqualTo(-1);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 4095)).as("nothing before the range").isZero();
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 12_196)).as("nothing after the range").isZero();
+        assertThat(lb.poll(lb.cqB)).as("a WRITE makes no completion at the target").isZero();
+    }
+
+    @Test
+    void rdmaReadScattersTheRemoteRangeIntoLocalSges() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.REMOTE_READ);
+        fill(lb.memB, 100, 6000, 9);
+        wr.reset().wrId(8).opcode(Opcode.RDMA_READ)
+                .addSge(lb.memA.address() + 500, 1000, local.lkey())
+                .addSge(lb.memA.address() + 8192, 5000, local.lkey())
+                .remote(lb.memB.address() + 100, remote.rkey());
+        lb.qpA.postSend(wr);
+        WorkCompletion wc = lb.one(lb.cqA);
+        assertThat(wc.status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(wc.byteLen()).isEqualTo(6000);
+        assertThat(lb.memA.asSlice(500, 1000).mismatch(lb.memB.asSlice(100, 1000))).isEqualTo(-1);
+        assertThat(lb.memA.asSlice(8192, 5000).mismatch(lb.memB.asSlice(1100, 5000))).isEqualTo(-1);
+    }
+
+    @Test
+    void sendConsumesTheNextReceiveAndScattersIntoItsSges() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion recvMr = lb.pdB.register(lb.memB, Access.LOCAL_WRITE);
+        WorkRequest recv = new WorkRequest(2).wrId(21)
+                .addSge(lb.memB.address(), 100, recvMr.lkey())
+                .addSge(lb.memB.address() + 1000, 4000, recvMr.lkey());
+        lb.qpB.postRecv(recv);
+        lb.qpB.postRecv(new WorkRequest(1).wrId(22).addSge(lb.memB.address() + 8000, 64, recvMr.lkey()));
+        fill(lb.memA, 0, 300, 4);
+        wr.reset().wrId(11).opcode(Opcode.SEND).addSge(lb.memA.address(), 150, local.lkey())
+                .addSge(lb.memA.address() + 150, 150, local.lkey());
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        WorkCompletion rc = lb.one(lb.cqB);
+        assertThat(rc.wrId()).isEqualTo(21);
+        assertThat(rc.opcode()).isEqualTo(Opcode.RECV);
+        assertThat(rc.byteLen()).isEqualTo(300);
+        assertThat(rc.qp()).isSameAs(lb.qpB);
+        assertThat(lb.memB.asSlice(0, 100).mismatch(lb.memA.asSlice(0, 100))).isEqualTo(-1);
+        assertThat(lb.memB.asSlice(1000, 200).mismatch(lb.memA.asSlice(100, 200))).isEqualTo(-1);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 1200)).isZero();
+        assertThat(lb.qpB.outstandingRecvs()).isEqualTo(1);
+    }
+
+    @Test
+    void writeWithImmediateLandsAndDeliversTheImmediate() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        lb.qpB.postRecv(new WorkRequest(1).wrId(31));
+        fill(lb.memA, 0, 64, 5);
+        wr.reset().wrId(12).opcode(Opcode.RDMA_WRITE_WITH_IMM).immData(0xCAFE)
+                .addSge(lb.memA.address(), 64, local.lkey()).remote(lb.memB.address() + 64, remote.rkey());
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        WorkCompletion rc = lb.one(lb.cqB);
+        assertThat(rc.opcode()).isEqualTo(Opcode.RECV_RDMA_WITH_IMM);
+        assertThat(rc.withImm()).isTrue();
+        assertThat(rc.immData()).isEqualTo(0xCAFE);
+        assertThat(rc.byteLen()).isEqualTo(64);
+        assertThat(rc.wrId()).isEqualTo(31);
+        assertThat(lb.memB.asSlice(64, 64).mismatch(lb.memA.asSlice(0, 64))).isEqualTo(-1);
+    }
+
+    @Test
+    void dmaMappedMemoryUsesTheLocalDmaKey() {
+        DmaMapping map = lb.devA.dmaMap(lb.memA.asSlice(0, 8192));
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        fill(lb.memA, 0, 8192, 6);
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address() + 10, 8000, lb.pdA.localDmaLkey())
+                .remote(lb.memB.address(), remote.rkey());
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(lb.memB.asSlice(0, 8000).mismatch(lb.memA.asSlice(10, 8000))).isEqualTo(-1);
+        map.close();
+        // unmapped: the same SGE is now a protection error
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.LOC_PROT_ERR);
+    }
+
+    @Test
+    void unsignaledSendsCompleteSilentlyButInOrder() {
+        lb.close();
+        lb = new Loopback(java.util.Map.of(), new Loopback.QpInitAttributesSpec(64, 64, 4, false, 64));
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        WorkRequest[] chain = new WorkRequest[4];
+        for (int i = 0; i < 4; i++) {
+            lb.memA.set(ValueLayout.JAVA_LONG, i * 8L, 100 + i);
+            chain[i] = new WorkRequest(1).wrId(i).opcode(Opcode.RDMA_WRITE).signaled(i == 3)
+                    .addSge(lb.memA.address() + i * 8L, 8, local.lkey()).remote(lb.memB.address(), remote.rkey());
+            if (i > 0) {
+                chain[i - 1].next(chain[i]);
+            }
+        }
+        lb.qpA.postSend(chain[0]);
+        WorkCompletion wc = lb.one(lb.cqA);
+        assertThat(wc.wrId()).isEqualTo(3);
+        // in order: the last write wins
+        assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 0)).isEqualTo(103);
+        assertThat(lb.qpA.outstandingSends()).isZero();
+    }
+}
