@@ -13,6 +13,14 @@ public interface DeviceBackend {
     /** The device's limits. */
     DeviceAttributes attributes();
 
+    /**
+     * True if the device should progress its queues on a thread of its own, so completions appear
+     * without anybody polling. Default: false (every {@link CompletionQueue#poll} progresses).
+     */
+    default boolean progressThread() {
+        return false;
+    }
+
     /** Releases the provider's own resources; called once, after every verbs object is gone. */
     default void close() {
     }

@@ -26,11 +26,40 @@ public final class RdmaDevice implements AutoCloseable {
     private volatile QueuePair[] qps = new QueuePair[0];
     private final DeviceBackend backend;
     private final String name;
-    private boolean closed;
+    private volatile boolean closed;
+    private final Thread progress;
 
     private RdmaDevice(DeviceBackend backend, String name) {
         this.backend = backend;
         this.name = name;
+        this.progress = backend.progressThread() ? Thread.ofPlatform().daemon().name("regmem-progress-" + name)
+                .unstarted(this::progressLoop) : null;
+    }
+
+    /** The progress thread's loop: execute whatever is queued, then nap briefly (20 microseconds). */
+    private void progressLoop() {
+        while (!closed) {
+            Fabric.LOCK.lock();
+            try {
+                for (QueuePair qp : qps) {
+                    SoftEngine.progress(qp);
+                }
+            } finally {
+                Fabric.LOCK.unlock();
+            }
+            java.util.concurrent.locks.LockSupport.parkNanos(20_000);
+        }
+    }
+
+    private void stopProgress() {
+        if (progress != null) {
+            progress.interrupt();
+            try {
+                progress.join(5_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
     }
 
     /** Opens the named provider's device with default options. */
@@ -53,6 +82,9 @@ public final class RdmaDevice implements AutoCloseable {
                 DeviceBackend backend = p.open(Map.copyOf(options));
                 RdmaDevice device = new RdmaDevice(backend, provider);
                 Fabric.add(device);
+                if (device.progress != null) {
+                    device.progress.start();
+                }
                 return device;
             }
             names.add(p.name());
@@ -177,6 +209,7 @@ public final class RdmaDevice implements AutoCloseable {
                 throw new RdmaException(Errno.EBUSY, "RdmaDevice[" + name + "]: cannot close with " + tracker.report());
             }
             closed = true;
+            stopProgress();
             Fabric.remove(this);
             backend.close();
         }
@@ -215,6 +248,7 @@ public final class RdmaDevice implements AutoCloseable {
                 pd.close();
             }
             closed = true;
+            stopProgress();
             Fabric.remove(this);
             backend.close();
             return report;

@@ -1,0 +1,317 @@
+package io.regmem.registration;
+
+import static io.regmem.registration.ObjectModelTest.assertRdma;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.regmem.core.Errno;
+import io.regmem.core.ScatterList;
+import java.lang.foreign.ValueLayout;
+import java.util.Map;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** The error state, flushing, drain, queue depth, receiver-not-ready, invalidation and fault injection. */
+class ErrorPathTest {
+    private Loopback lb = new Loopback();
+    private final WorkRequest wr = new WorkRequest(4);
+
+    @AfterEach
+    void tearDown() {
+        lb.close();
+    }
+
+    private WorkRequest writeChain(int n, MemoryRegion local, MemoryRegion remote) {
+        WorkRequest first = null;
+        WorkRequest prev = null;
+        for (int i = 0; i < n; i++) {
+            WorkRequest w = new WorkRequest(1).wrId(100 + i).opcode(Opcode.RDMA_WRITE)
+                    .addSge(lb.memA.address(), 8, local.lkey()).remote(lb.memB.address() + 8L * i, remote.rkey());
+            if (prev == null) {
+                first = w;
+            } else {
+                prev.next(w);
+            }
+            prev = w;
+        }
+        return first;
+    }
+
+    @Test
+    void afterAnErrorEverythingLaterIsFlushedInOrder() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        WorkRequest chain = writeChain(4, local, remote);
+        chain.next().remote(lb.memB.address(), remote.rkey() ^ 1); // the second one has a bad rkey
+        lb.qpA.postRecv(new WorkRequest(1).wrId(900));
+        lb.qpA.postSend(chain);
+        int n = lb.poll(lb.cqA);
+        assertThat(n).isEqualTo(5);
+        assertThat(lb.wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(lb.wcs[1].status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(lb.wcs[1].wrId()).isEqualTo(101);
+        assertThat(lb.wcs[2].status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+        assertThat(lb.wcs[3].status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+        assertThat(lb.wcs[3].wrId()).isEqualTo(103);
+        assertThat(lb.wcs[4].wrId()).as("the posted receive is flushed too").isEqualTo(900);
+        assertThat(lb.wcs[4].opcode()).isEqualTo(Opcode.RECV);
+        assertThat(lb.wcs[4].status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+        assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 16)).as("flushed writes did not run").isZero();
+        // posting in the error state is allowed and flushes at once
+        lb.qpA.postSend(writeChain(1, local, remote));
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+    }
+
+    @Test
+    void drainFlushesBothQueuesAndReturnsWhenEmpty() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        lb.qpA.pause(true);
+        lb.qpA.postSend(writeChain(3, local, remote));
+        lb.qpA.postRecv(new WorkRequest(1).wrId(1));
+        lb.qpA.postRecv(new WorkRequest(1).wrId(2));
+        assertThat(lb.qpA.outstandingSends()).isEqualTo(3);
+        lb.qpA.drain();
+        assertThat(lb.qpA.outstandingSends()).isZero();
+        assertThat(lb.qpA.outstandingRecvs()).isZero();
+        assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
+        assertThat(lb.poll(lb.cqA)).isEqualTo(5);
+        for (int i = 0; i < 5; i++) {
+            assertThat(lb.wcs[i].status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+        }
+        assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 0)).isZero();
+    }
+
+    @Test
+    void aChainLongerThanTheRoomIsRefusedWhole() {
+        lb.close();
+        lb = new Loopback(Map.of(), new Loopback.QpInitAttributesSpec(4, 4, 1, true, 64));
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        lb.qpA.pause(true);
+        lb.qpA.postSend(writeChain(2, local, remote));
+        assertRdma(() -> lb.qpA.postSend(writeChain(3, local, remote)), Errno.ENOMEM, "send queue full", "bad WR index 2");
+        assertThat(lb.qpA.outstandingSends()).isEqualTo(2);
+        WorkRequest recvs = new WorkRequest(1);
+        WorkRequest r = recvs;
+        for (int i = 0; i < 4; i++) {
+            r = r.next(new WorkRequest(1)).next();
+        }
+        assertRdma(() -> lb.qpB.postRecv(recvs), Errno.ENOMEM, "receive queue full", "bad WR index 4");
+        assertThat(lb.qpB.outstandingRecvs()).isZero();
+        lb.qpA.pause(false);
+        assertThat(lb.poll(lb.cqA)).isEqualTo(2);
+    }
+
+    @Test
+    void sendWithoutAReceiveIsReceiverNotReady() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        wr.reset().opcode(Opcode.SEND).addSge(lb.memA.address(), 8, local.lkey());
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.RNR_RETRY_EXC_ERR);
+        assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
+    }
+
+    @Test
+    void tooSmallAReceiveFailsBothEnds() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion recvMr = lb.pdB.register(lb.memB, Access.LOCAL_WRITE);
+        lb.qpB.postRecv(new WorkRequest(1).wrId(5).addSge(lb.memB.address(), 16, recvMr.lkey()));
+        wr.reset().opcode(Opcode.SEND).addSge(lb.memA.address(), 17, local.lkey());
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.REM_INV_REQ_ERR);
+        WorkCompletion rc = lb.one(lb.cqB);
+        assertThat(rc.status()).isEqualTo(WcStatus.LOC_LEN_ERR);
+        assertThat(rc.wrId()).isEqualTo(5);
+        assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 0)).isZero();
+    }
+
+    @Test
+    void injectedFailureBreaksTheQpAtTheNthRequest() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        lb.memA.set(ValueLayout.JAVA_LONG, 0, 42);
+        lb.qpA.injectFailure(2, WcStatus.GENERAL_ERR);
+        lb.qpA.postSend(writeChain(3, local, remote));
+        assertThat(lb.poll(lb.cqA)).isEqualTo(3);
+        assertThat(lb.wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(lb.wcs[1].status()).isEqualTo(WcStatus.GENERAL_ERR);
+        assertThat(lb.wcs[2].status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+        assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 0)).isEqualTo(42);
+        assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 8)).isZero();
+    }
+
+    @Test
+    void breakQpAndDisconnectFlushEverything() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        lb.qpB.postRecv(new WorkRequest(1).wrId(77));
+        lb.qpA.breakQp();
+        lb.qpA.postSend(writeChain(2, local, remote));
+        assertThat(lb.poll(lb.cqA)).isEqualTo(2);
+        assertThat(lb.wcs[1].status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+        // invariant 16: after disconnect every posted WR has completed (flushed)
+        lb.idA.disconnect();
+        assertThat(lb.idA.connState()).isEqualTo(CmId.ConnState.DISCONNECTED);
+        WorkCompletion rc = lb.one(lb.cqB);
+        assertThat(rc.wrId()).isEqualTo(77);
+        assertThat(rc.status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+        assertThat(lb.qpB.outstandingRecvs()).isZero();
+        assertThat(lb.qpA.outstandingSends()).isZero();
+    }
+
+    @Test
+    void aPeerThatIsGoneIsARetryError() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        int rkey = remote.rkey();
+        lb.idB.destroyQp();
+        assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey()).remote(lb.memB.address(), rkey);
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+    }
+
+    @Test
+    void aFullCqOverrunsAndBreaksTheQp() {
+        lb.close();
+        lb = new Loopback(Map.of(), new Loopback.QpInitAttributesSpec(8, 8, 1, true, 2));
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        lb.qpA.postSend(writeChain(4, local, remote));
+        assertThat(lb.poll(lb.cqA)).isEqualTo(2);
+        assertThat(lb.cqA.overrun()).isTrue();
+        assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
+    }
+
+    @Test
+    void localInvalidateAndSendWithInvalidateRetireFastRegKeys() {
+        DmaMapping map = lb.devB.dmaMap(lb.memB.asSlice(0, 8 * 4096));
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion fr = lb.pdB.allocMr(8);
+        // two pages that are not adjacent: the MR makes them one contiguous iova range
+        ScatterList sg = new ScatterList().add(map.address() + 4 * 4096L, 4096).add(map.address() + 4096L, 4096);
+        assertThat(fr.mapSg(sg, 2, 0, 4096)).isEqualTo(2);
+        WorkRequest reg = new WorkRequest(1).regMr(fr, fr.rkey(), Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE));
+        lb.qpB.postSend(reg);
+        assertThat(lb.one(lb.cqB).status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(fr.isValid()).isTrue();
+
+        // one WRITE across the page boundary of the iova lands on two scattered pages
+        for (int i = 0; i < 64; i++) {
+            lb.memA.set(ValueLayout.JAVA_BYTE, i, (byte) (i + 1));
+        }
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 64, local.lkey()).remote(fr.address() + 4096 - 32, fr.rkey());
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 4 * 4096L + 4096 - 32)).isEqualTo((byte) 1);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 4096L)).as("second half on the second page").isEqualTo((byte) 33);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 5 * 4096L)).as("not past the first page").isZero();
+
+        // SEND_WITH_INV retires the responder's MR and says so in the receive completion
+        MemoryRegion recvMr = lb.pdB.register(lb.memB.asSlice(64 * 4096, 4096), Access.LOCAL_WRITE);
+        lb.qpB.postRecv(new WorkRequest(1).wrId(3).addSge(recvMr.address(), 64, recvMr.lkey()));
+        wr.reset().opcode(Opcode.SEND_WITH_INV).invalidateRkey(fr.rkey()).addSge(lb.memA.address(), 8, local.lkey());
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        WorkCompletion rc = lb.one(lb.cqB);
+        assertThat(rc.withInvalidate()).isTrue();
+        assertThat(rc.invalidatedRkey()).isEqualTo(fr.rkey());
+        assertThat(fr.isValid()).isFalse();
+
+        // re-register, then LOCAL_INV on the responder retires it again
+        reg.reset().regMr(fr, MemoryRegion.incRkey(fr.rkey()), Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE));
+        lb.qpB.postSend(reg);
+        assertThat(lb.one(lb.cqB).status()).isEqualTo(WcStatus.SUCCESS);
+        WorkRequest inv = new WorkRequest(1).opcode(Opcode.LOCAL_INV).invalidateRkey(fr.rkey());
+        lb.qpB.postSend(inv);
+        assertThat(lb.one(lb.cqB).status()).isEqualTo(WcStatus.SUCCESS);
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey()).remote(fr.address(), fr.rkey());
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        fr.close();
+        map.close();
+    }
+
+    @Test
+    void regMrOfPagesNobodyMappedFails() {
+        MemoryRegion fr = lb.pdB.allocMr(2);
+        ScatterList sg = new ScatterList().add(lb.memB.address(), 4096);
+        fr.mapSg(sg, 1, 0, 4096);
+        lb.qpB.postSend(new WorkRequest(1).regMr(fr, fr.rkey(), Access.mask(Access.LOCAL_WRITE)));
+        assertThat(lb.one(lb.cqB).status()).isEqualTo(WcStatus.LOC_PROT_ERR);
+        assertThat(fr.isValid()).isFalse();
+        fr.close();
+    }
+
+    @Test
+    void iwarpReadWithInvalidateRetiresTheSink() {
+        lb.close();
+        lb = new Loopback(Map.of("iWarp", "true"), Loopback.QpInitAttributesSpec.DEFAULT);
+        DmaMapping map = lb.devA.dmaMap(lb.memA.asSlice(0, 4 * 4096));
+        MemoryRegion sink = lb.pdA.allocMr(4);
+        sink.mapSg(new ScatterList().add(map.address(), 4096), 1, 0, 4096);
+        lb.qpA.postSend(new WorkRequest(1).regMr(sink, sink.rkey(), Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE)));
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.REMOTE_READ);
+        lb.memB.set(ValueLayout.JAVA_LONG, 0, 0x1234);
+        wr.reset().opcode(Opcode.RDMA_READ_WITH_INV).addSge(sink.address(), 8, sink.lkey()).remote(lb.memB.address(), remote.rkey());
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(lb.memA.get(ValueLayout.JAVA_LONG, 0)).isEqualTo(0x1234);
+        assertThat(sink.isValid()).as("iWARP READ_WITH_INV invalidates the sink").isFalse();
+        sink.close();
+        map.close();
+    }
+
+    @Test
+    void connectionSetupRules() {
+        CmId nobody = lb.devA.createCmId();
+        assertRdma(() -> nobody.connect("no-such-service"), Errno.EINVAL, "needs a QP");
+        CmId first = lb.devB.createCmId();
+        CmId second = lb.devB.createCmId();
+        first.listen("svc-rules");
+        assertRdma(() -> second.listen("svc-rules"), Errno.EBUSY, "already listened on");
+        assertRdma(first::accept, Errno.EINVAL, "pending request");
+
+        ProtectionDomain pd = lb.devA.allocPd();
+        CompletionQueue cq = lb.devA.createCq(8);
+        CmId active = lb.devA.createCmId();
+        active.createQp(pd, QpInitAttributes.of(cq));
+        assertRdma(() -> active.connect("no-such-service"), Errno.ENOENT, "nobody listens");
+        active.connect("svc-rules");
+        assertThat(active.connState()).isEqualTo(CmId.ConnState.CONNECTING);
+        CmId request = first.getRequest();
+        assertThat(request.connState()).isEqualTo(CmId.ConnState.REQUESTED);
+        assertRdma(request::accept, Errno.EINVAL, "a QP");
+        request.reject();
+        assertThat(active.connState()).isEqualTo(CmId.ConnState.DISCONNECTED);
+        assertThat(first.getRequest()).isNull();
+
+        request.close();
+        active.destroyQp();
+        active.close();
+        cq.close();
+        pd.close();
+        nobody.close();
+        first.close();
+        second.close();
+    }
+
+    @Test
+    void closingAListenerRefusesItsPendingRequests() {
+        ProtectionDomain pd = lb.devA.allocPd();
+        CompletionQueue cq = lb.devA.createCq(8);
+        CmId listener = lb.devB.createCmId();
+        listener.listen("svc-pending");
+        CmId active = lb.devA.createCmId();
+        active.createQp(pd, QpInitAttributes.of(cq));
+        active.connect("svc-pending");
+        listener.close();
+        assertThat(active.connState()).isEqualTo(CmId.ConnState.DISCONNECTED);
+        assertThat(lb.devB.resources().survivors(CmId.class)).doesNotContain(listener);
+        active.destroyQp();
+        active.close();
+        cq.close();
+        pd.close();
+    }
+}
