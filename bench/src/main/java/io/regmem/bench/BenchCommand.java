@@ -28,7 +28,7 @@ import picocli.CommandLine.Option;
 final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--include", description = "Regex of benchmarks to run (default: ${DEFAULT-VALUE}).",
-            defaultValue = "io.regmem.bench.(AllocatorBenchmark|CrossThreadBenchmark)")
+            defaultValue = "io.regmem.bench.(AllocatorBenchmark|CrossThreadBenchmark|SoftWriteBenchmark)")
     String include;
 
     @Option(names = "--warmup", description = "Warm-up iterations of 1 s (default: ${DEFAULT-VALUE}).", defaultValue = "3")
@@ -69,6 +69,7 @@ final class BenchCommand implements Callable<Integer> {
     static void print(PrintStream out, Collection<RunResult> results) {
         Map<String, Map<String, Row>> bySize = new LinkedHashMap<>();
         List<Row> cross = new ArrayList<>();
+        Map<String, Map<String, Row>> soft = new LinkedHashMap<>();
         for (RunResult r : results) {
             String label = r.getParams().getBenchmark();
             String method = label.substring(label.lastIndexOf('.') + 1);
@@ -80,6 +81,10 @@ final class BenchCommand implements Callable<Integer> {
                         cross.add(new Row(e.getKey(), size, e.getValue().getScore(), e.getValue().getScoreError(), norm));
                     }
                 }
+            } else if (label.contains("SoftWriteBenchmark")) {
+                Result p = r.getPrimaryResult();
+                soft.computeIfAbsent(size, k -> new LinkedHashMap<>())
+                        .put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
             } else {
                 Result p = r.getPrimaryResult();
                 bySize.computeIfAbsent(size, k -> new LinkedHashMap<>())
@@ -134,6 +139,17 @@ final class BenchCommand implements Callable<Integer> {
             out.println("\n(B/op for the cross-thread groups is per group operation: regmem "
                     + cross.stream().filter(r -> r.method().startsWith("regmem")).findFirst().map(r -> fmtBytes(r.bytesPerOp())).orElse("-")
                     + ", Netty " + cross.stream().filter(r -> r.method().startsWith("netty")).findFirst().map(r -> fmtBytes(r.bytesPerOp())).orElse("-") + ")");
+        }
+        if (!soft.isEmpty()) {
+            out.printf("%n### Soft provider: post one RDMA WRITE + poll its completion, beside MemorySegment.copy of the same bytes%n%n");
+            out.println("| size | soft WRITE + poll | MemorySegment.copy | WRITE bandwidth / copy bandwidth |");
+            out.println("|---:|---:|---:|---:|");
+            for (Map.Entry<String, Map<String, Row>> e : soft.entrySet()) {
+                Row w = e.getValue().get("softRdmaWrite");
+                Row c = e.getValue().get("segmentCopy");
+                out.printf(Locale.ROOT, "| %s B | %s | %s | %s |%n", e.getKey(), w == null ? "-" : fmt(w), c == null ? "-" : fmt(c),
+                        w == null || c == null ? "-" : String.format(Locale.ROOT, "%.0f%%", 100 * c.ns() / w.ns()));
+            }
         }
         out.printf("%nJDK %s, %s %s, %d cores%n", Runtime.version(), System.getProperty("os.name"),
                 System.getProperty("os.arch"), Runtime.getRuntime().availableProcessors());
