@@ -483,6 +483,26 @@ public final class BufferPool implements AutoCloseable {
     }
 
     /**
+     * Adds a listener told of every chunk the pool has now and of every chunk it gains or gives
+     * back later, size-class chunks and large buffers' dedicated chunks alike: the hook a transport
+     * uses to register each chunk once, at birth.
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the pool is closed; or whatever the listener
+     *                       throws for an existing chunk (then it is not added)
+     */
+    public void addChunkListener(ChunkListener listener) {
+        if (closed) {
+            throw closedException("addChunkListener");
+        }
+        chunks.addListener(java.util.Objects.requireNonNull(listener, "listener"));
+    }
+
+    /** Removes a listener; it is told nothing more. */
+    public void removeChunkListener(ChunkListener listener) {
+        chunks.removeListener(listener);
+    }
+
+    /**
      * The chunks reserved for size classes, in order (a snapshot). Registration code registers each
      * once; buffers above the largest class have their own chunk ({@link PooledBuffer#chunk()}).
      */

@@ -16,6 +16,7 @@ public final class Chunk {
     private final long size;
     private final Object sourceToken;
     private volatile Object attachment;
+    private volatile java.lang.foreign.MemorySegment segment;
     private volatile boolean uncheckedViews;
 
     /**
@@ -55,6 +56,18 @@ public final class Chunk {
     /** Whatever the source attached when it made the chunk. */
     public Object sourceToken() {
         return sourceToken;
+    }
+
+    /**
+     * The chunk's memory as a segment in its pool's scope (it stops working when the pool, or for a
+     * dedicated chunk its buffer, releases the chunk), or null before a pool adopted the chunk.
+     */
+    public java.lang.foreign.MemorySegment segment() {
+        return segment;
+    }
+
+    void segment(java.lang.foreign.MemorySegment s) {
+        this.segment = s;
     }
 
     /** State a consumer (a registration) attached to this chunk, or null. */

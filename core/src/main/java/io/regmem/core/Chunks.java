@@ -23,6 +23,9 @@ final class Chunks {
     private final ReentrantLock lock = new ReentrantLock();
     private final List<Chunk> chunks = new ArrayList<>();
     private final AtomicLong reserved = new AtomicLong();
+    private final java.util.List<ChunkListener> listeners = new java.util.concurrent.CopyOnWriteArrayList<>();
+    /** Live dedicated chunks of large buffers, for listeners that join later. Guarded by {@link #lock}. */
+    private final java.util.Set<Chunk> dedicated = new java.util.LinkedHashSet<>();
     private MemorySegment current;
     private Chunk currentChunk;
     private long currentOffset;
@@ -64,8 +67,99 @@ final class Chunks {
         }
     }
 
-    /** Gives a chunk back to its source (retired if unchecked views were made) and its bytes to the budget. */
+    /**
+     * Tells the listeners about a new chunk; if one refuses, tells those already told that it is
+     * gone, gives the chunk back and rethrows. Called under {@link #lock}.
+     */
+    private void adopt(Chunk chunk, boolean isDedicated) {
+        int told = 0;
+        try {
+            for (ChunkListener l : listeners) {
+                l.chunkAdded(chunk);
+                told++;
+            }
+        } catch (RuntimeException e) {
+            for (int i = 0; i < told; i++) {
+                listeners.get(i).chunkRemoved(chunk);
+            }
+            giveBack(chunk);
+            throw e;
+        }
+        if (isDedicated) {
+            dedicated.add(chunk);
+        }
+    }
+
+    /** Adopts a dedicated chunk (a large buffer's), whose segment is already set. */
+    void adoptDedicated(Chunk chunk) {
+        lock.lock();
+        try {
+            adopt(chunk, true);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Adds a listener and tells it about every chunk the pool has now, atomically. */
+    void addListener(ChunkListener l) {
+        lock.lock();
+        try {
+            List<Chunk> all = new ArrayList<>(chunks);
+            all.addAll(dedicated);
+            int told = 0;
+            try {
+                for (Chunk c : all) {
+                    l.chunkAdded(c);
+                    told++;
+                }
+            } catch (RuntimeException e) {
+                for (int i = 0; i < told; i++) {
+                    l.chunkRemoved(all.get(i)); // undo: a failed add leaves nothing behind
+                }
+                throw e;
+            }
+            listeners.add(l);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    void removeListener(ChunkListener l) {
+        lock.lock();
+        try {
+            listeners.remove(l);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Gives a size-class chunk back (pool close): listeners first, then the source. */
     void release(Chunk chunk) {
+        release(chunk, null);
+    }
+
+    /**
+     * Gives a chunk back: tells the listeners (so registrations end while the memory is still
+     * there), ends {@code scope} if given (a dedicated chunk's own arena), then returns the memory to
+     * the source (retired if unchecked views were made) and its bytes to the budget.
+     */
+    void release(Chunk chunk, Arena scopeToClose) {
+        lock.lock();
+        try {
+            dedicated.remove(chunk);
+            for (ChunkListener l : listeners) {
+                l.chunkRemoved(chunk);
+            }
+        } finally {
+            lock.unlock();
+        }
+        if (scopeToClose != null) {
+            scopeToClose.close();
+        }
+        giveBack(chunk);
+    }
+
+    private void giveBack(Chunk chunk) {
         if (chunk.hasUncheckedViews()) {
             source.retire(chunk);
         } else {
@@ -85,9 +179,12 @@ final class Chunks {
             long remaining = currentChunk == null ? 0 : currentChunk.size() - currentOffset;
             if (remaining < sc.size) {
                 Chunk chunk = allocate(chunkSize, inUse);
+                MemorySegment seg = MemorySegment.ofAddress(chunk.address()).reinterpret(chunkSize, scope, null);
+                chunk.segment(seg);
+                adopt(chunk, false);
                 chunks.add(chunk);
                 currentChunk = chunk;
-                current = MemorySegment.ofAddress(chunk.address()).reinterpret(chunkSize, scope, null);
+                current = seg;
                 currentOffset = 0;
                 remaining = chunkSize;
             }

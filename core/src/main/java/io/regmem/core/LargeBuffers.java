@@ -32,6 +32,13 @@ final class LargeBuffers {
         Chunk chunk = chunks.allocate(rounded, inUse);
         Arena arena = Arena.ofShared();
         MemorySegment segment = MemorySegment.ofAddress(chunk.address()).reinterpret(rounded, arena, null);
+        chunk.segment(segment);
+        try {
+            chunks.adoptDedicated(chunk);
+        } catch (RuntimeException e) {
+            arena.close(); // the chunk itself was given back by adoptDedicated
+            throw e;
+        }
         PooledBuffer b = new PooledBuffer(owner, PooledBuffer.LARGE_CLASS, chunk, segment, arena);
         live.add(b);
         allocations.incrementAndGet();
@@ -71,9 +78,8 @@ final class LargeBuffers {
     }
 
     private void release(PooledBuffer b) {
-        b.largeArena.close();
         bytes.addAndGet(-b.chunk.size());
-        chunks.release(b.chunk);
+        chunks.release(b.chunk, b.largeArena);
     }
 
     /** The live large buffers (a weakly consistent view). */

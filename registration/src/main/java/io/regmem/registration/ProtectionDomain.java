@@ -52,6 +52,18 @@ public final class ProtectionDomain extends RdmaResource implements AutoCloseabl
     }
 
     /**
+     * Registers a whole pool: each of its chunks, present and future, once, at birth; see
+     * {@link PoolRegistration}. Buffers of the pool then know their keys without a lookup.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for bad access bits; {@link Errno#EBUSY} if the pool is
+     *                       registered already; {@link Errno#EBADF} if the pool or this PD is closed
+     */
+    public PoolRegistration register(io.regmem.core.BufferPool pool, Access... access) {
+        checkAlive("register");
+        return PoolRegistration.register(this, pool, Access.mask(access));
+    }
+
+    /**
      * Registers native memory with rights given as {@link Access} bits.
      *
      * @see #register(MemorySegment, Access...)

@@ -1,0 +1,19 @@
+package io.regmem.core;
+
+/**
+ * Told when a {@link BufferPool} gains or loses a chunk, so that a transport can register each
+ * chunk once, when it is born, and deregister it before its memory goes back to the source.
+ * {@link BufferPool#addChunkListener} calls {@link #chunkAdded} for every chunk the pool already has.
+ *
+ * <p>Calls come on the thread that allocates (or frees, or closes) and under the pool's chunk
+ * lock: keep them short, and do not call back into the pool. If {@link #chunkAdded} throws, the
+ * allocation that needed the chunk fails with that exception and the chunk is given back.
+ */
+public interface ChunkListener {
+
+    /** A chunk was reserved; {@link Chunk#segment()} is its memory in the pool's scope. */
+    void chunkAdded(Chunk chunk);
+
+    /** A chunk is about to be given back to its source; nothing may reach its memory afterwards. */
+    void chunkRemoved(Chunk chunk);
+}

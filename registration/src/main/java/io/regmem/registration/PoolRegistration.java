@@ -1,0 +1,109 @@
+package io.regmem.registration;
+
+import io.regmem.core.BufferPool;
+import io.regmem.core.Chunk;
+import io.regmem.core.ChunkListener;
+import io.regmem.core.Errno;
+import io.regmem.core.PooledBuffer;
+import io.regmem.core.RdmaException;
+
+/**
+ * A {@link BufferPool} registered with a protection domain: every chunk of the pool, present and
+ * future (large buffers' dedicated chunks too), is registered once, when it is born, as its own
+ * {@link MemoryRegion}, which is attached to the chunk. A buffer's keys are then a field read away:
+ * {@link #lkey(PooledBuffer)} does no lookup. A chunk's region is deregistered before the chunk's
+ * memory goes back (a large buffer freed, the pool closed), so its rkey stops working first.
+ *
+ * <p>A pool can be registered with one PD at a time (the chunk attachment is the registration).
+ * {@link #close()} deregisters every chunk and stops listening.
+ */
+public final class PoolRegistration implements ChunkListener, AutoCloseable {
+    private final ProtectionDomain pd;
+    private final BufferPool pool;
+    private final int access;
+    private final java.util.Set<Chunk> registered = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private volatile boolean closed;
+
+    private PoolRegistration(ProtectionDomain pd, BufferPool pool, int access) {
+        this.pd = pd;
+        this.pool = pool;
+        this.access = access;
+    }
+
+    static PoolRegistration register(ProtectionDomain pd, BufferPool pool, int access) {
+        Access.validate(access, pd + ".register(" + pool.name() + ")");
+        PoolRegistration r = new PoolRegistration(pd, pool, access);
+        pool.addChunkListener(r);
+        return r;
+    }
+
+    @Override
+    public void chunkAdded(Chunk chunk) {
+        if (chunk.attachment() != null) {
+            throw new RdmaException(Errno.EBUSY, pd + ": " + chunk + " of pool " + pool.name()
+                    + " is already registered (a pool registers with one PD at a time)");
+        }
+        chunk.attachment(pd.register(chunk.segment(), access));
+        registered.add(chunk);
+    }
+
+    @Override
+    public void chunkRemoved(Chunk chunk) {
+        if (registered.remove(chunk) && chunk.attachment() instanceof MemoryRegion mr) {
+            chunk.attachment(null);
+            if (!mr.isDestroyed()) {
+                mr.close();
+            }
+        }
+    }
+
+    /**
+     * The region covering a buffer of the registered pool.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a buffer of another pool or after {@link #close()}
+     */
+    public MemoryRegion region(PooledBuffer buffer) {
+        if (buffer.pool() != pool || closed || !(buffer.chunk().attachment() instanceof MemoryRegion mr)) {
+            throw new RdmaException(Errno.EINVAL, pd + ": " + buffer + " is not in registered pool " + pool.name());
+        }
+        return mr;
+    }
+
+    /** The lkey for SGEs over {@code buffer}: one field read, no lookup. */
+    public int lkey(PooledBuffer buffer) {
+        return region(buffer).lkey();
+    }
+
+    /** The rkey a peer uses to reach {@code buffer}. */
+    public int rkey(PooledBuffer buffer) {
+        return region(buffer).rkey();
+    }
+
+    /** The protection domain. */
+    public ProtectionDomain pd() {
+        return pd;
+    }
+
+    /** The registered pool. */
+    public BufferPool pool() {
+        return pool;
+    }
+
+    /** Chunks registered now. */
+    public int chunkCount() {
+        return registered.size();
+    }
+
+    /** Deregisters every chunk and stops registering new ones. Idempotent. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        pool.removeChunkListener(this);
+        for (Chunk c : registered) {
+            chunkRemoved(c);
+        }
+    }
+}
