@@ -20,11 +20,12 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
 /**
- * The main job: a storage-style allocator workload. Each worker builds requests of a 64-byte
+ * The main job. First a storage-style allocator workload. Each worker builds requests of a 64-byte
  * header, a 4 KiB-page payload list and an occasional 64 KiB block, describes each request as a
  * {@link ScatterList}, checks the bytes, and frees half of the buffers itself and hands the other
  * half to the next worker, which frees them (cross-thread free). It prints latency percentiles of
- * allocate and free, the pool's accounting and the leak report.
+ * allocate and free, the pool's accounting and the leak report. Then {@link RdmaDemo}: the same
+ * memory registered and moved by RDMA WRITE, READ and SEND between two soft devices.
  */
 @Command(name = "demo", mixinStandardHelpOptions = true,
         description = "Run the allocator workload and print a report.")
@@ -38,6 +39,13 @@ final class DemoCommand implements Callable<Integer> {
 
     @Option(names = "--safety", description = "FAST, CHECKED or PARANOID (default: ${DEFAULT-VALUE}).", defaultValue = "CHECKED")
     SafetyMode safety;
+
+    @Option(names = "--rdma-requests", description = "Requests of the RDMA loopback part (default: ${DEFAULT-VALUE}; 0 skips it).",
+            defaultValue = "20000")
+    int rdmaRequests;
+
+    @Option(names = "--rdma-size", description = "Bytes per RDMA request (default: ${DEFAULT-VALUE}).", defaultValue = "4096")
+    int rdmaSize;
 
     @Override
     public Integer call() throws Exception {
@@ -105,7 +113,8 @@ final class DemoCommand implements Callable<Integer> {
         }
         LeakReport report = pool.closeAndReport();
         out.printf(Locale.ROOT, "%nClose: %s%n", report.describe().strip());
-        return report.clean() ? 0 : 1;
+        boolean rdmaOk = rdmaRequests <= 0 || new RdmaDemo(out, rdmaRequests, rdmaSize).run();
+        return report.clean() && rdmaOk ? 0 : 1;
     }
 
     private long work(BufferPool pool, int me, SpscArrayQueue<PooledBuffer> inbox, SpscArrayQueue<PooledBuffer> next,

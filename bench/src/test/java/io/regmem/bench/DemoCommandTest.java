@@ -19,14 +19,17 @@ class DemoCommandTest {
         int status;
         try {
             System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
-            status = new CommandLine(new RegmemCommand()).execute("demo", "--requests", "3000", "--safety", "PARANOID");
+            status = new CommandLine(new RegmemCommand()).execute("demo", "--requests", "3000", "--safety", "PARANOID",
+                    "--rdma-requests", "500");
         } finally {
             System.setOut(original);
         }
         String out = captured.toString(StandardCharsets.UTF_8);
         assertThat(status).as(out).isZero();
         assertThat(out).contains("Workload: 6,000 requests", "Latency (ns)", "Pool 'demo' (PARANOID",
-                "allocations", "demo: no buffers leaked");
+                "allocations", "demo: no buffers leaked", "RDMA loopback on the soft provider: 500 requests",
+                "WRITE", "READ", "Device A: no live objects; device B: no live objects",
+                "rdma-a: no buffers leaked; rdma-b: no buffers leaked");
         assertThat(BufferPool.openPools()).isEmpty();
     }
 

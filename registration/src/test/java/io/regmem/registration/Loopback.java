@@ -12,6 +12,11 @@ import java.util.Map;
  * asserts that neither device has a survivor.
  */
 final class Loopback implements AutoCloseable {
+    /**
+     * The provider the contract tests run against: {@code -Dregmem.provider=NAME} (default soft).
+     * Every provider must pass the same loopback, security and error-path suites.
+     */
+    static final String PROVIDER = System.getProperty("regmem.provider", "soft");
     private static int names;
 
     final Arena arena = Arena.ofShared();
@@ -40,8 +45,8 @@ final class Loopback implements AutoCloseable {
     }
 
     Loopback(Map<String, String> options, QpInitAttributesSpec spec) {
-        devA = RdmaDevice.open("soft", options);
-        devB = RdmaDevice.open("soft", options);
+        devA = RdmaDevice.open(PROVIDER, options);
+        devB = RdmaDevice.open(PROVIDER, options);
         pdA = devA.allocPd();
         pdB = devB.allocPd();
         cqA = devA.createCq(spec.cqDepth());

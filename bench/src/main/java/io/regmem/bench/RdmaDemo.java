@@ -1,0 +1,159 @@
+package io.regmem.bench;
+
+import io.regmem.core.BufferPool;
+import io.regmem.core.LeakReport;
+import io.regmem.core.PooledBuffer;
+import io.regmem.registration.Access;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.PoolRegistration;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.io.PrintStream;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Locale;
+import org.HdrHistogram.Histogram;
+
+/**
+ * The RDMA half of {@code regmem demo}: two soft devices connected in this JVM, each with a
+ * registered {@link BufferPool}. Each request allocates a pooled buffer at each end, fills the
+ * local one, RDMA WRITEs it into the remote one by the remote pool's rkey, READs it back into a
+ * third buffer, checks every byte, and announces itself with a SEND the peer receives. Then
+ * everything is torn down in the mandatory order and both devices must report no survivor.
+ */
+final class RdmaDemo {
+    private final PrintStream out;
+    private final int requests;
+    private final int size;
+
+    RdmaDemo(PrintStream out, int requests, int size) {
+        this.out = out;
+        this.requests = requests;
+        this.size = size;
+    }
+
+    /** Runs the workload and prints its report; returns true when every check held and nothing leaked. */
+    boolean run() {
+        Histogram writeNs = new Histogram(3);
+        Histogram readNs = new Histogram(3);
+        WorkCompletion[] wcs = {new WorkCompletion(), new WorkCompletion()};
+        long start;
+        long elapsed;
+        String reportA;
+        String reportB;
+        LeakReport leaksA;
+        LeakReport leaksB;
+        try (RdmaDevice devA = RdmaDevice.open("soft"); RdmaDevice devB = RdmaDevice.open("soft")) {
+            ProtectionDomain pdA = devA.allocPd();
+            ProtectionDomain pdB = devB.allocPd();
+            CompletionQueue cqA = devA.createCq(1024);
+            CompletionQueue cqB = devB.createCq(1024);
+            BufferPool poolA = BufferPool.builder().name("rdma-a").build();
+            BufferPool poolB = BufferPool.builder().name("rdma-b").build();
+            PoolRegistration regA = pdA.register(poolA, Access.LOCAL_WRITE);
+            PoolRegistration regB = pdB.register(poolB, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+
+            CmId listener = devB.createCmId();
+            listener.listen("regmem-demo");
+            CmId idA = devA.createCmId();
+            QueuePair qpA = idA.createQp(pdA, QpInitAttributes.of(cqA).maxSendSge(2));
+            idA.connect("regmem-demo");
+            CmId idB = listener.getRequest();
+            QueuePair qpB = idB.createQp(pdB, QpInitAttributes.of(cqB));
+            idB.accept();
+
+            WorkRequest wr = new WorkRequest(2);
+            WorkRequest recv = new WorkRequest(1);
+            PooledBuffer inbox = poolB.allocate(64);
+            start = System.nanoTime();
+            for (int r = 0; r < requests; r++) {
+                PooledBuffer src = poolA.allocate(size);
+                PooledBuffer back = poolA.allocate(size);
+                PooledBuffer dst = poolB.allocate(size);
+                MemorySegment s = src.segment();
+                for (long o = 0; o + 8 <= size; o += 8) {
+                    s.set(ValueLayout.JAVA_LONG, o, r * 31L + o);
+                }
+                recv.reset().wrId(r).addSge(inbox.address(), 64, regB.lkey(inbox));
+                qpB.postRecv(recv);
+
+                long t0 = System.nanoTime();
+                wr.reset().wrId(r).opcode(Opcode.RDMA_WRITE).addSge(src.address(), size, regA.lkey(src))
+                        .remote(dst.address(), regB.rkey(dst));
+                qpA.postSend(wr);
+                expect(cqA, wcs, 1);
+                long t1 = System.nanoTime();
+                wr.reset().wrId(r).opcode(Opcode.RDMA_READ).addSge(back.address(), size, regA.lkey(back))
+                        .remote(dst.address(), regB.rkey(dst));
+                qpA.postSend(wr);
+                expect(cqA, wcs, 1);
+                long t2 = System.nanoTime();
+                writeNs.recordValue(t1 - t0);
+                readNs.recordValue(t2 - t1);
+                if (back.segment().mismatch(s) != -1 || dst.segment().asSlice(0, size).mismatch(s.asSlice(0, size)) != -1) {
+                    throw new IllegalStateException("request " + r + ": bytes differ after WRITE and READ");
+                }
+                src.segment().set(ValueLayout.JAVA_LONG, 0, r);
+                wr.reset().wrId(r).opcode(Opcode.SEND).addSge(src.address(), 8, regA.lkey(src));
+                qpA.postSend(wr);
+                expect(cqA, wcs, 1);
+                expect(cqB, wcs, 1);
+                if (wcs[0].opcode() != Opcode.RECV || inbox.segment().get(ValueLayout.JAVA_LONG, 0) != r) {
+                    throw new IllegalStateException("request " + r + ": the SEND did not arrive");
+                }
+                src.close();
+                back.close();
+                dst.close();
+            }
+            elapsed = System.nanoTime() - start;
+            inbox.close();
+
+            idA.disconnect();
+            idA.destroyQp();
+            idB.destroyQp();
+            idA.close();
+            idB.close();
+            listener.close();
+            regA.close();
+            regB.close();
+            leaksA = poolA.closeAndReport();
+            leaksB = poolB.closeAndReport();
+            cqA.close();
+            cqB.close();
+            pdA.close();
+            pdB.close();
+            reportA = devA.resources().report();
+            reportB = devB.resources().report();
+        }
+        out.printf(Locale.ROOT, "%nRDMA loopback on the soft provider: %,d requests of %d B (WRITE, READ back, check, SEND) "
+                + "in %.2f s%n", requests, size, elapsed / 1e9);
+        out.printf(Locale.ROOT, "Latency (ns)       p50      p90      p99    p99.9      max%n");
+        print("WRITE", writeNs);
+        print("READ", readNs);
+        out.printf(Locale.ROOT, "Device A: %s; device B: %s%n", reportA, reportB);
+        out.printf(Locale.ROOT, "Pools: %s; %s%n", leaksA.describe().strip(), leaksB.describe().strip());
+        return leaksA.clean() && leaksB.clean() && reportA.equals("no live objects") && reportB.equals("no live objects");
+    }
+
+    private static void expect(CompletionQueue cq, WorkCompletion[] wcs, int n) {
+        int got = 0;
+        while (got < n) {
+            got += cq.poll(wcs);
+        }
+        if (wcs[0].status() != WcStatus.SUCCESS) {
+            throw new IllegalStateException("completion failed: " + wcs[0]);
+        }
+    }
+
+    private void print(String what, Histogram h) {
+        out.printf(Locale.ROOT, "  %-10s %8d %8d %8d %8d %8d%n", what, h.getValueAtPercentile(50), h.getValueAtPercentile(90),
+                h.getValueAtPercentile(99), h.getValueAtPercentile(99.9), h.getMaxValue());
+    }
+}
