@@ -8,7 +8,8 @@ import io.regmem.core.RdmaException;
  * carries at most one queue pair. Its rules (kernel-semantics section 1): the QP's PD must belong
  * to this ID's device ({@link Errno#EINVAL} otherwise); the ID cannot be destroyed while a QP is
  * attached ({@link Errno#EBUSY}: the kernel silently orphans the QP instead); destroying the QP
- * twice is an error.
+ * twice is an error; destroying the ID inside its own event handler is refused ({@link Errno#EBUSY}:
+ * the handler returns true instead, see {@link CmEventHandler}).
  */
 public final class CmId extends RdmaResource implements AutoCloseable {
     /** Where an ID stands in connection setup. */
@@ -33,6 +34,11 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     private final java.util.ArrayDeque<CmId> requests = new java.util.ArrayDeque<>();
     /** The other end: for a request, the active ID; for the active ID, its request. */
     private CmId remote;
+    /** For a request: the listener it came through. */
+    private CmId listener;
+    private volatile CmEventHandler handler;
+    /** The ID whose event handler this thread is running, if any. */
+    private static final ThreadLocal<CmId> IN_HANDLER = new ThreadLocal<>();
 
     CmId(RdmaDevice device) {
         super(device, "CmId", null);
@@ -175,6 +181,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      *                       without a QP or when not idle
      */
     public void connect(String name) {
+        CmEvent event;
         synchronized (device.lock) {
             checkAlive("connect");
             Fabric.LOCK.lock();
@@ -191,14 +198,18 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 CmId request = new CmId(listener.device);
                 request.conn = ConnState.REQUESTED;
                 request.remote = this;
+                request.listener = listener;
+                request.handler = listener.handler; // a request inherits its listener's handler
                 listener.device.tracker.add(request);
                 listener.requests.addLast(request);
                 remote = request;
                 conn = ConnState.CONNECTING;
+                event = new CmEvent(CmEvent.Type.CONNECT_REQUEST, request, listener);
             } finally {
                 Fabric.LOCK.unlock();
             }
         }
+        deliver(event);
     }
 
     /**
@@ -223,11 +234,12 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      *                       requester still waits
      */
     public void accept() {
+        CmId active;
         synchronized (device.lock) {
             checkAlive("accept");
             Fabric.LOCK.lock();
             try {
-                CmId active = remote;
+                active = remote;
                 if (conn != ConnState.REQUESTED || qp == null || active == null || active.isDestroyed()
                         || active.qp == null || active.conn != ConnState.CONNECTING) {
                     throw new RdmaException(Errno.EINVAL, this + ": accept needs a pending request, a QP, and a "
@@ -239,27 +251,39 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 active.qp.state(QueuePair.State.RTS);
                 conn = ConnState.CONNECTED;
                 active.conn = ConnState.CONNECTED;
+                if (listener != null) {
+                    listener.requests.remove(this);
+                }
             } finally {
                 Fabric.LOCK.unlock();
             }
         }
+        deliver(new CmEvent(CmEvent.Type.ESTABLISHED, active, null), new CmEvent(CmEvent.Type.ESTABLISHED, this, null));
     }
 
     /** Rejects a pending request ({@code rdma_reject}): the requester ends DISCONNECTED. */
     public void reject() {
+        CmId active;
         Fabric.LOCK.lock();
         try {
             checkAlive("reject");
             if (conn != ConnState.REQUESTED) {
                 throw new RdmaException(Errno.EINVAL, this + ": reject of a non-request (state " + conn + ")");
             }
-            if (remote != null) {
-                remote.conn = ConnState.DISCONNECTED;
-                remote.remote = null;
+            active = remote;
+            if (active != null) {
+                active.conn = ConnState.DISCONNECTED;
+                active.remote = null;
+            }
+            if (listener != null) {
+                listener.requests.remove(this);
             }
             conn = ConnState.DISCONNECTED;
         } finally {
             Fabric.LOCK.unlock();
+        }
+        if (active != null) {
+            deliver(new CmEvent(CmEvent.Type.REJECTED, active, null));
         }
     }
 
@@ -268,9 +292,12 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      * outstanding at either end is flushed. Idempotent.
      */
     public void disconnect() {
+        CmId other = null;
+        boolean wasConnected;
         Fabric.LOCK.lock();
         try {
             checkAlive("disconnect");
+            wasConnected = conn == ConnState.CONNECTED;
             if (qp != null) {
                 SoftEngine.toError(qp);
                 if (qp.peer != null) {
@@ -278,12 +305,63 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 }
             }
             conn = ConnState.DISCONNECTED;
-            if (remote != null) {
+            if (remote != null && remote.conn == ConnState.CONNECTED) {
                 remote.conn = ConnState.DISCONNECTED;
+                other = remote;
             }
         } finally {
             Fabric.LOCK.unlock();
         }
+        if (wasConnected) {
+            deliver(new CmEvent(CmEvent.Type.DISCONNECTED, this, null),
+                    other == null ? null : new CmEvent(CmEvent.Type.DISCONNECTED, other, null));
+        }
+    }
+
+    /**
+     * Sets the handler of this ID's connection events (see {@link CmEventHandler}); requests that
+     * come through a listening ID inherit its handler. Null removes it.
+     */
+    public void onEvent(CmEventHandler h) {
+        this.handler = h;
+    }
+
+    /** Runs the handlers of the given events (nulls skipped), outside every lock. */
+    private static void deliver(CmEvent... events) {
+        for (CmEvent e : events) {
+            if (e == null) {
+                continue;
+            }
+            CmId id = e.id();
+            CmEventHandler h = id.handler;
+            if (h == null) {
+                continue;
+            }
+            CmId outer = IN_HANDLER.get();
+            IN_HANDLER.set(id);
+            boolean destroy;
+            try {
+                destroy = h.onEvent(e);
+            } finally {
+                IN_HANDLER.set(outer);
+            }
+            if (destroy && !id.isDestroyed()) {
+                id.destroyAfterEvent();
+            }
+        }
+    }
+
+    /** What a handler's "true" asks for: reject a request, disconnect and free the QP, destroy the ID. */
+    private void destroyAfterEvent() {
+        if (connState() == ConnState.REQUESTED) {
+            reject();
+        } else if (connState() == ConnState.CONNECTED) {
+            disconnect();
+        }
+        if (qp() != null) {
+            destroyQp();
+        }
+        close();
     }
 
     /** Where this ID stands in connection setup. */
@@ -304,6 +382,11 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      */
     @Override
     public void close() {
+        if (IN_HANDLER.get() == this) {
+            throw new RdmaException(Errno.EBUSY, this + ": destroyed inside its own event handler; return true "
+                    + "from the handler instead and regmem destroys it afterwards");
+        }
+        java.util.List<CmEvent> refused = new java.util.ArrayList<>();
         synchronized (device.lock) {
             checkAlive("close");
             if (qp != null) {
@@ -320,8 +403,12 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                     pending.conn = ConnState.DISCONNECTED; // refused: never accepted
                     if (pending.remote != null) {
                         pending.remote.conn = ConnState.DISCONNECTED;
+                        refused.add(new CmEvent(CmEvent.Type.REJECTED, pending.remote, null));
                     }
                     pending.markDestroyed();
+                }
+                if (listener != null) {
+                    listener.requests.remove(this);
                 }
                 if (remote != null && remote.remote == this) {
                     remote.remote = null;
@@ -331,5 +418,6 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             }
             markDestroyed();
         }
+        deliver(refused.toArray(CmEvent[]::new));
     }
 }

@@ -36,6 +36,10 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     private volatile boolean valid;
     private int npages;
     private long resumeOffset;
+    /** Memory windows bound to this region (device lock). */
+    private int boundWindows;
+    /** True for a memory window's internal view: its key is remote-only. */
+    private boolean window;
 
     private MemoryRegion(ProtectionDomain pd, boolean fastReg, int maxNumSg, long pageSize) {
         super(pd.device, fastReg ? "MemoryRegion(fast-reg)" : "MemoryRegion", pd.owner());
@@ -60,6 +64,27 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         mr.valid = true;
         pd.device.keys.publish(mr.slot, mr);
         return mr;
+    }
+
+    /** A memory window's view: a registered-kind region over a slice, not tracked and not counted. */
+    static MemoryRegion window(ProtectionDomain pd, java.lang.foreign.MemorySegment slice, int access) {
+        MemoryRegion mr = registered(pd, slice, access);
+        mr.window = true;
+        return mr;
+    }
+
+    /** Retires a window view's key (no PD count or tracker entry to drop). */
+    void retireWindow() {
+        valid = false;
+        device.keys.release(slot, this);
+    }
+
+    boolean isWindow() {
+        return window;
+    }
+
+    void windowBound(int delta) {
+        boundWindows += delta;
     }
 
     static MemoryRegion fastReg(ProtectionDomain pd, int maxNumSg, long pageSize) {
@@ -282,12 +307,17 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
      * Deregisters the region ({@code ib_dereg_mr}): its keys stop resolving before this returns,
      * and the PD's count drops.
      *
-     * @throws RdmaException {@link Errno#EBADF} if already closed
+     * @throws RdmaException {@link Errno#EBUSY} while memory windows are bound to it (nothing
+     *                       changes); {@link Errno#EBADF} if already closed
      */
     @Override
     public void close() {
         synchronized (device.lock) {
             checkAlive("close");
+            if (boundWindows > 0) {
+                throw new RdmaException(Errno.EBUSY, this + ": cannot deregister with " + boundWindows
+                        + " memory window(s) bound; unbind them first");
+            }
             valid = false;
             device.keys.release(slot, this);
             markDestroyed();

@@ -113,7 +113,21 @@ public final class ProtectionDomain extends RdmaResource implements AutoCloseabl
         }
     }
 
-    /** Live children: memory regions and queue pairs. */
+    /**
+     * Allocates a memory window ({@code ibv_alloc_mw}); bind it to a region that grants
+     * {@link Access#MW_BIND}. Counted as a child of this PD.
+     */
+    public MemoryWindow allocMw() {
+        synchronized (device.lock) {
+            checkAlive("allocMw");
+            MemoryWindow mw = new MemoryWindow(this);
+            useCount++;
+            device.tracker.add(mw);
+            return mw;
+        }
+    }
+
+    /** Live children: memory regions, memory windows and queue pairs. */
     public int useCount() {
         synchronized (device.lock) {
             return useCount;
@@ -140,7 +154,7 @@ public final class ProtectionDomain extends RdmaResource implements AutoCloseabl
             checkAlive("close");
             if (useCount > 0) {
                 throw new RdmaException(Errno.EBUSY, this + ": cannot deallocate with " + useCount
-                        + " live memory region(s) and queue pair(s); destroy them first");
+                        + " live memory region(s), window(s) and queue pair(s); destroy them first");
             }
             markDestroyed();
         }

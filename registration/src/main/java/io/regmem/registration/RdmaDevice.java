@@ -13,7 +13,7 @@ import java.util.ServiceLoader;
  *
  * <p>Every object it creates is tracked ({@link #resources()}) with its type, owner and creation
  * site. {@link #close()} refuses to close while any is alive and lists them; {@link #forceClose()}
- * destroys them in the mandatory order (QPs, CM IDs, MRs, DMA mappings, CQs, PDs) and reports what
+ * destroys them in the mandatory order (QPs, CM IDs, windows, MRs, DMA mappings, CQs, PDs) and reports what
  * it destroyed.
  * Creating and destroying objects is serialized per device; it is not a hot path.
  */
@@ -216,7 +216,8 @@ public final class RdmaDevice implements AutoCloseable {
     }
 
     /**
-     * Destroys every live object in the mandatory order (QPs, CM IDs, MRs, CQs, PDs), closes the
+     * Destroys every live object in the mandatory order (QPs, CM IDs, windows, MRs, DMA mappings,
+     * CQs, PDs), closes the
      * device and returns the report of what was destroyed ("no live objects" when nothing was).
      */
     public String forceClose() {
@@ -234,6 +235,9 @@ public final class RdmaDevice implements AutoCloseable {
                 if (!id.isDestroyed()) {
                     id.close();
                 }
+            }
+            for (MemoryWindow mw : tracker.survivors(MemoryWindow.class)) {
+                mw.close();
             }
             for (MemoryRegion mr : tracker.survivors(MemoryRegion.class)) {
                 mr.close();

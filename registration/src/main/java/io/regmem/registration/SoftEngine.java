@@ -282,7 +282,7 @@ final class SoftEngine {
                 continue;
             }
             MemoryRegion mr = qp.device.keys.lookup(lkey, false);
-            if (mr == null || mr.pd() != qp.pd() || (write && !Access.has(mr.access(), Access.LOCAL_WRITE))
+            if (mr == null || mr.isWindow() || mr.pd() != qp.pd() || (write && !Access.has(mr.access(), Access.LOCAL_WRITE))
                     || !regionPieces(mr, addr, len, out)) {
                 return false;
             }
