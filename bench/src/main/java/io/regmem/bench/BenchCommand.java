@@ -43,6 +43,9 @@ final class BenchCommand implements Callable<Integer> {
     @Option(names = "--json", description = "Also write JMH's JSON results to this file.")
     String json;
 
+    @Option(names = "--size", split = ",", description = "Override the benchmarks' size parameter, e.g. --size 4096.")
+    String[] sizes;
+
     @Override
     public Integer call() throws Exception {
         ChainedOptionsBuilder opts = new OptionsBuilder()
@@ -54,6 +57,9 @@ final class BenchCommand implements Callable<Integer> {
                 .measurementTime(TimeValue.seconds(1))
                 .forks(forks)
                 .shouldFailOnError(true);
+        if (sizes != null && sizes.length > 0) {
+            opts.param("size", sizes);
+        }
         if (json != null) {
             opts.resultFormat(ResultFormatType.JSON).result(json);
         }
