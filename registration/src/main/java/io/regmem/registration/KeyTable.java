@@ -14,8 +14,10 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  *  |  slot index XOR device salt (24)    | key byte |
  *  +-------------------------------------+----------+
  * </pre>
- * The upper 24 bits name a slot of this table, scrambled with a random per-device salt so keys are
- * not guessable from creation order. The low byte is a generation: for an ordinary region the
+ * The upper 24 bits name a slot of this table through a random per-device permutation of the 24-bit
+ * space (XOR with a random word, multiply by a random odd number, xor-shift, multiply again: every
+ * step is invertible mod 2^24), so neither a key's value nor the difference between two keys tells
+ * a peer which slots exist or in which order they were made. The low byte is a generation: for an ordinary region the
  * slot's own counter, bumped every time the slot is reused; for a fast-reg MR the consumer's byte
  * ({@link MemoryRegion#updateFastRegKey}). A key resolves only while it equals the key its region
  * holds now, so a deregistered region's key, or a fast-reg key from before a bump, fails at once.
@@ -31,7 +33,12 @@ final class KeyTable {
     /** Slot 0 is reserved for the device's local DMA key. */
     static final int DMA_SLOT = 0;
 
+    private static final int MASK = (1 << 24) - 1;
     private final int salt = ThreadLocalRandom.current().nextInt(1 << 24);
+    private final int mul1 = ThreadLocalRandom.current().nextInt(1 << 24) | 1;
+    private final int mul2 = ThreadLocalRandom.current().nextInt(1 << 24) | 1;
+    private final int inv1 = inverse(mul1);
+    private final int inv2 = inverse(mul2);
     private volatile AtomicReferenceArray<MemoryRegion>[] pages;
     private final byte[][] generations = new byte[MAX_SLOTS >> PAGE_SHIFT][];
     private final ArrayDeque<Integer> freeSlots = new ArrayDeque<>();
@@ -45,11 +52,32 @@ final class KeyTable {
 
     /** The key for a slot and key byte. */
     int key(int slot, int keyByte) {
-        return ((slot ^ salt) << 8) | (keyByte & 0xFF);
+        return (permute(slot) << 8) | (keyByte & 0xFF);
     }
 
     int slotOf(int key) {
-        return ((key >>> 8) ^ salt) & (MAX_SLOTS - 1);
+        return unpermute(key >>> 8);
+    }
+
+    private int permute(int x) {
+        x = ((x ^ salt) * mul1) & MASK;
+        x ^= x >>> 12;
+        return (x * mul2) & MASK;
+    }
+
+    private int unpermute(int x) {
+        x = (x * inv2) & MASK;
+        x ^= x >>> 12; // x ^= x >>> 12 is its own inverse on 24 bits
+        return ((x * inv1) & MASK) ^ salt;
+    }
+
+    /** The inverse of an odd number mod 2^24 (Newton's iteration doubles the correct bits each step). */
+    private static int inverse(int odd) {
+        int inv = odd;
+        for (int i = 0; i < 5; i++) {
+            inv *= 2 - odd * inv;
+        }
+        return inv & MASK;
     }
 
     /** The device-global local DMA key. */

@@ -9,7 +9,9 @@ import io.regmem.core.PooledBuffer;
 import io.regmem.core.ScatterList;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Set;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -88,6 +90,29 @@ class MemoryRegionTest {
         }
         assertThat(device.keys.lookup(device.keys.dmaKey(), true)).as("the DMA key is never a region's").isNull();
         assertThat(pd.localDmaLkey()).isEqualTo(device.keys.dmaKey());
+    }
+
+    @Test
+    void consecutiveKeysLookUnrelated() {
+        List<MemoryRegion> regions = new ArrayList<>();
+        for (int i = 0; i < 1000; i++) {
+            regions.add(pd.register(memory, Access.LOCAL_WRITE));
+        }
+        int close = 0;
+        for (int i = 1; i < regions.size(); i++) {
+            int a = regions.get(i - 1).rkey() >>> 8;
+            int b = regions.get(i).rkey() >>> 8;
+            if (Math.abs(a - b) < 4096 || Integer.bitCount(a ^ b) < 3) {
+                close++;
+            }
+        }
+        // Sequential or merely salted indices would make nearly every pair close.
+        assertThat(close).as("consecutive keys close in value or bits").isLessThan(20);
+        for (MemoryRegion mr : regions) {
+            assertThat(device.keys.lookup(mr.rkey(), true)).isSameAs(mr);
+            assertThat(device.keys.slotOf(mr.rkey())).isBetween(1, 1 << 24);
+            mr.close();
+        }
     }
 
     @Test
