@@ -7,9 +7,8 @@ import io.regmem.core.RdmaException;
  * A completion queue ({@code ib_create_cq}): where work completions of the queue pairs that use it
  * arrive. It counts the QPs that use it; destroying it while any does fails with {@link Errno#EBUSY}.
  */
-public final class CompletionQueue extends RdmaResource implements AutoCloseable {
+public final class CompletionQueue extends CountedResource implements AutoCloseable {
     private final int depth;
-    private int useCount;
     /** Preallocated entries; head/tail count polls and pushes. Guarded by the fabric lock. */
     private final WorkCompletion[] ring;
     private long head;
@@ -108,21 +107,6 @@ public final class CompletionQueue extends RdmaResource implements AutoCloseable
         return depth;
     }
 
-    /** Queue pairs using this CQ (as send CQ, receive CQ, or both: counted once per role). */
-    public int useCount() {
-        synchronized (device.lock) {
-            return useCount;
-        }
-    }
-
-    void retain() {
-        useCount++;
-    }
-
-    void release() {
-        useCount--;
-    }
-
     /**
      * Destroys the CQ ({@code ib_destroy_cq}).
      *
@@ -132,12 +116,7 @@ public final class CompletionQueue extends RdmaResource implements AutoCloseable
     @Override
     public void close() {
         synchronized (device.lock) {
-            checkAlive("close");
-            if (useCount > 0) {
-                throw new RdmaException(Errno.EBUSY, this + ": cannot destroy while " + useCount
-                        + " queue pair role(s) use it; destroy the QPs first");
-            }
-            markDestroyed();
+            destroyUnlessCounted("destroy", "queue pair role(s) using it", "destroy the QPs first");
         }
     }
 }

@@ -133,15 +133,17 @@ final class KeyTable {
         freeSlots.addLast(slot);
     }
 
-    /** The live region whose current key is {@code key}, valid or not (LOCAL_INV, SEND_WITH_INV), or null. */
-    MemoryRegion current(int key) {
+    /** The region in the slot a key names, whatever its current key, or null. Lock-free. */
+    private MemoryRegion inSlot(int key) {
         int slot = slotOf(key);
         AtomicReferenceArray<MemoryRegion>[] p = pages;
         int page = slot >> PAGE_SHIFT;
-        if (page >= p.length) {
-            return null;
-        }
-        MemoryRegion r = p[page].get(slot & (PAGE - 1));
+        return page >= p.length ? null : p[page].get(slot & (PAGE - 1));
+    }
+
+    /** The live region whose current key is {@code key}, valid or not (LOCAL_INV, SEND_WITH_INV), or null. */
+    MemoryRegion current(int key) {
+        MemoryRegion r = inSlot(key);
         return r == null || r.lkey() != key || r.isDestroyed() ? null : r;
     }
 
@@ -152,13 +154,7 @@ final class KeyTable {
      * @param remote true to match the region's rkey, false its lkey
      */
     MemoryRegion lookup(int key, boolean remote) {
-        int slot = slotOf(key);
-        AtomicReferenceArray<MemoryRegion>[] p = pages;
-        int page = slot >> PAGE_SHIFT;
-        if (page >= p.length) {
-            return null;
-        }
-        MemoryRegion r = p[page].get(slot & (PAGE - 1));
+        MemoryRegion r = inSlot(key);
         if (r == null || (remote ? r.rkey() : r.lkey()) != key || !r.isValid()) {
             return null;
         }

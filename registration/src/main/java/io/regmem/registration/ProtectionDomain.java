@@ -7,11 +7,10 @@ import java.lang.foreign.MemorySegment;
 
 /**
  * A protection domain ({@code ib_alloc_pd}): the scope in which memory regions and queue pairs may
- * be used together. It counts its children ({@link #useCount()}: live MRs and QPs); closing it while
- * any is alive fails with {@link Errno#EBUSY} and leaves it usable.
+ * be used together. It counts its children ({@link #useCount()}: live MRs, memory windows and QPs);
+ * closing it while any is alive fails with {@link Errno#EBUSY} and leaves it usable.
  */
-public final class ProtectionDomain extends RdmaResource implements AutoCloseable {
-    private int useCount;
+public final class ProtectionDomain extends CountedResource implements AutoCloseable {
 
     ProtectionDomain(RdmaDevice device) {
         super(device, "ProtectionDomain", null);
@@ -85,7 +84,7 @@ public final class ProtectionDomain extends RdmaResource implements AutoCloseabl
                         + device.attributes().maxMrSize());
             }
             MemoryRegion mr = MemoryRegion.registered(this, segment, accessMask);
-            useCount++;
+            retain();
             device.tracker.add(mr);
             return mr;
         }
@@ -107,7 +106,7 @@ public final class ProtectionDomain extends RdmaResource implements AutoCloseabl
                         + "maxFastRegPageListLen=" + limit + "]");
             }
             MemoryRegion mr = MemoryRegion.fastReg(this, maxNumSg, device.attributes().pageSize());
-            useCount++;
+            retain();
             device.tracker.add(mr);
             return mr;
         }
@@ -121,25 +120,10 @@ public final class ProtectionDomain extends RdmaResource implements AutoCloseabl
         synchronized (device.lock) {
             checkAlive("allocMw");
             MemoryWindow mw = new MemoryWindow(this);
-            useCount++;
+            retain();
             device.tracker.add(mw);
             return mw;
         }
-    }
-
-    /** Live children: memory regions, memory windows and queue pairs. */
-    public int useCount() {
-        synchronized (device.lock) {
-            return useCount;
-        }
-    }
-
-    void retain() {
-        useCount++;
-    }
-
-    void release() {
-        useCount--;
     }
 
     /**
@@ -151,12 +135,7 @@ public final class ProtectionDomain extends RdmaResource implements AutoCloseabl
     @Override
     public void close() {
         synchronized (device.lock) {
-            checkAlive("close");
-            if (useCount > 0) {
-                throw new RdmaException(Errno.EBUSY, this + ": cannot deallocate with " + useCount
-                        + " live memory region(s), window(s) and queue pair(s); destroy them first");
-            }
-            markDestroyed();
+            destroyUnlessCounted("deallocate", "live memory region(s), window(s) and queue pair(s)", "destroy them first");
         }
     }
 }
