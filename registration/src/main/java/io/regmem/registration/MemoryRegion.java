@@ -34,6 +34,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     private volatile int access;
     private volatile int key;
     private volatile boolean valid;
+    private volatile boolean revoked;
     private int npages;
     private long resumeOffset;
     /** Memory windows bound to this region (device lock). */
@@ -130,7 +131,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
 
     /** True while the keys resolve: registered and not closed, or fast-reg and registered by REG_MR. */
     public boolean isValid() {
-        return valid && !isDestroyed();
+        return valid && !revoked && !isDestroyed();
     }
 
     /** Pages a fast-reg MR can map (0 for a registered region). */
@@ -301,6 +302,23 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     /** Retires a fast-reg MR's mapping (the effect of LOCAL_INV or a remote invalidate). */
     void invalidate() {
         this.valid = false;
+    }
+
+    /**
+     * Stops every key of this region at once, for every peer, without deregistering it: what a
+     * registration cache does when the memory under a region goes away while users still hold the
+     * region. The region stays allocated (and counted) until {@link #close()}; it never works again.
+     */
+    public void revoke() {
+        synchronized (device.lock) {
+            checkAlive("revoke");
+            revoked = true;
+        }
+    }
+
+    /** True once {@link #revoke()} was called. */
+    public boolean isRevoked() {
+        return revoked;
     }
 
     /**

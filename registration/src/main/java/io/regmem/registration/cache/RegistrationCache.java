@@ -1,0 +1,456 @@
+package io.regmem.registration.cache;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.Access;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.ProtectionDomain;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * A registration cache for one protection domain: {@link #get} returns a region covering the
+ * asked range with at least the asked rights, registering only on a miss; {@link CachedRegion#close()}
+ * gives it back. Registering is the slow part of every RDMA stack; a hit here is a binary search
+ * and one compare-and-set, lock-free and allocation-free.
+ *
+ * <h2>Index</h2>
+ * Non-overlapping regions sorted by address, published as an immutable snapshot (three parallel
+ * arrays) through a volatile field: hits read the snapshot without a lock; misses, evictions and
+ * invalidations build a new snapshot under the cache's lock (copy-on-write). A region that a new
+ * registration overlaps leaves the index (without {@code merge}), or is merged into it (with
+ * {@code merge}, when both have the same rights and the same memory scope).
+ *
+ * <h2>Lifetime</h2>
+ * Membership in the index counts as one reference. A hit takes a reference with a CAS that fails
+ * at zero, then checks the region is still indexed (else gives it back and misses). A region that
+ * leaves the index drops the index's reference; whoever drops the last deregisters it, outside any
+ * lock of the cache.
+ *
+ * <h2>Eviction</h2>
+ * When the index holds more than {@code maxRegions} regions or {@code maxBytes} bytes, idle regions
+ * (held by nobody but the index) are evicted in CLOCK order, the usual approximation of least
+ * recently used: a hit sets the region's reference bit, the sweeping hand clears it, and a region
+ * found idle with a clear bit goes. A region in use is never evicted.
+ *
+ * <h2>Invalidation</h2>
+ * {@link #invalidate(long, long)} (memory unmapped), {@link #track(Arena)} (an arena closing) and a
+ * hit that finds a region's memory scope dead: every overlapping region leaves the index before
+ * the call returns, and its keys are revoked at once ({@link MemoryRegion#revoke()}), so a peer's
+ * next access with its rkey fails, even while local users still hold the region. No other state is
+ * kept for invalidated regions: nothing grows over any number of map/unmap cycles.
+ */
+public final class RegistrationCache implements AutoCloseable {
+    private static final long[] NO_LONGS = new long[0];
+    private static final CachedRegion[] NO_ENTRIES = new CachedRegion[0];
+
+    private final ProtectionDomain pd;
+    private final int maxRegions;
+    private final long maxBytes;
+    private final boolean merge;
+    private volatile Snapshot snapshot = new Snapshot(NO_LONGS, NO_LONGS, NO_ENTRIES, 0);
+    private int clockHand;
+    private boolean closed;
+
+    private final LongAdder gets = new LongAdder();
+    private final LongAdder hits = new LongAdder();
+    private final LongAdder misses = new LongAdder();
+    private final LongAdder merges = new LongAdder();
+    private final LongAdder evictions = new LongAdder();
+    private final LongAdder invalidations = new LongAdder();
+
+    /** An immutable view of the index. */
+    private record Snapshot(long[] starts, long[] ends, CachedRegion[] entries, long bytes) {
+        /** The index of the last entry starting at or before {@code address}, or -1. */
+        int floor(long address) {
+            int lo = 0;
+            int hi = starts.length - 1;
+            int found = -1;
+            while (lo <= hi) {
+                int mid = (lo + hi) >>> 1;
+                if (starts[mid] <= address) {
+                    found = mid;
+                    lo = mid + 1;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            return found;
+        }
+    }
+
+    private RegistrationCache(Builder b) {
+        this.pd = b.pd;
+        this.maxRegions = b.maxRegions;
+        this.maxBytes = b.maxBytes;
+        this.merge = b.merge;
+    }
+
+    /** A builder for a cache over {@code pd}, with the documented defaults. */
+    public static Builder builder(ProtectionDomain pd) {
+        return new Builder(pd);
+    }
+
+    /** A cache over {@code pd} with the defaults: 1024 regions, no byte limit, no merging. */
+    public static RegistrationCache of(ProtectionDomain pd) {
+        return builder(pd).build();
+    }
+
+    // ---- get -------------------------------------------------------------------------------------
+
+    /**
+     * A region covering all of {@code segment} with at least the given rights.
+     *
+     * @see #get(MemorySegment, int)
+     */
+    public CachedRegion get(MemorySegment segment, Access... access) {
+        return get(segment, Access.mask(access));
+    }
+
+    /**
+     * A region covering all of {@code segment} with at least {@code accessMask}'s rights: from the
+     * index when one is there (lock-free, allocation-free), else newly registered.
+     *
+     * @return a held region; the caller closes it once
+     * @throws RdmaException as {@link ProtectionDomain#register(MemorySegment, int)} on a miss;
+     *                       {@link Errno#EBADF} once the cache is closed
+     */
+    public CachedRegion get(MemorySegment segment, int accessMask) {
+        gets.increment();
+        CachedRegion hit = lookup(segment, accessMask);
+        if (hit != null) {
+            hits.increment();
+            return hit;
+        }
+        return miss(segment, accessMask);
+    }
+
+    /** The lock-free hit path: find, acquire, confirm still indexed and alive. */
+    private CachedRegion lookup(MemorySegment segment, int accessMask) {
+        long address = segment.address();
+        long end = address + segment.byteSize();
+        Snapshot s = snapshot;
+        int i = s.floor(address);
+        if (i < 0 || s.ends[i] < end) {
+            return null;
+        }
+        CachedRegion e = s.entries[i];
+        if ((e.access & accessMask) != accessMask || !e.tryAcquire()) {
+            return null;
+        }
+        if (!e.indexed || !e.segment.scope().isAlive() || !segment.scope().isAlive()) {
+            e.release();
+            return null;
+        }
+        e.touch();
+        return e;
+    }
+
+    private CachedRegion miss(MemorySegment segment, int accessMask) {
+        List<CachedRegion> dropped = new ArrayList<>();
+        CachedRegion created;
+        synchronized (this) {
+            if (closed) {
+                throw new RdmaException(Errno.EBADF, this + ": get after close");
+            }
+            CachedRegion again = lookup(segment, accessMask);
+            if (again != null) {
+                hits.increment();
+                return again;
+            }
+            misses.increment();
+            Snapshot s = snapshot;
+            long lo = segment.address();
+            long hi = lo + segment.byteSize();
+            MemorySegment target = segment;
+            List<CachedRegion> overlapping = new ArrayList<>();
+            for (CachedRegion e : s.entries) {
+                boolean touches = merge ? e.start <= hi && e.end >= lo : e.start < hi && e.end > lo;
+                if (touches) {
+                    overlapping.add(e);
+                }
+            }
+            for (CachedRegion e : overlapping) {
+                if (!e.segment.scope().isAlive()) {
+                    continue; // dead memory: just drop it
+                }
+                if (merge && e.access == accessMask && e.segment.scope().equals(segment.scope())) {
+                    lo = Math.min(lo, e.start);
+                    hi = Math.max(hi, e.end);
+                    merges.increment();
+                }
+            }
+            if (lo != segment.address() || hi != segment.address() + segment.byteSize()) {
+                // Every byte of [lo, hi) lies in the asked segment or an adjacent or overlapping one of
+                // the same scope, so one segment of that scope may span it.
+                MemorySegment first = segment.address() == lo ? segment : lowest(overlapping, lo);
+                target = first.reinterpret(hi - lo);
+            }
+            MemoryRegion region = pd.register(target, accessMask); // throws: nothing changed
+            created = new CachedRegion(this, region, target, accessMask);
+            created.tryAcquire(); // the caller's reference
+            List<CachedRegion> keep = new ArrayList<>(s.entries.length + 1);
+            for (CachedRegion e : s.entries) {
+                if (overlapping.contains(e)) {
+                    unindex(e, !e.segment.scope().isAlive(), dropped);
+                } else {
+                    keep.add(e);
+                }
+            }
+            keep.add(created);
+            keep.sort((a, b) -> Long.compare(a.start, b.start));
+            publish(keep);
+            evictIfNeeded(dropped);
+        }
+        disposeDropped(dropped);
+        return created;
+    }
+
+    private static MemorySegment lowest(List<CachedRegion> entries, long address) {
+        for (CachedRegion e : entries) {
+            if (e.start == address) {
+                return e.segment;
+            }
+        }
+        throw new IllegalStateException("no entry starts at 0x" + Long.toHexString(address));
+    }
+
+    /**
+     * Gives a region back: the same as {@link CachedRegion#close()}.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a region of another cache or one put more often than got
+     */
+    public void put(CachedRegion region) {
+        if (region.cache != this) {
+            throw new RdmaException(Errno.EINVAL, this + ": " + region + " belongs to another cache");
+        }
+        region.release();
+    }
+
+    // ---- invalidation ----------------------------------------------------------------------------
+
+    /**
+     * Invalidates every region overlapping {@code [address, address + length)}: each leaves the
+     * index and has its keys revoked before this returns; each is deregistered once its last user
+     * gives it back.
+     *
+     * @return how many regions were invalidated
+     */
+    public int invalidate(long address, long length) {
+        long end = address + length;
+        return invalidateWhere(e -> e.start < end && e.end > address);
+    }
+
+    /** Invalidates every region whose memory belongs to {@code scope} (an arena closing). */
+    public int invalidate(MemorySegment.Scope scope) {
+        return invalidateWhere(e -> e.segment.scope().equals(scope));
+    }
+
+    private int invalidateWhere(java.util.function.Predicate<CachedRegion> hit) {
+        List<CachedRegion> dropped = new ArrayList<>();
+        int n = 0;
+        synchronized (this) {
+            Snapshot s = snapshot;
+            List<CachedRegion> keep = new ArrayList<>(s.entries.length);
+            for (CachedRegion e : s.entries) {
+                if (hit.test(e)) {
+                    unindex(e, true, dropped);
+                    n++;
+                } else {
+                    keep.add(e);
+                }
+            }
+            if (n > 0) {
+                publish(keep);
+                invalidations.add(n);
+            }
+        }
+        disposeDropped(dropped);
+        return n;
+    }
+
+    /**
+     * An arena whose {@link Arena#close()} first invalidates every region over its memory, then
+     * closes {@code arena}: tell the cache about an arena this way, and its regions die with it.
+     */
+    public Arena track(Arena arena) {
+        return new Arena() {
+            @Override
+            public MemorySegment allocate(long byteSize, long byteAlignment) {
+                return arena.allocate(byteSize, byteAlignment);
+            }
+
+            @Override
+            public MemorySegment.Scope scope() {
+                return arena.scope();
+            }
+
+            @Override
+            public void close() {
+                invalidate(arena.scope());
+                arena.close();
+            }
+        };
+    }
+
+    // ---- index maintenance (cache lock held) -----------------------------------------------------
+
+    /** Takes an entry out of the index: revoke its keys if asked, drop the index's reference. */
+    private void unindex(CachedRegion e, boolean revoke, List<CachedRegion> dropped) {
+        e.indexed = false;
+        if (revoke && !e.region.isDestroyed()) {
+            e.region.revoke();
+        }
+        dropped.add(e);
+    }
+
+    private void publish(List<CachedRegion> sorted) {
+        int n = sorted.size();
+        long[] starts = new long[n];
+        long[] ends = new long[n];
+        CachedRegion[] entries = sorted.toArray(NO_ENTRIES);
+        long bytes = 0;
+        for (int i = 0; i < n; i++) {
+            starts[i] = entries[i].start;
+            ends[i] = entries[i].end;
+            bytes += ends[i] - starts[i];
+        }
+        snapshot = new Snapshot(starts, ends, entries, bytes);
+    }
+
+    /** CLOCK: sweep at most two rounds, evicting idle regions whose reference bit is clear. */
+    private void evictIfNeeded(List<CachedRegion> dropped) {
+        Snapshot s = snapshot;
+        if (s.entries.length <= maxRegions && s.bytes <= maxBytes) {
+            return;
+        }
+        List<CachedRegion> keep = new ArrayList<>(List.of(s.entries));
+        long bytes = s.bytes;
+        int steps = 2 * keep.size();
+        while ((keep.size() > maxRegions || bytes > maxBytes) && steps-- > 0 && !keep.isEmpty()) {
+            clockHand = clockHand % keep.size();
+            CachedRegion e = keep.get(clockHand);
+            if (!e.clearAccessed() && e.refs() == 1 && e.tryRetireIdle()) {
+                e.indexed = false;
+                keep.remove(clockHand);
+                bytes -= e.end - e.start;
+                evictions.increment();
+                dropped.add(e); // its count is already zero: disposeDropped deregisters it
+            } else {
+                clockHand++;
+            }
+        }
+        publish(keep);
+    }
+
+    /**
+     * Outside the lock: evicted entries (retired by a CAS from 1 to 0, so nobody can acquire them)
+     * are deregistered; other unindexed entries drop the index's reference, and the last holder
+     * deregisters them.
+     */
+    private void disposeDropped(List<CachedRegion> dropped) {
+        for (CachedRegion e : dropped) {
+            if (e.refs() == 0) {
+                dispose(e);
+            } else {
+                e.release();
+            }
+        }
+    }
+
+    /** Deregisters a region whose count reached zero. */
+    void dispose(CachedRegion e) {
+        if (!e.region.isDestroyed()) {
+            e.region.close();
+        }
+    }
+
+    // ---- stats and close -------------------------------------------------------------------------
+
+    /** Counters since the cache was built, and what the index holds now. */
+    public CacheStats stats() {
+        Snapshot s = snapshot;
+        return new CacheStats(gets.sum(), hits.sum(), misses.sum(), merges.sum(), evictions.sum(),
+                invalidations.sum(), s.entries.length, s.bytes);
+    }
+
+    /** The indexed regions now, in address order (a snapshot; for tests and diagnostics). */
+    List<CachedRegion> indexed() {
+        return List.of(snapshot.entries);
+    }
+
+    /** Regions in the index now. */
+    public int size() {
+        return snapshot.entries.length;
+    }
+
+    /** The protection domain the cache registers with. */
+    public ProtectionDomain pd() {
+        return pd;
+    }
+
+    /**
+     * Empties the index (revoking every key) and refuses further misses; regions still held are
+     * deregistered when their users give them back. Idempotent.
+     */
+    @Override
+    public void close() {
+        synchronized (this) {
+            closed = true;
+        }
+        invalidateWhere(e -> true);
+    }
+
+    @Override
+    public String toString() {
+        return "RegistrationCache[" + pd + "]";
+    }
+
+    /**
+     * Configures a {@link RegistrationCache}.
+     */
+    public static final class Builder {
+        private final ProtectionDomain pd;
+        private int maxRegions = 1024;
+        private long maxBytes = Long.MAX_VALUE;
+        private boolean merge;
+
+        private Builder(ProtectionDomain pd) {
+            this.pd = java.util.Objects.requireNonNull(pd, "pd");
+        }
+
+        /** The most regions the index keeps before evicting idle ones. Default 1024. */
+        public Builder maxRegions(int n) {
+            this.maxRegions = n;
+            return this;
+        }
+
+        /** The most registered bytes the index keeps before evicting idle ones. Default: no limit. */
+        public Builder maxBytes(long bytes) {
+            this.maxBytes = bytes;
+            return this;
+        }
+
+        /** Merge overlapping or adjacent regions with the same rights and memory scope on insert. Default: off. */
+        public Builder merge(boolean on) {
+            this.merge = on;
+            return this;
+        }
+
+        /**
+         * Builds the cache.
+         *
+         * @throws RdmaException {@link Errno#EINVAL} for a limit below 1
+         */
+        public RegistrationCache build() {
+            if (maxRegions < 1 || maxBytes < 1) {
+                throw new RdmaException(Errno.EINVAL, "RegistrationCache.Builder: maxRegions " + maxRegions
+                        + " and maxBytes " + maxBytes + " must be at least 1");
+            }
+            return new RegistrationCache(this);
+        }
+    }
+}

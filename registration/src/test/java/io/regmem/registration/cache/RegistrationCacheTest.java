@@ -1,0 +1,203 @@
+package io.regmem.registration.cache;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.Access;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.RdmaDevice;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+class RegistrationCacheTest {
+    private final Arena arena = Arena.ofShared();
+    private final MemorySegment memory = arena.allocate(1 << 20, 4096);
+    private final RdmaDevice device = RdmaDevice.open("soft");
+    private final ProtectionDomain pd = device.allocPd();
+
+    @AfterEach
+    void nothingLeaked() {
+        pd.close();
+        assertThat(device.resources().survivors()).as(device.resources().report()).isEmpty();
+        device.close();
+        arena.close();
+    }
+
+    private MemorySegment at(long offset, long length) {
+        return memory.asSlice(offset, length);
+    }
+
+    @Test
+    void aSecondGetOfACoveredRangeIsAHitOnTheSameRegion() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        CachedRegion a = cache.get(at(0, 8192), Access.LOCAL_WRITE, Access.REMOTE_READ);
+        CachedRegion b = cache.get(at(100, 50), Access.REMOTE_READ);
+        assertThat(b).isSameAs(a);
+        assertThat(a.region().address()).isEqualTo(memory.address());
+        assertThat(a.length()).isEqualTo(8192);
+        CacheStats s = cache.stats();
+        assertThat(s.gets()).isEqualTo(2);
+        assertThat(s.hits()).isEqualTo(1);
+        assertThat(s.misses()).isEqualTo(1);
+        assertThat(s.regions()).isEqualTo(1);
+        assertThat(s.registeredBytes()).isEqualTo(8192);
+        a.close();
+        b.close();
+        assertThat(pd.useCount()).as("idle regions stay registered in the index").isEqualTo(1);
+        cache.close();
+        assertThat(pd.useCount()).as("close deregisters idle regions").isZero();
+    }
+
+    @Test
+    void moreRightsOrAWiderRangeIsAMiss() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        CachedRegion a = cache.get(at(0, 4096), Access.REMOTE_READ);
+        CachedRegion wider = cache.get(at(0, 8192), Access.REMOTE_READ);
+        assertThat(wider).isNotSameAs(a);
+        assertThat(cache.size()).as("the overlapped region left the index").isEqualTo(1);
+        assertThat(a.region().isValid()).as("but it lives on for its user").isTrue();
+        CachedRegion stronger = cache.get(at(0, 4096), Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        assertThat(stronger.access()).isEqualTo(Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE));
+        a.close();
+        assertThat(a.region().isDestroyed()).as("deregistered when its last user gave it back").isTrue();
+        wider.close();
+        stronger.close();
+        cache.close();
+    }
+
+    @Test
+    void mergingJoinsAdjacentRegionsOfTheSameScopeAndRights() {
+        RegistrationCache cache = RegistrationCache.builder(pd).merge(true).build();
+        CachedRegion left = cache.get(at(0, 4096), Access.REMOTE_READ);
+        CachedRegion right = cache.get(at(4096, 4096), Access.REMOTE_READ);
+        assertThat(right.address()).isEqualTo(memory.address());
+        assertThat(right.length()).isEqualTo(8192);
+        assertThat(cache.stats().merges()).isEqualTo(1);
+        assertThat(cache.get(at(1000, 5000), Access.REMOTE_READ)).isSameAs(right);
+        right.close();
+        assertThat(left.region().isValid()).isTrue();
+        left.close();
+        right.close();
+        try (Arena other = Arena.ofShared()) {
+            CachedRegion foreign = cache.get(other.allocate(4096), Access.REMOTE_READ);
+            assertThat(foreign.length()).as("another scope never merges").isEqualTo(4096);
+            foreign.close();
+            cache.close();
+        }
+    }
+
+    @Test
+    void invalidationRevokesAtOnceAndDeregistersAfterTheLastPut() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        CachedRegion held = cache.get(at(0, 4096), Access.REMOTE_READ);
+        CachedRegion other = cache.get(at(8192, 4096), Access.REMOTE_READ);
+        other.close();
+        assertThat(cache.invalidate(memory.address() + 4095, 2)).isEqualTo(1);
+        assertThat(held.region().isValid()).as("its rkey stops working at once").isFalse();
+        assertThat(held.region().isDestroyed()).as("still held").isFalse();
+        assertThat(cache.size()).isEqualTo(1);
+        CachedRegion fresh = cache.get(at(0, 4096), Access.REMOTE_READ);
+        assertThat(fresh).isNotSameAs(held);
+        held.close();
+        assertThat(held.region().isDestroyed()).isTrue();
+        fresh.close();
+        assertThat(cache.stats().invalidations()).isEqualTo(1);
+        cache.close();
+    }
+
+    @Test
+    void aTrackedArenaInvalidatesItsRegionsWhenItCloses() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        Arena tracked = cache.track(Arena.ofShared());
+        CachedRegion r = cache.get(tracked.allocate(4096), Access.REMOTE_READ);
+        CachedRegion mine = cache.get(at(0, 4096), Access.REMOTE_READ);
+        r.close();
+        tracked.close();
+        assertThat(r.region().isDestroyed()).isTrue();
+        assertThat(cache.size()).isEqualTo(1);
+        assertThat(mine.region().isValid()).isTrue();
+        mine.close();
+        cache.close();
+    }
+
+    @Test
+    void aHitOnDeadMemoryIsAMiss() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        Arena untracked = Arena.ofShared();
+        MemorySegment seg = untracked.allocate(4096);
+        cache.get(seg, Access.REMOTE_READ).close();
+        untracked.close();
+        Arena again = Arena.ofShared();
+        MemorySegment reused = again.allocate(4096);
+        CachedRegion r = cache.get(reused, Access.REMOTE_READ);
+        assertThat(r.region().isValid()).isTrue();
+        r.close();
+        cache.close();
+        again.close();
+    }
+
+    @Test
+    void idleRegionsAreEvictedInClockOrderAndHeldOnesNever() {
+        RegistrationCache cache = RegistrationCache.builder(pd).maxRegions(4).build();
+        List<CachedRegion> held = new ArrayList<>();
+        held.add(cache.get(at(0, 4096), Access.REMOTE_READ));
+        for (int i = 1; i < 10; i++) {
+            cache.get(at(i * 8192L, 4096), Access.REMOTE_READ).close();
+        }
+        assertThat(cache.size()).isLessThanOrEqualTo(4);
+        assertThat(cache.stats().evictions()).isGreaterThanOrEqualTo(6);
+        assertThat(held.getFirst().region().isValid()).as("a region in use is never evicted").isTrue();
+        assertThat(cache.get(at(0, 4096), Access.REMOTE_READ)).as("still indexed").isSameAs(held.getFirst());
+        held.getFirst().close();
+        held.getFirst().close();
+        assertThat(pd.useCount()).isEqualTo(cache.size());
+        RegistrationCache bytes = RegistrationCache.builder(pd).maxBytes(8192).build();
+        for (int i = 0; i < 5; i++) {
+            bytes.get(at(i * 8192L, 4096), Access.LOCAL_WRITE).close();
+        }
+        assertThat(bytes.stats().registeredBytes()).isLessThanOrEqualTo(8192);
+        bytes.close();
+        cache.close();
+    }
+
+    @Test
+    void misuseIsRefused() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        RegistrationCache other = RegistrationCache.of(pd);
+        CachedRegion r = cache.get(at(0, 64), Access.REMOTE_READ);
+        assertThatThrownBy(() -> other.put(r)).isInstanceOf(RdmaException.class).hasMessageContaining("another cache");
+        r.close();
+        r.close(); // the index's reference: now it is gone from the count
+        assertThatThrownBy(r::close).isInstanceOf(RdmaException.class).hasMessageContaining("released more often");
+        assertThatThrownBy(() -> cache.get(MemorySegment.ofArray(new byte[8]), Access.REMOTE_READ))
+                .isInstanceOf(RdmaException.class).satisfies(e -> assertThat(((RdmaException) e).errno()).isEqualTo(Errno.EINVAL));
+        assertThatThrownBy(() -> RegistrationCache.builder(pd).maxRegions(0).build()).isInstanceOf(RdmaException.class);
+        cache.close();
+        other.close();
+        assertThatThrownBy(() -> cache.get(at(0, 64), Access.REMOTE_READ)).isInstanceOf(RdmaException.class)
+                .hasMessageContaining("after close");
+    }
+
+    @Test
+    void millionsOfMapUnmapCyclesKeepNoState() {
+        RegistrationCache cache = RegistrationCache.builder(pd).maxRegions(16).build();
+        for (int i = 0; i < 200_000; i++) {
+            long off = (i % 64) * 4096L;
+            CachedRegion r = cache.get(at(off, 4096), Access.REMOTE_READ);
+            r.close();
+            if (i % 3 == 0) {
+                cache.invalidate(memory.address() + off, 4096);
+            }
+        }
+        assertThat(cache.size()).isLessThanOrEqualTo(16);
+        assertThat(pd.useCount()).isEqualTo(cache.size());
+        assertThat(device.resources().count()).isEqualTo(1 + cache.size());
+        cache.close();
+    }
+}
