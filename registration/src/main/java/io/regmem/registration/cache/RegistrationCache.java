@@ -202,8 +202,8 @@ public final class RegistrationCache implements AutoCloseable {
             }
             keep.add(created);
             keep.sort((a, b) -> Long.compare(a.start, b.start));
+            evictIfNeeded(keep, dropped); // before publishing: no reader may see the index over its limits
             publish(keep);
-            evictIfNeeded(dropped);
         }
         disposeDropped(dropped);
         return created;
@@ -321,14 +321,16 @@ public final class RegistrationCache implements AutoCloseable {
         snapshot = new Snapshot(starts, ends, entries, bytes);
     }
 
-    /** CLOCK: sweep at most two rounds, evicting idle regions whose reference bit is clear. */
-    private void evictIfNeeded(List<CachedRegion> dropped) {
-        Snapshot s = snapshot;
-        if (s.entries.length <= maxRegions && s.bytes <= maxBytes) {
-            return;
+    /**
+     * CLOCK over the index about to be published: sweep at most two rounds, evicting idle regions
+     * (held by the index alone) whose reference bit is clear, until the limits hold or nothing idle
+     * is left.
+     */
+    private void evictIfNeeded(List<CachedRegion> keep, List<CachedRegion> dropped) {
+        long bytes = 0;
+        for (CachedRegion e : keep) {
+            bytes += e.end - e.start;
         }
-        List<CachedRegion> keep = new ArrayList<>(List.of(s.entries));
-        long bytes = s.bytes;
         int steps = 2 * keep.size();
         while ((keep.size() > maxRegions || bytes > maxBytes) && steps-- > 0 && !keep.isEmpty()) {
             clockHand = clockHand % keep.size();
@@ -343,7 +345,6 @@ public final class RegistrationCache implements AutoCloseable {
                 clockHand++;
             }
         }
-        publish(keep);
     }
 
     /**
