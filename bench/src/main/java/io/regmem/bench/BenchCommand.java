@@ -28,7 +28,7 @@ import picocli.CommandLine.Option;
 final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--include", description = "Regex of benchmarks to run (default: ${DEFAULT-VALUE}).",
-            defaultValue = "io.regmem.bench.(AllocatorBenchmark|CrossThreadBenchmark|SoftWriteBenchmark)")
+            defaultValue = "io.regmem.bench.(AllocatorBenchmark|CrossThreadBenchmark|SoftWriteBenchmark|RegistrationCacheBenchmark)")
     String include;
 
     @Option(names = "--warmup", description = "Warm-up iterations of 1 s (default: ${DEFAULT-VALUE}).", defaultValue = "3")
@@ -76,6 +76,7 @@ final class BenchCommand implements Callable<Integer> {
         Map<String, Map<String, Row>> bySize = new LinkedHashMap<>();
         List<Row> cross = new ArrayList<>();
         Map<String, Map<String, Row>> soft = new LinkedHashMap<>();
+        Map<String, Row> cacheRows = new LinkedHashMap<>();
         for (RunResult r : results) {
             String label = r.getParams().getBenchmark();
             String method = label.substring(label.lastIndexOf('.') + 1);
@@ -87,6 +88,9 @@ final class BenchCommand implements Callable<Integer> {
                         cross.add(new Row(e.getKey(), size, e.getValue().getScore(), e.getValue().getScoreError(), norm));
                     }
                 }
+            } else if (label.contains("RegistrationCacheBenchmark")) {
+                Result p = r.getPrimaryResult();
+                cacheRows.put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("SoftWriteBenchmark")) {
                 Result p = r.getPrimaryResult();
                 soft.computeIfAbsent(size, k -> new LinkedHashMap<>())
@@ -155,6 +159,21 @@ final class BenchCommand implements Callable<Integer> {
                 Row c = e.getValue().get("segmentCopy");
                 out.printf(Locale.ROOT, "| %s B | %s | %s | %s |%n", e.getKey(), w == null ? "-" : fmt(w), c == null ? "-" : fmt(c),
                         w == null || c == null ? "-" : String.format(Locale.ROOT, "%.0f%%", 100 * c.ns() / w.ns()));
+            }
+        }
+        if (!cacheRows.isEmpty()) {
+            out.printf("%n### Registration cache (10,000 regions cached; soft provider)%n%n");
+            out.println("| operation | ns/op, B/op |");
+            out.println("|---|---:|");
+            for (Row r : cacheRows.values()) {
+                out.printf(Locale.ROOT, "| %s | %s |%n", r.method(), fmt(r));
+            }
+            Row miss = cacheRows.get("cacheMissAndInvalidate");
+            Row raw = cacheRows.get("uncachedRegistration");
+            Row hit = cacheRows.get("cacheHit");
+            if (miss != null && raw != null && hit != null) {
+                out.printf(Locale.ROOT, "%nMiss overhead over the provider's registration: %.0f ns; a hit costs %.1f%% of an "
+                        + "uncached registration (%.0fx faster)%n", miss.ns() - raw.ns(), 100 * hit.ns() / raw.ns(), raw.ns() / hit.ns());
             }
         }
         out.printf("%nJDK %s, %s %s, %d cores%n", Runtime.version(), System.getProperty("os.name"),

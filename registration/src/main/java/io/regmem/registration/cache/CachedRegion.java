@@ -33,6 +33,8 @@ public final class CachedRegion implements AutoCloseable {
     final RegistrationCache cache;
     final MemoryRegion region;
     final MemorySegment segment;
+    /** The memory's scope, kept here so that a hit's liveness check is one hop. */
+    final MemorySegment.Scope scope;
     final long start;
     final long end;
     final int access;
@@ -47,6 +49,7 @@ public final class CachedRegion implements AutoCloseable {
         this.cache = cache;
         this.region = region;
         this.segment = segment;
+        this.scope = segment.scope();
         this.start = segment.address();
         this.end = segment.address() + segment.byteSize();
         this.access = access;

@@ -55,7 +55,6 @@ public final class RegistrationCache implements AutoCloseable {
     private int clockHand;
     private boolean closed;
 
-    private final LongAdder gets = new LongAdder();
     private final LongAdder hits = new LongAdder();
     private final LongAdder misses = new LongAdder();
     private final LongAdder merges = new LongAdder();
@@ -119,7 +118,6 @@ public final class RegistrationCache implements AutoCloseable {
      *                       {@link Errno#EBADF} once the cache is closed
      */
     public CachedRegion get(MemorySegment segment, int accessMask) {
-        gets.increment();
         CachedRegion hit = lookup(segment, accessMask);
         if (hit != null) {
             hits.increment();
@@ -141,7 +139,7 @@ public final class RegistrationCache implements AutoCloseable {
         if ((e.access & accessMask) != accessMask || !e.tryAcquire()) {
             return null;
         }
-        if (!e.indexed || !e.segment.scope().isAlive() || !segment.scope().isAlive()) {
+        if (!e.indexed || !e.scope.isAlive()) {
             e.release();
             return null;
         }
@@ -374,7 +372,9 @@ public final class RegistrationCache implements AutoCloseable {
     /** Counters since the cache was built, and what the index holds now. */
     public CacheStats stats() {
         Snapshot s = snapshot;
-        return new CacheStats(gets.sum(), hits.sum(), misses.sum(), merges.sum(), evictions.sum(),
+        long h = hits.sum();
+        long m = misses.sum();
+        return new CacheStats(h + m, h, m, merges.sum(), evictions.sum(),
                 invalidations.sum(), s.entries.length, s.bytes);
     }
 
