@@ -18,9 +18,10 @@ import java.util.concurrent.atomic.LongAdder;
  * and one compare-and-set, lock-free and allocation-free.
  *
  * <h2>Index</h2>
- * Non-overlapping regions sorted by address, published as an immutable snapshot (three parallel
- * arrays) through a volatile field: hits read the snapshot without a lock; misses, evictions and
- * invalidations build a new snapshot under the cache's lock (copy-on-write). A region that a new
+ * Non-overlapping regions sorted by address in an immutable two-level structure
+ * ({@link RegionIndex}: leaves of at most 64 entries under a top array), published through a
+ * volatile field: hits read it without a lock; misses, evictions and invalidations build a new one
+ * under the cache's lock, copying only the leaves they change (copy-on-write). A region that a new
  * registration overlaps leaves the index (without {@code merge}), or is merged into it (with
  * {@code merge}, when both have the same rights and the same memory scope).
  *
@@ -44,14 +45,11 @@ import java.util.concurrent.atomic.LongAdder;
  * kept for invalidated regions: nothing grows over any number of map/unmap cycles.
  */
 public final class RegistrationCache implements AutoCloseable {
-    private static final long[] NO_LONGS = new long[0];
-    private static final CachedRegion[] NO_ENTRIES = new CachedRegion[0];
-
     private final ProtectionDomain pd;
     private final int maxRegions;
     private final long maxBytes;
     private final boolean merge;
-    private volatile Snapshot snapshot = new Snapshot(NO_LONGS, NO_LONGS, NO_ENTRIES, 0);
+    private volatile RegionIndex index = RegionIndex.EMPTY;
     private int clockHand;
     private boolean closed;
 
@@ -60,26 +58,6 @@ public final class RegistrationCache implements AutoCloseable {
     private final LongAdder merges = new LongAdder();
     private final LongAdder evictions = new LongAdder();
     private final LongAdder invalidations = new LongAdder();
-
-    /** An immutable view of the index. */
-    private record Snapshot(long[] starts, long[] ends, CachedRegion[] entries, long bytes) {
-        /** The index of the last entry starting at or before {@code address}, or -1. */
-        int floor(long address) {
-            int lo = 0;
-            int hi = starts.length - 1;
-            int found = -1;
-            while (lo <= hi) {
-                int mid = (lo + hi) >>> 1;
-                if (starts[mid] <= address) {
-                    found = mid;
-                    lo = mid + 1;
-                } else {
-                    hi = mid - 1;
-                }
-            }
-            return found;
-        }
-    }
 
     private RegistrationCache(Builder b) {
         this.pd = b.pd;
@@ -129,14 +107,10 @@ public final class RegistrationCache implements AutoCloseable {
     /** The lock-free hit path: find, acquire, confirm still indexed and alive. */
     private CachedRegion lookup(MemorySegment segment, int accessMask) {
         long address = segment.address();
-        long end = address + segment.byteSize();
-        Snapshot s = snapshot;
-        int i = s.floor(address);
-        if (i < 0 || s.ends[i] < end) {
-            return null;
-        }
-        CachedRegion e = s.entries[i];
-        if ((e.access & accessMask) != accessMask || !e.tryAcquire()) {
+        RegionIndex ix = index;
+        CachedRegion e = ix.floorRegion(address);
+        if (e == null || e.end < address + segment.byteSize() || (e.access & accessMask) != accessMask
+                || !e.tryAcquire()) {
             return null;
         }
         if (!e.indexed || !e.scope.isAlive()) {
@@ -160,22 +134,13 @@ public final class RegistrationCache implements AutoCloseable {
                 return again;
             }
             misses.increment();
-            Snapshot s = snapshot;
+            RegionIndex ix = index;
             long lo = segment.address();
             long hi = lo + segment.byteSize();
             MemorySegment target = segment;
-            List<CachedRegion> overlapping = new ArrayList<>();
-            for (CachedRegion e : s.entries) {
-                boolean touches = merge ? e.start <= hi && e.end >= lo : e.start < hi && e.end > lo;
-                if (touches) {
-                    overlapping.add(e);
-                }
-            }
+            List<CachedRegion> overlapping = ix.overlapping(lo, hi, merge);
             for (CachedRegion e : overlapping) {
-                if (!e.segment.scope().isAlive()) {
-                    continue; // dead memory: just drop it
-                }
-                if (merge && e.access == accessMask && e.segment.scope().equals(segment.scope())) {
+                if (merge && e.access == accessMask && e.scope.isAlive() && e.scope.equals(segment.scope())) {
                     lo = Math.min(lo, e.start);
                     hi = Math.max(hi, e.end);
                     merges.increment();
@@ -190,18 +155,12 @@ public final class RegistrationCache implements AutoCloseable {
             MemoryRegion region = pd.register(target, accessMask); // throws: nothing changed
             created = new CachedRegion(this, region, target, accessMask);
             created.tryAcquire(); // the caller's reference
-            List<CachedRegion> keep = new ArrayList<>(s.entries.length + 1);
-            for (CachedRegion e : s.entries) {
-                if (overlapping.contains(e)) {
-                    unindex(e, !e.segment.scope().isAlive(), dropped);
-                } else {
-                    keep.add(e);
-                }
+            for (CachedRegion e : overlapping) {
+                // merged or overlapped regions leave the index; regions over dead memory also lose their keys
+                unindex(e, !e.scope.isAlive(), dropped);
             }
-            keep.add(created);
-            keep.sort((a, b) -> Long.compare(a.start, b.start));
-            evictIfNeeded(keep, dropped); // before publishing: no reader may see the index over its limits
-            publish(keep);
+            RegionIndex next = ix.replace(overlapping, created);
+            index = evictIfNeeded(next, dropped); // evict before publishing: no reader sees the index over its limits
         }
         disposeDropped(dropped);
         return created;
@@ -238,31 +197,26 @@ public final class RegistrationCache implements AutoCloseable {
      * @return how many regions were invalidated
      */
     public int invalidate(long address, long length) {
-        long end = address + length;
-        return invalidateWhere(e -> e.start < end && e.end > address);
+        return invalidateSome(ix -> ix.overlapping(address, address + length, false));
     }
 
     /** Invalidates every region whose memory belongs to {@code scope} (an arena closing). */
     public int invalidate(MemorySegment.Scope scope) {
-        return invalidateWhere(e -> e.segment.scope().equals(scope));
+        return invalidateSome(ix -> ix.all().stream().filter(e -> e.scope.equals(scope)).toList());
     }
 
-    private int invalidateWhere(java.util.function.Predicate<CachedRegion> hit) {
+    private int invalidateSome(java.util.function.Function<RegionIndex, List<CachedRegion>> select) {
         List<CachedRegion> dropped = new ArrayList<>();
-        int n = 0;
+        int n;
         synchronized (this) {
-            Snapshot s = snapshot;
-            List<CachedRegion> keep = new ArrayList<>(s.entries.length);
-            for (CachedRegion e : s.entries) {
-                if (hit.test(e)) {
-                    unindex(e, true, dropped);
-                    n++;
-                } else {
-                    keep.add(e);
-                }
-            }
+            RegionIndex ix = index;
+            List<CachedRegion> victims = select.apply(ix);
+            n = victims.size();
             if (n > 0) {
-                publish(keep);
+                for (CachedRegion e : victims) {
+                    unindex(e, true, dropped);
+                }
+                index = ix.replace(victims, null);
                 invalidations.add(n);
             }
         }
@@ -305,44 +259,42 @@ public final class RegistrationCache implements AutoCloseable {
         dropped.add(e);
     }
 
-    private void publish(List<CachedRegion> sorted) {
-        int n = sorted.size();
-        long[] starts = new long[n];
-        long[] ends = new long[n];
-        CachedRegion[] entries = sorted.toArray(NO_ENTRIES);
-        long bytes = 0;
-        for (int i = 0; i < n; i++) {
-            starts[i] = entries[i].start;
-            ends[i] = entries[i].end;
-            bytes += ends[i] - starts[i];
-        }
-        snapshot = new Snapshot(starts, ends, entries, bytes);
-    }
-
     /**
-     * CLOCK over the index about to be published: sweep at most two rounds, evicting idle regions
-     * (held by the index alone) whose reference bit is clear, until the limits hold or nothing idle
-     * is left.
+     * CLOCK over the index about to be published: at most two sweeps, evicting idle regions (held
+     * by the index alone) whose reference bit is clear, until the limits hold or nothing idle is left.
      */
-    private void evictIfNeeded(List<CachedRegion> keep, List<CachedRegion> dropped) {
-        long bytes = 0;
-        for (CachedRegion e : keep) {
-            bytes += e.end - e.start;
+    private RegionIndex evictIfNeeded(RegionIndex ix, List<CachedRegion> dropped) {
+        int count = ix.size();
+        long bytes = ix.bytes();
+        if (count <= maxRegions && bytes <= maxBytes) {
+            return ix;
         }
-        int steps = 2 * keep.size();
-        while ((keep.size() > maxRegions || bytes > maxBytes) && steps-- > 0 && !keep.isEmpty()) {
-            clockHand = clockHand % keep.size();
-            CachedRegion e = keep.get(clockHand);
+        List<CachedRegion> victims = new ArrayList<>();
+        int pos = clockHand % count;
+        int leaf = 0;
+        int slot = pos;
+        while (slot >= ix.leaf(leaf).size()) {
+            slot -= ix.leaf(leaf).size();
+            leaf++;
+        }
+        for (int steps = 2 * ix.size(); steps > 0 && (count > maxRegions || bytes > maxBytes); steps--) {
+            CachedRegion e = ix.leaf(leaf).regions()[slot];
             if (!e.clearAccessed() && e.refs() == 1 && e.tryRetireIdle()) {
                 e.indexed = false;
-                keep.remove(clockHand);
+                victims.add(e);
+                count--;
                 bytes -= e.end - e.start;
                 evictions.increment();
                 dropped.add(e); // its count is already zero: disposeDropped deregisters it
-            } else {
-                clockHand++;
+            }
+            pos = (pos + 1) % ix.size();
+            if (++slot == ix.leaf(leaf).size()) {
+                slot = 0;
+                leaf = (leaf + 1) % ix.leafCount();
             }
         }
+        clockHand = pos;
+        return ix.replace(victims, null);
     }
 
     /**
@@ -371,21 +323,21 @@ public final class RegistrationCache implements AutoCloseable {
 
     /** Counters since the cache was built, and what the index holds now. */
     public CacheStats stats() {
-        Snapshot s = snapshot;
+        RegionIndex ix = index;
         long h = hits.sum();
         long m = misses.sum();
         return new CacheStats(h + m, h, m, merges.sum(), evictions.sum(),
-                invalidations.sum(), s.entries.length, s.bytes);
+                invalidations.sum(), ix.size(), ix.bytes());
     }
 
     /** The indexed regions now, in address order (a snapshot; for tests and diagnostics). */
     List<CachedRegion> indexed() {
-        return List.of(snapshot.entries);
+        return index.all();
     }
 
     /** Regions in the index now. */
     public int size() {
-        return snapshot.entries.length;
+        return index.size();
     }
 
     /** The protection domain the cache registers with. */
@@ -402,7 +354,7 @@ public final class RegistrationCache implements AutoCloseable {
         synchronized (this) {
             closed = true;
         }
-        invalidateWhere(e -> true);
+        invalidateSome(RegionIndex::all);
     }
 
     @Override

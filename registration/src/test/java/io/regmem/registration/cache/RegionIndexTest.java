@@ -1,0 +1,90 @@
+package io.regmem.registration.cache;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.constraints.IntRange;
+import net.jqwik.api.constraints.Size;
+
+/**
+ * The two-level index against a TreeMap model, over enough regions to split leaves many times:
+ * after every change, floor lookups, overlap queries, order, size and bytes agree.
+ */
+class RegionIndexTest {
+
+    private static CachedRegion region(long slot, long pages) {
+        MemorySegment s = MemorySegment.ofAddress(0x1000_0000L + slot * 4096).reinterpret(pages * 4096);
+        return new CachedRegion(null, null, s, 4);
+    }
+
+    @Property(tries = 60)
+    void agreesWithASortedMapModel(@ForAll @Size(min = 1, max = 600) List<@IntRange(min = 0, max = 3000) Integer> ops) {
+        RegionIndex ix = RegionIndex.EMPTY;
+        TreeMap<Long, CachedRegion> model = new TreeMap<>();
+        for (int op : ops) {
+            long slot = op % 1500;
+            if (op < 2000) {
+                // add a one- or two-page region at slot unless it overlaps; replacing what it overlaps otherwise
+                CachedRegion r = region(slot, 1 + op % 2);
+                List<CachedRegion> over = ix.overlapping(r.start, r.end, false);
+                List<CachedRegion> modelOver = new ArrayList<>();
+                for (CachedRegion m : model.values()) {
+                    if (m.start < r.end && m.end > r.start) {
+                        modelOver.add(m);
+                    }
+                }
+                assertThat(over).containsExactlyElementsOf(modelOver);
+                ix = ix.replace(over, r);
+                over.forEach(m -> model.remove(m.start));
+                model.put(r.start, r);
+            } else if (!model.isEmpty()) {
+                Map.Entry<Long, CachedRegion> victim = model.ceilingEntry(0x1000_0000L + slot * 4096);
+                if (victim == null) {
+                    victim = model.firstEntry();
+                }
+                ix = ix.replace(List.of(victim.getValue()), null);
+                model.remove(victim.getKey());
+            }
+            check(ix, model, slot);
+        }
+    }
+
+    private static void check(RegionIndex ix, TreeMap<Long, CachedRegion> model, long probeSlot) {
+        assertThat(ix.size()).isEqualTo(model.size());
+        assertThat(ix.bytes()).isEqualTo(model.values().stream().mapToLong(r -> r.end - r.start).sum());
+        assertThat(ix.all()).containsExactlyElementsOf(model.values());
+        for (long probe : new long[] {0x1000_0000L + probeSlot * 4096, 0x1000_0000L + probeSlot * 4096 + 100, 0, Long.MAX_VALUE}) {
+            Map.Entry<Long, CachedRegion> floor = model.floorEntry(probe);
+            assertThat(ix.floorRegion(probe)).isSameAs(floor == null ? null : floor.getValue());
+        }
+        for (int l = 0; l < ix.leafCount(); l++) {
+            assertThat(ix.leaf(l).size()).isBetween(1, RegionIndex.LEAF);
+        }
+    }
+
+    @Property(tries = 20)
+    void touchingQueriesIncludeNeighbours(@ForAll @IntRange(min = 1, max = 200) int n) {
+        RegionIndex ix = RegionIndex.EMPTY;
+        List<CachedRegion> all = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            CachedRegion r = region(2L * i, 1); // one page, one page apart
+            ix = ix.replace(List.of(), r);
+            all.add(r);
+        }
+        for (int i = 0; i < n; i++) {
+            CachedRegion r = all.get(i);
+            // the gap page between r and the next: touching finds both neighbours, overlap finds none
+            long lo = r.end;
+            long hi = r.end + 4096;
+            assertThat(ix.overlapping(lo, hi, false)).isEmpty();
+            assertThat(ix.overlapping(lo, hi, true)).containsExactlyElementsOf(all.subList(i, Math.min(n, i + 2)));
+        }
+        assertThat(ix.leafCount()).isGreaterThanOrEqualTo(n / RegionIndex.LEAF);
+    }
+}
