@@ -15,6 +15,9 @@ import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
+import io.regmem.registration.cache.CacheStats;
+import io.regmem.registration.cache.CachedRegion;
+import io.regmem.registration.cache.RegistrationCache;
 import java.io.PrintStream;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -50,6 +53,7 @@ final class RdmaDemo {
         String reportB;
         LeakReport leaksA;
         LeakReport leaksB;
+        CacheStats cacheStats;
         try (RdmaDevice devA = RdmaDevice.open("soft"); RdmaDevice devB = RdmaDevice.open("soft")) {
             ProtectionDomain pdA = devA.allocPd();
             ProtectionDomain pdB = devB.allocPd();
@@ -58,7 +62,10 @@ final class RdmaDemo {
             BufferPool poolA = BufferPool.builder().name("rdma-a").build();
             BufferPool poolB = BufferPool.builder().name("rdma-b").build();
             PoolRegistration regA = pdA.register(poolA, Access.LOCAL_WRITE);
-            PoolRegistration regB = pdB.register(poolB, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+            // B's pool goes through a registration cache: each chunk registered once at birth,
+            // invalidated before it is unmapped; B's own lookups of pooled memory then hit it.
+            RegistrationCache cacheB = RegistrationCache.of(pdB);
+            PoolRegistration regB = cacheB.register(poolB, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
 
             CmId listener = devB.createCmId();
             listener.listen("regmem-demo");
@@ -108,6 +115,11 @@ final class RdmaDemo {
                 if (wcs[0].opcode() != Opcode.RECV || inbox.segment().get(ValueLayout.JAVA_LONG, 0) != r) {
                     throw new IllegalStateException("request " + r + ": the SEND did not arrive");
                 }
+                try (CachedRegion check = cacheB.get(dst.segment(), Access.REMOTE_READ)) {
+                    if (check.rkey() != regB.rkey(dst)) {
+                        throw new IllegalStateException("request " + r + ": the cache and the pool disagree on a key");
+                    }
+                }
                 src.close();
                 back.close();
                 dst.close();
@@ -122,9 +134,11 @@ final class RdmaDemo {
             idB.close();
             listener.close();
             regA.close();
-            regB.close();
             leaksA = poolA.closeAndReport();
             leaksB = poolB.closeAndReport();
+            regB.close();
+            cacheStats = cacheB.stats();
+            cacheB.close();
             cqA.close();
             cqB.close();
             pdA.close();
@@ -137,6 +151,9 @@ final class RdmaDemo {
         out.printf(Locale.ROOT, "Latency (ns)       p50      p90      p99    p99.9      max%n");
         print("WRITE", writeNs);
         print("READ", readNs);
+        out.printf(Locale.ROOT, "Registration cache of B: %,d gets, %.2f%% hits, %d misses (one per chunk), %d invalidations "
+                + "(chunks unmapped at pool close)%n", cacheStats.gets(), 100 * cacheStats.hitRate(), cacheStats.misses(),
+                cacheStats.invalidations());
         out.printf(Locale.ROOT, "Device A: %s; device B: %s%n", reportA, reportB);
         out.printf(Locale.ROOT, "Pools: %s; %s%n", leaksA.describe().strip(), leaksB.describe().strip());
         return leaksA.clean() && leaksB.clean() && reportA.equals("no live objects") && reportB.equals("no live objects");

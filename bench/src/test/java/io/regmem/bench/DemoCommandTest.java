@@ -28,7 +28,8 @@ class DemoCommandTest {
         assertThat(status).as(out).isZero();
         assertThat(out).contains("Workload: 6,000 requests", "Latency (ns)", "Pool 'demo' (PARANOID",
                 "allocations", "demo: no buffers leaked", "RDMA loopback on the soft provider: 500 requests",
-                "WRITE", "READ", "Device A: no live objects; device B: no live objects",
+                "WRITE", "READ", "Registration cache of B: 501 gets, ", "misses (one per chunk)",
+                "Device A: no live objects; device B: no live objects",
                 "rdma-a: no buffers leaked; rdma-b: no buffers leaked");
         assertThat(BufferPool.openPools()).isEmpty();
     }

@@ -58,7 +58,7 @@ public enum Access {
      * @param who  the object the message names
      * @throws RdmaException {@link Errno#EINVAL} for unknown bits or remote write/atomic without local write
      */
-    static void validate(int mask, String who) {
+    public static void validate(int mask, String who) {
         if ((mask & ~0xFF) != 0) {
             throw new RdmaException(Errno.EINVAL, who + ": unknown access bits 0x" + Integer.toHexString(mask & ~0xFF));
         }

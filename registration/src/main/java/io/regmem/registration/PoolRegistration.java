@@ -20,19 +20,46 @@ import io.regmem.core.RdmaException;
 public final class PoolRegistration implements ChunkListener, AutoCloseable {
     private final ProtectionDomain pd;
     private final BufferPool pool;
-    private final int access;
+    private final ChunkRegistrar registrar;
     private final java.util.Set<Chunk> registered = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private volatile boolean closed;
 
-    private PoolRegistration(ProtectionDomain pd, BufferPool pool, int access) {
-        this.pd = pd;
+    private PoolRegistration(BufferPool pool, ChunkRegistrar registrar) {
+        this.pd = registrar.pd();
         this.pool = pool;
-        this.access = access;
+        this.registrar = registrar;
     }
 
     static PoolRegistration register(ProtectionDomain pd, BufferPool pool, int access) {
         Access.validate(access, pd + ".register(" + pool.name() + ")");
-        PoolRegistration r = new PoolRegistration(pd, pool, access);
+        return register(pool, new ChunkRegistrar() {
+            @Override
+            public ProtectionDomain pd() {
+                return pd;
+            }
+
+            @Override
+            public MemoryRegion register(Chunk chunk) {
+                return pd.register(chunk.segment(), access);
+            }
+
+            @Override
+            public void deregister(Chunk chunk, MemoryRegion region) {
+                if (!region.isDestroyed()) {
+                    region.close();
+                }
+            }
+        });
+    }
+
+    /**
+     * Registers every chunk of {@code pool}, present and future, with {@code registrar} (for
+     * example a registration cache's), once, at birth.
+     *
+     * @throws RdmaException {@link Errno#EBUSY} if the pool is registered already
+     */
+    public static PoolRegistration register(BufferPool pool, ChunkRegistrar registrar) {
+        PoolRegistration r = new PoolRegistration(pool, registrar);
         pool.addChunkListener(r);
         return r;
     }
@@ -43,7 +70,7 @@ public final class PoolRegistration implements ChunkListener, AutoCloseable {
             throw new RdmaException(Errno.EBUSY, pd + ": " + chunk + " of pool " + pool.name()
                     + " is already registered (a pool registers with one PD at a time)");
         }
-        chunk.attachment(pd.register(chunk.segment(), access));
+        chunk.attachment(registrar.register(chunk));
         registered.add(chunk);
     }
 
@@ -51,9 +78,7 @@ public final class PoolRegistration implements ChunkListener, AutoCloseable {
     public void chunkRemoved(Chunk chunk) {
         if (registered.remove(chunk) && chunk.attachment() instanceof MemoryRegion mr) {
             chunk.attachment(null);
-            if (!mr.isDestroyed()) {
-                mr.close();
-            }
+            registrar.deregister(chunk, mr);
         }
     }
 

@@ -2,7 +2,11 @@ package io.regmem.registration.cache;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.BufferPool;
+import io.regmem.core.Chunk;
 import io.regmem.registration.Access;
+import io.regmem.registration.ChunkRegistrar;
+import io.regmem.registration.PoolRegistration;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.ProtectionDomain;
 import java.lang.foreign.Arena;
@@ -185,6 +189,43 @@ public final class RegistrationCache implements AutoCloseable {
             throw new RdmaException(Errno.EINVAL, this + ": " + region + " belongs to another cache");
         }
         region.release();
+    }
+
+    /**
+     * Registers a whole pool through this cache: each chunk, present and future, is got from the
+     * cache once, at birth, and held while the chunk lives; when the pool unmaps a chunk (a large
+     * buffer freed, the pool closed) its region is invalidated, so its rkey stops working before
+     * the memory goes, and given back. Buffers then know their keys with a field read
+     * ({@link PoolRegistration#lkey}).
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for bad rights; {@link Errno#EBUSY} if the pool is registered already
+     */
+    public PoolRegistration register(BufferPool pool, Access... access) {
+        int mask = Access.mask(access);
+        Access.validate(mask, this + ".register(" + pool.name() + ")");
+        java.util.Map<Chunk, CachedRegion> held = new java.util.concurrent.ConcurrentHashMap<>();
+        return PoolRegistration.register(pool, new ChunkRegistrar() {
+            @Override
+            public ProtectionDomain pd() {
+                return pd;
+            }
+
+            @Override
+            public MemoryRegion register(Chunk chunk) {
+                CachedRegion r = get(chunk.segment(), mask);
+                held.put(chunk, r);
+                return r.region();
+            }
+
+            @Override
+            public void deregister(Chunk chunk, MemoryRegion region) {
+                CachedRegion r = held.remove(chunk);
+                invalidate(chunk.address(), chunk.size());
+                if (r != null) {
+                    r.close();
+                }
+            }
+        });
     }
 
     // ---- invalidation ----------------------------------------------------------------------------

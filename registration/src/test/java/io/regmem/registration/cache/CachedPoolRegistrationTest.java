@@ -1,0 +1,69 @@
+package io.regmem.registration.cache;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.regmem.core.BufferPool;
+import io.regmem.core.PooledBuffer;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.Access;
+import io.regmem.registration.PoolRegistration;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.RdmaDevice;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** A pool registered through the cache: each chunk got once at birth, invalidated before it is unmapped. */
+class CachedPoolRegistrationTest {
+    private final RdmaDevice device = RdmaDevice.open("soft");
+    private final ProtectionDomain pd = device.allocPd();
+
+    @AfterEach
+    void nothingLeaked() {
+        assertThat(BufferPool.openPools()).isEmpty();
+        pd.close();
+        assertThat(device.resources().survivors()).as(device.resources().report()).isEmpty();
+        device.close();
+    }
+
+    @Test
+    void chunksGoThroughTheCacheAndUnmappingInvalidates() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        BufferPool pool = BufferPool.builder().chunkSize(1 << 20).largestClass(64 << 10).build();
+        PoolRegistration reg = cache.register(pool, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        PooledBuffer small = pool.allocate(4096);
+        PooledBuffer large = pool.allocate(2L << 20);
+        assertThat(cache.stats().misses()).as("one registration per chunk").isEqualTo(2);
+        assertThat(cache.size()).isEqualTo(2);
+        int largeKey = reg.rkey(large);
+        assertThat(reg.region(small).address()).isLessThanOrEqualTo(small.address());
+        // a user's get over pooled memory hits the chunk's registration
+        CachedRegion hit = cache.get(small.segment(), Access.REMOTE_WRITE);
+        assertThat(hit.region()).isSameAs(reg.region(small));
+        hit.close();
+        assertThat(cache.stats().hits()).isEqualTo(1);
+
+        large.close(); // the chunk is unmapped: its region is invalidated first
+        assertThat(cache.size()).isEqualTo(1);
+        assertThat(cache.stats().invalidations()).isEqualTo(1);
+        assertThat(device.resources().survivors(io.regmem.registration.MemoryRegion.class))
+                .noneMatch(mr -> mr.rkey() == largeKey && mr.isValid());
+
+        small.close();
+        pool.close();
+        assertThat(cache.size()).as("closing the pool invalidates its chunks").isZero();
+        reg.close();
+        cache.close();
+        assertThat(pd.useCount()).isZero();
+    }
+
+    @Test
+    void badRightsFailAtOnceEvenWithoutChunks() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        try (BufferPool pool = BufferPool.builder().build()) {
+            assertThatThrownBy(() -> cache.register(pool, Access.REMOTE_WRITE)).isInstanceOf(RdmaException.class)
+                    .hasMessageContaining("need LOCAL_WRITE");
+        }
+        cache.close();
+    }
+}
