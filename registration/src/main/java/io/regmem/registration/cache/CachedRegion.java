@@ -38,6 +38,9 @@ public final class CachedRegion implements AutoCloseable {
     final long start;
     final long end;
     final int access;
+    /** The region's keys, copied here (a registered region's keys never change) so a hit need not touch the region. */
+    private final int lkey;
+    private final int rkey;
     @SuppressWarnings("unused") // through REFS
     private volatile int refs = 1; // the index's reference
     /** False once the entry left the index (evicted, merged away, invalidated, cache closed). */
@@ -53,6 +56,8 @@ public final class CachedRegion implements AutoCloseable {
         this.start = segment.address();
         this.end = segment.address() + segment.byteSize();
         this.access = access;
+        this.lkey = region == null ? 0 : region.lkey();
+        this.rkey = region == null ? 0 : region.rkey();
     }
 
     /** Takes a reference unless the count is already zero. */
@@ -108,12 +113,12 @@ public final class CachedRegion implements AutoCloseable {
 
     /** The key for local SGEs. */
     public int lkey() {
-        return region.lkey();
+        return lkey;
     }
 
     /** The key a peer uses. */
     public int rkey() {
-        return region.rkey();
+        return rkey;
     }
 
     /** The first registered address (may be below what was asked, when regions merged). */
