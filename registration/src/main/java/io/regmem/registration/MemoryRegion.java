@@ -294,10 +294,6 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         return pageOffsets[i];
     }
 
-    /** The lookup slot (for invalidation by key). */
-    int slot() {
-        return slot;
-    }
 
     /** Retires a fast-reg MR's mapping (the effect of LOCAL_INV or a remote invalidate). */
     void invalidate() {

@@ -95,16 +95,6 @@ final class RegionIndex {
         return leaf.regions[floor(leaf.starts, address)];
     }
 
-    /** The end of {@link #floorRegion}'s region, read from the leaf (no hop to the region), or {@code Long.MIN_VALUE}. */
-    long floorEnd(long address) {
-        int l = floor(firstStarts, address);
-        if (l < 0) {
-            return Long.MIN_VALUE;
-        }
-        Leaf leaf = leaves[l];
-        return leaf.ends[floor(leaf.starts, address)];
-    }
-
     /**
      * The regions overlapping {@code [lo, hi)}, or with {@code touching} also those ending at
      * {@code lo} or starting at {@code hi}, in address order.
