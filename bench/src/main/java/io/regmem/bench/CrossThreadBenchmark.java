@@ -6,23 +6,17 @@ import io.regmem.core.BufferPool;
 import io.regmem.core.PooledBuffer;
 import io.regmem.core.SafetyMode;
 import java.lang.foreign.ValueLayout;
-import java.util.concurrent.TimeUnit;
 import org.jctools.queues.SpscArrayQueue;
 import org.openjdk.jmh.annotations.Benchmark;
-import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Fork;
 import org.openjdk.jmh.annotations.Group;
 import org.openjdk.jmh.annotations.GroupThreads;
 import org.openjdk.jmh.annotations.Level;
-import org.openjdk.jmh.annotations.Measurement;
-import org.openjdk.jmh.annotations.Mode;
-import org.openjdk.jmh.annotations.OutputTimeUnit;
 import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
-import org.openjdk.jmh.annotations.Warmup;
 import org.openjdk.jmh.infra.Control;
 
 /**
@@ -32,16 +26,12 @@ import org.openjdk.jmh.infra.Control;
  * the same for regmem and Netty, so the difference is the allocators'.
  */
 @State(Scope.Group)
-@BenchmarkMode(Mode.AverageTime)
-@OutputTimeUnit(TimeUnit.NANOSECONDS)
-@Warmup(iterations = 3, time = 1)
-@Measurement(iterations = 5, time = 1)
 @Fork(value = 1, jvmArgsAppend = {"--enable-native-access=ALL-UNNAMED", "-Xms1g", "-Xmx1g",
         // Netty in its fastest configuration: Unsafe, no-cleaner direct buffers, no leak sampling.
         "--sun-misc-unsafe-memory-access=allow", "--add-opens=java.base/java.nio=ALL-UNNAMED",
         "--add-opens=java.base/jdk.internal.misc=ALL-UNNAMED", "-Dio.netty.tryReflectionSetAccessible=true",
         "-Dio.netty.leakDetection.level=disabled"})
-public class CrossThreadBenchmark {
+public class CrossThreadBenchmark extends BenchDefaults {
 
     /** Bytes per buffer. */
     @Param({"4096"})

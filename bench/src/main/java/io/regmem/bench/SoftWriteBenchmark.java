@@ -14,20 +14,13 @@ import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
-import org.openjdk.jmh.annotations.BenchmarkMode;
-import org.openjdk.jmh.annotations.Fork;
 import org.openjdk.jmh.annotations.Level;
-import org.openjdk.jmh.annotations.Measurement;
-import org.openjdk.jmh.annotations.Mode;
-import org.openjdk.jmh.annotations.OutputTimeUnit;
 import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
-import org.openjdk.jmh.annotations.Warmup;
 
 /**
  * One signaled RDMA WRITE posted on a soft QP and its completion polled, beside
@@ -35,13 +28,7 @@ import org.openjdk.jmh.annotations.Warmup;
  * overhead over the copy it performs. Run with {@code -prof gc}: the WRITE path must show 0 B/op.
  */
 @State(Scope.Thread)
-@BenchmarkMode(Mode.AverageTime)
-@OutputTimeUnit(TimeUnit.NANOSECONDS)
-@Warmup(iterations = 3, time = 1)
-@Measurement(iterations = 5, time = 1)
-@Fork(value = 1, jvmArgsAppend = {"--enable-native-access=ALL-UNNAMED", "-Xms1g", "-Xmx1g",
-        "--sun-misc-unsafe-memory-access=allow"})
-public class SoftWriteBenchmark {
+public class SoftWriteBenchmark extends BenchDefaults {
 
     /** Bytes per WRITE. */
     @Param({"64", "65536", "1048576"})
