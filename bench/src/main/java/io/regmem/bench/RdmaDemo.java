@@ -15,7 +15,7 @@ import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
-import io.regmem.registration.cache.CacheStats;
+import io.regmem.registration.CacheStats;
 import io.regmem.registration.cache.CachedRegion;
 import io.regmem.registration.cache.RegistrationCache;
 import java.io.PrintStream;
@@ -137,8 +137,8 @@ final class RdmaDemo {
             leaksA = poolA.closeAndReport();
             leaksB = poolB.closeAndReport();
             regB.close();
-            cacheStats = cacheB.stats();
             cacheB.close();
+            cacheStats = pdB.cacheStats(); // the PD's view: its caches' counters, closed ones included
             cqA.close();
             cqB.close();
             pdA.close();

@@ -12,8 +12,45 @@ import java.lang.foreign.MemorySegment;
  */
 public final class ProtectionDomain extends CountedResource implements AutoCloseable {
 
+    /** The live registration caches over this PD, and what closed ones counted. */
+    private final java.util.concurrent.CopyOnWriteArrayList<java.util.function.Supplier<CacheStats>> caches =
+            new java.util.concurrent.CopyOnWriteArrayList<>();
+    private CacheStats retiredCacheStats = CacheStats.ZERO;
+
     ProtectionDomain(RdmaDevice device) {
         super(device, "ProtectionDomain", null);
+    }
+
+    /**
+     * The registration caches' counters for this PD: the sum over every cache built over it
+     * (gets, hits, misses, merges, evictions and invalidations since each was built, closed ones
+     * included; regions and bytes indexed now, by the open ones). All zero when no cache was built.
+     */
+    public CacheStats cacheStats() {
+        CacheStats sum;
+        synchronized (caches) {
+            sum = retiredCacheStats;
+        }
+        for (java.util.function.Supplier<CacheStats> c : caches) {
+            sum = sum.plus(c.get());
+        }
+        return sum;
+    }
+
+    /**
+     * Attaches a registration cache's counters to {@link #cacheStats()}: called by
+     * {@code io.regmem.registration.cache.RegistrationCache} when it is built. Running the returned
+     * action (the cache does so when it closes) detaches it, keeping its counters in the totals.
+     */
+    public Runnable attachCacheStats(java.util.function.Supplier<CacheStats> stats) {
+        caches.add(stats);
+        return () -> {
+            synchronized (caches) {
+                if (caches.remove(stats)) {
+                    retiredCacheStats = retiredCacheStats.plus(stats.get().retired());
+                }
+            }
+        };
     }
 
     /**

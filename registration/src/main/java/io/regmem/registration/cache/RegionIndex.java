@@ -2,9 +2,7 @@ package io.regmem.registration.cache;
 
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Set;
 
 /**
  * The cache's index: an immutable, two-level sorted structure of non-overlapping regions.
@@ -24,15 +22,19 @@ import java.util.Set;
 final class RegionIndex {
     /** Entries per leaf at most; a leaf that would grow past it splits in two. */
     static final int LEAF = 64;
-    static final RegionIndex EMPTY = new RegionIndex(new Leaf[0], 0, 0);
+    static final RegionIndex EMPTY = new RegionIndex(new Leaf[0], new long[0], 0, 0, 0);
 
     /** One leaf: sorted, non-overlapping entries. */
     record Leaf(long[] starts, long[] ends, CachedRegion[] regions) {
         static Leaf of(List<CachedRegion> sorted) {
-            int n = sorted.size();
+            return of(sorted.toArray(new CachedRegion[0]), 0, sorted.size());
+        }
+
+        static Leaf of(CachedRegion[] sorted, int from, int to) {
+            int n = to - from;
             long[] s = new long[n];
             long[] e = new long[n];
-            CachedRegion[] r = sorted.toArray(new CachedRegion[0]);
+            CachedRegion[] r = java.util.Arrays.copyOfRange(sorted, from, to);
             for (int i = 0; i < n; i++) {
                 s[i] = r[i].start;
                 e[i] = r[i].end;
@@ -40,22 +42,29 @@ final class RegionIndex {
             return new Leaf(s, e, r);
         }
 
+        /** A leaf of entries whose bounds are already at hand (no entry is dereferenced). */
+        static Leaf of(CachedRegion[] sorted, long[] starts, long[] ends, int from, int to) {
+            return new Leaf(java.util.Arrays.copyOfRange(starts, from, to), java.util.Arrays.copyOfRange(ends, from, to),
+                    java.util.Arrays.copyOfRange(sorted, from, to));
+        }
+
         int size() {
             return starts.length;
         }
     }
 
+    /** The leaves in address order; only the first {@link #leafCount} are used. */
     private final Leaf[] leaves;
+    /** {@code leaves[i].starts[0]}, kept beside the leaves so neither a lookup nor a change chases them. */
     private final long[] firstStarts;
+    private final int leafCount;
     private final int size;
     private final long bytes;
 
-    private RegionIndex(Leaf[] leaves, int size, long bytes) {
+    private RegionIndex(Leaf[] leaves, long[] firstStarts, int leafCount, int size, long bytes) {
         this.leaves = leaves;
-        this.firstStarts = new long[leaves.length];
-        for (int i = 0; i < leaves.length; i++) {
-            firstStarts[i] = leaves[i].starts[0];
-        }
+        this.firstStarts = firstStarts;
+        this.leafCount = leafCount;
         this.size = size;
         this.bytes = bytes;
     }
@@ -68,10 +77,10 @@ final class RegionIndex {
         return bytes;
     }
 
-    /** The last index i with {@code keys[i] <= key}, or -1. */
-    private static int floor(long[] keys, long key) {
+    /** The last index i below {@code n} with {@code keys[i] <= key}, or -1. */
+    private static int floor(long[] keys, int n, long key) {
         int lo = 0;
-        int hi = keys.length - 1;
+        int hi = n - 1;
         int found = -1;
         while (lo <= hi) {
             int mid = (lo + hi) >>> 1;
@@ -87,12 +96,12 @@ final class RegionIndex {
 
     /** The region starting at or before {@code address} with the greatest start, or null. Lock-free. */
     CachedRegion floorRegion(long address) {
-        int l = floor(firstStarts, address);
+        int l = floor(firstStarts, leafCount, address);
         if (l < 0) {
             return null;
         }
         Leaf leaf = leaves[l];
-        return leaf.regions[floor(leaf.starts, address)];
+        return leaf.regions[floor(leaf.starts, leaf.starts.length, address)];
     }
 
     /**
@@ -101,10 +110,10 @@ final class RegionIndex {
      */
     List<CachedRegion> overlapping(long lo, long hi, boolean touching) {
         List<CachedRegion> out = new ArrayList<>();
-        int l = Math.max(0, floor(firstStarts, lo));
-        for (; l < leaves.length; l++) {
+        int l = Math.max(0, floor(firstStarts, leafCount, lo));
+        for (; l < leafCount; l++) {
             Leaf leaf = leaves[l];
-            int i = Math.max(0, floor(leaf.starts, lo));
+            int i = Math.max(0, floor(leaf.starts, leaf.starts.length, lo));
             for (; i < leaf.size(); i++) {
                 long s = leaf.starts[i];
                 long e = leaf.ends[i];
@@ -122,8 +131,8 @@ final class RegionIndex {
     /** Every region, in address order. */
     List<CachedRegion> all() {
         List<CachedRegion> out = new ArrayList<>(size);
-        for (Leaf leaf : leaves) {
-            Collections.addAll(out, leaf.regions);
+        for (int l = 0; l < leafCount; l++) {
+            Collections.addAll(out, leaves[l].regions);
         }
         return out;
     }
@@ -134,74 +143,162 @@ final class RegionIndex {
     }
 
     int leafCount() {
-        return leaves.length;
+        return leafCount;
     }
 
     /**
      * A new index without {@code removed} and with {@code added} (may be null). Only the leaves
-     * that change are copied. {@code added} must not overlap what stays.
+     * that change are copied; the others are shared, and the top arrays are copied without
+     * touching them. {@code added} must not overlap what stays.
      */
     RegionIndex replace(List<CachedRegion> removed, CachedRegion added) {
+        return replace(removed, added, new Scratch());
+    }
+
+    /** {@link #replace(List, CachedRegion)} with working space the caller reuses (one writer at a time). */
+    RegionIndex replace(List<CachedRegion> removed, CachedRegion added, Scratch scratch) {
         if (removed.isEmpty() && added == null) {
             return this;
         }
-        Set<CachedRegion> gone = Collections.newSetFromMap(new IdentityHashMap<>());
-        gone.addAll(removed);
-        boolean[] touched = new boolean[leaves.length];
+        int n = leafCount;
+        if (n == 0) {
+            return added == null ? this
+                    : new RegionIndex(new Leaf[] {Leaf.of(List.of(added))}, new long[] {added.start}, 1, 1,
+                            added.end - added.start);
+        }
+        // The touched leaves, in ascending order, each with a bit per slot (a leaf holds at most
+        // 64) for the entries leaving it: a change touches few leaves, so these stay short.
+        Scratch sc = scratch;
+        sc.touchedCount = 0;
         for (CachedRegion r : removed) {
-            int l = floor(firstStarts, r.start);
-            if (l >= 0) {
-                touched[l] = true;
-            }
-        }
-        int target = -1;
-        if (added != null && leaves.length > 0) {
-            target = Math.max(0, floor(firstStarts, added.start));
-            touched[target] = true;
-        }
-        List<Leaf> next = new ArrayList<>(leaves.length + 1);
-        int newSize = size;
-        long newBytes = bytes;
-        for (int l = 0; l < leaves.length; l++) {
-            if (!touched[l]) {
-                next.add(leaves[l]);
+            int l = floor(firstStarts, leafCount, r.start);
+            if (l < 0) {
                 continue;
             }
-            List<CachedRegion> entries = new ArrayList<>(LEAF + 1);
-            for (CachedRegion r : leaves[l].regions) {
-                if (gone.contains(r)) {
+            Leaf leaf = leaves[l];
+            int i = floor(leaf.starts, leaf.starts.length, r.start);
+            if (i >= 0 && leaf.regions[i] == r) {
+                sc.touch(l, 1L << i);
+            } // else: not in this index
+        }
+        int target = -1;
+        if (added != null) {
+            target = Math.max(0, floor(firstStarts, leafCount, added.start));
+            sc.touch(target, 0);
+        }
+        int touchedCount = sc.touchedCount;
+        // A touched leaf becomes at most two; the arrays may end up longer than leafCount.
+        Leaf[] outLeaves = new Leaf[n + touchedCount];
+        long[] outFirst = new long[n + touchedCount];
+        int out = 0;
+        int newSize = size;
+        long newBytes = bytes;
+        CachedRegion[] entries = sc.entries;
+        long[] entryStarts = sc.starts;
+        long[] entryEnds = sc.ends;
+        int copied = 0; // leaves before this one are placed
+        for (int t = 0; t < touchedCount; t++) {
+            int l = sc.touchedLeaves[t];
+            System.arraycopy(leaves, copied, outLeaves, out, l - copied);
+            System.arraycopy(firstStarts, copied, outFirst, out, l - copied);
+            out += l - copied;
+            copied = l + 1;
+            CachedRegion[] old = leaves[l].regions;
+            long[] oldStarts = leaves[l].starts;
+            long[] oldEnds = leaves[l].ends;
+            long mask = sc.leavingSlots[t];
+            int count = 0;
+            boolean placed = l != target;
+            for (int i = 0; i < old.length; i++) {
+                if (!placed && added.start < oldStarts[i]) {
+                    count = entry(entries, entryStarts, entryEnds, count, added, added.start, added.end);
+                    placed = true;
+                }
+                if ((mask & (1L << i)) != 0) {
                     newSize--;
-                    newBytes -= r.end - r.start;
+                    newBytes -= oldEnds[i] - oldStarts[i];
                 } else {
-                    entries.add(r);
+                    count = entry(entries, entryStarts, entryEnds, count, old[i], oldStarts[i], oldEnds[i]);
                 }
             }
+            if (!placed) {
+                count = entry(entries, entryStarts, entryEnds, count, added, added.start, added.end);
+            }
             if (l == target) {
-                insertSorted(entries, added);
                 newSize++;
                 newBytes += added.end - added.start;
             }
-            if (entries.size() > LEAF) {
-                int half = entries.size() / 2;
-                next.add(Leaf.of(entries.subList(0, half)));
-                next.add(Leaf.of(entries.subList(half, entries.size())));
-            } else if (!entries.isEmpty()) {
-                next.add(Leaf.of(entries));
+            if (count < LEAF / 4 && out > 0) {
+                // An underfull leaf joins the leaf before it (re-split evenly if both do not fit in
+                // one), so leaves stay at least a quarter full however entries come and go.
+                Leaf prev = outLeaves[--out];
+                int p = prev.size();
+                System.arraycopy(entries, 0, entries, p, count);
+                System.arraycopy(entryStarts, 0, entryStarts, p, count);
+                System.arraycopy(entryEnds, 0, entryEnds, p, count);
+                System.arraycopy(prev.regions, 0, entries, 0, p);
+                System.arraycopy(prev.starts, 0, entryStarts, 0, p);
+                System.arraycopy(prev.ends, 0, entryEnds, 0, p);
+                count += p;
+            }
+            if (count > LEAF) {
+                int half = count / 2;
+                out = put(outLeaves, outFirst, out, Leaf.of(entries, entryStarts, entryEnds, 0, half));
+                out = put(outLeaves, outFirst, out, Leaf.of(entries, entryStarts, entryEnds, half, count));
+            } else if (count > 0) {
+                out = put(outLeaves, outFirst, out, Leaf.of(entries, entryStarts, entryEnds, 0, count));
             }
         }
-        if (added != null && leaves.length == 0) {
-            next.add(Leaf.of(List.of(added)));
-            newSize++;
-            newBytes += added.end - added.start;
-        }
-        return new RegionIndex(next.toArray(new Leaf[0]), newSize, newBytes);
+        System.arraycopy(leaves, copied, outLeaves, out, n - copied);
+        System.arraycopy(firstStarts, copied, outFirst, out, n - copied);
+        out += n - copied;
+        java.util.Arrays.fill(entries, null); // hold no region past the change
+        return new RegionIndex(outLeaves, outFirst, out, newSize, newBytes);
     }
 
-    private static void insertSorted(List<CachedRegion> entries, CachedRegion added) {
-        int i = 0;
-        while (i < entries.size() && entries.get(i).start < added.start) {
-            i++;
+    /**
+     * Working space of {@link #replace}, reused across changes by one writer at a time (the cache
+     * calls replace under its lock), so a change allocates only what it publishes.
+     */
+    static final class Scratch {
+        final CachedRegion[] entries = new CachedRegion[2 * LEAF + 1];
+        final long[] starts = new long[2 * LEAF + 1];
+        final long[] ends = new long[2 * LEAF + 1];
+        int[] touchedLeaves = new int[8];
+        long[] leavingSlots = new long[8];
+        int touchedCount;
+
+        /** Marks leaf {@code l} touched (kept in ascending order) with {@code slots} leaving it. */
+        void touch(int l, long slots) {
+            int at = java.util.Arrays.binarySearch(touchedLeaves, 0, touchedCount, l);
+            if (at >= 0) {
+                leavingSlots[at] |= slots;
+                return;
+            }
+            at = -at - 1;
+            if (touchedCount == touchedLeaves.length) {
+                touchedLeaves = java.util.Arrays.copyOf(touchedLeaves, 2 * touchedCount);
+                leavingSlots = java.util.Arrays.copyOf(leavingSlots, 2 * touchedCount);
+            }
+            System.arraycopy(touchedLeaves, at, touchedLeaves, at + 1, touchedCount - at);
+            System.arraycopy(leavingSlots, at, leavingSlots, at + 1, touchedCount - at);
+            touchedLeaves[at] = l;
+            leavingSlots[at] = slots;
+            touchedCount++;
         }
-        entries.add(i, added);
+    }
+
+    private static int entry(CachedRegion[] entries, long[] starts, long[] ends, int at, CachedRegion r,
+            long start, long end) {
+        entries[at] = r;
+        starts[at] = start;
+        ends[at] = end;
+        return at + 1;
+    }
+
+    private static int put(Leaf[] leaves, long[] firstStarts, int at, Leaf leaf) {
+        leaves[at] = leaf;
+        firstStarts[at] = leaf.starts[0];
+        return at + 1;
     }
 }

@@ -5,6 +5,7 @@ import io.regmem.core.RdmaException;
 import io.regmem.core.BufferPool;
 import io.regmem.core.Chunk;
 import io.regmem.registration.Access;
+import io.regmem.registration.CacheStats;
 import io.regmem.registration.ChunkRegistrar;
 import io.regmem.registration.PoolRegistration;
 import io.regmem.registration.MemoryRegion;
@@ -54,8 +55,13 @@ public final class RegistrationCache implements AutoCloseable {
     private final long maxBytes;
     private final boolean merge;
     private volatile RegionIndex index = RegionIndex.EMPTY;
-    private int clockHand;
+    /** replace()'s working space, used under the lock. */
+    private final RegionIndex.Scratch scratch = new RegionIndex.Scratch();
+    private int clockLeaf;
+    private int clockSlot;
     private boolean closed;
+    /** Detaches this cache's counters from its PD's {@link ProtectionDomain#cacheStats()}, on close. */
+    private final Runnable detachStats;
 
     private final LongAdder hits = new LongAdder();
     private final LongAdder misses = new LongAdder();
@@ -68,6 +74,7 @@ public final class RegistrationCache implements AutoCloseable {
         this.maxRegions = b.maxRegions;
         this.maxBytes = b.maxBytes;
         this.merge = b.merge;
+        this.detachStats = pd.attachCacheStats(this::stats);
     }
 
     /** A builder for a cache over {@code pd}, with the documented defaults. */
@@ -156,15 +163,26 @@ public final class RegistrationCache implements AutoCloseable {
                 MemorySegment first = segment.address() == lo ? segment : lowest(overlapping, lo);
                 target = first.reinterpret(hi - lo);
             }
+            // Leaving: what the new region overlaps, merged or not; a merely adjacent region that
+            // was not merged (other rights or scope) stays.
+            List<CachedRegion> leaving = new ArrayList<>(overlapping.size());
+            for (CachedRegion e : overlapping) {
+                if (e.end > lo && e.start < hi) {
+                    leaving.add(e);
+                }
+            }
             MemoryRegion region = pd.register(target, accessMask); // throws: nothing changed
             created = new CachedRegion(this, region, target, accessMask);
             created.tryAcquire(); // the caller's reference
-            for (CachedRegion e : overlapping) {
-                // merged or overlapped regions leave the index; regions over dead memory also lose their keys
+            for (CachedRegion e : leaving) {
+                // regions over dead memory also lose their keys
                 unindex(e, !e.scope.isAlive(), dropped);
             }
-            RegionIndex next = ix.replace(overlapping, created);
-            index = evictIfNeeded(next, dropped); // evict before publishing: no reader sees the index over its limits
+            // Evict before publishing (no reader sees the index over its limits), and publish once.
+            List<CachedRegion> gone = evictVictims(ix, ix.size() - leaving.size() + 1,
+                    ix.bytes() - bytesOf(leaving) + (created.end - created.start), dropped);
+            gone.addAll(leaving);
+            index = ix.replace(gone, created, scratch);
         }
         disposeDropped(dropped);
         return created;
@@ -257,7 +275,7 @@ public final class RegistrationCache implements AutoCloseable {
                 for (CachedRegion e : victims) {
                     unindex(e, true, dropped);
                 }
-                index = ix.replace(victims, null);
+                index = ix.replace(victims, null, scratch);
                 invalidations.add(n);
             }
         }
@@ -300,27 +318,39 @@ public final class RegistrationCache implements AutoCloseable {
         dropped.add(e);
     }
 
+    private static long bytesOf(List<CachedRegion> entries) {
+        long sum = 0;
+        for (CachedRegion e : entries) {
+            sum += e.end - e.start;
+        }
+        return sum;
+    }
+
     /**
-     * CLOCK over the index about to be published: at most two sweeps, evicting idle regions (held
-     * by the index alone) whose reference bit is clear, until the limits hold or nothing idle is left.
+     * CLOCK over {@code ix}, whose entries would count {@code count} regions and {@code bytes}
+     * bytes once the pending change is published: at most two sweeps, choosing idle regions (held by
+     * the index alone, still indexed) whose reference bit is clear, until the limits hold or nothing
+     * idle is left. The hand is a (leaf, slot) position, kept across changes; a change that moves
+     * entries between leaves only moves where the sweep resumes, which CLOCK tolerates.
+     *
+     * @return the evicted regions (retired: their count is zero), a list the caller may extend
      */
-    private RegionIndex evictIfNeeded(RegionIndex ix, List<CachedRegion> dropped) {
-        int count = ix.size();
-        long bytes = ix.bytes();
-        if (count <= maxRegions && bytes <= maxBytes) {
-            return ix;
+    private List<CachedRegion> evictVictims(RegionIndex ix, int count, long bytes, List<CachedRegion> dropped) {
+        List<CachedRegion> victims = new ArrayList<>(2);
+        if ((count <= maxRegions && bytes <= maxBytes) || ix.leafCount() == 0) {
+            return victims;
         }
-        List<CachedRegion> victims = new ArrayList<>();
-        int pos = clockHand % count;
-        int leaf = 0;
-        int slot = pos;
-        while (slot >= ix.leaf(leaf).size()) {
-            slot -= ix.leaf(leaf).size();
-            leaf++;
-        }
+        int leaf = clockLeaf < ix.leafCount() ? clockLeaf : 0;
+        int slot = clockSlot;
         for (int steps = 2 * ix.size(); steps > 0 && (count > maxRegions || bytes > maxBytes); steps--) {
-            CachedRegion e = ix.leaf(leaf).regions()[slot];
-            if (!e.clearAccessed() && e.refs() == 1 && e.tryRetireIdle()) {
+            RegionIndex.Leaf l = ix.leaf(leaf);
+            if (slot >= l.size()) {
+                slot = 0;
+                leaf = leaf + 1 == ix.leafCount() ? 0 : leaf + 1;
+                l = ix.leaf(leaf);
+            }
+            CachedRegion e = l.regions()[slot++];
+            if (e.indexed && !e.clearAccessed() && e.refs() == 1 && e.tryRetireIdle()) {
                 e.indexed = false;
                 victims.add(e);
                 count--;
@@ -328,14 +358,10 @@ public final class RegistrationCache implements AutoCloseable {
                 evictions.increment();
                 dropped.add(e); // its count is already zero: disposeDropped deregisters it
             }
-            pos = (pos + 1) % ix.size();
-            if (++slot == ix.leaf(leaf).size()) {
-                slot = 0;
-                leaf = (leaf + 1) % ix.leafCount();
-            }
         }
-        clockHand = pos;
-        return ix.replace(victims, null);
+        clockLeaf = leaf;
+        clockSlot = slot;
+        return victims;
     }
 
     /**
@@ -396,6 +422,7 @@ public final class RegistrationCache implements AutoCloseable {
             closed = true;
         }
         invalidateSome(RegionIndex::all);
+        detachStats.run(); // idempotent: the PD keeps the counters of a closed cache once
     }
 
     @Override

@@ -43,6 +43,13 @@ class RegionIndexTest {
                 ix = ix.replace(over, r);
                 over.forEach(m -> model.remove(m.start));
                 model.put(r.start, r);
+            } else if (op >= 2900) {
+                // remove a run of regions at once (the identity-set path of replace)
+                long lo = 0x1000_0000L + slot * 4096;
+                long hi = lo + 200L * 4096;
+                List<CachedRegion> run = ix.overlapping(lo, hi, false);
+                ix = ix.replace(run, null);
+                run.forEach(m -> model.remove(m.start));
             } else if (!model.isEmpty()) {
                 Map.Entry<Long, CachedRegion> victim = model.ceilingEntry(0x1000_0000L + slot * 4096);
                 if (victim == null) {
@@ -64,8 +71,32 @@ class RegionIndexTest {
             assertThat(ix.floorRegion(probe)).isSameAs(floor == null ? null : floor.getValue());
         }
         for (int l = 0; l < ix.leafCount(); l++) {
-            assertThat(ix.leaf(l).size()).isBetween(1, RegionIndex.LEAF);
+            // every leaf but the first stays at least a quarter full, so removals cannot leave
+            // thousands of near-empty leaves for every change to copy
+            assertThat(ix.leaf(l).size()).as("leaf %d of %d", l, ix.leafCount())
+                    .isBetween(l == 0 ? 1 : RegionIndex.LEAF / 4, RegionIndex.LEAF);
         }
+    }
+
+    @org.junit.jupiter.api.Test
+    void removalsKeepLeavesAtLeastAQuarterFull() {
+        RegionIndex ix = RegionIndex.EMPTY;
+        TreeMap<Long, CachedRegion> model = new TreeMap<>();
+        for (int i = 0; i < 20 * RegionIndex.LEAF; i++) {
+            CachedRegion r = region(2L * i, 1);
+            ix = ix.replace(List.of(), r);
+            model.put(r.start, r);
+        }
+        // Remove seven of every eight regions, one at a time, as idle eviction would.
+        int i = 0;
+        for (CachedRegion r : new ArrayList<>(model.values())) {
+            if (i++ % 8 != 0) {
+                ix = ix.replace(List.of(r), null);
+                model.remove(r.start);
+                check(ix, model, 2L * i);
+            }
+        }
+        assertThat(ix.leafCount()).as("%d regions", ix.size()).isLessThanOrEqualTo(ix.size() / (RegionIndex.LEAF / 4) + 1);
     }
 
     @Property(tries = 20)

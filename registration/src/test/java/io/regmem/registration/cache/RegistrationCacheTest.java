@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.Access;
+import io.regmem.registration.CacheStats;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.RdmaDevice;
 import java.lang.foreign.Arena;
@@ -55,6 +56,31 @@ class RegistrationCacheTest {
     }
 
     @Test
+    void thePdSumsItsCachesCountersAndKeepsThoseOfClosedOnes() {
+        assertThat(pd.cacheStats()).isEqualTo(CacheStats.ZERO);
+        RegistrationCache one = RegistrationCache.of(pd);
+        RegistrationCache two = RegistrationCache.of(pd);
+        one.get(at(0, 4096), Access.REMOTE_READ).close();
+        one.get(at(0, 4096), Access.REMOTE_READ).close();
+        two.get(at(8192, 8192), Access.REMOTE_READ).close();
+        CacheStats s = pd.cacheStats();
+        assertThat(s.gets()).isEqualTo(3);
+        assertThat(s.hits()).isEqualTo(1);
+        assertThat(s.misses()).isEqualTo(2);
+        assertThat(s.regions()).isEqualTo(2);
+        assertThat(s.registeredBytes()).isEqualTo(4096 + 8192);
+        one.close();
+        one.close();
+        s = pd.cacheStats();
+        assertThat(s.gets()).as("a closed cache's counters stay, once").isEqualTo(3);
+        assertThat(s.invalidations()).isEqualTo(1);
+        assertThat(s.regions()).as("only open caches index regions").isEqualTo(1);
+        assertThat(s.registeredBytes()).isEqualTo(8192);
+        two.close();
+        assertThat(pd.cacheStats().regions()).isZero();
+    }
+
+    @Test
     void moreRightsOrAWiderRangeIsAMiss() {
         RegistrationCache cache = RegistrationCache.of(pd);
         CachedRegion a = cache.get(at(0, 4096), Access.REMOTE_READ);
@@ -90,6 +116,23 @@ class RegistrationCacheTest {
             foreign.close();
             cache.close();
         }
+    }
+
+    @Test
+    void anAdjacentRegionWithOtherRightsStaysWhenMergingIsOn() {
+        RegistrationCache cache = RegistrationCache.builder(pd).merge(true).build();
+        CachedRegion left = cache.get(at(0, 4096), Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        left.close();
+        CachedRegion right = cache.get(at(4096, 4096), Access.REMOTE_READ);
+        assertThat(right.address()).as("not merged: other rights").isEqualTo(memory.address() + 4096);
+        assertThat(cache.size()).as("the adjacent region was neither merged nor dropped").isEqualTo(2);
+        assertThat(left.region().isValid()).isTrue();
+        assertThat(cache.stats().merges()).isZero();
+        CachedRegion again = cache.get(at(0, 4096), Access.REMOTE_WRITE);
+        assertThat(again).isSameAs(left);
+        again.close();
+        right.close();
+        cache.close();
     }
 
     @Test
