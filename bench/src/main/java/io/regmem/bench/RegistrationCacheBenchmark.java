@@ -35,10 +35,14 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
     private RegistrationCache cache;
     private MemorySegment[] slices;
     private int[] picks;
+    private int[] hotPicks;
     private MemorySegment fresh;
     private BufferPool pool;
     private PoolRegistration poolRegistration;
     private PooledBuffer buffer;
+    private RegistrationCache evicting;
+    private MemorySegment[] cold;
+    private int coldNext;
 
     /** 10,000 regions of 4 KiB, 4 KiB apart (so none merge), all cached and idle. */
     @Setup(Level.Trial)
@@ -58,10 +62,27 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
         for (int i = 0; i < PICKS; i++) {
             picks[i] = rnd.nextInt(REGIONS);
         }
+        // 256 regions spread over the whole index (every 39th), so the index is as deep as with
+        // uniform picks, but the regions a hit touches stay in the CPU caches.
+        hotPicks = new int[PICKS];
+        for (int i = 0; i < PICKS; i++) {
+            hotPicks[i] = rnd.nextInt(256) * (REGIONS / 256);
+        }
         fresh = arena.allocate(4096, 4096);
         pool = BufferPool.builder().name("bench-cache").build();
         poolRegistration = pd.register(pool, Access.LOCAL_WRITE, Access.REMOTE_READ);
         buffer = pool.allocate(4096);
+        // A full cache of REGIONS idle regions walked in order over 2 x REGIONS slices: every get
+        // misses (its slice was evicted REGIONS gets ago) and evicts exactly one idle region.
+        evicting = RegistrationCache.builder(pd).maxRegions(REGIONS).build();
+        MemorySegment coldMemory = arena.allocate(4L * REGIONS * 4096, 4096);
+        cold = new MemorySegment[2 * REGIONS];
+        for (int i = 0; i < cold.length; i++) {
+            cold[i] = coldMemory.asSlice(2L * i * 4096, 4096);
+        }
+        for (int i = 0; i < REGIONS; i++) {
+            pureMissEvicting();
+        }
     }
 
     /** Releases everything. */
@@ -71,6 +92,7 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
         poolRegistration.close();
         pool.close();
         cache.close();
+        evicting.close();
         pd.close();
         device.close();
         arena.close();
@@ -91,11 +113,31 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
         return key;
     }
 
+    /**
+     * A hit among the same 10,000 regions, picking uniformly among 256 of them spread over the
+     * whole index: the same search depth, but the entries stay in the CPU caches. The gap to
+     * {@link #cacheHit} is memory latency, not index work.
+     */
+    @Benchmark
+    public int cacheHitHotSet(Cursor c) {
+        CachedRegion r = cache.get(slices[hotPicks[c.next++ & (PICKS - 1)]], Access.mask(Access.REMOTE_READ));
+        int key = r.lkey();
+        r.close();
+        return key;
+    }
+
     /** The same, on both cores at once. */
     @Benchmark
     @Threads(2)
     public int cacheHitTwoThreads(Cursor c) {
         return cacheHit(c);
+    }
+
+    /** The hot-set hit on both cores at once: scaling without the memory system in the way. */
+    @Benchmark
+    @Threads(2)
+    public int cacheHitHotSetTwoThreads(Cursor c) {
+        return cacheHitHotSet(c);
     }
 
     /** A pooled buffer's key through its registered pool: a field read, no lookup. */
@@ -111,6 +153,22 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
         int key = r.lkey();
         r.close();
         cache.invalidate(fresh.address(), 4096);
+        return key;
+    }
+
+    /**
+     * A pure miss in steady state: the cache is full (10,000 idle regions), the asked memory is not
+     * cached, so the get registers it, publishes it and evicts one idle region (deregistering it).
+     * Its provider work is one registration plus one deregistration, the same as
+     * {@link #uncachedRegistration()}; the difference is the cache's own overhead.
+     */
+    @Benchmark
+    public int pureMissEvicting() {
+        MemorySegment s = cold[coldNext];
+        coldNext = coldNext + 1 == cold.length ? 0 : coldNext + 1;
+        CachedRegion r = evicting.get(s, Access.mask(Access.REMOTE_READ));
+        int key = r.lkey();
+        r.close();
         return key;
     }
 
