@@ -47,8 +47,10 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     /**
      * Creates this ID's queue pair ({@code rdma_create_qp}): a reliable-connected QP in the INIT
      * state, holding a reference on the PD and on each CQ. With {@code maxRdmaCtxs = c} its send
-     * queue grows by {@code f * c} WRs (f = 3 when the device can use MRs for rw, else 1), clamped
-     * to the device's {@code maxQpWr}. On failure nothing is created and no count changes.
+     * queue grows by {@code f * c} WRs (f = 3 when the device can use MRs for rw or integrity is on,
+     * else 1), clamped to the device's {@code maxQpWr}, and it gets a pool of c fast-reg MRs for rw
+     * contexts ({@link QueuePair#rdmaMrs()}; plus c signature MRs with integrity). On failure
+     * nothing is created and no count changes.
      *
      * @throws RdmaException {@link Errno#EINVAL} for a PD or CQ of another device, missing CQs or
      *                       limits beyond the device's; {@link Errno#EBUSY} if a QP is already attached;
@@ -84,10 +86,11 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             if (attrs.maxRdmaCtxs() < 0) {
                 throw new RdmaException(Errno.EINVAL, this + ": maxRdmaCtxs " + attrs.maxRdmaCtxs() + " is negative");
             }
-            boolean canUseMr = a.iWarp() || a.maxSglRd() != 0;
-            long extra = (long) (canUseMr ? 3 : 1) * attrs.maxRdmaCtxs();
+            int ctxs = attrs.maxRdmaCtxs();
+            long extra = io.regmem.registration.rw.RdmaRw.maxSendWr(device, 1, ctxs, attrs.integrity());
             int sendWr = (int) Math.min(a.maxQpWr(), attrs.maxSendWr() + extra);
             QueuePair created = new QueuePair(this, pd, attrs, sendWr);
+            created.createMrPools(ctxs, attrs.integrity()); // throws: nothing created
             pd.retain();
             scq.retain();
             rcq.retain();
@@ -116,15 +119,27 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      * Destroys the attached queue pair ({@code rdma_destroy_qp}) and drops its PD and CQ references.
      *
      * @throws RdmaException {@link Errno#EINVAL} if no QP is attached (a second destroy);
-     *                       {@link Errno#EBADF} if this ID was destroyed
+     *                       {@link Errno#EBUSY} while rw contexts hold MRs of the QP's pools
+     *                       ({@code mrs_used > 0}; the QP stays usable); {@link Errno#EBADF} if this ID
+     *                       was destroyed
      */
     public void destroyQp() {
+        destroyQp(false);
+    }
+
+    /** Destroys the QP; {@code force} (device teardown) ignores rw contexts still holding pool MRs. */
+    void destroyQp(boolean force) {
         synchronized (device.lock) {
             checkAlive("destroyQp");
             if (qp == null) {
                 throw new RdmaException(Errno.EINVAL, this + ": destroyQp with no QP attached (already destroyed?)");
             }
             QueuePair q = qp;
+            int held = q.rdmaMrs().used() + q.sigMrs().used();
+            if (held > 0 && !force) {
+                throw new RdmaException(Errno.EBUSY, this + ": cannot destroy " + q + ": " + held + " pool MR(s) are "
+                        + "still held by live rw contexts (mrs_used); destroy the contexts first");
+            }
             Fabric.LOCK.lock();
             try {
                 q.state(QueuePair.State.ERROR);
@@ -137,6 +152,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 Fabric.LOCK.unlock();
             }
             device.removeQp(q);
+            q.destroyMrPools();
             q.markDestroyed();
             q.pd().release();
             q.sendCq().release();

@@ -2,48 +2,96 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import java.util.Map;
-import java.util.TreeMap;
+import java.util.Arrays;
 
 /**
- * A device's DMA mappings by address, for resolving local-DMA-key SGEs and fast-reg pages.
- * Mappings may not overlap. Read by the data path under the fabric lock; changed under the
- * device lock and the fabric lock.
+ * A device's DMA mappings by address, for resolving local-DMA-key SGEs, fast-reg pages and the
+ * checks of rw context init. Mappings may not overlap. An immutable sorted snapshot published
+ * through a volatile field: lookups take no lock (rw init checks every entry of a scatter list);
+ * changes copy it under the fabric lock (mappings change rarely: at map and unmap).
  */
 final class DmaTable {
-    private final TreeMap<Long, DmaMapping> byAddress = new TreeMap<>();
+    private record Snapshot(long[] starts, DmaMapping[] mappings) {
+    }
+
+    private volatile Snapshot snapshot = new Snapshot(new long[0], new DmaMapping[0]);
 
     void add(DmaMapping m) {
         Fabric.LOCK.lock();
         try {
-            Map.Entry<Long, DmaMapping> below = byAddress.floorEntry(m.address() + m.length() - 1);
-            if (below != null && below.getValue().address() + below.getValue().length() > m.address()) {
-                throw new RdmaException(Errno.EINVAL, m.device + ": DMA mapping 0x" + Long.toHexString(m.address())
-                        + "+" + m.length() + " overlaps " + below.getValue());
+            Snapshot s = snapshot;
+            int at = Arrays.binarySearch(s.starts, m.address());
+            int ins = at >= 0 ? at : -at - 1;
+            DmaMapping below = ins > 0 ? s.mappings[ins - 1] : null;
+            DmaMapping above = at >= 0 ? s.mappings[at] : ins < s.mappings.length ? s.mappings[ins] : null;
+            if (below != null && below.address() + below.length() > m.address()) {
+                throw overlap(m, below);
             }
-            byAddress.put(m.address(), m);
+            if (above != null && above.address() < m.address() + m.length()) {
+                throw overlap(m, above);
+            }
+            int n = s.starts.length;
+            long[] starts = new long[n + 1];
+            DmaMapping[] mappings = new DmaMapping[n + 1];
+            System.arraycopy(s.starts, 0, starts, 0, ins);
+            System.arraycopy(s.mappings, 0, mappings, 0, ins);
+            starts[ins] = m.address();
+            mappings[ins] = m;
+            System.arraycopy(s.starts, ins, starts, ins + 1, n - ins);
+            System.arraycopy(s.mappings, ins, mappings, ins + 1, n - ins);
+            snapshot = new Snapshot(starts, mappings);
         } finally {
             Fabric.LOCK.unlock();
         }
+    }
+
+    private static RdmaException overlap(DmaMapping m, DmaMapping other) {
+        return new RdmaException(Errno.EINVAL, m.device + ": DMA mapping 0x" + Long.toHexString(m.address())
+                + "+" + m.length() + " overlaps " + other);
     }
 
     void remove(DmaMapping m) {
         Fabric.LOCK.lock();
         try {
-            byAddress.remove(m.address(), m);
+            Snapshot s = snapshot;
+            int at = Arrays.binarySearch(s.starts, m.address());
+            if (at < 0 || s.mappings[at] != m) {
+                return;
+            }
+            int n = s.starts.length;
+            long[] starts = new long[n - 1];
+            DmaMapping[] mappings = new DmaMapping[n - 1];
+            System.arraycopy(s.starts, 0, starts, 0, at);
+            System.arraycopy(s.mappings, 0, mappings, 0, at);
+            System.arraycopy(s.starts, at + 1, starts, at, n - at - 1);
+            System.arraycopy(s.mappings, at + 1, mappings, at, n - at - 1);
+            snapshot = new Snapshot(starts, mappings);
         } finally {
             Fabric.LOCK.unlock();
         }
     }
 
-    /** The mapping holding all of {@code [address, address + length)}, or null. Fabric lock held. */
+    /** The live mapping holding all of {@code [address, address + length)}, or null. Lock-free. */
     DmaMapping find(long address, long length) {
-        Map.Entry<Long, DmaMapping> e = byAddress.floorEntry(address);
-        if (e == null) {
+        Snapshot s = snapshot;
+        long[] starts = s.starts;
+        int lo = 0;
+        int hi = starts.length - 1;
+        int found = -1;
+        while (lo <= hi) {
+            int mid = (lo + hi) >>> 1;
+            if (starts[mid] <= address) {
+                found = mid;
+                lo = mid + 1;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        if (found < 0) {
             return null;
         }
-        DmaMapping m = e.getValue();
+        DmaMapping m = s.mappings[found];
         long off = address - m.address();
-        return off + length <= m.length() && m.segment().scope().isAlive() ? m : null;
+        return length >= 0 && off + length <= m.length() && m.segment().scope().isAlive() ? m : null;
     }
 }

@@ -177,16 +177,26 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
      *                       offset past element 0, or a bad page size
      */
     public int mapSg(ScatterList sg, int count, long offset, long pageSz) {
+        return mapSg(sg, 0, count, offset, pageSz);
+    }
+
+    /**
+     * {@link #mapSg(ScatterList, int, long, long)} over the elements {@code [first, first + count)}
+     * of {@code sg}: element {@code first} plays the part of element 0.
+     */
+    public int mapSg(ScatterList sg, int first, int count, long offset, long pageSz) {
         checkAlive("mapSg");
         if (!fastReg) {
             throw new RdmaException(Errno.EINVAL, this + ": mapSg needs a fast-reg MR (ProtectionDomain.allocMr)");
         }
-        if (count <= 0 || count > sg.count() || offset < 0 || offset > sg.length(0) || Long.bitCount(pageSz) != 1) {
-            throw new RdmaException(Errno.EINVAL, this + ": mapSg(count " + count + " of " + sg.count() + ", offset "
-                    + offset + ", page size " + pageSz + ") breaks n > 0, offset <= length(0), power-of-two pages");
+        if (first < 0 || count <= 0 || first > sg.count() - count || offset < 0 || offset > sg.length(first)
+                || Long.bitCount(pageSz) != 1) {
+            throw new RdmaException(Errno.EINVAL, this + ": mapSg(first " + first + ", count " + count + " of "
+                    + sg.count() + ", offset " + offset + ", page size " + pageSz
+                    + ") breaks n > 0, elements within the list, offset <= length(first), power-of-two pages");
         }
         long pageMask = ~(pageSz - 1);
-        long iova = sg.address(0) + offset;
+        long iova = sg.address(first) + offset;
         long mapped = 0;
         long lastEnd = 0;
         long lastPageOff = 0;
@@ -194,8 +204,8 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         long sgOffset = offset;
         int i;
         for (i = 0; i < count; i++) {
-            long dmaAddr = sg.address(i) + sgOffset;
-            long dmaLen = sg.length(i) - sgOffset;
+            long dmaAddr = sg.address(first + i) + sgOffset;
+            long dmaLen = sg.length(first + i) - sgOffset;
             long end = dmaAddr + dmaLen;
             long pageAddr = dmaAddr & pageMask;
             boolean merge = false;
@@ -212,7 +222,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
                         // page it mapped, so the next MR maps that page again; this is tighter.)
                         long stop = Math.max(pageAddr, dmaAddr);
                         mapped += stop - dmaAddr;
-                        commitMapping(iova, mapped, n, stop - sg.address(i));
+                        commitMapping(iova, mapped, n, stop - sg.address(first + i));
                         return i;
                     }
                     pages[n++] = pageAddr;

@@ -15,6 +15,7 @@ public final class QpInitAttributes {
     private int maxRecvSge = 1;
     private boolean signalAll = true;
     private int maxRdmaCtxs;
+    private boolean integrity;
 
     /** Attributes whose send and receive completions go to {@code cq}. */
     public static QpInitAttributes of(CompletionQueue cq) {
@@ -67,6 +68,21 @@ public final class QpInitAttributes {
     public QpInitAttributes maxRdmaCtxs(int n) {
         this.maxRdmaCtxs = n;
         return this;
+    }
+
+    /**
+     * Integrity (T10-PI signature) offload for this QP's rw contexts ({@code IB_QP_CREATE_INTEGRITY_EN}):
+     * each of the {@link #maxRdmaCtxs(int)} contexts also gets a signature MR, and the send queue
+     * grows by 3 WRs per context.
+     */
+    public QpInitAttributes integrity(boolean on) {
+        this.integrity = on;
+        return this;
+    }
+
+    /** Whether integrity offload is asked for. */
+    public boolean integrity() {
+        return integrity;
     }
 
     /** The send CQ. */

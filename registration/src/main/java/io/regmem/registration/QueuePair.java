@@ -42,6 +42,8 @@ public final class QueuePair extends RdmaResource {
     private final boolean signalAll;
     private final int maxRdmaCtxs;
     private volatile State state = State.INIT;
+    private MrPool rdmaMrs;
+    private MrPool sigMrs;
     final WorkQueue sq;
     final WorkQueue rq;
     /** The connected peer (soft: a QP in this JVM), or null. Fabric lock. */
@@ -66,6 +68,33 @@ public final class QueuePair extends RdmaResource {
         this.maxRdmaCtxs = attrs.maxRdmaCtxs();
         this.sq = new WorkQueue(maxSendWr, maxSendSge);
         this.rq = new WorkQueue(maxRecvWr, maxRecvSge);
+    }
+
+    /** Creates the rw MR pools: c fast-reg MRs, plus c signature MRs with integrity. */
+    void createMrPools(int ctxs, boolean integrity) {
+        int pages = io.regmem.registration.rw.RdmaRw.frPageListLen(device, integrity);
+        rdmaMrs = new MrPool(this, pd, ctxs, pages);
+        try {
+            sigMrs = new MrPool(this, pd, integrity ? ctxs : 0, pages);
+        } catch (RuntimeException e) {
+            rdmaMrs.destroy();
+            throw e;
+        }
+    }
+
+    void destroyMrPools() {
+        rdmaMrs.destroy();
+        sigMrs.destroy();
+    }
+
+    /** The fast-reg MRs for rw contexts ({@code qp->rdma_mrs}): {@link QpInitAttributes#maxRdmaCtxs(int)} of them. */
+    public MrPool rdmaMrs() {
+        return rdmaMrs;
+    }
+
+    /** The signature MRs for integrity rw contexts ({@code qp->sig_mrs}); empty without integrity. */
+    public MrPool sigMrs() {
+        return sigMrs;
     }
 
     /**

@@ -27,6 +27,7 @@ public final class RdmaDevice implements AutoCloseable {
     private final DeviceBackend backend;
     private final String name;
     private volatile boolean closed;
+    private boolean rwForceMr;
     private final Thread progress;
 
     private RdmaDevice(DeviceBackend backend, String name) {
@@ -79,8 +80,11 @@ public final class RdmaDevice implements AutoCloseable {
         List<String> names = new ArrayList<>();
         for (RdmaProvider p : ServiceLoader.load(RdmaProvider.class, RdmaDevice.class.getClassLoader())) {
             if (p.name().equals(provider)) {
-                DeviceBackend backend = p.open(Map.copyOf(options));
+                Map<String, String> own = new java.util.HashMap<>(options);
+                boolean forceMr = parseFlag(own.remove(RW_FORCE_MR), RW_FORCE_MR);
+                DeviceBackend backend = p.open(Map.copyOf(own));
                 RdmaDevice device = new RdmaDevice(backend, provider);
+                device.rwForceMr = forceMr;
                 Fabric.add(device);
                 if (device.progress != null) {
                     device.progress.start();
@@ -90,6 +94,36 @@ public final class RdmaDevice implements AutoCloseable {
             names.add(p.name());
         }
         throw new RdmaException(Errno.ENOENT, "RdmaDevice: no provider named '" + provider + "' (present: " + names + ")");
+    }
+
+    /**
+     * The device option that makes RDMA read/write contexts always register memory (fast-reg MRs),
+     * the kernel's {@code rdma_rw.force_mr} module parameter: {@code "rwForceMr" -> "true"}.
+     * Handled by every device, whatever its provider.
+     */
+    public static final String RW_FORCE_MR = "rwForceMr";
+
+    private static boolean parseFlag(String value, String name) {
+        if (value == null || value.equalsIgnoreCase("false")) {
+            return false;
+        }
+        if (value.equalsIgnoreCase("true")) {
+            return true;
+        }
+        throw new RdmaException(Errno.EINVAL, "RdmaDevice: option " + name + " must be true or false, got " + value);
+    }
+
+    /** Whether rw contexts always use MRs on this device ({@link #RW_FORCE_MR}). */
+    public boolean rwForceMr() {
+        return rwForceMr;
+    }
+
+    /**
+     * True if all of {@code [address, address + length)} lies in one live DMA mapping of this
+     * device ({@link #dmaMap}): the device may reach it with the local DMA key. Lock-free.
+     */
+    public boolean isDmaMapped(long address, long length) {
+        return dma.find(address, length) != null;
     }
 
     /** The provider's name. */
@@ -228,7 +262,7 @@ public final class RdmaDevice implements AutoCloseable {
             String report = tracker.report();
             for (CmId id : tracker.survivors(CmId.class)) {
                 if (id.qp() != null) {
-                    id.destroyQp();
+                    id.destroyQp(true);
                 }
             }
             for (CmId id : tracker.survivors(CmId.class)) {

@@ -1,0 +1,581 @@
+package io.regmem.registration.rw;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.core.ScatterList;
+import io.regmem.registration.Access;
+import io.regmem.registration.DmaDirection;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.MrPool;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WorkRequest;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * An RDMA read/write context ({@code struct rdma_rw_ctx}): turns a scatter list plus a remote
+ * (address, rkey) into a chain of work requests, posts it, and undoes exactly what it did.
+ *
+ * <pre>{@code
+ * RwContext ctx = new RwContext();                 // reusable: init, post, destroy, init again
+ * int wqes = ctx.init(qp, 1, sg, sg.count(), 0, remoteAddr, rkey, DmaDirection.TO_DEVICE);
+ * ctx.post(qp, 1, wrId);                           // RDMA WRITE; the last WR is signaled with wrId
+ * ... poll the send CQ for wrId ...
+ * ctx.destroy(qp, 1, sg, sg.count(), DmaDirection.TO_DEVICE);
+ * }</pre>
+ *
+ * <h2>Paths</h2>
+ * {@link #init} chooses, as the kernel's {@code rdma_rw_ctx_init} does:
+ * <ul>
+ * <li><b>MR path</b> when the I/O needs registration ({@link RdmaRw#ioNeedsMr}): the entries are
+ * mapped into fast-reg MRs borrowed from the QP's pool ({@link QueuePair#rdmaMrs()}), at most
+ * {@link RdmaRw#frPageListLen} pages each; per MR a LOCAL_INV (only if its previous registration
+ * was left valid), a REG_MR and the operation with one SGE over the MR (WRITE, READ, or
+ * READ_WITH_INV on iWARP). An empty pool fails with EAGAIN, except that a READ which needed
+ * registration only because it has more than {@code maxSglRd} entries falls back to the multi-SGE
+ * path.</li>
+ * <li><b>Multi-SGE path</b> for more than one entry: WRs of at most the direction's SGE limit
+ * ({@link QueuePair#maxSendSge()} for WRITE, {@link QueuePair#maxReadSge()} for READ), each SGE
+ * keyed with the PD's local DMA lkey, the remote address advancing by the bytes of earlier WRs.</li>
+ * <li><b>One WR with one SGE</b> for a single entry.</li>
+ * </ul>
+ * Every entry must lie in memory DMA-mapped on the QP's device ({@link RdmaDevice#dmaMap}).
+ *
+ * <h2>Keys and invalidation</h2>
+ * New MR keys are chosen when the chain is built ({@link #wrs}/{@link #post}), not at init: each
+ * MR's key byte advances by exactly one per post, and the MR is marked as needing a LOCAL_INV
+ * before its next registration unless the operation invalidated it (READ_WITH_INV). A context that
+ * is initialized but never posted leaves its MRs' keys as they were.
+ *
+ * <h2>Lifecycle</h2>
+ * FREE (new or destroyed) → {@link #init} → READY → {@link #wrs}/{@link #post} (once) → POSTED →
+ * {@link #destroy} → FREE. The context records what init was given (QP, list identity, count,
+ * direction, variant) and {@link #destroy} refuses anything else, so a destroy can never return
+ * another context's MRs or the wrong number of them. Every refusal is an {@link RdmaException}
+ * and changes nothing. Not thread-safe: one owner at a time, like the I/O it describes.
+ *
+ * <h2>Allocation</h2>
+ * The WR and MR arrays grow to the largest transfer seen and are reused; once grown, init, wrs,
+ * post and destroy allocate nothing.
+ */
+public final class RwContext {
+    /** How the context moves its bytes. */
+    public enum Variant {
+        /** One WR, one SGE. */
+        SINGLE,
+        /** WRs of several SGEs keyed with the local DMA lkey. */
+        MULTI_SGE,
+        /** Fast-reg MRs: [LOCAL_INV], REG_MR, operation per MR. */
+        MR
+    }
+
+    private enum State { FREE, READY, POSTED }
+
+    /** REG_MR rights: the sink of a READ is written locally; on iWARP the wire writes it too. */
+    private static final int LOCAL_WRITE = Access.mask(Access.LOCAL_WRITE);
+    private static final int LOCAL_AND_REMOTE_WRITE = Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+
+    private State state = State.FREE;
+    private Variant variant;
+    private boolean bvec;
+    private QueuePair qp;
+    private Object list; // the scatter list or bvec array init was given (identity)
+    private int count;
+    private DmaDirection dir;
+
+    private WorkRequest[] wrs = new WorkRequest[0];
+    private int nrWrs;
+    private MrPool pool;
+    private int[] mrSlots = new int[0];
+    private int[] regWr = new int[0];
+    private int[] opWr = new int[0];
+    private int[] savedKeys = new int[0];
+    private boolean[] savedInval = new boolean[0];
+    private int nrMrs;
+    private Opcode op;
+    private int regAccess;
+    /** The entries of a bvec context, built without the caller making a scatter list. */
+    private final ScatterList bvecList = new ScatterList(0, false, Integer.MAX_VALUE);
+
+    /** A free context; its arrays grow on first use. */
+    public RwContext() {
+    }
+
+    // ---- init ------------------------------------------------------------------------------------
+
+    /**
+     * Builds the work requests for moving {@code [offset, total)} of the first {@code sgCount}
+     * entries of {@code sg} to or from the peer's {@code remoteAddr} under {@code rkey}
+     * ({@code rdma_rw_ctx_init}).
+     *
+     * @param dir {@link DmaDirection#TO_DEVICE} for RDMA WRITE, {@link DmaDirection#FROM_DEVICE} for RDMA READ
+     * @return the number of send-queue entries the context will post
+     * @throws RdmaException {@link Errno#EINVAL}: another direction, a port other than 1, a count
+     *                       outside [1, sg.count()], an offset outside [0, total), more than 2^32 - 1
+     *                       bytes, a remote range that wraps, an MR that cannot map its entries (an
+     *                       unaligned interior entry, an entry over more pages than the MR has), or a
+     *                       context not yet destroyed; {@link Errno#EIO} for an entry not DMA-mapped on
+     *                       the QP's device; {@link Errno#EAGAIN} when the MR path is needed and the
+     *                       QP's pool is empty (no fallback applies); {@link Errno#EBADF} for a
+     *                       destroyed QP. Nothing is held after a failure.
+     */
+    public int init(QueuePair qp, int port, ScatterList sg, int sgCount, long offset, long remoteAddr, int rkey,
+                    DmaDirection dir) {
+        checkFree("init");
+        checkArgs(qp, port, sg, dir, "init");
+        if (sgCount < 1 || sgCount > sg.count()) {
+            throw new RdmaException(Errno.EINVAL, "RwContext.init: sgCount " + sgCount + " is not in [1, "
+                    + sg.count() + "] (the list's entries)");
+        }
+        return build(qp, sg, sgCount, offset, remoteAddr, rkey, dir, false, sg);
+    }
+
+    /**
+     * {@link #init} from vectors of (buffer, offset, length) without a scatter list
+     * ({@code rdma_rw_ctx_init_bvec}); release it with {@link #destroyBvec}. Vector i is
+     * {@code [offsets[i], offsets[i] + lengths[i])} of {@code buffers[i]}. The soft device has no
+     * IOMMU, so the contiguous-IOVA step always declines and the paths are those of {@link #init}
+     * with offset 0.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for no vectors, a vector outside its buffer, a heap
+     *                       buffer, arrays shorter than {@code count}; otherwise as {@link #init}
+     */
+    public int initBvec(QueuePair qp, int port, MemorySegment[] buffers, long[] offsets, long[] lengths, int count,
+                        long remoteAddr, int rkey, DmaDirection dir) {
+        checkFree("initBvec");
+        checkArgs(qp, port, buffers, dir, "initBvec");
+        if (offsets == null || lengths == null || count < 1 || count > buffers.length || count > offsets.length
+                || count > lengths.length) {
+            throw new RdmaException(Errno.EINVAL, "RwContext.initBvec: count " + count
+                    + " must be at least 1 and within the buffer, offset and length arrays");
+        }
+        bvecList.clear();
+        for (int i = 0; i < count; i++) {
+            MemorySegment b = buffers[i];
+            long off = offsets[i];
+            long len = lengths[i];
+            if (b == null || !b.isNative() || off < 0 || len <= 0 || off > b.byteSize() - len) {
+                bvecList.clear();
+                throw new RdmaException(Errno.EINVAL, "RwContext.initBvec: vector " + i + " [" + off + ", +" + len
+                        + ") is not inside native buffer " + b);
+            }
+            bvecList.add(b.address() + off, len);
+        }
+        try {
+            return build(qp, bvecList, count, 0, remoteAddr, rkey, dir, true, buffers);
+        } catch (RuntimeException e) {
+            bvecList.clear();
+            throw e;
+        }
+    }
+
+    private static void checkArgs(QueuePair qp, int port, Object list, DmaDirection dir, String who) {
+        if (qp == null || list == null) {
+            throw new RdmaException(Errno.EINVAL, "RwContext." + who + ": the QP and the list are required");
+        }
+        if (qp.isDestroyed()) {
+            throw new RdmaException(Errno.EBADF, "RwContext." + who + ": " + qp + " was destroyed");
+        }
+        RdmaRw.checkPort(qp.device(), port, "RwContext." + who);
+        if (dir != DmaDirection.TO_DEVICE && dir != DmaDirection.FROM_DEVICE) {
+            throw new RdmaException(Errno.EINVAL, "RwContext." + who + ": direction " + dir
+                    + " is neither TO_DEVICE (RDMA WRITE) nor FROM_DEVICE (RDMA READ)");
+        }
+    }
+
+    private int build(QueuePair qp, ScatterList sg, int sgCount, long offset, long remoteAddr, int rkey,
+                      DmaDirection dir, boolean isBvec, Object identity) {
+        RdmaDevice device = qp.device();
+        long total = 0;
+        for (int i = 0; i < sgCount; i++) {
+            total += sg.length(i);
+        }
+        if (offset < 0 || offset >= total) {
+            throw new RdmaException(Errno.EINVAL, "RwContext: offset " + offset + " is not in [0, " + total
+                    + ") (the bytes of the first " + sgCount + " entries)");
+        }
+        long bytes = total - offset;
+        if (bytes > RdmaRw.U32_MAX) {
+            throw new RdmaException(Errno.EINVAL, "RwContext: " + bytes + " bytes exceed 2^32 - 1, the most one context moves");
+        }
+        if (Long.compareUnsigned(remoteAddr + bytes, remoteAddr) < 0 && remoteAddr + bytes != 0) {
+            throw new RdmaException(Errno.EINVAL, "RwContext: remote range 0x" + Long.toHexString(remoteAddr) + " + "
+                    + bytes + " wraps the address space");
+        }
+        // "DMA-map": every entry must be reachable by the device with the local DMA key.
+        for (int i = 0; i < sgCount; i++) {
+            if (!device.isDmaMapped(sg.address(i), sg.length(i))) {
+                throw new RdmaException(Errno.EIO, "RwContext: entry " + i + " [0x" + Long.toHexString(sg.address(i))
+                        + ", +" + sg.length(i) + ") is not DMA-mapped on " + device.name() + " (RdmaDevice.dmaMap)");
+            }
+        }
+        // Skip whole entries covered by the offset.
+        int first = 0;
+        long off = offset;
+        while (off >= sg.length(first)) {
+            off -= sg.length(first);
+            first++;
+        }
+        int m = sgCount - first;
+        boolean iWarp = device.attributes().iWarp();
+        boolean read = dir == DmaDirection.FROM_DEVICE;
+        this.op = read ? Opcode.RDMA_READ : Opcode.RDMA_WRITE;
+        int result = -1;
+        if (RdmaRw.ioNeedsMr(device, 1, dir, m)) {
+            result = initMrs(qp, sg, first, m, off, remoteAddr, rkey, read, iWarp);
+            if (result < 0 && (iWarp || device.rwForceMr())) {
+                throw new RdmaException(Errno.EAGAIN, "RwContext: " + qp.rdmaMrs() + " has no free MR for "
+                        + (iWarp ? "an iWARP READ" : "a forced-MR transfer") + " of " + m + " entries; "
+                        + "destroy finished contexts or raise maxRdmaCtxs");
+            }
+            // else: the maxSglRd case falls back to plain SGEs
+        }
+        if (result < 0) {
+            result = m > 1 ? initMultiSge(qp, sg, first, m, off, remoteAddr, rkey, read)
+                    : initSingle(qp, sg, first, off, remoteAddr, rkey);
+        }
+        this.qp = qp;
+        this.list = identity;
+        this.count = sgCount;
+        this.dir = dir;
+        this.bvec = isBvec;
+        this.state = State.READY;
+        return result;
+    }
+
+    private int initSingle(QueuePair qp, ScatterList sg, int first, long off, long remoteAddr, int rkey) {
+        WorkRequest wr = wr(0, 1);
+        wr.opcode(op).remote(remoteAddr, rkey).addSge(sg.address(first) + off, sg.length(first) - off,
+                qp.pd().localDmaLkey());
+        nrWrs = 1;
+        nrMrs = 0;
+        variant = Variant.SINGLE;
+        return 1;
+    }
+
+    private int initMultiSge(QueuePair qp, ScatterList sg, int first, int m, long off, long remoteAddr, int rkey,
+                             boolean read) {
+        int maxSge = read ? qp.maxReadSge() : qp.maxSendSge();
+        int ops = (m + maxSge - 1) / maxSge;
+        int lkey = qp.pd().localDmaLkey();
+        long remote = remoteAddr;
+        int e = first;
+        for (int i = 0; i < ops; i++) {
+            int n = Math.min(m - i * maxSge, maxSge);
+            WorkRequest wr = wr(i, maxSge);
+            wr.opcode(op).remote(remote, rkey);
+            for (int j = 0; j < n; j++, e++) {
+                long shift = e == first ? off : 0;
+                long len = sg.length(e) - shift;
+                wr.addSge(sg.address(e) + shift, len, lkey);
+                remote += len;
+            }
+        }
+        nrWrs = ops;
+        nrMrs = 0;
+        variant = Variant.MULTI_SGE;
+        return ops;
+    }
+
+    /** The MR path; returns the WR count, or -1 (EAGAIN) with nothing held when the pool ran dry. */
+    private int initMrs(QueuePair qp, ScatterList sg, int first, int m, long off, long remoteAddr, int rkey,
+                        boolean read, boolean iWarp) {
+        MrPool mrs = qp.rdmaMrs();
+        int pages = mrs.maxNumSg();
+        int ops = pages == 0 ? 1 : (m + pages - 1) / pages;
+        ensureMrs(ops);
+        pool = mrs;
+        Opcode mrOp = read && iWarp ? Opcode.RDMA_READ_WITH_INV : op;
+        regAccess = iWarp ? LOCAL_AND_REMOTE_WRITE : LOCAL_WRITE;
+        long pageSize = qp.device().attributes().pageSize();
+        long remote = remoteAddr;
+        int w = 0;
+        int e = first;
+        nrMrs = 0;
+        for (int i = 0; i < ops; i++) {
+            int slot = mrs.get();
+            if (slot < 0) {
+                releaseMrs();
+                return -1;
+            }
+            mrSlots[nrMrs++] = slot;
+            int n = Math.min(m - i * pages, pages);
+            MemoryRegion mr = mrs.mr(slot);
+            long shift = i == 0 ? off : 0;
+            int mapped = mr.mapSg(sg, e, n, shift, pageSize);
+            if (mapped < n) {
+                releaseMrs();
+                throw new RdmaException(Errno.EINVAL, "RwContext: " + mr + " mapped " + mapped + " of entries [" + e
+                        + ", " + (e + n) + "): entry " + (e + mapped) + " is unaligned inside the transfer or spans "
+                        + "more pages than the MR's " + pages + " (one page per entry at most)");
+            }
+            if (mrs.needInval(slot)) {
+                wr(w++, 1).opcode(Opcode.LOCAL_INV).invalidateRkey(mrs.key(slot));
+            }
+            regWr[i] = w;
+            wr(w++, 1).regMr(mr, mrs.key(slot), regAccess);
+            opWr[i] = w;
+            WorkRequest o = wr(w++, 1).opcode(mrOp).remote(remote, rkey).addSge(mr.address(), mr.length(), mrs.key(slot));
+            if (mrOp == Opcode.RDMA_READ_WITH_INV) {
+                o.invalidateRkey(mrs.key(slot));
+            }
+            remote += mr.length();
+            e += n;
+        }
+        nrWrs = w;
+        op = mrOp;
+        variant = Variant.MR;
+        return w;
+    }
+
+    private void releaseMrs() {
+        for (int i = 0; i < nrMrs; i++) {
+            pool.put(mrSlots[i]);
+        }
+        nrMrs = 0;
+    }
+
+    // ---- wrs / post ------------------------------------------------------------------------------
+
+    /**
+     * Builds the chain ({@code rdma_rw_ctx_wrs} without a {@code chain_wr}): the last WR is signaled
+     * and carries {@code wrId}; the earlier ones are unsignaled (in-order completion makes one CQE
+     * enough) and carry it too, so a flushed one is recognizable. MR keys advance now.
+     *
+     * @return the first WR of the chain, for the caller's {@link QueuePair#postSend}
+     * @throws RdmaException {@link Errno#EBADF} if not initialized; {@link Errno#EINVAL} if the chain was already built
+     */
+    public WorkRequest wrs(long wrId) {
+        checkReady("wrs");
+        return link(wrId, null, true);
+    }
+
+    /**
+     * Builds the chain in front of {@code chainWr} ({@code rdma_rw_ctx_wrs} with a {@code chain_wr}):
+     * none of the context's WRs is signaled; {@code chainWr} carries the completion.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a null {@code chainWr} (there would be no
+     *                       completion at all) or a chain already built; {@link Errno#EBADF} if not initialized
+     */
+    public WorkRequest wrs(WorkRequest chainWr) {
+        checkReady("wrs");
+        if (chainWr == null) {
+            throw new RdmaException(Errno.EINVAL, "RwContext.wrs: neither a chain WR nor a completion id; use wrs(wrId)");
+        }
+        return link(0, chainWr, true);
+    }
+
+    /**
+     * Builds the chain and posts it ({@code rdma_rw_ctx_post}), the last WR signaled with {@code wrId}.
+     * If posting fails, the keys are put back and the context may be posted again.
+     *
+     * @throws RdmaException as {@link #wrs(long)}; {@link Errno#EINVAL} for another QP or port than
+     *                       init's; whatever {@link QueuePair#postSend} throws
+     */
+    public void post(QueuePair qp, int port, long wrId) {
+        checkReady("post");
+        checkQp(qp, port, "post");
+        postChain(link(wrId, null, false));
+    }
+
+    /** {@link #post(QueuePair, int, long)} in front of {@code chainWr}, which carries the completion. */
+    public void post(QueuePair qp, int port, WorkRequest chainWr) {
+        checkReady("post");
+        checkQp(qp, port, "post");
+        if (chainWr == null) {
+            throw new RdmaException(Errno.EINVAL, "RwContext.post: neither a chain WR nor a completion id");
+        }
+        postChain(link(0, chainWr, false));
+    }
+
+    private void postChain(WorkRequest first) {
+        try {
+            qp.postSend(first);
+        } catch (RuntimeException e) {
+            for (int i = 0; i < nrMrs; i++) { // nothing was posted: the MRs keep their keys
+                pool.key(mrSlots[i], savedKeys[i]);
+                pool.needInval(mrSlots[i], savedInval[i]);
+            }
+            state = State.READY;
+            throw e;
+        }
+    }
+
+    private WorkRequest link(long wrId, WorkRequest chainWr, boolean commit) {
+        for (int i = 0; i < nrMrs; i++) {
+            int slot = mrSlots[i];
+            savedKeys[i] = pool.key(slot);
+            savedInval[i] = pool.needInval(slot);
+            int key = MemoryRegion.incRkey(savedKeys[i]);
+            pool.key(slot, key);
+            pool.needInval(slot, op != Opcode.RDMA_READ_WITH_INV);
+            MemoryRegion mr = pool.mr(slot);
+            wrs[regWr[i]].regMr(mr, key, regAccess);
+            WorkRequest o = wrs[opWr[i]];
+            o.clearSges().addSge(mr.address(), mr.length(), key);
+            if (op == Opcode.RDMA_READ_WITH_INV) {
+                o.invalidateRkey(key);
+            }
+        }
+        for (int i = 0; i < nrWrs; i++) {
+            WorkRequest wr = wrs[i];
+            boolean last = i == nrWrs - 1;
+            wr.wrId(wrId).signaled(last && chainWr == null).next(last ? chainWr : wrs[i + 1]);
+        }
+        state = State.POSTED;
+        return wrs[0];
+    }
+
+    // ---- destroy ---------------------------------------------------------------------------------
+
+    /**
+     * Gives the MRs back to the QP's pool and ends the mapping ({@code rdma_rw_ctx_destroy}). The
+     * arguments must be those init was given: the same QP and port, the same list (identity), the
+     * same {@code sgCount} (not the number of entries left after the offset) and direction.
+     *
+     * @throws RdmaException {@link Errno#EBADF} for a context not initialized or already destroyed;
+     *                       {@link Errno#EINVAL} for any mismatch, or a bvec context (use
+     *                       {@link #destroyBvec}). Nothing changes then.
+     */
+    public void destroy(QueuePair qp, int port, ScatterList sg, int sgCount, DmaDirection dir) {
+        checkDestroy(qp, port, sg, sgCount, dir, false, "destroy");
+        release();
+    }
+
+    /** {@link #destroy} for a context made by {@link #initBvec} ({@code rdma_rw_ctx_destroy_bvec}). */
+    public void destroyBvec(QueuePair qp, int port, MemorySegment[] buffers, int count, DmaDirection dir) {
+        checkDestroy(qp, port, buffers, count, dir, true, "destroyBvec");
+        bvecList.clear();
+        release();
+    }
+
+    private void checkDestroy(QueuePair qp, int port, Object list, int n, DmaDirection d, boolean asBvec, String who) {
+        if (state == State.FREE) {
+            throw new RdmaException(Errno.EBADF, "RwContext." + who + ": not initialized (or destroyed already)");
+        }
+        if (bvec != asBvec) {
+            throw new RdmaException(Errno.EINVAL, "RwContext." + who + ": this context was made by "
+                    + (bvec ? "initBvec; use destroyBvec" : "init; use destroy"));
+        }
+        checkQp(qp, port, who);
+        if (list != this.list || n != count || d != dir) {
+            throw new RdmaException(Errno.EINVAL, "RwContext." + who + ": (list " + identity(list) + ", count " + n + ", "
+                    + d + ") is not what init was given (list " + identity(this.list) + ", count " + count + ", " + dir + ")");
+        }
+    }
+
+    private static String identity(Object o) {
+        return o == null ? "null" : o.getClass().getSimpleName() + "@" + Integer.toHexString(System.identityHashCode(o));
+    }
+
+    private void release() {
+        releaseMrs();
+        for (int i = 0; i < nrWrs; i++) {
+            wrs[i].next(null); // let go of the caller's chain WR
+        }
+        nrWrs = 0;
+        qp = null;
+        list = null;
+        pool = null;
+        state = State.FREE;
+    }
+
+    // ---- checks and storage ----------------------------------------------------------------------
+
+    private void checkFree(String who) {
+        if (state != State.FREE) {
+            throw new RdmaException(Errno.EINVAL, "RwContext." + who + ": the context is in use (" + state
+                    + "); destroy it first");
+        }
+    }
+
+    private void checkReady(String who) {
+        if (state == State.FREE) {
+            throw new RdmaException(Errno.EBADF, "RwContext." + who + ": not initialized (or destroyed)");
+        }
+        if (state == State.POSTED) {
+            throw new RdmaException(Errno.EINVAL, "RwContext." + who + ": the chain was built already; a context is "
+                    + "posted once per init");
+        }
+    }
+
+    private void checkQp(QueuePair qp, int port, String who) {
+        if (qp != this.qp || port != 1) {
+            throw new RdmaException(Errno.EINVAL, "RwContext." + who + ": " + qp + " port " + port
+                    + " is not the QP and port init was given (" + this.qp + " port 1)");
+        }
+    }
+
+    private WorkRequest wr(int i, int sges) {
+        if (i >= wrs.length) {
+            wrs = java.util.Arrays.copyOf(wrs, Math.max(4, Math.max(i + 1, 2 * wrs.length)));
+        }
+        WorkRequest wr = wrs[i];
+        if (wr == null || wr.maxSge() < sges) {
+            wr = new WorkRequest(sges);
+            wrs[i] = wr;
+        }
+        return wr.reset();
+    }
+
+    private void ensureMrs(int n) {
+        if (mrSlots.length < n) {
+            int cap = Math.max(n, 2 * mrSlots.length);
+            mrSlots = new int[cap];
+            regWr = new int[cap];
+            opWr = new int[cap];
+            savedKeys = new int[cap];
+            savedInval = new boolean[cap];
+        }
+    }
+
+    // ---- what the context holds (tests, diagnostics) ---------------------------------------------
+
+    /** The path init chose, or null when free. */
+    public Variant variant() {
+        return state == State.FREE ? null : variant;
+    }
+
+    /** True between init and destroy. */
+    public boolean isInitialized() {
+        return state != State.FREE;
+    }
+
+    /** True once the chain was built (wrs or post). */
+    public boolean isPosted() {
+        return state == State.POSTED;
+    }
+
+    /** The number of WRs of the chain (init's return value). */
+    public int wrCount() {
+        return state == State.FREE ? 0 : nrWrs;
+    }
+
+    /** WR {@code i} of the chain. */
+    public WorkRequest wr(int i) {
+        if (state == State.FREE || i < 0 || i >= nrWrs) {
+            throw new RdmaException(Errno.EINVAL, "RwContext: WR " + i + " is not in [0, " + wrCount() + ")");
+        }
+        return wrs[i];
+    }
+
+    /** MRs the context holds. */
+    public int mrCount() {
+        return state == State.FREE ? 0 : nrMrs;
+    }
+
+    /** The pool slot of held MR {@code i}. */
+    public int mrSlot(int i) {
+        if (i < 0 || i >= mrCount()) {
+            throw new RdmaException(Errno.EINVAL, "RwContext: MR " + i + " is not in [0, " + mrCount() + ")");
+        }
+        return mrSlots[i];
+    }
+
+    @Override
+    public String toString() {
+        return "RwContext[" + state + (state == State.FREE ? "" : ", " + variant + ", " + nrWrs + " WRs, " + nrMrs
+                + " MRs, " + dir) + "]";
+    }
+}

@@ -1,0 +1,187 @@
+package io.regmem.registration.rw;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.regmem.core.ScatterList;
+import io.regmem.registration.Access;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.DmaDirection;
+import io.regmem.registration.DmaMapping;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Map;
+
+/**
+ * Two connected soft QPs for rw tests. A is the initiator: its 4 MiB of local memory is DMA-mapped
+ * (so rw contexts may use it). B is the target: its 4 MiB are registered for remote read and write
+ * ({@link #rkey}, {@link #remote}). Both devices are opened with the example's options; A's QP with
+ * the given send SGE limit and rw context count. {@link #close()} tears down in the mandatory order
+ * and asserts that nothing survives.
+ */
+final class RwFixture implements AutoCloseable {
+    static final int PAGE = 4096;
+    private static int names;
+
+    final Arena arena = Arena.ofShared();
+    final RdmaDevice devA;
+    final RdmaDevice devB;
+    final ProtectionDomain pdA;
+    final ProtectionDomain pdB;
+    final CompletionQueue cqA;
+    final CompletionQueue cqB;
+    final CmId listener;
+    final CmId idA;
+    final CmId idB;
+    final QueuePair qp;
+    final QueuePair qpB;
+    final MemorySegment local = arena.allocate(4L << 20, PAGE);
+    final MemorySegment remote = arena.allocate(4L << 20, PAGE);
+    final DmaMapping localMapping;
+    final MemoryRegion remoteMr;
+    final WorkCompletion[] wcs = new WorkCompletion[64];
+
+    RwFixture(Map<String, String> options, int maxSendSge, int maxRdmaCtxs) {
+        this(options, maxSendSge, maxRdmaCtxs, false);
+    }
+
+    RwFixture(Map<String, String> options, int maxSendSge, int maxRdmaCtxs, boolean integrity) {
+        devA = RdmaDevice.open("soft", options);
+        devB = RdmaDevice.open("soft", options);
+        pdA = devA.allocPd();
+        pdB = devB.allocPd();
+        cqA = devA.createCq(1024);
+        cqB = devB.createCq(1024);
+        listener = devB.createCmId();
+        String name = "rw-" + (++names);
+        listener.listen(name);
+        idA = devA.createCmId();
+        qp = idA.createQp(pdA, QpInitAttributes.of(cqA).maxSendWr(64).maxSendSge(maxSendSge).signalAll(false)
+                .maxRdmaCtxs(maxRdmaCtxs).integrity(integrity));
+        idA.connect(name);
+        idB = listener.getRequest();
+        qpB = idB.createQp(pdB, QpInitAttributes.of(cqB));
+        idB.accept();
+        localMapping = devA.dmaMap(local);
+        remoteMr = pdB.register(remote, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+        for (int i = 0; i < wcs.length; i++) {
+            wcs[i] = new WorkCompletion();
+        }
+    }
+
+    int rkey() {
+        return remoteMr.rkey();
+    }
+
+    long remoteAddr() {
+        return remote.address();
+    }
+
+    /**
+     * A list of {@code n} entries of {@code len} bytes each, entry i at local page {@code 2 * i}
+     * (page-aligned, with a one-page gap between entries so nothing is contiguous).
+     */
+    ScatterList pages(int n, long len) {
+        ScatterList sg = new ScatterList(n, false, Integer.MAX_VALUE);
+        for (int i = 0; i < n; i++) {
+            sg.add(local.address() + 2L * i * PAGE, len);
+        }
+        return sg;
+    }
+
+    /** Fills every entry of {@code sg} with a pattern derived from {@code seed} and the byte's position in the list. */
+    void fillLocal(ScatterList sg, int seed) {
+        long pos = 0;
+        for (int i = 0; i < sg.count(); i++) {
+            MemorySegment s = local.asSlice(sg.address(i) - local.address(), sg.length(i));
+            for (long b = 0; b < sg.length(i); b++, pos++) {
+                s.set(ValueLayout.JAVA_BYTE, b, pattern(seed, pos));
+            }
+        }
+    }
+
+    static byte pattern(int seed, long pos) {
+        return (byte) (seed * 31 + pos * 7 + (pos >>> 8));
+    }
+
+    /** Polls A's CQ until the one expected completion arrives; asserts its id and success. */
+    void expectCompletion(long wrId) {
+        int n = cqA.poll(wcs);
+        assertThat(n).as("one completion for the whole chain").isEqualTo(1);
+        assertThat(wcs[0].status()).as(wcs[0].toString()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(wcs[0].wrId()).isEqualTo(wrId);
+    }
+
+    /** Asserts B's memory at [remoteOffset, +len) holds the list's bytes from list position {@code from}. */
+    void assertRemoteHolds(int seed, long from, long remoteOffset, long len) {
+        for (long b = 0; b < len; b++) {
+            byte expected = pattern(seed, from + b);
+            byte actual = remote.get(ValueLayout.JAVA_BYTE, remoteOffset + b);
+            if (expected != actual) {
+                throw new AssertionError("remote byte " + (remoteOffset + b) + ": expected " + expected + ", got " + actual);
+            }
+        }
+    }
+
+    /** Writes the pattern into B's memory at [remoteOffset, +len) for READ tests. */
+    void fillRemote(int seed, long remoteOffset, long len) {
+        for (long b = 0; b < len; b++) {
+            remote.set(ValueLayout.JAVA_BYTE, remoteOffset + b, pattern(seed, b));
+        }
+    }
+
+    /** Reads back the list's bytes from position {@code from} on and compares with the remote pattern. */
+    void assertLocalHolds(ScatterList sg, long offset, int seed) {
+        long pos = 0;
+        long want = 0;
+        for (int i = 0; i < sg.count(); i++) {
+            for (long b = 0; b < sg.length(i); b++, pos++) {
+                if (pos < offset) {
+                    continue;
+                }
+                byte actual = local.get(ValueLayout.JAVA_BYTE, sg.address(i) - local.address() + b);
+                byte expected = pattern(seed, want++);
+                if (actual != expected) {
+                    throw new AssertionError("local list byte " + pos + ": expected " + expected + ", got " + actual);
+                }
+            }
+        }
+    }
+
+    /** Posts {@code ctx} with wrId 77, waits for its one completion, and destroys it. */
+    void postAndDestroy(RwContext ctx, ScatterList sg, DmaDirection dir) {
+        ctx.post(qp, 1, 77);
+        expectCompletion(77);
+        ctx.destroy(qp, 1, sg, sg.count(), dir);
+    }
+
+    @Override
+    public void close() {
+        assertThat(qp.rdmaMrs().used()).as("pool MRs still held by contexts").isZero();
+        idA.disconnect();
+        idA.destroyQp();
+        idB.destroyQp();
+        idA.close();
+        idB.close();
+        listener.close();
+        localMapping.close();
+        remoteMr.close();
+        cqA.close();
+        cqB.close();
+        pdA.close();
+        pdB.close();
+        assertThat(devA.resources().survivors()).as(devA.resources().report()).isEmpty();
+        assertThat(devB.resources().survivors()).as(devB.resources().report()).isEmpty();
+        devA.close();
+        devB.close();
+        arena.close();
+    }
+}
