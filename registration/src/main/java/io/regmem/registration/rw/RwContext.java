@@ -177,7 +177,9 @@ public final class RwContext {
         if (qp.isDestroyed()) {
             throw new RdmaException(Errno.EBADF, "RwContext." + who + ": " + qp + " was destroyed");
         }
-        RdmaRw.checkPort(qp.device(), port, "RwContext." + who);
+        if (port != 1) {
+            RdmaRw.checkPort(qp.device(), port, "RwContext." + who); // throws; the message is built only then
+        }
         if (dir != DmaDirection.TO_DEVICE && dir != DmaDirection.FROM_DEVICE) {
             throw new RdmaException(Errno.EINVAL, "RwContext." + who + ": direction " + dir
                     + " is neither TO_DEVICE (RDMA WRITE) nor FROM_DEVICE (RDMA READ)");
