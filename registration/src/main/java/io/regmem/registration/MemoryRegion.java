@@ -41,16 +41,25 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     private int boundWindows;
     /** True for a memory window's internal view: its key is remote-only. */
     private boolean window;
+    /** An integrity MR's signature state (null otherwise). */
+    final Integrity integrity;
 
     private MemoryRegion(ProtectionDomain pd, boolean fastReg, int maxNumSg, long pageSize) {
-        super(pd.device, fastReg ? "MemoryRegion(fast-reg)" : "MemoryRegion", pd.owner());
+        this(pd, fastReg, maxNumSg, 0, pageSize);
+    }
+
+    private MemoryRegion(ProtectionDomain pd, boolean fastReg, int maxNumSg, int maxMetaSg, long pageSize) {
+        super(pd.device, maxMetaSg > 0 ? "MemoryRegion(integrity)" : fastReg ? "MemoryRegion(fast-reg)" : "MemoryRegion",
+                pd.owner());
         this.pd = pd;
         this.fastReg = fastReg;
         this.maxNumSg = maxNumSg;
         this.pageSize = pageSize;
-        this.pages = fastReg ? new long[maxNumSg] : null;
-        this.pageSegments = fastReg ? new java.lang.foreign.MemorySegment[maxNumSg] : null;
-        this.pageOffsets = fastReg ? new long[maxNumSg] : null;
+        int capacity = maxNumSg + maxMetaSg;
+        this.pages = fastReg ? new long[capacity] : null;
+        this.pageSegments = fastReg ? new java.lang.foreign.MemorySegment[capacity] : null;
+        this.pageOffsets = fastReg ? new long[capacity] : null;
+        this.integrity = maxMetaSg > 0 ? new Integrity(this, maxNumSg, maxMetaSg) : null;
         KeyTable keys = pd.device.keys;
         this.slot = keys.allocate();
         this.key = keys.key(slot, keys.generation(slot));
@@ -92,6 +101,68 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         MemoryRegion mr = new MemoryRegion(pd, true, maxNumSg, pageSize);
         pd.device.keys.publish(mr.slot, mr);
         return mr;
+    }
+
+    static MemoryRegion integrity(ProtectionDomain pd, int maxDataSg, int maxMetaSg, long pageSize) {
+        MemoryRegion mr = new MemoryRegion(pd, true, maxDataSg, maxMetaSg, pageSize);
+        pd.device.keys.publish(mr.slot, mr);
+        return mr;
+    }
+
+    /** True for an integrity (signature) MR ({@link ProtectionDomain#allocMrIntegrity}). */
+    public boolean isIntegrity() {
+        return integrity != null;
+    }
+
+    /**
+     * Maps data and protection-information lists into an integrity MR ({@code ib_map_mr_sg_pi}):
+     * the data pages first, then the protection pages; every element of both lists must map.
+     * Afterwards {@link #address()} and {@link #length()} describe the data, and the signature
+     * attributes decide what a transfer through this MR puts on the wire.
+     *
+     * @param prot      the separate protection-information list (memory domain T10-DIF), or null
+     * @param protCount its elements (0 without one)
+     * @throws RdmaException {@link Errno#EINVAL} for a non-integrity MR, counts out of range, or a list
+     *                       that does not map completely (unaligned interior elements, too many pages)
+     */
+    public void mapSgPi(ScatterList data, int dataCount, ScatterList prot, int protCount, SignatureAttrs attrs,
+                        long pageSz) {
+        checkAlive("mapSgPi");
+        if (integrity == null) {
+            throw new RdmaException(Errno.EINVAL, this + ": mapSgPi needs an integrity MR (ProtectionDomain.allocMrIntegrity)");
+        }
+        integrity.map(data, dataCount, prot, protCount, attrs, pageSz);
+    }
+
+    /** Sets the mapping after {@link Integrity#map}: the data's iova and length, all pages used. */
+    void commitIntegrityMapping(long iova, long dataBytes, int pagesUsed) {
+        commitMapping(iova, dataBytes, pagesUsed, 0);
+    }
+
+    long mapIova() {
+        return mapIova;
+    }
+
+    long mapBytes() {
+        return mapBytes;
+    }
+
+    int mapEnd() {
+        return mapEnd;
+    }
+
+    /**
+     * The first signature error found by transfers through this integrity MR since its last
+     * registration or the last call ({@code ib_check_mr_status} with {@code IB_MR_CHECK_SIG_STATUS}),
+     * or null if every checked block was intact. Reading it clears it.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a non-integrity MR
+     */
+    public SignatureError checkSignatureStatus() {
+        if (integrity == null) {
+            throw new RdmaException(Errno.EINVAL, this + ": only an integrity MR has a signature status");
+        }
+        return integrity.takeError();
     }
 
     /** The key for local SGEs. */
@@ -195,12 +266,30 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
                     + sg.count() + ", offset " + offset + ", page size " + pageSz
                     + ") breaks n > 0, elements within the list, offset <= length(first), power-of-two pages");
         }
+        int i = mapPages(sg, first, count, offset, pageSz, 0, maxNumSg);
+        commitMapping(mapIova, mapBytes, mapEnd, mapResume);
+        return i;
+    }
+
+    // Results of the last mapPages call (the caller holds the MR: no other thread maps it).
+    private long mapIova;
+    private long mapBytes;
+    private int mapEnd;
+    private long mapResume;
+
+    /**
+     * The page-list walk of {@link #mapSg}: maps elements into {@code pages[base, limit)} and leaves
+     * the iova, the bytes covered, the end of the used pages and the resume offset in the map* fields.
+     *
+     * @return the number of elements mapped completely
+     */
+    int mapPages(ScatterList sg, int first, int count, long offset, long pageSz, int base, int limit) {
         long pageMask = ~(pageSz - 1);
         long iova = sg.address(first) + offset;
         long mapped = 0;
         long lastEnd = 0;
         long lastPageOff = 0;
-        int n = 0;
+        int n = base;
         long sgOffset = offset;
         int i;
         for (i = 0; i < count; i++) {
@@ -217,12 +306,12 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
             }
             do {
                 if (!merge) {
-                    if (n == maxNumSg) {
+                    if (n == limit) {
                         // Stop at the first byte not covered. (The kernel reports the start of the last
                         // page it mapped, so the next MR maps that page again; this is tighter.)
                         long stop = Math.max(pageAddr, dmaAddr);
                         mapped += stop - dmaAddr;
-                        commitMapping(iova, mapped, n, stop - sg.address(first + i));
+                        setMapResult(iova, mapped, n, stop - sg.address(first + i));
                         return i;
                     }
                     pages[n++] = pageAddr;
@@ -235,8 +324,15 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
             lastPageOff = end & ~pageMask;
             sgOffset = 0;
         }
-        commitMapping(iova, mapped, n, 0);
+        setMapResult(iova, mapped, n, 0);
         return i;
+    }
+
+    private void setMapResult(long iova, long bytes, int end, long resume) {
+        mapIova = iova;
+        mapBytes = bytes;
+        mapEnd = end;
+        mapResume = resume;
     }
 
     private void commitMapping(long iova, long mapped, int n, long resume) {

@@ -24,7 +24,7 @@ public final class MrPool {
     private final int[] free;
     private int freeCount;
 
-    MrPool(QueuePair qp, ProtectionDomain pd, int count, int maxNumSg) {
+    MrPool(QueuePair qp, ProtectionDomain pd, int count, int maxNumSg, boolean integrity) {
         this.qp = qp;
         this.mrs = new MemoryRegion[count];
         this.keys = new int[count];
@@ -32,7 +32,7 @@ public final class MrPool {
         this.free = new int[count];
         try {
             for (int i = 0; i < count; i++) {
-                mrs[i] = pd.allocMr(maxNumSg);
+                mrs[i] = integrity ? pd.allocMrIntegrity(maxNumSg, maxNumSg) : pd.allocMr(maxNumSg);
                 keys[i] = mrs[i].lkey();
             }
         } catch (RuntimeException e) {

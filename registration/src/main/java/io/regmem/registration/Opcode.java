@@ -20,6 +20,8 @@ public enum Opcode {
     LOCAL_INV,
     /** Register a fast-reg MR's mapped pages with a new key byte and access rights. */
     REG_MR,
+    /** Register an integrity MR's data and protection pages with its signature attributes. */
+    REG_MR_INTEGRITY,
     /** Completion opcode of a receive consumed by a SEND. */
     RECV,
     /** Completion opcode of a receive consumed by an RDMA WRITE with immediate. */
@@ -27,6 +29,6 @@ public enum Opcode {
 
     /** True for the opcodes that may be posted to a send queue. */
     public boolean isSend() {
-        return ordinal() <= REG_MR.ordinal();
+        return ordinal() <= REG_MR_INTEGRITY.ordinal();
     }
 }

@@ -150,6 +150,28 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
     }
 
     /**
+     * Allocates an integrity MR ({@code ib_alloc_mr_integrity}): a fast-reg MR for T10-PI signature
+     * offload, mapping up to {@code maxDataSg} data pages and {@code maxMetaSg} protection pages
+     * ({@link MemoryRegion#mapSgPi}), registered with REG_MR_INTEGRITY.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for page counts outside [1, maxFastRegPageListLen]
+     */
+    public MemoryRegion allocMrIntegrity(int maxDataSg, int maxMetaSg) {
+        synchronized (device.lock) {
+            checkAlive("allocMrIntegrity");
+            int limit = device.attributes().maxFastRegPageListLen();
+            if (maxDataSg < 1 || maxDataSg > limit || maxMetaSg < 1 || maxMetaSg > limit) {
+                throw new RdmaException(Errno.EINVAL, this + ": allocMrIntegrity(" + maxDataSg + ", " + maxMetaSg
+                        + ") is not in [1, maxFastRegPageListLen=" + limit + "]");
+            }
+            MemoryRegion mr = MemoryRegion.integrity(this, maxDataSg, maxMetaSg, device.attributes().pageSize());
+            retain();
+            device.tracker.add(mr);
+            return mr;
+        }
+    }
+
+    /**
      * Allocates a memory window ({@code ibv_alloc_mw}); bind it to a region that grants
      * {@link Access#MW_BIND}. Counted as a child of this PD.
      */

@@ -73,9 +73,9 @@ public final class QueuePair extends RdmaResource {
     /** Creates the rw MR pools: c fast-reg MRs, plus c signature MRs with integrity. */
     void createMrPools(int ctxs, boolean integrity) {
         int pages = io.regmem.registration.rw.RdmaRw.frPageListLen(device, integrity);
-        rdmaMrs = new MrPool(this, pd, ctxs, pages);
+        rdmaMrs = new MrPool(this, pd, ctxs, pages, false);
         try {
-            sigMrs = new MrPool(this, pd, integrity ? ctxs : 0, pages);
+            sigMrs = new MrPool(this, pd, integrity ? ctxs : 0, pages, true);
         } catch (RuntimeException e) {
             rdmaMrs.destroy();
             throw e;
@@ -148,7 +148,7 @@ public final class QueuePair extends RdmaResource {
         if (op == Opcode.RDMA_READ_WITH_INV && !device.attributes().iWarp()) {
             throw new RdmaException(Errno.EOPNOTSUPP, this + ": RDMA_READ_WITH_INV needs an iWARP device: bad WR index " + index);
         }
-        if (op == Opcode.REG_MR && wr.regMr() == null) {
+        if ((op == Opcode.REG_MR || op == Opcode.REG_MR_INTEGRITY) && wr.regMr() == null) {
             throw new RdmaException(Errno.EINVAL, this + ": REG_MR without an MR: bad WR index " + index);
         }
         boolean read = op == Opcode.RDMA_READ || op == Opcode.RDMA_READ_WITH_INV;

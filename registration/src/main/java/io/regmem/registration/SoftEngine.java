@@ -90,7 +90,7 @@ final class SoftEngine {
 
     private static WcStatus execute(QueuePair qp, Wqe w) {
         return switch (w.opcode) {
-            case REG_MR -> regMr(qp, w);
+            case REG_MR, REG_MR_INTEGRITY -> regMr(qp, w);
             case LOCAL_INV -> localInv(qp, w);
             case RDMA_WRITE, RDMA_WRITE_WITH_IMM -> write(qp, w);
             case RDMA_READ, RDMA_READ_WITH_INV -> read(qp, w);
@@ -121,8 +121,14 @@ final class SoftEngine {
         }
         // A page's bytes must lie inside the mapping that holds its first byte, up to the page end
         // or the region's end: checked per access against the segment's bounds.
+        if ((w.opcode == Opcode.REG_MR_INTEGRITY) != mr.isIntegrity()) {
+            return WcStatus.LOC_PROT_ERR; // integrity MRs register with REG_MR_INTEGRITY, others with REG_MR
+        }
         mr.key(w.regKey);
         mr.activate(access);
+        if (mr.integrity != null) {
+            mr.integrity.registered();
+        }
         return WcStatus.SUCCESS;
     }
 
@@ -178,9 +184,10 @@ final class SoftEngine {
             return WcStatus.RETRY_EXC_ERR;
         }
         if (!resolveRemote(peer, w.remoteAddress, w.totalLength(), w.rkey, Access.REMOTE_READ, SRC)) {
+            Integrity.clearPending();
             return WcStatus.REM_ACCESS_ERR;
         }
-        if (!copy(SRC, DST)) {
+        if (!copy(SRC, DST) || !Integrity.finishInbound()) {
             return WcStatus.LOC_PROT_ERR;
         }
         if (w.opcode == Opcode.RDMA_READ_WITH_INV) {
@@ -268,6 +275,7 @@ final class SoftEngine {
     /** Resolves a WQE's local SGEs into pieces; false on any protection failure. */
     private static boolean gatherLocal(QueuePair qp, Wqe w, Pieces out, boolean write) {
         out.clear();
+        Integrity.clearPending();
         int dmaKey = qp.device.keys.dmaKey();
         for (int i = 0; i < w.numSge; i++) {
             long addr = w.address[i];
@@ -282,8 +290,11 @@ final class SoftEngine {
                 continue;
             }
             MemoryRegion mr = qp.device.keys.lookup(lkey, false);
-            if (mr == null || mr.isWindow() || mr.pd() != qp.pd() || (write && !Access.has(mr.access(), Access.LOCAL_WRITE))
-                    || !regionPieces(mr, addr, len, out)) {
+            if (mr == null || mr.isWindow() || mr.pd() != qp.pd() || (write && !Access.has(mr.access(), Access.LOCAL_WRITE))) {
+                return false;
+            }
+            if (mr.integrity != null ? w.numSge != 1 || !mr.integrity.gather(addr, len, write, out)
+                    : !regionPieces(mr, addr, len, out)) {
                 return false;
             }
         }
@@ -314,10 +325,22 @@ final class SoftEngine {
             out.add(seg, off, len);
             return true;
         }
+        return pagePieces(mr, 0, mr.address(), off, len, out);
+    }
+
+    /**
+     * The pieces of {@code [off, off + len)} of a fast-reg MR's mapping that starts at page
+     * {@code firstPage} with address {@code base} (integrity MRs keep data and protection mappings
+     * in one page list). False if a page is unresolved, dead, or too short.
+     */
+    static boolean pagePieces(MemoryRegion mr, int firstPage, long base, long off, long len, Pieces out) {
         long page = mr.pageSize();
-        long inPage = (mr.address() & (page - 1)) + off; // offset from the start of page 0
+        long inPage = (base & (page - 1)) + off; // offset from the start of the first page
         while (len > 0) {
-            int p = (int) (inPage / page);
+            int p = firstPage + (int) (inPage / page);
+            if (p >= mr.pageCount()) {
+                return false;
+            }
             long po = inPage % page;
             long n = Math.min(len, page - po);
             MemorySegment seg = mr.pageSegment(p);
@@ -333,7 +356,7 @@ final class SoftEngine {
     }
 
     /** Copies the source pieces over the destination pieces in order; false if an access failed. */
-    private static boolean copy(Pieces src, Pieces dst) {
+    static boolean copy(Pieces src, Pieces dst) {
         int i = 0;
         int j = 0;
         long si = 0;

@@ -126,6 +126,16 @@ public final class WorkRequest {
         return this;
     }
 
+    /**
+     * Makes this a REG_MR_INTEGRITY of an integrity MR's current mapping ({@link MemoryRegion#mapSgPi})
+     * with the given key and rights.
+     */
+    public WorkRequest regMrIntegrity(MemoryRegion mr, int key, int accessMask) {
+        regMr(mr, key, accessMask);
+        this.opcode = Opcode.REG_MR_INTEGRITY;
+        return this;
+    }
+
     /** Chains {@code wr} after this one (null ends the chain). */
     public WorkRequest next(WorkRequest wr) {
         this.next = wr;

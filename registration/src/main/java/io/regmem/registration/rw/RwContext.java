@@ -10,6 +10,8 @@ import io.regmem.registration.MrPool;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.QueuePair;
 import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.SignatureAttrs;
+import io.regmem.registration.SignatureError;
 import io.regmem.registration.WorkRequest;
 import java.lang.foreign.MemorySegment;
 
@@ -67,8 +69,13 @@ public final class RwContext {
         /** WRs of several SGEs keyed with the local DMA lkey. */
         MULTI_SGE,
         /** Fast-reg MRs: [LOCAL_INV], REG_MR, operation per MR. */
-        MR
+        MR,
+        /** One integrity MR: [LOCAL_INV], REG_MR_INTEGRITY, operation; T10-PI on the way. */
+        SIGNATURE
     }
+
+    /** Which init made the context, so that only the matching destroy releases it. */
+    private enum Kind { PLAIN, BVEC, SIGNATURE }
 
     private enum State { FREE, READY, POSTED }
 
@@ -78,10 +85,13 @@ public final class RwContext {
 
     private State state = State.FREE;
     private Variant variant;
-    private boolean bvec;
+    private Kind kind;
     private QueuePair qp;
     private Object list; // the scatter list or bvec array init was given (identity)
     private int count;
+    private Object protList; // signature contexts: the protection list (identity) and count
+    private int protCount;
+    private long sigWireBytes;
     private DmaDirection dir;
 
     private WorkRequest[] wrs = new WorkRequest[0];
@@ -128,7 +138,7 @@ public final class RwContext {
             throw new RdmaException(Errno.EINVAL, "RwContext.init: sgCount " + sgCount + " is not in [1, "
                     + sg.count() + "] (the list's entries)");
         }
-        return build(qp, sg, sgCount, offset, remoteAddr, rkey, dir, false, sg);
+        return build(qp, sg, sgCount, offset, remoteAddr, rkey, dir, Kind.PLAIN, sg);
     }
 
     /**
@@ -163,7 +173,7 @@ public final class RwContext {
             bvecList.add(b.address() + off, len);
         }
         try {
-            return build(qp, bvecList, count, 0, remoteAddr, rkey, dir, true, buffers);
+            return build(qp, bvecList, count, 0, remoteAddr, rkey, dir, Kind.BVEC, buffers);
         } catch (RuntimeException e) {
             bvecList.clear();
             throw e;
@@ -187,7 +197,7 @@ public final class RwContext {
     }
 
     private int build(QueuePair qp, ScatterList sg, int sgCount, long offset, long remoteAddr, int rkey,
-                      DmaDirection dir, boolean isBvec, Object identity) {
+                      DmaDirection dir, Kind madeBy, Object identity) {
         RdmaDevice device = qp.device();
         long total = 0;
         for (int i = 0; i < sgCount; i++) {
@@ -206,12 +216,7 @@ public final class RwContext {
                     + bytes + " wraps the address space");
         }
         // "DMA-map": every entry must be reachable by the device with the local DMA key.
-        for (int i = 0; i < sgCount; i++) {
-            if (!device.isDmaMapped(sg.address(i), sg.length(i))) {
-                throw new RdmaException(Errno.EIO, "RwContext: entry " + i + " [0x" + Long.toHexString(sg.address(i))
-                        + ", +" + sg.length(i) + ") is not DMA-mapped on " + device.name() + " (RdmaDevice.dmaMap)");
-            }
-        }
+        checkMapped(device, sg, sgCount);
         // Skip whole entries covered by the offset.
         int first = 0;
         long off = offset;
@@ -237,13 +242,115 @@ public final class RwContext {
             result = m > 1 ? initMultiSge(qp, sg, first, m, off, remoteAddr, rkey, read)
                     : initSingle(qp, sg, first, off, remoteAddr, rkey);
         }
+        record(qp, identity, sgCount, null, 0, dir, madeBy);
+        return result;
+    }
+
+    private void record(QueuePair qp, Object identity, int sgCount, Object prot, int protN, DmaDirection dir, Kind madeBy) {
         this.qp = qp;
         this.list = identity;
         this.count = sgCount;
+        this.protList = prot;
+        this.protCount = protN;
         this.dir = dir;
-        this.bvec = isBvec;
+        this.kind = madeBy;
         this.state = State.READY;
-        return result;
+    }
+
+    /**
+     * A context whose data is protected by T10-PI on the way ({@code rdma_rw_ctx_signature_init}):
+     * one integrity MR from the QP's signature pool maps the data list and, when the memory domain
+     * is T10-DIF, the protection list; the chain is [LOCAL_INV], REG_MR_INTEGRITY and the operation,
+     * whose remote side is the wire image (data with an 8-byte tuple after each block when the wire
+     * domain is T10-DIF). After the completion, {@link #checkMrStatus()} reports the first block
+     * whose tuple did not match; release with {@link #destroySignature}.
+     *
+     * @return 2, or 3 when the MR needs a LOCAL_INV first
+     * @throws RdmaException {@link Errno#EINVAL} for more than {@link RdmaRw#frPageListLen} entries in
+     *                       either list, data that is not whole blocks, a protection list that does not
+     *                       match the memory domain, a QP created without integrity, or as {@link #init};
+     *                       {@link Errno#EAGAIN} when every signature MR is held; {@link Errno#EIO} for
+     *                       memory not DMA-mapped
+     */
+    public int initSignature(QueuePair qp, int port, ScatterList sg, int sgCount, ScatterList protSg, int protSgCount,
+                             SignatureAttrs attrs, long remoteAddr, int rkey, DmaDirection dir) {
+        checkFree("initSignature");
+        checkArgs(qp, port, sg, dir, "initSignature");
+        RdmaDevice device = qp.device();
+        int pages = RdmaRw.frPageListLen(device, true);
+        if (attrs == null || sgCount < 1 || sgCount > sg.count() || sgCount > pages || protSgCount < 0
+                || protSgCount > pages || (protSg == null) != (protSgCount == 0)
+                || (protSg != null && protSgCount > protSg.count())) {
+            throw new RdmaException(Errno.EINVAL, "RwContext.initSignature: " + sgCount + " data and " + protSgCount
+                    + " protection entries (at most " + pages + " each, within their lists) with " + attrs);
+        }
+        MrPool sig = qp.sigMrs();
+        if (sig.size() == 0) {
+            throw new RdmaException(Errno.EINVAL, "RwContext.initSignature: " + qp + " was created without integrity "
+                    + "(QpInitAttributes.integrity(true))");
+        }
+        checkMapped(device, sg, sgCount);
+        if (protSg != null) {
+            checkMapped(device, protSg, protSgCount);
+        }
+        int slot = sig.get();
+        if (slot < 0) {
+            throw new RdmaException(Errno.EAGAIN, "RwContext.initSignature: " + sig + " has no free signature MR");
+        }
+        MemoryRegion mr = sig.mr(slot);
+        try {
+            mr.mapSgPi(sg, sgCount, protSg, protSgCount, attrs, device.attributes().pageSize());
+            long wire = attrs.wireBytes(mr.length());
+            if (wire > RdmaRw.U32_MAX || (Long.compareUnsigned(remoteAddr + wire, remoteAddr) < 0 && remoteAddr + wire != 0)) {
+                throw new RdmaException(Errno.EINVAL, "RwContext.initSignature: " + wire + " wire bytes at 0x"
+                        + Long.toHexString(remoteAddr) + " exceed 2^32 - 1 or wrap");
+            }
+            sigWireBytes = wire;
+        } catch (RuntimeException e) {
+            sig.put(slot);
+            throw e;
+        }
+        ensureMrs(1);
+        pool = sig;
+        nrMrs = 1;
+        mrSlots[0] = slot;
+        op = dir == DmaDirection.FROM_DEVICE ? Opcode.RDMA_READ : Opcode.RDMA_WRITE;
+        regAccess = device.attributes().iWarp() ? LOCAL_AND_REMOTE_WRITE : LOCAL_WRITE;
+        int w = 0;
+        if (sig.needInval(slot)) {
+            wr(w++, 1).opcode(Opcode.LOCAL_INV).invalidateRkey(sig.key(slot));
+        }
+        regWr[0] = w;
+        wr(w++, 1).regMrIntegrity(mr, sig.key(slot), regAccess);
+        opWr[0] = w;
+        wr(w++, 1).opcode(op).remote(remoteAddr, rkey).addSge(mr.address(), sigWireBytes, sig.key(slot));
+        nrWrs = w;
+        variant = Variant.SIGNATURE;
+        record(qp, sg, sgCount, protSg, protSgCount, dir, Kind.SIGNATURE);
+        return w;
+    }
+
+    private static void checkMapped(RdmaDevice device, ScatterList sg, int n) {
+        for (int i = 0; i < n; i++) {
+            if (!device.isDmaMapped(sg.address(i), sg.length(i))) {
+                throw new RdmaException(Errno.EIO, "RwContext: entry " + i + " [0x" + Long.toHexString(sg.address(i))
+                        + ", +" + sg.length(i) + ") is not DMA-mapped on " + device.name() + " (RdmaDevice.dmaMap)");
+            }
+        }
+    }
+
+    /**
+     * The first T10-PI mismatch the signature context's transfer found, or null if every checked
+     * block was intact ({@code ib_check_mr_status} on the context's integrity MR). Call it after the
+     * completion and before {@link #destroySignature}; reading clears it.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a context that is not a live signature context
+     */
+    public SignatureError checkMrStatus() {
+        if (state == State.FREE || variant != Variant.SIGNATURE) {
+            throw new RdmaException(Errno.EINVAL, "RwContext.checkMrStatus: not a live signature context");
+        }
+        return pool.mr(mrSlots[0]).checkSignatureStatus();
     }
 
     private int initSingle(QueuePair qp, ScatterList sg, int first, long off, long remoteAddr, int rkey) {
@@ -413,9 +520,14 @@ public final class RwContext {
             pool.key(slot, key);
             pool.needInval(slot, op != Opcode.RDMA_READ_WITH_INV);
             MemoryRegion mr = pool.mr(slot);
-            wrs[regWr[i]].regMr(mr, key, regAccess);
+            boolean sig = variant == Variant.SIGNATURE;
+            if (sig) {
+                wrs[regWr[i]].regMrIntegrity(mr, key, regAccess);
+            } else {
+                wrs[regWr[i]].regMr(mr, key, regAccess);
+            }
             WorkRequest o = wrs[opWr[i]];
-            o.clearSges().addSge(mr.address(), mr.length(), key);
+            o.clearSges().addSge(mr.address(), sig ? sigWireBytes : mr.length(), key);
             if (op == Opcode.RDMA_READ_WITH_INV) {
                 o.invalidateRkey(key);
             }
@@ -441,27 +553,42 @@ public final class RwContext {
      *                       {@link #destroyBvec}). Nothing changes then.
      */
     public void destroy(QueuePair qp, int port, ScatterList sg, int sgCount, DmaDirection dir) {
-        checkDestroy(qp, port, sg, sgCount, dir, false, "destroy");
+        checkDestroy(qp, port, sg, sgCount, null, 0, dir, Kind.PLAIN, "destroy");
+        release();
+    }
+
+    /**
+     * {@link #destroy} for a context made by {@link #initSignature}
+     * ({@code rdma_rw_ctx_destroy_signature}): both lists and counts must be init's.
+     */
+    public void destroySignature(QueuePair qp, int port, ScatterList sg, int sgCount, ScatterList protSg,
+                                 int protSgCount, DmaDirection dir) {
+        checkDestroy(qp, port, sg, sgCount, protSg, protSgCount, dir, Kind.SIGNATURE, "destroySignature");
         release();
     }
 
     /** {@link #destroy} for a context made by {@link #initBvec} ({@code rdma_rw_ctx_destroy_bvec}). */
     public void destroyBvec(QueuePair qp, int port, MemorySegment[] buffers, int count, DmaDirection dir) {
-        checkDestroy(qp, port, buffers, count, dir, true, "destroyBvec");
+        checkDestroy(qp, port, buffers, count, null, 0, dir, Kind.BVEC, "destroyBvec");
         bvecList.clear();
         release();
     }
 
-    private void checkDestroy(QueuePair qp, int port, Object list, int n, DmaDirection d, boolean asBvec, String who) {
+    private void checkDestroy(QueuePair qp, int port, Object list, int n, Object prot, int protN, DmaDirection d,
+                              Kind as, String who) {
         if (state == State.FREE) {
             throw new RdmaException(Errno.EBADF, "RwContext." + who + ": not initialized (or destroyed already)");
         }
-        if (bvec != asBvec) {
+        if (kind != as) {
             throw new RdmaException(Errno.EINVAL, "RwContext." + who + ": this context was made by "
-                    + (bvec ? "initBvec; use destroyBvec" : "init; use destroy"));
+                    + switch (kind) {
+                        case PLAIN -> "init; use destroy";
+                        case BVEC -> "initBvec; use destroyBvec";
+                        case SIGNATURE -> "initSignature; use destroySignature";
+                    });
         }
         checkQp(qp, port, who);
-        if (list != this.list || n != count || d != dir) {
+        if (list != this.list || n != count || d != dir || prot != protList || protN != protCount) {
             throw new RdmaException(Errno.EINVAL, "RwContext." + who + ": (list " + identity(list) + ", count " + n + ", "
                     + d + ") is not what init was given (list " + identity(this.list) + ", count " + count + ", " + dir + ")");
         }
@@ -479,6 +606,7 @@ public final class RwContext {
         nrWrs = 0;
         qp = null;
         list = null;
+        protList = null;
         pool = null;
         state = State.FREE;
     }
