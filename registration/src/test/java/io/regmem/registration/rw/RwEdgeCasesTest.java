@@ -223,12 +223,17 @@ class RwEdgeCasesTest {
                 for (int i = 0; i < 2000; i++) {
                     once.run();
                 }
-                long before = mx.getCurrentThreadAllocatedBytes();
-                for (int i = 0; i < 1000; i++) {
-                    once.run();
+                // The least of five batches: a one-off (a deoptimization, a lazily built JDK table) may
+                // land in one batch; a steady allocation of even 16 B per round shows in all of them.
+                long least = Long.MAX_VALUE;
+                for (int batch = 0; batch < 5; batch++) {
+                    long before = mx.getCurrentThreadAllocatedBytes();
+                    for (int i = 0; i < 1000; i++) {
+                        once.run();
+                    }
+                    least = Math.min(least, mx.getCurrentThreadAllocatedBytes() - before);
                 }
-                long allocated = mx.getCurrentThreadAllocatedBytes() - before;
-                assertThat(allocated).as("bytes allocated by 1000 rounds with %s", opts).isLessThan(1000);
+                assertThat(least).as("bytes allocated by 1000 rounds with %s", opts).isLessThan(1000);
             }
         }
     }
