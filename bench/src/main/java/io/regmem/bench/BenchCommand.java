@@ -28,7 +28,8 @@ import picocli.CommandLine.Option;
 final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--include", description = "Regex of benchmarks to run (default: ${DEFAULT-VALUE}).",
-            defaultValue = "io.regmem.bench.(AllocatorBenchmark|CrossThreadBenchmark|SoftWriteBenchmark|RegistrationCacheBenchmark)")
+            defaultValue = "io.regmem.bench.(AllocatorBenchmark|CrossThreadBenchmark|SoftWriteBenchmark|RegistrationCacheBenchmark"
+                    + "|RwContextBenchmark|RwWriteBenchmark)")
     String include;
 
     @Option(names = "--warmup", description = "Warm-up iterations of 1 s (default: ${DEFAULT-VALUE}).", defaultValue = "3")
@@ -77,6 +78,8 @@ final class BenchCommand implements Callable<Integer> {
         List<Row> cross = new ArrayList<>();
         Map<String, Map<String, Row>> soft = new LinkedHashMap<>();
         Map<String, Row> cacheRows = new LinkedHashMap<>();
+        Map<String, Map<String, Row>> rw = new LinkedHashMap<>(); // entries -> path -> row
+        Map<String, Map<String, Row>> rwWrite = new LinkedHashMap<>(); // path -> method -> row
         for (RunResult r : results) {
             String label = r.getParams().getBenchmark();
             String method = label.substring(label.lastIndexOf('.') + 1);
@@ -88,6 +91,16 @@ final class BenchCommand implements Callable<Integer> {
                         cross.add(new Row(e.getKey(), size, e.getValue().getScore(), e.getValue().getScoreError(), norm));
                     }
                 }
+            } else if (label.contains("RwContextBenchmark")) {
+                Result p = r.getPrimaryResult();
+                String path = r.getParams().getParam("path");
+                rw.computeIfAbsent(r.getParams().getParam("entries"), k -> new LinkedHashMap<>())
+                        .put(path, new Row(method, path, p.getScore(), p.getScoreError(), norm));
+            } else if (label.contains("RwWriteBenchmark")) {
+                Result p = r.getPrimaryResult();
+                String path = r.getParams().getParam("path");
+                rwWrite.computeIfAbsent(path, k -> new LinkedHashMap<>())
+                        .put(method, new Row(method, path, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("RegistrationCacheBenchmark")) {
                 Result p = r.getPrimaryResult();
                 cacheRows.put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
@@ -100,6 +113,43 @@ final class BenchCommand implements Callable<Integer> {
                 bySize.computeIfAbsent(size, k -> new LinkedHashMap<>())
                         .put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
             }
+        }
+        printAllocator(out, bySize);
+        printCross(out, cross);
+        printSoft(out, soft);
+        printCache(out, cacheRows);
+        printRw(out, rw, rwWrite);
+        out.printf("%nJDK %s, %s %s, %d cores%n", Runtime.version(), System.getProperty("os.name"),
+                System.getProperty("os.arch"), Runtime.getRuntime().availableProcessors());
+    }
+
+    private static void printRw(PrintStream out, Map<String, Map<String, Row>> rw, Map<String, Map<String, Row>> rwWrite) {
+        if (!rw.isEmpty()) {
+            out.printf("%n### RDMA read/write context: init + wrs + destroy (soft provider, page-sized entries)%n%n");
+            out.println("| entries | multi-SGE path (one SGE for 1 entry) | MR path (forced) |");
+            out.println("|---:|---:|---:|");
+            for (Map.Entry<String, Map<String, Row>> e : rw.entrySet()) {
+                Row sge = e.getValue().get("SGE");
+                Row mr = e.getValue().get("MR");
+                out.printf(Locale.ROOT, "| %s | %s | %s |%n", e.getKey(), sge == null ? "-" : fmt(sge), mr == null ? "-" : fmt(mr));
+            }
+        }
+        if (!rwWrite.isEmpty()) {
+            out.printf("%n### 16 x 4 KiB RDMA WRITE through a context (init, post, poll, destroy) vs MemorySegment.copy of the same pages%n%n");
+            out.println("| path | WRITE | copy | copy / WRITE |");
+            out.println("|---|---:|---:|---:|");
+            for (Map.Entry<String, Map<String, Row>> e : rwWrite.entrySet()) {
+                Row w = e.getValue().get("write16x4k");
+                Row c = e.getValue().get("copy16x4k");
+                out.printf(Locale.ROOT, "| %s | %s | %s | %s |%n", e.getKey(), w == null ? "-" : fmt(w), c == null ? "-" : fmt(c),
+                        w == null || c == null ? "-" : String.format(Locale.ROOT, "%.0f%%", 100 * c.ns() / w.ns()));
+            }
+        }
+    }
+
+    private static void printAllocator(PrintStream out, Map<String, Map<String, Row>> bySize) {
+        if (bySize.isEmpty()) {
+            return;
         }
         out.printf("%n### Same thread: allocate + write 8 bytes + free (ns/op, lower is better; B/op from -prof gc)%n%n");
         String[] peers = {"nettyPooledDirect", "arenaConfined", "byteBufferAllocateDirect", "slicingAllocatorOverOneArena"};
@@ -128,6 +178,9 @@ final class BenchCommand implements Callable<Integer> {
             }
             out.println(line.append(" |"));
         }
+    }
+
+    private static void printCross(PrintStream out, List<Row> cross) {
         if (!cross.isEmpty()) {
             out.printf("%n### Allocate on one thread, free on another (ns per buffer on each side; the slower side sets the rate)%n%n");
             out.println("| size | side | regmem CHECKED | Netty pooled direct | ratio |");
@@ -150,6 +203,9 @@ final class BenchCommand implements Callable<Integer> {
                     + cross.stream().filter(r -> r.method().startsWith("regmem")).findFirst().map(r -> fmtBytes(r.bytesPerOp())).orElse("-")
                     + ", Netty " + cross.stream().filter(r -> r.method().startsWith("netty")).findFirst().map(r -> fmtBytes(r.bytesPerOp())).orElse("-") + ")");
         }
+    }
+
+    private static void printSoft(PrintStream out, Map<String, Map<String, Row>> soft) {
         if (!soft.isEmpty()) {
             out.printf("%n### Soft provider: post one RDMA WRITE + poll its completion, beside MemorySegment.copy of the same bytes%n%n");
             out.println("| size | soft WRITE + poll | MemorySegment.copy | WRITE bandwidth / copy bandwidth |");
@@ -161,6 +217,9 @@ final class BenchCommand implements Callable<Integer> {
                         w == null || c == null ? "-" : String.format(Locale.ROOT, "%.0f%%", 100 * c.ns() / w.ns()));
             }
         }
+    }
+
+    private static void printCache(PrintStream out, Map<String, Row> cacheRows) {
         if (!cacheRows.isEmpty()) {
             out.printf("%n### Registration cache (10,000 regions cached; soft provider)%n%n");
             out.println("| operation | ns/op, B/op |");
@@ -188,8 +247,6 @@ final class BenchCommand implements Callable<Integer> {
                 }
             }
         }
-        out.printf("%nJDK %s, %s %s, %d cores%n", Runtime.version(), System.getProperty("os.name"),
-                System.getProperty("os.arch"), Runtime.getRuntime().availableProcessors());
     }
 
     private static double gcNorm(Map<String, Result> secondary) {

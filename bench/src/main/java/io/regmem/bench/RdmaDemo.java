@@ -4,14 +4,12 @@ import io.regmem.core.BufferPool;
 import io.regmem.core.LeakReport;
 import io.regmem.core.PooledBuffer;
 import io.regmem.registration.Access;
-import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.PoolRegistration;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.QueuePair;
-import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
@@ -22,6 +20,7 @@ import java.io.PrintStream;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Locale;
+import java.util.Map;
 import org.HdrHistogram.Histogram;
 
 /**
@@ -54,11 +53,13 @@ final class RdmaDemo {
         LeakReport leaksA;
         LeakReport leaksB;
         CacheStats cacheStats;
-        try (RdmaDevice devA = RdmaDevice.open("soft"); RdmaDevice devB = RdmaDevice.open("soft")) {
-            ProtectionDomain pdA = devA.allocPd();
-            ProtectionDomain pdB = devB.allocPd();
-            CompletionQueue cqA = devA.createCq(1024);
-            CompletionQueue cqB = devB.createCq(1024);
+        SoftPair pair = new SoftPair(Map.of(), 1024, new QpInitAttributes().maxSendSge(2));
+        boolean tornDown = false;
+        try {
+            ProtectionDomain pdA = pair.pdA;
+            ProtectionDomain pdB = pair.pdB;
+            CompletionQueue cqA = pair.cqA;
+            CompletionQueue cqB = pair.cqB;
             BufferPool poolA = BufferPool.builder().name("rdma-a").build();
             BufferPool poolB = BufferPool.builder().name("rdma-b").build();
             PoolRegistration regA = pdA.register(poolA, Access.LOCAL_WRITE);
@@ -67,14 +68,8 @@ final class RdmaDemo {
             RegistrationCache cacheB = RegistrationCache.of(pdB);
             PoolRegistration regB = cacheB.register(poolB, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
 
-            CmId listener = devB.createCmId();
-            listener.listen("regmem-demo");
-            CmId idA = devA.createCmId();
-            QueuePair qpA = idA.createQp(pdA, QpInitAttributes.of(cqA).maxSendSge(2));
-            idA.connect("regmem-demo");
-            CmId idB = listener.getRequest();
-            QueuePair qpB = idB.createQp(pdB, QpInitAttributes.of(cqB));
-            idB.accept();
+            QueuePair qpA = pair.qpA;
+            QueuePair qpB = pair.qpB;
 
             WorkRequest wr = new WorkRequest(2);
             WorkRequest recv = new WorkRequest(1);
@@ -127,25 +122,22 @@ final class RdmaDemo {
             elapsed = System.nanoTime() - start;
             inbox.close();
 
-            idA.disconnect();
-            idA.destroyQp();
-            idB.destroyQp();
-            idA.close();
-            idB.close();
-            listener.close();
+            pair.disconnect();
             regA.close();
             leaksA = poolA.closeAndReport();
             leaksB = poolB.closeAndReport();
             regB.close();
             cacheB.close();
             cacheStats = pdB.cacheStats(); // the PD's view: its caches' counters, closed ones included
-            cqA.close();
-            cqB.close();
-            pdA.close();
-            pdB.close();
-            reportA = devA.resources().report();
-            reportB = devB.resources().report();
+            pair.close();
+            tornDown = true;
+        } finally {
+            if (!tornDown) {
+                pair.forceClose(); // a failure half-way: do not hide it behind EBUSY from an orderly close
+            }
         }
+        reportA = pair.devA.resources().report();
+        reportB = pair.devB.resources().report();
         out.printf(Locale.ROOT, "%nRDMA loopback on the soft provider: %,d requests of %d B (WRITE, READ back, check, SEND) "
                 + "in %.2f s%n", requests, size, elapsed / 1e9);
         out.printf(Locale.ROOT, "Latency (ns)       p50      p90      p99    p99.9      max%n");

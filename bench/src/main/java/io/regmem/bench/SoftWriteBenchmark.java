@@ -1,19 +1,16 @@
 package io.regmem.bench;
 
 import io.regmem.registration.Access;
-import io.regmem.registration.CmId;
-import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
-import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.QueuePair;
-import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.Map;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Param;
@@ -37,15 +34,7 @@ public class SoftWriteBenchmark extends BenchDefaults {
     private Arena arena;
     private MemorySegment src;
     private MemorySegment dst;
-    private RdmaDevice devA;
-    private RdmaDevice devB;
-    private ProtectionDomain pdA;
-    private ProtectionDomain pdB;
-    private CompletionQueue cqA;
-    private CompletionQueue cqB;
-    private CmId listener;
-    private CmId idA;
-    private CmId idB;
+    private SoftPair pair;
     private QueuePair qpA;
     private MemoryRegion local;
     private MemoryRegion remote;
@@ -59,22 +48,10 @@ public class SoftWriteBenchmark extends BenchDefaults {
         src = arena.allocate(1 << 20, 4096);
         dst = arena.allocate(1 << 20, 4096);
         src.fill((byte) 7);
-        devA = RdmaDevice.open("soft");
-        devB = RdmaDevice.open("soft");
-        pdA = devA.allocPd();
-        pdB = devB.allocPd();
-        cqA = devA.createCq(64);
-        cqB = devB.createCq(64);
-        listener = devB.createCmId();
-        listener.listen("bench-soft-write");
-        idA = devA.createCmId();
-        qpA = idA.createQp(pdA, QpInitAttributes.of(cqA));
-        idA.connect("bench-soft-write");
-        idB = listener.getRequest();
-        idB.createQp(pdB, QpInitAttributes.of(cqB));
-        idB.accept();
-        local = pdA.register(src, Access.LOCAL_WRITE);
-        remote = pdB.register(dst, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        pair = new SoftPair(Map.of(), 64, new QpInitAttributes());
+        qpA = pair.qpA;
+        local = pair.pdA.register(src, Access.LOCAL_WRITE);
+        remote = pair.pdB.register(dst, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
         wr.wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true).addSge(src.address(), size, local.lkey())
                 .remote(dst.address(), remote.rkey());
     }
@@ -82,20 +59,10 @@ public class SoftWriteBenchmark extends BenchDefaults {
     /** Tears down in the mandatory order. */
     @TearDown(Level.Trial)
     public void tearDown() {
-        idA.disconnect();
-        idA.destroyQp();
-        idB.destroyQp();
-        idA.close();
-        idB.close();
-        listener.close();
+        pair.disconnect();
         local.close();
         remote.close();
-        cqA.close();
-        cqB.close();
-        pdA.close();
-        pdB.close();
-        devA.close();
-        devB.close();
+        pair.close();
         arena.close();
     }
 
@@ -103,7 +70,7 @@ public class SoftWriteBenchmark extends BenchDefaults {
     @Benchmark
     public long softRdmaWrite() {
         qpA.postSend(wr);
-        while (cqA.poll(wcs) == 0) {
+        while (pair.cqA.poll(wcs) == 0) {
             Thread.onSpinWait();
         }
         if (wcs[0].status() != WcStatus.SUCCESS) {

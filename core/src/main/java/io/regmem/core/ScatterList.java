@@ -134,6 +134,21 @@ public final class ScatterList {
         return lengths[checkIndex(i)];
     }
 
+    /**
+     * Copies entries {@code [from, from + n)} into the caller's arrays at {@code at}: a bulk read for
+     * code that turns lists into work requests.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} if the entries or the destination range are out of bounds
+     */
+    public void copyTo(int from, int n, long[] addressesOut, long[] lengthsOut, int at) {
+        if (from < 0 || n < 0 || from > count - n || at < 0 || at > addressesOut.length - n || at > lengthsOut.length - n) {
+            throw new RdmaException(Errno.EINVAL, "ScatterList: copyTo(from " + from + ", n " + n + ", at " + at
+                    + ") is out of bounds for " + count + " entries and the destination");
+        }
+        System.arraycopy(addresses, from, addressesOut, at, n);
+        System.arraycopy(lengths, from, lengthsOut, at, n);
+    }
+
     /** The sum of all lengths. */
     public long totalLength() {
         return total;

@@ -46,6 +46,21 @@ class ScatterListTest {
     }
 
     @Test
+    void copyToCopiesARangeAndRefusesOutOfBounds() {
+        ScatterList sg = new ScatterList().add(0x1000, 10).add(0x3000, 20).add(0x5000, 30);
+        long[] a = new long[4];
+        long[] l = new long[4];
+        sg.copyTo(1, 2, a, l, 1);
+        assertThat(a).containsExactly(0, 0x3000, 0x5000, 0);
+        assertThat(l).containsExactly(0, 20, 30, 0);
+        for (int[] bad : new int[][] {{2, 2, 0}, {-1, 1, 0}, {0, 2, 3}, {0, -1, 0}}) {
+            assertThatThrownBy(() -> sg.copyTo(bad[0], bad[1], a, l, bad[2])).isInstanceOfSatisfying(RdmaException.class,
+                    e -> assertThat(e.errno()).isEqualTo(Errno.EINVAL));
+        }
+        assertThat(a).as("a refused copy changes nothing").containsExactly(0, 0x3000, 0x5000, 0);
+    }
+
+    @Test
     void lengthsAreSixtyFourBit() {
         ScatterList sg = new ScatterList();
         sg.add(1L << 40, 5L << 32).add(1L << 44, 3L << 32);

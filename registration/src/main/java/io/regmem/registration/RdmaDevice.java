@@ -126,6 +126,14 @@ public final class RdmaDevice implements AutoCloseable {
         return dma.find(address, length) != null;
     }
 
+    /**
+     * The live DMA mapping holding all of {@code [address, address + length)}, or null. Lock-free;
+     * a caller checking many ranges can test the next one against the mapping it got first.
+     */
+    public DmaMapping dmaMappingOf(long address, long length) {
+        return dma.find(address, length);
+    }
+
     /** The provider's name. */
     public String name() {
         return name;

@@ -89,6 +89,38 @@ public final class WorkRequest {
         return this;
     }
 
+    /**
+     * Appends entries {@code [from, from + n)} of a scatter list as SGEs keyed with {@code lkey}, the
+     * first shifted {@code shift} bytes into its entry. One bulk copy, no per-entry checks beyond the
+     * list's: the caller knows the entries are valid (a list rejects empty and wrapping ones).
+     *
+     * @return the bytes the added SGEs cover
+     * @throws RdmaException {@link Errno#EINVAL} when the request has no room for them, the entries are
+     *                       out of the list's bounds, or the shift is not inside the first entry
+     */
+    public long addSges(io.regmem.core.ScatterList sg, int from, int n, long shift, int lkey) {
+        if (n > sgeAddress.length - numSge) {
+            throw new RdmaException(Errno.EINVAL, "WorkRequest: no room for " + n + " more SGEs (maxSge "
+                    + sgeAddress.length + ", " + numSge + " used)");
+        }
+        if (n == 0) {
+            return 0;
+        }
+        if (shift < 0 || shift >= sg.length(from)) {
+            throw new RdmaException(Errno.EINVAL, "WorkRequest: shift " + shift + " is not inside entry " + from);
+        }
+        sg.copyTo(from, n, sgeAddress, sgeLength, numSge);
+        sgeAddress[numSge] += shift;
+        sgeLength[numSge] -= shift;
+        java.util.Arrays.fill(sgeLkey, numSge, numSge + n, lkey);
+        long bytes = 0;
+        for (int i = numSge; i < numSge + n; i++) {
+            bytes += sgeLength[i];
+        }
+        numSge += n;
+        return bytes;
+    }
+
     /** Removes every SGE. */
     public WorkRequest clearSges() {
         numSge = 0;

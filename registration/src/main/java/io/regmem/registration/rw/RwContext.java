@@ -5,6 +5,7 @@ import io.regmem.core.RdmaException;
 import io.regmem.core.ScatterList;
 import io.regmem.registration.Access;
 import io.regmem.registration.DmaDirection;
+import io.regmem.registration.DmaMapping;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.MrPool;
 import io.regmem.registration.Opcode;
@@ -331,8 +332,19 @@ public final class RwContext {
     }
 
     private static void checkMapped(RdmaDevice device, ScatterList sg, int n) {
+        long lo = 0; // the mapping the previous entry was found in (its liveness checked then): [lo, hi)
+        long hi = 0;
         for (int i = 0; i < n; i++) {
-            if (!device.isDmaMapped(sg.address(i), sg.length(i))) {
+            long a = sg.address(i);
+            long len = sg.length(i);
+            if (a >= lo && len <= hi - a) {
+                continue;
+            }
+            DmaMapping m = device.dmaMappingOf(a, len);
+            if (m != null) {
+                lo = m.address();
+                hi = lo + m.length();
+            } else {
                 throw new RdmaException(Errno.EIO, "RwContext: entry " + i + " [0x" + Long.toHexString(sg.address(i))
                         + ", +" + sg.length(i) + ") is not DMA-mapped on " + device.name() + " (RdmaDevice.dmaMap)");
             }
@@ -374,12 +386,8 @@ public final class RwContext {
             int n = Math.min(m - i * maxSge, maxSge);
             WorkRequest wr = wr(i, maxSge);
             wr.opcode(op).remote(remote, rkey);
-            for (int j = 0; j < n; j++, e++) {
-                long shift = e == first ? off : 0;
-                long len = sg.length(e) - shift;
-                wr.addSge(sg.address(e) + shift, len, lkey);
-                remote += len;
-            }
+            remote += wr.addSges(sg, e, n, e == first ? off : 0, lkey);
+            e += n;
         }
         nrWrs = ops;
         nrMrs = 0;

@@ -1,0 +1,81 @@
+package io.regmem.bench;
+
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * Two soft devices of this JVM with a PD and a CQ each and one connected QP pair (A connects, B
+ * accepts): what the benchmarks and the demo stand on. {@link #disconnect()} and then
+ * {@link #close()} (after the caller released its own MRs and mappings) tear down in the mandatory order.
+ */
+final class SoftPair implements AutoCloseable {
+    private static final AtomicInteger NAMES = new AtomicInteger();
+
+    final RdmaDevice devA;
+    final RdmaDevice devB;
+    final ProtectionDomain pdA;
+    final ProtectionDomain pdB;
+    final CompletionQueue cqA;
+    final CompletionQueue cqB;
+    private final CmId listener;
+    private final CmId idA;
+    private final CmId idB;
+    final QueuePair qpA;
+    final QueuePair qpB;
+
+    /**
+     * @param options device options for both devices
+     * @param cqDepth entries of each CQ
+     * @param attrsA  A's QP attributes (its CQ is filled in); B's QP gets the defaults
+     */
+    SoftPair(Map<String, String> options, int cqDepth, QpInitAttributes attrsA) {
+        devA = RdmaDevice.open("soft", options);
+        devB = RdmaDevice.open("soft", options);
+        pdA = devA.allocPd();
+        pdB = devB.allocPd();
+        cqA = devA.createCq(cqDepth);
+        cqB = devB.createCq(cqDepth);
+        String name = "regmem-pair-" + NAMES.incrementAndGet();
+        listener = devB.createCmId();
+        listener.listen(name);
+        idA = devA.createCmId();
+        qpA = idA.createQp(pdA, attrsA.sendCq(cqA).recvCq(cqA));
+        idA.connect(name);
+        idB = listener.getRequest();
+        qpB = idB.createQp(pdB, QpInitAttributes.of(cqB));
+        idB.accept();
+    }
+
+    /** Disconnects and destroys both QPs and the CM IDs (contexts and posted work must be done). */
+    void disconnect() {
+        idA.disconnect();
+        idA.destroyQp();
+        idB.destroyQp();
+        idA.close();
+        idB.close();
+        listener.close();
+    }
+
+    /** Closes CQs, PDs and devices: call after {@link #disconnect()} and after closing MRs and mappings. */
+    @Override
+    public void close() {
+        cqA.close();
+        cqB.close();
+        pdA.close();
+        pdB.close();
+        devA.close();
+        devB.close();
+    }
+
+    /** Tears both devices down whatever is still alive (after a failure). */
+    void forceClose() {
+        devA.forceClose();
+        devB.forceClose();
+    }
+}
