@@ -3,7 +3,6 @@ package io.regmem.registration.rw;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.core.ScatterList;
-import io.regmem.registration.Access;
 import io.regmem.registration.DmaDirection;
 import io.regmem.registration.DmaMapping;
 import io.regmem.registration.MemoryRegion;
@@ -80,32 +79,15 @@ public final class RwContext {
 
     private enum State { FREE, READY, POSTED }
 
-    /** REG_MR rights: the sink of a READ is written locally; on iWARP the wire writes it too. */
-    private static final int LOCAL_WRITE = Access.mask(Access.LOCAL_WRITE);
-    private static final int LOCAL_AND_REMOTE_WRITE = Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-
     private State state = State.FREE;
-    private Variant variant;
+    private final RwChain chain = new RwChain();
     private Kind kind;
     private QueuePair qp;
     private Object list; // the scatter list or bvec array init was given (identity)
     private int count;
     private Object protList; // signature contexts: the protection list (identity) and count
     private int protCount;
-    private long sigWireBytes;
     private DmaDirection dir;
-
-    private WorkRequest[] wrs = new WorkRequest[0];
-    private int nrWrs;
-    private MrPool pool;
-    private int[] mrSlots = new int[0];
-    private int[] regWr = new int[0];
-    private int[] opWr = new int[0];
-    private int[] savedKeys = new int[0];
-    private boolean[] savedInval = new boolean[0];
-    private int nrMrs;
-    private Opcode op;
-    private int regAccess;
     /** The entries of a bvec context, built without the caller making a scatter list. */
     private final ScatterList bvecList = new ScatterList(0, false, Integer.MAX_VALUE);
 
@@ -228,10 +210,10 @@ public final class RwContext {
         int m = sgCount - first;
         boolean iWarp = device.attributes().iWarp();
         boolean read = dir == DmaDirection.FROM_DEVICE;
-        this.op = read ? Opcode.RDMA_READ : Opcode.RDMA_WRITE;
+        chain.op = read ? Opcode.RDMA_READ : Opcode.RDMA_WRITE;
         int result = -1;
         if (RdmaRw.ioNeedsMr(device, 1, dir, m)) {
-            result = initMrs(qp, sg, first, m, off, remoteAddr, rkey, read, iWarp);
+            result = chain.initMrs(qp, sg, first, m, off, remoteAddr, rkey, read, iWarp);
             if (result < 0 && (iWarp || device.rwForceMr())) {
                 throw new RdmaException(Errno.EAGAIN, "RwContext: " + qp.rdmaMrs() + " has no free MR for "
                         + (iWarp ? "an iWARP READ" : "a forced-MR transfer") + " of " + m + " entries; "
@@ -240,8 +222,8 @@ public final class RwContext {
             // else: the maxSglRd case falls back to plain SGEs
         }
         if (result < 0) {
-            result = m > 1 ? initMultiSge(qp, sg, first, m, off, remoteAddr, rkey, read)
-                    : initSingle(qp, sg, first, off, remoteAddr, rkey);
+            result = m > 1 ? chain.initMultiSge(qp, sg, first, m, off, remoteAddr, rkey, read)
+                    : chain.initSingle(qp, sg, first, off, remoteAddr, rkey);
         }
         record(qp, identity, sgCount, null, 0, dir, madeBy);
         return result;
@@ -306,29 +288,14 @@ public final class RwContext {
                 throw new RdmaException(Errno.EINVAL, "RwContext.initSignature: " + wire + " wire bytes at 0x"
                         + Long.toHexString(remoteAddr) + " exceed 2^32 - 1 or wrap");
             }
-            sigWireBytes = wire;
+            int w = chain.initSignature(sig, slot, wire, remoteAddr, rkey, dir == DmaDirection.FROM_DEVICE,
+                    device.attributes().iWarp());
+            record(qp, sg, sgCount, protSg, protSgCount, dir, Kind.SIGNATURE);
+            return w;
         } catch (RuntimeException e) {
             sig.put(slot);
             throw e;
         }
-        ensureMrs(1);
-        pool = sig;
-        nrMrs = 1;
-        mrSlots[0] = slot;
-        op = dir == DmaDirection.FROM_DEVICE ? Opcode.RDMA_READ : Opcode.RDMA_WRITE;
-        regAccess = device.attributes().iWarp() ? LOCAL_AND_REMOTE_WRITE : LOCAL_WRITE;
-        int w = 0;
-        if (sig.needInval(slot)) {
-            wr(w++, 1).opcode(Opcode.LOCAL_INV).invalidateRkey(sig.key(slot));
-        }
-        regWr[0] = w;
-        wr(w++, 1).regMrIntegrity(mr, sig.key(slot), regAccess);
-        opWr[0] = w;
-        wr(w++, 1).opcode(op).remote(remoteAddr, rkey).addSge(mr.address(), sigWireBytes, sig.key(slot));
-        nrWrs = w;
-        variant = Variant.SIGNATURE;
-        record(qp, sg, sgCount, protSg, protSgCount, dir, Kind.SIGNATURE);
-        return w;
     }
 
     private static void checkMapped(RdmaDevice device, ScatterList sg, int n) {
@@ -359,98 +326,10 @@ public final class RwContext {
      * @throws RdmaException {@link Errno#EINVAL} for a context that is not a live signature context
      */
     public SignatureError checkMrStatus() {
-        if (state == State.FREE || variant != Variant.SIGNATURE) {
+        if (state == State.FREE || chain.variant != Variant.SIGNATURE) {
             throw new RdmaException(Errno.EINVAL, "RwContext.checkMrStatus: not a live signature context");
         }
-        return pool.mr(mrSlots[0]).checkSignatureStatus();
-    }
-
-    private int initSingle(QueuePair qp, ScatterList sg, int first, long off, long remoteAddr, int rkey) {
-        WorkRequest wr = wr(0, 1);
-        wr.opcode(op).remote(remoteAddr, rkey).addSge(sg.address(first) + off, sg.length(first) - off,
-                qp.pd().localDmaLkey());
-        nrWrs = 1;
-        nrMrs = 0;
-        variant = Variant.SINGLE;
-        return 1;
-    }
-
-    private int initMultiSge(QueuePair qp, ScatterList sg, int first, int m, long off, long remoteAddr, int rkey,
-                             boolean read) {
-        int maxSge = read ? qp.maxReadSge() : qp.maxSendSge();
-        int ops = (m + maxSge - 1) / maxSge;
-        int lkey = qp.pd().localDmaLkey();
-        long remote = remoteAddr;
-        int e = first;
-        for (int i = 0; i < ops; i++) {
-            int n = Math.min(m - i * maxSge, maxSge);
-            WorkRequest wr = wr(i, maxSge);
-            wr.opcode(op).remote(remote, rkey);
-            remote += wr.addSges(sg, e, n, e == first ? off : 0, lkey);
-            e += n;
-        }
-        nrWrs = ops;
-        nrMrs = 0;
-        variant = Variant.MULTI_SGE;
-        return ops;
-    }
-
-    /** The MR path; returns the WR count, or -1 (EAGAIN) with nothing held when the pool ran dry. */
-    private int initMrs(QueuePair qp, ScatterList sg, int first, int m, long off, long remoteAddr, int rkey,
-                        boolean read, boolean iWarp) {
-        MrPool mrs = qp.rdmaMrs();
-        int pages = mrs.maxNumSg();
-        int ops = pages == 0 ? 1 : (m + pages - 1) / pages;
-        ensureMrs(ops);
-        pool = mrs;
-        Opcode mrOp = read && iWarp ? Opcode.RDMA_READ_WITH_INV : op;
-        regAccess = iWarp ? LOCAL_AND_REMOTE_WRITE : LOCAL_WRITE;
-        long pageSize = qp.device().attributes().pageSize();
-        long remote = remoteAddr;
-        int w = 0;
-        int e = first;
-        nrMrs = 0;
-        for (int i = 0; i < ops; i++) {
-            int slot = mrs.get();
-            if (slot < 0) {
-                releaseMrs();
-                return -1;
-            }
-            mrSlots[nrMrs++] = slot;
-            int n = Math.min(m - i * pages, pages);
-            MemoryRegion mr = mrs.mr(slot);
-            long shift = i == 0 ? off : 0;
-            int mapped = mr.mapSg(sg, e, n, shift, pageSize);
-            if (mapped < n) {
-                releaseMrs();
-                throw new RdmaException(Errno.EINVAL, "RwContext: " + mr + " mapped " + mapped + " of entries [" + e
-                        + ", " + (e + n) + "): entry " + (e + mapped) + " is unaligned inside the transfer or spans "
-                        + "more pages than the MR's " + pages + " (one page per entry at most)");
-            }
-            if (mrs.needInval(slot)) {
-                wr(w++, 1).opcode(Opcode.LOCAL_INV).invalidateRkey(mrs.key(slot));
-            }
-            regWr[i] = w;
-            wr(w++, 1).regMr(mr, mrs.key(slot), regAccess);
-            opWr[i] = w;
-            WorkRequest o = wr(w++, 1).opcode(mrOp).remote(remote, rkey).addSge(mr.address(), mr.length(), mrs.key(slot));
-            if (mrOp == Opcode.RDMA_READ_WITH_INV) {
-                o.invalidateRkey(mrs.key(slot));
-            }
-            remote += mr.length();
-            e += n;
-        }
-        nrWrs = w;
-        op = mrOp;
-        variant = Variant.MR;
-        return w;
-    }
-
-    private void releaseMrs() {
-        for (int i = 0; i < nrMrs; i++) {
-            pool.put(mrSlots[i]);
-        }
-        nrMrs = 0;
+        return chain.pool().mr(chain.mrSlot(0)).checkSignatureStatus();
     }
 
     // ---- wrs / post ------------------------------------------------------------------------------
@@ -465,7 +344,7 @@ public final class RwContext {
      */
     public WorkRequest wrs(long wrId) {
         checkReady("wrs");
-        return link(wrId, null, true);
+        return link(wrId, null);
     }
 
     /**
@@ -480,7 +359,7 @@ public final class RwContext {
         if (chainWr == null) {
             throw new RdmaException(Errno.EINVAL, "RwContext.wrs: neither a chain WR nor a completion id; use wrs(wrId)");
         }
-        return link(0, chainWr, true);
+        return link(0, chainWr);
     }
 
     /**
@@ -493,7 +372,7 @@ public final class RwContext {
     public void post(QueuePair qp, int port, long wrId) {
         checkReady("post");
         checkQp(qp, port, "post");
-        postChain(link(wrId, null, false));
+        postChain(link(wrId, null));
     }
 
     /** {@link #post(QueuePair, int, long)} in front of {@code chainWr}, which carries the completion. */
@@ -503,50 +382,23 @@ public final class RwContext {
         if (chainWr == null) {
             throw new RdmaException(Errno.EINVAL, "RwContext.post: neither a chain WR nor a completion id");
         }
-        postChain(link(0, chainWr, false));
+        postChain(link(0, chainWr));
+    }
+
+    private WorkRequest link(long wrId, WorkRequest chainWr) {
+        WorkRequest first = chain.link(wrId, chainWr);
+        state = State.POSTED;
+        return first;
     }
 
     private void postChain(WorkRequest first) {
         try {
             qp.postSend(first);
         } catch (RuntimeException e) {
-            for (int i = 0; i < nrMrs; i++) { // nothing was posted: the MRs keep their keys
-                pool.key(mrSlots[i], savedKeys[i]);
-                pool.needInval(mrSlots[i], savedInval[i]);
-            }
+            chain.restoreKeys(); // nothing was posted: the MRs keep their keys
             state = State.READY;
             throw e;
         }
-    }
-
-    private WorkRequest link(long wrId, WorkRequest chainWr, boolean commit) {
-        for (int i = 0; i < nrMrs; i++) {
-            int slot = mrSlots[i];
-            savedKeys[i] = pool.key(slot);
-            savedInval[i] = pool.needInval(slot);
-            int key = MemoryRegion.incRkey(savedKeys[i]);
-            pool.key(slot, key);
-            pool.needInval(slot, op != Opcode.RDMA_READ_WITH_INV);
-            MemoryRegion mr = pool.mr(slot);
-            boolean sig = variant == Variant.SIGNATURE;
-            if (sig) {
-                wrs[regWr[i]].regMrIntegrity(mr, key, regAccess);
-            } else {
-                wrs[regWr[i]].regMr(mr, key, regAccess);
-            }
-            WorkRequest o = wrs[opWr[i]];
-            o.clearSges().addSge(mr.address(), sig ? sigWireBytes : mr.length(), key);
-            if (op == Opcode.RDMA_READ_WITH_INV) {
-                o.invalidateRkey(key);
-            }
-        }
-        for (int i = 0; i < nrWrs; i++) {
-            WorkRequest wr = wrs[i];
-            boolean last = i == nrWrs - 1;
-            wr.wrId(wrId).signaled(last && chainWr == null).next(last ? chainWr : wrs[i + 1]);
-        }
-        state = State.POSTED;
-        return wrs[0];
     }
 
     // ---- destroy ---------------------------------------------------------------------------------
@@ -607,15 +459,10 @@ public final class RwContext {
     }
 
     private void release() {
-        releaseMrs();
-        for (int i = 0; i < nrWrs; i++) {
-            wrs[i].next(null); // let go of the caller's chain WR
-        }
-        nrWrs = 0;
+        chain.release();
         qp = null;
         list = null;
         protList = null;
-        pool = null;
         state = State.FREE;
     }
 
@@ -645,34 +492,11 @@ public final class RwContext {
         }
     }
 
-    private WorkRequest wr(int i, int sges) {
-        if (i >= wrs.length) {
-            wrs = java.util.Arrays.copyOf(wrs, Math.max(4, Math.max(i + 1, 2 * wrs.length)));
-        }
-        WorkRequest wr = wrs[i];
-        if (wr == null || wr.maxSge() < sges) {
-            wr = new WorkRequest(sges);
-            wrs[i] = wr;
-        }
-        return wr.reset();
-    }
-
-    private void ensureMrs(int n) {
-        if (mrSlots.length < n) {
-            int cap = Math.max(n, 2 * mrSlots.length);
-            mrSlots = new int[cap];
-            regWr = new int[cap];
-            opWr = new int[cap];
-            savedKeys = new int[cap];
-            savedInval = new boolean[cap];
-        }
-    }
-
     // ---- what the context holds (tests, diagnostics) ---------------------------------------------
 
     /** The path init chose, or null when free. */
     public Variant variant() {
-        return state == State.FREE ? null : variant;
+        return state == State.FREE ? null : chain.variant;
     }
 
     /** True between init and destroy. */
@@ -687,20 +511,20 @@ public final class RwContext {
 
     /** The number of WRs of the chain (init's return value). */
     public int wrCount() {
-        return state == State.FREE ? 0 : nrWrs;
+        return state == State.FREE ? 0 : chain.nrWrs;
     }
 
     /** WR {@code i} of the chain. */
     public WorkRequest wr(int i) {
-        if (state == State.FREE || i < 0 || i >= nrWrs) {
+        if (state == State.FREE || i < 0 || i >= chain.nrWrs) {
             throw new RdmaException(Errno.EINVAL, "RwContext: WR " + i + " is not in [0, " + wrCount() + ")");
         }
-        return wrs[i];
+        return chain.wrAt(i);
     }
 
     /** MRs the context holds. */
     public int mrCount() {
-        return state == State.FREE ? 0 : nrMrs;
+        return state == State.FREE ? 0 : chain.nrMrs;
     }
 
     /** The pool slot of held MR {@code i}. */
@@ -708,12 +532,12 @@ public final class RwContext {
         if (i < 0 || i >= mrCount()) {
             throw new RdmaException(Errno.EINVAL, "RwContext: MR " + i + " is not in [0, " + mrCount() + ")");
         }
-        return mrSlots[i];
+        return chain.mrSlot(i);
     }
 
     @Override
     public String toString() {
-        return "RwContext[" + state + (state == State.FREE ? "" : ", " + variant + ", " + nrWrs + " WRs, " + nrMrs
-                + " MRs, " + dir) + "]";
+        return "RwContext[" + state + (state == State.FREE ? "" : ", " + chain.variant + ", " + chain.nrWrs + " WRs, "
+                + chain.nrMrs + " MRs, " + dir) + "]";
     }
 }
