@@ -1,0 +1,123 @@
+package io.regmem.registration.rpc;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+
+/**
+ * A preallocated RPC request ({@code struct rpcrdma_req}): its header, send and receive buffers,
+ * the reply attached to it, and whether it is on the free list or owned by one RPC. Ownership moves
+ * by compare-and-set, so a request is never put back twice nor handed to two RPCs.
+ */
+public final class Req {
+    static final int FREE = 0;
+    static final int OWNED = 1;
+    static final int DESTROYED = 2;
+    private static final VarHandle STATE;
+
+    static {
+        try {
+            STATE = MethodHandles.lookup().findVarHandle(Req.class, "state", int.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    final RpcBuffer buffer;
+    final int id;
+    final RegBuf header;
+    final RegBuf send;
+    final RegBuf recv;
+    @SuppressWarnings("unused") // through STATE
+    private volatile int state = FREE;
+    /** Bumped each time an RPC takes the request: names this use in work-request ids. */
+    volatile int generation;
+    /** The reply attached by the reply handler ({@code rl_reply}), or null. */
+    Rep reply;
+
+    Req(RpcBuffer buffer, int id, RegBuf header, RegBuf send, RegBuf recv) {
+        this.buffer = buffer;
+        this.id = id;
+        this.header = header;
+        this.send = send;
+        this.recv = recv;
+    }
+
+    boolean take() {
+        if (STATE.compareAndSet(this, FREE, OWNED)) {
+            generation++;
+            return true;
+        }
+        return false;
+    }
+
+    boolean release() {
+        return STATE.compareAndSet(this, OWNED, FREE);
+    }
+
+    boolean destroyIfFree() {
+        return STATE.compareAndSet(this, FREE, DESTROYED);
+    }
+
+    void destroyOwned() {
+        STATE.setVolatile(this, DESTROYED);
+    }
+
+    int state() {
+        return (int) STATE.getVolatile(this);
+    }
+
+    /** The request's number in its buffer. */
+    public int id() {
+        return id;
+    }
+
+    /** The current use's generation. */
+    public int generation() {
+        return generation;
+    }
+
+    /** True while an RPC owns it (taken by {@link RpcBuffer#get()}, not yet put back). */
+    public boolean isOwned() {
+        return state() == OWNED;
+    }
+
+    /** The RPC header buffer (TO_DEVICE, mapped eagerly per connection by {@link RpcBuffer#setupReq}). */
+    public RegBuf header() {
+        return header;
+    }
+
+    /** The send buffer (TO_DEVICE, mapped lazily at the first Send). */
+    public RegBuf send() {
+        return send;
+    }
+
+    /** The receive buffer (NONE: CPU memory, never mapped). */
+    public RegBuf recv() {
+        return recv;
+    }
+
+    /** The reply attached to this request, or null. */
+    public Rep reply() {
+        return reply;
+    }
+
+    /** Attaches a reply ({@code rl_reply}), giving back any reply attached before. */
+    public void attachReply(Rep rep) {
+        if (reply != null && reply != rep) {
+            buffer.repPut(reply);
+        }
+        reply = rep;
+        if (rep != null) {
+            rep.attach(this);
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "Req[" + id + ", gen " + generation + ", " + switch (state()) {
+            case FREE -> "free";
+            case OWNED -> "owned";
+            default -> "destroyed";
+        } + "]";
+    }
+}

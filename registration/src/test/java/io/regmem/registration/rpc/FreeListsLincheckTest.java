@@ -1,0 +1,72 @@
+package io.regmem.registration.rpc;
+
+import org.jetbrains.lincheck.datastructures.IntGen;
+import org.jetbrains.lincheck.datastructures.ModelCheckingOptions;
+import org.jetbrains.lincheck.datastructures.Operation;
+import org.jetbrains.lincheck.datastructures.Param;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Lincheck model checking of the request free list and the reply stack of {@link RpcBuffer}
+ * ({@link FreeLists}, over requests and replies without buffers, so nothing allocates): requests are
+ * taken and put back from any thread (handed to one RPC at a time, put back once); replies are
+ * pushed from any thread and popped by one thread at a time (the receive poster). Linearizable
+ * against the same operations run sequentially. Bounded for CI ({@code -Dregmem.lincheck.iterations}
+ * and {@code -Dregmem.lincheck.invocations} for soak runs).
+ */
+@Param(name = "id", gen = IntGen.class, conf = "0:2")
+public class FreeListsLincheckTest {
+    private final FreeLists lists = new FreeLists(3, 3);
+    private final Req[] reqs = new Req[3];
+    private final Rep[] reps = new Rep[3];
+
+    public FreeListsLincheckTest() {
+        for (int i = 0; i < 3; i++) {
+            reqs[i] = new Req(null, i, null, null, null);
+            lists.addFree(reqs[i]);
+            reps[i] = new Rep(i, null);
+            reps[i].move(Rep.FREE, Rep.POSTED);
+            lists.push(reps[i]);
+        }
+    }
+
+    /** Take a free request; its id, or -1 when none is free. */
+    @Operation
+    public int get() {
+        Req r = lists.get();
+        return r == null ? -1 : r.id();
+    }
+
+    /** Put request {@code id} back; false if it was not taken (a second put is refused). */
+    @Operation
+    public boolean put(@Param(name = "id") int id) {
+        if (!lists.release(reqs[id])) {
+            return false;
+        }
+        lists.offer(reqs[id]);
+        return true;
+    }
+
+    /** The receive poster takes a reply; its id, or -1. */
+    @Operation(nonParallelGroup = "receiver")
+    public int pop() {
+        Rep rep = lists.pop();
+        return rep == null ? -1 : rep.id();
+    }
+
+    /** Any thread gives reply {@code id} back; false if it was free already. */
+    @Operation
+    public boolean push(@Param(name = "id") int id) {
+        return lists.push(reps[id]);
+    }
+
+    @Test
+    void isLinearizable() {
+        new ModelCheckingOptions()
+                .iterations(Integer.getInteger("regmem.lincheck.iterations", 6))
+                .invocationsPerIteration(Integer.getInteger("regmem.lincheck.invocations", 150))
+                .threads(2)
+                .actorsPerThread(3)
+                .check(FreeListsLincheckTest.class);
+    }
+}

@@ -1,0 +1,158 @@
+package io.regmem.registration.rpc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.regmem.core.BufferPool;
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.RdmaDevice;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import org.assertj.core.api.ThrowableAssert.ThrowingCallable;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/** Request and reply pools: ownership (invariant 14), the send lock rule, limits and teardown. */
+class RpcBufferTest {
+    private final RdmaDevice device = RdmaDevice.open("soft");
+    private final ProtectionDomain pd = device.allocPd();
+    private final BufferPool pool = BufferPool.builder().name("rpc-test").build();
+
+    @AfterEach
+    void nothingLeaked() {
+        pd.close();
+        assertThat(device.resources().survivors()).as(device.resources().report()).isEmpty();
+        device.close();
+        assertThat(pool.closeAndReport().clean()).isTrue();
+    }
+
+    static void assertErrno(ThrowingCallable call, Errno errno) {
+        assertThatThrownBy(call).isInstanceOfSatisfying(RdmaException.class, e -> assertThat(e.errno()).isEqualTo(errno));
+    }
+
+    @Test
+    void limitsAndSizes() {
+        for (int bad : new int[] {3, 16385}) {
+            assertErrno(() -> RpcBuffer.builder(pd, pool).maxRequests(bad).build(), Errno.EINVAL);
+        }
+        RpcBuffer rb = RpcBuffer.builder(pd, pool).build();
+        assertThat(rb.maxRequests()).isEqualTo(128);
+        assertThat(rb.requests()).isEqualTo(128);
+        assertThat(rb.freeRequests()).isEqualTo(128);
+        assertThat(rb.ring().size()).isEqualTo(130);
+        assertThat(rb.headerSize()).as("next power of two >= 4 x (7 + 3 + 8 x 6) words").isEqualTo(256);
+        assertThat(rb.destroy()).isEmpty();
+    }
+
+    @Test
+    void aRequestIsFreeOrOwnedByOneRpcNeverBoth() {
+        RpcBuffer rb = RpcBuffer.builder(pd, pool).maxRequests(8).build();
+        Random rnd = new Random(3);
+        List<Req> owned = new ArrayList<>();
+        List<Rep> outReps = new ArrayList<>();
+        for (int step = 0; step < 20_000; step++) {
+            int op = rnd.nextInt(5);
+            if (op == 0) {
+                Req r = rb.get();
+                assertThat(r == null).isEqualTo(owned.size() == 8);
+                if (r != null) {
+                    assertThat(owned).doesNotContain(r);
+                    owned.add(r);
+                }
+            } else if (op == 1 && !owned.isEmpty()) {
+                Req r = owned.remove(rnd.nextInt(owned.size()));
+                Rep attached = r.reply();
+                rb.put(r);
+                assertErrno(() -> rb.put(r), Errno.EINVAL);
+                if (attached != null) {
+                    assertThat(attached.isFree()).as("put gives the reply back").isTrue();
+                    assertThat(attached.owner()).isNull();
+                }
+            } else if (op == 2) {
+                Rep rep = rb.repGet();
+                if (rep != null) {
+                    outReps.add(rep);
+                }
+            } else if (op == 3 && !outReps.isEmpty() && !owned.isEmpty()) {
+                Req r = owned.get(rnd.nextInt(owned.size()));
+                r.attachReply(outReps.remove(rnd.nextInt(outReps.size()))); // a reply arrives for r
+            } else if (op == 4 && !outReps.isEmpty()) {
+                Rep rep = outReps.remove(rnd.nextInt(outReps.size()));
+                rb.repPut(rep);
+                assertErrno(() -> rb.repPut(rep), Errno.EINVAL);
+            }
+            assertThat(rb.freeRequests() + owned.size()).isEqualTo(8);
+            for (Req r : owned) {
+                assertThat(r.isOwned()).isTrue();
+                if (r.reply() != null) {
+                    assertThat(r.reply().isFree()).as("no free rep is referenced by a req").isFalse();
+                    assertThat(r.reply().owner()).isSameAs(r);
+                }
+            }
+        }
+        for (Req r : owned) {
+            rb.put(r);
+        }
+        for (Rep rep : outReps) {
+            rb.repPut(rep);
+        }
+        assertThat(rb.freeReplies()).isEqualTo(rb.replies());
+        assertThat(rb.destroy()).isEmpty();
+    }
+
+    @Test
+    void repliesAreMadeOnDemandUpToTheLimit() {
+        RpcBuffer rb = RpcBuffer.builder(pd, pool).maxRequests(4).build();
+        List<Rep> reps = new ArrayList<>();
+        for (Rep r = rb.repGet(); r != null; r = rb.repGet()) {
+            reps.add(r);
+        }
+        assertThat(reps).hasSize(4 + RpcBuffer.EXTRA_REPS);
+        rb.repPut(reps.get(7));
+        assertThat(rb.repGet()).isSameAs(reps.get(7));
+        reps.forEach(rb::repPut);
+        assertThat(rb.destroy()).isEmpty();
+    }
+
+    @Test
+    void destroyReqNeedsTheSendLockAndChangesNothingWithoutIt() {
+        RpcBuffer rb = RpcBuffer.builder(pd, pool).maxRequests(4).build();
+        SendLock lock = new SendLock();
+        Req req = rb.get();
+        assertErrno(() -> rb.destroyReq(req, lock), Errno.EPERM);
+        assertErrno(() -> rb.destroyReq(req, null), Errno.EPERM);
+        assertThat(rb.requests()).isEqualTo(4);
+        assertThat(req.isOwned()).isTrue();
+        assertThat(req.send().isFreed()).isFalse();
+        lock.lock();
+        try {
+            rb.destroyReq(req, lock);
+            assertErrno(() -> rb.destroyReq(req, lock), Errno.EINVAL);
+        } finally {
+            lock.unlock();
+        }
+        assertThat(rb.requests()).isEqualTo(3);
+        assertThat(req.send().isFreed()).isTrue();
+        assertErrno(() -> rb.put(req), Errno.EINVAL);
+        assertThat(rb.destroy()).isEmpty();
+    }
+
+    @Test
+    void destroyReportsCheckedOutRequestsInsteadOfFreeingThem() {
+        RpcBuffer rb = RpcBuffer.builder(pd, pool).maxRequests(4).build();
+        Req kept = rb.get();
+        assertThat(rb.setupReq(kept)).isTrue();
+        assertThat(kept.header().isMapped()).isTrue();
+        assertThat(kept.recv().dmaMap(pd)).as("the receive buffer is NONE: never mapped").isFalse();
+        List<Req> leaked = rb.destroy();
+        assertThat(leaked).containsExactly(kept);
+        assertThat(kept.send().isFreed()).as("reported, not silently freed").isFalse();
+        // the owner finishes with it after all
+        kept.header().free();
+        kept.send().free();
+        kept.recv().free();
+    }
+}
