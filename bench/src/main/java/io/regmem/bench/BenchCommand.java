@@ -29,7 +29,7 @@ final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--include", description = "Regex of benchmarks to run (default: ${DEFAULT-VALUE}).",
             defaultValue = "io.regmem.bench.(AllocatorBenchmark|CrossThreadBenchmark|SoftWriteBenchmark|RegistrationCacheBenchmark"
-                    + "|RwContextBenchmark|RwWriteBenchmark)")
+                    + "|RwContextBenchmark|RwWriteBenchmark|RpcBufferBenchmark|SendCtxRingBenchmark)")
     String include;
 
     @Option(names = "--warmup", description = "Warm-up iterations of 1 s (default: ${DEFAULT-VALUE}).", defaultValue = "3")
@@ -80,6 +80,7 @@ final class BenchCommand implements Callable<Integer> {
         Map<String, Row> cacheRows = new LinkedHashMap<>();
         Map<String, Map<String, Row>> rw = new LinkedHashMap<>(); // entries -> path -> row
         Map<String, Map<String, Row>> rwWrite = new LinkedHashMap<>(); // path -> method -> row
+        Map<String, Row> rpc = new LinkedHashMap<>(); // method -> row (ns/op or ops/us)
         for (RunResult r : results) {
             String label = r.getParams().getBenchmark();
             String method = label.substring(label.lastIndexOf('.') + 1);
@@ -96,6 +97,15 @@ final class BenchCommand implements Callable<Integer> {
                 String path = r.getParams().getParam("path");
                 rw.computeIfAbsent(r.getParams().getParam("entries"), k -> new LinkedHashMap<>())
                         .put(path, new Row(method, path, p.getScore(), p.getScoreError(), norm));
+            } else if (label.contains("RpcBufferBenchmark") || label.contains("SendCtxRingBenchmark")) {
+                Result p = r.getPrimaryResult();
+                rpc.put(method, new Row(method, p.getScoreUnit(), p.getScore(), p.getScoreError(), norm));
+                for (Map.Entry<String, Result> e : r.getSecondaryResults().entrySet()) {
+                    if (e.getKey().startsWith("ring") || e.getKey().startsWith("spsc")) {
+                        rpc.put(e.getKey(), new Row(e.getKey(), e.getValue().getScoreUnit(), e.getValue().getScore(),
+                                e.getValue().getScoreError(), norm));
+                    }
+                }
             } else if (label.contains("RwWriteBenchmark")) {
                 Result p = r.getPrimaryResult();
                 String path = r.getParams().getParam("path");
@@ -119,6 +129,7 @@ final class BenchCommand implements Callable<Integer> {
         printSoft(out, soft);
         printCache(out, cacheRows);
         printRw(out, rw, rwWrite);
+        printRpc(out, rpc);
         out.printf("%nJDK %s, %s %s, %d cores%n", Runtime.version(), System.getProperty("os.name"),
                 System.getProperty("os.arch"), Runtime.getRuntime().availableProcessors());
     }
@@ -144,6 +155,29 @@ final class BenchCommand implements Callable<Integer> {
                 out.printf(Locale.ROOT, "| %s | %s | %s | %s |%n", e.getKey(), w == null ? "-" : fmt(w), c == null ? "-" : fmt(c),
                         w == null || c == null ? "-" : String.format(Locale.ROOT, "%.0f%%", 100 * c.ns() / w.ns()));
             }
+        }
+    }
+
+    private static void printRpc(PrintStream out, Map<String, Row> rpc) {
+        if (rpc.isEmpty()) {
+            return;
+        }
+        out.printf("%n### Request pool and send-context ring (peers in the same run)%n%n");
+        out.println("| operation | score | B/op |");
+        out.println("|---|---:|---:|");
+        for (Row r : rpc.values()) {
+            out.printf(Locale.ROOT, "| %s | %.1f ± %.1f %s | %.0f |%n", r.method(), r.ns(), r.error(), r.size(), r.bytesPerOp());
+        }
+        Row ours = rpc.get("reqGetPut");
+        Row mpmc = rpc.get("mpmcPollOffer");
+        Row ring = rpc.get("ringGet");
+        Row spsc = rpc.get("spscPoll");
+        if (ours != null && mpmc != null) {
+            out.printf(Locale.ROOT, "%nreq get + put: %.1f ns, %.2fx a JCTools MPMC poll + offer%n", ours.ns(), ours.ns() / mpmc.ns());
+        }
+        if (ring != null && spsc != null) {
+            out.printf(Locale.ROOT, "ring: %.1f M slots/s handed out and released, SPSC queue %.1f M tokens/s%n",
+                    ring.ns(), spsc.ns());
         }
     }
 

@@ -31,7 +31,7 @@ final class FreeLists {
 
     /** A free request, now owned; null if none. */
     Req get() {
-        Req req = reqs.relaxedPoll();
+        Req req = reqs.poll(); // not relaxedPoll: that may answer null while an offer is in flight
         if (req != null && !req.take()) {
             throw new IllegalStateException(req + " was on the free list but not free");
         }
@@ -58,7 +58,7 @@ final class FreeLists {
             throw new RdmaException(Errno.EBUSY, "RpcBuffer: another thread is taking replies; pops are serialized");
         }
         try {
-            Rep rep = reps.relaxedPoll();
+            Rep rep = reps.poll();
             if (rep != null && !rep.move(Rep.FREE, Rep.POSTED)) {
                 throw new IllegalStateException(rep + " was on the free stack but not free");
             }

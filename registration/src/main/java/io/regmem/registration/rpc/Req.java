@@ -29,8 +29,11 @@ public final class Req {
     final RegBuf recv;
     @SuppressWarnings("unused") // through STATE
     private volatile int state = FREE;
-    /** Bumped each time an RPC takes the request: names this use in work-request ids. */
-    volatile int generation;
+    /**
+     * Bumped each time an RPC takes the request: names this use in work-request ids. Plain: the
+     * free list's hand-over orders it for the next owner.
+     */
+    int generation;
     /** The reply attached by the reply handler ({@code rl_reply}), or null. */
     Rep reply;
 
@@ -42,12 +45,17 @@ public final class Req {
         this.recv = recv;
     }
 
+    /**
+     * Marks the request owned; called only by the thread that just took it off the free list, so
+     * nobody else can be changing its state (a put of a FREE request fails its compare-and-set).
+     */
     boolean take() {
-        if (STATE.compareAndSet(this, FREE, OWNED)) {
-            generation++;
-            return true;
+        if ((int) STATE.getAcquire(this) != FREE) {
+            return false;
         }
-        return false;
+        generation++;
+        STATE.setRelease(this, OWNED);
+        return true;
     }
 
     boolean release() {

@@ -35,7 +35,7 @@ import java.util.function.Consumer;
  * refills to {@code batch}. So at most {@code batch} unsignaled WRs are outstanding after each
  * signaled one, and the ring never fills with unsignaled slots only ({@code batch < N - 1}).
  */
-public final class SendCtxRing {
+public final class SendCtxRing extends SendCtxRingFields {
     private static final VarHandle HEAD;
     private static final VarHandle TAIL;
     private static final VarHandle WAITING;
@@ -43,9 +43,9 @@ public final class SendCtxRing {
     static {
         try {
             MethodHandles.Lookup l = MethodHandles.lookup();
-            HEAD = l.findVarHandle(SendCtxRing.class, "head", int.class);
-            TAIL = l.findVarHandle(SendCtxRing.class, "tail", int.class);
-            WAITING = l.findVarHandle(SendCtxRing.class, "waiting", boolean.class);
+            HEAD = l.findVarHandle(SendCtxRingConsumer.class, "head", int.class);
+            TAIL = l.findVarHandle(SendCtxRingProducer.class, "tail", int.class);
+            WAITING = l.findVarHandle(SendCtxRingFields.class, "waiting", boolean.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -56,16 +56,6 @@ public final class SendCtxRing {
     private final int batch;
     private final Consumer<SendCtx> onRelease;
     private final Runnable onSpace;
-    @SuppressWarnings("unused") // through HEAD
-    private int head;
-    @SuppressWarnings("unused") // through TAIL
-    private int tail;
-    @SuppressWarnings("unused") // through WAITING
-    private boolean waiting;
-    /** Consumer-owned. */
-    private int budget;
-    private long fullEvents;
-    private long staleCompletions;
 
     /**
      * @param maxRequests the transport's request limit: the ring gets {@code maxRequests + 2} slots
@@ -87,7 +77,7 @@ public final class SendCtxRing {
         }
         this.last = slots.length - 1;
         this.batch = Math.max(1, maxRequests / 8);
-        this.budget = batch;
+        budget = batch;
         this.onRelease = onRelease;
         this.onSpace = onSpace;
     }
@@ -105,15 +95,19 @@ public final class SendCtxRing {
      * N - 1 slots are outstanding; then the space hook runs once a completion frees some.
      */
     public SendCtx getLocked() {
-        int h = (int) HEAD.getOpaque(this);
+        int h = head; // consumer-owned
         int n = next(h);
-        if (n == (int) TAIL.getAcquire(this)) {
-            WAITING.setVolatile(this, true);
-            if (n == (int) TAIL.getVolatile(this)) {
-                fullEvents++;
-                return null;
+        if (n == tailCache) { // only then look at the producer's line
+            tailCache = (int) TAIL.getAcquire(this);
+            if (n == tailCache) {
+                WAITING.setVolatile(this, true);
+                tailCache = (int) TAIL.getVolatile(this);
+                if (n == tailCache) {
+                    fullEvents++;
+                    return null;
+                }
+                WAITING.setVolatile(this, false); // a completion made room meanwhile
             }
-            WAITING.setVolatile(this, false); // a completion made room meanwhile
         }
         SendCtx sc = slots[n];
         sc.generation++;
@@ -131,7 +125,7 @@ public final class SendCtxRing {
      *                       (nothing changes)
      */
     public void ungetLocked(SendCtx sc) {
-        int h = (int) HEAD.getOpaque(this);
+        int h = head;
         if (sc == null || slots[h] != sc || h == (int) TAIL.getAcquire(this)) {
             throw new RdmaException(Errno.EINVAL, "SendCtxRing: unget of " + sc + " refused; only the latest slot "
                     + "handed out (" + (h == (int) TAIL.getAcquire(this) ? "none" : slots[h]) + ") may be given back");
@@ -149,7 +143,9 @@ public final class SendCtxRing {
      *                       (tail, head]): a contract violation; nothing changes
      */
     public void putLocked(SendCtx sc) {
-        int t = (int) TAIL.getOpaque(this);
+        int t = tail; // producer-owned
+        // The head is read every time (not cached): after an unget it moves back, and a completion for
+        // the slot given back (never posted, so a forged or stale one) must not release it.
         int h = (int) HEAD.getAcquire(this);
         if (sc == null || !outstanding(sc.index, t, h)) {
             throw new RdmaException(Errno.EINVAL, "SendCtxRing: put of " + sc + " which is not outstanding (tail "
@@ -160,9 +156,8 @@ public final class SendCtxRing {
             t = next(t);
             s = slots[t];
             if (onRelease != null) {
-                onRelease.accept(s);
+                onRelease.accept(s); // the slot's owner is cleared by its next hand-out, on the consumer's side
             }
-            s.owner = null;
         } while (s != sc);
         TAIL.setRelease(this, t);
         wakeIfWaiting();
@@ -179,7 +174,7 @@ public final class SendCtxRing {
     public boolean complete(long wrId) {
         int index = (int) wrId;
         int gen = (int) (wrId >>> 32);
-        int t = (int) TAIL.getOpaque(this);
+        int t = tail;
         int h = (int) HEAD.getAcquire(this);
         if (index < 0 || index > last || !outstanding(index, t, h) || slots[index].generation != gen) {
             staleCompletions++;
@@ -203,7 +198,7 @@ public final class SendCtxRing {
     }
 
     private void wakeIfWaiting() {
-        if ((boolean) WAITING.getVolatile(this)) {
+        if ((boolean) WAITING.getVolatile(this)) { // a volatile read after the tail store: no lost wake-up
             WAITING.setVolatile(this, false);
             if (onSpace != null) {
                 onSpace.run();
@@ -238,14 +233,23 @@ public final class SendCtxRing {
 
     /** The oldest outstanding slot's index (the one after the tail), or -1: producer side. */
     int oldestIndex() {
-        int t = (int) TAIL.getOpaque(this);
+        int t = tail;
         return (int) HEAD.getAcquire(this) == t ? -1 : next(t);
     }
 
     /** The newest outstanding slot's index (head), or -1: producer side. */
     int newestIndex() {
         int h = (int) HEAD.getAcquire(this);
-        return h == (int) TAIL.getOpaque(this) ? -1 : h;
+        return h == tail ? -1 : h;
+    }
+
+    /**
+     * The newest outstanding slot, or null (producer side): what a completion handler that only knows
+     * "everything posted so far completed" would complete.
+     */
+    public SendCtx newestOutstanding() {
+        int n = newestIndex();
+        return n < 0 ? null : slots[n];
     }
 
     /** Times {@link #getLocked()} found the ring full. */
@@ -278,6 +282,7 @@ public final class SendCtxRing {
         }
         HEAD.setRelease(this, 0);
         TAIL.setRelease(this, 0);
+        tailCache = 0;
         budget = batch;
     }
 
@@ -286,4 +291,41 @@ public final class SendCtxRing {
         return "SendCtxRing[" + slots.length + " slots, head " + (int) HEAD.getAcquire(this) + ", tail "
                 + (int) TAIL.getAcquire(this) + "]";
     }
+}
+
+/** Padding before the consumer's fields (JCTools-style: superclass fields are laid out first). */
+abstract class SendCtxRingPad0 {
+    long p00, p01, p02, p03, p04, p05, p06, p07, p08, p09, p0a, p0b, p0c, p0d, p0e, p0f;
+}
+
+/** The consumer's fields, on their own cache lines. */
+abstract class SendCtxRingConsumer extends SendCtxRingPad0 {
+    /** The last slot handed out: written by the consumer (release), read by the producer (acquire). */
+    int head;
+    /** The consumer's last look at the tail: the tail is re-read only when the ring looks full. */
+    int tailCache;
+    /** The unsignaled-WR budget. */
+    int budget;
+    long fullEvents;
+}
+
+abstract class SendCtxRingPad1 extends SendCtxRingConsumer {
+    long p10, p11, p12, p13, p14, p15, p16, p17, p18, p19, p1a, p1b, p1c, p1d, p1e, p1f;
+}
+
+/** The producer's fields, on their own cache lines. */
+abstract class SendCtxRingProducer extends SendCtxRingPad1 {
+    /** The last slot released: written by the producer (release), read by the consumer (acquire). */
+    int tail;
+    long staleCompletions;
+}
+
+abstract class SendCtxRingPad2 extends SendCtxRingProducer {
+    long p20, p21, p22, p23, p24, p25, p26, p27, p28, p29, p2a, p2b, p2c, p2d, p2e, p2f;
+}
+
+/** The space-waiter flag, written rarely by both sides. */
+abstract class SendCtxRingFields extends SendCtxRingPad2 {
+    boolean waiting;
+    long p30, p31, p32, p33, p34, p35, p36, p37, p38, p39, p3a, p3b, p3c, p3d, p3e, p3f;
 }

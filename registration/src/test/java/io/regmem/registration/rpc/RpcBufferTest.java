@@ -104,6 +104,28 @@ class RpcBufferTest {
     }
 
     @Test
+    void getNeverComesBackEmptyHandedWhileRequestsAreFree() throws Exception {
+        RpcBuffer rb = RpcBuffer.builder(pd, pool).maxRequests(8).build();
+        java.util.concurrent.atomic.AtomicInteger empty = new java.util.concurrent.atomic.AtomicInteger();
+        Runnable worker = () -> {
+            for (int i = 0; i < 300_000; i++) {
+                Req r = rb.get(); // two threads hold at most two of eight: never null
+                if (r == null) {
+                    empty.incrementAndGet();
+                    continue;
+                }
+                rb.put(r);
+            }
+        };
+        Thread t = Thread.ofPlatform().start(worker);
+        worker.run();
+        t.join();
+        assertThat(empty).as("gets that found no request while six or more were free").hasValue(0);
+        assertThat(rb.freeRequests()).isEqualTo(8);
+        assertThat(rb.destroy()).isEmpty();
+    }
+
+    @Test
     void repliesAreMadeOnDemandUpToTheLimit() {
         RpcBuffer rb = RpcBuffer.builder(pd, pool).maxRequests(4).build();
         List<Rep> reps = new ArrayList<>();

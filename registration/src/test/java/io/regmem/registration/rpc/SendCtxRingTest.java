@@ -107,6 +107,14 @@ class SendCtxRingTest {
         assertThat(ring.complete(-1L)).isFalse();
         assertThat(ring.staleCompletions()).isEqualTo(3);
         assertThat(ring.complete(reused.wrId())).isTrue();
+
+        SendCtxRing other = new SendCtxRing(4, 3, null, null);
+        SendCtx posted = other.getLocked();
+        SendCtx failed = other.getLocked();
+        other.ungetLocked(failed); // its Send was never posted
+        assertThat(other.complete(failed.wrId())).as("a completion for a slot given back").isFalse();
+        assertThat(other.outstanding()).isEqualTo(1);
+        assertThat(other.complete(posted.wrId())).isTrue();
     }
 
     @Test

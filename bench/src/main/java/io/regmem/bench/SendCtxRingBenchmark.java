@@ -1,0 +1,85 @@
+package io.regmem.bench;
+
+import io.regmem.registration.rpc.SendCtx;
+import io.regmem.registration.rpc.SendCtxRing;
+import java.util.concurrent.TimeUnit;
+import org.jctools.queues.SpscArrayQueue;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Group;
+import org.openjdk.jmh.annotations.GroupThreads;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.infra.Control;
+
+/**
+ * The send-context ring as a sender (consumer: get a slot, as before each Send) and a completion
+ * handler (producer: one completion for the newest outstanding slot sweeps everything before it) on
+ * two threads, beside the closest library structure, a JCTools {@link SpscArrayQueue} of the same
+ * size with an offering and a polling thread. Throughput in operations per microsecond per side; a
+ * ring "get" and an SPSC "offer" or "poll" each wait until they succeed, so they count slots and
+ * tokens that actually went round (the completion side counts completions, each sweeping several slots).
+ */
+@State(Scope.Group)
+@BenchmarkMode(Mode.Throughput)
+@OutputTimeUnit(TimeUnit.MICROSECONDS)
+public class SendCtxRingBenchmark extends BenchDefaults {
+    private SendCtxRing ring;
+    private SpscArrayQueue<Object> spsc;
+    private final Object token = new Object();
+
+    /** A ring for 128 requests (130 slots) and a queue of 130 entries. */
+    @Setup(Level.Iteration)
+    public void setUp() {
+        ring = new SendCtxRing(128, 3, null, null);
+        spsc = new SpscArrayQueue<>(130);
+    }
+
+    /** Sender: a slot per Send, waiting (spinning) while the ring is full: one operation = one slot handed out. */
+    @Benchmark
+    @Group("ring")
+    @GroupThreads(1)
+    public SendCtx ringGet(Control control) {
+        SendCtx sc;
+        while ((sc = ring.getLocked()) == null && !control.stopMeasurement) {
+            Thread.onSpinWait();
+        }
+        return sc;
+    }
+
+    /** Completion handler: the newest outstanding slot's completion sweeps the ring up to it. */
+    @Benchmark
+    @Group("ring")
+    @GroupThreads(1)
+    public boolean ringComplete() {
+        SendCtx newest = ring.newestOutstanding();
+        return newest != null && ring.complete(newest.wrId());
+    }
+
+    /** Producer side of the peer: offer a token. */
+    @Benchmark
+    @Group("spsc")
+    @GroupThreads(1)
+    public boolean spscOffer(Control control) {
+        while (!spsc.offer(token) && !control.stopMeasurement) {
+            Thread.onSpinWait();
+        }
+        return true;
+    }
+
+    /** Consumer side of the peer: poll a token. */
+    @Benchmark
+    @Group("spsc")
+    @GroupThreads(1)
+    public Object spscPoll(Control control) {
+        Object o;
+        while ((o = spsc.poll()) == null && !control.stopMeasurement) {
+            Thread.onSpinWait();
+        }
+        return o;
+    }
+}
