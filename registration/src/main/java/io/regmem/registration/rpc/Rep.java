@@ -32,6 +32,8 @@ public final class Rep {
     volatile Req owner;
     /** Bytes the last receive wrote. */
     long byteLen;
+    /** Bumped each time the rep is posted as a receive: names that posting in its work-request id. */
+    int generation;
 
     Rep(int id, RegBuf buffer) {
         this.id = id;

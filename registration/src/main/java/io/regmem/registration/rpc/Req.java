@@ -36,6 +36,13 @@ public final class Req {
     int generation;
     /** The reply attached by the reply handler ({@code rl_reply}), or null. */
     Rep reply;
+    /**
+     * The reference that must drop before the RPC completes (the kernel's kref on a request): the
+     * reply for a call, the Send's completion for a message with no reply.
+     */
+    final java.util.concurrent.atomic.AtomicInteger refs = new java.util.concurrent.atomic.AtomicInteger();
+    /** The request's own MR cache ({@code rl_free_mrs}): MRs it registered chunks with before. */
+    final java.util.ArrayDeque<io.regmem.registration.MemoryRegion> mrs = new java.util.ArrayDeque<>(4);
 
     Req(RpcBuffer buffer, int id, RegBuf header, RegBuf send, RegBuf recv) {
         this.buffer = buffer;

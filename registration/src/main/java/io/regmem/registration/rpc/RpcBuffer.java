@@ -40,7 +40,11 @@ public final class RpcBuffer {
     private final FreeLists free;
     private final CopyOnWriteArrayList<Req> allReqs = new CopyOnWriteArrayList<>();
     private final List<Rep> allReps = new ArrayList<>(); // appended by the one rep popper; read at destroy
+    /** Reps by id, for completions (written at creation under the lock; posting orders it for the handler). */
+    private final Rep[] repsById;
     private final SendCtxRing ring;
+    /** What a released send context does (the transport sets it: drop the request's send reference). */
+    private volatile java.util.function.Consumer<SendCtx> releaseHook;
     private int nextReqId;
     private volatile boolean destroyed;
 
@@ -53,7 +57,14 @@ public final class RpcBuffer {
         // next power of two >= 4 x (fixed header words + 3 + maxRdmaSegs x read-segment words), in bytes
         this.headerSize = Long.highestOneBit(Math.max(64, 4L * (7 + 3 + b.maxRdmaSegs * 6L)) * 2 - 1);
         this.free = new FreeLists(maxRequests, maxRequests + EXTRA_REPS);
-        this.ring = new SendCtxRing(maxRequests, b.maxSendSge, b.onRelease, b.onSpace);
+        this.repsById = new Rep[maxRequests + EXTRA_REPS];
+        this.releaseHook = b.onRelease;
+        this.ring = new SendCtxRing(maxRequests, b.maxSendSge, sc -> {
+            java.util.function.Consumer<SendCtx> hook = releaseHook;
+            if (hook != null) {
+                hook.accept(sc);
+            }
+        }, b.onSpace);
         try {
             for (int i = 0; i < maxRequests; i++) {
                 Req req = createReq();
@@ -181,6 +192,7 @@ public final class RpcBuffer {
             }
             rep = new Rep(allReps.size(), RegBuf.alloc(pool, inlineRecv, DmaDirection.FROM_DEVICE));
             allReps.add(rep);
+            repsById[rep.id] = rep;
         }
         rep.move(Rep.FREE, Rep.POSTED);
         return rep;
@@ -195,6 +207,26 @@ public final class RpcBuffer {
         if (rep == null || !free.push(rep)) {
             throw new RdmaException(Errno.EINVAL, "RpcBuffer.repPut: " + rep + " is already free (or destroyed)");
         }
+    }
+
+    /** Sets what the ring does with each send context it releases (one transport per buffer). */
+    void onSendReleased(java.util.function.Consumer<SendCtx> hook) {
+        this.releaseHook = hook;
+    }
+
+    /** The rep with this id, or null. */
+    Rep rep(int id) {
+        return id >= 0 && id < repsById.length ? repsById[id] : null;
+    }
+
+    /** Runs {@code action} for every request that exists. */
+    public void forEachReq(java.util.function.Consumer<Req> action) {
+        allReqs.forEach(action);
+    }
+
+    /** Runs {@code action} for every reply made so far. */
+    public synchronized void forEachRep(java.util.function.Consumer<Rep> action) {
+        allReps.forEach(action);
     }
 
     // ---- teardown --------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ public final class SendCtx {
     int numSge;
     /** SGEs from this index on map pages for this Send only, released with the slot. */
     int firstPageSge = 2;
+    /** True if the Send holds a reference on its request that the slot's release drops. */
+    boolean holdsRef;
 
     SendCtx(int index, int maxSge) {
         this.index = index;
@@ -54,6 +56,11 @@ public final class SendCtx {
     public SendCtx owner(Object req) {
         this.owner = req;
         return this;
+    }
+
+    /** Whether the Send holds a reference on its request until the slot is released. */
+    public boolean holdsRef() {
+        return holdsRef;
     }
 
     /** SGEs in use. */

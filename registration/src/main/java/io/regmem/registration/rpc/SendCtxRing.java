@@ -113,6 +113,7 @@ public final class SendCtxRing extends SendCtxRingFields {
         sc.generation++;
         sc.numSge = 0;
         sc.owner = null;
+        sc.holdsRef = false;
         HEAD.setRelease(this, n);
         return sc;
     }

@@ -1,0 +1,438 @@
+package io.regmem.registration.rpc;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * One end of an RPC-over-RDMA connection ({@code struct rpcrdma_xprt} with its endpoint): a connected
+ * queue pair, the {@link RpcBuffer} pools, the receive posting with credits, the Send path through
+ * the send-context ring, the completion handlers, the FRWR MR pool, and the flush at disconnect.
+ *
+ * <p>Work-request ids carry generations: a Send's is its send context's ({@link SendCtx#wrId()}), a
+ * receive's is the rep's number and posting generation with the top bit set. A completion whose
+ * generation is not the current one is stale (duplicated or for an earlier user of the slot): it is
+ * counted and dropped, never applied.
+ *
+ * <p>Threads: one sender at a time (it holds the {@link SendLock}); completions are handled by whoever
+ * calls {@link #poll} (one thread at a time, as a CQ's handler); {@link #postRecvs} lets one poster in
+ * at a time. A buffer, send context or MR the device may still touch goes back to its pool only after
+ * its completion or flush.
+ */
+public final class RpcTransport {
+    /** Receives beyond the credits asked for, posted in the same batch. */
+    public static final int RECV_BATCH = 7;
+    private static final long RECV_TAG = 1L << 63;
+
+    /** What the transport tells its user. */
+    public interface Handler {
+        /** A reply (or, on the server, a call) arrived in {@code rep}: {@code bytes} long. The handler owns the rep. */
+        void received(Rep rep, long bytes);
+
+        /**
+         * Nothing can touch {@code req}'s buffers any more: its reply was handled ({@link
+         * RpcTransport#replyDone}), or, for a message with no reply, its Send's completion (or flush)
+         * released it. The RPC may complete (put the request back).
+         */
+        default void completed(Req req) {
+        }
+
+        /** The connection failed (a completion with an error); called once. */
+        default void disconnected(WcStatus cause) {
+        }
+    }
+
+    private final QueuePair qp;
+    private final CompletionQueue cq;
+    private final RpcBuffer buffer;
+    private final SendLock sendLock;
+    private final Handler handler;
+    private final int maxRequests;
+    private final WorkRequest[] recvWrs;
+    private final Rep[] posting;
+    private final WorkRequest send;
+    private final WorkCompletion[] wcs = new WorkCompletion[32];
+    private final AtomicInteger receiving = new AtomicInteger();
+    private final AtomicInteger receiveCount = new AtomicInteger();
+    private final AtomicBoolean disconnected = new AtomicBoolean();
+    private volatile boolean connected = true;
+    private long staleCompletions;
+    private long flushed;
+    // FRWR MR pool (rb_mrs / rb_all_mrs), under this object's lock
+    private final ArrayDeque<MemoryRegion> freeMrs = new ArrayDeque<>();
+    private final List<MemoryRegion> allMrs = new ArrayList<>();
+    private final int maxRdmaSegs;
+    private final int mrPages;
+
+    /**
+     * @param qp      a connected queue pair whose send and receive completions both go to {@code cq}
+     * @param buffer  the transport's pools (its requests are set up here: header buffers mapped)
+     * @param mrPages pages per FRWR MR
+     * @param maxRdmaSegs MRs made per refresh
+     * @throws RdmaException {@link Errno#EIO} if a header buffer cannot be mapped (the connection fails)
+     */
+    public RpcTransport(QueuePair qp, CompletionQueue cq, RpcBuffer buffer, SendLock sendLock, Handler handler,
+                        int mrPages, int maxRdmaSegs) {
+        this.qp = qp;
+        this.cq = cq;
+        this.buffer = buffer;
+        this.sendLock = sendLock;
+        this.handler = handler;
+        this.maxRequests = buffer.maxRequests();
+        this.mrPages = mrPages;
+        this.maxRdmaSegs = maxRdmaSegs;
+        int maxRecvs = maxRequests + RECV_BATCH + 1;
+        this.recvWrs = new WorkRequest[maxRecvs];
+        for (int i = 0; i < maxRecvs; i++) {
+            recvWrs[i] = new WorkRequest(1);
+        }
+        this.posting = new Rep[maxRecvs];
+        this.send = new WorkRequest(buffer.ring().slot(0).maxSge());
+        for (int i = 0; i < wcs.length; i++) {
+            wcs[i] = new WorkCompletion();
+        }
+        buffer.onSendReleased(sc -> {
+            if (sc.holdsRef && sc.owner() instanceof Req req) {
+                drop(req);
+            }
+        });
+        List<Req> taken = new ArrayList<>();
+        try {
+            for (Req r = buffer.get(); r != null; r = buffer.get()) {
+                taken.add(r);
+                if (!buffer.setupReq(r)) {
+                    throw new RdmaException(Errno.EIO, this + ": cannot map " + r + "'s header buffer; connection failed");
+                }
+            }
+        } finally {
+            taken.forEach(buffer::put);
+        }
+    }
+
+    // ---- receives --------------------------------------------------------------------------------
+
+    /**
+     * Makes sure at least {@code needed + 1} receives are posted ({@code rpcrdma_post_recvs}): if
+     * fewer than {@code needed} are, posts {@code needed - posted + 7} more in one chain. One poster at
+     * a time: a caller finding another inside leaves at once. Replies that cannot be mapped, or that a
+     * failed post did not take, go back to the free stack.
+     *
+     * @param needed credits (clamped to [1, maxRequests])
+     * @return receives posted by this call
+     */
+    public int postRecvs(int needed) {
+        int want = Math.max(1, Math.min(needed, maxRequests));
+        if (!connected || receiveCount.get() > want) {
+            return 0;
+        }
+        if (receiving.incrementAndGet() != 1) {
+            receiving.decrementAndGet();
+            return 0;
+        }
+        try {
+            int target = want - receiveCount.get() + RECV_BATCH;
+            int n = 0;
+            while (n < target) {
+                Rep rep = buffer.repGet();
+                if (rep == null) {
+                    break;
+                }
+                if (!rep.buffer.dmaMap(buffer.pd())) {
+                    buffer.repPut(rep);
+                    break;
+                }
+                rep.generation++;
+                WorkRequest wr = recvWrs[n].reset().wrId(RECV_TAG | ((long) rep.generation << 32) | rep.id)
+                        .addSge(rep.buffer.address(), rep.buffer.length(), rep.buffer.lkey());
+                if (n > 0) {
+                    recvWrs[n - 1].next(wr);
+                }
+                posting[n++] = rep;
+            }
+            if (n == 0) {
+                return 0;
+            }
+            try {
+                qp.postRecv(recvWrs[0]);
+            } catch (RdmaException e) {
+                for (int i = 0; i < n; i++) { // all or nothing: none was posted
+                    buffer.repPut(posting[i]);
+                    posting[i] = null;
+                }
+                return 0;
+            }
+            for (int i = 0; i < n; i++) {
+                posting[i] = null;
+            }
+            receiveCount.addAndGet(n);
+            return n;
+        } finally {
+            receiving.decrementAndGet();
+        }
+    }
+
+    // ---- sends -----------------------------------------------------------------------------------
+
+    /**
+     * Sends {@code req}'s header ({@code headerBytes}) and, if {@code sendBytes > 0}, its send buffer
+     * in one Send, with the caller's sendLock held. The send buffer is mapped on first use.
+     *
+     * @param expectReply a call (the RPC completes at {@link #replyDone}: the reply proves the Send was
+     *                    received) or a message with no reply (it completes when its signaled Send's
+     *                    completion releases it): see {@link Handler#completed}
+     * @return false when the send-context ring is full (wait for its space hook, then retry)
+     * @throws RdmaException {@link Errno#EPERM} without the send lock; {@link Errno#EIO} if the send
+     *                       buffer cannot be mapped or the QP refuses the post (the slot is given back)
+     */
+    public boolean send(Req req, long headerBytes, long sendBytes, boolean expectReply) {
+        if (!sendLock.isHeldByCurrentThread()) {
+            throw new RdmaException(Errno.EPERM, this + ": Sends are prepared and posted under the send lock");
+        }
+        SendCtxRing ring = buffer.ring();
+        SendCtx sc = ring.getLocked();
+        if (sc == null) {
+            return false;
+        }
+        try {
+            sc.owner(req);
+            if (!req.header.dmaMap(buffer.pd()) || (sendBytes > 0 && !req.send.dmaMap(buffer.pd()))) {
+                throw new RdmaException(Errno.EIO, this + ": cannot map " + req + "'s buffers for a Send");
+            }
+            req.header.syncForDevice(headerBytes);
+            sc.addSge(req.header.address(), headerBytes, req.header.lkey());
+            send.reset().opcode(Opcode.SEND).wrId(sc.wrId()).addSge(req.header.address(), headerBytes, req.header.lkey());
+            if (sendBytes > 0) {
+                req.send.syncForDevice(sendBytes);
+                sc.addSge(req.send.address(), sendBytes, req.send.lkey());
+                send.addSge(req.send.address(), sendBytes, req.send.lkey());
+            }
+            // A call needs no Send completion to finish: its reply proves the peer received the Send, so
+            // the header and send buffers (permanently mapped) are free again; its slot is swept by a
+            // later signaled Send. A Send with no reply to wait for holds its request until its own
+            // completion, so it must be signaled.
+            boolean holds = !expectReply;
+            sc.holdsRef = holds;
+            send.signaled(ring.signal(1, holds));
+            req.refs.set(1);
+            qp.postSend(send);
+            return true;
+        } catch (RuntimeException e) {
+            ring.ungetLocked(sc); // nothing was posted: no completion would ever release the slot
+            throw e instanceof RdmaException r && r.errno() == Errno.EIO ? r
+                    : new RdmaException(Errno.EIO, this + ": Send of " + req + " failed: " + e.getMessage(), e);
+        }
+    }
+
+    /** The reply to {@code req} was handled: the RPC completes ({@link Handler#completed}). */
+    public void replyDone(Req req) {
+        drop(req);
+    }
+
+    private void drop(Req req) {
+        if (req.refs.decrementAndGet() == 0) {
+            handler.completed(req);
+        }
+    }
+
+    // ---- completions -----------------------------------------------------------------------------
+
+    /**
+     * Handles what the completion queue holds ({@code rpcrdma_wc_send}, {@code rpcrdma_wc_receive}):
+     * Send completions sweep the ring; receive completions go to the handler (or, flushed or failed,
+     * back to the free stack). An error completion disconnects the transport once.
+     *
+     * @return completions handled
+     */
+    public int poll() {
+        int total = 0;
+        int n;
+        while ((n = cq.poll(wcs)) > 0) {
+            for (int i = 0; i < n; i++) {
+                WorkCompletion wc = wcs[i];
+                if ((wc.wrId() & RECV_TAG) != 0) {
+                    wcReceive(wc);
+                } else {
+                    wcSend(wc);
+                }
+            }
+            total += n;
+        }
+        return total;
+    }
+
+    private void wcSend(WorkCompletion wc) {
+        // Swept whatever the status: a flushed Send's slot is released too.
+        if (!buffer.ring().complete(wc.wrId())) {
+            staleCompletions++;
+        }
+        if (wc.status() != WcStatus.SUCCESS) {
+            flushed += wc.status() == WcStatus.WR_FLUSH_ERR ? 1 : 0;
+            fail(wc.status());
+        }
+    }
+
+    private void wcReceive(WorkCompletion wc) {
+        long id = wc.wrId() & ~RECV_TAG;
+        Rep rep = buffer.rep((int) id);
+        if (rep == null || rep.generation != (int) (id >>> 32) || !rep.isPosted()) {
+            staleCompletions++;
+            return;
+        }
+        receiveCount.decrementAndGet();
+        if (wc.status() != WcStatus.SUCCESS) {
+            flushed += wc.status() == WcStatus.WR_FLUSH_ERR ? 1 : 0;
+            buffer.repPut(rep);
+            fail(wc.status());
+            return;
+        }
+        rep.byteLen = wc.byteLen();
+        rep.buffer.syncForCpu(wc.byteLen());
+        handler.received(rep, wc.byteLen());
+    }
+
+    private void fail(WcStatus cause) {
+        connected = false;
+        if (disconnected.compareAndSet(false, true) && cause != WcStatus.WR_FLUSH_ERR) {
+            handler.disconnected(cause);
+        }
+    }
+
+    // ---- FRWR MRs --------------------------------------------------------------------------------
+
+    /**
+     * An MR for registering a chunk ({@code rpcrdma_mr_get}): the request's own cache first, then the
+     * shared list; when both are empty a refresh is made (while connected) and null returned (EAGAIN:
+     * the caller retries).
+     */
+    public MemoryRegion mrGet(Req req) {
+        MemoryRegion mr = req.mrs.poll();
+        if (mr != null) {
+            return mr;
+        }
+        synchronized (this) {
+            mr = freeMrs.poll();
+        }
+        if (mr == null) {
+            mrsRefresh();
+        }
+        return mr;
+    }
+
+    /** Gives an MR back to the request's cache (after its LOCAL_INV completed, or it was never posted). */
+    public void mrPut(Req req, MemoryRegion mr) {
+        req.mrs.push(mr);
+    }
+
+    /** Makes up to {@code maxRdmaSegs} more MRs ({@code rpcrdma_mrs_refresh}); a no-op unless connected. */
+    public void mrsRefresh() {
+        if (!connected) {
+            return;
+        }
+        for (int i = 0; i < maxRdmaSegs; i++) {
+            MemoryRegion mr = buffer.pd().allocMr(mrPages);
+            synchronized (this) {
+                allMrs.add(mr);
+                freeMrs.add(mr);
+            }
+        }
+    }
+
+    /**
+     * Destroys every MR ({@code rpcrdma_mrs_destroy}): unlinks one at a time under the lock and
+     * deregisters it outside; MRs still in requests' caches are destroyed too (their state after a
+     * disconnect is unknown, so they are not reused).
+     */
+    public void mrsDestroy() {
+        while (true) {
+            MemoryRegion mr;
+            synchronized (this) {
+                if (allMrs.isEmpty()) {
+                    break;
+                }
+                mr = allMrs.remove(allMrs.size() - 1);
+                freeMrs.remove(mr);
+            }
+            if (!mr.isDestroyed()) {
+                mr.close();
+            }
+        }
+        buffer.forEachReq(r -> r.mrs.clear());
+    }
+
+    // ---- disconnect ------------------------------------------------------------------------------
+
+    /**
+     * Tears the connection's state down ({@code rpcrdma_xprt_disconnect} and its flush): drains the
+     * queue pair so every posted receive and Send completes (flushed), handles those completions
+     * (reps back to the free stack, the ring swept), unmaps every regbuf, drops replies attached to
+     * requests, destroys the MRs and resets the ring. Afterwards (invariant 16): no regbuf mapped, no
+     * send context outstanding, no MR on any list, nothing posted.
+     */
+    public void flushDisconnect() {
+        connected = false;
+        disconnected.set(true);
+        if (!qp.isDestroyed()) {
+            qp.drain();
+        }
+        poll();
+        buffer.ring().reset();
+        buffer.forEachReq(r -> {
+            r.header.unmap();
+            r.send.unmap();
+            r.recv.unmap();
+        });
+        buffer.forEachRep(rep -> rep.buffer.unmap());
+        mrsDestroy();
+    }
+
+    /** Receives posted and not yet completed. */
+    public int receiveCount() {
+        return receiveCount.get();
+    }
+
+    /** Completions dropped as stale (duplicated, or for an earlier user of a slot or rep). */
+    public long staleCompletions() {
+        return staleCompletions + buffer.ring().staleCompletions();
+    }
+
+    /** Flushed completions handled. */
+    public long flushed() {
+        return flushed;
+    }
+
+    /** False once disconnected or failed. */
+    public boolean isConnected() {
+        return connected;
+    }
+
+    /** MRs that exist now. */
+    public synchronized int mrs() {
+        return allMrs.size();
+    }
+
+    /** The pools. */
+    public RpcBuffer buffer() {
+        return buffer;
+    }
+
+    /** The queue pair. */
+    public QueuePair qp() {
+        return qp;
+    }
+
+    @Override
+    public String toString() {
+        return "RpcTransport[" + qp + "]";
+    }
+}

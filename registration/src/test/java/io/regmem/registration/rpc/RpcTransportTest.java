@@ -1,0 +1,272 @@
+package io.regmem.registration.rpc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.regmem.core.BufferPool;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.DmaMapping;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WcStatus;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Calls and replies over two soft transports: receive posting with credits (invariant 15), Sends
+ * through the ring, reply handling, completion only after both the reply and the Send are done, and
+ * the flush at disconnect (invariant 16), also after the QP breaks mid-run.
+ */
+class RpcTransportTest {
+    private static final int MAX = 16;
+    private static int names;
+
+    /** Both ends: devices, PDs, CQs, connected QPs, pools, transports. */
+    static final class Pair implements AutoCloseable {
+        final RdmaDevice devC = RdmaDevice.open("soft");
+        final RdmaDevice devS = RdmaDevice.open("soft");
+        final ProtectionDomain pdC = devC.allocPd();
+        final ProtectionDomain pdS = devS.allocPd();
+        final CompletionQueue cqC = devC.createCq(1024);
+        final CompletionQueue cqS = devS.createCq(1024);
+        final BufferPool pool = BufferPool.builder().name("rpc-pair").build();
+        final CmId listener = devS.createCmId();
+        final CmId idC = devC.createCmId();
+        final CmId idS;
+        final QueuePair qpC;
+        final QueuePair qpS;
+        final RpcBuffer bufC = RpcBuffer.builder(pdC, pool).maxRequests(MAX).inline(256, 256).build();
+        final RpcBuffer bufS = RpcBuffer.builder(pdS, pool).maxRequests(MAX).inline(256, 256).build();
+        final SendLock lockC = new SendLock();
+        final SendLock lockS = new SendLock();
+        final Req[] inflight = new Req[1 << 16];
+        final AtomicInteger completed = new AtomicInteger();
+        final AtomicInteger disconnects = new AtomicInteger();
+        final List<Integer> wrongReplies = new ArrayList<>();
+        final RpcTransport client;
+        final RpcTransport server;
+
+        Pair() {
+            String name = "rpc-" + (++names);
+            listener.listen(name);
+            QpInitAttributes attrs = QpInitAttributes.of(cqC).maxSendWr(4 * MAX).maxRecvWr(MAX + 8).signalAll(false);
+            qpC = idC.createQp(pdC, attrs);
+            idC.connect(name);
+            idS = listener.getRequest();
+            qpS = idS.createQp(pdS, QpInitAttributes.of(cqS).maxSendWr(4 * MAX).maxRecvWr(MAX + 8).signalAll(false));
+            idS.accept();
+            client = new RpcTransport(qpC, cqC, bufC, lockC, new RpcTransport.Handler() {
+                @Override
+                public void received(Rep rep, long bytes) {
+                    int xid = rep.buffer().segment().get(ValueLayout.JAVA_INT, 0);
+                    Req req = inflight[xid];
+                    int answer = rep.buffer().segment().get(ValueLayout.JAVA_INT, 4);
+                    if (answer != xid * 3) {
+                        wrongReplies.add(xid);
+                    }
+                    req.attachReply(rep);
+                    client().replyDone(req);
+                    client().postRecvs(MAX);
+                }
+
+                @Override
+                public void completed(Req req) {
+                    completed.incrementAndGet();
+                    bufC.put(req); // also gives its reply back
+                }
+
+                @Override
+                public void disconnected(WcStatus cause) {
+                    disconnects.incrementAndGet();
+                }
+            }, 8, 4);
+            server = new RpcTransport(qpS, cqS, bufS, lockS, new RpcTransport.Handler() {
+                @Override
+                public void received(Rep rep, long bytes) {
+                    int xid = rep.buffer().segment().get(ValueLayout.JAVA_INT, 0);
+                    bufS.repPut(rep);
+                    Req reply = bufS.get();
+                    reply.header().segment().set(ValueLayout.JAVA_INT, 0, xid);
+                    reply.header().segment().set(ValueLayout.JAVA_INT, 4, xid * 3);
+                    lockS.lock();
+                    try {
+                        server().send(reply, 8, 0, false);
+                    } finally {
+                        lockS.unlock();
+                    }
+                    server().postRecvs(MAX);
+                }
+
+                @Override
+                public void completed(Req req) {
+                    bufS.put(req);
+                }
+            }, 8, 4);
+        }
+
+        RpcTransport client() {
+            return client;
+        }
+
+        RpcTransport server() {
+            return server;
+        }
+
+        /** Sends call {@code xid}; false if no request or ring slot was free. */
+        boolean call(int xid) {
+            Req req = bufC.get();
+            if (req == null) {
+                return false;
+            }
+            req.header().segment().set(ValueLayout.JAVA_INT, 0, xid);
+            inflight[xid] = req;
+            client.postRecvs(MAX); // as at marshal time: receives for every call that may be outstanding
+            lockC.lock();
+            try {
+                if (!client.send(req, 8, 0, true)) {
+                    bufC.put(req);
+                    return false;
+                }
+                return true;
+            } finally {
+                lockC.unlock();
+            }
+        }
+
+        String state(int sent) {
+            return "sent " + sent + ", completed " + completed + ", client ring " + bufC.ring().outstanding()
+                    + ", server ring " + bufS.ring().outstanding() + ", client recvs " + client.receiveCount()
+                    + ", server recvs " + server.receiveCount() + ", free reqs " + bufC.freeRequests() + "/"
+                    + bufS.freeRequests() + ", sq " + qpC.outstandingSends() + "/" + qpS.outstandingSends()
+                    + ", connected " + client.isConnected() + "/" + server.isConnected();
+        }
+
+        void pollBoth() {
+            server.poll();
+            client.poll();
+        }
+
+        @Override
+        public void close() {
+            assertThat(bufC.destroy()).isEmpty();
+            assertThat(bufS.destroy()).isEmpty();
+            idC.disconnect();
+            idC.destroyQp();
+            idS.destroyQp();
+            idC.close();
+            idS.close();
+            listener.close();
+            cqC.close();
+            cqS.close();
+            pdC.close();
+            pdS.close();
+            assertThat(devC.resources().survivors()).as(devC.resources().report()).isEmpty();
+            assertThat(devS.resources().survivors()).as(devS.resources().report()).isEmpty();
+            devC.close();
+            devS.close();
+            assertThat(pool.closeAndReport().clean()).isTrue();
+        }
+    }
+
+    static void assertFlushed(Pair p, RpcTransport t, RpcBuffer b, QueuePair qp) {
+        // invariant 16: nothing mapped, no send context, no MR, nothing posted
+        b.forEachReq(r -> assertThat(r.header().isMapped() || r.send().isMapped() || r.recv().isMapped())
+                .as("%s mapped after disconnect", r).isFalse());
+        b.forEachRep(rep -> assertThat(rep.buffer().isMapped()).isFalse());
+        assertThat(b.ring().outstanding()).isZero();
+        assertThat(t.mrs()).isZero();
+        assertThat(qp.outstandingSends()).isZero();
+        assertThat(qp.outstandingRecvs()).isZero();
+        assertThat(t.receiveCount()).isZero();
+        assertThat(p.devC.resources().survivors(DmaMapping.class)).isEmpty();
+    }
+
+    @Test
+    void callsAndRepliesFlowWithCreditsAndEverythingComesBackAtDisconnect() {
+        try (Pair p = new Pair()) {
+            assertThat(p.client.postRecvs(1)).as("connect posts credits + 7 = 8").isEqualTo(8);
+            assertThat(p.client.receiveCount()).isGreaterThanOrEqualTo(2);
+            assertThat(p.server.postRecvs(MAX)).isEqualTo(MAX + 7);
+            assertThat(p.server.receiveCount()).as("invariant 15: at least needed + 1").isGreaterThanOrEqualTo(MAX + 1);
+            assertThat(p.server.postRecvs(MAX)).as("enough posted: nothing to do").isZero();
+            int calls = 5000;
+            int sent = 0;
+            int idle = 0;
+            while (p.completed.get() < calls) {
+                int before = p.completed.get();
+                while (sent < calls && sent - p.completed.get() < MAX && p.call(sent)) {
+                    sent++;
+                }
+                p.pollBoth();
+                assertThat(p.client.receiveCount()).isNotNegative();
+                idle = p.completed.get() == before ? idle + 1 : 0;
+                assertThat(idle).as("stuck: %s", p.state(sent)).isLessThan(10_000);
+            }
+            assertThat(p.wrongReplies).isEmpty();
+            assertThat(p.bufC.freeRequests()).isEqualTo(MAX);
+            p.client.mrsRefresh();
+            assertThat(p.client.mrs()).isEqualTo(4);
+            assertThat(p.client.mrGet(p.bufC.get())).isNotNull();
+            p.bufC.forEachReq(r -> {
+                if (r.isOwned()) {
+                    p.bufC.put(r);
+                }
+            });
+            p.client.flushDisconnect();
+            p.server.flushDisconnect();
+            assertFlushed(p, p.client, p.bufC, p.qpC);
+            assertFlushed(p, p.server, p.bufS, p.qpS);
+            assertThat(p.bufC.freeReplies()).isEqualTo(p.bufC.replies());
+            assertThat(p.bufS.freeReplies()).isEqualTo(p.bufS.replies());
+            assertThat(p.disconnects).as("an orderly flush is not a failure").hasValue(0);
+        }
+    }
+
+    @Test
+    void aQpBrokenMidRunFlushesEverythingAndEveryRequestComesBackOnce() {
+        try (Pair p = new Pair()) {
+            p.client.postRecvs(MAX);
+            p.server.postRecvs(MAX);
+            int sent = 0;
+            int idle = 0;
+            while (p.completed.get() < 100) {
+                int before = p.completed.get();
+                while (sent - p.completed.get() < MAX && p.call(sent)) {
+                    sent++;
+                }
+                p.pollBoth();
+                idle = p.completed.get() == before ? idle + 1 : 0;
+                assertThat(idle).as("stuck: %s", p.state(sent)).isLessThan(10_000);
+            }
+            while (sent - p.completed.get() < MAX && p.call(sent)) { // calls in flight, then the QP breaks
+                sent++;
+            }
+            p.qpC.breakQp();
+            p.pollBoth();
+            p.client.flushDisconnect();
+            p.server.flushDisconnect();
+            assertThat(p.disconnects.get()).as("told at most once").isLessThanOrEqualTo(1);
+            // RPCs whose reply will never come: the upper layer gives up on them, once each.
+            List<Req> waiting = new ArrayList<>();
+            p.bufC.forEachReq(r -> {
+                if (r.isOwned()) {
+                    waiting.add(r);
+                }
+            });
+            for (Req r : waiting) {
+                p.client.replyDone(r);
+            }
+            assertThat(p.completed.get()).as("every call completed exactly once").isEqualTo(sent);
+            assertThat(p.bufC.freeRequests()).isEqualTo(MAX);
+            assertThat(p.bufS.freeRequests()).isEqualTo(MAX);
+            assertFlushed(p, p.client, p.bufC, p.qpC);
+            assertThat(p.bufC.freeReplies()).isEqualTo(p.bufC.replies());
+            assertThat(p.bufS.freeReplies()).isEqualTo(p.bufS.replies());
+        }
+    }
+}
