@@ -47,10 +47,43 @@ final class DemoCommand implements Callable<Integer> {
     @Option(names = "--rdma-size", description = "Bytes per RDMA request (default: ${DEFAULT-VALUE}).", defaultValue = "4096")
     int rdmaSize;
 
+    @Option(names = "--rpc-calls", description = "Calls of the RPC-over-RDMA part (default: ${DEFAULT-VALUE}; 0 skips it).",
+            defaultValue = "100000")
+    long rpcCalls;
+
+    @Option(names = "--rpc-duration", description = "Run the RPC part for this many seconds instead of a call count.")
+    Integer rpcSeconds;
+
+    @Option(names = "--rpc-payloads", split = ",", description = "Argument and result sizes in bytes, used in turn "
+            + "(default: ${DEFAULT-VALUE}); above 1024 they go by RDMA READ and WRITE.", defaultValue = "64,512,4096,65536")
+    int[] rpcPayloads;
+
+    @Option(names = "--rpc-concurrency", description = "Calls in flight (default: ${DEFAULT-VALUE}).", defaultValue = "16")
+    int rpcConcurrency;
+
+    @Option(names = "--provider", description = "RDMA provider (default: ${DEFAULT-VALUE}; the embedded soft provider).",
+            defaultValue = "soft")
+    String provider;
+
+    @Option(names = "--quiet-progress", description = "No progress line (for logs and tests).")
+    boolean quietProgress;
+
     @Override
     public Integer call() throws Exception {
         PrintStream out = System.out;
-        out.printf(Locale.ROOT, "regmem demo: %d workers x %d requests, safety %s, JDK %s%n", threads, requests, safety,
+        if (!provider.equals("soft")) {
+            out.println("regmem demo: provider '" + provider + "' is not available yet (only 'soft')");
+            return 2;
+        }
+        boolean rpcOk = true;
+        if (rpcCalls > 0 || rpcSeconds != null) {
+            out.printf(Locale.ROOT, "regmem demo: RPC over RDMA, %s, payloads %s B, %d in flight%n",
+                    rpcSeconds != null ? rpcSeconds + " s" : String.format(Locale.ROOT, "%,d calls", rpcCalls),
+                    java.util.Arrays.toString(rpcPayloads), rpcConcurrency);
+            rpcOk = new RpcDemo(out, rpcCalls, rpcSeconds == null ? 0 : rpcSeconds * 1000L, rpcPayloads, rpcConcurrency,
+                    !quietProgress).run();
+        }
+        out.printf(Locale.ROOT, "%nAllocator workload: %d workers x %d requests, safety %s, JDK %s%n", threads, requests, safety,
                 Runtime.version());
         BufferPool pool = BufferPool.builder().name("demo").safetyMode(safety).build();
         @SuppressWarnings("unchecked")
@@ -114,7 +147,7 @@ final class DemoCommand implements Callable<Integer> {
         LeakReport report = pool.closeAndReport();
         out.printf(Locale.ROOT, "%nClose: %s%n", report.describe().strip());
         boolean rdmaOk = rdmaRequests <= 0 || new RdmaDemo(out, rdmaRequests, rdmaSize).run();
-        return report.clean() && rdmaOk ? 0 : 1;
+        return report.clean() && rdmaOk && rpcOk ? 0 : 1;
     }
 
     private long work(BufferPool pool, int me, SpscArrayQueue<PooledBuffer> inbox, SpscArrayQueue<PooledBuffer> next,

@@ -35,6 +35,11 @@ final class SoftPair implements AutoCloseable {
      * @param attrsA  A's QP attributes (its CQ is filled in); B's QP gets the defaults
      */
     SoftPair(Map<String, String> options, int cqDepth, QpInitAttributes attrsA) {
+        this(options, cqDepth, attrsA, new QpInitAttributes());
+    }
+
+    /** As above, with B's QP attributes too (its CQ is filled in). */
+    SoftPair(Map<String, String> options, int cqDepth, QpInitAttributes attrsA, QpInitAttributes attrsB) {
         devA = RdmaDevice.open("soft", options);
         devB = RdmaDevice.open("soft", options);
         pdA = devA.allocPd();
@@ -48,7 +53,7 @@ final class SoftPair implements AutoCloseable {
         qpA = idA.createQp(pdA, attrsA.sendCq(cqA).recvCq(cqA));
         idA.connect(name);
         idB = listener.getRequest();
-        qpB = idB.createQp(pdB, QpInitAttributes.of(cqB));
+        qpB = idB.createQp(pdB, attrsB.sendCq(cqB).recvCq(cqB));
         idB.accept();
     }
 

@@ -20,18 +20,37 @@ class DemoCommandTest {
         try {
             System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
             status = new CommandLine(new RegmemCommand()).execute("demo", "--requests", "3000", "--safety", "PARANOID",
-                    "--rdma-requests", "500");
+                    "--rdma-requests", "500", "--rpc-calls", "3000", "--quiet-progress");
         } finally {
             System.setOut(original);
         }
         String out = captured.toString(StandardCharsets.UTF_8);
         assertThat(status).as(out).isZero();
-        assertThat(out).contains("Workload: 6,000 requests", "Latency (ns)", "Pool 'demo' (PARANOID",
+        assertThat(out).contains("RPC over RDMA (soft provider): 3,000 calls", "Replies checked byte by byte: 0 wrong",
+                "Requests free after the run: client 16/16, server 16/16", "stale completions 0",
+                "Devices: no live objects; no live objects", "rpc-client-chunks: no buffers leaked",
+                "Workload: 6,000 requests", "Latency (ns)", "Pool 'demo' (PARANOID",
                 "allocations", "demo: no buffers leaked", "RDMA loopback on the soft provider: 500 requests",
                 "WRITE", "READ", "Registration cache of B: 501 gets, ", "misses (one per chunk)",
                 "Device A: no live objects; device B: no live objects",
                 "rdma-a: no buffers leaked; rdma-b: no buffers leaked");
         assertThat(BufferPool.openPools()).isEmpty();
+    }
+
+    @Test
+    void aWrongReplyByteFailsTheCheck() {
+        java.lang.foreign.MemorySegment pattern = java.lang.foreign.Arena.global().allocate(100);
+        java.lang.foreign.MemorySegment args = java.lang.foreign.Arena.global().allocate(100);
+        java.lang.foreign.MemorySegment result = java.lang.foreign.Arena.global().allocate(100);
+        for (int i = 0; i < 100; i++) {
+            pattern.set(java.lang.foreign.ValueLayout.JAVA_BYTE, i, (byte) (i * 31));
+        }
+        RpcDemo.fillArgs(pattern, args, 7, 100);
+        RpcDemo.transform(args, result, 100);
+        assertThat(RpcDemo.check(pattern, result, 7, 100)).isTrue();
+        assertThat(RpcDemo.check(pattern, result, 8, 100)).as("another call's answer").isFalse();
+        result.set(java.lang.foreign.ValueLayout.JAVA_BYTE, 99, (byte) (result.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 99) ^ 1));
+        assertThat(RpcDemo.check(pattern, result, 7, 100)).as("one byte off, in the tail").isFalse();
     }
 
     @Test

@@ -34,6 +34,11 @@ public final class RpcTransport {
     /** Receives beyond the credits asked for, posted in the same batch. */
     public static final int RECV_BATCH = 7;
     private static final long RECV_TAG = 1L << 63;
+    /**
+     * Work-request ids with this bit set belong to the user's own work on the queue pair (RDMA READ
+     * and WRITE of chunks through rw contexts): their completions go to {@link Handler#rwCompleted}.
+     */
+    public static final long USER_TAG = 1L << 62;
 
     /** What the transport tells its user. */
     public interface Handler {
@@ -46,6 +51,10 @@ public final class RpcTransport {
          * released it. The RPC may complete (put the request back).
          */
         default void completed(Req req) {
+        }
+
+        /** A completion of the user's own work (id with {@link #USER_TAG}, here without it). */
+        default void rwCompleted(long id, WcStatus status) {
         }
 
         /** The connection failed (a completion with an error); called once. */
@@ -262,6 +271,12 @@ public final class RpcTransport {
                 WorkCompletion wc = wcs[i];
                 if ((wc.wrId() & RECV_TAG) != 0) {
                     wcReceive(wc);
+                } else if ((wc.wrId() & USER_TAG) != 0) {
+                    if (wc.status() != WcStatus.SUCCESS) {
+                        flushed += wc.status() == WcStatus.WR_FLUSH_ERR ? 1 : 0;
+                        fail(wc.status());
+                    }
+                    handler.rwCompleted(wc.wrId() & ~USER_TAG, wc.status());
                 } else {
                     wcSend(wc);
                 }

@@ -1,0 +1,408 @@
+package io.regmem.bench;
+
+import io.regmem.core.BufferPool;
+import io.regmem.core.LeakReport;
+import io.regmem.core.PooledBuffer;
+import io.regmem.core.ScatterList;
+import io.regmem.registration.Access;
+import io.regmem.registration.CacheStats;
+import io.regmem.registration.DmaDirection;
+import io.regmem.registration.DmaMapping;
+import io.regmem.registration.PoolRegistration;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.cache.RegistrationCache;
+import io.regmem.registration.rpc.Rep;
+import io.regmem.registration.rpc.Req;
+import io.regmem.registration.rpc.RpcBuffer;
+import io.regmem.registration.rpc.RpcTransport;
+import io.regmem.registration.rpc.SendLock;
+import io.regmem.registration.rw.RwContext;
+import java.io.PrintStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayDeque;
+import java.util.Locale;
+import java.util.Map;
+import org.HdrHistogram.Histogram;
+
+/**
+ * The RPC-over-RDMA workload of {@code regmem demo}: a client and a server in one JVM on two soft
+ * devices, each with an {@link RpcBuffer} and an {@link RpcTransport}. A call carries a 64-byte
+ * header by SEND; small arguments travel inline after it, large ones are left in the client's
+ * registered memory and read by the server with RDMA READ (a read chunk, through an {@link RwContext});
+ * large results are written by the server with RDMA WRITE into the client's registered reply buffer
+ * (a write chunk), small ones come back inline. Replies carry credits. Every reply byte is checked.
+ */
+final class RpcDemo {
+    static final int HEADER = 64;
+    static final int INLINE = 1024;
+    private static final int FLAG_ARGS_INLINE = 1;
+    private static final int FLAG_RESULT_INLINE = 2;
+
+    private final PrintStream out;
+    private final long calls;
+    private final long durationNanos;
+    private final int[] payloads;
+    private final int concurrency;
+    private final boolean progress;
+
+    RpcDemo(PrintStream out, long calls, long durationMillis, int[] payloads, int concurrency, boolean progress) {
+        this.out = out;
+        this.calls = calls;
+        this.durationNanos = durationMillis * 1_000_000L;
+        this.payloads = payloads;
+        this.concurrency = concurrency;
+        this.progress = progress;
+    }
+
+    /** One outstanding call on the client. */
+    private static final class Call {
+        Req req;
+        PooledBuffer args;
+        PooledBuffer result;
+        int size;
+        long started;
+    }
+
+    /** One call being served. */
+    private static final class Slot {
+        final int index;
+        final RwContext rw = new RwContext();
+        final ScatterList argSg = new ScatterList(1, false, 1);
+        final ScatterList resSg = new ScatterList(1, false, 1);
+        MemorySegment argArea;
+        MemorySegment resArea;
+        int xid;
+        int flags;
+        long size;
+        long resAddr;
+        int resRkey;
+
+        Slot(int index) {
+            this.index = index;
+        }
+    }
+
+    private static final ValueLayout.OfLong WORD = ValueLayout.JAVA_LONG_UNALIGNED;
+
+    /** The argument bytes of call xid: a fixed pattern with every byte XORed with the call's byte. */
+    static void fillArgs(MemorySegment pattern, MemorySegment to, int xid, long size) {
+        xor(pattern, to, size, spread((byte) xid));
+    }
+
+    /** The server's work: every argument byte XORed with 0x5A. */
+    static void transform(MemorySegment args, MemorySegment to, long size) {
+        xor(args, to, size, spread((byte) 0x5A));
+    }
+
+    /**
+     * True if {@code result} is call xid's answer: the pattern XORed with the call's byte and 0x5A,
+     * every byte of it (another call's answer differs wherever the calls' bytes differ).
+     */
+    static boolean check(MemorySegment pattern, MemorySegment result, int xid, long size) {
+        long mask = spread((byte) (xid ^ 0x5A));
+        long i = 0;
+        for (; i + 8 <= size; i += 8) {
+            if (result.get(WORD, i) != (pattern.get(WORD, i) ^ mask)) {
+                return false;
+            }
+        }
+        for (; i < size; i++) {
+            if (result.get(ValueLayout.JAVA_BYTE, i) != (byte) (pattern.get(ValueLayout.JAVA_BYTE, i) ^ mask)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static long spread(byte b) {
+        return (b & 0xFFL) * 0x0101_0101_0101_0101L;
+    }
+
+    private static void xor(MemorySegment from, MemorySegment to, long size, long mask) {
+        long i = 0;
+        for (; i + 8 <= size; i += 8) {
+            to.set(WORD, i, from.get(WORD, i) ^ mask);
+        }
+        for (; i < size; i++) {
+            to.set(ValueLayout.JAVA_BYTE, i, (byte) (from.get(ValueLayout.JAVA_BYTE, i) ^ mask));
+        }
+    }
+
+    boolean run() {
+        int maxPayload = 0;
+        for (int p : payloads) {
+            maxPayload = Math.max(maxPayload, p);
+        }
+        int reqs = Math.max(4, concurrency);
+        QpInitAttributes client = new QpInitAttributes().maxSendWr(8 * reqs + 64).maxRecvWr(reqs + 16).maxSendSge(3)
+                .signalAll(false);
+        QpInitAttributes server = new QpInitAttributes().maxSendWr(16 * reqs + 64).maxRecvWr(reqs + 16).maxSendSge(3)
+                .signalAll(false);
+        SoftPair pair = new SoftPair(Map.of(), 8192, client, server);
+        Arena arena = Arena.ofShared();
+        BufferPool clientMemory = BufferPool.builder().name("rpc-client-chunks").build();
+        BufferPool rpcPoolC = BufferPool.builder().name("rpc-client-buffers").build();
+        BufferPool rpcPoolS = BufferPool.builder().name("rpc-server-buffers").build();
+        RegistrationCache cacheC = RegistrationCache.of(pair.pdA);
+        PoolRegistration chunks = cacheC.register(clientMemory, Access.LOCAL_WRITE, Access.REMOTE_READ, Access.REMOTE_WRITE);
+        RpcBuffer bufC = RpcBuffer.builder(pair.pdA, rpcPoolC).maxRequests(reqs).inline(INLINE + HEADER, INLINE + HEADER).build();
+        RpcBuffer bufS = RpcBuffer.builder(pair.pdB, rpcPoolS).maxRequests(reqs).inline(INLINE + HEADER, INLINE + HEADER).build();
+        MemorySegment staging = arena.allocate(2L * reqs * Math.max(maxPayload, 64), 4096);
+        MemorySegment pattern = arena.allocate(Math.max(maxPayload, 64), 8);
+        java.util.SplittableRandom rnd = new java.util.SplittableRandom(2026);
+        for (long i = 0; i < pattern.byteSize(); i += 8) {
+            pattern.set(ValueLayout.JAVA_LONG, i, rnd.nextLong());
+        }
+        DmaMapping stagingMap = pair.devB.dmaMap(staging);
+        SendLock lockC = new SendLock();
+        SendLock lockS = new SendLock();
+        Call[] inflight = new Call[1 << 20];
+        Histogram latency = new Histogram(3);
+        long[] errors = new long[1];
+        long[] done = new long[1];
+        long[] bytes = new long[1];
+        int[] credits = {1};
+        Slot[] slots = new Slot[reqs];
+        ArrayDeque<Slot> freeSlots = new ArrayDeque<>();
+        for (int i = 0; i < reqs; i++) {
+            slots[i] = new Slot(i);
+            slots[i].argArea = staging.asSlice(2L * i * Math.max(maxPayload, 64), Math.max(maxPayload, 64));
+            slots[i].resArea = staging.asSlice((2L * i + 1) * Math.max(maxPayload, 64), Math.max(maxPayload, 64));
+            freeSlots.push(slots[i]);
+        }
+        RpcTransport[] transports = new RpcTransport[2];
+
+        // ---- the server ----
+        RpcTransport.Handler serverHandler = new RpcTransport.Handler() {
+            @Override
+            public void received(Rep rep, long n) {
+                MemorySegment h = rep.buffer().segment();
+                Slot s = freeSlots.pop();
+                s.xid = h.get(ValueLayout.JAVA_INT, 0);
+                s.flags = h.get(ValueLayout.JAVA_INT, 4);
+                s.size = h.get(ValueLayout.JAVA_LONG, 8);
+                s.resAddr = h.get(ValueLayout.JAVA_LONG, 40);
+                s.resRkey = h.get(ValueLayout.JAVA_INT, 48);
+                if ((s.flags & FLAG_ARGS_INLINE) != 0) {
+                    MemorySegment.copy(h, HEADER, s.argArea, 0, s.size);
+                    bufS.repPut(rep);
+                    process(s);
+                } else { // a read chunk: RDMA READ the arguments from the client's memory
+                    long argAddr = h.get(ValueLayout.JAVA_LONG, 16);
+                    int argRkey = h.get(ValueLayout.JAVA_INT, 24);
+                    bufS.repPut(rep);
+                    s.argSg.clear().add(s.argArea.address(), s.size);
+                    s.rw.init(pair.qpB, 1, s.argSg, 1, 0, argAddr, argRkey, DmaDirection.FROM_DEVICE);
+                    s.rw.post(pair.qpB, 1, RpcTransport.USER_TAG | (long) s.index << 1);
+                }
+                transports[1].postRecvs(reqs);
+            }
+
+            @Override
+            public void rwCompleted(long id, WcStatus status) {
+                Slot s = slots[(int) (id >>> 1)];
+                if ((id & 1) == 0) {
+                    s.rw.destroy(pair.qpB, 1, s.argSg, 1, DmaDirection.FROM_DEVICE);
+                    if (status == WcStatus.SUCCESS) {
+                        process(s);
+                    } else {
+                        freeSlots.push(s);
+                    }
+                } else { // the write chunk landed (its reply was sent right behind it)
+                    s.rw.destroy(pair.qpB, 1, s.resSg, 1, DmaDirection.TO_DEVICE);
+                    freeSlots.push(s);
+                }
+            }
+
+            private void process(Slot s) {
+                transform(s.argArea, s.resArea, s.size);
+                Req reply = bufS.get();
+                MemorySegment h = reply.header().segment();
+                h.set(ValueLayout.JAVA_INT, 0, s.xid);
+                h.set(ValueLayout.JAVA_INT, 28, reqs); // credits granted
+                h.set(ValueLayout.JAVA_LONG, 32, s.size);
+                boolean inline = (s.flags & FLAG_RESULT_INLINE) != 0;
+                lockS.lock();
+                try {
+                    if (inline) {
+                        MemorySegment.copy(s.resArea, 0, reply.send().segment(), 0, s.size);
+                        transports[1].send(reply, HEADER, s.size, false);
+                        freeSlots.push(s);
+                    } else { // a write chunk: RDMA WRITE into the client's reply buffer, then the reply
+                        s.resSg.clear().add(s.resArea.address(), s.size);
+                        s.rw.init(pair.qpB, 1, s.resSg, 1, 0, s.resAddr, s.resRkey, DmaDirection.TO_DEVICE);
+                        s.rw.post(pair.qpB, 1, RpcTransport.USER_TAG | ((long) s.index << 1) | 1);
+                        transports[1].send(reply, HEADER, 0, false);
+                    }
+                } finally {
+                    lockS.unlock();
+                }
+            }
+
+            @Override
+            public void completed(Req req) {
+                bufS.put(req);
+            }
+        };
+        transports[1] = new RpcTransport(pair.qpB, pair.cqB, bufS, lockS, serverHandler, 16, 4);
+        transports[1].postRecvs(reqs);
+
+        // ---- the client ----
+        RpcTransport.Handler clientHandler = new RpcTransport.Handler() {
+            @Override
+            public void received(Rep rep, long n) {
+                MemorySegment h = rep.buffer().segment();
+                int xid = h.get(ValueLayout.JAVA_INT, 0);
+                credits[0] = h.get(ValueLayout.JAVA_INT, 28);
+                Call c = inflight[xid & (inflight.length - 1)];
+                boolean inline = c.result == null;
+                MemorySegment result = inline ? h.asSlice(HEADER, c.size) : c.result.segment();
+                if (!check(pattern, result, xid, c.size)) {
+                    errors[0]++;
+                }
+                latency.recordValue(Math.max(1, (System.nanoTime() - c.started) / 1000));
+                bytes[0] += 2L * c.size;
+                if (c.args != null) {
+                    c.args.close();
+                }
+                if (c.result != null) {
+                    c.result.close();
+                }
+                c.req.attachReply(rep);
+                transports[0].replyDone(c.req);
+            }
+
+            @Override
+            public void completed(Req req) {
+                done[0]++;
+                bufC.put(req);
+            }
+        };
+        transports[0] = new RpcTransport(pair.qpA, pair.cqA, bufC, lockC, clientHandler, 16, 4);
+        transports[0].postRecvs(1);
+
+        long start = System.nanoTime();
+        long lastPrint = start;
+        int xid = 0;
+        boolean ok = true;
+        try {
+            while (durationNanos > 0 ? System.nanoTime() - start < durationNanos || xid > done[0] : done[0] < calls) {
+                boolean more = durationNanos > 0 ? System.nanoTime() - start < durationNanos : xid < calls;
+                while (more && xid - done[0] < Math.min(concurrency, credits[0] + concurrency)) {
+                    Req req = bufC.get();
+                    if (req == null) {
+                        break;
+                    }
+                    Call c = inflight[xid & (inflight.length - 1)];
+                    if (c == null) {
+                        c = new Call();
+                        inflight[xid & (inflight.length - 1)] = c;
+                    }
+                    c.req = req;
+                    c.size = payloads[xid % payloads.length];
+                    c.started = System.nanoTime();
+                    MemorySegment h = req.header().segment();
+                    h.set(ValueLayout.JAVA_INT, 0, xid);
+                    h.set(ValueLayout.JAVA_LONG, 8, c.size);
+                    int flags = 0;
+                    long sendBytes = 0;
+                    if (c.size <= INLINE) {
+                        flags |= FLAG_ARGS_INLINE | FLAG_RESULT_INLINE;
+                        fillArgs(pattern, req.send().segment(), xid, c.size);
+                        sendBytes = c.size;
+                        c.args = null;
+                        c.result = null;
+                    } else {
+                        c.args = clientMemory.allocate(c.size);
+                        c.result = clientMemory.allocate(c.size);
+                        fillArgs(pattern, c.args.segment(), xid, c.size);
+                        h.set(ValueLayout.JAVA_LONG, 16, c.args.address());
+                        h.set(ValueLayout.JAVA_INT, 24, chunks.rkey(c.args));
+                        h.set(ValueLayout.JAVA_LONG, 40, c.result.address());
+                        h.set(ValueLayout.JAVA_INT, 48, chunks.rkey(c.result));
+                    }
+                    h.set(ValueLayout.JAVA_INT, 4, flags);
+                    transports[0].postRecvs(concurrency);
+                    lockC.lock();
+                    try {
+                        if (!transports[0].send(req, HEADER, sendBytes, true)) {
+                            if (c.args != null) {
+                                c.args.close();
+                                c.result.close();
+                            }
+                            bufC.put(req);
+                            break;
+                        }
+                    } finally {
+                        lockC.unlock();
+                    }
+                    xid++;
+                    more = durationNanos > 0 ? System.nanoTime() - start < durationNanos : xid < calls;
+                }
+                transports[1].poll();
+                transports[0].poll();
+                if (!transports[0].isConnected() || !transports[1].isConnected()) {
+                    out.println("regmem demo: the connection failed");
+                    ok = false;
+                    break;
+                }
+                long now = System.nanoTime();
+                if (progress && now - lastPrint > 1_000_000_000L) {
+                    lastPrint = now;
+                    out.printf(Locale.ROOT, "\r  %,d calls, %,.0f calls/s, p99 %d us   ", done[0],
+                            done[0] / ((now - start) / 1e9), latency.getValueAtPercentile(99));
+                    out.flush();
+                }
+            }
+        } catch (RuntimeException e) {
+            out.println("regmem demo: " + e);
+            ok = false;
+        }
+        long elapsed = System.nanoTime() - start;
+        if (progress) {
+            out.print("\r");
+        }
+
+        transports[0].flushDisconnect();
+        transports[1].flushDisconnect();
+        CacheStats cache = pair.pdA.cacheStats();
+        long stale = transports[0].staleCompletions() + transports[1].staleCompletions();
+        int reqsFreeC = bufC.freeRequests();
+        int reqsFreeS = bufS.freeRequests();
+        int repsC = bufC.replies();
+        int repsFreeC = bufC.freeReplies();
+        boolean leakedReqs = !bufC.destroy().isEmpty() | !bufS.destroy().isEmpty();
+        pair.disconnect();
+        chunks.close();
+        cacheC.close();
+        stagingMap.close();
+        LeakReport leaksChunks = clientMemory.closeAndReport();
+        LeakReport leaksC = rpcPoolC.closeAndReport();
+        LeakReport leaksS = rpcPoolS.closeAndReport();
+        pair.close();
+        arena.close();
+        String devC = pair.devA.resources().report();
+        String devS = pair.devB.resources().report();
+
+        out.printf(Locale.ROOT, "%nRPC over RDMA (soft provider): %,d calls in %.2f s, %,.0f calls/s, %,.1f MiB/s of arguments and results; "
+                + "payloads %s B, %d concurrent%n", done[0], elapsed / 1e9, done[0] / (elapsed / 1e9),
+                bytes[0] / (elapsed / 1e9) / (1 << 20), java.util.Arrays.toString(payloads), concurrency);
+        out.printf(Locale.ROOT, "Call latency (us)   p50 %d   p90 %d   p99 %d   p99.9 %d   max %d%n",
+                latency.getValueAtPercentile(50), latency.getValueAtPercentile(90), latency.getValueAtPercentile(99),
+                latency.getValueAtPercentile(99.9), latency.getMaxValue());
+        out.printf(Locale.ROOT, "Replies checked byte by byte: %,d wrong%n", errors[0]);
+        out.printf(Locale.ROOT, "Requests free after the run: client %d/%d, server %d/%d; client replies %d made, %d free; "
+                + "stale completions %d%n", reqsFreeC, reqs, reqsFreeS, reqs, repsC, repsFreeC, stale);
+        out.printf(Locale.ROOT, "Client chunk registrations (cache): %,d gets, %.2f%% hits, %d misses, %d invalidations%n",
+                cache.gets(), 100 * cache.hitRate(), cache.misses(), cache.invalidations());
+        out.printf(Locale.ROOT, "Devices: %s; %s%n", devC, devS);
+        out.printf(Locale.ROOT, "Pools: %s; %s; %s%n", leaksChunks.describe().strip(), leaksC.describe().strip(),
+                leaksS.describe().strip());
+        return ok && errors[0] == 0 && !leakedReqs && reqsFreeC == reqs && reqsFreeS == reqs && leaksChunks.clean()
+                && leaksC.clean() && leaksS.clean() && devC.equals("no live objects") && devS.equals("no live objects")
+                && (durationNanos > 0 || done[0] == calls);
+    }
+}
