@@ -269,51 +269,62 @@ public final class RpcTransport {
         while ((n = cq.poll(wcs)) > 0) {
             for (int i = 0; i < n; i++) {
                 WorkCompletion wc = wcs[i];
-                if ((wc.wrId() & RECV_TAG) != 0) {
-                    wcReceive(wc);
-                } else if ((wc.wrId() & USER_TAG) != 0) {
-                    if (wc.status() != WcStatus.SUCCESS) {
-                        flushed += wc.status() == WcStatus.WR_FLUSH_ERR ? 1 : 0;
-                        fail(wc.status());
-                    }
-                    handler.rwCompleted(wc.wrId() & ~USER_TAG, wc.status());
-                } else {
-                    wcSend(wc);
-                }
+                handle(wc.wrId(), wc.status(), wc.byteLen());
             }
             total += n;
         }
         return total;
     }
 
-    private void wcSend(WorkCompletion wc) {
-        // Swept whatever the status: a flushed Send's slot is released too.
-        if (!buffer.ring().complete(wc.wrId())) {
-            staleCompletions++;
-        }
-        if (wc.status() != WcStatus.SUCCESS) {
-            flushed += wc.status() == WcStatus.WR_FLUSH_ERR ? 1 : 0;
-            fail(wc.status());
+    /** One completion (package-private so tests can replay a duplicated or stale one). */
+    void handle(long wrId, WcStatus status, long byteLen) {
+        if ((wrId & RECV_TAG) != 0) {
+            wcReceive(wrId, status, byteLen);
+        } else if ((wrId & USER_TAG) != 0) {
+            if (status != WcStatus.SUCCESS) {
+                flushed += status == WcStatus.WR_FLUSH_ERR ? 1 : 0;
+                fail(status);
+            }
+            handler.rwCompleted(wrId & ~USER_TAG, status);
+        } else {
+            wcSend(wrId, status);
         }
     }
 
-    private void wcReceive(WorkCompletion wc) {
-        long id = wc.wrId() & ~RECV_TAG;
+    private void wcSend(long wrId, WcStatus status) {
+        // Swept whatever the status: a flushed Send's slot is released too.
+        if (!buffer.ring().complete(wrId)) {
+            return; // stale or duplicated (the ring counts it): it says nothing about the connection
+        }
+        if (status != WcStatus.SUCCESS) {
+            flushed += status == WcStatus.WR_FLUSH_ERR ? 1 : 0;
+            fail(status);
+        }
+    }
+
+    private void wcReceive(long wrId, WcStatus status, long byteLen) {
+        long id = wrId & ~RECV_TAG;
         Rep rep = buffer.rep((int) id);
         if (rep == null || rep.generation != (int) (id >>> 32) || !rep.isPosted()) {
             staleCompletions++;
             return;
         }
         receiveCount.decrementAndGet();
-        if (wc.status() != WcStatus.SUCCESS) {
-            flushed += wc.status() == WcStatus.WR_FLUSH_ERR ? 1 : 0;
+        if (status != WcStatus.SUCCESS) {
+            flushed += status == WcStatus.WR_FLUSH_ERR ? 1 : 0;
             buffer.repPut(rep);
-            fail(wc.status());
+            fail(status);
             return;
         }
-        rep.byteLen = wc.byteLen();
-        rep.buffer.syncForCpu(wc.byteLen());
-        handler.received(rep, wc.byteLen());
+        rep.byteLen = byteLen;
+        rep.buffer.syncForCpu(byteLen);
+        rep.move(Rep.POSTED, Rep.ATTACHED); // the handler owns it now: a late duplicate of this completion is stale
+        handler.received(rep, byteLen);
+    }
+
+    /** The work-request id of a rep's current posting (tests). */
+    static long recvWrId(Rep rep) {
+        return RECV_TAG | ((long) rep.generation << 32) | rep.id;
     }
 
     private void fail(WcStatus cause) {

@@ -107,13 +107,20 @@ class RpcBufferTest {
     void getNeverComesBackEmptyHandedWhileRequestsAreFree() throws Exception {
         RpcBuffer rb = RpcBuffer.builder(pd, pool).maxRequests(8).build();
         java.util.concurrent.atomic.AtomicInteger empty = new java.util.concurrent.atomic.AtomicInteger();
+        java.util.concurrent.atomic.AtomicIntegerArray owner = new java.util.concurrent.atomic.AtomicIntegerArray(8);
+        java.util.concurrent.atomic.AtomicInteger shared = new java.util.concurrent.atomic.AtomicInteger();
         Runnable worker = () -> {
+            int me = (int) Thread.currentThread().threadId();
             for (int i = 0; i < 300_000; i++) {
                 Req r = rb.get(); // two threads hold at most two of eight: never null
                 if (r == null) {
                     empty.incrementAndGet();
                     continue;
                 }
+                if (!owner.compareAndSet(r.id(), 0, me)) { // ownership mark: nobody else holds it
+                    shared.incrementAndGet();
+                }
+                owner.set(r.id(), 0);
                 rb.put(r);
             }
         };
@@ -121,6 +128,7 @@ class RpcBufferTest {
         worker.run();
         t.join();
         assertThat(empty).as("gets that found no request while six or more were free").hasValue(0);
+        assertThat(shared).as("requests handed to two threads at once").hasValue(0);
         assertThat(rb.freeRequests()).isEqualTo(8);
         assertThat(rb.destroy()).isEmpty();
     }

@@ -48,6 +48,7 @@ class RpcTransportTest {
         final AtomicInteger completed = new AtomicInteger();
         final AtomicInteger disconnects = new AtomicInteger();
         final List<Integer> wrongReplies = new ArrayList<>();
+        long lastRecvWrId;
         final RpcTransport client;
         final RpcTransport server;
 
@@ -63,6 +64,7 @@ class RpcTransportTest {
             client = new RpcTransport(qpC, cqC, bufC, lockC, new RpcTransport.Handler() {
                 @Override
                 public void received(Rep rep, long bytes) {
+                    lastRecvWrId = RpcTransport.recvWrId(rep);
                     int xid = rep.buffer().segment().get(ValueLayout.JAVA_INT, 0);
                     Req req = inflight[xid];
                     int answer = rep.buffer().segment().get(ValueLayout.JAVA_INT, 4);
@@ -266,6 +268,70 @@ class RpcTransportTest {
             assertThat(p.bufS.freeRequests()).isEqualTo(MAX);
             assertFlushed(p, p.client, p.bufC, p.qpC);
             assertThat(p.bufC.freeReplies()).isEqualTo(p.bufC.replies());
+            assertThat(p.bufS.freeReplies()).isEqualTo(p.bufS.replies());
+        }
+    }
+
+    @Test
+    void duplicatedAndStaleCompletionsAreCountedAndNeverApplied() {
+        try (Pair p = new Pair()) {
+            p.server.postRecvs(MAX);
+            int sent = 0;
+            while (p.completed.get() < 50) {
+                while (sent - p.completed.get() < MAX && p.call(sent)) {
+                    sent++;
+                }
+                p.pollBoth();
+            }
+            int completedBefore = p.completed.get();
+            int receivesBefore = p.client.receiveCount();
+            long staleBefore = p.client.staleCompletions();
+            // a receive completion delivered twice, and one for an earlier posting of the same rep
+            p.client.handle(p.lastRecvWrId, WcStatus.SUCCESS, 8);
+            p.client.handle(p.lastRecvWrId - (1L << 32), WcStatus.SUCCESS, 8);
+            // a Send completion for a slot that is not outstanding
+            SendCtx notOut = p.bufC.ring().slot(p.bufC.ring().size() - 1);
+            p.client.handle(notOut.wrId() + (5L << 32), WcStatus.SUCCESS, 0);
+            assertThat(p.client.staleCompletions() - staleBefore).isEqualTo(3);
+            assertThat(p.completed.get()).as("nothing was applied twice").isEqualTo(completedBefore);
+            assertThat(p.client.receiveCount()).isEqualTo(receivesBefore);
+            assertThat(p.client.isConnected()).as("stale completions are not errors").isTrue();
+            while (p.completed.get() < sent) {
+                p.pollBoth();
+            }
+            p.client.flushDisconnect();
+            p.server.flushDisconnect();
+            assertFlushed(p, p.client, p.bufC, p.qpC);
+        }
+    }
+
+    @Test
+    void aPeerThatStopsLeavesCallsWaitingUntilTheFlushAndNothingReturnsEarly() {
+        try (Pair p = new Pair()) {
+            p.server.postRecvs(MAX);
+            int sent = 0;
+            while (sent < MAX && p.call(sent)) {
+                sent++;
+            }
+            for (int i = 0; i < 1000; i++) {
+                p.client.poll(); // the server never answers: it stopped
+            }
+            assertThat(p.completed).hasValue(0);
+            assertThat(p.bufC.freeRequests()).as("a call that times out keeps its buffers").isZero();
+            p.client.flushDisconnect();
+            p.server.flushDisconnect();
+            assertThat(p.bufC.freeRequests()).as("still owned by their RPCs after the flush").isZero();
+            List<Req> waiting = new ArrayList<>();
+            p.bufC.forEachReq(r -> {
+                if (r.isOwned()) {
+                    waiting.add(r);
+                }
+            });
+            assertThat(waiting).hasSize(sent);
+            waiting.forEach(p.client::replyDone); // the upper layer gives up on each, once
+            assertThat(p.completed).hasValue(sent);
+            assertThat(p.bufC.freeRequests()).isEqualTo(MAX);
+            assertFlushed(p, p.client, p.bufC, p.qpC);
             assertThat(p.bufS.freeReplies()).isEqualTo(p.bufS.replies());
         }
     }
