@@ -2,16 +2,15 @@ package io.regmem.bench;
 
 import io.regmem.core.BufferPool;
 import io.regmem.core.LeakReport;
-import io.regmem.core.PooledBuffer;
 import io.regmem.core.ScatterList;
 import io.regmem.registration.Access;
-import io.regmem.registration.CacheStats;
 import io.regmem.registration.DmaDirection;
 import io.regmem.registration.DmaMapping;
-import io.regmem.registration.PoolRegistration;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.WorkRequest;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.WcStatus;
-import io.regmem.registration.cache.RegistrationCache;
 import io.regmem.registration.rpc.Rep;
 import io.regmem.registration.rpc.Req;
 import io.regmem.registration.rpc.RpcBuffer;
@@ -30,13 +29,20 @@ import org.HdrHistogram.Histogram;
 /**
  * The RPC-over-RDMA workload of {@code regmem demo}: a client and a server in one JVM on two soft
  * devices, each with an {@link RpcBuffer} and an {@link RpcTransport}. A call carries a 64-byte
- * header by SEND; small arguments travel inline after it, large ones are left in the client's
- * registered memory and read by the server with RDMA READ (a read chunk, through an {@link RwContext});
- * large results are written by the server with RDMA WRITE into the client's registered reply buffer
- * (a write chunk), small ones come back inline. Replies carry credits. Every reply byte is checked.
+ * header by SEND; small arguments travel inline after it. Large arguments stay in the client's memory
+ * and are read by the server with RDMA READ (a read chunk, through an {@link RwContext}); large
+ * results are written by the server with RDMA WRITE into the client's reply area (a write chunk).
+ * As the kernel's client does, the client registers each chunk for this call only, with an FRWR MR
+ * (REG_MR chained in front of the Send, rights for exactly that area), and invalidates both MRs
+ * (LOCAL_INV) before the call completes, so a late or stray access by the server fails. Replies carry
+ * credits. Every reply byte is checked.
  */
 final class RpcDemo {
     static final int HEADER = 64;
+    /** The rights a read chunk gets: the server may read it, nothing else. */
+    private static final int READ_ONLY = Access.mask(Access.REMOTE_READ);
+    /** The rights a write chunk gets: the server may write it. */
+    private static final int WRITABLE = Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE);
     static final int INLINE = 1024;
     private static final int FLAG_ARGS_INLINE = 1;
     private static final int FLAG_RESULT_INLINE = 2;
@@ -57,13 +63,27 @@ final class RpcDemo {
         this.progress = progress;
     }
 
-    /** One outstanding call on the client. */
+    /**
+     * The client's state for one request (by request id): its staging areas, and for a call with
+     * chunks the two FRWR MRs that expose exactly those areas to the server, with the REG_MR and
+     * LOCAL_INV work requests that open and close them.
+     */
     private static final class Call {
         Req req;
-        PooledBuffer args;
-        PooledBuffer result;
+        int xid;
+        boolean chunks;
         int size;
         long started;
+        MemorySegment argsArea;
+        MemorySegment resultArea;
+        final ScatterList argSg = new ScatterList(1, false, 1);
+        final ScatterList resultSg = new ScatterList(1, false, 1);
+        MemoryRegion argMr;
+        MemoryRegion resultMr;
+        final WorkRequest regArgs = new WorkRequest(1);
+        final WorkRequest regResult = new WorkRequest(1);
+        final WorkRequest invArgs = new WorkRequest(1);
+        final WorkRequest invResult = new WorkRequest(1);
     }
 
     /** One call being served. */
@@ -143,14 +163,15 @@ final class RpcDemo {
                 .signalAll(false);
         SoftPair pair = new SoftPair(Map.of(), 8192, client, server);
         Arena arena = Arena.ofShared();
-        BufferPool clientMemory = BufferPool.builder().name("rpc-client-chunks").build();
         BufferPool rpcPoolC = BufferPool.builder().name("rpc-client-buffers").build();
         BufferPool rpcPoolS = BufferPool.builder().name("rpc-server-buffers").build();
-        RegistrationCache cacheC = RegistrationCache.of(pair.pdA);
-        PoolRegistration chunks = cacheC.register(clientMemory, Access.LOCAL_WRITE, Access.REMOTE_READ, Access.REMOTE_WRITE);
         RpcBuffer bufC = RpcBuffer.builder(pair.pdA, rpcPoolC).maxRequests(reqs).inline(INLINE + HEADER, INLINE + HEADER).build();
         RpcBuffer bufS = RpcBuffer.builder(pair.pdB, rpcPoolS).maxRequests(reqs).inline(INLINE + HEADER, INLINE + HEADER).build();
+        long area = Math.max(maxPayload, 4096);
         MemorySegment staging = arena.allocate(2L * reqs * Math.max(maxPayload, 64), 4096);
+        MemorySegment stagingC = arena.allocate(2L * reqs * area, 4096);
+        DmaMapping stagingCMap = pair.devA.dmaMap(stagingC); // FRWR pages must be DMA-mapped
+        int mrPages = (int) (area / 4096);
         MemorySegment pattern = arena.allocate(Math.max(maxPayload, 64), 8);
         java.util.SplittableRandom rnd = new java.util.SplittableRandom(2026);
         for (long i = 0; i < pattern.byteSize(); i += 8) {
@@ -159,7 +180,13 @@ final class RpcDemo {
         DmaMapping stagingMap = pair.devB.dmaMap(staging);
         SendLock lockC = new SendLock();
         SendLock lockS = new SendLock();
-        Call[] inflight = new Call[1 << 20];
+        Call[] byReq = new Call[reqs];
+        for (int i = 0; i < reqs; i++) {
+            byReq[i] = new Call();
+            byReq[i].argsArea = stagingC.asSlice(2L * i * area, area);
+            byReq[i].resultArea = stagingC.asSlice((2L * i + 1) * area, area);
+        }
+        int[] reqOfXid = new int[1 << 20];
         Histogram latency = new Histogram(3);
         long[] errors = new long[1];
         long[] done = new long[1];
@@ -257,21 +284,37 @@ final class RpcDemo {
                 MemorySegment h = rep.buffer().segment();
                 int xid = h.get(ValueLayout.JAVA_INT, 0);
                 credits[0] = h.get(ValueLayout.JAVA_INT, 28);
-                Call c = inflight[xid & (inflight.length - 1)];
-                boolean inline = c.result == null;
-                MemorySegment result = inline ? h.asSlice(HEADER, c.size) : c.result.segment();
-                if (!check(pattern, result, xid, c.size)) {
+                Call c = byReq[reqOfXid[xid & (reqOfXid.length - 1)]];
+                MemorySegment result = c.chunks ? c.resultArea : h.asSlice(HEADER, c.size);
+                if (c.xid != xid || !check(pattern, result, xid, c.size)) {
                     errors[0]++;
                 }
                 latency.recordValue(Math.max(1, (System.nanoTime() - c.started) / 1000));
                 bytes[0] += 2L * c.size;
-                if (c.args != null) {
-                    c.args.close();
-                }
-                if (c.result != null) {
-                    c.result.close();
-                }
                 c.req.attachReply(rep);
+                if (!c.chunks) {
+                    transports[0].replyDone(c.req);
+                    return;
+                }
+                // Close both chunks before the call completes: the server's keys stop working now.
+                c.invArgs.reset().opcode(Opcode.LOCAL_INV).invalidateRkey(c.argMr.rkey()).next(c.invResult);
+                c.invResult.reset().opcode(Opcode.LOCAL_INV).invalidateRkey(c.resultMr.rkey()).signaled(true)
+                        .wrId(RpcTransport.USER_TAG | c.req.id());
+                c.invArgs.wrId(RpcTransport.USER_TAG | c.req.id());
+                pair.qpA.postSend(c.invArgs);
+                c.invArgs.next(null);
+            }
+
+            @Override
+            public void rwCompleted(long id, WcStatus status) {
+                Call c = byReq[(int) id]; // both LOCAL_INVs done: the MRs go back to the request's cache
+                transports[0].mrPut(c.req, c.argMr);
+                transports[0].mrPut(c.req, c.resultMr);
+                c.argMr = null;
+                c.resultMr = null;
+                if (status != WcStatus.SUCCESS) {
+                    errors[0]++;
+                }
                 transports[0].replyDone(c.req);
             }
 
@@ -281,7 +324,7 @@ final class RpcDemo {
                 bufC.put(req);
             }
         };
-        transports[0] = new RpcTransport(pair.qpA, pair.cqA, bufC, lockC, clientHandler, 16, 4);
+        transports[0] = new RpcTransport(pair.qpA, pair.cqA, bufC, lockC, clientHandler, mrPages, 2 * reqs);
         transports[0].postRecvs(1);
 
         long start = System.nanoTime();
@@ -296,42 +339,55 @@ final class RpcDemo {
                     if (req == null) {
                         break;
                     }
-                    Call c = inflight[xid & (inflight.length - 1)];
-                    if (c == null) {
-                        c = new Call();
-                        inflight[xid & (inflight.length - 1)] = c;
-                    }
+                    Call c = byReq[req.id()];
                     c.req = req;
+                    c.xid = xid;
                     c.size = payloads[xid % payloads.length];
+                    c.chunks = c.size > INLINE;
                     c.started = System.nanoTime();
+                    reqOfXid[xid & (reqOfXid.length - 1)] = req.id();
                     MemorySegment h = req.header().segment();
                     h.set(ValueLayout.JAVA_INT, 0, xid);
                     h.set(ValueLayout.JAVA_LONG, 8, c.size);
-                    int flags = 0;
                     long sendBytes = 0;
-                    if (c.size <= INLINE) {
-                        flags |= FLAG_ARGS_INLINE | FLAG_RESULT_INLINE;
+                    WorkRequest before = null;
+                    if (!c.chunks) {
+                        h.set(ValueLayout.JAVA_INT, 4, FLAG_ARGS_INLINE | FLAG_RESULT_INLINE);
                         fillArgs(pattern, req.send().segment(), xid, c.size);
                         sendBytes = c.size;
-                        c.args = null;
-                        c.result = null;
                     } else {
-                        c.args = clientMemory.allocate(c.size);
-                        c.result = clientMemory.allocate(c.size);
-                        fillArgs(pattern, c.args.segment(), xid, c.size);
-                        h.set(ValueLayout.JAVA_LONG, 16, c.args.address());
-                        h.set(ValueLayout.JAVA_INT, 24, chunks.rkey(c.args));
-                        h.set(ValueLayout.JAVA_LONG, 40, c.result.address());
-                        h.set(ValueLayout.JAVA_INT, 48, chunks.rkey(c.result));
+                        c.argMr = transports[0].mrGet(req);
+                        c.resultMr = c.argMr == null ? null : transports[0].mrGet(req);
+                        if (c.resultMr == null) { // no MR yet (a refresh was made): try again next round
+                            if (c.argMr != null) {
+                                transports[0].mrPut(req, c.argMr);
+                            }
+                            bufC.put(req);
+                            break;
+                        }
+                        h.set(ValueLayout.JAVA_INT, 4, 0);
+                        fillArgs(pattern, c.argsArea, xid, c.size);
+                        c.argSg.clear().add(c.argsArea.address(), c.size);
+                        c.resultSg.clear().add(c.resultArea.address(), c.size);
+                        c.argMr.mapSg(c.argSg, 1, 0, 4096);
+                        c.resultMr.mapSg(c.resultSg, 1, 0, 4096);
+                        int argKey = MemoryRegion.incRkey(c.argMr.rkey());
+                        int resultKey = MemoryRegion.incRkey(c.resultMr.rkey());
+                        c.regArgs.reset().regMr(c.argMr, argKey, READ_ONLY).next(c.regResult);
+                        c.regResult.reset().regMr(c.resultMr, resultKey, WRITABLE);
+                        before = c.regArgs;
+                        h.set(ValueLayout.JAVA_LONG, 16, c.argMr.address());
+                        h.set(ValueLayout.JAVA_INT, 24, argKey);
+                        h.set(ValueLayout.JAVA_LONG, 40, c.resultMr.address());
+                        h.set(ValueLayout.JAVA_INT, 48, resultKey);
                     }
-                    h.set(ValueLayout.JAVA_INT, 4, flags);
                     transports[0].postRecvs(concurrency);
                     lockC.lock();
                     try {
-                        if (!transports[0].send(req, HEADER, sendBytes, true)) {
-                            if (c.args != null) {
-                                c.args.close();
-                                c.result.close();
+                        if (!transports[0].send(req, HEADER, sendBytes, true, before)) {
+                            if (c.chunks) {
+                                transports[0].mrPut(req, c.argMr);
+                                transports[0].mrPut(req, c.resultMr);
                             }
                             bufC.put(req);
                             break;
@@ -366,9 +422,9 @@ final class RpcDemo {
             out.print("\r");
         }
 
+        int mrsMade = transports[0].mrs();
         transports[0].flushDisconnect();
         transports[1].flushDisconnect();
-        CacheStats cache = pair.pdA.cacheStats();
         long stale = transports[0].staleCompletions() + transports[1].staleCompletions();
         int reqsFreeC = bufC.freeRequests();
         int reqsFreeS = bufS.freeRequests();
@@ -376,10 +432,8 @@ final class RpcDemo {
         int repsFreeC = bufC.freeReplies();
         boolean leakedReqs = !bufC.destroy().isEmpty() | !bufS.destroy().isEmpty();
         pair.disconnect();
-        chunks.close();
-        cacheC.close();
         stagingMap.close();
-        LeakReport leaksChunks = clientMemory.closeAndReport();
+        stagingCMap.close();
         LeakReport leaksC = rpcPoolC.closeAndReport();
         LeakReport leaksS = rpcPoolS.closeAndReport();
         pair.close();
@@ -396,13 +450,11 @@ final class RpcDemo {
         out.printf(Locale.ROOT, "Replies checked byte by byte: %,d wrong%n", errors[0]);
         out.printf(Locale.ROOT, "Requests free after the run: client %d/%d, server %d/%d; client replies %d made, %d free; "
                 + "stale completions %d%n", reqsFreeC, reqs, reqsFreeS, reqs, repsC, repsFreeC, stale);
-        out.printf(Locale.ROOT, "Client chunk memory: %,d registration(s) through the cache (one per pool chunk); every chunk's "
-                + "rkey read from its pool registration, no lookup per call%n", cache.misses());
+        out.printf(Locale.ROOT, "Chunks: each registered for its call only (FRWR: REG_MR before the Send, LOCAL_INV before "
+                + "the call completes); %d MRs made%n", mrsMade);
         out.printf(Locale.ROOT, "Devices: %s; %s%n", devC, devS);
-        out.printf(Locale.ROOT, "Pools: %s; %s; %s%n", leaksChunks.describe().strip(), leaksC.describe().strip(),
-                leaksS.describe().strip());
-        return ok && errors[0] == 0 && !leakedReqs && reqsFreeC == reqs && reqsFreeS == reqs && leaksChunks.clean()
-                && leaksC.clean() && leaksS.clean() && devC.equals("no live objects") && devS.equals("no live objects")
+        out.printf(Locale.ROOT, "Pools: %s; %s%n", leaksC.describe().strip(), leaksS.describe().strip());
+        return ok && errors[0] == 0 && !leakedReqs && reqsFreeC == reqs && reqsFreeS == reqs && leaksC.clean() && leaksS.clean() && devC.equals("no live objects") && devS.equals("no live objects")
                 && (durationNanos > 0 || done[0] == calls);
     }
 }

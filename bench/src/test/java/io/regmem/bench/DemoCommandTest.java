@@ -28,7 +28,7 @@ class DemoCommandTest {
         assertThat(status).as(out).isZero();
         assertThat(out).contains("RPC over RDMA (soft provider): 3,000 calls", "Replies checked byte by byte: 0 wrong",
                 "Requests free after the run: client 16/16, server 16/16", "stale completions 0",
-                "Devices: no live objects; no live objects", "rpc-client-chunks: no buffers leaked",
+                "Devices: no live objects; no live objects", "Chunks: each registered for its call only", "rpc-client-buffers: no buffers leaked",
                 "Workload: 6,000 requests", "Latency (ns)", "Pool 'demo' (PARANOID",
                 "allocations", "demo: no buffers leaked", "RDMA loopback on the soft provider: 500 requests",
                 "WRITE", "READ", "Registration cache of B: 501 gets, ", "misses (one per chunk)",

@@ -205,6 +205,18 @@ public final class RpcTransport {
      *                       buffer cannot be mapped or the QP refuses the post (the slot is given back)
      */
     public boolean send(Req req, long headerBytes, long sendBytes, boolean expectReply) {
+        return send(req, headerBytes, sendBytes, expectReply, null);
+    }
+
+    /**
+     * {@link #send(Req, long, long, boolean)} with work requests posted in front of the Send in the
+     * same chain, typically the REG_MRs of the call's chunks ({@code frwr_map} + {@code frwr_send}):
+     * the Send cannot overtake them, so the peer never sees a key before it is valid. The chain's
+     * WRs are unsignaled and count against the signaling budget.
+     *
+     * @param before the first of the WRs to post first (their {@code next} links them), or null
+     */
+    public boolean send(Req req, long headerBytes, long sendBytes, boolean expectReply, WorkRequest before) {
         if (!sendLock.isHeldByCurrentThread()) {
             throw new RdmaException(Errno.EPERM, this + ": Sends are prepared and posted under the send lock");
         }
@@ -232,9 +244,25 @@ public final class RpcTransport {
             // completion, so it must be signaled.
             boolean holds = !expectReply;
             sc.holdsRef = holds;
-            send.signaled(ring.signal(1, holds));
+            int wrs = 1;
+            WorkRequest last = null;
+            for (WorkRequest w = before; w != null; w = w.next()) {
+                w.signaled(false);
+                last = w;
+                wrs++;
+            }
+            send.signaled(ring.signal(wrs, holds));
             req.refs.set(1);
-            qp.postSend(send);
+            if (last == null) {
+                qp.postSend(send);
+            } else {
+                last.next(send);
+                try {
+                    qp.postSend(before);
+                } finally {
+                    last.next(null); // the queue copied the chain; the caller's WRs keep no link to ours
+                }
+            }
             return true;
         } catch (RuntimeException e) {
             ring.ungetLocked(sc); // nothing was posted: no completion would ever release the slot
