@@ -430,24 +430,30 @@ public final class RpcTransport {
      * Tears the connection's state down ({@code rpcrdma_xprt_disconnect} and its flush): drains the
      * queue pair so every posted receive and Send completes (flushed), handles those completions
      * (reps back to the free stack, the ring swept), unmaps every regbuf, drops replies attached to
-     * requests, destroys the MRs and resets the ring. Afterwards (invariant 16): no regbuf mapped, no
-     * send context outstanding, no MR on any list, nothing posted.
+     * requests, destroys the MRs and resets the ring, holding the send lock so that no Send is being
+     * prepared meanwhile. Afterwards (invariant 16): no regbuf mapped, no send context outstanding,
+     * no MR on any list, nothing posted.
      */
     public void flushDisconnect() {
-        connected = false;
-        disconnected.set(true);
-        if (!qp.isDestroyed()) {
-            qp.drain();
+        sendLock.lock(); // as the kernel's disconnect: no Send is being prepared meanwhile
+        try {
+            connected = false;
+            disconnected.set(true);
+            if (!qp.isDestroyed()) {
+                qp.drain();
+            }
+            poll();
+            buffer.ring().reset();
+            buffer.forEachReq(r -> {
+                r.header.unmap();
+                r.send.unmap();
+                r.recv.unmap();
+            });
+            buffer.forEachRep(rep -> rep.buffer.unmap());
+            mrsDestroy();
+        } finally {
+            sendLock.unlock();
         }
-        poll();
-        buffer.ring().reset();
-        buffer.forEachReq(r -> {
-            r.header.unmap();
-            r.send.unmap();
-            r.recv.unmap();
-        });
-        buffer.forEachRep(rep -> rep.buffer.unmap());
-        mrsDestroy();
     }
 
     /** Receives posted and not yet completed. */

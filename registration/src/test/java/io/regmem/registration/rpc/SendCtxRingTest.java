@@ -118,6 +118,20 @@ class SendCtxRingTest {
     }
 
     @Test
+    void aLostCompletionIsCoveredByTheNextOne() {
+        List<Integer> released = new ArrayList<>();
+        SendCtxRing ring = new SendCtxRing(8, 3, sc -> released.add(sc.index()), null);
+        SendCtx first = ring.getLocked();
+        SendCtx second = ring.getLocked();
+        SendCtx third = ring.getLocked();
+        // first's and second's completions are lost; third's sweeps them all, in order
+        assertThat(ring.complete(third.wrId())).isTrue();
+        assertThat(released).containsExactly(first.index(), second.index(), third.index());
+        assertThat(ring.complete(first.wrId())).as("if the lost one turns up after all, it is stale").isFalse();
+        assertThat(ring.outstanding()).isZero();
+    }
+
+    @Test
     void theSpaceHookRunsOnceAfterAFullRingGetsRoom() {
         AtomicInteger wakes = new AtomicInteger();
         SendCtxRing ring = new SendCtxRing(1, 3, null, wakes::incrementAndGet);
