@@ -9,7 +9,6 @@ import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -78,11 +77,7 @@ public final class RpcTransport {
     private volatile boolean connected = true;
     private long staleCompletions;
     private long flushed;
-    // FRWR MR pool (rb_mrs / rb_all_mrs), under this object's lock
-    private final ArrayDeque<MemoryRegion> freeMrs = new ArrayDeque<>();
-    private final List<MemoryRegion> allMrs = new ArrayList<>();
-    private final int maxRdmaSegs;
-    private final int mrPages;
+    private final FrwrMrs mrs;
 
     /**
      * @param qp      a connected queue pair whose send and receive completions both go to {@code cq}
@@ -99,8 +94,7 @@ public final class RpcTransport {
         this.sendLock = sendLock;
         this.handler = handler;
         this.maxRequests = buffer.maxRequests();
-        this.mrPages = mrPages;
-        this.maxRdmaSegs = maxRdmaSegs;
+        this.mrs = new FrwrMrs(buffer, mrPages, maxRdmaSegs);
         int maxRecvs = maxRequests + RECV_BATCH + 1;
         this.recvWrs = new WorkRequest[maxRecvs];
         for (int i = 0; i < maxRecvs; i++) {
@@ -362,7 +356,7 @@ public final class RpcTransport {
         }
     }
 
-    // ---- FRWR MRs --------------------------------------------------------------------------------
+    // ---- FRWR MRs ------------------------------------------------------------------------------
 
     /**
      * An MR for registering a chunk ({@code rpcrdma_mr_get}): the request's own cache first, then the
@@ -370,58 +364,25 @@ public final class RpcTransport {
      * the caller retries).
      */
     public MemoryRegion mrGet(Req req) {
-        MemoryRegion mr = req.mrs.poll();
-        if (mr != null) {
-            return mr;
-        }
-        synchronized (this) {
-            mr = freeMrs.poll();
-        }
-        if (mr == null) {
-            mrsRefresh();
-        }
-        return mr;
+        return mrs.get(req, connected);
     }
 
     /** Gives an MR back to the request's cache (after its LOCAL_INV completed, or it was never posted). */
     public void mrPut(Req req, MemoryRegion mr) {
-        req.mrs.push(mr);
+        mrs.put(req, mr);
     }
 
     /** Makes up to {@code maxRdmaSegs} more MRs ({@code rpcrdma_mrs_refresh}); a no-op unless connected. */
     public void mrsRefresh() {
-        if (!connected) {
-            return;
-        }
-        for (int i = 0; i < maxRdmaSegs; i++) {
-            MemoryRegion mr = buffer.pd().allocMr(mrPages);
-            synchronized (this) {
-                allMrs.add(mr);
-                freeMrs.add(mr);
-            }
-        }
+        mrs.refresh(connected);
     }
 
     /**
-     * Destroys every MR ({@code rpcrdma_mrs_destroy}): unlinks one at a time under the lock and
-     * deregisters it outside; MRs still in requests' caches are destroyed too (their state after a
-     * disconnect is unknown, so they are not reused).
+     * Destroys every MR ({@code rpcrdma_mrs_destroy}), those in requests' caches too (their state
+     * after a disconnect is unknown, so they are not reused).
      */
     public void mrsDestroy() {
-        while (true) {
-            MemoryRegion mr;
-            synchronized (this) {
-                if (allMrs.isEmpty()) {
-                    break;
-                }
-                mr = allMrs.remove(allMrs.size() - 1);
-                freeMrs.remove(mr);
-            }
-            if (!mr.isDestroyed()) {
-                mr.close();
-            }
-        }
-        buffer.forEachReq(r -> r.mrs.clear());
+        mrs.destroy();
     }
 
     // ---- disconnect ------------------------------------------------------------------------------
@@ -477,8 +438,8 @@ public final class RpcTransport {
     }
 
     /** MRs that exist now. */
-    public synchronized int mrs() {
-        return allMrs.size();
+    public int mrs() {
+        return mrs.count();
     }
 
     /** The pools. */
