@@ -51,10 +51,10 @@ final class Integrity {
             throw new RdmaException(Errno.EINVAL, mr + ": mapSgPi(" + dataCount + " data, " + protCount + " protection "
                     + "elements, " + a + "): data is required, and a protection list exactly when memory is T10_DIF");
         }
-        int d = mr.mapPages(data, 0, dataCount, 0, pageSz, 0, maxData);
-        long iova = mr.mapIova();
-        long bytes = mr.mapBytes();
-        int end = mr.mapEnd();
+        int d = mr.pageList.map(data, 0, dataCount, 0, pageSz, 0, maxData);
+        long iova = mr.pageList.iova;
+        long bytes = mr.pageList.bytes;
+        int end = mr.pageList.end;
         int dataEnd = end;
         if (d < dataCount) {
             throw new RdmaException(Errno.EINVAL, mr + ": data element " + d + " does not map (unaligned inside the "
@@ -66,17 +66,17 @@ final class Integrity {
         long pIova = 0;
         long pBytes = 0;
         if (memPi) {
-            int p = mr.mapPages(prot, 0, protCount, 0, pageSz, end, end + maxMeta);
+            int p = mr.pageList.map(prot, 0, protCount, 0, pageSz, end, end + maxMeta);
             if (p < protCount) {
                 throw new RdmaException(Errno.EINVAL, mr + ": protection element " + p + " does not map");
             }
-            pIova = mr.mapIova();
-            pBytes = mr.mapBytes();
+            pIova = mr.pageList.iova;
+            pBytes = mr.pageList.bytes;
             if (pBytes != a.protBytes(bytes)) {
                 throw new RdmaException(Errno.EINVAL, mr + ": " + pBytes + " protection bytes for " + bytes / a.blockSize()
                         + " blocks; " + a.protBytes(bytes) + " needed (8 per block)");
             }
-            end = mr.mapEnd();
+            end = mr.pageList.end;
         }
         this.attrs = a;
         this.dataIova = iova;

@@ -23,12 +23,10 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     private final int slot;
     private final int maxNumSg;
     private final long pageSize;
-    private final long[] pages;
+    /** A fast-reg MR's pages and their memory (null for a registered region). */
+    final PageList pageList;
     /** A registered region's memory: the device reaches it only through this segment. */
     private volatile java.lang.foreign.MemorySegment segment;
-    /** A fast-reg MR's page memory, resolved from DMA mappings when REG_MR executes. */
-    private final java.lang.foreign.MemorySegment[] pageSegments;
-    private final long[] pageOffsets;
     private volatile long address;
     private volatile long length;
     private volatile int access;
@@ -56,9 +54,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         this.maxNumSg = maxNumSg;
         this.pageSize = pageSize;
         int capacity = maxNumSg + maxMetaSg;
-        this.pages = fastReg ? new long[capacity] : null;
-        this.pageSegments = fastReg ? new java.lang.foreign.MemorySegment[capacity] : null;
-        this.pageOffsets = fastReg ? new long[capacity] : null;
+        this.pageList = fastReg ? new PageList(capacity) : null;
         this.integrity = maxMetaSg > 0 ? new Integrity(this, maxNumSg, maxMetaSg) : null;
         KeyTable keys = pd.device.keys;
         this.slot = keys.allocate();
@@ -139,17 +135,6 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         commitMapping(iova, dataBytes, pagesUsed, 0);
     }
 
-    long mapIova() {
-        return mapIova;
-    }
-
-    long mapBytes() {
-        return mapBytes;
-    }
-
-    int mapEnd() {
-        return mapEnd;
-    }
 
     /**
      * The first signature error found by transfers through this integrity MR since its last
@@ -220,7 +205,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         if (i < 0 || i >= npages) {
             throw new RdmaException(Errno.EINVAL, this + ": page " + i + " is not in [0, " + npages + ")");
         }
-        return pages[i];
+        return pageList.pages[i];
     }
 
     /**
@@ -266,73 +251,9 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
                     + sg.count() + ", offset " + offset + ", page size " + pageSz
                     + ") breaks n > 0, elements within the list, offset <= length(first), power-of-two pages");
         }
-        int i = mapPages(sg, first, count, offset, pageSz, 0, maxNumSg);
-        commitMapping(mapIova, mapBytes, mapEnd, mapResume);
+        int i = pageList.map(sg, first, count, offset, pageSz, 0, maxNumSg);
+        commitMapping(pageList.iova, pageList.bytes, pageList.end, pageList.resume);
         return i;
-    }
-
-    // Results of the last mapPages call (the caller holds the MR: no other thread maps it).
-    private long mapIova;
-    private long mapBytes;
-    private int mapEnd;
-    private long mapResume;
-
-    /**
-     * The page-list walk of {@link #mapSg}: maps elements into {@code pages[base, limit)} and leaves
-     * the iova, the bytes covered, the end of the used pages and the resume offset in the map* fields.
-     *
-     * @return the number of elements mapped completely
-     */
-    int mapPages(ScatterList sg, int first, int count, long offset, long pageSz, int base, int limit) {
-        long pageMask = ~(pageSz - 1);
-        long iova = sg.address(first) + offset;
-        long mapped = 0;
-        long lastEnd = 0;
-        long lastPageOff = 0;
-        int n = base;
-        long sgOffset = offset;
-        int i;
-        for (i = 0; i < count; i++) {
-            long dmaAddr = sg.address(first + i) + sgOffset;
-            long dmaLen = sg.length(first + i) - sgOffset;
-            long end = dmaAddr + dmaLen;
-            long pageAddr = dmaAddr & pageMask;
-            boolean merge = false;
-            if (i > 0 && (lastPageOff != 0 || pageAddr != dmaAddr)) {
-                if (lastEnd != dmaAddr) {
-                    break; // a gap stops mapping
-                }
-                merge = true; // contiguous with the previous element: continue on its last page
-            }
-            do {
-                if (!merge) {
-                    if (n == limit) {
-                        // Stop at the first byte not covered. (The kernel reports the start of the last
-                        // page it mapped, so the next MR maps that page again; this is tighter.)
-                        long stop = Math.max(pageAddr, dmaAddr);
-                        mapped += stop - dmaAddr;
-                        setMapResult(iova, mapped, n, stop - sg.address(first + i));
-                        return i;
-                    }
-                    pages[n++] = pageAddr;
-                }
-                merge = false;
-                pageAddr += pageSz;
-            } while (Long.compareUnsigned(pageAddr, end) < 0);
-            mapped += dmaLen;
-            lastEnd = end;
-            lastPageOff = end & ~pageMask;
-            sgOffset = 0;
-        }
-        setMapResult(iova, mapped, n, 0);
-        return i;
-    }
-
-    private void setMapResult(long iova, long bytes, int end, long resume) {
-        mapIova = iova;
-        mapBytes = bytes;
-        mapEnd = end;
-        mapResume = resume;
     }
 
     private void commitMapping(long iova, long mapped, int n, long resume) {
@@ -384,20 +305,20 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     }
 
     long rawPage(int i) {
-        return pages[i];
+        return pageList.pages[i];
     }
 
     void pageMemory(int i, java.lang.foreign.MemorySegment seg, long offset) {
-        pageSegments[i] = seg;
-        pageOffsets[i] = offset;
+        pageList.segments[i] = seg;
+        pageList.offsets[i] = offset;
     }
 
     java.lang.foreign.MemorySegment pageSegment(int i) {
-        return pageSegments[i];
+        return pageList.segments[i];
     }
 
     long pageOffset(int i) {
-        return pageOffsets[i];
+        return pageList.offsets[i];
     }
 
 

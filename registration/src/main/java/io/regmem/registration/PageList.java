@@ -1,0 +1,86 @@
+package io.regmem.registration;
+
+import io.regmem.core.ScatterList;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * A fast-reg MR's page list: the page addresses {@link MemoryRegion#mapSg} (or an integrity MR's
+ * {@code mapSgPi}) put there, and the memory each page resolves to when a REG_MR executes. The walk
+ * follows {@code ib_map_mr_sg}'s rules. Used by one thread at a time (the MR's holder), and by the
+ * data path under the fabric lock.
+ */
+final class PageList {
+    final long[] pages;
+    final MemorySegment[] segments;
+    final long[] offsets;
+    // What the last map() found (the holder reads them right after).
+    long iova;
+    long bytes;
+    int end;
+    long resume;
+
+    PageList(int capacity) {
+        this.pages = new long[capacity];
+        this.segments = new MemorySegment[capacity];
+        this.offsets = new long[capacity];
+    }
+
+    /**
+     * The page-list walk of {@code ib_map_mr_sg}: maps elements into {@code pages[base, limit)} and
+     * leaves the iova, the bytes covered, the end of the used pages and the resume offset in
+     * {@link #iova}, {@link #bytes}, {@link #end} and {@link #resume}.
+     *
+     * @return the number of elements mapped completely
+     */
+    int map(ScatterList sg, int first, int count, long offset, long pageSz, int base, int limit) {
+        long pageMask = ~(pageSz - 1);
+        long iova = sg.address(first) + offset;
+        long mapped = 0;
+        long lastEnd = 0;
+        long lastPageOff = 0;
+        int n = base;
+        long sgOffset = offset;
+        int i;
+        for (i = 0; i < count; i++) {
+            long dmaAddr = sg.address(first + i) + sgOffset;
+            long dmaLen = sg.length(first + i) - sgOffset;
+            long end = dmaAddr + dmaLen;
+            long pageAddr = dmaAddr & pageMask;
+            boolean merge = false;
+            if (i > 0 && (lastPageOff != 0 || pageAddr != dmaAddr)) {
+                if (lastEnd != dmaAddr) {
+                    break; // a gap stops mapping
+                }
+                merge = true; // contiguous with the previous element: continue on its last page
+            }
+            do {
+                if (!merge) {
+                    if (n == limit) {
+                        // Stop at the first byte not covered. (The kernel reports the start of the last
+                        // page it mapped, so the next MR maps that page again; this is tighter.)
+                        long stop = Math.max(pageAddr, dmaAddr);
+                        mapped += stop - dmaAddr;
+                        result(iova, mapped, n, stop - sg.address(first + i));
+                        return i;
+                    }
+                    pages[n++] = pageAddr;
+                }
+                merge = false;
+                pageAddr += pageSz;
+            } while (Long.compareUnsigned(pageAddr, end) < 0);
+            mapped += dmaLen;
+            lastEnd = end;
+            lastPageOff = end & ~pageMask;
+            sgOffset = 0;
+        }
+        result(iova, mapped, n, 0);
+        return i;
+    }
+
+    private void result(long iova, long bytes, int end, long resume) {
+        this.iova = iova;
+        this.bytes = bytes;
+        this.end = end;
+        this.resume = resume;
+    }
+}
