@@ -53,8 +53,11 @@ final class RpcDemo {
     private final int[] payloads;
     private final int concurrency;
     private final boolean progress;
+    private final boolean threads;
 
-    RpcDemo(PrintStream out, long calls, long durationMillis, int[] payloads, int concurrency, boolean progress) {
+    RpcDemo(PrintStream out, long calls, long durationMillis, int[] payloads, int concurrency, boolean progress,
+            boolean threads) {
+        this.threads = threads;
         this.out = out;
         this.calls = calls;
         this.durationNanos = durationMillis * 1_000_000L;
@@ -187,11 +190,11 @@ final class RpcDemo {
             byReq[i].resultArea = stagingC.asSlice((2L * i + 1) * area, area);
         }
         int[] reqOfXid = new int[1 << 20];
-        Histogram latency = new Histogram(3);
-        long[] errors = new long[1];
-        long[] done = new long[1];
-        long[] bytes = new long[1];
-        int[] credits = {1};
+        Histogram latency = new org.HdrHistogram.ConcurrentHistogram(3);
+        java.util.concurrent.atomic.AtomicLong errors = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong done = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong bytes = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicInteger credits = new java.util.concurrent.atomic.AtomicInteger(1);
         Slot[] slots = new Slot[reqs];
         ArrayDeque<Slot> freeSlots = new ArrayDeque<>();
         for (int i = 0; i < reqs; i++) {
@@ -283,14 +286,14 @@ final class RpcDemo {
             public void received(Rep rep, long n) {
                 MemorySegment h = rep.buffer().segment();
                 int xid = h.get(ValueLayout.JAVA_INT, 0);
-                credits[0] = h.get(ValueLayout.JAVA_INT, 28);
+                credits.set(h.get(ValueLayout.JAVA_INT, 28));
                 Call c = byReq[reqOfXid[xid & (reqOfXid.length - 1)]];
                 MemorySegment result = c.chunks ? c.resultArea : h.asSlice(HEADER, c.size);
                 if (c.xid != xid || !check(pattern, result, xid, c.size)) {
-                    errors[0]++;
+                    errors.incrementAndGet();
                 }
                 latency.recordValue(Math.max(1, (System.nanoTime() - c.started) / 1000));
-                bytes[0] += 2L * c.size;
+                bytes.addAndGet(2L * c.size);
                 c.req.attachReply(rep);
                 if (!c.chunks) {
                     transports[0].replyDone(c.req);
@@ -313,28 +316,55 @@ final class RpcDemo {
                 c.argMr = null;
                 c.resultMr = null;
                 if (status != WcStatus.SUCCESS) {
-                    errors[0]++;
+                    errors.incrementAndGet();
                 }
                 transports[0].replyDone(c.req);
             }
 
             @Override
             public void completed(Req req) {
-                done[0]++;
+                done.incrementAndGet();
                 bufC.put(req);
             }
         };
         transports[0] = new RpcTransport(pair.qpA, pair.cqA, bufC, lockC, clientHandler, mrPages, 2 * reqs);
         transports[0].postRecvs(1);
 
+        // With threads: the server and the client's completions run on their own threads, so each side's
+        // send-context ring has its consumer (the sender) and its producer (the completion handler) on
+        // different threads, and requests are taken on one thread and put back on another.
+        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+        java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
+        java.util.List<Thread> pollers = new java.util.ArrayList<>();
+        if (threads) {
+            for (int side = 1; side >= 0; side--) {
+                RpcTransport t = transports[side];
+                pollers.add(Thread.ofPlatform().name(side == 1 ? "rpc-server" : "rpc-client-completions").start(() -> {
+                    try {
+                        int idle = 0;
+                        while (!stop.get() && t.isConnected()) {
+                            if (t.poll() > 0) {
+                                idle = 0;
+                            } else if (++idle > 64) { // three busy threads on two cores: nap when idle
+                                java.util.concurrent.locks.LockSupport.parkNanos(10_000);
+                            } else {
+                                Thread.onSpinWait();
+                            }
+                        }
+                    } catch (Throwable e) {
+                        failure.compareAndSet(null, e);
+                    }
+                }));
+            }
+        }
         long start = System.nanoTime();
         long lastPrint = start;
         int xid = 0;
         boolean ok = true;
         try {
-            while (durationNanos > 0 ? System.nanoTime() - start < durationNanos || xid > done[0] : done[0] < calls) {
+            while (durationNanos > 0 ? System.nanoTime() - start < durationNanos || xid > done.get() : done.get() < calls) {
                 boolean more = durationNanos > 0 ? System.nanoTime() - start < durationNanos : xid < calls;
-                while (more && xid - done[0] < Math.min(concurrency, credits[0] + concurrency)) {
+                while (more && xid - done.get() < Math.min(concurrency, credits.get() + concurrency)) {
                     Req req = bufC.get();
                     if (req == null) {
                         break;
@@ -398,8 +428,15 @@ final class RpcDemo {
                     xid++;
                     more = durationNanos > 0 ? System.nanoTime() - start < durationNanos : xid < calls;
                 }
-                transports[1].poll();
-                transports[0].poll();
+                if (threads) {
+                    java.util.concurrent.locks.LockSupport.parkNanos(5_000); // the sender waits for completions
+                } else {
+                    transports[1].poll();
+                    transports[0].poll();
+                }
+                if (failure.get() != null) {
+                    throw new IllegalStateException("a poller failed", failure.get());
+                }
                 if (!transports[0].isConnected() || !transports[1].isConnected()) {
                     out.println("regmem demo: the connection failed");
                     ok = false;
@@ -408,8 +445,7 @@ final class RpcDemo {
                 long now = System.nanoTime();
                 if (progress && now - lastPrint > 1_000_000_000L) {
                     lastPrint = now;
-                    out.printf(Locale.ROOT, "\r  %,d calls, %,.0f calls/s, p99 %d us   ", done[0],
-                            done[0] / ((now - start) / 1e9), latency.getValueAtPercentile(99));
+                    out.printf(Locale.ROOT, "\r  %,d calls, %,.0f calls/s   ", done.get(), done.get() / ((now - start) / 1e9));
                     out.flush();
                 }
             }
@@ -418,6 +454,14 @@ final class RpcDemo {
             ok = false;
         }
         long elapsed = System.nanoTime() - start;
+        stop.set(true);
+        for (Thread t : pollers) {
+            try {
+                t.join();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
         if (progress) {
             out.print("\r");
         }
@@ -442,19 +486,20 @@ final class RpcDemo {
         String devS = pair.devB.resources().report();
 
         out.printf(Locale.ROOT, "%nRPC over RDMA (soft provider): %,d calls in %.2f s, %,.0f calls/s, %,.1f MiB/s of arguments and results; "
-                + "payloads %s B, %d concurrent%n", done[0], elapsed / 1e9, done[0] / (elapsed / 1e9),
-                bytes[0] / (elapsed / 1e9) / (1 << 20), java.util.Arrays.toString(payloads), concurrency);
+                + "payloads %s B, %d concurrent, %s%n", done.get(), elapsed / 1e9, done.get() / (elapsed / 1e9),
+                bytes.get() / (elapsed / 1e9) / (1 << 20), java.util.Arrays.toString(payloads), concurrency,
+                threads ? "sender, client completions and server on three threads" : "one thread");
         out.printf(Locale.ROOT, "Call latency (us)   p50 %d   p90 %d   p99 %d   p99.9 %d   max %d%n",
                 latency.getValueAtPercentile(50), latency.getValueAtPercentile(90), latency.getValueAtPercentile(99),
                 latency.getValueAtPercentile(99.9), latency.getMaxValue());
-        out.printf(Locale.ROOT, "Replies checked byte by byte: %,d wrong%n", errors[0]);
+        out.printf(Locale.ROOT, "Replies checked byte by byte: %,d wrong%n", errors.get());
         out.printf(Locale.ROOT, "Requests free after the run: client %d/%d, server %d/%d; client replies %d made, %d free; "
                 + "stale completions %d%n", reqsFreeC, reqs, reqsFreeS, reqs, repsC, repsFreeC, stale);
         out.printf(Locale.ROOT, "Chunks: each registered for its call only (FRWR: REG_MR before the Send, LOCAL_INV before "
                 + "the call completes); %d MRs made%n", mrsMade);
         out.printf(Locale.ROOT, "Devices: %s; %s%n", devC, devS);
         out.printf(Locale.ROOT, "Pools: %s; %s%n", leaksC.describe().strip(), leaksS.describe().strip());
-        return ok && errors[0] == 0 && !leakedReqs && reqsFreeC == reqs && reqsFreeS == reqs && leaksC.clean() && leaksS.clean() && devC.equals("no live objects") && devS.equals("no live objects")
-                && (durationNanos > 0 || done[0] == calls);
+        return ok && errors.get() == 0 && !leakedReqs && reqsFreeC == reqs && reqsFreeS == reqs && leaksC.clean() && leaksS.clean() && devC.equals("no live objects") && devS.equals("no live objects")
+                && (durationNanos > 0 || done.get() == calls);
     }
 }

@@ -38,6 +38,25 @@ class DemoCommandTest {
     }
 
     @Test
+    void theRpcPartOnThreeThreadsChecksItsDataAndLeaksNothing() {
+        PrintStream original = System.out;
+        ByteArrayOutputStream captured = new ByteArrayOutputStream();
+        int status;
+        try {
+            System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
+            status = new CommandLine(new RegmemCommand()).execute("demo", "--requests", "100", "--rdma-requests", "0",
+                    "--rpc-calls", "3000", "--rpc-threads", "--quiet-progress");
+        } finally {
+            System.setOut(original);
+        }
+        String out = captured.toString(StandardCharsets.UTF_8);
+        assertThat(status).as(out).isZero();
+        assertThat(out).contains("3,000 calls", "on three threads", "Replies checked byte by byte: 0 wrong",
+                "Requests free after the run: client 16/16, server 16/16", "Devices: no live objects; no live objects");
+        assertThat(BufferPool.openPools()).isEmpty();
+    }
+
+    @Test
     void aWrongReplyByteFailsTheCheck() {
         java.lang.foreign.MemorySegment pattern = java.lang.foreign.Arena.global().allocate(100);
         java.lang.foreign.MemorySegment args = java.lang.foreign.Arena.global().allocate(100);
