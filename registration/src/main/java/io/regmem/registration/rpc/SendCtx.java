@@ -20,8 +20,6 @@ public final class SendCtx {
     final long[] sgeLength;
     final int[] sgeLkey;
     int numSge;
-    /** SGEs from this index on map pages for this Send only, released with the slot. */
-    int firstPageSge = 2;
     /** True if the Send holds a reference on its request that the slot's release drops. */
     boolean holdsRef;
 
