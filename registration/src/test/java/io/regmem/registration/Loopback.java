@@ -11,7 +11,7 @@ import java.util.Map;
  * a CQ and 1 MiB of memory each. {@link #close()} tears everything down in the mandatory order and
  * asserts that neither device has a survivor.
  */
-final class Loopback implements AutoCloseable {
+public final class Loopback implements AutoCloseable {
     /**
      * The provider the contract tests run against: {@code -Dregmem.provider=NAME} (default soft).
      * Every provider must pass the same loopback, security and error-path suites.
@@ -19,21 +19,21 @@ final class Loopback implements AutoCloseable {
     static final String PROVIDER = System.getProperty("regmem.provider", "soft");
     private static int names;
 
-    final Arena arena = Arena.ofShared();
-    final RdmaDevice devA;
-    final RdmaDevice devB;
-    final ProtectionDomain pdA;
-    final ProtectionDomain pdB;
-    final CompletionQueue cqA;
-    final CompletionQueue cqB;
-    final CmId listener;
-    final CmId idA;
-    final CmId idB;
-    final QueuePair qpA;
-    final QueuePair qpB;
-    final MemorySegment memA = arena.allocate(1 << 20, 4096);
-    final MemorySegment memB = arena.allocate(1 << 20, 4096);
-    final WorkCompletion[] wcs = new WorkCompletion[64];
+    public final Arena arena = Arena.ofShared();
+    public final RdmaDevice devA;
+    public final RdmaDevice devB;
+    public final ProtectionDomain pdA;
+    public final ProtectionDomain pdB;
+    public final CompletionQueue cqA;
+    public final CompletionQueue cqB;
+    public final CmId listener;
+    public final CmId idA;
+    public final CmId idB;
+    public final QueuePair qpA;
+    public final QueuePair qpB;
+    public final MemorySegment memA = arena.allocate(1 << 20, 4096);
+    public final MemorySegment memB = arena.allocate(1 << 20, 4096);
+    public final WorkCompletion[] wcs = new WorkCompletion[64];
 
     Loopback() {
         this(Map.of(), QpInitAttributesSpec.DEFAULT);
@@ -45,21 +45,29 @@ final class Loopback implements AutoCloseable {
     }
 
     Loopback(Map<String, String> options, QpInitAttributesSpec spec) {
+        this(options, spec.cqDepth(), attrs(spec), attrs(spec));
+    }
+
+    /**
+     * Two connected QPs made with the given attributes (their CQs are filled in), on devices opened
+     * with {@code options}, for tests in other packages (rw, rpc) that need their own QP settings.
+     */
+    public Loopback(Map<String, String> options, int cqDepth, QpInitAttributes attrsA, QpInitAttributes attrsB) {
         devA = RdmaDevice.open(PROVIDER, options);
         devB = RdmaDevice.open(PROVIDER, options);
         pdA = devA.allocPd();
         pdB = devB.allocPd();
-        cqA = devA.createCq(spec.cqDepth());
-        cqB = devB.createCq(spec.cqDepth());
+        cqA = devA.createCq(cqDepth);
+        cqB = devB.createCq(cqDepth);
         listener = devB.createCmId();
         String name = "loopback-" + (++names);
         listener.listen(name);
         idA = devA.createCmId();
-        qpA = idA.createQp(pdA, attrs(cqA, spec));
+        qpA = idA.createQp(pdA, attrsA.sendCq(cqA).recvCq(cqA));
         idA.connect(name);
         idB = listener.getRequest();
         assertThat(idB).isNotNull();
-        qpB = idB.createQp(pdB, attrs(cqB, spec));
+        qpB = idB.createQp(pdB, attrsB.sendCq(cqB).recvCq(cqB));
         idB.accept();
         assertThat(qpA.state()).isEqualTo(QueuePair.State.RTS);
         assertThat(qpB.state()).isEqualTo(QueuePair.State.RTS);
@@ -68,8 +76,8 @@ final class Loopback implements AutoCloseable {
         }
     }
 
-    private static QpInitAttributes attrs(CompletionQueue cq, QpInitAttributesSpec spec) {
-        return QpInitAttributes.of(cq).maxSendWr(spec.maxSendWr()).maxRecvWr(spec.maxRecvWr())
+    private static QpInitAttributes attrs(QpInitAttributesSpec spec) {
+        return new QpInitAttributes().maxSendWr(spec.maxSendWr()).maxRecvWr(spec.maxRecvWr())
                 .maxSendSge(spec.maxSge()).maxRecvSge(spec.maxSge()).signalAll(spec.signalAll());
     }
 
@@ -85,6 +93,7 @@ final class Loopback implements AutoCloseable {
         return wcs[0];
     }
 
+    /** Tears down in the mandatory order, closing leftover MRs and DMA mappings, and asserts nothing survives. */
     @Override
     public void close() {
         idA.disconnect();

@@ -8,6 +8,7 @@ import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.DmaDirection;
 import io.regmem.registration.DmaMapping;
+import io.regmem.registration.Loopback;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
@@ -21,7 +22,7 @@ import java.lang.foreign.ValueLayout;
 import java.util.Map;
 
 /**
- * Two connected soft QPs for rw tests. A is the initiator: its 4 MiB of local memory is DMA-mapped
+ * Two connected soft QPs for rw tests, on a {@link Loopback}. A is the initiator: its 4 MiB of local memory is DMA-mapped
  * (so rw contexts may use it). B is the target: its 4 MiB are registered for remote read and write
  * ({@link #rkey}, {@link #remote}). Both devices are opened with the example's options; A's QP with
  * the given send SGE limit and rw context count. {@link #close()} tears down in the mandatory order
@@ -29,52 +30,43 @@ import java.util.Map;
  */
 final class RwFixture implements AutoCloseable {
     static final int PAGE = 4096;
-    private static int names;
 
     final Arena arena = Arena.ofShared();
+    final Loopback loopback;
     final RdmaDevice devA;
     final RdmaDevice devB;
     final ProtectionDomain pdA;
     final ProtectionDomain pdB;
     final CompletionQueue cqA;
     final CompletionQueue cqB;
-    final CmId listener;
     final CmId idA;
-    final CmId idB;
     final QueuePair qp;
     final QueuePair qpB;
     final MemorySegment local = arena.allocate(4L << 20, PAGE);
     final MemorySegment remote = arena.allocate(4L << 20, PAGE);
     final DmaMapping localMapping;
     final MemoryRegion remoteMr;
-    final WorkCompletion[] wcs = new WorkCompletion[64];
+    final WorkCompletion[] wcs;
 
     RwFixture(Map<String, String> options, int maxSendSge, int maxRdmaCtxs) {
         this(options, maxSendSge, maxRdmaCtxs, false);
     }
 
     RwFixture(Map<String, String> options, int maxSendSge, int maxRdmaCtxs, boolean integrity) {
-        devA = RdmaDevice.open("soft", options);
-        devB = RdmaDevice.open("soft", options);
-        pdA = devA.allocPd();
-        pdB = devB.allocPd();
-        cqA = devA.createCq(1024);
-        cqB = devB.createCq(1024);
-        listener = devB.createCmId();
-        String name = "rw-" + (++names);
-        listener.listen(name);
-        idA = devA.createCmId();
-        qp = idA.createQp(pdA, QpInitAttributes.of(cqA).maxSendWr(64).maxSendSge(maxSendSge).signalAll(false)
-                .maxRdmaCtxs(maxRdmaCtxs).integrity(integrity));
-        idA.connect(name);
-        idB = listener.getRequest();
-        qpB = idB.createQp(pdB, QpInitAttributes.of(cqB));
-        idB.accept();
+        loopback = new Loopback(options, 1024, new QpInitAttributes().maxSendWr(64).maxSendSge(maxSendSge)
+                .signalAll(false).maxRdmaCtxs(maxRdmaCtxs).integrity(integrity), new QpInitAttributes());
+        devA = loopback.devA;
+        devB = loopback.devB;
+        pdA = loopback.pdA;
+        pdB = loopback.pdB;
+        cqA = loopback.cqA;
+        cqB = loopback.cqB;
+        idA = loopback.idA;
+        qp = loopback.qpA;
+        qpB = loopback.qpB;
+        wcs = loopback.wcs;
         localMapping = devA.dmaMap(local);
         remoteMr = pdB.register(remote, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
-        for (int i = 0; i < wcs.length; i++) {
-            wcs[i] = new WorkCompletion();
-        }
     }
 
     int rkey() {
@@ -166,22 +158,16 @@ final class RwFixture implements AutoCloseable {
     @Override
     public void close() {
         assertThat(qp.rdmaMrs().used()).as("pool MRs still held by contexts").isZero();
-        idA.disconnect();
-        idA.destroyQp();
-        idB.destroyQp();
-        idA.close();
-        idB.close();
-        listener.close();
         localMapping.close();
         remoteMr.close();
-        cqA.close();
-        cqB.close();
-        pdA.close();
-        pdB.close();
-        assertThat(devA.resources().survivors()).as(devA.resources().report()).isEmpty();
-        assertThat(devB.resources().survivors()).as(devB.resources().report()).isEmpty();
-        devA.close();
-        devB.close();
+        // Nothing else may be left: the loopback would close leftover MRs and mappings quietly.
+        for (RdmaDevice d : new RdmaDevice[] {devA, devB}) {
+            assertThat(d.resources().survivors(DmaMapping.class)).as(d.resources().report()).isEmpty();
+        }
+        assertThat(devA.resources().survivors(MemoryRegion.class)).as("only the QP's pool MRs")
+                .hasSize(qp.rdmaMrs().size() + qp.sigMrs().size());
+        assertThat(devB.resources().survivors(MemoryRegion.class)).isEmpty();
+        loopback.close(); // destroys the QPs (and their pool MRs) and asserts that nothing survives
         arena.close();
     }
 }
