@@ -2,6 +2,7 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.SortedLongs;
 import java.util.Arrays;
 
 /**
@@ -74,19 +75,7 @@ final class DmaTable {
     /** The live mapping holding all of {@code [address, address + length)}, or null. Lock-free. */
     DmaMapping find(long address, long length) {
         Snapshot s = snapshot;
-        long[] starts = s.starts;
-        int lo = 0;
-        int hi = starts.length - 1;
-        int found = -1;
-        while (lo <= hi) {
-            int mid = (lo + hi) >>> 1;
-            if (starts[mid] <= address) {
-                found = mid;
-                lo = mid + 1;
-            } else {
-                hi = mid - 1;
-            }
-        }
+        int found = SortedLongs.floor(s.starts, s.starts.length, address);
         if (found < 0) {
             return null;
         }

@@ -1,5 +1,6 @@
 package io.regmem.registration.cache;
 
+import io.regmem.core.SortedLongs;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -77,21 +78,9 @@ final class RegionIndex {
         return bytes;
     }
 
-    /** The last index i below {@code n} with {@code keys[i] <= key}, or -1. */
+    /** The last index i below {@code n} with {@code keys[i] <= key}, or -1 (branch-free). */
     private static int floor(long[] keys, int n, long key) {
-        int lo = 0;
-        int hi = n - 1;
-        int found = -1;
-        while (lo <= hi) {
-            int mid = (lo + hi) >>> 1;
-            if (keys[mid] <= key) {
-                found = mid;
-                lo = mid + 1;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        return found;
+        return SortedLongs.floor(keys, n, key);
     }
 
     /** The region starting at or before {@code address} with the greatest start, or null. Lock-free. */
