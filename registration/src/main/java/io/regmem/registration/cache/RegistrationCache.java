@@ -30,6 +30,17 @@ import java.util.concurrent.atomic.LongAdder;
  * registration overlaps leaves the index (without {@code merge}), or is merged into it (with
  * {@code merge}, when both have the same rights and the same memory scope).
  *
+ * <h2>Hints</h2>
+ * Before searching, a hit looks in a small direct-mapped table of hints indexed by the asked
+ * address's page (at least twice {@code maxRegions} slots, at most 65,536): the region a search last
+ * found for that page. A hint is only a guess (it is read and written without synchronization; a
+ * region's bounds and rights are final fields, safe to read through a racy reference): it is used
+ * only if it covers the range, has the rights, can be acquired and is still indexed, exactly the
+ * checks a searched region passes; otherwise the search runs. A region leaving the index clears
+ * the hints that name it. Programs that reuse their buffers (the common case) then hit without a
+ * search; programs that never ask twice for the same page can turn hints off
+ * ({@link Builder#hints(boolean)}).
+ *
  * <h2>Lifetime</h2>
  * Membership in the index counts as one reference. A hit takes a reference with a CAS that fails
  * at zero, then checks the region is still indexed (else gives it back and misses). A region that
@@ -50,6 +61,8 @@ import java.util.concurrent.atomic.LongAdder;
  * kept for invalidated regions: nothing grows over any number of map/unmap cycles.
  */
 public final class RegistrationCache implements AutoCloseable {
+    /** Hints are per 4 KiB page of the asked address. */
+    private static final int PAGE_SHIFT = 12;
     private final ProtectionDomain pd;
     private final int maxRegions;
     private final long maxBytes;
@@ -57,13 +70,20 @@ public final class RegistrationCache implements AutoCloseable {
     private volatile RegionIndex index = RegionIndex.EMPTY;
     /** replace()'s working space, used under the lock. */
     private final RegionIndex.Scratch scratch = new RegionIndex.Scratch();
+    /** Hints by page (see the class comment); racy by design, checked on use. */
+    private final CachedRegion[] hints;
+    private final int hintMask;
+    private final boolean useHints;
     private int clockLeaf;
     private int clockSlot;
     private boolean closed;
     /** Detaches this cache's counters from its PD's {@link ProtectionDomain#cacheStats()}, on close. */
     private final Runnable detachStats;
 
+    /** Hits handed over by regions (see {@link CachedRegion}); live regions hold the rest. */
     private final LongAdder hits = new LongAdder();
+    /** Hits counted by an acquire and then refused (the region was leaving): not hits after all. */
+    private final LongAdder refusedHits = new LongAdder();
     private final LongAdder misses = new LongAdder();
     private final LongAdder merges = new LongAdder();
     private final LongAdder evictions = new LongAdder();
@@ -74,6 +94,10 @@ public final class RegistrationCache implements AutoCloseable {
         this.maxRegions = b.maxRegions;
         this.maxBytes = b.maxBytes;
         this.merge = b.merge;
+        int slots = b.hints ? Integer.highestOneBit(Math.min(1 << 15, Math.max(16, b.maxRegions)) - 1) << 2 : 1;
+        this.useHints = b.hints;
+        this.hints = new CachedRegion[slots];
+        this.hintMask = slots - 1;
         this.detachStats = pd.attachCacheStats(this::stats);
     }
 
@@ -108,28 +132,61 @@ public final class RegistrationCache implements AutoCloseable {
      */
     public CachedRegion get(MemorySegment segment, int accessMask) {
         CachedRegion hit = lookup(segment, accessMask);
-        if (hit != null) {
-            hits.increment();
-            return hit;
-        }
-        return miss(segment, accessMask);
+        return hit != null ? hit : miss(segment, accessMask);
     }
 
-    /** The lock-free hit path: find, acquire, confirm still indexed and alive. */
+    /**
+     * The lock-free hit path: the page's hint, else a search; then acquire (counting the hit in the
+     * same CAS) and confirm still indexed and alive.
+     */
     private CachedRegion lookup(MemorySegment segment, int accessMask) {
         long address = segment.address();
-        RegionIndex ix = index;
-        CachedRegion e = ix.floorRegion(address);
-        if (e == null || e.end < address + segment.byteSize() || (e.access & accessMask) != accessMask
-                || !e.tryAcquire()) {
+        long end = address + segment.byteSize();
+        int slot = (int) (address >>> PAGE_SHIFT) & hintMask;
+        CachedRegion e = useHints ? hints[slot] : null;
+        if (e != null && e.start <= address && e.end >= end) {
+            CachedRegion got = acquire(e, accessMask);
+            if (got != null) {
+                return got;
+            }
+        }
+        e = index.floorRegion(address);
+        if (e == null || e.end < end) {
+            return null;
+        }
+        CachedRegion got = acquire(e, accessMask);
+        if (got != null && useHints && hints[slot] != got) {
+            hints[slot] = got; // written only when it changes, to spare the line on other cores
+        }
+        return got;
+    }
+
+    /**
+     * Takes a hit's reference on a covering region if it has the rights and is still indexed and
+     * alive. A region acquired and then refused counts as a refused hit, which the stats subtract.
+     */
+    private CachedRegion acquire(CachedRegion e, int accessMask) {
+        if ((e.access & accessMask) != accessMask || !e.tryAcquireHit()) {
             return null;
         }
         if (!e.indexed || !e.scope.isAlive()) {
+            refusedHits.increment();
             e.release();
             return null;
         }
         e.touch();
         return e;
+    }
+
+    /** Clears the hints naming {@code e} (it leaves the index); cache lock held. */
+    private void forgetHints(CachedRegion e) {
+        long pages = Math.min(hints.length, ((e.end - 1) >>> PAGE_SHIFT) - (e.start >>> PAGE_SHIFT) + 1);
+        for (long p = 0; p < pages; p++) {
+            int slot = (int) ((e.start >>> PAGE_SHIFT) + p) & hintMask;
+            if (hints[slot] == e) {
+                hints[slot] = null;
+            }
+        }
     }
 
     private CachedRegion miss(MemorySegment segment, int accessMask) {
@@ -141,7 +198,6 @@ public final class RegistrationCache implements AutoCloseable {
             }
             CachedRegion again = lookup(segment, accessMask);
             if (again != null) {
-                hits.increment();
                 return again;
             }
             misses.increment();
@@ -312,6 +368,8 @@ public final class RegistrationCache implements AutoCloseable {
     /** Takes an entry out of the index: revoke its keys if asked, drop the index's reference. */
     private void unindex(CachedRegion e, boolean revoke, List<CachedRegion> dropped) {
         e.indexed = false;
+        forgetHints(e);
+        hits.add(e.takeHits());
         if (revoke && !e.region.isDestroyed()) {
             e.region.revoke();
         }
@@ -352,6 +410,8 @@ public final class RegistrationCache implements AutoCloseable {
             CachedRegion e = l.regions()[slot++];
             if (e.indexed && !e.clearAccessed() && e.refs() == 1 && e.tryRetireIdle()) {
                 e.indexed = false;
+                forgetHints(e);
+                hits.add(e.takeHits());
                 victims.add(e);
                 count--;
                 bytes -= e.end - e.start;
@@ -379,8 +439,14 @@ public final class RegistrationCache implements AutoCloseable {
         }
     }
 
+    /** Adds hits a region hands over. */
+    void countHits(long n) {
+        hits.add(n);
+    }
+
     /** Deregisters a region whose count reached zero. */
     void dispose(CachedRegion e) {
+        hits.add(e.takeHits()); // the count is zero: no acquire can add to them any more
         if (!e.region.isDestroyed()) {
             e.region.close();
         }
@@ -391,7 +457,10 @@ public final class RegistrationCache implements AutoCloseable {
     /** Counters since the cache was built, and what the index holds now. */
     public CacheStats stats() {
         RegionIndex ix = index;
-        long h = hits.sum();
+        long h = hits.sum() - refusedHits.sum();
+        for (CachedRegion e : ix.all()) {
+            h += e.pendingHits();
+        }
         long m = misses.sum();
         return new CacheStats(h + m, h, m, merges.sum(), evictions.sum(),
                 invalidations.sum(), ix.size(), ix.bytes());
@@ -422,6 +491,9 @@ public final class RegistrationCache implements AutoCloseable {
             closed = true;
         }
         invalidateSome(RegionIndex::all);
+        synchronized (this) {
+            java.util.Arrays.fill(hints, null); // a racy hint written after its region left
+        }
         detachStats.run(); // idempotent: the PD keeps the counters of a closed cache once
     }
 
@@ -438,6 +510,7 @@ public final class RegistrationCache implements AutoCloseable {
         private int maxRegions = 1024;
         private long maxBytes = Long.MAX_VALUE;
         private boolean merge;
+        private boolean hints = true;
 
         private Builder(ProtectionDomain pd) {
             this.pd = java.util.Objects.requireNonNull(pd, "pd");
@@ -458,6 +531,16 @@ public final class RegistrationCache implements AutoCloseable {
         /** Merge overlapping or adjacent regions with the same rights and memory scope on insert. Default: off. */
         public Builder merge(boolean on) {
             this.merge = on;
+            return this;
+        }
+
+        /**
+         * Whether hits first try the per-page hint table (see the class comment). Default: on. Off
+         * saves the table (4 to 8 bytes per slot, up to 65,536 slots) and its writes when no page
+         * is asked for twice; every hit then searches the index.
+         */
+        public Builder hints(boolean on) {
+            this.hints = on;
             return this;
         }
 

@@ -42,11 +42,11 @@ class RegistrationCacheModelTest {
     }
 
     @Property(tries = 120)
-    void cacheAgreesWithTheModel(@ForAll("actions") List<Action> actions, @ForAll boolean merge) {
+    void cacheAgreesWithTheModel(@ForAll("actions") List<Action> actions, @ForAll boolean merge, @ForAll boolean hints) {
         try (Arena arena = Arena.ofShared(); RdmaDevice device = RdmaDevice.open("soft")) {
             MemorySegment memory = arena.allocate((PAGES + 8) * PAGE, PAGE);
             ProtectionDomain pd = device.allocPd();
-            RegistrationCache cache = RegistrationCache.builder(pd).merge(merge).maxRegions(12).build();
+            RegistrationCache cache = RegistrationCache.builder(pd).merge(merge).hints(hints).maxRegions(12).build();
             List<CachedRegion> held = new ArrayList<>();
             for (Action a : actions) {
                 long off = a.firstPage() * PAGE;

@@ -56,6 +56,102 @@ class RegistrationCacheTest {
     }
 
     @Test
+    void hitsCountedInTheReferenceWordSurviveInvalidationEvictionAndTheHandOver() {
+        RegistrationCache cache = RegistrationCache.builder(pd).maxRegions(2).build();
+        CachedRegion a = cache.get(at(0, 4096), Access.REMOTE_READ);
+        for (int i = 0; i < 5; i++) {
+            cache.get(at(0, 4096), Access.REMOTE_READ).close();
+        }
+        assertThat(cache.stats().hits()).as("pending in the live region").isEqualTo(5);
+        assertThat(a.refs()).as("references are untouched by hit counting").isEqualTo(2);
+
+        // 2^31 - 1 hits pending: the next hit sets the word's top bit and hands 2^31 over.
+        a.primeHits((1L << 31) - 1 - 5);
+        cache.get(at(0, 4096), Access.REMOTE_READ).close();
+        assertThat(a.pendingHits()).as("the hand-over cleared the top bit").isZero();
+        assertThat(a.refs()).isEqualTo(2);
+        assertThat(cache.stats().hits()).isEqualTo(1L << 31);
+
+        cache.get(at(0, 4096), Access.REMOTE_READ).close();
+        cache.invalidate(a.address(), 1); // leaves the index while still held: its hits move now
+        assertThat(cache.stats().hits()).isEqualTo((1L << 31) + 1);
+        a.close();
+
+        // Eviction: three idle regions into a cache of two; the evicted one's hits stay counted.
+        for (int r = 0; r < 3; r++) {
+            cache.get(at(8192L * (r + 1), 4096), Access.REMOTE_READ).close();
+            cache.get(at(8192L * (r + 1), 4096), Access.REMOTE_READ).close();
+        }
+        CacheStats s = cache.stats();
+        assertThat(s.evictions()).isEqualTo(1);
+        assertThat(s.hits()).isEqualTo((1L << 31) + 1 + 3);
+        assertThat(s.gets()).isEqualTo(s.hits() + s.misses());
+        cache.close();
+        assertThat(cache.stats().hits()).as("close keeps every hit").isEqualTo((1L << 31) + 4);
+    }
+
+    @Test
+    void aHintToARegionThatLeftTheIndexIsNeverReturned() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        CachedRegion old = cache.get(at(0, 4096), Access.REMOTE_READ); // the search's result becomes the page's hint
+        cache.get(at(0, 4096), Access.REMOTE_READ).close(); // a hint hit
+        cache.invalidate(old.address(), 4096);
+        CachedRegion fresh = cache.get(at(0, 4096), Access.REMOTE_READ);
+        assertThat(fresh).as("the old region is still held, but left the index").isNotSameAs(old);
+        assertThat(fresh.region().isValid()).isTrue();
+        assertThat(cache.stats().misses()).isEqualTo(2);
+        // Again from a hint hit: invalidation clears the hint it finds naming the region.
+        cache.get(at(0, 4096), Access.REMOTE_READ).close();
+        cache.invalidate(fresh.address(), 4096);
+        CachedRegion third = cache.get(at(0, 4096), Access.REMOTE_READ);
+        assertThat(third).isNotSameAs(fresh).isNotSameAs(old);
+        old.close();
+        fresh.close();
+        third.close();
+        CacheStats s = cache.stats();
+        assertThat(s.hits()).isEqualTo(2);
+        assertThat(s.gets()).isEqualTo(s.hits() + s.misses());
+        cache.close();
+    }
+
+    @Test
+    void pagesWhoseHintsShareASlotStillFindTheirOwnRegions() {
+        // 16 regions at most: 32 hint slots, so pages 0 and 32 share one; each get overwrites the other's hint.
+        RegistrationCache cache = RegistrationCache.builder(pd).maxRegions(16).build();
+        CachedRegion a = cache.get(at(0, 4096), Access.REMOTE_READ);
+        CachedRegion c = cache.get(at(32 * 4096, 4096), Access.REMOTE_READ);
+        for (int i = 0; i < 10; i++) {
+            boolean even = i % 2 == 0;
+            try (CachedRegion x = cache.get(at(even ? 0 : 32 * 4096, 4096), Access.REMOTE_READ)) {
+                assertThat(x).isSameAs(even ? a : c);
+            }
+        }
+        // A hint that covers the range but lacks the rights: the index has nothing better, so a miss.
+        try (CachedRegion w = cache.get(at(32 * 4096, 4096), Access.LOCAL_WRITE, Access.REMOTE_WRITE)) {
+            assertThat(w).isNotSameAs(c);
+            assertThat(cache.indexed()).as("c left the index (its holders keep it)").contains(a, w).doesNotContain(c);
+        }
+        CacheStats s = cache.stats();
+        assertThat(s.hits()).isEqualTo(10);
+        assertThat(s.misses()).isEqualTo(3);
+        a.close();
+        c.close();
+        cache.close();
+    }
+
+    @Test
+    void withoutHintsHitsSearchAndAnswerTheSame() {
+        RegistrationCache cache = RegistrationCache.builder(pd).hints(false).build();
+        CachedRegion a = cache.get(at(0, 8192), Access.REMOTE_READ);
+        try (CachedRegion x = cache.get(at(4096, 100), Access.REMOTE_READ)) {
+            assertThat(x).isSameAs(a);
+        }
+        a.close();
+        assertThat(cache.stats().hits()).isEqualTo(1);
+        cache.close();
+    }
+
+    @Test
     void thePdSumsItsCachesCountersAndKeepsThoseOfClosedOnes() {
         assertThat(pd.cacheStats()).isEqualTo(CacheStats.ZERO);
         RegistrationCache one = RegistrationCache.of(pd);

@@ -1,0 +1,24 @@
+package io.regmem.registration.cache;
+
+/**
+ * Cache-line padding around {@link CachedRegion}'s reference word, in the Agrona / JCTools manner
+ * (superclass fields are laid out before subclass fields). Regions are made one after another and
+ * the garbage collector keeps them next to each other in index order, so without padding two
+ * regions used by two threads share a cache line and every hit of one thread invalidates the other
+ * thread's line: a hit on two cores, each on its own half of the regions, cost 3-6 times a hit on
+ * one.
+ */
+abstract class RegionRefsPadLeft {
+    long p01, p02, p03, p04, p05, p06, p07, p08;
+}
+
+/** The reference word itself (see {@link CachedRegion}). */
+abstract class RegionRefs extends RegionRefsPadLeft {
+    /** References in the low half, hits not yet handed over in the high half. */
+    volatile long refs = 1;
+}
+
+/** Padding after the reference word, so the region's read-mostly fields sit on other lines. */
+abstract class RegionRefsPadRight extends RegionRefs {
+    long p11, p12, p13, p14, p15, p16, p17, p18;
+}
