@@ -25,9 +25,14 @@ import java.util.concurrent.atomic.AtomicInteger;
  * counted and dropped, never applied.
  *
  * <p>Threads: one sender at a time (it holds the {@link SendLock}); completions are handled by whoever
- * calls {@link #poll} (one thread at a time, as a CQ's handler); {@link #postRecvs} lets one poster in
- * at a time. A buffer, send context or MR the device may still touch goes back to its pool only after
- * its completion or flush.
+ * calls {@link #poll}, one thread at a time (the poll role: a second thread finding it taken leaves
+ * at once, as a CQ has one handler); {@link #postRecvs} lets one poster in at a time. A buffer, send
+ * context or MR the device may still touch goes back to its pool only after its completion or flush.
+ * {@link #flushDisconnect} takes the poll role before it drains, so a poller thread is never inside
+ * a completion handler while the flush unmaps and destroys what the handler may be using: the flush
+ * waits for the poller's batch to end (a grace period), then handles the flushed completions itself.
+ * Do not wait for completions while holding the send lock (the flush takes the poll role, then the
+ * send lock).
  */
 public final class RpcTransport {
     /** Receives beyond the credits asked for, posted in the same batch. */
@@ -74,6 +79,7 @@ public final class RpcTransport {
     private final AtomicInteger receiving = new AtomicInteger();
     private final AtomicInteger receiveCount = new AtomicInteger();
     private final AtomicBoolean disconnected = new AtomicBoolean();
+    private final PollRole pollRole = new PollRole(this);
     private volatile boolean connected = true;
     private long staleCompletions;
     private long flushed;
@@ -281,11 +287,25 @@ public final class RpcTransport {
     /**
      * Handles what the completion queue holds ({@code rpcrdma_wc_send}, {@code rpcrdma_wc_receive}):
      * Send completions sweep the ring; receive completions go to the handler (or, flushed or failed,
-     * back to the free stack). An error completion disconnects the transport once.
+     * back to the free stack). An error completion disconnects the transport once. One thread at a
+     * time: a caller finding another thread polling returns 0 at once.
      *
-     * @return completions handled
+     * @return completions handled (0 also when another thread holds the poll role)
+     * @throws RdmaException {@link Errno#EBUSY} when called from inside one of this transport's handlers
      */
     public int poll() {
+        if (!pollRole.tryTake()) {
+            return 0; // another thread is handling completions: it will handle these too
+        }
+        try {
+            return pollHeld();
+        } finally {
+            pollRole.release();
+        }
+    }
+
+    /** Drains the CQ; the caller holds the poll role. */
+    private int pollHeld() {
         int total = 0;
         int n;
         while ((n = cq.poll(wcs)) > 0) {
@@ -394,26 +414,39 @@ public final class RpcTransport {
      * requests, destroys the MRs and resets the ring, holding the send lock so that no Send is being
      * prepared meanwhile. Afterwards (invariant 16): no regbuf mapped, no send context outstanding,
      * no MR on any list, nothing posted.
+     *
+     * <p>If another thread is polling, the flush first waits for its batch to end and keeps it out
+     * until the flush is done (that thread's polls return 0 meanwhile), so no handler is running while
+     * the flush unmaps buffers and destroys MRs.
+     *
+     * @throws RdmaException {@link Errno#EBUSY}, having changed nothing, when called from inside one of
+     *                       this transport's handlers, or when another thread stayed inside
+     *                       {@link #poll} for 10 s
      */
     public void flushDisconnect() {
-        sendLock.lock(); // as the kernel's disconnect: no Send is being prepared meanwhile
+        pollRole.await(); // no handler is running from here on: what the flush frees, none is using
         try {
-            connected = false;
-            disconnected.set(true);
-            if (!qp.isDestroyed()) {
-                qp.drain();
+            sendLock.lock(); // as the kernel's disconnect: no Send is being prepared meanwhile
+            try {
+                connected = false;
+                disconnected.set(true);
+                if (!qp.isDestroyed()) {
+                    qp.drain();
+                }
+                pollHeld();
+                buffer.ring().reset();
+                buffer.forEachReq(r -> {
+                    r.header.unmap();
+                    r.send.unmap();
+                    r.recv.unmap();
+                });
+                buffer.forEachRep(rep -> rep.buffer.unmap());
+                mrsDestroy();
+            } finally {
+                sendLock.unlock();
             }
-            poll();
-            buffer.ring().reset();
-            buffer.forEachReq(r -> {
-                r.header.unmap();
-                r.send.unmap();
-                r.recv.unmap();
-            });
-            buffer.forEachRep(rep -> rep.buffer.unmap());
-            mrsDestroy();
         } finally {
-            sendLock.unlock();
+            pollRole.release();
         }
     }
 

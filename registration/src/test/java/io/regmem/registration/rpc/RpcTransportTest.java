@@ -3,6 +3,8 @@ package io.regmem.registration.rpc;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.core.BufferPool;
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
 import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.DmaMapping;
@@ -14,7 +16,11 @@ import io.regmem.registration.WcStatus;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -49,6 +55,8 @@ class RpcTransportTest {
         final AtomicInteger disconnects = new AtomicInteger();
         final List<Integer> wrongReplies = new ArrayList<>();
         long lastRecvWrId;
+        /** Runs first in the client's receive handler (tests that need to act from inside it). */
+        volatile java.util.function.Consumer<Rep> onClientReceive = rep -> { };
         final RpcTransport client;
         final RpcTransport server;
 
@@ -64,6 +72,7 @@ class RpcTransportTest {
             client = new RpcTransport(qpC, cqC, bufC, lockC, new RpcTransport.Handler() {
                 @Override
                 public void received(Rep rep, long bytes) {
+                    onClientReceive.accept(rep);
                     lastRecvWrId = RpcTransport.recvWrId(rep);
                     int xid = rep.buffer().segment().get(ValueLayout.JAVA_INT, 0);
                     Req req = inflight[xid];
@@ -226,6 +235,78 @@ class RpcTransportTest {
             assertThat(p.bufC.freeReplies()).isEqualTo(p.bufC.replies());
             assertThat(p.bufS.freeReplies()).isEqualTo(p.bufS.replies());
             assertThat(p.disconnects).as("an orderly flush is not a failure").hasValue(0);
+        }
+    }
+
+    @Test
+    void aFlushWhileAnotherThreadPollsWaitsForItsHandlerToReturnAndKeepsPollersOut() throws Exception {
+        try (Pair p = new Pair()) {
+            p.server.postRecvs(MAX);
+            CountDownLatch inside = new CountDownLatch(1);
+            CountDownLatch release = new CountDownLatch(1);
+            AtomicReference<String> wrong = new AtomicReference<>();
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            AtomicBoolean stop = new AtomicBoolean();
+            p.onClientReceive = rep -> {
+                if (inside.getCount() == 0) {
+                    return;
+                }
+                try {
+                    p.client.poll();
+                    wrong.set("a handler polled its own transport");
+                } catch (RdmaException e) {
+                    if (e.errno() != Errno.EBUSY) {
+                        wrong.set("nested poll: " + e);
+                    }
+                }
+                inside.countDown();
+                try {
+                    if (!release.await(10, TimeUnit.SECONDS)) {
+                        wrong.set("never released");
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                if (!rep.buffer().isMapped()) {
+                    wrong.set("the flush unmapped the reply buffer while its handler was using it");
+                }
+            };
+            Thread poller = Thread.ofPlatform().name("client-completions").start(() -> {
+                try {
+                    while (!stop.get()) {
+                        p.client.poll();
+                    }
+                } catch (Throwable t) {
+                    failure.set(t);
+                }
+            });
+            assertThat(p.call(0)).isTrue();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (inside.getCount() > 0 && System.nanoTime() < deadline) {
+                p.server.poll(); // the server answers on this thread; the reply reaches the poller thread
+            }
+            assertThat(inside.getCount()).as("the reply reached the client's handler").isZero();
+            assertThat(p.client.poll()).as("another thread holds the poll role: leave at once").isZero();
+            Thread flusher = Thread.ofPlatform().name("flusher").start(() -> {
+                try {
+                    p.client.flushDisconnect();
+                } catch (Throwable t) {
+                    failure.set(t);
+                }
+            });
+            flusher.join(200);
+            assertThat(flusher.isAlive()).as("the flush waits for the handler's batch to end").isTrue();
+            assertThat(p.client.isConnected()).as("and has not started").isTrue();
+            release.countDown();
+            flusher.join(10_000);
+            assertThat(flusher.isAlive()).isFalse();
+            stop.set(true);
+            poller.join(10_000);
+            assertThat(failure.get()).isNull();
+            assertThat(wrong.get()).isNull();
+            p.server.flushDisconnect();
+            assertFlushed(p, p.client, p.bufC, p.qpC);
+            assertThat(p.completed).as("the call the handler finished completed once").hasValue(1);
         }
     }
 
