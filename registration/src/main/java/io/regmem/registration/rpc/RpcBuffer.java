@@ -43,6 +43,8 @@ public final class RpcBuffer {
     /** Reps by id, for completions (written at creation under the lock; posting orders it for the handler). */
     private final Rep[] repsById;
     private final SendCtxRing ring;
+    /** Who handles completions for this buffer's transport now (one transport per buffer). */
+    private final PollRole pollRole = new PollRole(this);
     /** What a released send context does (the transport sets it: drop the request's send reference). */
     private volatile java.util.function.Consumer<SendCtx> releaseHook;
     private int nextReqId;
@@ -214,6 +216,11 @@ public final class RpcBuffer {
         this.releaseHook = hook;
     }
 
+    /** The poll role of the transport over this buffer. */
+    PollRole pollRole() {
+        return pollRole;
+    }
+
     /** The rep with this id, or null. */
     Rep rep(int id) {
         return id >= 0 && id < repsById.length ? repsById[id] : null;
@@ -235,9 +242,25 @@ public final class RpcBuffer {
      * Frees every reply and every free request ({@code rpcrdma_buffer_destroy}); call after the
      * queue pair is drained. Requests still owned by RPCs are not freed: they are reported.
      *
+     * <p>If a thread is handling completions of this buffer's transport, destroy first waits for
+     * its batch to end and keeps it out meanwhile (the transport's polls return 0), so no handler
+     * is reading a reply whose memory goes back to the pool: the grace period of the kernel's
+     * drain before {@code rpcrdma_buffer_destroy}.
+     *
      * @return the requests that were still checked out (empty when everything came back)
+     * @throws RdmaException {@link Errno#EBUSY}, having changed nothing, from inside a completion
+     *                       handler of the transport, or if a poller stayed in its batch for 10 s
      */
-    public synchronized List<Req> destroy() {
+    public List<Req> destroy() {
+        pollRole.await(); // a grace period: no completion handler is using a reply's memory from here on
+        try {
+            return destroyHeld();
+        } finally {
+            pollRole.release();
+        }
+    }
+
+    private synchronized List<Req> destroyHeld() {
         if (destroyed) {
             return List.of();
         }

@@ -79,7 +79,7 @@ public final class RpcTransport {
     private final AtomicInteger receiving = new AtomicInteger();
     private final AtomicInteger receiveCount = new AtomicInteger();
     private final AtomicBoolean disconnected = new AtomicBoolean();
-    private final PollRole pollRole = new PollRole(this);
+    private final PollRole pollRole;
     private volatile boolean connected = true;
     private long staleCompletions;
     private long flushed;
@@ -101,6 +101,7 @@ public final class RpcTransport {
         this.handler = handler;
         this.maxRequests = buffer.maxRequests();
         this.mrs = new FrwrMrs(buffer, mrPages, maxRdmaSegs);
+        this.pollRole = buffer.pollRole();
         int maxRecvs = maxRequests + RECV_BATCH + 1;
         this.recvWrs = new WorkRequest[maxRecvs];
         for (int i = 0; i < maxRecvs; i++) {

@@ -311,6 +311,69 @@ class RpcTransportTest {
     }
 
     @Test
+    void destroyWhileAnotherThreadPollsWaitsForItsHandlerBeforeFreeingReplies() throws Exception {
+        try (Pair p = new Pair()) {
+            p.server.postRecvs(MAX);
+            CountDownLatch inside = new CountDownLatch(1);
+            CountDownLatch release = new CountDownLatch(1);
+            AtomicReference<String> wrong = new AtomicReference<>();
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            AtomicBoolean stop = new AtomicBoolean();
+            p.onClientReceive = rep -> {
+                if (inside.getCount() == 0) {
+                    return;
+                }
+                inside.countDown();
+                try {
+                    release.await(10, TimeUnit.SECONDS);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                if (rep.buffer().isFreed()) {
+                    wrong.set("destroy freed the reply buffer while its handler was reading it");
+                }
+            };
+            Thread poller = Thread.ofPlatform().name("client-completions").start(() -> {
+                try {
+                    while (!stop.get()) {
+                        p.client.poll();
+                    }
+                } catch (Throwable t) {
+                    failure.set(t);
+                }
+            });
+            assertThat(p.call(0)).isTrue();
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (inside.getCount() > 0 && System.nanoTime() < deadline) {
+                p.server.poll();
+            }
+            assertThat(inside.getCount()).isZero();
+            // Destroy from another thread while the handler runs (the flush's own wait is tested above).
+            AtomicReference<List<Req>> leaked = new AtomicReference<>();
+            Thread teardown = Thread.ofPlatform().name("teardown").start(() -> {
+                try {
+                    leaked.set(p.bufC.destroy());
+                } catch (Throwable t) {
+                    failure.set(t);
+                }
+            });
+            teardown.join(200);
+            assertThat(teardown.isAlive()).as("teardown waits for the handler's batch to end").isTrue();
+            release.countDown();
+            teardown.join(10_000);
+            stop.set(true);
+            poller.join(10_000);
+            assertThat(failure.get()).isNull();
+            assertThat(wrong.get()).isNull();
+            assertThat(leaked.get()).as("the handler finished the call before destroy ran").isEmpty();
+            assertThat(p.completed).hasValue(1);
+            p.bufC.forEachRep(rep -> assertThat(rep.buffer().isFreed()).as("%s freed by destroy", rep).isTrue());
+            p.client.flushDisconnect();
+            p.server.flushDisconnect();
+        }
+    }
+
+    @Test
     void aQpBrokenMidRunFlushesEverythingAndEveryRequestComesBackOnce() {
         try (Pair p = new Pair()) {
             p.client.postRecvs(MAX);
