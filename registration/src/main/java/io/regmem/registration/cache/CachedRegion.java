@@ -30,7 +30,7 @@ public final class CachedRegion extends RegionRefsPadRight implements AutoClosea
         try {
             MethodHandles.Lookup l = MethodHandles.lookup();
             REFS = l.findVarHandle(RegionRefs.class, "refs", long.class);
-            ACCESSED = l.findVarHandle(CachedRegion.class, "accessed", boolean.class);
+            ACCESSED = l.findVarHandle(RegionRefs.class, "accessed", boolean.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -53,9 +53,6 @@ public final class CachedRegion extends RegionRefsPadRight implements AutoClosea
     private static final long HIT = 1L << 32;
     private static final long REF_MASK = 0xFFFF_FFFFL;
     /** False once the entry left the index (evicted, merged away, invalidated, cache closed). */
-    volatile boolean indexed = true;
-    @SuppressWarnings("unused") // through ACCESSED
-    private volatile boolean accessed = true;
 
     CachedRegion(RegistrationCache cache, MemoryRegion region, MemorySegment segment, int access) {
         this.cache = cache;

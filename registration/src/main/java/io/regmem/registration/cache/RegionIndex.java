@@ -182,9 +182,6 @@ final class RegionIndex {
         int out = 0;
         int newSize = size;
         long newBytes = bytes;
-        CachedRegion[] entries = sc.entries;
-        long[] entryStarts = sc.starts;
-        long[] entryEnds = sc.ends;
         int copied = 0; // leaves before this one are placed
         for (int t = 0; t < touchedCount; t++) {
             int l = sc.touchedLeaves[t];
@@ -192,56 +189,60 @@ final class RegionIndex {
             System.arraycopy(firstStarts, copied, outFirst, out, l - copied);
             out += l - copied;
             copied = l + 1;
-            CachedRegion[] old = leaves[l].regions;
-            long[] oldStarts = leaves[l].starts;
-            long[] oldEnds = leaves[l].ends;
+            Leaf oldLeaf = leaves[l];
             long mask = sc.leavingSlots[t];
-            int count = 0;
-            boolean placed = l != target;
+            boolean adds = l == target;
+            // An underfull result joins the leaf before it (re-split evenly if both do not fit in
+            // one), so leaves stay at least a quarter full however entries come and go.
+            int staying = oldLeaf.size() - Long.bitCount(mask) + (adds ? 1 : 0);
+            Leaf prev = staying < LEAF / 4 && out > 0 ? outLeaves[--out] : null;
+            int p = prev == null ? 0 : prev.size();
+            int count = p + staying;
+            // Built straight into new (young) arrays: no reference is stored into long-lived
+            // working space, whose write barriers made this loop the most expensive part of a miss.
+            CachedRegion[] regions = new CachedRegion[count];
+            long[] starts = new long[count];
+            long[] ends = new long[count];
+            if (prev != null) {
+                System.arraycopy(prev.regions, 0, regions, 0, p);
+                System.arraycopy(prev.starts, 0, starts, 0, p);
+                System.arraycopy(prev.ends, 0, ends, 0, p);
+            }
+            int at = p;
+            boolean placed = !adds;
+            CachedRegion[] old = oldLeaf.regions;
+            long[] oldStarts = oldLeaf.starts;
+            long[] oldEnds = oldLeaf.ends;
             for (int i = 0; i < old.length; i++) {
                 if (!placed && added.start < oldStarts[i]) {
-                    count = entry(entries, entryStarts, entryEnds, count, added, added.start, added.end);
+                    at = entry(regions, starts, ends, at, added, added.start, added.end);
                     placed = true;
                 }
                 if ((mask & (1L << i)) != 0) {
                     newSize--;
                     newBytes -= oldEnds[i] - oldStarts[i];
                 } else {
-                    count = entry(entries, entryStarts, entryEnds, count, old[i], oldStarts[i], oldEnds[i]);
+                    at = entry(regions, starts, ends, at, old[i], oldStarts[i], oldEnds[i]);
                 }
             }
             if (!placed) {
-                count = entry(entries, entryStarts, entryEnds, count, added, added.start, added.end);
+                at = entry(regions, starts, ends, at, added, added.start, added.end);
             }
-            if (l == target) {
+            if (adds) {
                 newSize++;
                 newBytes += added.end - added.start;
             }
-            if (count < LEAF / 4 && out > 0) {
-                // An underfull leaf joins the leaf before it (re-split evenly if both do not fit in
-                // one), so leaves stay at least a quarter full however entries come and go.
-                Leaf prev = outLeaves[--out];
-                int p = prev.size();
-                System.arraycopy(entries, 0, entries, p, count);
-                System.arraycopy(entryStarts, 0, entryStarts, p, count);
-                System.arraycopy(entryEnds, 0, entryEnds, p, count);
-                System.arraycopy(prev.regions, 0, entries, 0, p);
-                System.arraycopy(prev.starts, 0, entryStarts, 0, p);
-                System.arraycopy(prev.ends, 0, entryEnds, 0, p);
-                count += p;
-            }
             if (count > LEAF) {
                 int half = count / 2;
-                out = put(outLeaves, outFirst, out, Leaf.of(entries, entryStarts, entryEnds, 0, half));
-                out = put(outLeaves, outFirst, out, Leaf.of(entries, entryStarts, entryEnds, half, count));
+                out = put(outLeaves, outFirst, out, Leaf.of(regions, starts, ends, 0, half));
+                out = put(outLeaves, outFirst, out, Leaf.of(regions, starts, ends, half, count));
             } else if (count > 0) {
-                out = put(outLeaves, outFirst, out, Leaf.of(entries, entryStarts, entryEnds, 0, count));
+                out = put(outLeaves, outFirst, out, new Leaf(starts, ends, regions));
             }
         }
         System.arraycopy(leaves, copied, outLeaves, out, n - copied);
         System.arraycopy(firstStarts, copied, outFirst, out, n - copied);
         out += n - copied;
-        java.util.Arrays.fill(entries, null); // hold no region past the change
         return new RegionIndex(outLeaves, outFirst, out, newSize, newBytes);
     }
 
@@ -250,9 +251,6 @@ final class RegionIndex {
      * calls replace under its lock), so a change allocates only what it publishes.
      */
     static final class Scratch {
-        final CachedRegion[] entries = new CachedRegion[2 * LEAF + 1];
-        final long[] starts = new long[2 * LEAF + 1];
-        final long[] ends = new long[2 * LEAF + 1];
         int[] touchedLeaves = new int[8];
         long[] leavingSlots = new long[8];
         int touchedCount;
