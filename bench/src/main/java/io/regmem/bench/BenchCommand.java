@@ -264,11 +264,22 @@ final class BenchCommand implements Callable<Integer> {
             Row pure = cacheRows.get("pureMissEvicting");
             Row miss = cacheRows.get("cacheMissAndInvalidate");
             Row raw = cacheRows.get("uncachedRegistration");
+            Row fifo = cacheRows.get("uncachedRegistrationFifo");
             Row hit = cacheRows.get("cacheHit");
+            Row search = cacheRows.get("cacheHitSearch");
+            if (hit != null && search != null) {
+                out.println();
+                out.printf(Locale.ROOT, "A hit through its page's hint: %.1f ns; searching the index instead: %.1f ns%n",
+                        hit.ns(), search.ns());
+            }
+            if (pure != null && fifo != null) {
+                out.printf(Locale.ROOT, "Pure miss (register one, evict one) over the same provider work without the cache"
+                        + " (uncachedRegistrationFifo): %.0f ns%n", pure.ns() - fifo.ns());
+            }
             if (raw != null) {
                 out.println();
                 if (pure != null) {
-                    out.printf(Locale.ROOT, "Pure miss (register one, evict one) over the provider's register + deregister: %.0f ns%n",
+                    out.printf(Locale.ROOT, "Pure miss (register one, evict one) over the provider's register + deregister of warm memory: %.0f ns%n",
                             pure.ns() - raw.ns());
                 }
                 if (miss != null) {

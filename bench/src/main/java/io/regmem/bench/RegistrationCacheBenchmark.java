@@ -33,6 +33,8 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
     private RdmaDevice device;
     private ProtectionDomain pd;
     private RegistrationCache cache;
+    /** The same regions in a cache without hints: every hit searches the index. */
+    private RegistrationCache searching;
     private MemorySegment[] slices;
     private int[] picks;
     private int[] hotPicks;
@@ -43,6 +45,10 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
     private RegistrationCache evicting;
     private MemorySegment[] cold;
     private int coldNext;
+    /** {@link #uncachedRegistrationFifo}'s registrations, oldest first from {@link #fifoNext}. */
+    private io.regmem.registration.MemoryRegion[] fifo;
+    private MemorySegment[] fifoMemory;
+    private int fifoNext;
 
     /** 10,000 regions of 4 KiB, 4 KiB apart (so none merge), all cached and idle. */
     @Setup(Level.Trial)
@@ -52,10 +58,12 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
         device = RdmaDevice.open("soft");
         pd = device.allocPd();
         cache = RegistrationCache.builder(pd).maxRegions(2 * REGIONS).build();
+        searching = RegistrationCache.builder(pd).maxRegions(2 * REGIONS).hints(false).build();
         slices = new MemorySegment[REGIONS];
         for (int i = 0; i < REGIONS; i++) {
             slices[i] = memory.asSlice(2L * i * 4096, 4096);
             cache.get(slices[i], Access.REMOTE_READ).close();
+            searching.get(slices[i], Access.REMOTE_READ).close();
         }
         SplittableRandom rnd = new SplittableRandom(7);
         picks = new int[PICKS];
@@ -83,15 +91,30 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
         for (int i = 0; i < REGIONS; i++) {
             pureMissEvicting();
         }
+        // The provider work of a pure miss, without the cache: 10,000 live registrations over
+        // other memory; each op registers the next slice and deregisters the oldest registration.
+        MemorySegment fifoBlock = arena.allocate(4L * REGIONS * 4096, 4096);
+        fifoMemory = new MemorySegment[2 * REGIONS];
+        for (int i = 0; i < fifoMemory.length; i++) {
+            fifoMemory[i] = fifoBlock.asSlice(2L * i * 4096, 4096);
+        }
+        fifo = new io.regmem.registration.MemoryRegion[REGIONS];
+        for (int i = 0; i < REGIONS; i++) {
+            fifo[i] = pd.register(fifoMemory[i], Access.REMOTE_READ);
+        }
     }
 
     /** Releases everything. */
     @TearDown(Level.Trial)
     public void tearDown() {
+        for (var mr : fifo) {
+            mr.close();
+        }
         buffer.close();
         poolRegistration.close();
         pool.close();
         cache.close();
+        searching.close();
         evicting.close();
         pd.close();
         device.close();
@@ -101,10 +124,18 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
     /** Per-thread position in the pick sequence. */
     @State(Scope.Thread)
     public static class Cursor {
-        int next;
+        private static final java.util.concurrent.atomic.AtomicInteger THREADS = new java.util.concurrent.atomic.AtomicInteger();
+        private final int thread = THREADS.getAndIncrement();
+        /** Threads start at different points of the pick sequence. */
+        int next = thread * (PICKS / 2 + 17);
+        /** For the two-thread benchmarks: this thread's own regions are those of this parity. */
+        final int parity = thread & 1;
     }
 
-    /** A hit: find the covering region among 10,000, take and give back a reference. */
+    /**
+     * A hit: find the covering region among 10,000 (through the page's hint, which a program that
+     * reuses its buffers finds filled), take and give back a reference.
+     */
     @Benchmark
     public int cacheHit(Cursor c) {
         CachedRegion r = cache.get(slices[picks[c.next++ & (PICKS - 1)]], Access.mask(Access.REMOTE_READ));
@@ -126,17 +157,55 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
         return key;
     }
 
-    /** The same, on both cores at once. */
+    /** {@link #cacheHit} without hints: a two-level binary search over the 10,000 regions every time. */
+    @Benchmark
+    public int cacheHitSearch(Cursor c) {
+        CachedRegion r = searching.get(slices[picks[c.next++ & (PICKS - 1)]], Access.mask(Access.REMOTE_READ));
+        int key = r.lkey();
+        r.close();
+        return key;
+    }
+
+    /** {@link #cacheHitHotSet} without hints. */
+    @Benchmark
+    public int cacheHitHotSetSearch(Cursor c) {
+        CachedRegion r = searching.get(slices[hotPicks[c.next++ & (PICKS - 1)]], Access.mask(Access.REMOTE_READ));
+        int key = r.lkey();
+        r.close();
+        return key;
+    }
+
+    /**
+     * {@link #cacheHit} on both cores at once, each thread on its own half of the regions (even or
+     * odd), as threads with their own buffers are: what is shared is the index, read-only.
+     */
     @Benchmark
     @Threads(2)
     public int cacheHitTwoThreads(Cursor c) {
-        return cacheHit(c);
+        CachedRegion r = cache.get(slices[(picks[c.next++ & (PICKS - 1)] & ~1) | c.parity], Access.mask(Access.REMOTE_READ));
+        int key = r.lkey();
+        r.close();
+        return key;
     }
 
-    /** The hot-set hit on both cores at once: scaling without the memory system in the way. */
+    /** {@link #cacheHitHotSet} on both cores, each thread on its own 128 of the 256 regions. */
     @Benchmark
     @Threads(2)
     public int cacheHitHotSetTwoThreads(Cursor c) {
+        CachedRegion r = cache.get(slices[(hotPicks[c.next++ & (PICKS - 1)] & ~1) | c.parity], Access.mask(Access.REMOTE_READ));
+        int key = r.lkey();
+        r.close();
+        return key;
+    }
+
+    /**
+     * Both threads on the same 256 regions: every hit's reference count may sit in the other
+     * core's cache, so this measures moving that line between cores (as any shared reference count
+     * would), not the index.
+     */
+    @Benchmark
+    @Threads(2)
+    public int cacheHitHotSetSharedTwoThreads(Cursor c) {
         return cacheHitHotSet(c);
     }
 
@@ -172,7 +241,23 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
         return key;
     }
 
-    /** The provider's own registration and deregistration, uncached. */
+    /**
+     * The provider's side of {@link #pureMissEvicting} alone: with 10,000 registrations live,
+     * register fresh memory and deregister the oldest registration (cold, as an evicted region is).
+     * {@code pureMissEvicting} minus this is the cache's own overhead on a miss.
+     */
+    @Benchmark
+    public int uncachedRegistrationFifo() {
+        int slot = fifoNext % REGIONS;
+        MemorySegment s = fifoMemory[(fifoNext + REGIONS) % fifoMemory.length];
+        fifoNext = fifoNext + 1 == fifoMemory.length ? 0 : fifoNext + 1;
+        fifo[slot].close();
+        var mr = pd.register(s, Access.REMOTE_READ);
+        fifo[slot] = mr;
+        return mr.lkey();
+    }
+
+    /** The provider's own registration and deregistration, uncached, of the same (warm) memory each time. */
     @Benchmark
     public int uncachedRegistration() {
         var mr = pd.register(fresh, Access.REMOTE_READ);
