@@ -28,6 +28,7 @@ import org.openjdk.jmh.annotations.Threads;
 public class RegistrationCacheBenchmark extends BenchDefaults {
     private static final int REGIONS = 10_000;
     private static final int PICKS = 1 << 16;
+    private static final int READ = Access.mask(Access.REMOTE_READ);
 
     private Arena arena;
     private RdmaDevice device;
@@ -132,16 +133,21 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
         final int parity = thread & 1;
     }
 
+    /** One hit: get the region covering slice {@code i}, read its key, give it back. */
+    private int hit(RegistrationCache in, int i) {
+        CachedRegion r = in.get(slices[i], READ);
+        int key = r.lkey();
+        r.close();
+        return key;
+    }
+
     /**
      * A hit: find the covering region among 10,000 (through the page's hint, which a program that
      * reuses its buffers finds filled), take and give back a reference.
      */
     @Benchmark
     public int cacheHit(Cursor c) {
-        CachedRegion r = cache.get(slices[picks[c.next++ & (PICKS - 1)]], Access.mask(Access.REMOTE_READ));
-        int key = r.lkey();
-        r.close();
-        return key;
+        return hit(cache, picks[c.next++ & (PICKS - 1)]);
     }
 
     /**
@@ -151,28 +157,19 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
      */
     @Benchmark
     public int cacheHitHotSet(Cursor c) {
-        CachedRegion r = cache.get(slices[hotPicks[c.next++ & (PICKS - 1)]], Access.mask(Access.REMOTE_READ));
-        int key = r.lkey();
-        r.close();
-        return key;
+        return hit(cache, hotPicks[c.next++ & (PICKS - 1)]);
     }
 
     /** {@link #cacheHit} without hints: a two-level binary search over the 10,000 regions every time. */
     @Benchmark
     public int cacheHitSearch(Cursor c) {
-        CachedRegion r = searching.get(slices[picks[c.next++ & (PICKS - 1)]], Access.mask(Access.REMOTE_READ));
-        int key = r.lkey();
-        r.close();
-        return key;
+        return hit(searching, picks[c.next++ & (PICKS - 1)]);
     }
 
     /** {@link #cacheHitHotSet} without hints. */
     @Benchmark
     public int cacheHitHotSetSearch(Cursor c) {
-        CachedRegion r = searching.get(slices[hotPicks[c.next++ & (PICKS - 1)]], Access.mask(Access.REMOTE_READ));
-        int key = r.lkey();
-        r.close();
-        return key;
+        return hit(searching, hotPicks[c.next++ & (PICKS - 1)]);
     }
 
     /**
@@ -182,20 +179,14 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
     @Benchmark
     @Threads(2)
     public int cacheHitTwoThreads(Cursor c) {
-        CachedRegion r = cache.get(slices[(picks[c.next++ & (PICKS - 1)] & ~1) | c.parity], Access.mask(Access.REMOTE_READ));
-        int key = r.lkey();
-        r.close();
-        return key;
+        return hit(cache, (picks[c.next++ & (PICKS - 1)] & ~1) | c.parity);
     }
 
     /** {@link #cacheHitHotSet} on both cores, each thread on its own 128 of the 256 regions. */
     @Benchmark
     @Threads(2)
     public int cacheHitHotSetTwoThreads(Cursor c) {
-        CachedRegion r = cache.get(slices[(hotPicks[c.next++ & (PICKS - 1)] & ~1) | c.parity], Access.mask(Access.REMOTE_READ));
-        int key = r.lkey();
-        r.close();
-        return key;
+        return hit(cache, (hotPicks[c.next++ & (PICKS - 1)] & ~1) | c.parity);
     }
 
     /**

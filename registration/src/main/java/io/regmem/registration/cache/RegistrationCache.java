@@ -61,8 +61,6 @@ import java.util.concurrent.atomic.LongAdder;
  * kept for invalidated regions: nothing grows over any number of map/unmap cycles.
  */
 public final class RegistrationCache implements AutoCloseable {
-    /** Hints are per 4 KiB page of the asked address. */
-    private static final int PAGE_SHIFT = 12;
     private final ProtectionDomain pd;
     private final int maxRegions;
     private final long maxBytes;
@@ -71,9 +69,7 @@ public final class RegistrationCache implements AutoCloseable {
     /** replace()'s working space, used under the lock. */
     private final RegionIndex.Scratch scratch = new RegionIndex.Scratch();
     /** Hints by page (see the class comment); racy by design, checked on use. */
-    private final CachedRegion[] hints;
-    private final int hintMask;
-    private final boolean useHints;
+    private final HintTable hints;
     private int clockLeaf;
     private int clockSlot;
     private boolean closed;
@@ -94,10 +90,7 @@ public final class RegistrationCache implements AutoCloseable {
         this.maxRegions = b.maxRegions;
         this.maxBytes = b.maxBytes;
         this.merge = b.merge;
-        int slots = b.hints ? Integer.highestOneBit(Math.min(1 << 15, Math.max(16, b.maxRegions)) - 1) << 2 : 1;
-        this.useHints = b.hints;
-        this.hints = new CachedRegion[slots];
-        this.hintMask = slots - 1;
+        this.hints = new HintTable(b.maxRegions, b.hints);
         this.detachStats = pd.attachCacheStats(this::stats);
     }
 
@@ -142,8 +135,8 @@ public final class RegistrationCache implements AutoCloseable {
     private CachedRegion lookup(MemorySegment segment, int accessMask) {
         long address = segment.address();
         long end = address + segment.byteSize();
-        int slot = (int) (address >>> PAGE_SHIFT) & hintMask;
-        CachedRegion e = useHints ? hints[slot] : null;
+        int slot = hints.slot(address);
+        CachedRegion e = hints.get(slot);
         if (e != null && e.start <= address && e.end >= end) {
             CachedRegion got = acquire(e, accessMask);
             if (got != null) {
@@ -155,8 +148,8 @@ public final class RegistrationCache implements AutoCloseable {
             return null;
         }
         CachedRegion got = acquire(e, accessMask);
-        if (got != null && useHints && hints[slot] != got) {
-            hints[slot] = got; // written only when it changes, to spare the line on other cores
+        if (got != null) {
+            hints.remember(slot, got);
         }
         return got;
     }
@@ -176,17 +169,6 @@ public final class RegistrationCache implements AutoCloseable {
         }
         e.touch();
         return e;
-    }
-
-    /** Clears the hints naming {@code e} (it leaves the index); cache lock held. */
-    private void forgetHints(CachedRegion e) {
-        long pages = Math.min(hints.length, ((e.end - 1) >>> PAGE_SHIFT) - (e.start >>> PAGE_SHIFT) + 1);
-        for (long p = 0; p < pages; p++) {
-            int slot = (int) ((e.start >>> PAGE_SHIFT) + p) & hintMask;
-            if (hints[slot] == e) {
-                hints[slot] = null;
-            }
-        }
     }
 
     private CachedRegion miss(MemorySegment segment, int accessMask) {
@@ -368,7 +350,7 @@ public final class RegistrationCache implements AutoCloseable {
     /** Takes an entry out of the index: revoke its keys if asked, drop the index's reference. */
     private void unindex(CachedRegion e, boolean revoke, List<CachedRegion> dropped) {
         e.indexed = false;
-        forgetHints(e);
+        hints.forget(e);
         hits.add(e.takeHits());
         if (revoke && !e.region.isDestroyed()) {
             e.region.revoke();
@@ -410,7 +392,7 @@ public final class RegistrationCache implements AutoCloseable {
             CachedRegion e = l.regions()[slot++];
             if (e.indexed && !e.clearAccessed() && e.refs() == 1 && e.tryRetireIdle()) {
                 e.indexed = false;
-                forgetHints(e);
+                hints.forget(e);
                 hits.add(e.takeHits());
                 victims.add(e);
                 count--;
@@ -492,7 +474,7 @@ public final class RegistrationCache implements AutoCloseable {
         }
         invalidateSome(RegionIndex::all);
         synchronized (this) {
-            java.util.Arrays.fill(hints, null); // a racy hint written after its region left
+            hints.clear(); // also a racy hint written after its region left
         }
         detachStats.run(); // idempotent: the PD keeps the counters of a closed cache once
     }

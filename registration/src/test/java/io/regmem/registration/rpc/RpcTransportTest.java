@@ -238,15 +238,27 @@ class RpcTransportTest {
         }
     }
 
-    @Test
-    void aFlushWhileAnotherThreadPollsWaitsForItsHandlerToReturnAndKeepsPollersOut() throws Exception {
-        try (Pair p = new Pair()) {
+    /**
+     * A client completion thread whose handler blocks inside the first reply until released, and
+     * a teardown step run on a thread of its own meanwhile; records whatever goes wrong.
+     */
+    static final class BlockedHandler {
+        final Pair p;
+        final CountDownLatch inside = new CountDownLatch(1);
+        final CountDownLatch release = new CountDownLatch(1);
+        final AtomicReference<String> wrong = new AtomicReference<>();
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+        final AtomicBoolean stop = new AtomicBoolean();
+        final Thread poller;
+
+        /**
+         * Sends one call and returns once the reply's handler is blocked on the poller thread.
+         *
+         * @param check run in the handler after the release (its rep): a message if the rep is not as it should be
+         */
+        BlockedHandler(Pair p, java.util.function.Function<Rep, String> check) {
+            this.p = p;
             p.server.postRecvs(MAX);
-            CountDownLatch inside = new CountDownLatch(1);
-            CountDownLatch release = new CountDownLatch(1);
-            AtomicReference<String> wrong = new AtomicReference<>();
-            AtomicReference<Throwable> failure = new AtomicReference<>();
-            AtomicBoolean stop = new AtomicBoolean();
             p.onClientReceive = rep -> {
                 if (inside.getCount() == 0) {
                     return;
@@ -267,11 +279,12 @@ class RpcTransportTest {
                 } catch (InterruptedException e) {
                     Thread.currentThread().interrupt();
                 }
-                if (!rep.buffer().isMapped()) {
-                    wrong.set("the flush unmapped the reply buffer while its handler was using it");
+                String problem = check.apply(rep);
+                if (problem != null) {
+                    wrong.set(problem);
                 }
             };
-            Thread poller = Thread.ofPlatform().name("client-completions").start(() -> {
+            poller = Thread.ofPlatform().name("client-completions").start(() -> {
                 try {
                     while (!stop.get()) {
                         p.client.poll();
@@ -286,24 +299,43 @@ class RpcTransportTest {
                 p.server.poll(); // the server answers on this thread; the reply reaches the poller thread
             }
             assertThat(inside.getCount()).as("the reply reached the client's handler").isZero();
-            assertThat(p.client.poll()).as("another thread holds the poll role: leave at once").isZero();
-            Thread flusher = Thread.ofPlatform().name("flusher").start(() -> {
+        }
+
+        /** Starts {@code step} on a thread and checks it is still waiting 200 ms later. */
+        Thread startWaiting(String what, Runnable step) throws InterruptedException {
+            Thread t = Thread.ofPlatform().name(what).start(() -> {
                 try {
-                    p.client.flushDisconnect();
-                } catch (Throwable t) {
-                    failure.set(t);
+                    step.run();
+                } catch (Throwable e) {
+                    failure.set(e);
                 }
             });
-            flusher.join(200);
-            assertThat(flusher.isAlive()).as("the flush waits for the handler's batch to end").isTrue();
-            assertThat(p.client.isConnected()).as("and has not started").isTrue();
+            t.join(200);
+            assertThat(t.isAlive()).as("%s waits for the handler's batch to end", what).isTrue();
+            return t;
+        }
+
+        /** Releases the handler, waits for {@code step} and the poller, and checks nothing went wrong. */
+        void finish(Thread step) throws InterruptedException {
             release.countDown();
-            flusher.join(10_000);
-            assertThat(flusher.isAlive()).isFalse();
+            step.join(10_000);
+            assertThat(step.isAlive()).isFalse();
             stop.set(true);
             poller.join(10_000);
             assertThat(failure.get()).isNull();
             assertThat(wrong.get()).isNull();
+        }
+    }
+
+    @Test
+    void aFlushWhileAnotherThreadPollsWaitsForItsHandlerToReturnAndKeepsPollersOut() throws Exception {
+        try (Pair p = new Pair()) {
+            BlockedHandler b = new BlockedHandler(p, rep -> rep.buffer().isMapped() ? null
+                    : "the flush unmapped the reply buffer while its handler was using it");
+            assertThat(p.client.poll()).as("another thread holds the poll role: leave at once").isZero();
+            Thread flusher = b.startWaiting("flush", p.client::flushDisconnect);
+            assertThat(p.client.isConnected()).as("the flush has not started").isTrue();
+            b.finish(flusher);
             p.server.flushDisconnect();
             assertFlushed(p, p.client, p.bufC, p.qpC);
             assertThat(p.completed).as("the call the handler finished completed once").hasValue(1);
@@ -313,58 +345,12 @@ class RpcTransportTest {
     @Test
     void destroyWhileAnotherThreadPollsWaitsForItsHandlerBeforeFreeingReplies() throws Exception {
         try (Pair p = new Pair()) {
-            p.server.postRecvs(MAX);
-            CountDownLatch inside = new CountDownLatch(1);
-            CountDownLatch release = new CountDownLatch(1);
-            AtomicReference<String> wrong = new AtomicReference<>();
-            AtomicReference<Throwable> failure = new AtomicReference<>();
-            AtomicBoolean stop = new AtomicBoolean();
-            p.onClientReceive = rep -> {
-                if (inside.getCount() == 0) {
-                    return;
-                }
-                inside.countDown();
-                try {
-                    release.await(10, TimeUnit.SECONDS);
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-                if (rep.buffer().isFreed()) {
-                    wrong.set("destroy freed the reply buffer while its handler was reading it");
-                }
-            };
-            Thread poller = Thread.ofPlatform().name("client-completions").start(() -> {
-                try {
-                    while (!stop.get()) {
-                        p.client.poll();
-                    }
-                } catch (Throwable t) {
-                    failure.set(t);
-                }
-            });
-            assertThat(p.call(0)).isTrue();
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-            while (inside.getCount() > 0 && System.nanoTime() < deadline) {
-                p.server.poll();
-            }
-            assertThat(inside.getCount()).isZero();
-            // Destroy from another thread while the handler runs (the flush's own wait is tested above).
+            BlockedHandler b = new BlockedHandler(p, rep -> rep.buffer().isFreed()
+                    ? "destroy freed the reply buffer while its handler was reading it" : null);
+            // Destroy alone (the flush's own wait is tested above).
             AtomicReference<List<Req>> leaked = new AtomicReference<>();
-            Thread teardown = Thread.ofPlatform().name("teardown").start(() -> {
-                try {
-                    leaked.set(p.bufC.destroy());
-                } catch (Throwable t) {
-                    failure.set(t);
-                }
-            });
-            teardown.join(200);
-            assertThat(teardown.isAlive()).as("teardown waits for the handler's batch to end").isTrue();
-            release.countDown();
-            teardown.join(10_000);
-            stop.set(true);
-            poller.join(10_000);
-            assertThat(failure.get()).isNull();
-            assertThat(wrong.get()).isNull();
+            Thread teardown = b.startWaiting("destroy", () -> leaked.set(p.bufC.destroy()));
+            b.finish(teardown);
             assertThat(leaked.get()).as("the handler finished the call before destroy ran").isEmpty();
             assertThat(p.completed).hasValue(1);
             p.bufC.forEachRep(rep -> assertThat(rep.buffer().isFreed()).as("%s freed by destroy", rep).isTrue());
