@@ -32,7 +32,7 @@ import java.util.concurrent.atomic.LongAdder;
  *
  * <h2>Hints</h2>
  * Before searching, a hit looks in a small direct-mapped table of hints indexed by the asked
- * address's page (at least twice {@code maxRegions} slots, at most 65,536): the region a search last
+ * address's page (two to four slots per {@code maxRegions}, at most 65,536): the region a search last
  * found for that page. A hint is only a guess (it is read and written without synchronization; a
  * region's bounds and rights are final fields, safe to read through a racy reference): it is used
  * only if it covers the range, has the rights, can be acquired and is still indexed, exactly the
@@ -51,7 +51,8 @@ import java.util.concurrent.atomic.LongAdder;
  * When the index holds more than {@code maxRegions} regions or {@code maxBytes} bytes, idle regions
  * (held by nobody but the index) are evicted in CLOCK order, the usual approximation of least
  * recently used: a hit sets the region's reference bit, the sweeping hand clears it, and a region
- * found idle with a clear bit goes. A region in use is never evicted.
+ * found idle with a clear bit goes. A region in use is never evicted. Once a limit is crossed,
+ * eviction goes on to 1/64 below it (caches of 64 regions or more evict in batches).
  *
  * <h2>Invalidation</h2>
  * {@link #invalidate(long, long)} (memory unmapped), {@link #track(Arena)} (an arena closing) and a
@@ -64,6 +65,9 @@ public final class RegistrationCache implements AutoCloseable {
     private final ProtectionDomain pd;
     private final int maxRegions;
     private final long maxBytes;
+    /** Where eviction stops once a limit is crossed: 1/64 below it (batches, not one region per miss). */
+    private final int lowRegions;
+    private final long lowBytes;
     private final boolean merge;
     private volatile RegionIndex index = RegionIndex.EMPTY;
     /** replace()'s working space, used under the lock. */
@@ -89,6 +93,8 @@ public final class RegistrationCache implements AutoCloseable {
         this.pd = b.pd;
         this.maxRegions = b.maxRegions;
         this.maxBytes = b.maxBytes;
+        this.lowRegions = maxRegions - maxRegions / 64;
+        this.lowBytes = maxBytes - maxBytes / 64;
         this.merge = b.merge;
         this.hints = new HintTable(b.maxRegions, b.hints);
         this.detachStats = pd.attachCacheStats(this::stats);
@@ -369,8 +375,9 @@ public final class RegistrationCache implements AutoCloseable {
     /**
      * CLOCK over {@code ix}, whose entries would count {@code count} regions and {@code bytes}
      * bytes once the pending change is published: at most two sweeps, choosing idle regions (held by
-     * the index alone, still indexed) whose reference bit is clear, until the limits hold or nothing
-     * idle is left. The hand is a (leaf, slot) position, kept across changes; a change that moves
+     * the index alone, still indexed) whose reference bit is clear, until the counts are 1/64 below
+     * the limits (a full cache of 1,024 evicts 16 at a time, so most misses evict nothing and leave
+     * one leaf to copy instead of two) or nothing idle is left. The hand is a (leaf, slot) position, kept across changes; a change that moves
      * entries between leaves only moves where the sweep resumes, which CLOCK tolerates.
      *
      * @return the evicted regions (retired: their count is zero), a list the caller may extend
@@ -382,7 +389,7 @@ public final class RegistrationCache implements AutoCloseable {
         }
         int leaf = clockLeaf < ix.leafCount() ? clockLeaf : 0;
         int slot = clockSlot;
-        for (int steps = 2 * ix.size(); steps > 0 && (count > maxRegions || bytes > maxBytes); steps--) {
+        for (int steps = 2 * ix.size(); steps > 0 && (count > lowRegions || bytes > lowBytes); steps--) {
             RegionIndex.Leaf l = ix.leaf(leaf);
             if (slot >= l.size()) {
                 slot = 0;

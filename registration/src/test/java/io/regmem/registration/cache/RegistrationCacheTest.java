@@ -152,6 +152,29 @@ class RegistrationCacheTest {
     }
 
     @Test
+    void aFullCacheEvictsInBatchesDownToOneSixtyFourthBelowItsLimitAndNeverARegionInUse() {
+        RegistrationCache cache = RegistrationCache.builder(pd).maxRegions(128).build(); // batches of 2 below
+        CachedRegion held = cache.get(at(0, 4096), Access.REMOTE_READ);
+        for (int i = 1; i < 128; i++) {
+            cache.get(at(4096L * i, 4096), Access.REMOTE_READ).close();
+        }
+        assertThat(cache.size()).isEqualTo(128);
+        assertThat(cache.stats().evictions()).isZero();
+        cache.get(at(4096L * 128, 4096), Access.REMOTE_READ).close(); // 129 > 128: down to 126
+        assertThat(cache.size()).isEqualTo(126);
+        assertThat(cache.stats().evictions()).isEqualTo(3);
+        cache.get(at(4096L * 129, 4096), Access.REMOTE_READ).close();
+        cache.get(at(4096L * 130, 4096), Access.REMOTE_READ).close();
+        assertThat(cache.stats().evictions()).as("the next two misses fit").isEqualTo(3);
+        assertThat(cache.size()).isEqualTo(128);
+        assertThat(cache.indexed()).as("the region in use stays").contains(held);
+        assertThat(held.region().isValid()).isTrue();
+        held.close();
+        cache.close();
+        assertThat(pd.useCount()).isZero();
+    }
+
+    @Test
     void thePdSumsItsCachesCountersAndKeepsThoseOfClosedOnes() {
         assertThat(pd.cacheStats()).isEqualTo(CacheStats.ZERO);
         RegistrationCache one = RegistrationCache.of(pd);
