@@ -99,6 +99,56 @@ class RegionIndexTest {
         assertThat(ix.leafCount()).as("%d regions", ix.size()).isLessThanOrEqualTo(ix.size() / (RegionIndex.LEAF / 4) + 1);
     }
 
+    @Property(tries = 3)
+    void twelveThousandRegionsInRandomOrderThenEvictionChurnThenRemoval(@ForAll long seed) {
+        java.util.SplittableRandom rnd = new java.util.SplittableRandom(seed);
+        RegionIndex ix = RegionIndex.EMPTY;
+        TreeMap<Long, CachedRegion> model = new TreeMap<>();
+        int n = 12_000; // about 200-400 leaves
+        List<Integer> order = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            order.add(i);
+        }
+        java.util.Collections.shuffle(order, new java.util.Random(seed));
+        RegionIndex.Scratch scratch = new RegionIndex.Scratch();
+        for (int k = 0; k < n; k++) {
+            CachedRegion r = region(2L * order.get(k), 1);
+            ix = ix.replace(List.of(), r, scratch);
+            model.put(r.start, r);
+            if (k % 1000 == 999) {
+                check(ix, model, 2L * order.get(k));
+            }
+        }
+        assertThat(ix.leafCount()).isGreaterThan(12_000 / RegionIndex.LEAF);
+        // FIFO-like churn (an evicting cache): remove the oldest batch, add new ones above
+        long next = 2L * n;
+        for (int round = 0; round < 200; round++) {
+            List<CachedRegion> batch = new ArrayList<>();
+            for (int j = 0; j < 1 + rnd.nextInt(40) && !model.isEmpty(); j++) {
+                batch.add(model.pollFirstEntry().getValue());
+            }
+            CachedRegion add = region(next, 1);
+            next += 2;
+            ix = ix.replace(batch, add, scratch);
+            model.put(add.start, add);
+            if (round % 20 == 0) {
+                check(ix, model, next - 2);
+            }
+        }
+        // Then remove nearly everything at random.
+        List<CachedRegion> rest = new ArrayList<>(model.values());
+        java.util.Collections.shuffle(rest, new java.util.Random(seed + 1));
+        for (int k = 0; k < rest.size() - 3; k++) {
+            ix = ix.replace(List.of(rest.get(k)), null, scratch);
+            model.remove(rest.get(k).start);
+            if (k % 500 == 0) {
+                check(ix, model, rest.get(k).start);
+            }
+        }
+        check(ix, model, 0);
+        assertThat(ix.leafCount()).isLessThanOrEqualTo(2);
+    }
+
     @Property(tries = 20)
     void touchingQueriesIncludeNeighbours(@ForAll @IntRange(min = 1, max = 200) int n) {
         RegionIndex ix = RegionIndex.EMPTY;
