@@ -28,6 +28,8 @@ public final class RdmaDevice implements AutoCloseable {
     private final String name;
     private volatile boolean closed;
     private boolean rwForceMr;
+    /** 0 off, 1 sampled, 2 all: see {@link #TRACK_SITES}. */
+    private int trackSites = 1;
     private final Thread progress;
 
     private RdmaDevice(DeviceBackend backend, String name) {
@@ -82,9 +84,11 @@ public final class RdmaDevice implements AutoCloseable {
             if (p.name().equals(provider)) {
                 Map<String, String> own = new java.util.HashMap<>(options);
                 boolean forceMr = parseFlag(own.remove(RW_FORCE_MR), RW_FORCE_MR);
+                int sites = parseTrackSites(own.remove(TRACK_SITES));
                 DeviceBackend backend = p.open(Map.copyOf(own));
                 RdmaDevice device = new RdmaDevice(backend, provider);
                 device.rwForceMr = forceMr;
+                device.trackSites = sites;
                 Fabric.add(device);
                 if (device.progress != null) {
                     device.progress.start();
@@ -102,6 +106,34 @@ public final class RdmaDevice implements AutoCloseable {
      * Handled by every device, whatever its provider.
      */
     public static final String RW_FORCE_MR = "rwForceMr";
+
+    /**
+     * The device option that says which objects record where they were created, for leak reports
+     * ({@link RdmaResource#creationSite()}): {@code "all"}; {@code "sampled"} (the default: memory
+     * regions, memory windows and DMA mappings, which programs make at a high rate, record it one
+     * time in 64, as Netty's leak detector samples; every other object always does); or
+     * {@code "off"}. Finding the site walks the stack, which costs 1-4 microseconds, several times
+     * a soft provider's whole registration. Handled by every device, whatever its provider.
+     */
+    public static final String TRACK_SITES = "trackSites";
+
+    private static int parseTrackSites(String value) {
+        if (value == null || value.equals("sampled")) {
+            return 1;
+        }
+        return switch (value) {
+            case "all" -> 2;
+            case "off" -> 0;
+            default -> throw new RdmaException(Errno.EINVAL, "RdmaDevice: option " + TRACK_SITES
+                    + " must be all, sampled or off, got " + value);
+        };
+    }
+
+    /** Whether a new object records its creation site: always, one time in 64 for high-rate types, or never. */
+    boolean tracksSite(boolean highRate) {
+        int mode = trackSites;
+        return mode == 2 || (mode == 1 && (!highRate || java.util.concurrent.ThreadLocalRandom.current().nextInt(64) == 0));
+    }
 
     private static boolean parseFlag(String value, String name) {
         if (value == null || value.equalsIgnoreCase("false")) {

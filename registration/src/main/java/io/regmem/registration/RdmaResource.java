@@ -12,33 +12,44 @@ public abstract class RdmaResource {
     private static final StackWalker WALKER = StackWalker.getInstance(StackWalker.Option.RETAIN_CLASS_REFERENCE);
     /** Where regmem's registration classes were loaded from: their frames are not "the creator". */
     private static final java.net.URL OWN_CODE = codeOf(RdmaResource.class);
+    /** Whether a class is one of regmem's registration classes, decided once per class. */
+    private static final ClassValue<Boolean> OWN = new ClassValue<>() {
+        @Override
+        protected Boolean computeValue(Class<?> c) {
+            return c.getName().startsWith("io.regmem.registration.") && java.util.Objects.equals(codeOf(c), OWN_CODE);
+        }
+    };
 
     final RdmaDevice device;
     private final String type;
     private final long id;
-    private final String owner;
-    private final String site;
+    /** The inherited owner tag, or null: then the creator's simple class name. */
+    private final String inheritedOwner;
+    /** The first frame outside regmem's registration classes (null if none), formatted only when asked. */
+    private final StackWalker.StackFrame creator;
     private volatile boolean destroyed;
 
     RdmaResource(RdmaDevice device, String type, String inheritedOwner) {
         this.device = device;
         this.type = type;
         this.id = device.tracker.nextId();
-        StackWalker.StackFrame caller = WALKER.walk(frames -> frames
-                .filter(f -> !isOwn(f.getDeclaringClass()))
-                .findFirst().orElse(null));
-        this.site = caller == null ? "unknown" : caller.toStackTraceElement().toString();
-        this.owner = inheritedOwner != null ? inheritedOwner
-                : caller == null ? "unknown" : simpleName(caller.getClassName());
+        this.inheritedOwner = inheritedOwner;
+        // Walking the stack costs 1-4 us, several times a soft registration, so objects made at a
+        // high rate record it only as the device's trackSites option says. Only the frame is kept:
+        // turning it into text costs more again, and only leak reports and owner() need it.
+        this.creator = device.tracksSite(highRate(type)) ? WALKER.walk(frames -> frames
+                .filter(f -> !OWN.get(f.getDeclaringClass()))
+                .findFirst().orElse(null)) : null;
+    }
+
+    /** Types made per registration or mapping rather than per connection. */
+    private static boolean highRate(String type) {
+        return type.startsWith("MemoryRegion") || type.equals("MemoryWindow") || type.equals("DmaMapping");
     }
 
     private static java.net.URL codeOf(Class<?> c) {
         java.security.CodeSource cs = c.getProtectionDomain().getCodeSource();
         return cs == null ? null : cs.getLocation();
-    }
-
-    private static boolean isOwn(Class<?> c) {
-        return c.getName().startsWith("io.regmem.registration.") && java.util.Objects.equals(codeOf(c), OWN_CODE);
     }
 
     private static String simpleName(String className) {
@@ -62,12 +73,22 @@ public abstract class RdmaResource {
 
     /** The owner tag: the simple name of the class that created it (MRs inherit their PD's). */
     public String owner() {
-        return owner;
+        return inheritedOwner != null ? inheritedOwner : creator == null ? "unknown" : simpleName(creator.getClassName());
     }
 
-    /** Where it was created: the first stack frame outside regmem's registration classes. */
+    /** Whether {@link #creationSite()} was recorded (see {@link RdmaDevice#TRACK_SITES}). */
+    public boolean hasCreationSite() {
+        return creator != null;
+    }
+
+    /**
+     * Where it was created: the first stack frame outside regmem's registration classes, or a note
+     * saying it was not recorded (a memory region, window or DMA mapping not sampled; see
+     * {@link RdmaDevice#TRACK_SITES}).
+     */
     public String creationSite() {
-        return site;
+        return creator != null ? creator.toStackTraceElement().toString()
+                : "(not recorded: open the device with " + RdmaDevice.TRACK_SITES + "=all to record every site)";
     }
 
     /** True once destroyed. */
@@ -89,7 +110,7 @@ public abstract class RdmaResource {
 
     /** One line for leak reports: type, id, owner and creation site. */
     public String describe() {
-        return this + " owned by " + owner + ", created at " + site;
+        return this + " owned by " + owner() + ", created at " + creationSite();
     }
 
     @Override
