@@ -63,19 +63,13 @@ import java.util.concurrent.atomic.LongAdder;
  */
 public final class RegistrationCache implements AutoCloseable {
     private final ProtectionDomain pd;
-    private final int maxRegions;
-    private final long maxBytes;
-    /** Where eviction stops once a limit is crossed: 1/64 below it (batches, not one region per miss). */
-    private final int lowRegions;
-    private final long lowBytes;
+    private final ClockEviction eviction;
     private final boolean merge;
     private volatile RegionIndex index = RegionIndex.EMPTY;
     /** replace()'s working space, used under the lock. */
     private final RegionIndex.Scratch scratch = new RegionIndex.Scratch();
     /** Hints by page (see the class comment); racy by design, checked on use. */
     private final HintTable hints;
-    private int clockLeaf;
-    private int clockSlot;
     private boolean closed;
     /** Detaches this cache's counters from its PD's {@link ProtectionDomain#cacheStats()}, on close. */
     private final Runnable detachStats;
@@ -91,10 +85,7 @@ public final class RegistrationCache implements AutoCloseable {
 
     private RegistrationCache(Builder b) {
         this.pd = b.pd;
-        this.maxRegions = b.maxRegions;
-        this.maxBytes = b.maxBytes;
-        this.lowRegions = maxRegions - maxRegions / 64;
-        this.lowBytes = maxBytes - maxBytes / 64;
+        this.eviction = new ClockEviction(b.maxRegions, b.maxBytes);
         this.merge = b.merge;
         this.hints = new HintTable(b.maxRegions, b.hints);
         this.detachStats = pd.attachCacheStats(this::stats);
@@ -223,8 +214,13 @@ public final class RegistrationCache implements AutoCloseable {
                 unindex(e, !e.scope.isAlive(), dropped);
             }
             // Evict before publishing (no reader sees the index over its limits), and publish once.
-            List<CachedRegion> gone = evictVictims(ix, ix.size() - leaving.size() + 1,
-                    ix.bytes() - bytesOf(leaving) + (created.end - created.start), dropped);
+            List<CachedRegion> gone = eviction.victims(ix, ix.size() - leaving.size() + 1,
+                    ix.bytes() - bytesOf(leaving) + (created.end - created.start), e -> {
+                        hints.forget(e);
+                        hits.add(e.takeHits());
+                        evictions.increment();
+                        dropped.add(e); // its count is already zero: disposeDropped deregisters it
+                    });
             gone.addAll(leaving);
             index = ix.replace(gone, created, scratch);
         }
@@ -370,47 +366,6 @@ public final class RegistrationCache implements AutoCloseable {
             sum += e.end - e.start;
         }
         return sum;
-    }
-
-    /**
-     * CLOCK over {@code ix}, whose entries would count {@code count} regions and {@code bytes}
-     * bytes once the pending change is published: at most two sweeps, choosing idle regions (held by
-     * the index alone, still indexed) whose reference bit is clear, until the counts are 1/64 below
-     * the limits (a full cache of 1,024 evicts 16 at a time, so most misses evict nothing and leave
-     * one leaf to copy instead of two) or nothing idle is left. The hand is a (leaf, slot) position, kept across changes; a change that moves
-     * entries between leaves only moves where the sweep resumes, which CLOCK tolerates.
-     *
-     * @return the evicted regions (retired: their count is zero), a list the caller may extend
-     */
-    private List<CachedRegion> evictVictims(RegionIndex ix, int count, long bytes, List<CachedRegion> dropped) {
-        List<CachedRegion> victims = new ArrayList<>(2);
-        if ((count <= maxRegions && bytes <= maxBytes) || ix.leafCount() == 0) {
-            return victims;
-        }
-        int leaf = clockLeaf < ix.leafCount() ? clockLeaf : 0;
-        int slot = clockSlot;
-        for (int steps = 2 * ix.size(); steps > 0 && (count > lowRegions || bytes > lowBytes); steps--) {
-            RegionIndex.Leaf l = ix.leaf(leaf);
-            if (slot >= l.size()) {
-                slot = 0;
-                leaf = leaf + 1 == ix.leafCount() ? 0 : leaf + 1;
-                l = ix.leaf(leaf);
-            }
-            CachedRegion e = l.regions()[slot++];
-            if (e.indexed && !e.clearAccessed() && e.refs() == 1 && e.tryRetireIdle()) {
-                e.indexed = false;
-                hints.forget(e);
-                hits.add(e.takeHits());
-                victims.add(e);
-                count--;
-                bytes -= e.end - e.start;
-                evictions.increment();
-                dropped.add(e); // its count is already zero: disposeDropped deregisters it
-            }
-        }
-        clockLeaf = leaf;
-        clockSlot = slot;
-        return victims;
     }
 
     /**
