@@ -216,8 +216,7 @@ public final class RegistrationCache implements AutoCloseable {
             // Evict before publishing (no reader sees the index over its limits), and publish once.
             List<CachedRegion> gone = eviction.victims(ix, ix.size() - leaving.size() + 1,
                     ix.bytes() - bytesOf(leaving) + (created.end - created.start), e -> {
-                        hints.forget(e);
-                        hits.add(e.takeHits());
+                        leftIndex(e);
                         evictions.increment();
                         dropped.add(e); // its count is already zero: disposeDropped deregisters it
                     });
@@ -352,12 +351,17 @@ public final class RegistrationCache implements AutoCloseable {
     /** Takes an entry out of the index: revoke its keys if asked, drop the index's reference. */
     private void unindex(CachedRegion e, boolean revoke, List<CachedRegion> dropped) {
         e.indexed = false;
-        hints.forget(e);
-        hits.add(e.takeHits());
+        leftIndex(e);
         if (revoke && !e.region.isDestroyed()) {
             e.region.revoke();
         }
         dropped.add(e);
+    }
+
+    /** What an entry that just left the index leaves behind: the hints naming it, its pending hits. */
+    private void leftIndex(CachedRegion e) {
+        hints.forget(e);
+        hits.add(e.takeHits());
     }
 
     private static long bytesOf(List<CachedRegion> entries) {
