@@ -1,34 +1,24 @@
 package io.regmem.registration.rpc;
 
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
-
 /**
  * A preallocated RPC request ({@code struct rpcrdma_req}): its header, send and receive buffers,
- * the reply attached to it, and whether it is on the free list or owned by one RPC. Ownership moves
- * by compare-and-set, so a request is never put back twice nor handed to two RPCs.
+ * the reply attached to it, and whether it is on the free list or owned by one RPC. Whether it is
+ * free is its bit in the buffer's free list ({@link FreeLists}), which moves atomically, so a request
+ * is never put back twice nor handed to two RPCs.
  */
 public final class Req {
     static final int FREE = 0;
     static final int OWNED = 1;
     static final int DESTROYED = 2;
-    private static final VarHandle STATE;
-
-    static {
-        try {
-            STATE = MethodHandles.lookup().findVarHandle(Req.class, "state", int.class);
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
 
     final RpcBuffer buffer;
     final int id;
     final RegBuf header;
     final RegBuf send;
     final RegBuf recv;
-    @SuppressWarnings("unused") // through STATE
-    private volatile int state = FREE;
+    /** The free list that knows whether this request is free (null until it joins one). */
+    FreeLists lists;
+    private volatile boolean destroyed;
     /**
      * Bumped each time an RPC takes the request: names this use in work-request ids. Plain: the
      * free list's hand-over orders it for the next owner.
@@ -52,33 +42,19 @@ public final class Req {
         this.recv = recv;
     }
 
-    /**
-     * Marks the request owned; called only by the thread that just took it off the free list, so
-     * nobody else can be changing its state (a put of a FREE request fails its compare-and-set).
-     */
-    boolean take() {
-        if ((int) STATE.getAcquire(this) != FREE) {
-            return false;
-        }
+    /** A new use begins; called only by the thread whose compare-and-set just took it off the free list. */
+    void take() {
         generation++;
-        STATE.setRelease(this, OWNED);
-        return true;
     }
 
-    boolean release() {
-        return STATE.compareAndSet(this, OWNED, FREE);
+    /** Marks the request destroyed (off the free list for good). */
+    void destroy() {
+        destroyed = true;
     }
 
-    boolean destroyIfFree() {
-        return STATE.compareAndSet(this, FREE, DESTROYED);
-    }
-
-    void destroyOwned() {
-        STATE.setVolatile(this, DESTROYED);
-    }
-
+    /** {@link #FREE} (its bit is set), {@link #OWNED} or {@link #DESTROYED}. */
     int state() {
-        return (int) STATE.getVolatile(this);
+        return destroyed ? DESTROYED : lists != null && lists.isFree(this) ? FREE : OWNED;
     }
 
     /** The request's number in its buffer. */

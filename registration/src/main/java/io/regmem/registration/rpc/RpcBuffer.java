@@ -47,6 +47,8 @@ public final class RpcBuffer {
     private final PollRole pollRole = new PollRole(this);
     /** What a released send context does (the transport sets it: drop the request's send reference). */
     private volatile java.util.function.Consumer<SendCtx> releaseHook;
+    /** Request numbers of destroyed requests, for new ones (numbers stay below maxRequests). Guarded by this. */
+    private final java.util.ArrayDeque<Integer> freeIds = new java.util.ArrayDeque<>();
     private int nextReqId;
     private volatile boolean destroyed;
 
@@ -89,19 +91,26 @@ public final class RpcBuffer {
 
     /**
      * Makes one more request with its three buffers ({@code rpcrdma_req_create}) and adds it to the
-     * list of all requests; it is not on the free list until {@link #put}.
+     * list of all requests; it is owned by the caller, and on the free list only once {@link #put}.
+     * At most {@code maxRequests} requests exist at a time; a destroyed request's number is reused.
      *
-     * @throws RdmaException {@link Errno#ENOMEM} when the pool cannot supply the buffers (nothing is kept)
+     * @throws RdmaException {@link Errno#ENOMEM} when {@code maxRequests} requests exist, or the pool
+     *                       cannot supply the buffers (nothing is kept)
      */
     public synchronized Req createReq() {
         checkLive("createReq");
+        if (freeIds.isEmpty() && nextReqId == maxRequests) {
+            throw new RdmaException(Errno.ENOMEM, "RpcBuffer.createReq: all " + maxRequests
+                    + " requests exist (maxRequests); destroy one first");
+        }
         RegBuf header = RegBuf.alloc(pool, headerSize, DmaDirection.TO_DEVICE);
         RegBuf send = null;
         try {
             send = RegBuf.alloc(pool, inlineSend, DmaDirection.TO_DEVICE);
             RegBuf recv = RegBuf.alloc(pool, inlineRecv, DmaDirection.NONE);
-            Req req = new Req(this, nextReqId++, header, send, recv);
+            Req req = new Req(this, freeIds.isEmpty() ? nextReqId++ : freeIds.pollFirst(), header, send, recv);
             allReqs.add(req);
+            free.addOwned(req);
             return req;
         } catch (RuntimeException e) {
             header.free();
@@ -132,7 +141,7 @@ public final class RpcBuffer {
      *                       buffer, destroyed): nothing changes
      */
     public void put(Req req) {
-        if (req == null || req.buffer != this || !free.release(req)) {
+        if (req == null || req.buffer != this || req.state() != Req.OWNED) {
             throw new RdmaException(Errno.EINVAL, "RpcBuffer.put: " + req + " is not owned by an RPC of this buffer");
         }
         Rep rep = req.reply;
@@ -140,7 +149,10 @@ public final class RpcBuffer {
         if (rep != null) {
             repPut(rep);
         }
-        free.offer(req);
+        if (!free.release(req)) {
+            // Only a put racing another put of the same request gets here: the other one freed it.
+            throw new RdmaException(Errno.EINVAL, "RpcBuffer.put: " + req + " was put back twice at once");
+        }
     }
 
     /**
@@ -161,7 +173,11 @@ public final class RpcBuffer {
                     + "buffer (take it with get() first)");
         }
         allReqs.remove(req);
-        req.destroyOwned();
+        req.destroy();
+        synchronized (this) {
+            free.forget(req);
+            freeIds.addLast(req.id);
+        }
         if (req.reply != null) {
             repPut(req.reply);
             req.reply = null;
@@ -267,7 +283,8 @@ public final class RpcBuffer {
         destroyed = true;
         List<Req> leaked = new ArrayList<>();
         for (Req req : allReqs) {
-            if (req.destroyIfFree()) {
+            if (free.claimFree(req)) {
+                req.destroy();
                 freeBuffers(req);
             } else if (req.state() == Req.OWNED) {
                 leaked.add(req);

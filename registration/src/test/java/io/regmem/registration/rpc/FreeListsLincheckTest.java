@@ -9,7 +9,7 @@ import org.junit.jupiter.api.Test;
 /**
  * Lincheck model checking of the request free list and the reply stack of {@link RpcBuffer}
  * ({@link FreeLists}, over requests and replies without buffers, so nothing allocates): requests are
- * taken and put back from any thread (handed to one RPC at a time, put back once); replies are
+ * taken (the lowest free number of a word, by compare-and-set) and put back (an atomic OR) from any thread (handed to one RPC at a time, put back once); replies are
  * pushed from any thread and popped by one thread at a time (the receive poster). Linearizable
  * against the same operations run sequentially. Bounded for CI ({@code -Dregmem.lincheck.iterations}
  * and {@code -Dregmem.lincheck.invocations} for soak runs).
@@ -40,11 +40,7 @@ public class FreeListsLincheckTest {
     /** Put request {@code id} back; false if it was not taken (a second put is refused). */
     @Operation
     public boolean put(@Param(name = "id") int id) {
-        if (!lists.release(reqs[id])) {
-            return false;
-        }
-        lists.offer(reqs[id]);
-        return true;
+        return lists.release(reqs[id]);
     }
 
     /** The receive poster takes a reply; its id, or -1. */

@@ -171,6 +171,31 @@ class RpcBufferTest {
     }
 
     @Test
+    void atMostMaxRequestsExistAndADestroyedRequestsNumberIsReused() {
+        RpcBuffer rb = RpcBuffer.builder(pd, pool).maxRequests(4).build();
+        assertErrno(rb::createReq, Errno.ENOMEM);
+        assertThat(rb.requests()).as("a refused create keeps nothing").isEqualTo(4);
+        SendLock lock = new SendLock();
+        Req old = rb.get();
+        lock.lock();
+        try {
+            rb.destroyReq(old, lock);
+        } finally {
+            lock.unlock();
+        }
+        Req fresh = rb.createReq();
+        assertThat(fresh.id()).isEqualTo(old.id());
+        assertThat(fresh.isOwned()).as("a new request is its creator's until put").isTrue();
+        assertThat(rb.freeRequests()).isEqualTo(3);
+        assertErrno(() -> rb.put(old), Errno.EINVAL); // the destroyed one stays refused, its number reused or not
+        rb.put(fresh);
+        assertThat(rb.freeRequests()).isEqualTo(4);
+        assertErrno(() -> rb.put(fresh), Errno.EINVAL);
+        assertThat(rb.freeRequests()).as("a double put changes nothing").isEqualTo(4);
+        assertThat(rb.destroy()).isEmpty();
+    }
+
+    @Test
     void destroyReportsCheckedOutRequestsInsteadOfFreeingThem() {
         RpcBuffer rb = RpcBuffer.builder(pd, pool).maxRequests(4).build();
         Req kept = rb.get();
