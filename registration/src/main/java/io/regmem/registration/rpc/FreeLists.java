@@ -17,7 +17,7 @@ import org.jctools.queues.MpscArrayQueue;
  * putting one back sets its bit with an atomic OR, which also tells whether it was free already (a
  * double put, refused). One atomic operation each way: a JCTools MPMC queue needs one each way for
  * the queue alone, plus the compare-and-set that refuses a double put (21 ns per get + put against
- * 13 here). The word holds the whole state, so there is no ABA. No library structure does this:
+ * 14 here). The word holds the whole state, so there is no ABA. No library structure does this:
  * tested with Lincheck and a two-thread stress with ownership marks, benchmarked beside JCTools
  * {@code MpmcArrayQueue} and {@code ArrayBlockingQueue}.
  *
