@@ -29,6 +29,9 @@ import org.openjdk.jmh.infra.Control;
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
 public class SendCtxRingBenchmark extends BenchDefaults {
     private SendCtxRing ring;
+    private SendCtxRing signaledRing;
+    /** Stands in for the send CQ: the slots of signaled Sends, in order (their ids are read on completion). */
+    private SpscArrayQueue<SendCtx> cq;
     private SpscArrayQueue<Object> spsc;
     private final Object token = new Object();
 
@@ -36,6 +39,8 @@ public class SendCtxRingBenchmark extends BenchDefaults {
     @Setup(Level.Iteration)
     public void setUp() {
         ring = new SendCtxRing(128, 3, null, null);
+        signaledRing = new SendCtxRing(128, 3, null, null);
+        cq = new SpscArrayQueue<>(256);
         spsc = new SpscArrayQueue<>(130);
     }
 
@@ -58,6 +63,42 @@ public class SendCtxRingBenchmark extends BenchDefaults {
     public boolean ringComplete() {
         SendCtx newest = ring.newestOutstanding();
         return newest != null && ring.complete(newest.wrId());
+    }
+
+    /**
+     * Sender as the transport runs it: a slot per Send, and the signaling budget decides which Sends
+     * are signaled (one in 17 here, as with 128 requests); a signaled Send's id goes to the stand-in
+     * CQ. One operation = one slot handed out.
+     */
+    @Benchmark
+    @Group("signaled")
+    @GroupThreads(1)
+    public SendCtx signaledGet(Control control) {
+        SendCtx sc;
+        while ((sc = signaledRing.getLocked()) == null && !control.stopMeasurement) {
+            Thread.onSpinWait();
+        }
+        if (sc != null && signaledRing.signal(1, false)) {
+            while (!cq.offer(sc) && !control.stopMeasurement) {
+                Thread.onSpinWait();
+            }
+        }
+        return sc;
+    }
+
+    /**
+     * Completion handler as the transport runs it: each completion from the CQ releases its slot and
+     * every slot before it. One operation = one completion.
+     */
+    @Benchmark
+    @Group("signaled")
+    @GroupThreads(1)
+    public boolean signaledComplete(Control control) {
+        SendCtx sc;
+        while ((sc = cq.poll()) == null && !control.stopMeasurement) {
+            Thread.onSpinWait();
+        }
+        return sc != null && signaledRing.complete(sc.wrId());
     }
 
     /** Producer side of the peer: offer a token. */

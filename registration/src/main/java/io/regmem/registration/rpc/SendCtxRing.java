@@ -152,6 +152,11 @@ public final class SendCtxRing extends SendCtxRingFields {
             throw new RdmaException(Errno.EINVAL, "SendCtxRing: put of " + sc + " which is not outstanding (tail "
                     + t + ", head " + h + ")");
         }
+        sweep(sc, t);
+    }
+
+    /** Releases the slots after {@code t} up to and including {@code sc} (checked outstanding), then publishes the tail. */
+    private void sweep(SendCtx sc, int t) {
         SendCtx s;
         do {
             t = next(t);
@@ -181,7 +186,7 @@ public final class SendCtxRing extends SendCtxRingFields {
             staleCompletions++;
             return false;
         }
-        putLocked(slots[index]);
+        sweep(slots[index], t); // checked against this head: no second read of the sender's line
         return true;
     }
 
