@@ -12,14 +12,21 @@ import java.util.concurrent.locks.LockSupport;
  * destroys is used by nobody) and keeps the role until it is done.
  */
 final class PollRole {
-    /** How long {@link #await} waits for another thread's batch to end. */
+    /** How long {@link #await} waits for another thread's batch to end, by default. */
     static final long WAIT_NANOS = 10_000_000_000L;
     private final AtomicReference<Thread> holder = new AtomicReference<>();
     private final Object owner;
+    private final long waitNanos;
 
     /** @param owner named in error messages */
     PollRole(Object owner) {
+        this(owner, WAIT_NANOS);
+    }
+
+    /** With another wait limit (tests). */
+    PollRole(Object owner, long waitNanos) {
         this.owner = owner;
+        this.waitNanos = waitNanos;
     }
 
     /**
@@ -43,7 +50,7 @@ final class PollRole {
      * Takes the role, waiting (spinning briefly, then napping) for the holder to leave.
      *
      * @throws RdmaException {@link Errno#EBUSY} if this thread holds it, or if the holder stayed for
-     *                       {@link #WAIT_NANOS}; the role is not taken then
+     *                       the wait limit ({@link #WAIT_NANOS} by default); the role is not taken then
      */
     void await() {
         long deadline = 0;
@@ -54,10 +61,10 @@ final class PollRole {
             }
             long now = System.nanoTime();
             if (deadline == 0) {
-                deadline = now + WAIT_NANOS;
+                deadline = now + waitNanos;
             } else if (now - deadline > 0) {
                 throw new RdmaException(Errno.EBUSY, owner + ": another thread has been handling completions for "
-                        + WAIT_NANOS / 1_000_000_000 + " s; gave up and changed nothing");
+                        + waitNanos / 1_000_000 + " ms; gave up and changed nothing");
             }
             LockSupport.parkNanos(10_000);
         }
