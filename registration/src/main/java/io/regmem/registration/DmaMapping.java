@@ -14,7 +14,7 @@ public final class DmaMapping extends RdmaResource implements AutoCloseable {
     private final MemorySegment segment;
 
     DmaMapping(RdmaDevice device, MemorySegment segment) {
-        super(device, "DmaMapping", null);
+        super(device, "DmaMapping", null, true);
         this.segment = segment;
     }
 

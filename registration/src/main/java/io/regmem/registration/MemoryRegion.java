@@ -48,7 +48,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
 
     private MemoryRegion(ProtectionDomain pd, boolean fastReg, int maxNumSg, int maxMetaSg, long pageSize) {
         super(pd.device, maxMetaSg > 0 ? "MemoryRegion(integrity)" : fastReg ? "MemoryRegion(fast-reg)" : "MemoryRegion",
-                pd.owner());
+                pd.owner(), true);
         this.pd = pd;
         this.fastReg = fastReg;
         this.maxNumSg = maxNumSg;

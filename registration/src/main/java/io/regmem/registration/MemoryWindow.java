@@ -16,7 +16,7 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
     private MemoryRegion view;
 
     MemoryWindow(ProtectionDomain pd) {
-        super(pd.device, "MemoryWindow", pd.owner());
+        super(pd.device, "MemoryWindow", pd.owner(), true);
         this.pd = pd;
     }
 

@@ -30,6 +30,15 @@ public abstract class RdmaResource {
     private volatile boolean destroyed;
 
     RdmaResource(RdmaDevice device, String type, String inheritedOwner) {
+        this(device, type, inheritedOwner, false);
+    }
+
+    /**
+     * @param highRate made per registration or mapping rather than per connection (memory regions,
+     *                 windows, DMA mappings): then the creation site is recorded as the device's
+     *                 {@link RdmaDevice#TRACK_SITES} option says
+     */
+    RdmaResource(RdmaDevice device, String type, String inheritedOwner, boolean highRate) {
         this.device = device;
         this.type = type;
         this.id = device.tracker.nextId();
@@ -37,14 +46,9 @@ public abstract class RdmaResource {
         // Walking the stack costs 1-4 us, several times a soft registration, so objects made at a
         // high rate record it only as the device's trackSites option says. Only the frame is kept:
         // turning it into text costs more again, and only leak reports and owner() need it.
-        this.creator = device.tracksSite(highRate(type)) ? WALKER.walk(frames -> frames
+        this.creator = device.tracksSite(highRate) ? WALKER.walk(frames -> frames
                 .filter(f -> !OWN.get(f.getDeclaringClass()))
                 .findFirst().orElse(null)) : null;
-    }
-
-    /** Types made per registration or mapping rather than per connection. */
-    private static boolean highRate(String type) {
-        return type.startsWith("MemoryRegion") || type.equals("MemoryWindow") || type.equals("DmaMapping");
     }
 
     private static java.net.URL codeOf(Class<?> c) {
