@@ -49,11 +49,25 @@ public class SendCtxRingBenchmark extends BenchDefaults {
     @Group("ring")
     @GroupThreads(1)
     public SendCtx ringGet(Control control) {
+        return awaitSlot(ring, control);
+    }
+
+    /** The next slot of {@code r}, spinning while it is full; null only when the measurement stops. */
+    private static SendCtx awaitSlot(SendCtxRing r, Control control) {
         SendCtx sc;
-        while ((sc = ring.getLocked()) == null && !control.stopMeasurement) {
+        while ((sc = r.getLocked()) == null && !control.stopMeasurement) {
             Thread.onSpinWait();
         }
         return sc;
+    }
+
+    /** The head of {@code q}, spinning while it is empty; null only when the measurement stops. */
+    private static <T> T awaitPoll(SpscArrayQueue<T> q, Control control) {
+        T t;
+        while ((t = q.poll()) == null && !control.stopMeasurement) {
+            Thread.onSpinWait();
+        }
+        return t;
     }
 
     /** Completion handler: the newest outstanding slot's completion sweeps the ring up to it. */
@@ -74,10 +88,7 @@ public class SendCtxRingBenchmark extends BenchDefaults {
     @Group("signaled")
     @GroupThreads(1)
     public SendCtx signaledGet(Control control) {
-        SendCtx sc;
-        while ((sc = signaledRing.getLocked()) == null && !control.stopMeasurement) {
-            Thread.onSpinWait();
-        }
+        SendCtx sc = awaitSlot(signaledRing, control);
         if (sc != null && signaledRing.signal(1, false)) {
             while (!cq.offer(sc) && !control.stopMeasurement) {
                 Thread.onSpinWait();
@@ -94,10 +105,7 @@ public class SendCtxRingBenchmark extends BenchDefaults {
     @Group("signaled")
     @GroupThreads(1)
     public boolean signaledComplete(Control control) {
-        SendCtx sc;
-        while ((sc = cq.poll()) == null && !control.stopMeasurement) {
-            Thread.onSpinWait();
-        }
+        SendCtx sc = awaitPoll(cq, control);
         return sc != null && signaledRing.complete(sc.wrId());
     }
 
@@ -117,10 +125,6 @@ public class SendCtxRingBenchmark extends BenchDefaults {
     @Group("spsc")
     @GroupThreads(1)
     public Object spscPoll(Control control) {
-        Object o;
-        while ((o = spsc.poll()) == null && !control.stopMeasurement) {
-            Thread.onSpinWait();
-        }
-        return o;
+        return awaitPoll(spsc, control);
     }
 }
