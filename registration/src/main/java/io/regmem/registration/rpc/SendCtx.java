@@ -2,18 +2,18 @@ package io.regmem.registration.rpc;
 
 /**
  * One slot of a {@link SendCtxRing} ({@code struct rpcrdma_sendctx}): the SGEs of one Send, the
- * request it sends for, and its generation. A slot is handed out by {@link SendCtxRing#getLocked()}
+ * request it sends for, and the work-request id of its current hand-out. A slot is handed out by {@link SendCtxRing#getLocked()}
  * and released when a Send completion sweeps past it (or {@link SendCtxRing#ungetLocked} takes it
  * back unposted); only then may its page mappings go and its request complete.
  *
- * <p>{@link #wrId()} names the slot and its current generation: a completion carrying an older
- * generation is stale and is rejected by {@link SendCtxRing#complete(long)}, never applied to the
- * slot's next user.
+ * <p>{@link #wrId()} is the hand-out's sequence number in the ring: a completion carrying an earlier
+ * one is stale and is rejected by {@link SendCtxRing#complete(long)}, never applied to the slot's
+ * next user.
  */
 public final class SendCtx {
     final int index;
-    /** Bumped each time the slot is handed out (consumer), read by the producer after an acquire of head. */
-    int generation;
+    /** The sequence number of the slot's current hand-out (set by the consumer); 0 before the first. */
+    long wrId;
     /** The request this Send belongs to (consumer sets it; the release hook reads it). */
     Object owner;
     final long[] sgeAddress;
@@ -35,14 +35,12 @@ public final class SendCtx {
         return index;
     }
 
-    /** The generation of the current hand-out. */
-    public int generation() {
-        return generation;
-    }
-
-    /** The work-request id for this hand-out: generation in the high 32 bits, slot index in the low. */
+    /**
+     * The work-request id for this hand-out: its sequence number in the ring (1 for the first
+     * hand-out, counting on; an unget gives the number back with the slot). Bits 62 and 63 are clear.
+     */
     public long wrId() {
-        return ((long) generation << 32) | index;
+        return wrId;
     }
 
     /** The request this Send belongs to, or null. */
@@ -100,6 +98,6 @@ public final class SendCtx {
 
     @Override
     public String toString() {
-        return "SendCtx[" + index + ", gen " + generation + ", " + numSge + " SGEs]";
+        return "SendCtx[" + index + ", wrId " + wrId + ", " + numSge + " SGEs]";
     }
 }

@@ -13,8 +13,8 @@ import java.util.function.Consumer;
  * No lock, no allocation.
  *
  * <ul>
- * <li>{@link #getLocked()} (consumer): the next slot, or null when {@code next(head) == tail}
- * (the ring is out of slots; the caller waits for the space hook and retries).</li>
+ * <li>{@link #getLocked()} (consumer): the next slot, or null when N - 1 are outstanding (the ring is
+ * out of slots; the caller waits for the space hook and retries).</li>
  * <li>{@link #putLocked(SendCtx)} (producer, on a Send completion): releases every slot from the one
  * after the tail up to and including {@code sc}, then publishes the new tail. Valid because a
  * reliable-connected send queue completes in order: a signaled completion proves every earlier
@@ -23,12 +23,25 @@ import java.util.function.Consumer;
  * posted, so no completion would ever release it.</li>
  * </ul>
  *
- * <p>Memory ordering: the consumer reads the slot before publishing {@code head} with a release
- * store and reads {@code tail} with an acquire load; the producer publishes {@code tail} with a
- * release store after releasing the slots, and reads {@code head} with an acquire load to check
- * that what it releases was handed out. Space waiters: a consumer that finds the ring full raises a
- * flag and re-reads the tail (both volatile), and the producer reads the flag after publishing the
- * tail, so one of them always sees the other and no wake-up is lost.
+ * <p>Work-request ids are sequence numbers: the k-th hand-out since the ring was made carries
+ * {@code wrId} k (a {@code long}, so it never wraps; bits 62 and 63 stay clear). A completion is
+ * applied only if its id is after the tail's ({@code tailSeq < id}) and was handed out
+ * ({@code id <= headSeq}): a duplicate, or a completion for an earlier user of the slot, is at or
+ * before the tail and is counted and dropped, never applied to the slot's next user. The slot is
+ * found from the id ({@code tail + (id - tailSeq)} going round), so the completion handler reads
+ * nothing the sender writes: it keeps its last look at {@code headSeq} and reads the sender's line
+ * again only for an id beyond it, or after an unget (a counter on a line of its own, rarely written,
+ * says so). An unget gives the slot's sequence number back with the slot, as the kernel gives the
+ * slot back: a Send that was never posted has no completion, and the next Send reuses the number.
+ *
+ * <p>Memory ordering: the consumer publishes {@code headSeq} with a release store after filling the
+ * slot, and reads {@code tailSeq} (acquire) only when its last look says the ring is full; the
+ * producer publishes {@code tailSeq} after releasing the slots. What a release hook reads of a slot
+ * was written before the Send was posted, so the completion that reaches the producer through the
+ * completion queue orders it. Space waiters (only with a space hook): a consumer that finds the ring
+ * full raises a flag unless it is up and re-reads the tail, and the producer reads the flag after
+ * publishing the tail, both sides with volatile (sequentially consistent) accesses, so one of them
+ * always sees the other and no wake-up is lost. Without a space hook, neither side touches the flag.
  *
  * <p>Signaling ({@link #signal(int, boolean)}): a budget of {@code batch} WRs; a Send is signaled
  * when it must be (it holds page mappings to release) or when its WRs exceed the budget, which then
@@ -36,15 +49,17 @@ import java.util.function.Consumer;
  * signaled one, and the ring never fills with unsignaled slots only ({@code batch < N - 1}).
  */
 public final class SendCtxRing extends SendCtxRingFields {
-    private static final VarHandle HEAD;
-    private static final VarHandle TAIL;
+    private static final VarHandle HEAD_SEQ;
+    private static final VarHandle TAIL_SEQ;
+    private static final VarHandle UNGETS;
     private static final VarHandle WAITING;
 
     static {
         try {
             MethodHandles.Lookup l = MethodHandles.lookup();
-            HEAD = l.findVarHandle(SendCtxRingConsumer.class, "head", int.class);
-            TAIL = l.findVarHandle(SendCtxRingProducer.class, "tail", int.class);
+            HEAD_SEQ = l.findVarHandle(SendCtxRingConsumer.class, "headSeq", long.class);
+            TAIL_SEQ = l.findVarHandle(SendCtxRingProducer.class, "tailSeq", long.class);
+            UNGETS = l.findVarHandle(SendCtxRingUngets.class, "ungets", int.class);
             WAITING = l.findVarHandle(SendCtxRingFields.class, "waiting", boolean.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
@@ -90,50 +105,71 @@ public final class SendCtxRing extends SendCtxRingFields {
         return i > 0 ? i - 1 : last;
     }
 
+    /** The slot {@code d} after {@code i} going round ({@code 0 <= d < N}). */
+    private int ahead(int i, long d) {
+        int j = i + (int) d;
+        return j > last ? j - slots.length : j;
+    }
+
     /**
      * Hands out the next slot (consumer only, {@code rpcrdma_sendctx_get_locked}), or null when
      * N - 1 slots are outstanding; then the space hook runs once a completion frees some.
      */
     public SendCtx getLocked() {
-        int h = head; // consumer-owned
-        int n = next(h);
-        if (n == tailCache) { // only then look at the producer's line
-            tailCache = (int) TAIL.getAcquire(this);
-            if (n == tailCache) {
-                WAITING.setVolatile(this, true);
-                tailCache = (int) TAIL.getVolatile(this);
-                if (n == tailCache) {
-                    fullEvents++;
-                    return null;
-                }
-                WAITING.setVolatile(this, false); // a completion made room meanwhile
+        long s = headSeq + 1; // consumer-owned
+        if (s - tailSeqCache > last) { // only then look at the producer's line
+            tailSeqCache = (long) TAIL_SEQ.getAcquire(this);
+            if (s - tailSeqCache > last && !awaitSpace(s)) {
+                fullEvents++;
+                return null;
             }
         }
+        int n = next(head);
+        head = n;
         SendCtx sc = slots[n];
-        sc.generation++;
-        sc.numSge = 0;
-        sc.owner = null;
-        sc.holdsRef = false;
-        HEAD.setRelease(this, n);
+        sc.wrId = s;
+        if (sc.numSge != 0 || sc.owner != null || sc.holdsRef) { // stores only where needed: stores drain in order
+            sc.numSge = 0;
+            sc.owner = null;
+            sc.holdsRef = false;
+        }
+        HEAD_SEQ.setRelease(this, s);
         return sc;
+    }
+
+    /** The ring looked full for hand-out {@code s}: raise the waiting flag (if there is a hook) and look again. */
+    private boolean awaitSpace(long s) {
+        if (onSpace == null) {
+            return false; // nobody to wake: the caller retries when it likes
+        }
+        if (!(boolean) WAITING.getVolatile(this)) { // only the producer lowers it: once up, it stays up
+            WAITING.setVolatile(this, true);
+        }
+        tailSeqCache = (long) TAIL_SEQ.getVolatile(this);
+        return s - tailSeqCache <= last; // room after all: the flag stays up, one spurious wake-up at most
     }
 
     /**
      * Gives back the latest slot, whose Send was never posted (consumer only,
-     * {@code rpcrdma_sendctx_unget_locked}).
+     * {@code rpcrdma_sendctx_unget_locked}); the next hand-out is the same slot with the same work
+     * request id.
      *
      * @throws RdmaException {@link Errno#EINVAL} if {@code sc} is not the latest slot handed out
      *                       (nothing changes)
      */
     public void ungetLocked(SendCtx sc) {
-        int h = head;
-        if (sc == null || slots[h] != sc || h == (int) TAIL.getAcquire(this)) {
+        long s = headSeq;
+        boolean none = s == (long) TAIL_SEQ.getAcquire(this);
+        if (sc == null || none || slots[head] != sc) {
             throw new RdmaException(Errno.EINVAL, "SendCtxRing: unget of " + sc + " refused; only the latest slot "
-                    + "handed out (" + (h == (int) TAIL.getAcquire(this) ? "none" : slots[h]) + ") may be given back");
+                    + "handed out (" + (none ? "none" : slots[head]) + ") may be given back");
         }
         sc.owner = null;
-        HEAD.setRelease(this, prev(h));
-        wakeIfWaiting();
+        head = prev(head);
+        HEAD_SEQ.setRelease(this, s - 1);
+        // After the head: a producer that sees the new count sees the head moved back.
+        UNGETS.setVolatile(this, ungets + 1);
+        wakeIfWaiting(); // another sender may be waiting for the slot given back
     }
 
     /**
@@ -144,71 +180,76 @@ public final class SendCtxRing extends SendCtxRingFields {
      *                       (tail, head]): a contract violation; nothing changes
      */
     public void putLocked(SendCtx sc) {
-        int t = tail; // producer-owned
-        // The head is read every time (not cached): after an unget it moves back, and a completion for
-        // the slot given back (never posted, so a forged or stale one) must not release it.
-        int h = (int) HEAD.getAcquire(this);
-        if (sc == null || !outstanding(sc.index, t, h)) {
+        long id = sc == null ? 0 : sc.wrId;
+        long d = id - tailSeq; // producer-owned
+        if (sc == null || d <= 0 || d > last || ahead(tail, d) != sc.index || !handedOut(id)) {
             throw new RdmaException(Errno.EINVAL, "SendCtxRing: put of " + sc + " which is not outstanding (tail "
-                    + t + ", head " + h + ")");
+                    + tailSeq + ", head " + (long) HEAD_SEQ.getAcquire(this) + ")");
         }
-        sweep(sc, t);
-    }
-
-    /** Releases the slots after {@code t} up to and including {@code sc} (checked outstanding), then publishes the tail. */
-    private void sweep(SendCtx sc, int t) {
-        SendCtx s;
-        do {
-            t = next(t);
-            s = slots[t];
-            if (onRelease != null) {
-                onRelease.accept(s); // the slot's owner is cleared by its next hand-out, on the consumer's side
-            }
-        } while (s != sc);
-        TAIL.setRelease(this, t);
-        wakeIfWaiting();
+        sweep(d, id);
     }
 
     /**
      * Applies a Send completion by its work-request id (producer only): the slot it names is
-     * released with everything before it, if the id's generation is the slot's current one and the
-     * slot is outstanding; otherwise the completion is stale (a duplicate, or one for an earlier
-     * user of the slot), counted and ignored.
+     * released with everything before it if the id is outstanding; otherwise the completion is stale
+     * (a duplicate, one for an earlier user of the slot, or an id never handed out), counted and
+     * ignored.
      *
      * @return true if applied
      */
     public boolean complete(long wrId) {
-        int index = (int) wrId;
-        int gen = (int) (wrId >>> 32);
-        int t = tail;
-        int h = (int) HEAD.getAcquire(this);
-        if (index < 0 || index > last || !outstanding(index, t, h) || slots[index].generation != gen) {
+        long d = wrId - tailSeq; // producer-owned; ids that are not ours (negative, tagged) land far away
+        if (d <= 0 || d > last || !handedOut(wrId)) {
             staleCompletions++;
             return false;
         }
-        sweep(slots[index], t); // checked against this head: no second read of the sender's line
+        sweep(d, wrId);
         return true;
     }
 
-    private boolean outstanding(int index, int t, int h) {
-        // (t, h] going round: index is after t and not after h
-        int fromTail = index - t;
-        if (fromTail <= 0) {
-            fromTail += slots.length;
+    /**
+     * Whether hand-out {@code id} (after the tail) is still handed out (producer): answered from the
+     * producer's last look at the head while no unget happened since; otherwise the head is read again.
+     */
+    private boolean handedOut(long id) {
+        if (id <= headSeqCache && (int) UNGETS.getAcquire(this) == ungetsSeen) {
+            return true;
         }
-        int span = h - t;
-        if (span < 0) {
-            span += slots.length;
+        return id <= refreshHead();
+    }
+
+    /** Reads the consumer's head (producer): the unget count first, so the head read is at least as new. */
+    private long refreshHead() {
+        ungetsSeen = (int) UNGETS.getAcquire(this);
+        long h = (long) HEAD_SEQ.getAcquire(this);
+        headSeqCache = h;
+        return h;
+    }
+
+    /** Releases the {@code d} slots after the tail (checked outstanding), the last being hand-out {@code id}, then publishes the tail. */
+    private void sweep(long d, long id) {
+        int t = tail;
+        if (onRelease != null) {
+            for (long i = 0; i < d; i++) {
+                t = next(t);
+                onRelease.accept(slots[t]); // the slot's owner is cleared by its next hand-out, on the consumer's side
+            }
+        } else {
+            t = ahead(t, d);
         }
-        return fromTail <= span && span != 0;
+        tail = t;
+        if (onSpace == null) {
+            TAIL_SEQ.setRelease(this, id);
+        } else {
+            TAIL_SEQ.setVolatile(this, id); // then the flag: a volatile store and load, as the consumer's
+            wakeIfWaiting();
+        }
     }
 
     private void wakeIfWaiting() {
-        if ((boolean) WAITING.getVolatile(this)) { // a volatile read after the tail store: no lost wake-up
+        if (onSpace != null && (boolean) WAITING.getVolatile(this)) {
             WAITING.setVolatile(this, false);
-            if (onSpace != null) {
-                onSpace.run();
-            }
+            onSpace.run();
         }
     }
 
@@ -231,22 +272,22 @@ public final class SendCtxRing extends SendCtxRingFields {
         return slots.length;
     }
 
-    /** Slots handed out and not yet released. */
+    /** Slots handed out and not yet released (any thread; a snapshot). */
     public int outstanding() {
-        int span = (int) HEAD.getAcquire(this) - (int) TAIL.getAcquire(this);
-        return span < 0 ? span + slots.length : span;
+        long t = (long) TAIL_SEQ.getAcquire(this);
+        long span = (long) HEAD_SEQ.getAcquire(this) - t; // the head read second: never behind this tail
+        return (int) Math.min(Math.max(span, 0), last);
     }
 
     /** The oldest outstanding slot's index (the one after the tail), or -1: producer side. */
     int oldestIndex() {
-        int t = tail;
-        return (int) HEAD.getAcquire(this) == t ? -1 : next(t);
+        return refreshHead() == tailSeq ? -1 : next(tail);
     }
 
-    /** The newest outstanding slot's index (head), or -1: producer side. */
+    /** The newest outstanding slot's index, or -1: producer side. */
     int newestIndex() {
-        int h = (int) HEAD.getAcquire(this);
-        return h == tail ? -1 : h;
+        long d = refreshHead() - tailSeq;
+        return d <= 0 ? -1 : ahead(tail, d);
     }
 
     /**
@@ -256,6 +297,15 @@ public final class SendCtxRing extends SendCtxRingFields {
     public SendCtx newestOutstanding() {
         int n = newestIndex();
         return n < 0 ? null : slots[n];
+    }
+
+    /**
+     * The work-request id of the newest outstanding slot, or -1 (producer side): as
+     * {@link #newestOutstanding()}, without reading the slot.
+     */
+    public long newestWrId() {
+        long h = refreshHead();
+        return h == tailSeq ? -1 : h;
     }
 
     /** Times {@link #getLocked()} found the ring full. */
@@ -280,22 +330,24 @@ public final class SendCtxRing extends SendCtxRingFields {
 
     /**
      * Releases every outstanding slot (after the QP was drained: every posted Send has completed or
-     * flushed) and starts over at 0, as a reconnect does.
+     * flushed) and starts over at slot 0, as a reconnect does. The ids go on counting, so a
+     * completion from before the reset is stale.
      */
     public void reset() {
-        if (outstanding() > 0) {
-            putLocked(slots[(int) HEAD.getAcquire(this)]);
+        long h = refreshHead();
+        if (h != tailSeq) {
+            sweep(h - tailSeq, h);
         }
-        HEAD.setRelease(this, 0);
-        TAIL.setRelease(this, 0);
-        tailCache = 0;
+        head = 0;
+        tail = 0;
+        tailSeqCache = h;
         budget = batch;
     }
 
     @Override
     public String toString() {
-        return "SendCtxRing[" + slots.length + " slots, head " + (int) HEAD.getAcquire(this) + ", tail "
-                + (int) TAIL.getAcquire(this) + "]";
+        return "SendCtxRing[" + slots.length + " slots, head " + (long) HEAD_SEQ.getAcquire(this) + ", tail "
+                + (long) TAIL_SEQ.getAcquire(this) + "]";
     }
 }
 
@@ -306,10 +358,12 @@ abstract class SendCtxRingPad0 {
 
 /** The consumer's fields, on their own cache lines. */
 abstract class SendCtxRingConsumer extends SendCtxRingPad0 {
-    /** The last slot handed out: written by the consumer (release), read by the producer (acquire). */
+    /** The last hand-out's id: written by the consumer (release), read by the producer (acquire). */
+    long headSeq;
+    /** The last slot handed out (consumer only). */
     int head;
     /** The consumer's last look at the tail: the tail is re-read only when the ring looks full. */
-    int tailCache;
+    long tailSeqCache;
     /** The unsignaled-WR budget. */
     int budget;
     long fullEvents;
@@ -321,8 +375,13 @@ abstract class SendCtxRingPad1 extends SendCtxRingConsumer {
 
 /** The producer's fields, on their own cache lines. */
 abstract class SendCtxRingProducer extends SendCtxRingPad1 {
-    /** The last slot released: written by the producer (release), read by the consumer (acquire). */
+    /** The last released hand-out's id: written by the producer (release), read by the consumer (acquire). */
+    long tailSeq;
+    /** The last slot released (producer only). */
     int tail;
+    /** The producer's last look at the head, and the unget count it saw first. */
+    long headSeqCache;
+    int ungetsSeen;
     long staleCompletions;
 }
 
@@ -330,8 +389,17 @@ abstract class SendCtxRingPad2 extends SendCtxRingProducer {
     long p20, p21, p22, p23, p24, p25, p26, p27, p28, p29, p2a, p2b, p2c, p2d, p2e, p2f;
 }
 
-/** The space-waiter flag, written rarely by both sides. */
-abstract class SendCtxRingFields extends SendCtxRingPad2 {
-    boolean waiting;
+/** Ungets so far: written by the consumer at each unget (rare), read by the producer at each completion. */
+abstract class SendCtxRingUngets extends SendCtxRingPad2 {
+    int ungets;
+}
+
+abstract class SendCtxRingPad3 extends SendCtxRingUngets {
     long p30, p31, p32, p33, p34, p35, p36, p37, p38, p39, p3a, p3b, p3c, p3d, p3e, p3f;
+}
+
+/** The space-waiter flag, written rarely by both sides. */
+abstract class SendCtxRingFields extends SendCtxRingPad3 {
+    boolean waiting;
+    long p40, p41, p42, p43, p44, p45, p46, p47, p48, p49, p4a, p4b, p4c, p4d, p4e, p4f;
 }

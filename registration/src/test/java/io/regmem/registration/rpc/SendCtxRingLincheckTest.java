@@ -1,5 +1,6 @@
 package io.regmem.registration.rpc;
 
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import org.jetbrains.lincheck.datastructures.ModelCheckingOptions;
 import org.jetbrains.lincheck.datastructures.Operation;
@@ -9,7 +10,7 @@ import org.junit.jupiter.api.Test;
  * Lincheck model checking of the send-context ring in its roles, as the transport uses it: the
  * consumer (the sender) gets a slot and posts its Send, or gets a slot, fails to prepare the Send and
  * gives the slot back; the producer (the send-completion handler) completes the oldest Send once it
- * is posted (a completion can only follow a post). Consumer operations never run in
+ * is posted (a completion can only follow a post), or delivers the last one again. Consumer operations never run in
  * parallel with each other, nor do the producer's; a consumer and a producer run in parallel. Every
  * interleaving must be linearizable against the same operations run sequentially. Bounded for CI;
  * more with {@code -Dregmem.lincheck.iterations} and {@code -Dregmem.lincheck.invocations}.
@@ -19,6 +20,8 @@ public class SendCtxRingLincheckTest {
     private final SendCtxRing ring = new SendCtxRing(1, 3, null, null);
     /** Per slot, the work-request id of its posted Send (what the send queue would hold). */
     private final AtomicLongArray posted = new AtomicLongArray(3);
+    /** The id of the last completion applied (0: none yet): the producer's own record. */
+    private final AtomicLong lastApplied = new AtomicLong();
 
     /** Consumer: get a slot and post its Send; the slot's index, or -1 when the ring is full. */
     @Operation(nonParallelGroup = "consumer")
@@ -57,7 +60,18 @@ public class SendCtxRingLincheckTest {
         if (id != ring.slot(oldest).wrId()) {
             return -1;
         }
-        return ring.complete(id) ? oldest : -2;
+        if (!ring.complete(id)) {
+            return -2;
+        }
+        lastApplied.set(id);
+        return oldest;
+    }
+
+    /** Producer: the last applied completion delivered again (a duplicate): always refused. */
+    @Operation(nonParallelGroup = "producer")
+    public boolean completeAgain() {
+        long id = lastApplied.get();
+        return id != 0 && ring.complete(id);
     }
 
     /**

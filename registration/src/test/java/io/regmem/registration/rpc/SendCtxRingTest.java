@@ -49,11 +49,12 @@ class SendCtxRingTest {
         assertEinval(() -> ring.putLocked(ring.slot(0)));
         assertEinval(() -> ring.ungetLocked(a));
         assertThat(ring.outstanding()).as("refusals change nothing").isEqualTo(2);
+        long bId = b.wrId();
         ring.ungetLocked(b);
         assertThat(ring.outstanding()).isEqualTo(1);
         SendCtx again = ring.getLocked();
         assertThat(again).as("the ungot slot is the next handed out").isSameAs(b);
-        assertThat(again.generation()).as("a new generation").isEqualTo(2);
+        assertThat(again.wrId()).as("with the number given back: the first Send never existed").isEqualTo(bId);
         ring.putLocked(a);
         assertThat(released).containsExactly(a.index());
         assertEinval(() -> ring.putLocked(a));
@@ -100,12 +101,14 @@ class SendCtxRingTest {
         ring.getLocked(); // 3
         ring.complete(ring.slot(3).wrId());
         SendCtx reused = ring.getLocked(); // 0
-        ring.getLocked(); // 1: slot 1 again, a new generation
-        assertThat(ring.slot(1).generation()).isEqualTo(2);
+        ring.getLocked(); // 1: slot 1 again, a later hand-out
+        assertThat(ring.slot(1).wrId()).isEqualTo(oldId + ring.size());
         assertThat(ring.complete(oldId)).as("a completion for slot 1's earlier user").isFalse();
         assertThat(ring.outstanding()).isEqualTo(2);
         assertThat(ring.complete(-1L)).isFalse();
-        assertThat(ring.staleCompletions()).isEqualTo(3);
+        assertThat(ring.complete(ring.slot(1).wrId() + 1)).as("an id not handed out yet").isFalse();
+        assertThat(ring.complete(1L << 62 | ring.slot(1).wrId())).as("a tagged id").isFalse();
+        assertThat(ring.staleCompletions()).isEqualTo(5);
         assertThat(ring.complete(reused.wrId())).isTrue();
 
         SendCtxRing other = new SendCtxRing(4, 3, null, null);
@@ -115,6 +118,44 @@ class SendCtxRingTest {
         assertThat(other.complete(failed.wrId())).as("a completion for a slot given back").isFalse();
         assertThat(other.outstanding()).isEqualTo(1);
         assertThat(other.complete(posted.wrId())).isTrue();
+    }
+
+    /**
+     * The producer answers from its last look at the head; an unget moves the head back, so a
+     * completion for the slot given back must make it look again (the unget count tells it).
+     */
+    @Test
+    void aCompletionForASlotGivenBackIsRefusedAfterTheProducerSawItHandedOut() {
+        SendCtxRing ring = new SendCtxRing(4, 3, null, null);
+        SendCtx a = ring.getLocked();
+        ring.getLocked();
+        SendCtx c = ring.getLocked();
+        assertThat(ring.complete(a.wrId())).as("the producer looks at the head: three handed out").isTrue();
+        long cId = c.wrId();
+        ring.ungetLocked(c);
+        assertThat(ring.complete(cId)).as("given back, never posted").isFalse();
+        assertThat(ring.outstanding()).isEqualTo(1);
+        assertThat(ring.getLocked()).isSameAs(c);
+        assertThat(ring.complete(cId)).as("handed out again under the same id").isTrue();
+        assertThat(ring.outstanding()).isZero();
+    }
+
+    @Test
+    void afterAResetTheIdsGoOnAndEarlierCompletionsAreStale() {
+        List<Integer> released = new ArrayList<>();
+        SendCtxRing ring = new SendCtxRing(4, 3, sc -> released.add(sc.index()), null);
+        ring.getLocked();
+        SendCtx b = ring.getLocked();
+        long bId = b.wrId();
+        ring.reset();
+        assertThat(released).as("the reset releases what was outstanding").containsExactly(1, 2);
+        assertThat(ring.outstanding()).isZero();
+        SendCtx first = ring.getLocked();
+        assertThat(first.index()).as("starts over at slot 1").isEqualTo(1);
+        assertThat(first.wrId()).isEqualTo(bId + 1);
+        assertThat(ring.complete(bId)).as("a completion from before the reset").isFalse();
+        assertThat(ring.complete(first.wrId())).isTrue();
+        assertThat(released).containsExactly(1, 2, 1);
     }
 
     @Test
@@ -163,6 +204,48 @@ class SendCtxRingTest {
         assertThat(maxUnsignaled).isLessThanOrEqualTo(ring.batch()).isLessThan(ring.size() - 1);
         assertThat(ring.signal(1, false)).isFalse();
         assertThat(ring.signal(1, true)).as("a Send with mapped pages is always signaled").isTrue();
+    }
+
+    /**
+     * A sender that finds the ring full waits for the space hook alone (no polling): every such wait
+     * must end. The flag and the tail are a Dekker pair (a volatile store, then a volatile load, on
+     * each side); with the producer's tail store not volatile, it can pass its load of the flag and
+     * a wake-up is lost, which this test sees as a wait that never ends.
+     */
+    @Test
+    void aSenderWaitingForSpaceIsAlwaysWoken() throws Exception {
+        int sends = 300_000;
+        java.util.concurrent.Semaphore space = new java.util.concurrent.Semaphore(0);
+        SendCtxRing ring = new SendCtxRing(2, 3, null, space::release);
+        org.jctools.queues.SpscArrayQueue<Long> sq = new org.jctools.queues.SpscArrayQueue<>(8);
+        Thread producer = Thread.ofPlatform().start(() -> {
+            for (int done = 0; done < sends; ) {
+                Long id = sq.poll();
+                if (id == null) {
+                    Thread.onSpinWait();
+                } else {
+                    ring.complete(id);
+                    done++;
+                }
+            }
+        });
+        long waits = 0;
+        for (int posted = 0; posted < sends; posted++) {
+            SendCtx sc;
+            while ((sc = ring.getLocked()) == null) {
+                waits++;
+                if (!space.tryAcquire(10, java.util.concurrent.TimeUnit.SECONDS)) {
+                    producer.interrupt();
+                    throw new AssertionError("wake-up lost after " + posted + " Sends: " + ring);
+                }
+            }
+            while (!sq.offer(sc.wrId())) {
+                Thread.onSpinWait();
+            }
+        }
+        producer.join();
+        assertThat(waits).as("the ring filled").isPositive();
+        assertThat(ring.outstanding()).isZero();
     }
 
     /** The consumer and the producer on two threads, with ownership marks: no slot is ever used by both. */
