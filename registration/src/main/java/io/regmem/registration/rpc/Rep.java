@@ -32,12 +32,20 @@ public final class Rep {
     volatile Req owner;
     /** Bytes the last receive wrote. */
     long byteLen;
-    /** Bumped each time the rep is posted as a receive: names that posting in its work-request id. */
+    /**
+     * Bumped each time the rep is posted as a receive: names that posting in its work-request id. It
+     * counts in 31 bits (the id's top bit is the receive tag), wrapping from 2^31 - 1 to 0.
+     */
     int generation;
 
     Rep(int id, RegBuf buffer) {
         this.id = id;
         this.buffer = buffer;
+    }
+
+    /** The next posting's generation. */
+    void nextPosting() {
+        generation = (generation + 1) & Integer.MAX_VALUE;
     }
 
     boolean move(int from, int to) {

@@ -162,8 +162,8 @@ public final class RpcTransport {
                     buffer.repPut(rep);
                     break;
                 }
-                rep.generation++;
-                WorkRequest wr = recvWrs[n].reset().wrId(RECV_TAG | ((long) rep.generation << 32) | rep.id)
+                rep.nextPosting();
+                WorkRequest wr = recvWrs[n].reset().wrId(recvWrId(rep))
                         .addSge(rep.buffer.address(), rep.buffer.length(), rep.buffer.lkey());
                 if (n > 0) {
                     recvWrs[n - 1].next(wr);
@@ -348,7 +348,7 @@ public final class RpcTransport {
     private void wcReceive(long wrId, WcStatus status, long byteLen) {
         long id = wrId & ~RECV_TAG;
         Rep rep = buffer.rep((int) id);
-        if (rep == null || rep.generation != (int) (id >>> 32) || !rep.isPosted()) {
+        if (rep == null || !namesPosting(wrId, rep) || !rep.isPosted()) {
             staleCompletions++;
             return;
         }
@@ -365,9 +365,14 @@ public final class RpcTransport {
         handler.received(rep, byteLen);
     }
 
-    /** The work-request id of a rep's current posting (tests). */
+    /** The work-request id of a rep's current posting: the tag, the posting generation (31 bits), the rep's number. */
     static long recvWrId(Rep rep) {
         return RECV_TAG | ((long) rep.generation << 32) | rep.id;
+    }
+
+    /** Whether a receive completion's id names {@code rep}'s current posting. */
+    static boolean namesPosting(long wrId, Rep rep) {
+        return (int) ((wrId & ~RECV_TAG) >>> 32) == rep.generation;
     }
 
     private void fail(WcStatus cause) {

@@ -435,6 +435,28 @@ class RpcTransportTest {
         }
     }
 
+    /**
+     * A rep's posting generation goes into bits 32-62 of its receive id. It used to count in a plain
+     * int: after 2^31 postings of one rep it went negative, the id lost its top bit to the tag and no
+     * completion for that rep matched again (the receive was dropped as stale, its credit lost).
+     */
+    @Test
+    void receiveIdsStillMatchWhenAPostingGenerationWraps() {
+        Rep rep = new Rep(5, null);
+        rep.generation = Integer.MAX_VALUE - 1;
+        for (int i = 0; i < 3; i++) {
+            rep.nextPosting();
+            long id = RpcTransport.recvWrId(rep);
+            assertThat(id).as("tagged as a receive").isNegative();
+            assertThat((int) id).as("the rep's number").isEqualTo(5);
+            assertThat(RpcTransport.namesPosting(id, rep)).as("generation %d", rep.generation).isTrue();
+        }
+        assertThat(rep.generation).as("wrapped to 0, then on").isEqualTo(1);
+        long old = RpcTransport.recvWrId(rep);
+        rep.nextPosting();
+        assertThat(RpcTransport.namesPosting(old, rep)).as("the previous posting's id is stale").isFalse();
+    }
+
     @Test
     void aPeerThatStopsLeavesCallsWaitingUntilTheFlushAndNothingReturnsEarly() {
         try (Pair p = new Pair()) {
