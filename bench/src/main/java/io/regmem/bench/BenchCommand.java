@@ -99,10 +99,12 @@ final class BenchCommand implements Callable<Integer> {
                         .put(path, new Row(method, path, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("RpcBufferBenchmark") || label.contains("SendCtxRingBenchmark")) {
                 Result p = r.getPrimaryResult();
-                rpc.put(method, new Row(method, p.getScoreUnit(), p.getScore(), p.getScoreError(), norm));
+                String requests = r.getParams().getParam("maxRequests"); // the ring's size, if the benchmark has one
+                String at = requests == null ? "" : "@" + requests;
+                rpc.put(method + at, new Row(method + at, p.getScoreUnit(), p.getScore(), p.getScoreError(), norm));
                 for (Map.Entry<String, Result> e : r.getSecondaryResults().entrySet()) {
                     if (e.getKey().startsWith("ring") || e.getKey().startsWith("spsc") || e.getKey().startsWith("signaled")) {
-                        rpc.put(e.getKey(), new Row(e.getKey(), e.getValue().getScoreUnit(), e.getValue().getScore(),
+                        rpc.put(e.getKey() + at, new Row(e.getKey() + at, e.getValue().getScoreUnit(), e.getValue().getScore(),
                                 e.getValue().getScoreError(), norm));
                     }
                 }
@@ -170,19 +172,21 @@ final class BenchCommand implements Callable<Integer> {
         }
         Row ours = rpc.get("reqGetPut");
         Row mpmc = rpc.get("mpmcPollOffer");
-        Row ring = rpc.get("ringGet");
-        Row spsc = rpc.get("spscPoll");
         if (ours != null && mpmc != null) {
             out.printf(Locale.ROOT, "%nreq get + put: %.1f ns, %.2fx a JCTools MPMC poll + offer%n", ours.ns(), ours.ns() / mpmc.ns());
         }
-        if (ring != null && spsc != null) {
-            out.printf(Locale.ROOT, "ring: %.1f M slots/s handed out and released, SPSC queue %.1f M tokens/s%n",
-                    ring.ns(), spsc.ns());
-        }
-        Row signaled = rpc.get("signaledGet");
-        if (signaled != null) {
-            out.printf(Locale.ROOT, "ring with completions as the transport gets them (one signaled Send in 17, through"
-                    + " a stand-in CQ): %.1f M slots/s%n", signaled.ns());
+        for (String key : rpc.keySet()) {
+            if (!key.startsWith("ringGet@")) {
+                continue;
+            }
+            String at = key.substring("ringGet".length());
+            Row ring = rpc.get(key);
+            Row spsc = rpc.get("spscPoll" + at);
+            Row signaled = rpc.get("signaledGet" + at);
+            out.printf(Locale.ROOT, "ring for %s requests: %.1f M slots/s handed out and released%s%s%n", at.substring(1),
+                    ring.ns(), spsc == null ? "" : String.format(Locale.ROOT, ", SPSC queue %.1f M tokens/s", spsc.ns()),
+                    signaled == null ? "" : String.format(Locale.ROOT, "; with completions as the transport gets them (one "
+                            + "signaled Send in batch + 1, through a stand-in CQ) %.1f M slots/s", signaled.ns()));
         }
     }
 

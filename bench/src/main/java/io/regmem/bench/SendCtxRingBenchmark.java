@@ -11,6 +11,7 @@ import org.openjdk.jmh.annotations.GroupThreads;
 import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
 import org.openjdk.jmh.annotations.Scope;
 import org.openjdk.jmh.annotations.Setup;
 import org.openjdk.jmh.annotations.State;
@@ -35,13 +36,20 @@ public class SendCtxRingBenchmark extends BenchDefaults {
     private SpscArrayQueue<Object> spsc;
     private final Object token = new Object();
 
-    /** A ring for 128 requests (130 slots) and a queue of 130 entries. */
+    /**
+     * The transport's request limit: 128 is the default (the kernel's slot table), 1024 a transport
+     * with more calls in flight. The ring gets maxRequests + 2 slots and the SPSC queue as many entries.
+     */
+    @Param({"128", "1024"})
+    public int maxRequests;
+
+    /** The rings, the stand-in CQ and the peer queue, fresh for each iteration. */
     @Setup(Level.Iteration)
     public void setUp() {
-        ring = new SendCtxRing(128, 3, null, null);
-        signaledRing = new SendCtxRing(128, 3, null, null);
+        ring = new SendCtxRing(maxRequests, 3, null, null);
+        signaledRing = new SendCtxRing(maxRequests, 3, null, null);
         cq = new StandInCq(256);
-        spsc = new SpscArrayQueue<>(130);
+        spsc = new SpscArrayQueue<>(maxRequests + 2);
     }
 
     /** Sender: a slot per Send, waiting (spinning) while the ring is full: one operation = one slot handed out. */
@@ -81,7 +89,7 @@ public class SendCtxRingBenchmark extends BenchDefaults {
 
     /**
      * Sender as the transport runs it: a slot per Send, and the signaling budget decides which Sends
-     * are signaled (one in 17 here, as with 128 requests); a signaled Send's completion appears in the
+     * are signaled (one in maxRequests / 8 + 1: 17 for 128 requests); a signaled Send's completion appears in the
      * stand-in CQ at once, as if the device finished it immediately. One operation = one slot handed out.
      */
     @Benchmark
@@ -90,7 +98,7 @@ public class SendCtxRingBenchmark extends BenchDefaults {
     public SendCtx signaledGet(Control control) {
         SendCtx sc = awaitSlot(signaledRing, control);
         if (sc != null && signaledRing.signal(1, false)) {
-            cq.complete(sc.wrId()); // under 10 signaled Sends outstanding in 130 slots: the CQ (256) never overflows
+            cq.complete(sc.wrId()); // under 10 signaled Sends outstanding (one per batch + 1 slots): the CQ (256) never overflows
         }
         return sc;
     }
