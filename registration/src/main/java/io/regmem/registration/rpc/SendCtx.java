@@ -2,9 +2,10 @@ package io.regmem.registration.rpc;
 
 /**
  * One slot of a {@link SendCtxRing} ({@code struct rpcrdma_sendctx}): the SGEs of one Send, the
- * request it sends for, and the work-request id of its current hand-out. A slot is handed out by {@link SendCtxRing#getLocked()}
- * and released when a Send completion sweeps past it (or {@link SendCtxRing#ungetLocked} takes it
- * back unposted); only then may its page mappings go and its request complete.
+ * request it sends for, and the work-request id of its current hand-out. A slot is handed out by
+ * {@link SendCtxRing#getLocked()} and released when a Send completion sweeps past it (or
+ * {@link SendCtxRing#ungetLocked} takes it back unposted); only then may its page mappings go and
+ * its request complete.
  *
  * <p>{@link #wrId()} is the hand-out's sequence number in the ring: a completion carrying an earlier
  * one is stale and is rejected by {@link SendCtxRing#complete(long)}, never applied to the slot's

@@ -284,24 +284,9 @@ public final class SendCtxRing extends SendCtxRingFields {
         return refreshHead() == tailSeq ? -1 : next(tail);
     }
 
-    /** The newest outstanding slot's index, or -1: producer side. */
-    int newestIndex() {
-        long d = refreshHead() - tailSeq;
-        return d <= 0 ? -1 : ahead(tail, d);
-    }
-
     /**
-     * The newest outstanding slot, or null (producer side): what a completion handler that only knows
-     * "everything posted so far completed" would complete.
-     */
-    public SendCtx newestOutstanding() {
-        int n = newestIndex();
-        return n < 0 ? null : slots[n];
-    }
-
-    /**
-     * The work-request id of the newest outstanding slot, or -1 (producer side): as
-     * {@link #newestOutstanding()}, without reading the slot.
+     * The work-request id of the newest outstanding slot, or -1 (producer side): what a completion
+     * handler that only knows "everything posted so far completed" would complete.
      */
     public long newestWrId() {
         long h = refreshHead();

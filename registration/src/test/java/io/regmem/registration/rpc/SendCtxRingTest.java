@@ -165,8 +165,10 @@ class SendCtxRingTest {
         SendCtx first = ring.getLocked();
         SendCtx second = ring.getLocked();
         SendCtx third = ring.getLocked();
+        assertThat(ring.newestWrId()).as("what \"everything posted so far\" would complete").isEqualTo(third.wrId());
         // first's and second's completions are lost; third's sweeps them all, in order
         assertThat(ring.complete(third.wrId())).isTrue();
+        assertThat(ring.newestWrId()).as("nothing outstanding").isEqualTo(-1);
         assertThat(released).containsExactly(first.index(), second.index(), third.index());
         assertThat(ring.complete(first.wrId())).as("if the lost one turns up after all, it is stale").isFalse();
         assertThat(ring.outstanding()).isZero();
