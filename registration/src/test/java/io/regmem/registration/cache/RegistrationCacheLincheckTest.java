@@ -1,5 +1,6 @@
 package io.regmem.registration.cache;
 
+import io.regmem.registration.LincheckBudget;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.registration.Access;
@@ -19,8 +20,8 @@ import org.junit.jupiter.api.Test;
 /**
  * Lincheck model checking of the cache's concurrent get/put/invalidate: every interleaving it
  * explores must be linearizable against the cache run sequentially, and must not throw (a double
- * deregistration or a revived region would). Bounded for CI: {@code -Dregmem.lincheck.iterations}
- * and {@code -Dregmem.lincheck.invocations} make a longer soak run.
+ * deregistration or a revived region would). Bounded for CI; a soak run explores more
+ * ({@link LincheckBudget}).
  */
 @Param(name = "page", gen = IntGen.class, conf = "0:2")
 public class RegistrationCacheLincheckTest {
@@ -79,8 +80,8 @@ public class RegistrationCacheLincheckTest {
     @Test
     void isLinearizable() {
         new ModelCheckingOptions()
-                .iterations(Integer.getInteger("regmem.lincheck.iterations", 4))
-                .invocationsPerIteration(Integer.getInteger("regmem.lincheck.invocations", 150))
+                .iterations(LincheckBudget.iterations(4))
+                .invocationsPerIteration(LincheckBudget.invocations(150))
                 .threads(2)
                 .actorsPerThread(3)
                 .check(RegistrationCacheLincheckTest.class);

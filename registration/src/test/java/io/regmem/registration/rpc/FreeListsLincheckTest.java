@@ -1,5 +1,6 @@
 package io.regmem.registration.rpc;
 
+import io.regmem.registration.LincheckBudget;
 import org.jetbrains.lincheck.datastructures.IntGen;
 import org.jetbrains.lincheck.datastructures.ModelCheckingOptions;
 import org.jetbrains.lincheck.datastructures.Operation;
@@ -11,8 +12,8 @@ import org.junit.jupiter.api.Test;
  * ({@link FreeLists}, over requests and replies without buffers, so nothing allocates): requests are
  * taken (the lowest free number of a word, by compare-and-set) and put back (an atomic OR) from any thread (handed to one RPC at a time, put back once); replies are
  * pushed from any thread and popped by one thread at a time (the receive poster). Linearizable
- * against the same operations run sequentially. Bounded for CI ({@code -Dregmem.lincheck.iterations}
- * and {@code -Dregmem.lincheck.invocations} for soak runs).
+ * against the same operations run sequentially. Bounded for CI; a soak run explores more
+ * ({@link LincheckBudget}).
  */
 @Param(name = "id", gen = IntGen.class, conf = "0:2")
 public class FreeListsLincheckTest {
@@ -59,8 +60,8 @@ public class FreeListsLincheckTest {
     @Test
     void isLinearizable() {
         new ModelCheckingOptions()
-                .iterations(Integer.getInteger("regmem.lincheck.iterations", 6))
-                .invocationsPerIteration(Integer.getInteger("regmem.lincheck.invocations", 150))
+                .iterations(LincheckBudget.iterations(6))
+                .invocationsPerIteration(LincheckBudget.invocations(150))
                 .threads(2)
                 .actorsPerThread(3)
                 .check(FreeListsLincheckTest.class);

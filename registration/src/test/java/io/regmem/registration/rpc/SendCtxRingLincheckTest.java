@@ -1,5 +1,6 @@
 package io.regmem.registration.rpc;
 
+import io.regmem.registration.LincheckBudget;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
 import org.jetbrains.lincheck.datastructures.ModelCheckingOptions;
@@ -13,7 +14,7 @@ import org.junit.jupiter.api.Test;
  * is posted (a completion can only follow a post), or delivers the last one again. Consumer operations never run in
  * parallel with each other, nor do the producer's; a consumer and a producer run in parallel. Every
  * interleaving must be linearizable against the same operations run sequentially. Bounded for CI;
- * more with {@code -Dregmem.lincheck.iterations} and {@code -Dregmem.lincheck.invocations}.
+ * more in a soak run ({@link LincheckBudget}).
  */
 public class SendCtxRingLincheckTest {
     /** Three slots: two outstanding at most, so "full" is reached within a few operations. */
@@ -86,8 +87,8 @@ public class SendCtxRingLincheckTest {
     @Test
     void isLinearizable() {
         new ModelCheckingOptions()
-                .iterations(Integer.getInteger("regmem.lincheck.iterations", 6))
-                .invocationsPerIteration(Integer.getInteger("regmem.lincheck.invocations", 200))
+                .iterations(LincheckBudget.iterations(6))
+                .invocationsPerIteration(LincheckBudget.invocations(200))
                 .threads(2)
                 .actorsPerThread(4)
                 .check(SendCtxRingLincheckTest.class);
