@@ -112,7 +112,9 @@ final class FreeLists {
     }
 
     /**
-     * A free reply, now taken; null if none is free. One caller at a time.
+     * A free reply, now taken; null if none is free. One caller at a time. Not linearizable with
+     * {@link #push}: a push frees its reply first and enqueues it second, so a pop that overlaps a
+     * push may miss that reply (it is there once the push returns; nothing is lost or taken twice).
      *
      * @throws RdmaException {@link Errno#EBUSY} if another thread is popping right now
      */
