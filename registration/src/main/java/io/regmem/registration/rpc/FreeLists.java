@@ -5,7 +5,6 @@ import io.regmem.core.RdmaException;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.concurrent.atomic.AtomicBoolean;
-import org.jctools.queues.MpscArrayQueue;
 
 /**
  * The free requests and free replies of an {@link RpcBuffer}, and the ownership moves that go with
@@ -21,9 +20,14 @@ import org.jctools.queues.MpscArrayQueue;
  * tested with Lincheck and a two-thread stress with ownership marks, benchmarked beside JCTools
  * {@code MpmcArrayQueue} and {@code ArrayBlockingQueue}.
  *
- * <p>Free replies: a bounded lock-free MPSC queue (JCTools) that any thread pushes to and one thread
- * at a time pops from (the kernel's lock-less stack with serialized pops; a second concurrent
- * popper is refused). No allocation.
+ * <p>Free replies: the same kind of bitmap, a bit per reply number. Any thread pushes (an atomic OR,
+ * which also refuses a double push); one thread at a time pops (the kernel's lock-less stack with
+ * serialized pops; a second concurrent popper is refused), taking the lowest free number by
+ * compare-and-set. The bit is the only record of "free", so a push is one atomic step: a pop that
+ * overlaps it either sees the reply or linearizes before it. (The first version pushed by a
+ * compare-and-set on the reply's state and then an enqueue on a JCTools MPSC queue: two steps, so a
+ * pop overlapping a push could miss the reply, and a soak run of the Lincheck test showed it.)
+ * No allocation.
  */
 final class FreeLists {
     private static final VarHandle WORDS = MethodHandles.arrayElementVarHandle(long[].class);
@@ -32,7 +36,10 @@ final class FreeLists {
     private final int wordMask;
     /** Request by number; written before its bit is first set, so a taker that sees the bit sees it. */
     private final Req[] reqs;
-    private final MpscArrayQueue<Rep> reps;
+    /** Bit {@code id & 63} of word {@code id >>> 6} is set while reply {@code id} is free. */
+    private final long[] repWords;
+    /** Reply by number; written before its bit is first set, so the popper that sees the bit sees it. */
+    private final Rep[] reps;
     private final AtomicBoolean popping = new AtomicBoolean();
 
     FreeLists(int maxReqs, int maxReps) {
@@ -40,7 +47,8 @@ final class FreeLists {
         this.words = new long[n];
         this.wordMask = n - 1;
         this.reqs = new Req[maxReqs];
-        this.reps = new MpscArrayQueue<>(Math.max(2, maxReps));
+        this.repWords = new long[Math.max(1, (maxReps + 63) >>> 6)];
+        this.reps = new Rep[maxReps];
     }
 
     /** Request numbers go from 0 to this, exclusive. */
@@ -51,7 +59,7 @@ final class FreeLists {
     /** Adds a new request to the free list (creation); its number must be below {@link #capacity()}. */
     void addFree(Req req) {
         addOwned(req);
-        WORDS.getAndBitwiseOr(words, req.id >>> 6, 1L << (req.id & 63));
+        set(words, req.id);
     }
 
     /** Remembers a new request that starts owned (not free until put). */
@@ -62,7 +70,7 @@ final class FreeLists {
 
     /** Whether the request's bit is set. */
     boolean isFree(Req req) {
-        return ((long) WORDS.getVolatile(words, req.id >>> 6) & (1L << (req.id & 63))) != 0;
+        return isSet(words, req.id);
     }
 
     /** A free request, now owned; null if none. */
@@ -89,8 +97,7 @@ final class FreeLists {
      * @return false if it was free already (a double put): nothing changed
      */
     boolean release(Req req) {
-        long bit = 1L << (req.id & 63);
-        return ((long) WORDS.getAndBitwiseOr(words, req.id >>> 6, bit) & bit) == 0;
+        return set(words, req.id);
     }
 
     /** Takes a free request off the free list for good (buffer destroy); false if it is not free. */
@@ -111,10 +118,15 @@ final class FreeLists {
         reqs[req.id] = null;
     }
 
+    /** Remembers a new reply (creation); it starts taken, and its number must be below the reply limit. */
+    void addRep(Rep rep) {
+        rep.lists = this;
+        reps[rep.id] = rep;
+    }
+
     /**
-     * A free reply, now taken; null if none is free. One caller at a time. Not linearizable with
-     * {@link #push}: a push frees its reply first and enqueues it second, so a pop that overlaps a
-     * push may miss that reply (it is there once the push returns; nothing is lost or taken twice).
+     * A free reply (the lowest free number), now taken and marked posted; null if none is free. One
+     * caller at a time.
      *
      * @throws RdmaException {@link Errno#EBUSY} if another thread is popping right now
      */
@@ -123,46 +135,85 @@ final class FreeLists {
             throw new RdmaException(Errno.EBUSY, "RpcBuffer: another thread is taking replies; pops are serialized");
         }
         try {
-            Rep rep = reps.poll();
-            if (rep != null && !rep.move(Rep.FREE, Rep.POSTED)) {
-                throw new IllegalStateException(rep + " was on the free stack but not free");
+            for (int w = 0; w < repWords.length; w++) {
+                long bits;
+                while ((bits = (long) WORDS.getVolatile(repWords, w)) != 0) {
+                    long lowest = bits & -bits;
+                    Rep rep = reps[(w << 6) | Long.numberOfTrailingZeros(lowest)];
+                    rep.taken(); // still free (only this popper clears bits): nobody else looks at its use yet
+                    if (WORDS.compareAndSet(repWords, w, bits, bits ^ lowest)) {
+                        return rep;
+                    }
+                }
             }
-            return rep;
+            return null;
         } finally {
-            popping.set(false);
+            popping.setRelease(false); // the next popper's compare-and-set orders after everything here
         }
     }
 
-    /** Frees a taken or attached reply and pushes it; false (nothing changes) if it was free already. */
+    /**
+     * Frees a taken or attached reply (any thread): drops its request's hold on it, then sets its bit.
+     *
+     * @return false if it was free already (a double push), destroyed, or not of these lists:
+     *         nothing changed
+     */
     boolean push(Rep rep) {
-        if (!(rep.move(Rep.POSTED, Rep.FREE) || rep.move(Rep.ATTACHED, Rep.FREE))) {
-            return false;
+        if (rep.isDestroyed() || rep.id >= reps.length || reps[rep.id] != rep) {
+            return false; // destroyed, or not one of ours
+        }
+        if (isSet(repWords, rep.id)) {
+            return false; // free already: its owner was dropped by the push that freed it
         }
         Req owner = rep.owner;
-        rep.owner = null;
-        if (owner != null && owner.reply == rep) {
-            owner.reply = null;
+        if (owner != null) { // no store when there is none (the atomic OR below orders what there is)
+            rep.owner = null;
+            if (owner.reply == rep) {
+                owner.reply = null;
+            }
         }
-        reps.offer(rep);
-        return true;
+        return set(repWords, rep.id);
+    }
+
+    /** Whether the reply's bit is set. */
+    boolean isFree(Rep rep) {
+        return isSet(repWords, rep.id);
     }
 
     int freeRequests() {
+        return count(words);
+    }
+
+    int freeReplies() {
+        return count(repWords);
+    }
+
+    void clear() {
+        zero(words);
+        zero(repWords);
+    }
+
+    /** Sets bit {@code id} with an atomic OR; false if it was set already (nothing changed). */
+    private static boolean set(long[] bitmap, int id) {
+        long bit = 1L << (id & 63);
+        return ((long) WORDS.getAndBitwiseOr(bitmap, id >>> 6, bit) & bit) == 0;
+    }
+
+    private static boolean isSet(long[] bitmap, int id) {
+        return ((long) WORDS.getVolatile(bitmap, id >>> 6) & (1L << (id & 63))) != 0;
+    }
+
+    private static int count(long[] bitmap) {
         int n = 0;
-        for (int w = 0; w <= wordMask; w++) {
-            n += Long.bitCount((long) WORDS.getVolatile(words, w));
+        for (int w = 0; w < bitmap.length; w++) {
+            n += Long.bitCount((long) WORDS.getVolatile(bitmap, w));
         }
         return n;
     }
 
-    int freeReplies() {
-        return reps.size();
-    }
-
-    void clear() {
-        for (int w = 0; w <= wordMask; w++) {
-            WORDS.setVolatile(words, w, 0L);
+    private static void zero(long[] bitmap) {
+        for (int w = 0; w < bitmap.length; w++) {
+            WORDS.setVolatile(bitmap, w, 0L);
         }
-        reps.clear();
     }
 }

@@ -5,20 +5,21 @@ import java.lang.invoke.VarHandle;
 
 /**
  * A reply buffer ({@code struct rpcrdma_rep}): one receive buffer (FROM_DEVICE, mapped when first
- * posted). Owned by exactly one of: the free stack, the hardware (posted as a receive), or a request
- * (attached as its reply). Moves between them by compare-and-set, so it is never on the free stack
- * twice nor attached while free.
+ * posted). Owned by exactly one of: the free list (its bit in {@link FreeLists} is set), the
+ * hardware (posted as a receive), or a request (attached as its reply). Free is the bit alone, so
+ * freeing is one atomic step and a reply is never free twice; while free, its use (posted or
+ * attached) is whatever it was last, and {@link #state()} reports it free.
  */
 public final class Rep {
     static final int FREE = 0;
     static final int POSTED = 1;
     static final int ATTACHED = 2;
     static final int DESTROYED = 3;
-    private static final VarHandle STATE;
+    private static final VarHandle USE;
 
     static {
         try {
-            STATE = MethodHandles.lookup().findVarHandle(Rep.class, "state", int.class);
+            USE = MethodHandles.lookup().findVarHandle(Rep.class, "use", int.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -26,8 +27,11 @@ public final class Rep {
 
     final int id;
     final RegBuf buffer;
-    @SuppressWarnings("unused") // through STATE
-    private volatile int state = FREE;
+    /** POSTED, ATTACHED or DESTROYED (a new reply starts taken, to be posted). */
+    @SuppressWarnings("unused") // through USE
+    private volatile int use = POSTED;
+    /** The free lists it belongs to (set when it is made). */
+    FreeLists lists;
     /** The request it is attached to, or null. */
     volatile Req owner;
     /** Bytes the last receive wrote. */
@@ -48,16 +52,33 @@ public final class Rep {
         generation = (generation + 1) & Integer.MAX_VALUE;
     }
 
+    /** Moves a taken reply's use from {@code from} to {@code to} by compare-and-set (not free/taken: that is the bit). */
     boolean move(int from, int to) {
-        return STATE.compareAndSet(this, from, to);
+        return USE.compareAndSet(this, from, to);
     }
 
+    /** FREE while its bit is set, else its use: POSTED, ATTACHED or DESTROYED. */
     int state() {
-        return (int) STATE.getVolatile(this);
+        int u = (int) USE.getVolatile(this);
+        return u != DESTROYED && lists != null && lists.isFree(this) ? FREE : u;
+    }
+
+    /** Taken off the free list by the popper: to be posted. */
+    void taken() {
+        USE.setRelease(this, POSTED); // the popper's compare-and-set on the bit follows: a full fence
+    }
+
+    boolean isDestroyed() {
+        return (int) USE.getVolatile(this) == DESTROYED;
+    }
+
+    /** Destroyed with its buffer (teardown, after the drain). */
+    void destroy() {
+        USE.setVolatile(this, DESTROYED);
     }
 
     void attach(Req req) {
-        STATE.setVolatile(this, ATTACHED);
+        USE.setVolatile(this, ATTACHED);
         owner = req;
     }
 

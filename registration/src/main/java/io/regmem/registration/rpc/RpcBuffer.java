@@ -211,8 +211,8 @@ public final class RpcBuffer {
             rep = new Rep(allReps.size(), RegBuf.alloc(pool, inlineRecv, DmaDirection.FROM_DEVICE));
             allReps.add(rep);
             repsById[rep.id] = rep;
+            free.addRep(rep); // starts taken
         }
-        rep.move(Rep.FREE, Rep.POSTED);
         return rep;
     }
 
@@ -293,7 +293,7 @@ public final class RpcBuffer {
         allReqs.removeIf(r -> r.state() == Req.DESTROYED);
         for (Rep rep : allReps) {
             if (rep.state() != Rep.ATTACHED || rep.owner == null || rep.owner.state() != Req.OWNED) {
-                rep.move(rep.state(), Rep.DESTROYED);
+                rep.destroy();
                 rep.buffer.free();
             }
         }

@@ -20,7 +20,7 @@ class FreeListsStressTest {
         Rep[] reps = new Rep[n];
         for (int i = 0; i < n; i++) {
             reps[i] = new Rep(i, null);
-            reps[i].move(Rep.FREE, Rep.POSTED);
+            lists.addRep(reps[i]); // made taken, as RpcBuffer makes them
             lists.push(reps[i]);
         }
         AtomicIntegerArray out = new AtomicIntegerArray(n); // 1 while popped and not yet pushed back

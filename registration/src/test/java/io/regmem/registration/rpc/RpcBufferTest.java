@@ -143,7 +143,14 @@ class RpcBufferTest {
         assertThat(reps).hasSize(4 + RpcBuffer.EXTRA_REPS);
         rb.repPut(reps.get(7));
         assertThat(rb.repGet()).isSameAs(reps.get(7));
+        RpcBuffer other = RpcBuffer.builder(pd, pool).maxRequests(4).build();
+        Rep foreign = other.repGet();
+        assertErrno(() -> rb.repPut(foreign), Errno.EINVAL);
+        assertThat(rb.freeReplies()).as("another buffer's reply is refused, nothing changes").isZero();
+        other.repPut(foreign);
+        assertThat(other.destroy()).isEmpty();
         reps.forEach(rb::repPut);
+        assertThat(rb.freeReplies()).isEqualTo(reps.size());
         assertThat(rb.destroy()).isEmpty();
     }
 
