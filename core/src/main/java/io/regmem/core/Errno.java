@@ -26,6 +26,8 @@ public enum Errno {
     EFAULT(14),
     /** Busy: the object still has children or users. */
     EBUSY(16),
+    /** Exists already: a name that must be unique is taken. */
+    EEXIST(17),
     /** Invalid argument: the call broke a documented rule. */
     EINVAL(22),
     /** Result or argument out of range (an overflow). */

@@ -1,5 +1,7 @@
 package io.regmem.registration;
 
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -21,12 +23,34 @@ final class Fabric {
         return devices;
     }
 
-    static void add(RdmaDevice d) {
+    /**
+     * Names and adds a new device: {@code asked}, or the provider's name and the lowest number no
+     * open device uses.
+     *
+     * @throws RdmaException {@link Errno#EEXIST} if an open device already has the asked name
+     */
+    static RdmaDevice add(java.util.function.Function<String, RdmaDevice> make, String provider, String asked) {
         LOCK.lock();
         try {
+            java.util.Set<String> taken = new java.util.HashSet<>();
+            for (RdmaDevice d : devices) {
+                taken.add(d.name());
+            }
+            String name = asked;
+            if (name == null) {
+                int n = 0;
+                while (taken.contains(provider + n)) {
+                    n++;
+                }
+                name = provider + n;
+            } else if (taken.contains(name)) {
+                throw new RdmaException(Errno.EEXIST, "RdmaDevice: a device named '" + name + "' is open already");
+            }
+            RdmaDevice d = make.apply(name);
             RdmaDevice[] next = java.util.Arrays.copyOf(devices, devices.length + 1);
             next[devices.length] = d;
             devices = next;
+            return d;
         } finally {
             LOCK.unlock();
         }

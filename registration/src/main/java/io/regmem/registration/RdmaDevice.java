@@ -25,6 +25,7 @@ public final class RdmaDevice implements AutoCloseable {
     /** The live QPs, for progress: replaced (never mutated) under {@link #lock} and the fabric lock. */
     private volatile QueuePair[] qps = new QueuePair[0];
     private final DeviceBackend backend;
+    private final String provider;
     private final String name;
     private volatile boolean closed;
     private boolean rwForceMr;
@@ -32,8 +33,9 @@ public final class RdmaDevice implements AutoCloseable {
     private int trackSites = 1;
     private final Thread progress;
 
-    private RdmaDevice(DeviceBackend backend, String name) {
+    private RdmaDevice(DeviceBackend backend, String provider, String name) {
         this.backend = backend;
+        this.provider = provider;
         this.name = name;
         this.progress = backend.progressThread() ? Thread.ofPlatform().daemon().name("regmem-progress-" + name)
                 .unstarted(this::progressLoop) : null;
@@ -73,23 +75,37 @@ public final class RdmaDevice implements AutoCloseable {
     /**
      * Opens the named provider's device, found through {@link ServiceLoader} ({@link RdmaProvider}).
      *
+     * <p>The device is named by the {@link #NAME} option, or else by its provider and the lowest
+     * number no open device of that provider uses ({@code soft0}, {@code soft1}, ...); every message
+     * about the device or its objects carries that name.
+     *
      * @param provider e.g. {@code "soft"}
      * @param options  provider options, e.g. {@code Map.of("maxSendSge", "2")}
      * @throws RdmaException {@link Errno#ENOENT} naming the providers present if none has that name;
-     *                       {@link Errno#EINVAL} for a bad option
+     *                       {@link Errno#EINVAL} for a bad option; {@link Errno#EEXIST} if an open device
+     *                       already has the asked {@link #NAME}
      */
     public static RdmaDevice open(String provider, Map<String, String> options) {
+        java.util.Objects.requireNonNull(provider, "provider");
+        java.util.Objects.requireNonNull(options, "options");
         List<String> names = new ArrayList<>();
         for (RdmaProvider p : ServiceLoader.load(RdmaProvider.class, RdmaDevice.class.getClassLoader())) {
             if (p.name().equals(provider)) {
                 Map<String, String> own = new java.util.HashMap<>(options);
                 boolean forceMr = parseFlag(own.remove(RW_FORCE_MR), RW_FORCE_MR);
                 int sites = parseTrackSites(own.remove(TRACK_SITES));
+                String asked = own.remove(NAME);
+                checkName(asked);
                 DeviceBackend backend = p.open(Map.copyOf(own));
-                RdmaDevice device = new RdmaDevice(backend, provider);
+                RdmaDevice device;
+                try {
+                    device = Fabric.add(name -> new RdmaDevice(backend, provider, name), provider, asked);
+                } catch (RuntimeException e) {
+                    backend.close();
+                    throw e;
+                }
                 device.rwForceMr = forceMr;
                 device.trackSites = sites;
-                Fabric.add(device);
                 if (device.progress != null) {
                     device.progress.start();
                 }
@@ -98,6 +114,25 @@ public final class RdmaDevice implements AutoCloseable {
             names.add(p.name());
         }
         throw new RdmaException(Errno.ENOENT, "RdmaDevice: no provider named '" + provider + "' (present: " + names + ")");
+    }
+
+    /**
+     * The device option that names the device: {@code "name" -> "nic0"}. Letters, digits, '-', '_'
+     * and '.', at most 64 characters, unique among the open devices of this JVM. Default: the
+     * provider's name and the lowest free number ({@code soft0}). Handled by every device.
+     */
+    public static final String NAME = "name";
+
+    private static void checkName(String name) {
+        if (name != null && (name.isEmpty() || name.length() > 64 || !name.matches("[A-Za-z0-9_.-]+"))) {
+            throw new RdmaException(Errno.EINVAL, "RdmaDevice: option " + NAME + " must be 1 to 64 letters, digits, "
+                    + "'-', '_' or '.', got '" + name + "'");
+        }
+    }
+
+    /** The devices open now, in the order they were opened (a snapshot; for leak checks and tools). */
+    public static List<RdmaDevice> openDevices() {
+        return List.of(Fabric.devices());
     }
 
     /**
@@ -166,9 +201,14 @@ public final class RdmaDevice implements AutoCloseable {
         return dma.find(address, length);
     }
 
-    /** The provider's name. */
+    /** The device's name: the {@link #NAME} option, or the provider's name and a number ({@code soft0}). */
     public String name() {
         return name;
+    }
+
+    /** The name of the provider that opened the device ({@code soft}). */
+    public String providerName() {
+        return provider;
     }
 
     /** The device's limits. */

@@ -117,8 +117,9 @@ public abstract class RdmaResource {
         return this + " owned by " + owner() + ", created at " + creationSite();
     }
 
+    /** The device's name, the type and the id: {@code soft0/ProtectionDomain#1}. */
     @Override
     public String toString() {
-        return type + "#" + id;
+        return device.name() + "/" + type + "#" + id;
     }
 }

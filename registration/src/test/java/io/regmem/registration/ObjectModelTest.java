@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Test;
  * table that the object model decides, on the soft provider.
  */
 class ObjectModelTest {
-    private final Arena arena = Arena.ofConfined();
+    private final Arena arena = Arena.ofShared();
     private final MemorySegment memory = arena.allocate(1 << 16, 4096);
     private RdmaDevice device = RdmaDevice.open("soft");
 
@@ -38,7 +38,8 @@ class ObjectModelTest {
 
     @Test
     void providersAreFoundByNameAndTakeOptions() {
-        assertThat(device.name()).isEqualTo("soft");
+        assertThat(device.providerName()).isEqualTo("soft");
+        assertThat(device.name()).matches("soft[0-9]+");
         assertThat(device.attributes()).isEqualTo(DeviceAttributes.defaults());
         try (RdmaDevice small = RdmaDevice.open("soft", Map.of("maxSendSge", "2", "maxFastRegPageListLen", "8",
                 "maxQpWr", "4", "iWarp", "true"))) {
@@ -51,6 +52,29 @@ class ObjectModelTest {
         assertRdma(() -> RdmaDevice.open("soft", Map.of("maxSendSge", "two")), Errno.EINVAL, "not a number");
         assertRdma(() -> RdmaDevice.open("soft", Map.of("maxSendSge", "0")), Errno.EINVAL, "positive");
         assertRdma(() -> RdmaDevice.open("soft", Map.of("iWarp", "maybe")), Errno.EINVAL, "iWarp");
+    }
+
+    @Test
+    void devicesHaveDistinctNamesTheUsersOwnOrTheProvidersWithAFreeNumber() {
+        try (RdmaDevice a = RdmaDevice.open("soft"); RdmaDevice b = RdmaDevice.open("soft");
+             RdmaDevice named = RdmaDevice.open("soft", Map.of(RdmaDevice.NAME, "nic-0"))) {
+            assertThat(java.util.List.of(device.name(), a.name(), b.name(), named.name())).doesNotHaveDuplicates();
+            assertThat(a.name()).matches("soft[0-9]+");
+            assertThat(named.name()).isEqualTo("nic-0");
+            assertThat(named.providerName()).isEqualTo("soft");
+            assertThat(named.toString()).contains("nic-0");
+            assertThat(named.allocPd().toString()).startsWith("nic-0/ProtectionDomain#");
+            named.forceClose();
+            assertThat(RdmaDevice.openDevices()).contains(device, a, b).doesNotContain(named);
+            assertRdma(() -> RdmaDevice.open("soft", Map.of(RdmaDevice.NAME, a.name())), Errno.EEXIST, a.name());
+            assertRdma(() -> RdmaDevice.open("soft", Map.of(RdmaDevice.NAME, "no spaces")), Errno.EINVAL, "name");
+            assertRdma(() -> RdmaDevice.open("soft", Map.of(RdmaDevice.NAME, "")), Errno.EINVAL, "name");
+            String freed = a.name();
+            a.close();
+            try (RdmaDevice again = RdmaDevice.open("soft")) {
+                assertThat(again.name()).as("the lowest free number is reused").isEqualTo(freed);
+            }
+        }
     }
 
     @Test
@@ -128,8 +152,12 @@ class ObjectModelTest {
             ProtectionDomain pd = device.allocPd();
             CompletionQueue cq = device.createCq(8);
             CmId id = device.createCmId();
-            assertRdma(() -> id.createQp(foreignPd, QpInitAttributes.of(cq)), Errno.EINVAL, "this ID is bound to");
-            assertRdma(() -> id.createQp(pd, QpInitAttributes.of(foreignCq)), Errno.EINVAL, "belongs to device");
+            // Messages tell the two devices apart: each object carries its device's own name.
+            assertThat(other.name()).isNotEqualTo(device.name());
+            assertRdma(() -> id.createQp(foreignPd, QpInitAttributes.of(cq)), Errno.EINVAL,
+                    other.name() + "/ProtectionDomain#", "of device " + other.name(), "this ID is bound to " + device.name());
+            assertRdma(() -> id.createQp(pd, QpInitAttributes.of(foreignCq)), Errno.EINVAL,
+                    other.name() + "/CompletionQueue#", "belongs to device " + other.name());
             assertThat(foreignPd.useCount()).isZero();
             assertThat(pd.useCount()).isZero();
             assertThat(cq.useCount()).isZero();
