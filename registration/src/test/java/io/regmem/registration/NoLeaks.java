@@ -1,0 +1,43 @@
+package io.regmem.registration;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.regmem.core.BufferPool;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.extension.AfterEachCallback;
+import org.junit.jupiter.api.extension.ExtensionContext;
+
+/**
+ * Ends every registration test with nothing leaked, the way core's tests end (and Chronicle's
+ * BytesTestCommon checks that nothing is still reserved): no device left open (a device closes
+ * only when every object it made is destroyed, so an open device is a leak of its survivors) and
+ * no pool left open. A test that leaks fails with the survivors' report; the leaked devices and
+ * devices are then force-closed so that the next test starts clean. Public: test classes of the
+ * feature packages (cache, rw, rpc) use it too.
+ */
+public final class NoLeaks implements AfterEachCallback {
+
+    /** Made by JUnit. */
+    public NoLeaks() {
+    }
+
+    @Override
+    public void afterEach(ExtensionContext context) {
+        check(context.getDisplayName());
+    }
+
+    /** Asserts that no device and no pool is open; force-closes the devices that are. */
+    public static void check(String test) {
+        List<String> leaks = new ArrayList<>();
+        for (RdmaDevice d : RdmaDevice.openDevices()) {
+            leaks.add(d + ": " + d.resources().report());
+            d.forceClose();
+        }
+        for (String pool : BufferPool.openPools()) {
+            leaks.add("pool " + pool + " left open");
+        }
+        assertThat(leaks).as("devices and pools left open by %s", test).isEmpty();
+        assertThat(Fabric.GRACE.readerCount()).as("grace-period readers left by %s (one per live QP)", test).isZero();
+    }
+}
