@@ -90,7 +90,12 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             long extra = io.regmem.registration.rw.RdmaRw.maxSendWr(device, 1, ctxs, attrs.integrity());
             int sendWr = (int) Math.min(a.maxQpWr(), attrs.maxSendWr() + extra);
             QueuePair created = new QueuePair(this, pd, attrs, sendWr);
-            created.createMrPools(ctxs, attrs.integrity()); // throws: nothing created
+            try {
+                created.createMrPools(ctxs, attrs.integrity()); // throws: nothing created
+            } catch (RuntimeException e) {
+                created.reader.close();
+                throw e;
+            }
             pd.retain();
             scq.retain();
             rcq.retain();
@@ -152,6 +157,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 Fabric.LOCK.unlock();
             }
             device.removeQp(q);
+            q.reader.close(); // off the fabric's QP lists, so it never executes again
             q.destroyMrPools();
             q.markDestroyed();
             q.pd().release();

@@ -26,7 +26,9 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
 
     /**
      * Progresses the soft devices, then moves up to {@code out.length} completions into the
-     * caller's array ({@code ib_poll_cq}). Allocates nothing.
+     * caller's array ({@code ib_poll_cq}). Each completion polled frees its request's slot in its
+     * queue, and the slots of the unsignaled requests before it in the same send queue
+     * ({@link QueuePair#outstandingSends()}). Allocates nothing.
      *
      * @return how many entries of {@code out} were filled, oldest first
      * @throws RdmaException {@link Errno#EBADF} if the CQ was destroyed
@@ -38,8 +40,11 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
             SoftEngine.progressAll();
             int n = 0;
             while (n < out.length && head != tail) {
-                copy(ring[(int) (head % depth)], out[n++]);
+                WorkCompletion wc = ring[(int) (head % depth)];
+                copy(wc, out[n++]);
                 head++;
+                // Polling frees the request's queue slot (and those of the unsignaled ones before it).
+                wc.qp.retire(wc.fromRecvQueue, wc.queueSeq);
             }
             return n;
         } finally {

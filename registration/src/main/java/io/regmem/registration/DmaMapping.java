@@ -34,7 +34,8 @@ public final class DmaMapping extends RdmaResource implements AutoCloseable {
     }
 
     /**
-     * Unmaps ({@code ib_dma_unmap_sg}): the device stops reaching the memory before this returns.
+     * Unmaps ({@code ib_dma_unmap_sg}): when this returns, no copy through the mapping (local DMA
+     * key SGEs, fast-reg MR pages) is in progress and none will start.
      *
      * @throws RdmaException {@link Errno#EBADF} if already unmapped
      */
@@ -45,11 +46,13 @@ public final class DmaMapping extends RdmaResource implements AutoCloseable {
             device.dma.remove(this);
             markDestroyed();
         }
+        Fabric.GRACE.synchronize();
     }
 
     static void checkMappable(MemorySegment segment, String who) {
         if (!segment.isNative() || segment.byteSize() == 0) {
             throw new RdmaException(Errno.EINVAL, who + ": cannot DMA-map " + segment + ": only non-empty native memory");
         }
+        Reach.check(segment, who, "DMA-map");
     }
 }

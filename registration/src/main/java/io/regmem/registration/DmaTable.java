@@ -9,17 +9,18 @@ import java.util.Arrays;
  * A device's DMA mappings by address, for resolving local-DMA-key SGEs, fast-reg pages and the
  * checks of rw context init. Mappings may not overlap. An immutable sorted snapshot published
  * through a volatile field: lookups take no lock (rw init checks every entry of a scatter list);
- * changes copy it under the fabric lock (mappings change rarely: at map and unmap).
+ * changes copy it under the table's own lock (mappings change rarely: at map and unmap), never
+ * waiting for the data path.
  */
 final class DmaTable {
     private record Snapshot(long[] starts, DmaMapping[] mappings) {
     }
 
     private volatile Snapshot snapshot = new Snapshot(new long[0], new DmaMapping[0]);
+    private final Object lock = new Object();
 
     void add(DmaMapping m) {
-        Fabric.LOCK.lock();
-        try {
+        synchronized (lock) {
             Snapshot s = snapshot;
             int at = Arrays.binarySearch(s.starts, m.address());
             int ins = at >= 0 ? at : -at - 1;
@@ -41,8 +42,6 @@ final class DmaTable {
             System.arraycopy(s.starts, ins, starts, ins + 1, n - ins);
             System.arraycopy(s.mappings, ins, mappings, ins + 1, n - ins);
             snapshot = new Snapshot(starts, mappings);
-        } finally {
-            Fabric.LOCK.unlock();
         }
     }
 
@@ -52,8 +51,7 @@ final class DmaTable {
     }
 
     void remove(DmaMapping m) {
-        Fabric.LOCK.lock();
-        try {
+        synchronized (lock) {
             Snapshot s = snapshot;
             int at = Arrays.binarySearch(s.starts, m.address());
             if (at < 0 || s.mappings[at] != m) {
@@ -67,8 +65,6 @@ final class DmaTable {
             System.arraycopy(s.starts, at + 1, starts, at, n - at - 1);
             System.arraycopy(s.mappings, at + 1, mappings, at, n - at - 1);
             snapshot = new Snapshot(starts, mappings);
-        } finally {
-            Fabric.LOCK.unlock();
         }
     }
 

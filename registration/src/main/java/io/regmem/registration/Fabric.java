@@ -11,6 +11,11 @@ import java.util.concurrent.locks.ReentrantLock;
  */
 final class Fabric {
     static final ReentrantLock LOCK = new ReentrantLock();
+    /**
+     * The grace-period domain of the data path: every queue pair's executor is a reader; whoever
+     * deregisters or invalidates memory waits a grace period before returning (see {@link GracePeriod}).
+     */
+    static final GracePeriod GRACE = new GracePeriod();
     private static volatile RdmaDevice[] devices = new RdmaDevice[0];
     /** Listening CM IDs by name. Guarded by LOCK. */
     static final java.util.Map<String, CmId> LISTENERS = new java.util.HashMap<>();

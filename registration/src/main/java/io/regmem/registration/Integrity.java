@@ -122,6 +122,11 @@ final class Integrity {
         long wireAt = dataBytes + protBytes;
         MemorySegment s = scratch(wireAt + len);
         if (inbound) {
+            // Every page the inbound image scatters into must be reachable before any byte moves.
+            if (!SoftEngine.pagesReachable(mr, 0, dataIova, 0, dataBytes)
+                    || (protBytes != 0 && !SoftEngine.pagesReachable(mr, dataPages, protIova, 0, protBytes))) {
+                return false;
+            }
             pendingInbound = this;
         } else {
             if (!move(true, s, protAt)) {
@@ -129,7 +134,7 @@ final class Integrity {
             }
             outbound(s, protAt, wireAt);
         }
-        out.add(s, wireAt, len);
+        out.add(s, wireAt, len, null, null);
         return true;
     }
 
@@ -165,8 +170,9 @@ final class Integrity {
         if (!SoftEngine.pagePieces(mr, firstPage, iova, 0, bytes, PAGES)) {
             return false;
         }
-        FLAT.add(s, at, bytes);
-        return fromPages ? SoftEngine.copy(PAGES, FLAT) : SoftEngine.copy(FLAT, PAGES);
+        FLAT.add(s, at, bytes, null, null);
+        // One copy inside the caller's section: an integrity transfer is bounded by its MR's pages.
+        return (fromPages ? SoftEngine.copy(null, PAGES, FLAT) : SoftEngine.copy(null, FLAT, PAGES)) == SoftEngine.COPIED;
     }
 
     private void outbound(MemorySegment s, long protAt, long wireAt) {

@@ -79,7 +79,10 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         return mr;
     }
 
-    /** Retires a window view's key (no PD count or tracker entry to drop). */
+    /**
+     * Retires a window view's key (no PD count or tracker entry to drop). The caller waits a grace
+     * period ({@link Fabric#GRACE}) before it returns to its user.
+     */
     void retireWindow() {
         valid = false;
         device.keys.release(slot, this);
@@ -308,13 +311,15 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         return pageList.pages[i];
     }
 
-    void pageMemory(int i, java.lang.foreign.MemorySegment seg, long offset) {
-        pageList.segments[i] = seg;
+    void pageMemory(int i, DmaMapping mapping, long offset) {
+        pageList.mappings[i] = mapping;
+        pageList.segments[i] = mapping.segment();
         pageList.offsets[i] = offset;
     }
 
-    java.lang.foreign.MemorySegment pageSegment(int i) {
-        return pageList.segments[i];
+    /** The DMA mapping page {@code i} resolved through at the last REG_MR, or null. */
+    DmaMapping pageMapping(int i) {
+        return pageList.mappings[i];
     }
 
     long pageOffset(int i) {
@@ -322,21 +327,31 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     }
 
 
-    /** Retires a fast-reg MR's mapping (the effect of LOCAL_INV or a remote invalidate). */
-    void invalidate() {
+    /**
+     * Retires a fast-reg MR's mapping (the effect of LOCAL_INV or a remote invalidate) and waits
+     * until no copy through it is in progress (a grace period). Not from inside a reader's section.
+     */
+    void invalidateAndWait() {
         this.valid = false;
+        Fabric.GRACE.synchronize();
     }
 
     /**
      * Stops every key of this region at once, for every peer, without deregistering it: what a
      * registration cache does when the memory under a region goes away while users still hold the
      * region. The region stays allocated (and counted) until {@link #close()}; it never works again.
+     * When this returns, no copy through the region is in progress and none will start: the memory
+     * may be freed or handed to a new owner at once. Waits at most for the copy pieces in progress
+     * (at most 1 MiB each on the soft provider).
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the region was deregistered
      */
     public void revoke() {
         synchronized (device.lock) {
             checkAlive("revoke");
             revoked = true;
         }
+        Fabric.GRACE.synchronize();
     }
 
     /** True once {@link #revoke()} was called. */
@@ -345,8 +360,10 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     }
 
     /**
-     * Deregisters the region ({@code ib_dereg_mr}): its keys stop resolving before this returns,
-     * and the PD's count drops.
+     * Deregisters the region ({@code ib_dereg_mr}): its keys stop resolving, and when this returns
+     * no copy through the region is in progress and none will start, so the memory may be freed or
+     * handed to a new owner at once (the wait is at most the copy pieces in progress: at most 1 MiB
+     * each on the soft provider). The PD's count drops.
      *
      * @throws RdmaException {@link Errno#EBUSY} while memory windows are bound to it (nothing
      *                       changes); {@link Errno#EBADF} if already closed
@@ -360,9 +377,12 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
                         + " memory window(s) bound; unbind them first");
             }
             valid = false;
-            device.keys.release(slot, this);
             markDestroyed();
             pd.release();
         }
+        // Wait out the copies that checked the region before it went invalid; only then may its key
+        // slot be reused (a reader's check compares against this object, so reuse is safe either way).
+        Fabric.GRACE.synchronize();
+        device.keys.release(slot, this);
     }
 }

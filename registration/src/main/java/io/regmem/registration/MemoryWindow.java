@@ -53,7 +53,10 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
                 throw new RdmaException(Errno.EINVAL, this + ": range 0x" + Long.toHexString(address) + "+" + length
                         + " is not inside " + mr);
             }
-            unbindLocked();
+            if (view != null) {
+                unbindLocked();
+                Fabric.GRACE.synchronize(); // the old key's copies end before the new binding exists
+            }
             view = MemoryRegion.window(pd, mr.segment().asSlice(off, length), mask);
             parent = mr;
             mr.windowBound(1);
@@ -61,12 +64,16 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
         }
     }
 
-    /** Retires the window's key; the region may be deregistered again. No-op when unbound. */
+    /**
+     * Retires the window's key; the region may be deregistered again. When this returns, no copy
+     * through the window is in progress and none will start. No-op when unbound.
+     */
     public void unbind() {
         synchronized (device.lock) {
             checkAlive("unbind");
             unbindLocked();
         }
+        Fabric.GRACE.synchronize();
     }
 
     private void unbindLocked() {
@@ -92,7 +99,10 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
         }
     }
 
-    /** Unbinds and deallocates the window ({@code ibv_dealloc_mw}). */
+    /**
+     * Unbinds and deallocates the window ({@code ibv_dealloc_mw}); when this returns, no copy through
+     * the window is in progress and none will start.
+     */
     @Override
     public void close() {
         synchronized (device.lock) {
@@ -101,5 +111,6 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
             markDestroyed();
             pd.release();
         }
+        Fabric.GRACE.synchronize();
     }
 }

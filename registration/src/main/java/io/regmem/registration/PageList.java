@@ -13,6 +13,8 @@ final class PageList {
     final long[] pages;
     final MemorySegment[] segments;
     final long[] offsets;
+    /** The DMA mapping each page resolved through at the last REG_MR: the page is reachable only while it lives. */
+    final DmaMapping[] mappings;
     // What the last map() found (the holder reads them right after).
     long iova;
     long bytes;
@@ -23,6 +25,7 @@ final class PageList {
         this.pages = new long[capacity];
         this.segments = new MemorySegment[capacity];
         this.offsets = new long[capacity];
+        this.mappings = new DmaMapping[capacity];
     }
 
     /**

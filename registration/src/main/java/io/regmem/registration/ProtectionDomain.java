@@ -65,13 +65,15 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
     /**
      * Registers native memory ({@code ib_reg_mr}). The device reaches the memory only through this
      * segment: once its scope ends (its arena or pool closed), accesses fail as protection errors
-     * instead of touching freed memory.
+     * instead of touching freed memory. The device's data path runs on other threads than the
+     * caller's, so the memory must be accessible from any thread: a confined arena's memory is refused.
      *
-     * @param segment native memory
+     * @param segment native memory of a shared, automatic or global scope
      * @param access  the rights to grant; REMOTE_WRITE and REMOTE_ATOMIC need LOCAL_WRITE
      * @return a region owned by the caller, who closes it
-     * @throws RdmaException {@link Errno#EINVAL} for a heap or empty segment, bad access bits, a
-     *                       range over the device's {@code maxMrSize}, or ON_DEMAND;
+     * @throws RdmaException {@link Errno#EINVAL} for a heap or empty segment, memory of a confined
+     *                       arena or of a closed one, bad access bits, a range over the device's
+     *                       {@code maxMrSize}, or ON_DEMAND;
      *                       {@link Errno#EBADF} if this PD was closed
      */
     public MemoryRegion register(MemorySegment segment, Access... access) {
@@ -111,6 +113,7 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
                 throw new RdmaException(Errno.EINVAL, this + ": cannot register " + segment
                         + ": only non-empty native memory has a stable address");
             }
+            Reach.check(segment, toString(), "register");
             Access.validate(accessMask, this + ".register");
             if (Access.has(accessMask, Access.ON_DEMAND)) {
                 throw new RdmaException(Errno.EINVAL, this + ": ON_DEMAND registration needs device ODP support, "

@@ -46,6 +46,8 @@ public final class QueuePair extends RdmaResource {
     private MrPool sigMrs;
     final WorkQueue sq;
     final WorkQueue rq;
+    /** The QP's executor as a reader of {@link Fabric#GRACE}: its copies are what deregistration waits for. */
+    final GracePeriod.Reader reader = Fabric.GRACE.newReader();
     /** The connected peer (soft: a QP in this JVM), or null. Fabric lock. */
     QueuePair peer;
     /** Test hooks, see {@link #injectFailure}. Fabric lock. */
@@ -121,7 +123,8 @@ public final class QueuePair extends RdmaResource {
                 validateSend(wr, n);
                 if (n == sq.room()) {
                     throw new RdmaException(Errno.ENOMEM, this + ": send queue full (maxSendWr " + maxSendWr
-                            + ", " + sq.size() + " outstanding): bad WR index " + n);
+                            + ", " + sq.size() + " outstanding: a slot is freed when its completion is polled): "
+                            + "bad WR index " + n);
                 }
                 n++;
             }
@@ -198,7 +201,8 @@ public final class QueuePair extends RdmaResource {
                 validateSges(wr, n, maxRecvSge, "maxRecvSge");
                 if (n == rq.room()) {
                     throw new RdmaException(Errno.ENOMEM, this + ": receive queue full (maxRecvWr " + maxRecvWr
-                            + ", " + rq.size() + " outstanding): bad WR index " + n);
+                            + ", " + rq.size() + " outstanding: a slot is freed when its completion is polled): "
+                            + "bad WR index " + n);
                 }
                 n++;
             }
@@ -214,7 +218,9 @@ public final class QueuePair extends RdmaResource {
 
     /**
      * Moves the QP to the error state and flushes everything outstanding on both queues
-     * ({@code ib_drain_qp}); returns when both are empty. The flush completions are on the CQs.
+     * ({@code ib_drain_qp}): when this returns, every request posted has completed, the flushed
+     * ones with {@link WcStatus#WR_FLUSH_ERR}, and nothing of this QP touches memory any more. The
+     * completions wait on the CQs; polling them frees the queue slots.
      */
     public void drain() {
         Fabric.LOCK.lock();
@@ -227,7 +233,14 @@ public final class QueuePair extends RdmaResource {
         }
     }
 
-    /** Send WRs posted and not yet completed or flushed. */
+    /**
+     * Send WRs occupying the send queue: posted and not yet retired. As in verbs, a request keeps
+     * its slot until its completion is polled; an unsignaled request that succeeded, until a later
+     * completion of this send queue is polled (so signal one in a while); a request whose completion
+     * was lost to a full CQ is retired at once. {@link #postSend} accepts at most
+     * {@link #maxSendWr()} {@code - outstandingSends()} more, so a CQ at least as deep as the queues
+     * that complete on it never overruns.
+     */
     public int outstandingSends() {
         Fabric.LOCK.lock();
         try {
@@ -237,7 +250,11 @@ public final class QueuePair extends RdmaResource {
         }
     }
 
-    /** Receive WRs posted and not yet consumed or flushed. */
+    /**
+     * Receive WRs occupying the receive queue: posted and not yet retired, that is, not yet consumed
+     * (or flushed) with their completion polled. {@link #postRecv} accepts at most
+     * {@link #maxRecvWr()} {@code - outstandingRecvs()} more.
+     */
     public int outstandingRecvs() {
         Fabric.LOCK.lock();
         try {
@@ -280,6 +297,15 @@ public final class QueuePair extends RdmaResource {
             paused = pause;
         } finally {
             Fabric.LOCK.unlock();
+        }
+    }
+
+    /** A completion of request {@code seq} was polled: free its slot (fabric lock). */
+    void retire(boolean recv, long seq) {
+        WorkQueue q = recv ? rq : sq;
+        q.retire(seq);
+        if (state == State.ERROR) {
+            q.settle();
         }
     }
 

@@ -8,16 +8,39 @@ import java.lang.foreign.MemorySegment;
  * themselves, so every access is bounds- and lifetime-checked by the JDK and nothing can touch
  * memory whose scope has ended. Everything here runs under {@link Fabric#LOCK}.
  *
- * <p>Order of checks for one request (all before any byte moves, so a failed request leaves the
- * target untouched): local SGE keys (resolve, same PD, range inside, LOCAL_WRITE where written:
- * else {@link WcStatus#LOC_PROT_ERR}); the peer (gone: {@link WcStatus#RETRY_EXC_ERR}); the remote key
- * (resolve, the peer QP's PD, range inside, the right granted: else {@link WcStatus#REM_ACCESS_ERR});
- * a receive at the peer where one is consumed (none: {@link WcStatus#RNR_RETRY_EXC_ERR}) and its
- * buffers (too small: {@link WcStatus#REM_INV_REQ_ERR} / {@link WcStatus#LOC_LEN_ERR}).
+ * <h2>All or nothing</h2>
+ * Every check of a request comes before its first byte moves, so a request that fails a check
+ * leaves every target and sink untouched: local SGE keys (resolve, same PD, range inside, LOCAL_WRITE
+ * where written, memory alive: else {@link WcStatus#LOC_PROT_ERR}); the peer (gone:
+ * {@link WcStatus#RETRY_EXC_ERR}); the remote key (resolve, the peer QP's PD, range inside, the right
+ * granted, memory alive: else {@link WcStatus#REM_ACCESS_ERR}); a receive at the peer where one is
+ * consumed (none: {@link WcStatus#RNR_RETRY_EXC_ERR}) and its buffers (bad: the receive completes
+ * with {@link WcStatus#LOC_PROT_ERR} and the sender gets {@link WcStatus#REM_OP_ERR}; too small:
+ * {@link WcStatus#LOC_LEN_ERR} and {@link WcStatus#REM_INV_REQ_ERR}).
+ *
+ * <h2>Deregistration</h2>
+ * Checking and copying happen inside a section of the QP's {@link GracePeriod.Reader} (see
+ * {@link Fabric#GRACE}): a thread that deregisters or invalidates memory makes it invalid and then
+ * waits for the sections in progress, so once its call returns no copy uses the memory. A request
+ * is copied in pieces of at most {@link #PIECE} bytes, one section each; between two pieces every
+ * registration the request uses is checked again, so a deregistration waits for one piece at most.
+ * A request of up to {@code PIECE} bytes is therefore all or nothing even against a concurrent
+ * deregistration; a larger one whose memory is deregistered while it is being copied stops at a
+ * piece boundary and completes with an error (local memory: {@link WcStatus#LOC_PROT_ERR}, remote:
+ * {@link WcStatus#REM_ACCESS_ERR}), the pieces before that stay moved, as on a NIC.
  */
 final class SoftEngine {
+    /** The most bytes copied in one grace-period section: a deregistration waits for at most this much copying. */
+    static final long PIECE = 1L << 20;
+
     private static final Pieces SRC = new Pieces();
     private static final Pieces DST = new Pieces();
+    private static final Pieces PROBE = new Pieces();
+
+    /** {@link #copy} results. */
+    static final int COPIED = 0;
+    static final int SRC_FAILED = 1;
+    static final int DST_FAILED = 2;
 
     private SoftEngine() {
     }
@@ -35,9 +58,10 @@ final class SoftEngine {
     static void progress(QueuePair qp) {
         Wqe w;
         while ((w = qp.sq.peek()) != null) {
+            long seq = qp.sq.headSeq();
             if (qp.state() == QueuePair.State.ERROR) {
-                complete(qp, qp.sendCq(), w, WcStatus.WR_FLUSH_ERR, w.opcode, 0, true);
                 qp.sq.pop();
+                complete(qp, qp.sendCq(), w, seq, false, WcStatus.WR_FLUSH_ERR, w.opcode, 0, true);
                 continue;
             }
             if (qp.state() != QueuePair.State.RTS || qp.paused) {
@@ -46,7 +70,7 @@ final class SoftEngine {
             WcStatus status = w.injected != null ? w.injected : execute(qp, w);
             qp.sq.pop();
             long bytes = status == WcStatus.SUCCESS ? w.totalLength() : 0;
-            complete(qp, qp.sendCq(), w, status, w.opcode, bytes, status != WcStatus.SUCCESS || w.signaled);
+            complete(qp, qp.sendCq(), w, seq, false, status, w.opcode, bytes, status != WcStatus.SUCCESS || w.signaled);
             if (status != WcStatus.SUCCESS) {
                 toError(qp);
                 if (status == WcStatus.REM_ACCESS_ERR || status == WcStatus.REM_OP_ERR
@@ -60,9 +84,12 @@ final class SoftEngine {
         }
         if (qp.state() == QueuePair.State.ERROR) {
             while ((w = qp.rq.peek()) != null) {
-                complete(qp, qp.recvCq(), w, WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, true);
+                long seq = qp.rq.headSeq();
                 qp.rq.pop();
+                complete(qp, qp.recvCq(), w, seq, true, WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, true);
             }
+            qp.sq.settle();
+            qp.rq.settle();
         }
     }
 
@@ -70,34 +97,86 @@ final class SoftEngine {
         qp.state(QueuePair.State.ERROR);
     }
 
-    private static void complete(QueuePair qp, CompletionQueue cq, Wqe w, WcStatus status, Opcode op, long bytes,
-                                 boolean generate) {
+    /**
+     * Queues the completion of an executed request (already popped), or retires its slot at once
+     * when it produces none because the CQ is full (an overrun: the QP can no longer be trusted).
+     */
+    private static void complete(QueuePair qp, CompletionQueue cq, Wqe w, long seq, boolean recv, WcStatus status,
+                                 Opcode op, long bytes, boolean generate) {
         if (!generate) {
-            return;
+            return; // an unsignaled success: its slot is retired with the next polled completion
         }
-        WorkCompletion wc = cq.reserve();
+        WorkCompletion wc = reserve(qp, cq, seq, recv);
         if (wc == null) {
-            toError(qp); // CQ overrun: the completion is lost and the QP can no longer be trusted
             return;
         }
         wc.wrId = w.wrId;
         wc.status = status;
         wc.opcode = op;
         wc.byteLen = bytes;
-        wc.qp = qp;
         cq.commit();
     }
 
-    private static WcStatus execute(QueuePair qp, Wqe w) {
-        return switch (w.opcode) {
-            case REG_MR, REG_MR_INTEGRITY -> regMr(qp, w);
-            case LOCAL_INV -> localInv(qp, w);
-            case RDMA_WRITE, RDMA_WRITE_WITH_IMM -> write(qp, w);
-            case RDMA_READ, RDMA_READ_WITH_INV -> read(qp, w);
-            case SEND, SEND_WITH_INV -> send(qp, w);
-            default -> WcStatus.GENERAL_ERR;
-        };
+    /** The CQ entry for a completion of {@code qp}'s request {@code seq}; null after an overrun (slot retired, QP in error). */
+    private static WorkCompletion reserve(QueuePair qp, CompletionQueue cq, long seq, boolean recv) {
+        WorkQueue q = recv ? qp.rq : qp.sq;
+        q.produced(seq);
+        WorkCompletion wc = cq.reserve();
+        if (wc == null) {
+            toError(qp);
+            q.retire(seq);
+            return null;
+        }
+        wc.qp = qp;
+        wc.fromRecvQueue = recv;
+        wc.queueSeq = seq;
+        return wc;
     }
+
+    private static WcStatus execute(QueuePair qp, Wqe w) {
+        switch (w.opcode) {
+            case LOCAL_INV:
+                return localInv(qp, w); // touches no memory: outside a section, so it may wait out the readers
+            case REG_MR:
+            case REG_MR_INTEGRITY:
+            case RDMA_WRITE:
+            case RDMA_WRITE_WITH_IMM:
+            case RDMA_READ:
+            case RDMA_READ_WITH_INV:
+            case SEND:
+            case SEND_WITH_INV:
+                break;
+            default:
+                return WcStatus.GENERAL_ERR;
+        }
+        MemoryRegion invalidate;
+        WcStatus status;
+        GracePeriod.Reader reader = qp.reader;
+        reader.enter();
+        try {
+            status = switch (w.opcode) {
+                case REG_MR, REG_MR_INTEGRITY -> regMr(qp, w);
+                case RDMA_WRITE, RDMA_WRITE_WITH_IMM -> write(qp, w);
+                case RDMA_READ, RDMA_READ_WITH_INV -> read(qp, w);
+                default -> send(qp, w);
+            };
+        } finally {
+            reader.exit();
+            SRC.clear();
+            DST.clear();
+            Integrity.clearPending();
+        }
+        invalidate = pendingInvalidate;
+        pendingInvalidate = null;
+        if (invalidate != null) {
+            // After the data is placed (verbs order), outside the section: wait out the other readers.
+            invalidate.invalidateAndWait();
+        }
+        return status;
+    }
+
+    /** A fast-reg MR that the request invalidates once its data is placed (READ_WITH_INV, SEND_WITH_INV). */
+    private static MemoryRegion pendingInvalidate;
 
     // ---- memory operations -----------------------------------------------------------------------
 
@@ -111,19 +190,21 @@ final class SoftEngine {
                 && !Access.has(access, Access.LOCAL_WRITE))) {
             return WcStatus.LOC_PROT_ERR;
         }
-        DmaTable dma = qp.device.dma;
-        for (int i = 0; i < mr.pageCount(); i++) {
-            DmaMapping m = dma.find(mr.rawPage(i), 1);
-            if (m == null) {
-                return WcStatus.LOC_PROT_ERR;
-            }
-            mr.pageMemory(i, m.segment(), mr.rawPage(i) - m.address());
-        }
-        // A page's bytes must lie inside the mapping that holds its first byte, up to the page end
-        // or the region's end: checked per access against the segment's bounds.
         if ((w.opcode == Opcode.REG_MR_INTEGRITY) != mr.isIntegrity()) {
             return WcStatus.LOC_PROT_ERR; // integrity MRs register with REG_MR_INTEGRITY, others with REG_MR
         }
+        DmaTable dma = qp.device.dma;
+        for (int i = 0; i < mr.pageCount(); i++) {
+            if (dma.find(mr.rawPage(i), 1) == null) {
+                return WcStatus.LOC_PROT_ERR; // checked for every page before any changes
+            }
+        }
+        for (int i = 0; i < mr.pageCount(); i++) {
+            DmaMapping m = dma.find(mr.rawPage(i), 1);
+            mr.pageMemory(i, m, mr.rawPage(i) - m.address());
+        }
+        // A page's bytes must lie inside the mapping that holds its first byte, up to the page end
+        // or the region's end: checked per access against the segment's bounds.
         mr.key(w.regKey);
         mr.activate(access);
         if (mr.integrity != null) {
@@ -137,7 +218,7 @@ final class SoftEngine {
         if (mr == null || !mr.isFastReg() || mr.pd() != qp.pd()) {
             return WcStatus.LOC_PROT_ERR;
         }
-        mr.invalidate();
+        mr.invalidateAndWait();
         return WcStatus.SUCCESS;
     }
 
@@ -160,12 +241,14 @@ final class SoftEngine {
                 return WcStatus.RNR_RETRY_EXC_ERR;
             }
         }
-        if (!copy(SRC, DST)) {
-            return WcStatus.REM_ACCESS_ERR;
+        int copied = copy(qp.reader, SRC, DST);
+        if (copied != COPIED) {
+            return copied == SRC_FAILED ? WcStatus.LOC_PROT_ERR : WcStatus.REM_ACCESS_ERR;
         }
         if (recv != null) {
+            long seq = peer.rq.headSeq();
             peer.rq.pop();
-            WorkCompletion wc = peerCompletion(peer, recv, WcStatus.SUCCESS, Opcode.RECV_RDMA_WITH_IMM, total);
+            WorkCompletion wc = peerCompletion(peer, recv, seq, WcStatus.SUCCESS, Opcode.RECV_RDMA_WITH_IMM, total);
             if (wc != null) {
                 wc.withImm = true;
                 wc.immData = w.immData;
@@ -184,16 +267,19 @@ final class SoftEngine {
             return WcStatus.RETRY_EXC_ERR;
         }
         if (!resolveRemote(peer, w.remoteAddress, w.totalLength(), w.rkey, Access.REMOTE_READ, SRC)) {
-            Integrity.clearPending();
             return WcStatus.REM_ACCESS_ERR;
         }
-        if (!copy(SRC, DST) || !Integrity.finishInbound()) {
+        int copied = copy(qp.reader, SRC, DST);
+        if (copied != COPIED) {
+            return copied == SRC_FAILED ? WcStatus.REM_ACCESS_ERR : WcStatus.LOC_PROT_ERR;
+        }
+        if (!Integrity.finishInbound()) {
             return WcStatus.LOC_PROT_ERR;
         }
         if (w.opcode == Opcode.RDMA_READ_WITH_INV) {
             MemoryRegion sink = qp.device.keys.current(w.lkey[0]);
             if (sink != null && sink.isFastReg()) {
-                sink.invalidate();
+                pendingInvalidate = sink;
             }
         }
         return WcStatus.SUCCESS;
@@ -213,16 +299,10 @@ final class SoftEngine {
         }
         long total = w.totalLength();
         if (!gatherLocal(peer, recv, DST, true)) {
-            peer.rq.pop();
-            peerCompletionCommit(peer, recv, WcStatus.LOC_PROT_ERR, Opcode.RECV, 0);
-            toError(peer);
-            return WcStatus.REM_OP_ERR;
+            return failReceive(peer, recv, WcStatus.LOC_PROT_ERR, WcStatus.REM_OP_ERR);
         }
         if (DST.total() < total) {
-            peer.rq.pop();
-            peerCompletionCommit(peer, recv, WcStatus.LOC_LEN_ERR, Opcode.RECV, 0);
-            toError(peer);
-            return WcStatus.REM_INV_REQ_ERR;
+            return failReceive(peer, recv, WcStatus.LOC_LEN_ERR, WcStatus.REM_INV_REQ_ERR);
         }
         MemoryRegion invalidated = null;
         if (w.opcode == Opcode.SEND_WITH_INV) {
@@ -232,14 +312,17 @@ final class SoftEngine {
             }
         }
         DST.truncate(total);
-        if (!copy(SRC, DST)) {
-            return WcStatus.REM_OP_ERR;
+        int copied = copy(qp.reader, SRC, DST);
+        if (copied == SRC_FAILED) {
+            return WcStatus.LOC_PROT_ERR; // the message never completes: the receive stays posted
         }
+        if (copied == DST_FAILED) {
+            return failReceive(peer, recv, WcStatus.LOC_PROT_ERR, WcStatus.REM_OP_ERR);
+        }
+        long seq = peer.rq.headSeq();
         peer.rq.pop();
-        if (invalidated != null) {
-            invalidated.invalidate();
-        }
-        WorkCompletion wc = peerCompletion(peer, recv, WcStatus.SUCCESS, Opcode.RECV, total);
+        pendingInvalidate = invalidated;
+        WorkCompletion wc = peerCompletion(peer, recv, seq, WcStatus.SUCCESS, Opcode.RECV, total);
         if (wc != null) {
             if (invalidated != null) {
                 wc.withInv = true;
@@ -250,32 +333,34 @@ final class SoftEngine {
         return WcStatus.SUCCESS;
     }
 
-    private static WorkCompletion peerCompletion(QueuePair peer, Wqe recv, WcStatus status, Opcode op, long bytes) {
-        WorkCompletion wc = peer.recvCq().reserve();
+    /** The receive at the peer fails with {@code recvStatus} and breaks it; the sender gets {@code senderStatus}. */
+    private static WcStatus failReceive(QueuePair peer, Wqe recv, WcStatus recvStatus, WcStatus senderStatus) {
+        long seq = peer.rq.headSeq();
+        peer.rq.pop();
+        if (peerCompletion(peer, recv, seq, recvStatus, Opcode.RECV, 0) != null) {
+            peer.recvCq().commit();
+        }
+        toError(peer);
+        return senderStatus;
+    }
+
+    private static WorkCompletion peerCompletion(QueuePair peer, Wqe recv, long seq, WcStatus status, Opcode op, long bytes) {
+        WorkCompletion wc = reserve(peer, peer.recvCq(), seq, true);
         if (wc == null) {
-            toError(peer);
             return null;
         }
         wc.wrId = recv.wrId;
         wc.status = status;
         wc.opcode = op;
         wc.byteLen = bytes;
-        wc.qp = peer;
         return wc;
     }
 
-    private static void peerCompletionCommit(QueuePair peer, Wqe recv, WcStatus status, Opcode op, long bytes) {
-        if (peerCompletion(peer, recv, status, op, bytes) != null) {
-            peer.recvCq().commit();
-        }
-    }
+    // ---- address resolution (inside a section) ---------------------------------------------------
 
-    // ---- address resolution ----------------------------------------------------------------------
-
-    /** Resolves a WQE's local SGEs into pieces; false on any protection failure. */
+    /** Resolves a WQE's local SGEs into pieces; false on any protection failure, before any byte moves. */
     private static boolean gatherLocal(QueuePair qp, Wqe w, Pieces out, boolean write) {
         out.clear();
-        Integrity.clearPending();
         int dmaKey = qp.device.keys.dmaKey();
         for (int i = 0; i < w.numSge; i++) {
             long addr = w.address[i];
@@ -286,7 +371,7 @@ final class SoftEngine {
                 if (m == null) {
                     return false;
                 }
-                out.add(m.segment(), addr - m.address(), len);
+                out.add(m.segment(), addr - m.address(), len, null, m);
                 continue;
             }
             MemoryRegion mr = qp.device.keys.lookup(lkey, false);
@@ -322,7 +407,7 @@ final class SoftEngine {
             if (!seg.scope().isAlive()) {
                 return false;
             }
-            out.add(seg, off, len);
+            out.add(seg, off, len, mr, null);
             return true;
         }
         return pagePieces(mr, 0, mr.address(), off, len, out);
@@ -331,7 +416,7 @@ final class SoftEngine {
     /**
      * The pieces of {@code [off, off + len)} of a fast-reg MR's mapping that starts at page
      * {@code firstPage} with address {@code base} (integrity MRs keep data and protection mappings
-     * in one page list). False if a page is unresolved, dead, or too short.
+     * in one page list). False if a page is unresolved, unmapped, dead, or too short.
      */
     static boolean pagePieces(MemoryRegion mr, int firstPage, long base, long off, long len, Pieces out) {
         long page = mr.pageSize();
@@ -343,28 +428,63 @@ final class SoftEngine {
             }
             long po = inPage % page;
             long n = Math.min(len, page - po);
-            MemorySegment seg = mr.pageSegment(p);
-            long segOff = mr.pageOffset(p) + po;
-            if (seg == null || !seg.scope().isAlive() || segOff + n > seg.byteSize()) {
+            DmaMapping m = mr.pageMapping(p);
+            if (m == null || m.isDestroyed()) {
                 return false;
             }
-            out.add(seg, segOff, n);
+            MemorySegment seg = m.segment();
+            long segOff = mr.pageOffset(p) + po;
+            if (!seg.scope().isAlive() || segOff + n > seg.byteSize()) {
+                return false;
+            }
+            out.add(seg, segOff, n, mr, m);
             inPage += n;
             len -= n;
         }
         return true;
     }
 
-    /** Copies the source pieces over the destination pieces in order; false if an access failed. */
-    static boolean copy(Pieces src, Pieces dst) {
+    /** Checks that the pages of {@code [off, off + len)} resolve, without keeping the pieces. */
+    static boolean pagesReachable(MemoryRegion mr, int firstPage, long base, long off, long len) {
+        PROBE.clear();
+        boolean ok = pagePieces(mr, firstPage, base, off, len, PROBE);
+        PROBE.clear();
+        return ok;
+    }
+
+    // ---- copying ---------------------------------------------------------------------------------
+
+    /**
+     * Copies the source pieces over the destination pieces in order, within the caller's section,
+     * in pieces of at most {@link #PIECE} bytes: between two pieces the reader leaves its section
+     * (a waiting deregistration may finish) and enters a new one, in which every registration of
+     * both lists is checked again.
+     *
+     * @return {@link #COPIED}, or which side failed ({@link #SRC_FAILED}, {@link #DST_FAILED}):
+     *         deregistered meanwhile, or memory whose scope ended under the copy
+     */
+    static int copy(GracePeriod.Reader reader, Pieces src, Pieces dst) {
         int i = 0;
         int j = 0;
         long si = 0;
         long dj = 0;
+        long budget = PIECE;
         try {
             while (i < src.n && j < dst.n) {
-                long n = Math.min(src.len[i] - si, dst.len[j] - dj);
+                if (budget == 0 && reader != null) {
+                    reader.exit();
+                    reader.enter();
+                    if (!src.stillValid()) {
+                        return SRC_FAILED;
+                    }
+                    if (!dst.stillValid()) {
+                        return DST_FAILED;
+                    }
+                    budget = PIECE;
+                }
+                long n = Math.min(Math.min(src.len[i] - si, dst.len[j] - dj), reader == null ? Long.MAX_VALUE : budget);
                 MemorySegment.copy(src.seg[i], src.off[i] + si, dst.seg[j], dst.off[j] + dj, n);
+                budget -= n;
                 si += n;
                 dj += n;
                 if (si == src.len[i]) {
@@ -376,33 +496,59 @@ final class SoftEngine {
                     dj = 0;
                 }
             }
-            return true;
+            return COPIED;
         } catch (IllegalStateException | IndexOutOfBoundsException | WrongThreadException e) {
-            return false; // a scope closed under us, or memory confined to another thread
+            // A scope closed under the copy (the memory's owner freed it without deregistering it).
+            return i < src.n && !src.seg[i].scope().isAlive() ? SRC_FAILED : DST_FAILED;
         }
     }
 
-    /** A reusable list of (segment, offset, length) pieces. */
+    /**
+     * A reusable list of (segment, offset, length) pieces, each with the registrations that make it
+     * reachable (a memory region and/or a DMA mapping, null where none): checked again between the
+     * pieces of a large copy.
+     */
     static final class Pieces {
         MemorySegment[] seg = new MemorySegment[16];
         long[] off = new long[16];
         long[] len = new long[16];
+        MemoryRegion[] region = new MemoryRegion[16];
+        DmaMapping[] mapping = new DmaMapping[16];
         int n;
 
         void clear() {
+            java.util.Arrays.fill(seg, 0, n, null);
+            java.util.Arrays.fill(region, 0, n, null);
+            java.util.Arrays.fill(mapping, 0, n, null);
             n = 0;
         }
 
-        void add(MemorySegment s, long o, long l) {
+        void add(MemorySegment s, long o, long l, MemoryRegion r, DmaMapping m) {
             if (n == seg.length) {
                 seg = java.util.Arrays.copyOf(seg, n * 2);
                 off = java.util.Arrays.copyOf(off, n * 2);
                 len = java.util.Arrays.copyOf(len, n * 2);
+                region = java.util.Arrays.copyOf(region, n * 2);
+                mapping = java.util.Arrays.copyOf(mapping, n * 2);
             }
             seg[n] = s;
             off[n] = o;
             len[n] = l;
+            region[n] = r;
+            mapping[n] = m;
             n++;
+        }
+
+        /** True while every piece's region is valid, its mapping alive and its memory's scope alive. */
+        boolean stillValid() {
+            for (int k = 0; k < n; k++) {
+                MemoryRegion r = region[k];
+                DmaMapping m = mapping[k];
+                if ((r != null && !r.isValid()) || (m != null && m.isDestroyed()) || !seg[k].scope().isAlive()) {
+                    return false;
+                }
+            }
+            return true;
         }
 
         long total() {
@@ -419,6 +565,11 @@ final class SoftEngine {
             for (int k = 0; k < n; k++) {
                 if (t + len[k] >= bytes) {
                     len[k] = bytes - t;
+                    for (int x = k + 1; x < n; x++) {
+                        seg[x] = null;
+                        region[x] = null;
+                        mapping[x] = null;
+                    }
                     n = k + 1;
                     return;
                 }

@@ -14,6 +14,9 @@ public final class WorkCompletion {
     int immData;
     boolean withImm;
     boolean withInv;
+    /** Which queue of {@link #qp} the request came from, and its sequence number there: polling retires it. */
+    boolean fromRecvQueue;
+    long queueSeq;
 
     /** A blank completion, for a poll array. */
     public WorkCompletion() {

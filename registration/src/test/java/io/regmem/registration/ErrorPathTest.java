@@ -62,7 +62,7 @@ class ErrorPathTest {
     }
 
     @Test
-    void drainFlushesBothQueuesAndReturnsWhenEmpty() {
+    void drainFlushesBothQueuesAndTheSlotsFreeAsTheFlushesArePolled() {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
         MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
         lb.qpA.pause(true);
@@ -71,10 +71,13 @@ class ErrorPathTest {
         lb.qpA.postRecv(new WorkRequest(1).wrId(2));
         assertThat(lb.qpA.outstandingSends()).isEqualTo(3);
         lb.qpA.drain();
+        assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
+        assertThat(lb.cqA.pending()).as("every request completed (flushed)").isEqualTo(5);
+        assertThat(lb.qpA.outstandingSends()).as("slots stay taken until the flushes are polled").isEqualTo(3);
+        assertThat(lb.qpA.outstandingRecvs()).isEqualTo(2);
+        assertThat(lb.poll(lb.cqA)).isEqualTo(5);
         assertThat(lb.qpA.outstandingSends()).isZero();
         assertThat(lb.qpA.outstandingRecvs()).isZero();
-        assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
-        assertThat(lb.poll(lb.cqA)).isEqualTo(5);
         for (int i = 0; i < 5; i++) {
             assertThat(lb.wcs[i].status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
         }

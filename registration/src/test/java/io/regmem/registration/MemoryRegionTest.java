@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Test;
 /** Registration rules, keys and their generations, and ib_map_mr_sg's prefix rules. */
 class MemoryRegionTest {
     private static final long PAGE = 4096;
-    private final Arena arena = Arena.ofConfined();
+    private final Arena arena = Arena.ofShared();
     private final MemorySegment memory = arena.allocate(1 << 20, PAGE);
     private final RdmaDevice device = RdmaDevice.open("soft");
     private final ProtectionDomain pd = device.allocPd();
@@ -146,7 +146,7 @@ class MemoryRegionTest {
         assertThat(device.keys.lookup(first, true)).as("the old generation stops working").isNull();
         assertThat(device.keys.lookup(next, true)).isSameAs(mr);
 
-        mr.invalidate();
+        mr.invalidateAndWait();
         assertThat(device.keys.lookup(next, true)).as("LOCAL_INV retires it").isNull();
         assertRdma(() -> mr.updateFastRegKey(256), Errno.EINVAL, "[0, 255]");
         MemoryRegion plain = pd.register(memory, Access.LOCAL_WRITE);

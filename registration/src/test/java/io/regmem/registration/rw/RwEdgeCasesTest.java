@@ -146,7 +146,8 @@ class RwEdgeCasesTest {
             f.fillLocal(sg, 21);
             f.qp.pause(true); // completions wait: the send queue fills
             int depth = f.qp.maxSendWr();
-            WorkRequest filler = new WorkRequest(1).opcode(Opcode.RDMA_WRITE).remote(f.remoteAddr() + (2 << 20), f.rkey())
+            WorkRequest filler = new WorkRequest(1).opcode(Opcode.RDMA_WRITE).signaled(true) // slots free on poll
+                    .remote(f.remoteAddr() + (2 << 20), f.rkey())
                     .addSge(sg.address(0), 8, f.pdA.localDmaLkey());
             for (int i = 0; i < depth - 1; i++) {
                 f.qp.postSend(filler);

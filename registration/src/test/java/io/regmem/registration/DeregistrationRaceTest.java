@@ -1,0 +1,389 @@
+package io.regmem.registration;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.regmem.core.BufferPool;
+import io.regmem.core.PooledBuffer;
+import io.regmem.core.ScatterList;
+import io.regmem.registration.cache.CachedRegion;
+import io.regmem.registration.cache.RegistrationCache;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Invariant 19, the guarantee of {@code ib_dereg_mr}: when a deregistration or an invalidation
+ * returns, nothing touches the memory any more. A thread posts a chain of 24 RDMA WRITEs of 4 MiB
+ * each into a region and polls; the test thread deregisters the region (each way regmem offers)
+ * at a random moment while the chain is being copied, takes a snapshot of the region's memory the
+ * moment the call returns, waits for the chain to end and compares: not one byte may have changed
+ * after the call returned. Each way runs several rounds, and the test checks that some of them
+ * really hit the middle of the chain.
+ */
+@ExtendWith(NoLeaks.class)
+class DeregistrationRaceTest {
+    private static final long SIZE = 4L << 20;
+    private static final int CHAIN = 24;
+    private static final int ROUNDS = 12;
+
+    /** What a round deregisters, given the target's memory; returns what the chain writes into. */
+    interface Target extends AutoCloseable {
+        /** The rkey and address the chain writes to. */
+        long address();
+
+        int rkey();
+
+        /** The memory to compare (alive after the deregistration). */
+        MemorySegment memory();
+
+        /** Deregisters (or invalidates) the target; returns once the guarantee holds. */
+        void deregister();
+
+        @Override
+        default void close() {
+        }
+    }
+
+    interface TargetFactory {
+        Target make(Loopback lb, MemorySegment memory);
+    }
+
+    @Test
+    void memoryRegionClose() throws InterruptedException {
+        race((lb, mem) -> new Target() {
+            final MemoryRegion mr = lb.pdB.register(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+
+            public long address() {
+                return mr.address();
+            }
+
+            public int rkey() {
+                return mr.rkey();
+            }
+
+            public MemorySegment memory() {
+                return mem;
+            }
+
+            public void deregister() {
+                mr.close();
+            }
+        });
+    }
+
+    @Test
+    void memoryRegionRevoke() throws InterruptedException {
+        race((lb, mem) -> new Target() {
+            final MemoryRegion mr = lb.pdB.register(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+
+            public long address() {
+                return mr.address();
+            }
+
+            public int rkey() {
+                return mr.rkey();
+            }
+
+            public MemorySegment memory() {
+                return mem;
+            }
+
+            public void deregister() {
+                mr.revoke();
+            }
+
+            public void close() {
+                mr.close();
+            }
+        });
+    }
+
+    @Test
+    void registrationCacheInvalidate() throws InterruptedException {
+        race((lb, mem) -> new Target() {
+            final RegistrationCache cache = RegistrationCache.of(lb.pdB);
+            final CachedRegion held = cache.get(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+
+            public long address() {
+                return held.address();
+            }
+
+            public int rkey() {
+                return held.rkey();
+            }
+
+            public MemorySegment memory() {
+                return mem;
+            }
+
+            public void deregister() {
+                cache.invalidate(mem.address(), mem.byteSize());
+            }
+
+            public void close() {
+                held.close();
+                cache.close();
+            }
+        });
+    }
+
+    @Test
+    void poolRegistrationClose() throws InterruptedException {
+        race((lb, mem) -> new Target() {
+            final BufferPool pool = BufferPool.builder().name("race").largestClass(1 << 20).build();
+            final PoolRegistration reg = lb.pdB.register(pool, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+            final PooledBuffer buffer = pool.allocate(SIZE);
+
+            public long address() {
+                return buffer.address();
+            }
+
+            public int rkey() {
+                return reg.rkey(buffer);
+            }
+
+            public MemorySegment memory() {
+                return buffer.segment();
+            }
+
+            public void deregister() {
+                reg.close(); // deregisters every chunk of the pool
+            }
+
+            public void close() {
+                buffer.close();
+                pool.close();
+            }
+        });
+    }
+
+    @Test
+    void dmaUnmapUnderAFastRegRegion() throws InterruptedException {
+        race(java.util.Map.of("maxFastRegPageListLen", "1024"), (lb, mem) -> new Target() {
+            final DmaMapping mapping = lb.devB.dmaMap(mem);
+            final MemoryRegion mr = lb.pdB.allocMr((int) (SIZE / 4096));
+            final int rkey;
+
+            {
+                ScatterList sg = new ScatterList().add(mem);
+                assertThat(mr.mapSg(sg, 1, 0, 4096)).isEqualTo(1);
+                int key = MemoryRegion.incRkey(mr.rkey());
+                lb.qpB.postSend(new WorkRequest(1).wrId(5).signaled(true)
+                        .regMr(mr, key, Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE)));
+                assertThat(lb.one(lb.cqB).status()).isEqualTo(WcStatus.SUCCESS);
+                rkey = key;
+            }
+
+            public long address() {
+                return mr.address();
+            }
+
+            public int rkey() {
+                return rkey;
+            }
+
+            public MemorySegment memory() {
+                return mem;
+            }
+
+            public void deregister() {
+                mapping.close();
+            }
+
+            public void close() {
+                mr.close();
+            }
+        });
+    }
+
+    /**
+     * The source side: the region the chain reads from is deregistered mid-chain, and the moment the
+     * call returns its memory is overwritten with a marker (as a new owner would): no byte of the
+     * marker may reach the target.
+     */
+    @Test
+    void sourceRegionClose() throws InterruptedException {
+        int midChain = 0;
+        for (int round = 0; round < ROUNDS || (midChain == 0 && round < 4 * ROUNDS); round++) {
+            try (Loopback lb = new Loopback(java.util.Map.of(), 64, new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2),
+                    new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2));
+                 Arena arena = Arena.ofShared()) {
+                MemorySegment src = arena.allocate(SIZE, 4096);
+                MemorySegment dst = arena.allocate(SIZE, 4096);
+                dst.fill((byte) 0);
+                MemoryRegion srcMr = lb.pdA.register(src, Access.LOCAL_WRITE);
+                MemoryRegion dstMr = lb.pdB.register(dst, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+                Target target = new Target() {
+                    public long address() {
+                        return dstMr.address();
+                    }
+
+                    public int rkey() {
+                        return dstMr.rkey();
+                    }
+
+                    public MemorySegment memory() {
+                        return dst;
+                    }
+
+                    public void deregister() {
+                        srcMr.close();
+                    }
+                };
+                Round r = new Round(lb, src, srcMr, target, round + 2);
+                Thread poster = Thread.ofPlatform().name("poster").start(r);
+                while (!r.posting) {
+                    Thread.onSpinWait();
+                }
+                long until = System.nanoTime() + ThreadLocalRandom.current().nextLong(20_000_000);
+                while (System.nanoTime() < until) {
+                    Thread.onSpinWait();
+                }
+                target.deregister();
+                src.fill((byte) 0xEE); // the new owner's bytes
+                poster.join(TimeUnit.SECONDS.toMillis(60));
+                assertThat(r.failure.get()).isNull();
+                long marker = 0xEEEEEEEEEEEEEEEEL;
+                for (long i = 0; i < SIZE; i += 8) {
+                    if (dst.get(ValueLayout.JAVA_LONG, i) == marker) {
+                        throw new AssertionError("round " + round + ": the target got bytes written to the source after "
+                                + "its deregistration returned, at offset " + i + " (" + r.succeeded + " writes completed)");
+                    }
+                }
+                if (r.succeeded > 0 && r.succeeded < CHAIN) {
+                    midChain++;
+                }
+            }
+        }
+        assertThat(midChain).as("rounds whose deregistration fell in the middle of the chain").isPositive();
+    }
+
+    /** Runs the rounds: chains into a fresh target each round, deregistered mid-chain. */
+    private static void race(TargetFactory factory) throws InterruptedException {
+        race(java.util.Map.of(), factory);
+    }
+
+    private static void race(java.util.Map<String, String> options, TargetFactory factory) throws InterruptedException {
+        int midChain = 0;
+        long chainNanos = 0;
+        for (int round = 0; round < ROUNDS || (midChain == 0 && round < 4 * ROUNDS); round++) {
+            try (Loopback lb = new Loopback(options, 64, new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2),
+                    new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2));
+                 Arena arena = Arena.ofShared()) {
+                MemorySegment src = arena.allocate(SIZE, 4096);
+                MemorySegment dst = arena.allocate(SIZE, 4096);
+                dst.fill((byte) 0);
+                MemoryRegion srcMr = lb.pdA.register(src, Access.LOCAL_WRITE);
+                try (Target target = factory.make(lb, dst)) {
+                    if (round == 0) {
+                        // A first chain, not raced, to learn how long a chain takes here.
+                        long t0 = System.nanoTime();
+                        assertThat(runChain(lb, src, srcMr, target, 1)).isEqualTo(CHAIN);
+                        chainNanos = System.nanoTime() - t0;
+                    }
+                    Round r = new Round(lb, src, srcMr, target, round + 2);
+                    Thread poster = Thread.ofPlatform().name("poster").start(r);
+                    while (!r.posting) {
+                        Thread.onSpinWait();
+                    }
+                    long delay = ThreadLocalRandom.current().nextLong(Math.max(1, chainNanos));
+                    long until = System.nanoTime() + delay;
+                    while (System.nanoTime() < until) {
+                        Thread.onSpinWait();
+                    }
+                    target.deregister();
+                    MemorySegment after = Arena.ofAuto().allocate(SIZE);
+                    after.copyFrom(target.memory()); // the moment the call returned
+                    poster.join(TimeUnit.SECONDS.toMillis(60));
+                    assertThat(poster.isAlive()).as("the chain ends").isFalse();
+                    assertThat(r.failure.get()).isNull();
+                    assertThat(target.memory().mismatch(after)).as("round %d: a byte changed after the deregistration "
+                            + "returned (%d of %d writes completed)", round, r.succeeded, CHAIN).isEqualTo(-1);
+                    if (r.succeeded > 0 && r.succeeded < CHAIN) {
+                        midChain++;
+                    }
+                }
+                if (!srcMr.isDestroyed()) {
+                    srcMr.close();
+                }
+            }
+        }
+        assertThat(midChain).as("rounds whose deregistration fell in the middle of the chain").isPositive();
+    }
+
+    /** Posts the chain and polls its completions; counts the successes. */
+    private static final class Round implements Runnable {
+        final Loopback lb;
+        final MemorySegment src;
+        final MemoryRegion srcMr;
+        final Target target;
+        final int pattern;
+        volatile boolean posting;
+        volatile int succeeded;
+        final AtomicReference<Throwable> failure = new AtomicReference<>();
+
+        Round(Loopback lb, MemorySegment src, MemoryRegion srcMr, Target target, int pattern) {
+            this.lb = lb;
+            this.src = src;
+            this.srcMr = srcMr;
+            this.target = target;
+            this.pattern = pattern;
+        }
+
+        @Override
+        public void run() {
+            try {
+                posting = true;
+                succeeded = runChain(lb, src, srcMr, target, pattern);
+            } catch (Throwable e) {
+                failure.set(e);
+            }
+        }
+    }
+
+    /**
+     * Fills the source with a pattern that differs per WR of the chain, posts the chain (every WR
+     * signaled) and polls until every completion is in; returns how many succeeded.
+     */
+    private static int runChain(Loopback lb, MemorySegment src, MemoryRegion srcMr, Target target, int pattern) {
+        WorkRequest first = null;
+        WorkRequest prev = null;
+        for (int i = 0; i < CHAIN; i++) {
+            // Each WR writes the source rotated by a different offset, so every WR changes the target.
+            long shift = (long) i * 4096;
+            WorkRequest wr = new WorkRequest(2).wrId(i).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(src.address() + shift, SIZE - shift, srcMr.lkey())
+                    .remote(target.address(), target.rkey());
+            if (shift > 0) {
+                wr.addSge(src.address(), shift, srcMr.lkey());
+            }
+            if (prev == null) {
+                first = wr;
+            } else {
+                prev.next(wr);
+            }
+            prev = wr;
+        }
+        for (long i = 0; i < SIZE; i += 8) {
+            src.set(ValueLayout.JAVA_LONG, i, pattern * 0x9E3779B97F4A7C15L + i);
+        }
+        lb.qpA.postSend(first);
+        int ok = 0;
+        int got = 0;
+        while (got < CHAIN) {
+            int n = lb.cqA.poll(lb.wcs);
+            for (int k = 0; k < n; k++) {
+                if (lb.wcs[k].status() == WcStatus.SUCCESS) {
+                    ok++;
+                }
+            }
+            got += n;
+        }
+        return ok;
+    }
+}
