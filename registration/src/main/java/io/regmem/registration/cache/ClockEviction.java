@@ -38,8 +38,8 @@ final class ClockEviction {
      * @param evicted told about each region retired, before the next is looked at
      * @return the retired regions, a list the caller may extend
      */
-    List<CachedRegion> victims(RegionIndex ix, int count, long bytes, Consumer<CachedRegion> evicted) {
-        List<CachedRegion> victims = new ArrayList<>(2);
+    List<CacheEntry> victims(RegionIndex ix, int count, long bytes, Consumer<CacheEntry> evicted) {
+        List<CacheEntry> victims = new ArrayList<>(2);
         if ((count <= maxRegions && bytes <= maxBytes) || ix.leafCount() == 0) {
             return victims;
         }
@@ -52,7 +52,7 @@ final class ClockEviction {
                 l = l + 1 == ix.leafCount() ? 0 : l + 1;
                 lf = ix.leaf(l);
             }
-            CachedRegion e = lf.regions()[s++];
+            CacheEntry e = lf.regions()[s++];
             if (e.indexed && !e.clearAccessed() && e.refs() == 1 && e.tryRetireIdle()) {
                 e.indexed = false;
                 victims.add(e);

@@ -9,7 +9,7 @@ package io.regmem.registration.cache;
  */
 final class HintTable {
     private static final int PAGE_SHIFT = 12;
-    private final CachedRegion[] slots;
+    private final CacheEntry[] slots;
     private final int mask;
 
     /**
@@ -18,7 +18,7 @@ final class HintTable {
      */
     HintTable(int maxRegions, boolean on) {
         int n = on ? Integer.highestOneBit(Math.min(1 << 15, Math.max(16, maxRegions)) - 1) << 2 : 0;
-        this.slots = new CachedRegion[n];
+        this.slots = new CacheEntry[n];
         this.mask = n - 1;
     }
 
@@ -28,19 +28,19 @@ final class HintTable {
     }
 
     /** The hint in {@code slot}, or null. */
-    CachedRegion get(int slot) {
+    CacheEntry get(int slot) {
         return slots.length == 0 ? null : slots[slot];
     }
 
     /** Remembers {@code r} in {@code slot}, writing only when it changes (spares the line on other cores). */
-    void remember(int slot, CachedRegion r) {
+    void remember(int slot, CacheEntry r) {
         if (slots.length != 0 && slots[slot] != r) {
             slots[slot] = r;
         }
     }
 
     /** Clears the slots of {@code e}'s pages that name it (it leaves the index). */
-    void forget(CachedRegion e) {
+    void forget(CacheEntry e) {
         long pages = Math.min(slots.length, ((e.end - 1) >>> PAGE_SHIFT) - (e.start >>> PAGE_SHIFT) + 1);
         for (long p = 0; p < pages; p++) {
             int s = (int) ((e.start >>> PAGE_SHIFT) + p) & mask;

@@ -26,16 +26,16 @@ final class RegionIndex {
     static final RegionIndex EMPTY = new RegionIndex(new Leaf[0], new long[0], 0, 0, 0);
 
     /** One leaf: sorted, non-overlapping entries. */
-    record Leaf(long[] starts, long[] ends, CachedRegion[] regions) {
-        static Leaf of(List<CachedRegion> sorted) {
-            return of(sorted.toArray(new CachedRegion[0]), 0, sorted.size());
+    record Leaf(long[] starts, long[] ends, CacheEntry[] regions) {
+        static Leaf of(List<CacheEntry> sorted) {
+            return of(sorted.toArray(new CacheEntry[0]), 0, sorted.size());
         }
 
-        static Leaf of(CachedRegion[] sorted, int from, int to) {
+        static Leaf of(CacheEntry[] sorted, int from, int to) {
             int n = to - from;
             long[] s = new long[n];
             long[] e = new long[n];
-            CachedRegion[] r = java.util.Arrays.copyOfRange(sorted, from, to);
+            CacheEntry[] r = java.util.Arrays.copyOfRange(sorted, from, to);
             for (int i = 0; i < n; i++) {
                 s[i] = r[i].start;
                 e[i] = r[i].end;
@@ -44,7 +44,7 @@ final class RegionIndex {
         }
 
         /** A leaf of entries whose bounds are already at hand (no entry is dereferenced). */
-        static Leaf of(CachedRegion[] sorted, long[] starts, long[] ends, int from, int to) {
+        static Leaf of(CacheEntry[] sorted, long[] starts, long[] ends, int from, int to) {
             return new Leaf(java.util.Arrays.copyOfRange(starts, from, to), java.util.Arrays.copyOfRange(ends, from, to),
                     java.util.Arrays.copyOfRange(sorted, from, to));
         }
@@ -84,7 +84,7 @@ final class RegionIndex {
     }
 
     /** The region starting at or before {@code address} with the greatest start, or null. Lock-free. */
-    CachedRegion floorRegion(long address) {
+    CacheEntry floorRegion(long address) {
         int l = floor(firstStarts, leafCount, address);
         if (l < 0) {
             return null;
@@ -97,8 +97,8 @@ final class RegionIndex {
      * The regions overlapping {@code [lo, hi)}, or with {@code touching} also those ending at
      * {@code lo} or starting at {@code hi}, in address order.
      */
-    List<CachedRegion> overlapping(long lo, long hi, boolean touching) {
-        List<CachedRegion> out = new ArrayList<>();
+    List<CacheEntry> overlapping(long lo, long hi, boolean touching) {
+        List<CacheEntry> out = new ArrayList<>();
         int l = Math.max(0, floor(firstStarts, leafCount, lo));
         for (; l < leafCount; l++) {
             Leaf leaf = leaves[l];
@@ -118,8 +118,8 @@ final class RegionIndex {
     }
 
     /** Every region, in address order. */
-    List<CachedRegion> all() {
-        List<CachedRegion> out = new ArrayList<>(size);
+    List<CacheEntry> all() {
+        List<CacheEntry> out = new ArrayList<>(size);
         for (int l = 0; l < leafCount; l++) {
             Collections.addAll(out, leaves[l].regions);
         }
@@ -140,12 +140,12 @@ final class RegionIndex {
      * that change are copied; the others are shared, and the top arrays are copied without
      * touching them. {@code added} must not overlap what stays.
      */
-    RegionIndex replace(List<CachedRegion> removed, CachedRegion added) {
+    RegionIndex replace(List<CacheEntry> removed, CacheEntry added) {
         return replace(removed, added, new Scratch());
     }
 
-    /** {@link #replace(List, CachedRegion)} with working space the caller reuses (one writer at a time). */
-    RegionIndex replace(List<CachedRegion> removed, CachedRegion added, Scratch scratch) {
+    /** {@link #replace(List, CacheEntry)} with working space the caller reuses (one writer at a time). */
+    RegionIndex replace(List<CacheEntry> removed, CacheEntry added, Scratch scratch) {
         if (removed.isEmpty() && added == null) {
             return this;
         }
@@ -159,7 +159,7 @@ final class RegionIndex {
         // 64) for the entries leaving it: a change touches few leaves, so these stay short.
         Scratch sc = scratch;
         sc.touchedCount = 0;
-        for (CachedRegion r : removed) {
+        for (CacheEntry r : removed) {
             int l = floor(firstStarts, leafCount, r.start);
             if (l < 0) {
                 continue;
@@ -200,7 +200,7 @@ final class RegionIndex {
             int count = p + staying;
             // Built straight into new (young) arrays: no reference is stored into long-lived
             // working space, whose write barriers made this loop the most expensive part of a miss.
-            CachedRegion[] regions = new CachedRegion[count];
+            CacheEntry[] regions = new CacheEntry[count];
             long[] starts = new long[count];
             long[] ends = new long[count];
             if (prev != null) {
@@ -210,7 +210,7 @@ final class RegionIndex {
             }
             int at = p;
             boolean placed = !adds;
-            CachedRegion[] old = oldLeaf.regions;
+            CacheEntry[] old = oldLeaf.regions;
             long[] oldStarts = oldLeaf.starts;
             long[] oldEnds = oldLeaf.ends;
             for (int i = 0; i < old.length; i++) {
@@ -275,7 +275,7 @@ final class RegionIndex {
         }
     }
 
-    private static int entry(CachedRegion[] entries, long[] starts, long[] ends, int at, CachedRegion r,
+    private static int entry(CacheEntry[] entries, long[] starts, long[] ends, int at, CacheEntry r,
             long start, long end) {
         entries[at] = r;
         starts[at] = start;

@@ -1,7 +1,7 @@
 package io.regmem.registration.cache;
 
 /**
- * Cache-line padding around {@link CachedRegion}'s reference word, in the Agrona / JCTools manner
+ * Cache-line padding around {@link CacheEntry}'s reference word, in the Agrona / JCTools manner
  * (superclass fields are laid out before subclass fields). Regions are made one after another and
  * the garbage collector keeps them next to each other in index order, so without padding two
  * regions used by two threads share a cache line and every hit of one thread invalidates the other
@@ -13,16 +13,17 @@ abstract class RegionRefsPadLeft {
 }
 
 /**
- * The reference word itself (see {@link CachedRegion}), with the two flags that the eviction hand
+ * The reference word itself (see {@link CacheEntry}), with the two flags that the eviction hand
  * reads beside it, so a CLOCK visit of a cold region touches one cache line, not three.
  */
 abstract class RegionRefs extends RegionRefsPadLeft {
-    /** References in the low half, hits not yet handed over in the high half. */
+    /** References, the lease rotor and lease bits in the low half, hits not yet handed over in the high half (see {@link CacheEntry}). */
     volatile long refs = 1;
     /** False once the entry left the index (evicted, merged away, invalidated, cache closed). */
     volatile boolean indexed = true;
-    /** CLOCK's reference bit (through CachedRegion's ACCESSED handle). */
+    /** CLOCK's reference bit (through CacheEntry's ACCESSED handle). */
     volatile boolean accessed = true;
+
 }
 
 /** Padding after the reference word, so the region's read-mostly fields sit on other lines. */

@@ -42,10 +42,13 @@ import java.util.concurrent.atomic.LongAdder;
  * ({@link Builder#hints(boolean)}).
  *
  * <h2>Lifetime</h2>
- * Membership in the index counts as one reference. A hit takes a reference with a CAS that fails
- * at zero, then checks the region is still indexed (else gives it back and misses). A region that
- * leaves the index drops the index's reference; whoever drops the last deregisters it, outside any
- * lock of the cache.
+ * Membership in the index counts as one reference. A hit takes a reference and a lease (the slot
+ * of a pooled {@link CachedRegion} handle) with one CAS that fails at zero, then checks the region
+ * is still indexed (else gives it back and misses). Every acquisition gets its own handle, and a
+ * handle is given back once: a second {@code close()} of the same acquisition is refused with
+ * {@link Errno#EINVAL} and changes nothing, so a holder cannot drop another holder's reference. A
+ * region that leaves the index drops the index's reference; whoever drops the last deregisters it,
+ * outside any lock of the cache.
  *
  * <h2>Eviction</h2>
  * When the index holds more than {@code maxRegions} regions or {@code maxBytes} bytes, idle regions
@@ -74,7 +77,7 @@ public final class RegistrationCache implements AutoCloseable {
     /** Detaches this cache's counters from its PD's {@link ProtectionDomain#cacheStats()}, on close. */
     private final Runnable detachStats;
 
-    /** Hits handed over by regions (see {@link CachedRegion}); live regions hold the rest. */
+    /** Hits handed over by regions (see {@link CacheEntry}); live regions hold the rest. */
     private final LongAdder hits = new LongAdder();
     /** Hits counted by an acquire and then refused (the region was leaving): not hits after all. */
     private final LongAdder refusedHits = new LongAdder();
@@ -133,7 +136,7 @@ public final class RegistrationCache implements AutoCloseable {
         long address = segment.address();
         long end = address + segment.byteSize();
         int slot = hints.slot(address);
-        CachedRegion e = hints.get(slot);
+        CacheEntry e = hints.get(slot);
         if (e != null && e.start <= address && e.end >= end) {
             CachedRegion got = acquire(e, accessMask);
             if (got != null) {
@@ -146,7 +149,7 @@ public final class RegistrationCache implements AutoCloseable {
         }
         CachedRegion got = acquire(e, accessMask);
         if (got != null) {
-            hints.remember(slot, got);
+            hints.remember(slot, e);
         }
         return got;
     }
@@ -155,22 +158,27 @@ public final class RegistrationCache implements AutoCloseable {
      * Takes a hit's reference on a covering region if it has the rights and is still indexed and
      * alive. A region acquired and then refused counts as a refused hit, which the stats subtract.
      */
-    private CachedRegion acquire(CachedRegion e, int accessMask) {
-        if ((e.access & accessMask) != accessMask || !e.tryAcquireHit()) {
+    private CachedRegion acquire(CacheEntry e, int accessMask) {
+        if ((e.access & accessMask) != accessMask) {
+            return null;
+        }
+        int lease = e.acquire(true);
+        if (lease == CacheEntry.REFUSED) {
             return null;
         }
         if (!e.indexed || !e.scope.isAlive()) {
             refusedHits.increment();
-            e.release();
+            e.release(lease);
             return null;
         }
         e.touch();
-        return e;
+        return e.handle(lease);
     }
 
     private CachedRegion miss(MemorySegment segment, int accessMask) {
-        List<CachedRegion> dropped = new ArrayList<>();
-        CachedRegion created;
+        List<CacheEntry> dropped = new ArrayList<>();
+        CacheEntry created;
+        CachedRegion handle;
         synchronized (this) {
             if (closed) {
                 throw new RdmaException(Errno.EBADF, this + ": get after close");
@@ -184,8 +192,8 @@ public final class RegistrationCache implements AutoCloseable {
             long lo = segment.address();
             long hi = lo + segment.byteSize();
             MemorySegment target = segment;
-            List<CachedRegion> overlapping = ix.overlapping(lo, hi, merge);
-            for (CachedRegion e : overlapping) {
+            List<CacheEntry> overlapping = ix.overlapping(lo, hi, merge);
+            for (CacheEntry e : overlapping) {
                 if (merge && e.access == accessMask && e.scope.isAlive() && e.scope.equals(segment.scope())) {
                     lo = Math.min(lo, e.start);
                     hi = Math.max(hi, e.end);
@@ -200,21 +208,21 @@ public final class RegistrationCache implements AutoCloseable {
             }
             // Leaving: what the new region overlaps, merged or not; a merely adjacent region that
             // was not merged (other rights or scope) stays.
-            List<CachedRegion> leaving = new ArrayList<>(overlapping.size());
-            for (CachedRegion e : overlapping) {
+            List<CacheEntry> leaving = new ArrayList<>(overlapping.size());
+            for (CacheEntry e : overlapping) {
                 if (e.end > lo && e.start < hi) {
                     leaving.add(e);
                 }
             }
             MemoryRegion region = pd.register(target, accessMask); // throws: nothing changed
-            created = new CachedRegion(this, region, target, accessMask);
-            created.tryAcquire(); // the caller's reference
-            for (CachedRegion e : leaving) {
+            created = new CacheEntry(this, region, target, accessMask);
+            handle = created.handle(created.acquire(false)); // the caller's reference (not a hit)
+            for (CacheEntry e : leaving) {
                 // regions over dead memory also lose their keys
                 unindex(e, !e.scope.isAlive(), dropped);
             }
             // Evict before publishing (no reader sees the index over its limits), and publish once.
-            List<CachedRegion> gone = eviction.victims(ix, ix.size() - leaving.size() + 1,
+            List<CacheEntry> gone = eviction.victims(ix, ix.size() - leaving.size() + 1,
                     ix.bytes() - bytesOf(leaving) + (created.end - created.start), e -> {
                         leftIndex(e);
                         evictions.increment();
@@ -224,11 +232,11 @@ public final class RegistrationCache implements AutoCloseable {
             index = ix.replace(gone, created, scratch);
         }
         disposeDropped(dropped);
-        return created;
+        return handle;
     }
 
-    private static MemorySegment lowest(List<CachedRegion> entries, long address) {
-        for (CachedRegion e : entries) {
+    private static MemorySegment lowest(List<CacheEntry> entries, long address) {
+        for (CacheEntry e : entries) {
             if (e.start == address) {
                 return e.segment;
             }
@@ -237,15 +245,16 @@ public final class RegistrationCache implements AutoCloseable {
     }
 
     /**
-     * Gives a region back: the same as {@link CachedRegion#close()}.
+     * Gives an acquisition back: the same as {@link CachedRegion#close()}.
      *
-     * @throws RdmaException {@link Errno#EINVAL} for a region of another cache or one put more often than got
+     * @throws RdmaException {@link Errno#EINVAL} for a region of another cache or an acquisition given back already
+     *                       (nothing changes)
      */
     public void put(CachedRegion region) {
-        if (region.cache != this) {
+        if (region.entry.cache != this) {
             throw new RdmaException(Errno.EINVAL, this + ": " + region + " belongs to another cache");
         }
-        region.release();
+        region.close();
     }
 
     /**
@@ -303,15 +312,15 @@ public final class RegistrationCache implements AutoCloseable {
         return invalidateSome(ix -> ix.all().stream().filter(e -> e.scope.equals(scope)).toList());
     }
 
-    private int invalidateSome(java.util.function.Function<RegionIndex, List<CachedRegion>> select) {
-        List<CachedRegion> dropped = new ArrayList<>();
+    private int invalidateSome(java.util.function.Function<RegionIndex, List<CacheEntry>> select) {
+        List<CacheEntry> dropped = new ArrayList<>();
         int n;
         synchronized (this) {
             RegionIndex ix = index;
-            List<CachedRegion> victims = select.apply(ix);
+            List<CacheEntry> victims = select.apply(ix);
             n = victims.size();
             if (n > 0) {
-                for (CachedRegion e : victims) {
+                for (CacheEntry e : victims) {
                     unindex(e, true, dropped);
                 }
                 index = ix.replace(victims, null, scratch);
@@ -349,7 +358,7 @@ public final class RegistrationCache implements AutoCloseable {
     // ---- index maintenance (cache lock held) -----------------------------------------------------
 
     /** Takes an entry out of the index: revoke its keys if asked, drop the index's reference. */
-    private void unindex(CachedRegion e, boolean revoke, List<CachedRegion> dropped) {
+    private void unindex(CacheEntry e, boolean revoke, List<CacheEntry> dropped) {
         e.indexed = false;
         leftIndex(e);
         if (revoke && !e.region.isDestroyed()) {
@@ -359,14 +368,14 @@ public final class RegistrationCache implements AutoCloseable {
     }
 
     /** What an entry that just left the index leaves behind: the hints naming it, its pending hits. */
-    private void leftIndex(CachedRegion e) {
+    private void leftIndex(CacheEntry e) {
         hints.forget(e);
         hits.add(e.takeHits());
     }
 
-    private static long bytesOf(List<CachedRegion> entries) {
+    private static long bytesOf(List<CacheEntry> entries) {
         long sum = 0;
-        for (CachedRegion e : entries) {
+        for (CacheEntry e : entries) {
             sum += e.end - e.start;
         }
         return sum;
@@ -377,8 +386,8 @@ public final class RegistrationCache implements AutoCloseable {
      * are deregistered; other unindexed entries drop the index's reference, and the last holder
      * deregisters them.
      */
-    private void disposeDropped(List<CachedRegion> dropped) {
-        for (CachedRegion e : dropped) {
+    private void disposeDropped(List<CacheEntry> dropped) {
+        for (CacheEntry e : dropped) {
             if (e.refs() == 0) {
                 dispose(e);
             } else {
@@ -393,7 +402,7 @@ public final class RegistrationCache implements AutoCloseable {
     }
 
     /** Deregisters a region whose count reached zero. */
-    void dispose(CachedRegion e) {
+    void dispose(CacheEntry e) {
         hits.add(e.takeHits()); // the count is zero: no acquire can add to them any more
         if (!e.region.isDestroyed()) {
             e.region.close();
@@ -406,7 +415,7 @@ public final class RegistrationCache implements AutoCloseable {
     public CacheStats stats() {
         RegionIndex ix = index;
         long h = hits.sum() - refusedHits.sum();
-        for (CachedRegion e : ix.all()) {
+        for (CacheEntry e : ix.all()) {
             h += e.pendingHits();
         }
         long m = misses.sum();
@@ -415,7 +424,7 @@ public final class RegistrationCache implements AutoCloseable {
     }
 
     /** The indexed regions now, in address order (a snapshot; for tests and diagnostics). */
-    List<CachedRegion> indexed() {
+    List<CacheEntry> indexed() {
         return index.all();
     }
 

@@ -18,23 +18,23 @@ import net.jqwik.api.constraints.Size;
  */
 class RegionIndexTest {
 
-    private static CachedRegion region(long slot, long pages) {
+    private static CacheEntry region(long slot, long pages) {
         MemorySegment s = MemorySegment.ofAddress(0x1000_0000L + slot * 4096).reinterpret(pages * 4096);
-        return new CachedRegion(null, null, s, 4);
+        return new CacheEntry(null, null, s, 4);
     }
 
     @Property(tries = 60)
     void agreesWithASortedMapModel(@ForAll @Size(min = 1, max = 600) List<@IntRange(min = 0, max = 3000) Integer> ops) {
         RegionIndex ix = RegionIndex.EMPTY;
-        TreeMap<Long, CachedRegion> model = new TreeMap<>();
+        TreeMap<Long, CacheEntry> model = new TreeMap<>();
         for (int op : ops) {
             long slot = op % 1500;
             if (op < 2000) {
                 // add a one- or two-page region at slot unless it overlaps; replacing what it overlaps otherwise
-                CachedRegion r = region(slot, 1 + op % 2);
-                List<CachedRegion> over = ix.overlapping(r.start, r.end, false);
-                List<CachedRegion> modelOver = new ArrayList<>();
-                for (CachedRegion m : model.values()) {
+                CacheEntry r = region(slot, 1 + op % 2);
+                List<CacheEntry> over = ix.overlapping(r.start, r.end, false);
+                List<CacheEntry> modelOver = new ArrayList<>();
+                for (CacheEntry m : model.values()) {
                     if (m.start < r.end && m.end > r.start) {
                         modelOver.add(m);
                     }
@@ -47,11 +47,11 @@ class RegionIndexTest {
                 // remove a run of regions at once (the identity-set path of replace)
                 long lo = 0x1000_0000L + slot * 4096;
                 long hi = lo + 200L * 4096;
-                List<CachedRegion> run = ix.overlapping(lo, hi, false);
+                List<CacheEntry> run = ix.overlapping(lo, hi, false);
                 ix = ix.replace(run, null);
                 run.forEach(m -> model.remove(m.start));
             } else if (!model.isEmpty()) {
-                Map.Entry<Long, CachedRegion> victim = model.ceilingEntry(0x1000_0000L + slot * 4096);
+                Map.Entry<Long, CacheEntry> victim = model.ceilingEntry(0x1000_0000L + slot * 4096);
                 if (victim == null) {
                     victim = model.firstEntry();
                 }
@@ -62,12 +62,12 @@ class RegionIndexTest {
         }
     }
 
-    private static void check(RegionIndex ix, TreeMap<Long, CachedRegion> model, long probeSlot) {
+    private static void check(RegionIndex ix, TreeMap<Long, CacheEntry> model, long probeSlot) {
         assertThat(ix.size()).isEqualTo(model.size());
         assertThat(ix.bytes()).isEqualTo(model.values().stream().mapToLong(r -> r.end - r.start).sum());
         assertThat(ix.all()).containsExactlyElementsOf(model.values());
         for (long probe : new long[] {0x1000_0000L + probeSlot * 4096, 0x1000_0000L + probeSlot * 4096 + 100, 0, Long.MAX_VALUE}) {
-            Map.Entry<Long, CachedRegion> floor = model.floorEntry(probe);
+            Map.Entry<Long, CacheEntry> floor = model.floorEntry(probe);
             assertThat(ix.floorRegion(probe)).isSameAs(floor == null ? null : floor.getValue());
         }
         for (int l = 0; l < ix.leafCount(); l++) {
@@ -81,15 +81,15 @@ class RegionIndexTest {
     @org.junit.jupiter.api.Test
     void removalsKeepLeavesAtLeastAQuarterFull() {
         RegionIndex ix = RegionIndex.EMPTY;
-        TreeMap<Long, CachedRegion> model = new TreeMap<>();
+        TreeMap<Long, CacheEntry> model = new TreeMap<>();
         for (int i = 0; i < 20 * RegionIndex.LEAF; i++) {
-            CachedRegion r = region(2L * i, 1);
+            CacheEntry r = region(2L * i, 1);
             ix = ix.replace(List.of(), r);
             model.put(r.start, r);
         }
         // Remove seven of every eight regions, one at a time, as idle eviction would.
         int i = 0;
-        for (CachedRegion r : new ArrayList<>(model.values())) {
+        for (CacheEntry r : new ArrayList<>(model.values())) {
             if (i++ % 8 != 0) {
                 ix = ix.replace(List.of(r), null);
                 model.remove(r.start);
@@ -103,7 +103,7 @@ class RegionIndexTest {
     void twelveThousandRegionsInRandomOrderThenEvictionChurnThenRemoval(@ForAll long seed) {
         java.util.SplittableRandom rnd = new java.util.SplittableRandom(seed);
         RegionIndex ix = RegionIndex.EMPTY;
-        TreeMap<Long, CachedRegion> model = new TreeMap<>();
+        TreeMap<Long, CacheEntry> model = new TreeMap<>();
         int n = 12_000; // about 200-400 leaves
         List<Integer> order = new ArrayList<>();
         for (int i = 0; i < n; i++) {
@@ -112,7 +112,7 @@ class RegionIndexTest {
         java.util.Collections.shuffle(order, new java.util.Random(seed));
         RegionIndex.Scratch scratch = new RegionIndex.Scratch();
         for (int k = 0; k < n; k++) {
-            CachedRegion r = region(2L * order.get(k), 1);
+            CacheEntry r = region(2L * order.get(k), 1);
             ix = ix.replace(List.of(), r, scratch);
             model.put(r.start, r);
             if (k % 1000 == 999) {
@@ -123,11 +123,11 @@ class RegionIndexTest {
         // FIFO-like churn (an evicting cache): remove the oldest batch, add new ones above
         long next = 2L * n;
         for (int round = 0; round < 200; round++) {
-            List<CachedRegion> batch = new ArrayList<>();
+            List<CacheEntry> batch = new ArrayList<>();
             for (int j = 0; j < 1 + rnd.nextInt(40) && !model.isEmpty(); j++) {
                 batch.add(model.pollFirstEntry().getValue());
             }
-            CachedRegion add = region(next, 1);
+            CacheEntry add = region(next, 1);
             next += 2;
             ix = ix.replace(batch, add, scratch);
             model.put(add.start, add);
@@ -136,7 +136,7 @@ class RegionIndexTest {
             }
         }
         // Then remove nearly everything at random.
-        List<CachedRegion> rest = new ArrayList<>(model.values());
+        List<CacheEntry> rest = new ArrayList<>(model.values());
         java.util.Collections.shuffle(rest, new java.util.Random(seed + 1));
         for (int k = 0; k < rest.size() - 3; k++) {
             ix = ix.replace(List.of(rest.get(k)), null, scratch);
@@ -152,14 +152,14 @@ class RegionIndexTest {
     @Property(tries = 20)
     void touchingQueriesIncludeNeighbours(@ForAll @IntRange(min = 1, max = 200) int n) {
         RegionIndex ix = RegionIndex.EMPTY;
-        List<CachedRegion> all = new ArrayList<>();
+        List<CacheEntry> all = new ArrayList<>();
         for (int i = 0; i < n; i++) {
-            CachedRegion r = region(2L * i, 1); // one page, one page apart
+            CacheEntry r = region(2L * i, 1); // one page, one page apart
             ix = ix.replace(List.of(), r);
             all.add(r);
         }
         for (int i = 0; i < n; i++) {
-            CachedRegion r = all.get(i);
+            CacheEntry r = all.get(i);
             // the gap page between r and the next: touching finds both neighbours, overlap finds none
             long lo = r.end;
             long hi = r.end + 4096;

@@ -15,9 +15,80 @@ import org.junit.jupiter.api.Test;
 /**
  * Readers hit while another thread invalidates: once invalidate returns, no get returns a region
  * that overlaps the invalidated range and was registered before it; every region a reader gets
- * covers its request and is valid when handed out.
+ * covers its request and is valid when handed out. Holders on both cores never share a handle,
+ * and every second release is refused.
  */
+@org.junit.jupiter.api.extension.ExtendWith(io.regmem.registration.NoLeaks.class)
 class RegistrationCacheConcurrencyTest {
+
+    @Test
+    void holdersOnBothCoresNeverShareAHandleAndEverySecondReleaseIsRefused() throws Exception {
+        try (Arena arena = Arena.ofShared(); RdmaDevice device = RdmaDevice.open("soft")) {
+            MemorySegment memory = arena.allocate(4 * 4096, 4096);
+            ProtectionDomain pd = device.allocPd();
+            RegistrationCache cache = RegistrationCache.of(pd);
+            CachedRegion pin = cache.get(memory, Access.REMOTE_READ); // one region for everybody
+            java.util.concurrent.ConcurrentHashMap<CachedRegion, Thread> owner = new java.util.concurrent.ConcurrentHashMap<>();
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            AtomicLong refusedSecondReleases = new AtomicLong();
+            int rounds = 200_000;
+            Runnable holder = () -> {
+                try {
+                    CachedRegion[] mine = new CachedRegion[3];
+                    int[] generation = new int[3];
+                    for (int i = 0; i < rounds && failure.get() == null; i++) {
+                        int n = 1 + (i % 3);
+                        for (int k = 0; k < n; k++) {
+                            mine[k] = cache.get(memory.asSlice(4096L * (k + 1), 100), Access.REMOTE_READ);
+                            generation[k] = mine[k].generation();
+                            Thread was = owner.putIfAbsent(mine[k], Thread.currentThread());
+                            if (was != null) {
+                                throw new AssertionError(mine[k] + " handed to " + Thread.currentThread() + " while "
+                                        + was + " holds it");
+                            }
+                        }
+                        for (int k = 0; k < n; k++) {
+                            owner.remove(mine[k]);
+                            mine[k].close(generation[k]);
+                            try {
+                                // Exact even if the other thread got this handle meanwhile.
+                                mine[k].close(generation[k]);
+                            } catch (io.regmem.core.RdmaException e) {
+                                refusedSecondReleases.incrementAndGet();
+                            }
+                        }
+                    }
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                }
+            };
+            Thread a = new Thread(holder);
+            Thread b = new Thread(holder);
+            a.start();
+            b.start();
+            a.join();
+            b.join();
+            if (failure.get() != null) {
+                throw new AssertionError(failure.get());
+            }
+            assertThat(refusedSecondReleases.get()).isEqualTo(2 * countReleases(rounds));
+            assertThat(pin.region().isValid()).isTrue();
+            assertThat(cache.size()).isEqualTo(1);
+            pin.close();
+            cache.close();
+            assertThat(pd.useCount()).isZero();
+            pd.close();
+        }
+    }
+
+    /** Releases one holder makes in {@code rounds} rounds of 1, 2, 3, 1, 2, 3, ... gets. */
+    private static long countReleases(int rounds) {
+        long n = 0;
+        for (int i = 0; i < rounds; i++) {
+            n += 1 + (i % 3);
+        }
+        return n;
+    }
 
     @Test
     void afterInvalidateReturnsNoGetReturnsAnOldRegion() throws Exception {
@@ -32,7 +103,7 @@ class RegistrationCacheConcurrencyTest {
             for (int i = 0; i < 64; i++) {
                 epoch[i] = new AtomicLong();
             }
-            java.util.concurrent.ConcurrentHashMap<CachedRegion, Long> bornAt = new java.util.concurrent.ConcurrentHashMap<>();
+            java.util.concurrent.ConcurrentHashMap<io.regmem.registration.MemoryRegion, Long> bornAt = new java.util.concurrent.ConcurrentHashMap<>();
             AtomicLong readerGets = new AtomicLong();
             Runnable reader = () -> {
                 try {
@@ -44,7 +115,7 @@ class RegistrationCacheConcurrencyTest {
                         // R was indexed before its first get returned, so before that reader read `born`.
                         // Invalidation born + 1 may have raced with the insert, but invalidation born + 2
                         // began after it: a get that starts once that one returned must not see R.
-                        Long first = bornAt.putIfAbsent(r, epoch[page].get());
+                        Long first = bornAt.putIfAbsent(r.region(), epoch[page].get());
                         if (r.address() > memory.address() + page * 4096L || r.length() < 4096) {
                             throw new AssertionError("does not cover: " + r);
                         }

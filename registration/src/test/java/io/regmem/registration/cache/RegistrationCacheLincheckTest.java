@@ -65,6 +65,22 @@ public class RegistrationCacheLincheckTest {
         return covers;
     }
 
+    /**
+     * Get a page's region, give it back, and give it back again: the second release is always
+     * refused, also while the other thread gets and puts the same region.
+     */
+    @Operation
+    public boolean getPutAndPutAgain(@Param(name = "page") int page) {
+        CachedRegion r = cache.get(page(page), Access.REMOTE_READ);
+        r.close();
+        try {
+            r.close();
+            return false;
+        } catch (io.regmem.core.RdmaException e) {
+            return e.errno() == io.regmem.core.Errno.EINVAL;
+        }
+    }
+
     /** Invalidate one page; answers how many regions went. */
     @Operation
     public int invalidate(@Param(name = "page") int page) {

@@ -69,8 +69,8 @@ class RegistrationCacheModelTest {
                     default -> {
                         long address = memory.address() + off;
                         cache.invalidate(address, len);
-                        for (CachedRegion r : cache.indexed()) {
-                            assertThat(r.address() + r.length() <= address || r.address() >= address + len)
+                        for (CacheEntry r : cache.indexed()) {
+                            assertThat(r.end <= address || r.start >= address + len)
                                     .as("%s survived an invalidation it overlaps", r).isTrue();
                         }
                     }
@@ -85,16 +85,16 @@ class RegistrationCacheModelTest {
     }
 
     private static void checkIndex(RegistrationCache cache, List<CachedRegion> held, ProtectionDomain pd) {
-        List<CachedRegion> indexed = cache.indexed();
+        List<CacheEntry> indexed = cache.indexed();
         for (int i = 1; i < indexed.size(); i++) {
-            CachedRegion prev = indexed.get(i - 1);
-            assertThat(prev.address() + prev.length()).as("indexed regions overlap").isLessThanOrEqualTo(indexed.get(i).address());
+            CacheEntry prev = indexed.get(i - 1);
+            assertThat(prev.end).as("indexed regions overlap").isLessThanOrEqualTo(indexed.get(i).start);
         }
-        IdentityHashMap<CachedRegion, Boolean> live = new IdentityHashMap<>();
+        IdentityHashMap<CacheEntry, Boolean> live = new IdentityHashMap<>();
         indexed.forEach(r -> live.put(r, true));
-        held.forEach(r -> live.put(r, true));
-        for (CachedRegion r : live.keySet()) {
-            assertThat(r.region().isDestroyed()).as("%s is indexed or held but deregistered", r).isFalse();
+        held.forEach(r -> live.put(r.entry, true));
+        for (CacheEntry r : live.keySet()) {
+            assertThat(r.region.isDestroyed()).as("%s is indexed or held but deregistered", r).isFalse();
         }
         assertThat(pd.useCount()).as("registered regions = indexed or held").isEqualTo(live.size());
     }

@@ -39,7 +39,7 @@ class RegistrationCacheTest {
         RegistrationCache cache = RegistrationCache.of(pd);
         CachedRegion a = cache.get(at(0, 8192), Access.LOCAL_WRITE, Access.REMOTE_READ);
         CachedRegion b = cache.get(at(100, 50), Access.REMOTE_READ);
-        assertThat(b).isSameAs(a);
+        assertThat(b.region()).isSameAs(a.region());
         assertThat(a.region().address()).isEqualTo(memory.address());
         assertThat(a.length()).isEqualTo(8192);
         CacheStats s = cache.stats();
@@ -63,13 +63,13 @@ class RegistrationCacheTest {
             cache.get(at(0, 4096), Access.REMOTE_READ).close();
         }
         assertThat(cache.stats().hits()).as("pending in the live region").isEqualTo(5);
-        assertThat(a.refs()).as("references are untouched by hit counting").isEqualTo(2);
+        assertThat(a.entry.refs()).as("references are untouched by hit counting").isEqualTo(2);
 
         // 2^31 - 1 hits pending: the next hit sets the word's top bit and hands 2^31 over.
-        a.primeHits((1L << 31) - 1 - 5);
+        a.entry.primeHits((1L << 31) - 1 - 5);
         cache.get(at(0, 4096), Access.REMOTE_READ).close();
-        assertThat(a.pendingHits()).as("the hand-over cleared the top bit").isZero();
-        assertThat(a.refs()).isEqualTo(2);
+        assertThat(a.entry.pendingHits()).as("the hand-over cleared the top bit").isZero();
+        assertThat(a.entry.refs()).isEqualTo(2);
         assertThat(cache.stats().hits()).isEqualTo(1L << 31);
 
         cache.get(at(0, 4096), Access.REMOTE_READ).close();
@@ -104,7 +104,7 @@ class RegistrationCacheTest {
         cache.get(at(0, 4096), Access.REMOTE_READ).close();
         cache.invalidate(fresh.address(), 4096);
         CachedRegion third = cache.get(at(0, 4096), Access.REMOTE_READ);
-        assertThat(third).isNotSameAs(fresh).isNotSameAs(old);
+        assertThat(third.region()).isNotSameAs(fresh.region()).isNotSameAs(old);
         old.close();
         fresh.close();
         third.close();
@@ -123,13 +123,13 @@ class RegistrationCacheTest {
         for (int i = 0; i < 10; i++) {
             boolean even = i % 2 == 0;
             try (CachedRegion x = cache.get(at(even ? 0 : 32 * 4096, 4096), Access.REMOTE_READ)) {
-                assertThat(x).isSameAs(even ? a : c);
+                assertThat(x.region()).isSameAs((even ? a : c).region());
             }
         }
         // A hint that covers the range but lacks the rights: the index has nothing better, so a miss.
         try (CachedRegion w = cache.get(at(32 * 4096, 4096), Access.LOCAL_WRITE, Access.REMOTE_WRITE)) {
-            assertThat(w).isNotSameAs(c);
-            assertThat(cache.indexed()).as("c left the index (its holders keep it)").contains(a, w).doesNotContain(c);
+            assertThat(w.region()).isNotSameAs(c.region());
+            assertThat(cache.indexed()).as("c left the index (its holders keep it)").contains(a.entry, w.entry).doesNotContain(c.entry);
         }
         CacheStats s = cache.stats();
         assertThat(s.hits()).isEqualTo(10);
@@ -144,7 +144,7 @@ class RegistrationCacheTest {
         RegistrationCache cache = RegistrationCache.builder(pd).hints(false).build();
         CachedRegion a = cache.get(at(0, 8192), Access.REMOTE_READ);
         try (CachedRegion x = cache.get(at(4096, 100), Access.REMOTE_READ)) {
-            assertThat(x).isSameAs(a);
+            assertThat(x.region()).isSameAs(a.region());
         }
         a.close();
         assertThat(cache.stats().hits()).isEqualTo(1);
@@ -167,7 +167,7 @@ class RegistrationCacheTest {
         cache.get(at(4096L * 130, 4096), Access.REMOTE_READ).close();
         assertThat(cache.stats().evictions()).as("the next two misses fit").isEqualTo(3);
         assertThat(cache.size()).isEqualTo(128);
-        assertThat(cache.indexed()).as("the region in use stays").contains(held);
+        assertThat(cache.indexed()).as("the region in use stays").contains(held.entry);
         assertThat(held.region().isValid()).isTrue();
         held.close();
         cache.close();
@@ -204,7 +204,7 @@ class RegistrationCacheTest {
         RegistrationCache cache = RegistrationCache.of(pd);
         CachedRegion a = cache.get(at(0, 4096), Access.REMOTE_READ);
         CachedRegion wider = cache.get(at(0, 8192), Access.REMOTE_READ);
-        assertThat(wider).isNotSameAs(a);
+        assertThat(wider.region()).isNotSameAs(a.region());
         assertThat(cache.size()).as("the overlapped region left the index").isEqualTo(1);
         assertThat(a.region().isValid()).as("but it lives on for its user").isTrue();
         CachedRegion stronger = cache.get(at(0, 4096), Access.LOCAL_WRITE, Access.REMOTE_WRITE);
@@ -224,11 +224,12 @@ class RegistrationCacheTest {
         assertThat(right.address()).isEqualTo(memory.address());
         assertThat(right.length()).isEqualTo(8192);
         assertThat(cache.stats().merges()).isEqualTo(1);
-        assertThat(cache.get(at(1000, 5000), Access.REMOTE_READ)).isSameAs(right);
+        CachedRegion third = cache.get(at(1000, 5000), Access.REMOTE_READ);
+        assertThat(third.region()).isSameAs(right.region());
+        third.close();
         right.close();
         assertThat(left.region().isValid()).isTrue();
         left.close();
-        right.close();
         try (Arena other = Arena.ofShared()) {
             CachedRegion foreign = cache.get(other.allocate(4096), Access.REMOTE_READ);
             assertThat(foreign.length()).as("another scope never merges").isEqualTo(4096);
@@ -248,7 +249,7 @@ class RegistrationCacheTest {
         assertThat(left.region().isValid()).isTrue();
         assertThat(cache.stats().merges()).isZero();
         CachedRegion again = cache.get(at(0, 4096), Access.REMOTE_WRITE);
-        assertThat(again).isSameAs(left);
+        assertThat(again.region()).isSameAs(left.region());
         again.close();
         right.close();
         cache.close();
@@ -265,7 +266,7 @@ class RegistrationCacheTest {
         assertThat(held.region().isDestroyed()).as("still held").isFalse();
         assertThat(cache.size()).isEqualTo(1);
         CachedRegion fresh = cache.get(at(0, 4096), Access.REMOTE_READ);
-        assertThat(fresh).isNotSameAs(held);
+        assertThat(fresh.region()).isNotSameAs(held.region());
         held.close();
         assertThat(held.region().isDestroyed()).isTrue();
         fresh.close();
@@ -315,8 +316,9 @@ class RegistrationCacheTest {
         assertThat(cache.size()).isLessThanOrEqualTo(4);
         assertThat(cache.stats().evictions()).isGreaterThanOrEqualTo(6);
         assertThat(held.getFirst().region().isValid()).as("a region in use is never evicted").isTrue();
-        assertThat(cache.get(at(0, 4096), Access.REMOTE_READ)).as("still indexed").isSameAs(held.getFirst());
-        held.getFirst().close();
+        CachedRegion again = cache.get(at(0, 4096), Access.REMOTE_READ);
+        assertThat(again.region()).as("still indexed").isSameAs(held.getFirst().region());
+        again.close();
         held.getFirst().close();
         assertThat(pd.useCount()).isEqualTo(cache.size());
         RegistrationCache bytes = RegistrationCache.builder(pd).maxBytes(8192).build();
@@ -329,14 +331,79 @@ class RegistrationCacheTest {
     }
 
     @Test
+    void eachAcquisitionIsReleasedOnceAndADoubleReleaseNeverDropsAnotherHoldersReference() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        CachedRegion first = cache.get(at(0, 4096), Access.REMOTE_READ);
+        CachedRegion second = cache.get(at(0, 4096), Access.REMOTE_READ); // another holder, a hit
+        assertThat(second.region()).isSameAs(first.region());
+        assertThat(second).as("each acquisition has its own handle").isNotSameAs(first);
+        first.close();
+        for (int i = 0; i < 3; i++) {
+            assertThatThrownBy(first::close).isInstanceOf(RdmaException.class).hasMessageContaining("released twice");
+        }
+        // The second holder's region is still registered, indexed and usable, even once invalidated.
+        assertThat(second.region().isValid()).isTrue();
+        assertThat(cache.size()).isEqualTo(1);
+        cache.invalidate(second.address(), 1);
+        assertThat(second.region().isDestroyed()).as("the second holder still holds it").isFalse();
+        assertThatThrownBy(first::close).isInstanceOf(RdmaException.class);
+        assertThat(second.region().isDestroyed()).isFalse();
+        second.close();
+        assertThat(second.region().isDestroyed()).as("the last holder's release deregisters it").isTrue();
+        assertThatThrownBy(second::close).isInstanceOf(RdmaException.class).hasMessageContaining("released twice");
+
+        // A handle given back is handed out again only after the region's others: a stale release of
+        // the old acquisition, right after the next get, is refused.
+        CachedRegion a = cache.get(at(8192, 4096), Access.REMOTE_READ);
+        int gen = a.generation();
+        a.close();
+        CachedRegion b = cache.get(at(8192, 4096), Access.REMOTE_READ);
+        assertThat(b).isNotSameAs(a);
+        assertThatThrownBy(a::close).isInstanceOf(RdmaException.class);
+        assertThat(b.isHeld()).isTrue();
+        b.close();
+        // Cycling through the pooled handles: the exact check with the generation is always refused.
+        for (int i = 0; i < 20; i++) {
+            CachedRegion c = cache.get(at(8192, 4096), Access.REMOTE_READ);
+            if (c == a) {
+                assertThatThrownBy(() -> a.close(gen)).isInstanceOf(RdmaException.class).hasMessageContaining("released already");
+                assertThat(c.isHeld()).isTrue();
+            }
+            c.close(c.generation());
+        }
+        cache.close();
+        assertThat(pd.useCount()).isZero();
+    }
+
+    @Test
+    void moreHoldersThanPooledHandlesEachReleaseOnce() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        List<CachedRegion> holders = new ArrayList<>();
+        for (int i = 0; i < 20; i++) {
+            holders.add(cache.get(at(0, 4096), Access.REMOTE_READ));
+        }
+        assertThat(new java.util.HashSet<>(holders.stream().map(System::identityHashCode).toList())).hasSize(20);
+        for (CachedRegion h : holders) {
+            h.close();
+            assertThatThrownBy(h::close).isInstanceOf(RdmaException.class);
+        }
+        assertThat(holders.getFirst().region().isValid()).isTrue();
+        cache.close();
+        assertThat(pd.useCount()).isZero();
+    }
+
+    @Test
     void misuseIsRefused() {
         RegistrationCache cache = RegistrationCache.of(pd);
         RegistrationCache other = RegistrationCache.of(pd);
         CachedRegion r = cache.get(at(0, 64), Access.REMOTE_READ);
         assertThatThrownBy(() -> other.put(r)).isInstanceOf(RdmaException.class).hasMessageContaining("another cache");
         r.close();
-        r.close(); // the index's reference: now it is gone from the count
-        assertThatThrownBy(r::close).isInstanceOf(RdmaException.class).hasMessageContaining("released more often");
+        assertThatThrownBy(r::close).isInstanceOf(RdmaException.class).hasMessageContaining("released twice")
+                .satisfies(e -> assertThat(((RdmaException) e).errno()).isEqualTo(Errno.EINVAL));
+        assertThatThrownBy(() -> cache.put(r)).isInstanceOf(RdmaException.class).hasMessageContaining("released twice");
+        assertThat(r.region().isValid()).as("the second release changed nothing").isTrue();
+        assertThat(cache.size()).isEqualTo(1);
         assertThatThrownBy(() -> cache.get(MemorySegment.ofArray(new byte[8]), Access.REMOTE_READ))
                 .isInstanceOf(RdmaException.class).satisfies(e -> assertThat(((RdmaException) e).errno()).isEqualTo(Errno.EINVAL));
         assertThatThrownBy(() -> RegistrationCache.builder(pd).maxRegions(0).build()).isInstanceOf(RdmaException.class);

@@ -1,0 +1,225 @@
+package io.regmem.registration.cache;
+
+import io.regmem.registration.MemoryRegion;
+import java.lang.foreign.MemorySegment;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+
+/**
+ * One registration held by a {@link RegistrationCache}: a {@link MemoryRegion} plus a reference
+ * count in which membership in the cache's index counts as one, and the handles
+ * ({@link CachedRegion}) through which users hold it. The region is deregistered when the count
+ * reaches zero, which happens only after the cache dropped it from its index.
+ *
+ * <h2>The reference word</h2>
+ * <pre>
+ *   63                        32 31        24 23   21 20                0
+ *  +---------------------------+------------+-------+-------------------+
+ *  | hits not yet handed over  | lease bits | rotor | references        |
+ *  +---------------------------+------------+-------+-------------------+
+ * </pre>
+ * Acquire is a CAS that refuses to move the reference count up from zero (a region that started
+ * dying is never revived); in the same CAS a hit counts itself and takes a free lease bit, the slot
+ * of the pooled handle the user gets. Each acquisition gets its own handle, so a second release of
+ * the same acquisition finds the handle released and is refused. Release is one atomic add that
+ * drops the reference and the lease bit together; the thread that takes the count to zero
+ * deregisters the region. When all eight lease bits are taken (more than eight users hold the
+ * region at once) an acquisition gets a handle of its own, made for it (the only allocation).
+ *
+ * <p>Leases are taken at the first free one from the rotor, which the same CAS moves past the lease
+ * taken, so a handle given back is handed out again only once the rotation has come round to it:
+ * a stale release of an old acquisition finds its handle still released (refused) until then.
+ * {@link CachedRegion#close(int)} checks the generation too, which makes it exact.
+ *
+ * <p>Hits count in the high half: the thread whose hit sets the word's top bit moves 2^31 hits to
+ * the cache's total; the rest move when the region leaves the index and when it dies.
+ */
+final class CacheEntry extends RegionRefsPadRight {
+    private static final VarHandle REFS;
+    private static final VarHandle ACCESSED;
+
+    static {
+        try {
+            MethodHandles.Lookup l = MethodHandles.lookup();
+            REFS = l.findVarHandle(RegionRefs.class, "refs", long.class);
+            ACCESSED = l.findVarHandle(RegionRefs.class, "accessed", boolean.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    /** Pooled handles per region (lease bits in the reference word). */
+    static final int LEASES = 8;
+    /** What {@link #acquire} returns when the count was zero: nothing acquired. */
+    static final int REFUSED = -2;
+    /** What {@link #acquire} returns when every lease was taken: a handle of its own is needed. */
+    static final int NO_LEASE = -1;
+
+    final RegistrationCache cache;
+    final MemoryRegion region;
+    final MemorySegment segment;
+    /** The memory's scope, kept here so that a hit's liveness check is one hop. */
+    final MemorySegment.Scope scope;
+    final long start;
+    final long end;
+    final int access;
+    /** The region's keys, copied here (a registered region's keys never change) so a hit need not touch the region. */
+    final int lkey;
+    final int rkey;
+    /** The pooled handles, made on first use of their lease (by the thread holding the lease bit). */
+    private final CachedRegion[] handles = new CachedRegion[LEASES];
+    /** One reference, in the low bits of {@link #refs}. */
+    private static final long REF = 1L;
+    private static final long REF_MASK = (1L << 21) - 1;
+    private static final int ROTOR_SHIFT = 21;
+    private static final long ROTOR_MASK = 7L << ROTOR_SHIFT;
+    private static final int LEASE_SHIFT = 24;
+    /** One hit, in the high half of {@link #refs}. */
+    private static final long HIT = 1L << 32;
+    private static final long LOW_HALF = 0xFFFF_FFFFL;
+
+    CacheEntry(RegistrationCache cache, MemoryRegion region, MemorySegment segment, int access) {
+        this.cache = cache;
+        this.region = region;
+        this.segment = segment;
+        this.scope = segment.scope();
+        this.start = segment.address();
+        this.end = segment.address() + segment.byteSize();
+        this.access = access;
+        this.lkey = region == null ? 0 : region.lkey();
+        this.rkey = region == null ? 0 : region.rkey();
+    }
+
+    /**
+     * Takes a reference and a lease unless the count is already zero; a hit also counts itself.
+     *
+     * @return the lease taken (0..7), {@link #NO_LEASE} when all were taken, or {@link #REFUSED}
+     */
+    int acquire(boolean hit) {
+        long delta = hit ? REF + HIT : REF;
+        long r;
+        long next;
+        int lease;
+        do {
+            r = (long) REFS.getVolatile(this);
+            long count = r & REF_MASK;
+            if (count == 0) {
+                return REFUSED;
+            }
+            if (count == REF_MASK) {
+                throw new io.regmem.core.RdmaException(io.regmem.core.Errno.ENOMEM, this + ": 2^21 - 1 holders at once");
+            }
+            int free = ~(int) (r >>> LEASE_SHIFT) & 0xFF;
+            if (free == 0) {
+                lease = NO_LEASE;
+                next = r + delta;
+            } else {
+                int rot = (int) ((r & ROTOR_MASK) >>> ROTOR_SHIFT);
+                int rotated = ((free >>> rot) | (free << (LEASES - rot))) & 0xFF;
+                lease = (Integer.numberOfTrailingZeros(rotated) + rot) & (LEASES - 1);
+                long rotorNext = (long) ((lease + 1) & (LEASES - 1)) << ROTOR_SHIFT;
+                next = ((r & ~ROTOR_MASK) | rotorNext) + delta + (1L << (LEASE_SHIFT + lease));
+            }
+        } while (!REFS.compareAndSet(this, r, next));
+        if (r >= 0 && next < 0) {
+            handOverHits(); // this hit set the top bit (exactly one thread crosses it)
+        }
+        return lease;
+    }
+
+    /** The handle for a lease just taken (made on its first use), or a handle of its own ({@link #NO_LEASE}). */
+    CachedRegion handle(int lease) {
+        CachedRegion h;
+        if (lease == NO_LEASE) {
+            h = new CachedRegion(this, NO_LEASE);
+        } else {
+            h = handles[lease];
+            if (h == null) {
+                h = new CachedRegion(this, lease); // only the lease holder writes this slot
+                handles[lease] = h;
+            }
+        }
+        h.handOut();
+        return h;
+    }
+
+    /** Moves 2^31 hits to the cache, unless {@link #takeHits} took them all meanwhile. */
+    private void handOverHits() {
+        long r;
+        do {
+            r = (long) REFS.getVolatile(this);
+            if (r >= 0) {
+                return;
+            }
+        } while (!REFS.compareAndSet(this, r, r & Long.MAX_VALUE));
+        cache.countHits(1L << 31);
+    }
+
+    /** Drops a reference and its lease ({@link #NO_LEASE}: none) in one step; the last reference deregisters. */
+    void release(int lease) {
+        long delta = lease >= 0 ? REF + (1L << (LEASE_SHIFT + lease)) : REF;
+        long before = (long) REFS.getAndAdd(this, -delta);
+        if ((before & REF_MASK) == 1) {
+            cache.dispose(this);
+        }
+    }
+
+    /** Drops the index's reference (no lease). */
+    void release() {
+        release(NO_LEASE);
+    }
+
+    /** Drops the index's reference only if nobody else holds one (idle eviction); true if it did. */
+    boolean tryRetireIdle() {
+        long r = (long) REFS.getVolatile(this);
+        return (r & REF_MASK) == 1 && REFS.compareAndSet(this, r, r - REF);
+    }
+
+    int refs() {
+        return (int) ((long) REFS.getVolatile(this) & REF_MASK);
+    }
+
+    /** Leases held now (a bit per pooled handle out). */
+    int leases() {
+        return (int) ((long) REFS.getVolatile(this) >>> LEASE_SHIFT) & 0xFF;
+    }
+
+    /** Tests: pretends {@code n} more hits were counted here (to reach the hand-over without 2^31 gets). */
+    void primeHits(long n) {
+        REFS.getAndAdd(this, n << 32);
+    }
+
+    /** The hits counted here and not yet handed to the cache (stats). */
+    long pendingHits() {
+        return (long) REFS.getVolatile(this) >>> 32;
+    }
+
+    /** Takes the hits counted here (they move to the cache's total), leaving references and leases as they are. */
+    long takeHits() {
+        long r;
+        do {
+            r = (long) REFS.getVolatile(this);
+        } while (!REFS.compareAndSet(this, r, r & LOW_HALF));
+        return r >>> 32;
+    }
+
+    /** CLOCK's reference bit: set on a hit (written only when clear, to spare the cache line). */
+    void touch() {
+        if (!(boolean) ACCESSED.getOpaque(this)) {
+            ACCESSED.setOpaque(this, true);
+        }
+    }
+
+    /** Clears the reference bit; returns what it was. */
+    boolean clearAccessed() {
+        boolean was = (boolean) ACCESSED.getOpaque(this);
+        ACCESSED.setOpaque(this, false);
+        return was;
+    }
+
+    @Override
+    public String toString() {
+        return "CacheEntry[0x" + Long.toHexString(start) + "+" + (end - start) + ", refs " + refs()
+                + (indexed ? "" : ", unindexed") + ", " + region + "]";
+    }
+}
