@@ -10,28 +10,49 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * The free requests and free replies of an {@link RpcBuffer}, and the ownership moves that go with
  * them.
  *
- * <p>Free requests: a bitmap with a bit per request number, set while the request is free. Taking
- * one clears the lowest set bit of a word by compare-and-set, starting at a word chosen by the
- * calling thread, so threads that take and put back their own requests work on different words;
- * putting one back sets its bit with an atomic OR, which also tells whether it was free already (a
- * double put, refused). One atomic operation each way: a JCTools MPMC queue needs one each way for
- * the queue alone, plus the compare-and-set that refuses a double put (21 ns per get + put against
- * 14 here). The word holds the whole state, so there is no ABA. No library structure does this:
- * tested with Lincheck and a two-thread stress with ownership marks, benchmarked beside JCTools
- * {@code MpmcArrayQueue} and {@code ArrayBlockingQueue}.
+ * <h2>Free requests</h2>
+ * A bitmap with a bit per request number, set while the request is free, 32 requests to a 64-bit
+ * word; the word's high half counts the puts into it (mod 2^32):
+ * <pre>
+ *   63                       32 31                        0
+ *  +--------------------------+---------------------------+
+ *  | puts into this word      | a bit per request (1 free) |
+ *  +--------------------------+---------------------------+
+ * </pre>
+ * Taking one clears the lowest set bit of a word by compare-and-set, starting at a word chosen by
+ * the calling thread, so threads that take and put back their own requests work on different
+ * words; putting one back sets its bit and counts the put in one compare-and-set, which also tells
+ * whether it was free already (a double put, refused). One atomic operation each way: a JCTools
+ * MPMC queue needs one each way for the queue alone, plus the compare-and-set that refuses a
+ * double put. The word holds the whole state, so there is no ABA.
  *
- * <p>Free replies: the same kind of bitmap, a bit per reply number. Any thread pushes (an atomic OR,
+ * <p>Linearizable, "empty" included: a get that finds every word empty scans again and answers
+ * null only if the second scan finds them empty too with the same put counts. Only puts set bits,
+ * so each word was then empty from its first read to its second, and every word was empty at the
+ * moment between the two scans: a request was free at no moment of that instant, which is where
+ * the null linearizes. (A single scan is not enough: a put into a word already passed while
+ * another thread empties the next leaves it answering null although a request was free all along.)
+ * The counts compare by their sum; a false match needs 2^32 puts during one get.
+ *
+ * <h2>Free replies</h2>
+ * The same kind of bitmap, a bit per reply number, 64 to a word. Any thread pushes (an atomic OR,
  * which also refuses a double push); one thread at a time pops (the kernel's lock-less stack with
  * serialized pops; a second concurrent popper is refused), taking the lowest free number by
- * compare-and-set. The bit is the only record of "free", so a push is one atomic step: a pop that
- * overlaps it either sees the reply or linearizes before it. (The first version pushed by a
- * compare-and-set on the reply's state and then an enqueue on a JCTools MPSC queue: two steps, so a
- * pop overlapping a push could miss the reply, and a soak run of the Lincheck test showed it.)
- * No allocation.
+ * compare-and-set. The bit is the only record of "free", so a push is one atomic step. Since only
+ * the popper clears bits, a word it finds empty was empty at the start of its scan, so one scan is
+ * linearizable: a pop that answers null found no reply free at the moment it began.
+ *
+ * <p>No library structure does this (tested with Lincheck over three words and a two-thread
+ * stress with ownership marks, benchmarked beside JCTools {@code MpmcArrayQueue} and
+ * {@code ArrayBlockingQueue}). No allocation.
  */
 final class FreeLists {
     private static final VarHandle WORDS = MethodHandles.arrayElementVarHandle(long[].class);
-    /** Bit {@code id & 63} of word {@code id >>> 6} is set while request {@code id} is free; a power of two of words. */
+    /** One put, in a request word's high half. */
+    private static final long PUT = 1L << 32;
+    /** A request word's bits. */
+    private static final long REQ_BITS = 0xFFFF_FFFFL;
+    /** Bit {@code id & 31} of word {@code id >>> 5} is set while request {@code id} is free; a power of two of words. */
     private final long[] words;
     private final int wordMask;
     /** Request by number; written before its bit is first set, so a taker that sees the bit sees it. */
@@ -43,7 +64,7 @@ final class FreeLists {
     private final AtomicBoolean popping = new AtomicBoolean();
 
     FreeLists(int maxReqs, int maxReps) {
-        int n = Integer.highestOneBit(Math.max(1, (maxReqs + 63) >>> 6) * 2 - 1);
+        int n = Integer.highestOneBit(Math.max(1, (maxReqs + 31) >>> 5) * 2 - 1);
         this.words = new long[n];
         this.wordMask = n - 1;
         this.reqs = new Req[maxReqs];
@@ -59,7 +80,7 @@ final class FreeLists {
     /** Adds a new request to the free list (creation); its number must be below {@link #capacity()}. */
     void addFree(Req req) {
         addOwned(req);
-        set(words, req.id);
+        release(req);
     }
 
     /** Remembers a new request that starts owned (not free until put). */
@@ -70,25 +91,37 @@ final class FreeLists {
 
     /** Whether the request's bit is set. */
     boolean isFree(Req req) {
-        return isSet(words, req.id);
+        return ((long) WORDS.getVolatile(words, req.id >>> 5) & (1L << (req.id & 31))) != 0;
     }
 
     /** A free request, now owned; null if none. */
     Req get() {
-        int start = (int) Thread.currentThread().threadId();
-        for (int k = 0; k <= wordMask; k++) {
-            int w = (start + k) & wordMask;
-            long bits;
-            while ((bits = (long) WORDS.getVolatile(words, w)) != 0) {
-                long lowest = bits & -bits;
-                if (WORDS.compareAndSet(words, w, bits, bits ^ lowest)) {
-                    Req req = reqs[(w << 6) | Long.numberOfTrailingZeros(lowest)];
-                    req.take();
-                    return req;
+        return get((int) Thread.currentThread().threadId());
+    }
+
+    /** {@link #get()} with the scan starting at word {@code start} (masked). */
+    Req get(int start) {
+        long lastPuts = -1;
+        while (true) {
+            long puts = 0;
+            for (int k = 0; k <= wordMask; k++) {
+                int w = (start + k) & wordMask;
+                long word;
+                while (((word = (long) WORDS.getVolatile(words, w)) & REQ_BITS) != 0) {
+                    long lowest = word & -word; // a request bit: the low half is not empty
+                    if (WORDS.compareAndSet(words, w, word, word ^ lowest)) {
+                        Req req = reqs[(w << 5) | Long.numberOfTrailingZeros(lowest)];
+                        req.take();
+                        return req;
+                    }
                 }
+                puts += word >>> 32;
             }
+            if (puts == lastPuts) {
+                return null; // two scans, every word empty, no put between: empty at the instant between
+            }
+            lastPuts = puts;
         }
-        return null;
     }
 
     /**
@@ -97,13 +130,22 @@ final class FreeLists {
      * @return false if it was free already (a double put): nothing changed
      */
     boolean release(Req req) {
-        return set(words, req.id);
+        int w = req.id >>> 5;
+        long bit = 1L << (req.id & 31);
+        long word;
+        do {
+            word = (long) WORDS.getVolatile(words, w);
+            if ((word & bit) != 0) {
+                return false;
+            }
+        } while (!WORDS.compareAndSet(words, w, word, (word | bit) + PUT));
+        return true;
     }
 
     /** Takes a free request off the free list for good (buffer destroy); false if it is not free. */
     boolean claimFree(Req req) {
-        int w = req.id >>> 6;
-        long bit = 1L << (req.id & 63);
+        int w = req.id >>> 5;
+        long bit = 1L << (req.id & 31);
         long bits;
         while (((bits = (long) WORDS.getVolatile(words, w)) & bit) != 0) {
             if (WORDS.compareAndSet(words, w, bits, bits ^ bit)) {
@@ -181,7 +223,11 @@ final class FreeLists {
     }
 
     int freeRequests() {
-        return count(words);
+        int n = 0;
+        for (int w = 0; w < words.length; w++) {
+            n += Long.bitCount((long) WORDS.getVolatile(words, w) & REQ_BITS);
+        }
+        return n;
     }
 
     int freeReplies() {

@@ -13,6 +13,63 @@ import org.junit.jupiter.api.Test;
  * No reply is ever popped while it is out, none is lost, none is pushed twice.
  */
 class FreeListsStressTest {
+
+    /**
+     * Requests over four bitmap words, on both cores: each thread holds up to 49 of 100 at once, so
+     * at least two are free at every moment; a get must never come back empty-handed nor hand out
+     * a request another thread holds, and no request is lost.
+     */
+    @Test
+    void requestsOverSeveralWordsAreNeverMissedNorSharedOnBothCores() throws Exception {
+        int n = 100;
+        FreeLists lists = new FreeLists(n, 1);
+        Req[] reqs = new Req[n];
+        for (int i = 0; i < n; i++) {
+            reqs[i] = new Req(null, i, null, null, null);
+            lists.addFree(reqs[i]);
+        }
+        AtomicIntegerArray owned = new AtomicIntegerArray(n);
+        AtomicInteger misses = new AtomicInteger();
+        AtomicInteger shared = new AtomicInteger();
+        int rounds = 400_000;
+        Runnable worker = () -> {
+            java.util.SplittableRandom rnd = new java.util.SplittableRandom(Thread.currentThread().threadId());
+            Req[] mine = new Req[49];
+            int held = 0;
+            for (int i = 0; i < rounds; i++) {
+                if (held < mine.length && (held == 0 || rnd.nextInt(3) > 0)) {
+                    Req r = lists.get();
+                    if (r == null) {
+                        misses.incrementAndGet();
+                        continue;
+                    }
+                    if (!owned.compareAndSet(r.id(), 0, 1)) {
+                        shared.incrementAndGet();
+                    }
+                    mine[held++] = r;
+                } else {
+                    int k = rnd.nextInt(held);
+                    Req r = mine[k];
+                    mine[k] = mine[--held];
+                    owned.set(r.id(), 0);
+                    if (!lists.release(r)) {
+                        throw new AssertionError(r + " was held, yet its put was refused");
+                    }
+                }
+            }
+            for (int k = 0; k < held; k++) {
+                owned.set(mine[k].id(), 0);
+                lists.release(mine[k]);
+            }
+        };
+        Thread a = Thread.ofPlatform().start(worker);
+        Thread b = Thread.ofPlatform().start(worker);
+        a.join();
+        b.join();
+        assertThat(misses).as("gets that found nothing while two or more requests were free").hasValue(0);
+        assertThat(shared).as("requests handed out while another thread held them").hasValue(0);
+        assertThat(lists.freeRequests()).as("none lost").isEqualTo(n);
+    }
     @Test
     void repliesPoppedOnOneThreadAndPushedOnAnotherAreNeverSharedNorLost() throws Exception {
         int n = 16;
