@@ -12,6 +12,8 @@ import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import net.jqwik.api.lifecycle.AddLifecycleHook;
 
 /**
  * Invariant 20, completion accounting as in verbs: a request keeps its queue slot until its
@@ -19,6 +21,8 @@ import org.junit.jupiter.api.Test;
  * so a CQ at least as deep as the queues that complete on it never overruns, whatever the order of
  * posts and polls.
  */
+@ExtendWith(NoLeaks.class)
+@AddLifecycleHook(NoLeaks.class)
 class CompletionAccountingTest {
 
     private static Loopback loopback(int maxSendWr, int maxRecvWr, int cqDepth, boolean signalAll) {

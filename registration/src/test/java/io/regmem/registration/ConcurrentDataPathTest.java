@@ -6,6 +6,7 @@ import java.lang.foreign.ValueLayout;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * Posting, progressing and polling from several threads at once: the progress threads execute,
@@ -17,6 +18,7 @@ import org.junit.jupiter.api.Test;
  *   memA [512K, 768K)  readable by B (REMOTE_READ) memB [256K, 512K) B's read sinks (LOCAL_WRITE)
  * </pre>
  */
+@ExtendWith(NoLeaks.class)
 class ConcurrentDataPathTest {
     private static final int OPS = 3000;
     private static final long READABLE = 512 << 10;

@@ -10,8 +10,10 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /** The trackSites device option: which objects record where they were made, for leak reports. */
+@ExtendWith(NoLeaks.class)
 class CreationSiteTest {
     private static final int MRS = 2000;
 

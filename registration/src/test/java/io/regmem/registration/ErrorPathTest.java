@@ -9,8 +9,10 @@ import java.lang.foreign.ValueLayout;
 import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /** The error state, flushing, drain, queue depth, receiver-not-ready, invalidation and fault injection. */
+@ExtendWith(NoLeaks.class)
 class ErrorPathTest {
     private Loopback lb = new Loopback();
     private final WorkRequest wr = new WorkRequest(4);

@@ -3,6 +3,7 @@ package io.regmem.registration;
 import org.jetbrains.lincheck.datastructures.ModelCheckingOptions;
 import org.jetbrains.lincheck.datastructures.Operation;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * Lincheck model checking of {@link GracePeriod} as the data path uses it: two readers (each one
@@ -13,6 +14,7 @@ import org.junit.jupiter.api.Test;
  * linearizable. Writers run in parallel with each other too. Bounded for CI; more in a soak run
  * ({@link LincheckBudget}). Checked to fail when {@code synchronize()} does not wait.
  */
+@ExtendWith(NoLeaks.class)
 public class GracePeriodLincheckTest {
     /** A registration: reclaimed once its memory may be reused. */
     static final class Registration {

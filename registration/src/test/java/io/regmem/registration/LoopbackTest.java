@@ -6,8 +6,10 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /** Two connected soft QPs: WRITE, READ, SEND/RECV and WRITE_WITH_IMM over multi-SGE lists, byte-exact. */
+@ExtendWith(NoLeaks.class)
 class LoopbackTest {
     private Loopback lb = new Loopback();
     private final WorkRequest wr = new WorkRequest(4);

@@ -15,8 +15,10 @@ import java.util.List;
 import java.util.Set;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /** Registration rules, keys and their generations, and ib_map_mr_sg's prefix rules. */
+@ExtendWith(NoLeaks.class)
 class MemoryRegionTest {
     private static final long PAGE = 4096;
     private final Arena arena = Arena.ofShared();

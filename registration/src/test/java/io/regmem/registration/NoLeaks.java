@@ -5,6 +5,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.regmem.core.BufferPool;
 import java.util.ArrayList;
 import java.util.List;
+import net.jqwik.api.lifecycle.AroundPropertyHook;
+import net.jqwik.api.lifecycle.PropertyExecutionResult;
+import net.jqwik.api.lifecycle.PropertyExecutor;
+import net.jqwik.api.lifecycle.PropertyLifecycleContext;
 import org.junit.jupiter.api.extension.AfterEachCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
 
@@ -14,17 +18,32 @@ import org.junit.jupiter.api.extension.ExtensionContext;
  * only when every object it made is destroyed, so an open device is a leak of its survivors) and
  * no pool left open. A test that leaks fails with the survivors' report; the leaked devices and
  * devices are then force-closed so that the next test starts clean. Public: test classes of the
- * feature packages (cache, rw, rpc) use it too.
+ * feature packages (cache, rw, rpc) use it too. JUnit test classes use it with
+ * {@code @ExtendWith(NoLeaks.class)}, jqwik property classes with
+ * {@code @AddLifecycleHook(NoLeaks.class)}; {@code EveryTestClassChecksForLeaksTest} makes sure
+ * every test class does.
  */
-public final class NoLeaks implements AfterEachCallback {
+public final class NoLeaks implements AfterEachCallback, AroundPropertyHook {
 
-    /** Made by JUnit. */
+    /** Made by JUnit and jqwik. */
     public NoLeaks() {
     }
 
     @Override
     public void afterEach(ExtensionContext context) {
         check(context.getDisplayName());
+    }
+
+    /** After a whole property (all its tries): the property fails if anything was left open. */
+    @Override
+    public PropertyExecutionResult aroundProperty(PropertyLifecycleContext context, PropertyExecutor property) {
+        PropertyExecutionResult result = property.execute();
+        try {
+            check(context.label());
+        } catch (AssertionError e) {
+            return result.mapToFailed(e);
+        }
+        return result;
     }
 
     /** Asserts that no device and no pool is open; force-closes the devices that are. */

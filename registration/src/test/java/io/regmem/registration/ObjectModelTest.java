@@ -11,11 +11,13 @@ import java.util.Map;
 import org.assertj.core.api.ThrowableAssert.ThrowingCallable;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * kernel-semantics section 5, invariants 1-4 and 17, and the rows of section 1's "Violations"
  * table that the object model decides, on the soft provider.
  */
+@ExtendWith(NoLeaks.class)
 class ObjectModelTest {
     private final Arena arena = Arena.ofShared();
     private final MemorySegment memory = arena.allocate(1 << 16, 4096);

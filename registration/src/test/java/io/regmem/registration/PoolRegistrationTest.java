@@ -11,8 +11,10 @@ import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /** A registered BufferPool: each chunk registered once at birth, keys without lookups, deregistered before unmapping. */
+@ExtendWith(NoLeaks.class)
 class PoolRegistrationTest {
     private final Loopback lb = new Loopback();
 

@@ -7,8 +7,10 @@ import io.regmem.core.Errno;
 import java.lang.foreign.ValueLayout;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /** A soft device with {@code progressThread=true} executes posted work without anybody polling. */
+@ExtendWith(NoLeaks.class)
 class ProgressThreadTest {
 
     @Test

@@ -6,8 +6,10 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /** README's registration example, kept compiling and true (one device, both ends). */
+@ExtendWith(NoLeaks.class)
 class ReadmeExampleTest {
 
     @Test

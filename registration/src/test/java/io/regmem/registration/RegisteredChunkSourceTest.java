@@ -10,8 +10,10 @@ import io.regmem.core.PooledBuffer;
 import java.lang.foreign.ValueLayout;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /** Chunks registered at birth by their source: keys without lookups, deregistered before the memory goes. */
+@ExtendWith(NoLeaks.class)
 class RegisteredChunkSourceTest {
     private final Loopback lb = new Loopback();
 

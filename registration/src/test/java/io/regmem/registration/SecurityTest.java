@@ -11,11 +11,13 @@ import java.lang.foreign.ValueLayout;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * What a NIC refuses: bad, stale or bumped keys, ranges one byte outside, missing rights, bad SGEs,
  * destroyed QPs. Each is an error status (the target byte-for-byte unchanged) or an exception.
  */
+@ExtendWith(NoLeaks.class)
 class SecurityTest {
     private static final int TARGET = 64 << 10;
     private Loopback lb;

@@ -10,11 +10,13 @@ import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * The last two rows of kernel-semantics section 1's "Violations" table: deregistering an MR with a
  * bound memory window fails, and destroying a CM ID inside its own event handler is refused.
  */
+@ExtendWith(NoLeaks.class)
 class WindowAndEventTest {
     private final Loopback lb = new Loopback();
 

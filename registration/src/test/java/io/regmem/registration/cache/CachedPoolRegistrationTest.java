@@ -12,8 +12,11 @@ import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.RdmaDevice;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /** A pool registered through the cache: each chunk got once at birth, invalidated before it is unmapped. */
+@ExtendWith(NoLeaks.class)
 class CachedPoolRegistrationTest {
     private final RdmaDevice device = RdmaDevice.open("soft");
     private final ProtectionDomain pd = device.allocPd();

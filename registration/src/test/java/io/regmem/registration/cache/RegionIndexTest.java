@@ -11,11 +11,14 @@ import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.constraints.IntRange;
 import net.jqwik.api.constraints.Size;
+import net.jqwik.api.lifecycle.AddLifecycleHook;
+import io.regmem.registration.NoLeaks;
 
 /**
  * The two-level index against a TreeMap model, over enough regions to split leaves many times:
  * after every change, floor lookups, overlap queries, order, size and bytes agree.
  */
+@AddLifecycleHook(NoLeaks.class)
 class RegionIndexTest {
 
     private static CacheEntry region(long slot, long pages) {

@@ -15,6 +15,8 @@ import net.jqwik.api.Arbitrary;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
+import net.jqwik.api.lifecycle.AddLifecycleHook;
+import io.regmem.registration.NoLeaks;
 
 /**
  * Random chains of get, put and invalidate against a naive model (the list of what each user
@@ -22,6 +24,7 @@ import net.jqwik.api.Provide;
  * each other nor a range invalidated after they were indexed; the PD counts exactly the regions
  * that are indexed or held; and at the end nothing is left registered.
  */
+@AddLifecycleHook(NoLeaks.class)
 class RegistrationCacheModelTest {
     private static final int PAGES = 64;
     private static final long PAGE = 4096;

@@ -15,7 +15,10 @@ import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
+@ExtendWith(NoLeaks.class)
 class RegistrationCacheTest {
     private final Arena arena = Arena.ofShared();
     private final MemorySegment memory = arena.allocate(1 << 20, 4096);

@@ -7,6 +7,8 @@ import org.jetbrains.lincheck.datastructures.ModelCheckingOptions;
 import org.jetbrains.lincheck.datastructures.Operation;
 import org.jetbrains.lincheck.datastructures.Param;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /**
  * Lincheck model checking of the request free list and the reply free list of {@link RpcBuffer}
@@ -25,6 +27,7 @@ import org.junit.jupiter.api.Test;
  * the first reply list (a compare-and-set on the reply's state, then an enqueue) could miss a reply
  * pushed during a pop.
  */
+@ExtendWith(NoLeaks.class)
 @Param(name = "start", gen = IntGen.class, conf = "0:3")
 public class FreeListsLincheckTest {
     /** Request and reply numbers in play: one in each of three bitmap words (of 32 or of 64 bits). */

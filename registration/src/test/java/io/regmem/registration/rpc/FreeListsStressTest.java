@@ -6,12 +6,15 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /**
  * The reply stack across both cores, with ownership marks: one thread pops replies (the receive
  * poster) and hands them to another, which pushes them back (replies finished on another thread).
  * No reply is ever popped while it is out, none is lost, none is pushed twice.
  */
+@ExtendWith(NoLeaks.class)
 class FreeListsStressTest {
 
     /**

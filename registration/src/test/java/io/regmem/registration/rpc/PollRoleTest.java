@@ -9,8 +9,11 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /** The poll role on its own: one holder, re-entry refused, a bounded wait that gives up cleanly. */
+@ExtendWith(NoLeaks.class)
 class PollRoleTest {
 
     @Test

@@ -13,8 +13,11 @@ import io.regmem.registration.RdmaDevice;
 import java.lang.foreign.ValueLayout;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /** Invariant 12: regbufs map lazily, NONE never maps, realloc keeps everything on failure and unmaps on success. */
+@ExtendWith(NoLeaks.class)
 class RegBufTest {
     private final RdmaDevice device = RdmaDevice.open("soft");
     private final RdmaDevice other = RdmaDevice.open("soft");

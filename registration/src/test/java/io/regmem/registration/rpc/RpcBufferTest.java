@@ -14,8 +14,11 @@ import java.util.Random;
 import org.assertj.core.api.ThrowableAssert.ThrowingCallable;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /** Request and reply pools: ownership (invariant 14), the send lock rule, limits and teardown. */
+@ExtendWith(NoLeaks.class)
 class RpcBufferTest {
     private final RdmaDevice device = RdmaDevice.open("soft");
     private final ProtectionDomain pd = device.allocPd();

@@ -22,12 +22,15 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /**
  * Calls and replies over two soft transports: receive posting with credits (invariant 15), Sends
  * through the ring, reply handling, completion only after both the reply and the Send are done, and
  * the flush at disconnect (invariant 16), also after the QP breaks mid-run.
  */
+@ExtendWith(NoLeaks.class)
 class RpcTransportTest {
     private static final int MAX = 16;
     private static int names;

@@ -1,11 +1,16 @@
 package io.regmem.registration.rpc;
 
 import io.regmem.registration.LincheckBudget;
+import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
+import org.jetbrains.kotlinx.lincheck.Actor;
+import org.jetbrains.kotlinx.lincheck.execution.ExecutionScenario;
 import org.jetbrains.lincheck.datastructures.ModelCheckingOptions;
 import org.jetbrains.lincheck.datastructures.Operation;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /**
  * Lincheck model checking of the send-context ring in its roles, as the transport uses it: the
@@ -16,6 +21,7 @@ import org.junit.jupiter.api.Test;
  * interleaving must be linearizable against the same operations run sequentially. Bounded for CI;
  * more in a soak run ({@link LincheckBudget}).
  */
+@ExtendWith(NoLeaks.class)
 public class SendCtxRingLincheckTest {
     /** Three slots: two outstanding at most, so "full" is reached within a few operations. */
     private final SendCtxRing ring = new SendCtxRing(1, 3, null, null);
@@ -82,6 +88,89 @@ public class SendCtxRingLincheckTest {
     @Operation(nonParallelGroup = "consumer")
     public int outstanding() {
         return ring.outstanding();
+    }
+
+    /**
+     * The ring with its space hook set, as the transport runs it: a consumer that finds the ring
+     * full raises the waiting flag and gives up; a completion that frees slots must then run the
+     * hook (the transport's wake-up). {@link #lostWakeup()} asks whether the consumer is waiting, was
+     * not woken since, and yet the ring has room: sequentially never, so an interleaving that loses
+     * the wake-up is not linearizable. (Lincheck explores interleavings under sequential
+     * consistency; the store-load ordering the flag also needs is checked by the wake-up stress test.)
+     * Checked to fail when a full consumer does not look at the tail again after raising the flag.
+     */
+    public static class WithSpaceHook {
+        private final AtomicLong wakeups = new AtomicLong();
+        private final SendCtxRing ring = new SendCtxRing(1, 3, null, wakeups::incrementAndGet);
+        private final AtomicLongArray posted = new AtomicLongArray(3);
+        /**
+         * The consumer's state, read by the producer's check: waiting since a failed get, and the
+         * wake-ups counted before that get began (a wake-up during the get counts as one).
+         */
+        private volatile boolean waiting;
+        private volatile long wakeupsBeforeFailure;
+
+        /** Consumer: get a slot and post its Send; the slot's index, or -1 when the ring is full (then it waits). */
+        @Operation(nonParallelGroup = "consumer")
+        public int post() {
+            long before = wakeups.get();
+            SendCtx sc = ring.getLocked();
+            if (sc == null) {
+                if (!waiting) {
+                    wakeupsBeforeFailure = before;
+                    waiting = true;
+                }
+                return -1;
+            }
+            waiting = false;
+            posted.set(sc.index(), sc.wrId());
+            return sc.index();
+        }
+
+        /**
+         * Producer (so that no completion is half done meanwhile): is the consumer waiting for a
+         * wake-up that never came although the ring has room?
+         */
+        @Operation(nonParallelGroup = "producer")
+        public boolean lostWakeup() {
+            if (!waiting) {
+                return false;
+            }
+            long before = wakeupsBeforeFailure;
+            return wakeups.get() == before && ring.outstanding() < 2;
+        }
+
+        /** Producer: the completion of the oldest outstanding Send, if it was posted; its slot, or -1. */
+        @Operation(nonParallelGroup = "producer")
+        public int completeOldest() {
+            int oldest = ring.oldestIndex();
+            if (oldest < 0) {
+                return -1;
+            }
+            long id = posted.get(oldest);
+            if (id != ring.slot(oldest).wrId() || !ring.complete(id)) {
+                return -1;
+            }
+            return oldest;
+        }
+    }
+
+    @Test
+    void withTheSpaceHookNoWakeupIsLost() throws NoSuchMethodException {
+        // Besides the random scenarios, the one where a wake-up can be lost: the ring fills, then
+        // a consumer finds it full while the producer frees a slot, then the producer asks.
+        Actor post = new Actor(WithSpaceHook.class.getMethod("post"), List.of());
+        Actor complete = new Actor(WithSpaceHook.class.getMethod("completeOldest"), List.of());
+        Actor lost = new Actor(WithSpaceHook.class.getMethod("lostWakeup"), List.of());
+        ExecutionScenario fullRing = new ExecutionScenario(List.of(post, post),
+                List.of(List.of(post), List.of(complete, lost)), List.of(lost), null);
+        new ModelCheckingOptions()
+                .addCustomScenario(fullRing)
+                .iterations(LincheckBudget.iterations(8))
+                .invocationsPerIteration(LincheckBudget.invocations(200))
+                .threads(2)
+                .actorsPerThread(4)
+                .check(WithSpaceHook.class);
     }
 
     @Test

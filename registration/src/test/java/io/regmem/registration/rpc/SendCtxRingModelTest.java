@@ -9,6 +9,8 @@ import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.constraints.IntRange;
 import net.jqwik.api.constraints.Size;
+import net.jqwik.api.lifecycle.AddLifecycleHook;
+import io.regmem.registration.NoLeaks;
 
 /**
  * Random chains of ring operations, one thread playing both roles, against a naive model (the
@@ -19,6 +21,7 @@ import net.jqwik.api.constraints.Size;
  * reset releases everything and the ids go on. The producer's cached look at the head is exercised
  * by completions that follow ungets and re-hand-outs at every distance.
  */
+@AddLifecycleHook(NoLeaks.class)
 class SendCtxRingModelTest {
     /** One outstanding hand-out of the model. */
     record Out(long id, int index) {

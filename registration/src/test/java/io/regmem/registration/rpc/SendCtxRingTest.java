@@ -11,8 +11,11 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /** The send-context ring: the trace of section 4 (N = 4), invariant 13, stale completions, signaling. */
+@ExtendWith(NoLeaks.class)
 class SendCtxRingTest {
 
     static void assertEinval(Runnable r) {

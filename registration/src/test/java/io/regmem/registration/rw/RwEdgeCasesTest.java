@@ -13,8 +13,11 @@ import io.regmem.registration.WorkRequest;
 import java.lang.foreign.MemorySegment;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /** The edge-case rows of kernel-semantics.md section 5 for rw contexts, and misuse of the lifecycle. */
+@ExtendWith(NoLeaks.class)
 class RwEdgeCasesTest {
 
     @Test

@@ -16,8 +16,11 @@ import io.regmem.registration.WorkRequest;
 import java.util.Map;
 import org.assertj.core.api.ThrowableAssert.ThrowingCallable;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /** Invariants 5-11 of kernel-semantics.md section 5, one test each. */
+@ExtendWith(NoLeaks.class)
 class RwInvariantsTest {
 
     static void assertErrno(ThrowingCallable call, Errno errno) {

@@ -20,12 +20,15 @@ import net.jqwik.api.Combinators;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
+import net.jqwik.api.lifecycle.AddLifecycleHook;
+import io.regmem.registration.NoLeaks;
 
 /**
  * For random scatter lists, offsets, SGE limits and page-list lengths: the WRs a context builds
  * cover exactly {@code [offset, total)} of the list, in order, each within the limits, and a posted
  * WRITE followed by a READ back round-trips the bytes.
  */
+@AddLifecycleHook(NoLeaks.class)
 class RwPropertiesTest {
     private static final int SLOT = 4 * PAGE; // each entry lives in its own 16 KiB slot of local memory
 

@@ -17,8 +17,11 @@ import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /** Signature (T10-PI, DIF type 1) contexts: insertion, checking, stripping, pass-through and errors. */
+@ExtendWith(NoLeaks.class)
 class SignatureTest {
     private static final int BLOCK = 512;
     private static final int BLOCKS = 2 * PAGE / BLOCK; // two data pages

@@ -11,11 +11,14 @@ import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WorkRequest;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import io.regmem.registration.NoLeaks;
 
 /**
  * The worked examples A-G of kernel-semantics.md section 2, each on a soft device configured with
  * the example's limits, checked WR by WR and then posted: the bytes land where the example says.
  */
+@ExtendWith(NoLeaks.class)
 class WorkedExamplesTest {
     private static final long ENTRY = 4096;
 
