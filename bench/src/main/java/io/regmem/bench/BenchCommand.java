@@ -32,13 +32,13 @@ final class BenchCommand implements Callable<Integer> {
                     + "|RwContextBenchmark|RwWriteBenchmark|RpcBufferBenchmark|SendCtxRingBenchmark)")
     String include;
 
-    @Option(names = "--warmup", description = "Warm-up iterations of 1 s (default: ${DEFAULT-VALUE}).", defaultValue = "3")
+    @Option(names = "--warmup", description = "Warm-up iterations of 1 s, 0 to 100 (default: ${DEFAULT-VALUE}).", defaultValue = "3")
     int warmup;
 
-    @Option(names = "--iterations", description = "Measured iterations of 1 s (default: ${DEFAULT-VALUE}).", defaultValue = "5")
+    @Option(names = "--iterations", description = "Measured iterations of 1 s, 1 to 100 (default: ${DEFAULT-VALUE}).", defaultValue = "5")
     int iterations;
 
-    @Option(names = "--forks", description = "JVM forks per benchmark (default: ${DEFAULT-VALUE}).", defaultValue = "1")
+    @Option(names = "--forks", description = "JVM forks per benchmark, 0 (in this JVM) to 20 (default: ${DEFAULT-VALUE}).", defaultValue = "1")
     int forks;
 
     @Option(names = "--json", description = "Also write JMH's JSON results to this file.")
@@ -47,8 +47,52 @@ final class BenchCommand implements Callable<Integer> {
     @Option(names = "--size", split = ",", description = "Override the benchmarks' size parameter, e.g. --size 4096.")
     String[] sizes;
 
+    @picocli.CommandLine.Spec
+    picocli.CommandLine.Model.CommandSpec spec;
+
+    /** Every option checked before JMH starts: the first bad one is one line and exit status 2. */
+    private boolean optionsOk() {
+        OptionCheck check = new OptionCheck("bench", spec.commandLine().getErr())
+                .range("--warmup", warmup, 0, 100)
+                .range("--iterations", iterations, 1, 100)
+                .range("--forks", forks, 0, 20);
+        boolean regexOk = true;
+        try {
+            java.util.regex.Pattern.compile(include);
+        } catch (java.util.regex.PatternSyntaxException e) {
+            regexOk = false;
+            check.rule(false, "--include '" + include + "' is not a regular expression: " + e.getDescription());
+        }
+        if (regexOk) {
+            java.util.Set<String> all = new java.util.TreeSet<>();
+            java.util.regex.Pattern p = java.util.regex.Pattern.compile(include);
+            boolean any = false;
+            for (org.openjdk.jmh.runner.BenchmarkListEntry e : org.openjdk.jmh.runner.BenchmarkList.defaultList()
+                    .getAll(null, List.of())) {
+                all.add(e.getUserClassQName());
+                any |= p.matcher(e.getUsername()).find(); // as JMH matches its includes
+            }
+            check.rule(any, "--include '" + include + "' matches no benchmark (the benchmarks: "
+                    + String.join(", ", all.stream().map(n -> n.substring(n.lastIndexOf('.') + 1)).toList()) + ")");
+        }
+        if (sizes != null) {
+            for (String size : sizes) {
+                check.rule(size.matches("[1-9][0-9]{0,9}"), "--size '" + size + "' is not a size: allowed 1 to 9999999999 bytes");
+            }
+        }
+        if (json != null) {
+            java.nio.file.Path dir = java.nio.file.Path.of(json).toAbsolutePath().getParent();
+            check.rule(dir != null && java.nio.file.Files.isDirectory(dir) && java.nio.file.Files.isWritable(dir),
+                    "--json '" + json + "': directory " + dir + " does not exist or is not writable");
+        }
+        return check.ok();
+    }
+
     @Override
     public Integer call() throws Exception {
+        if (!optionsOk()) {
+            return OptionCheck.USAGE;
+        }
         ChainedOptionsBuilder opts = new OptionsBuilder()
                 .include(include)
                 .addProfiler("gc")

@@ -31,10 +31,10 @@ import picocli.CommandLine.Option;
         description = "Run the allocator workload and print a report.")
 final class DemoCommand implements Callable<Integer> {
 
-    @Option(names = "--threads", description = "Worker threads (default: ${DEFAULT-VALUE}).", defaultValue = "2")
+    @Option(names = "--threads", description = "Worker threads, 1 to 64 (default: ${DEFAULT-VALUE}).", defaultValue = "2")
     int threads;
 
-    @Option(names = "--requests", description = "Requests per worker (default: ${DEFAULT-VALUE}).", defaultValue = "200000")
+    @Option(names = "--requests", description = "Requests per worker, at least 1 (default: ${DEFAULT-VALUE}).", defaultValue = "200000")
     int requests;
 
     @Option(names = "--safety", description = "FAST, CHECKED or PARANOID (default: ${DEFAULT-VALUE}).", defaultValue = "CHECKED")
@@ -44,21 +44,22 @@ final class DemoCommand implements Callable<Integer> {
             defaultValue = "20000")
     int rdmaRequests;
 
-    @Option(names = "--rdma-size", description = "Bytes per RDMA request (default: ${DEFAULT-VALUE}).", defaultValue = "4096")
+    @Option(names = "--rdma-size", description = "Bytes per RDMA request, 8 to 16 MiB (default: ${DEFAULT-VALUE}).", defaultValue = "4096")
     int rdmaSize;
 
     @Option(names = "--rpc-calls", description = "Calls of the RPC-over-RDMA part (default: ${DEFAULT-VALUE}; 0 skips it).",
             defaultValue = "100000")
     long rpcCalls;
 
-    @Option(names = "--rpc-duration", description = "Run the RPC part for this many seconds instead of a call count.")
+    @Option(names = "--rpc-duration", description = "Run the RPC part for this many seconds (1 to 86400) instead of a call count.")
     Integer rpcSeconds;
 
     @Option(names = "--rpc-payloads", split = ",", description = "Argument and result sizes in bytes, used in turn "
-            + "(default: ${DEFAULT-VALUE}); above 1024 they go by RDMA READ and WRITE.", defaultValue = "64,512,4096,65536")
+            + "(default: ${DEFAULT-VALUE}); above 1024 they go by RDMA READ and WRITE; each 1 to 2 MiB.",
+            defaultValue = "64,512,4096,65536")
     int[] rpcPayloads;
 
-    @Option(names = "--rpc-concurrency", description = "Calls in flight (default: ${DEFAULT-VALUE}).", defaultValue = "16")
+    @Option(names = "--rpc-concurrency", description = "Calls in flight, 1 to 1024 (default: ${DEFAULT-VALUE}).", defaultValue = "16")
     int rpcConcurrency;
 
     @Option(names = "--rpc-threads", description = "Run the server and the client's completions on threads of their own "
@@ -73,12 +74,54 @@ final class DemoCommand implements Callable<Integer> {
     @Option(names = "--quiet-progress", description = "No progress line (for logs and tests).")
     boolean quietProgress;
 
+    @picocli.CommandLine.Spec
+    picocli.CommandLine.Model.CommandSpec spec;
+
+    /** Upper bounds of the options, each one a value the demo was run with. */
+    static final int MAX_THREADS = 64;
+    static final int MAX_RPC_CONCURRENCY = 1024;
+    /** An RPC payload goes by one FRWR MR of at most 512 pages of 4 KiB. */
+    static final int MAX_RPC_PAYLOAD = 2 << 20;
+    static final int MAX_RDMA_SIZE = 16 << 20;
+
+    /** The providers present (found as {@code RdmaDevice.open} finds them). */
+    static java.util.List<String> providers() {
+        java.util.List<String> names = new ArrayList<>();
+        for (io.regmem.registration.RdmaProvider p : java.util.ServiceLoader.load(io.regmem.registration.RdmaProvider.class,
+                io.regmem.registration.RdmaProvider.class.getClassLoader())) {
+            names.add(p.name());
+        }
+        return names;
+    }
+
+    /** Every option checked before any work: the first bad one is one line and exit status 2. */
+    private boolean optionsOk() {
+        OptionCheck check = new OptionCheck("demo", spec.commandLine().getErr())
+                .range("--threads", threads, 1, MAX_THREADS)
+                .range("--requests", requests, 1, 1_000_000_000)
+                .range("--rdma-requests", rdmaRequests, 0, 1_000_000_000)
+                .range("--rdma-size", rdmaSize, 8, MAX_RDMA_SIZE)
+                .range("--rpc-calls", rpcCalls, 0, 1_000_000_000_000L)
+                .eachInRange("--rpc-payloads", rpcPayloads, 1, MAX_RPC_PAYLOAD)
+                .range("--rpc-concurrency", rpcConcurrency, 1, MAX_RPC_CONCURRENCY)
+                .oneOf("--provider", provider, providers(), "a known provider");
+        if (rpcSeconds != null) {
+            check.range("--rpc-duration", rpcSeconds, 1, 86_400);
+        }
+        return check.ok();
+    }
+
     @Override
     public Integer call() throws Exception {
         PrintStream out = System.out;
+        if (!optionsOk()) {
+            return OptionCheck.USAGE;
+        }
         if (!provider.equals("soft")) {
-            out.println("regmem demo: provider '" + provider + "' is not available yet (only 'soft')");
-            return 2;
+            // Known but not the demo's: the demo runs two devices of one JVM, which only soft can.
+            spec.commandLine().getErr().println("regmem demo: --provider '" + provider + "' cannot run the demo "
+                    + "(it needs both ends in this JVM: soft)");
+            return OptionCheck.USAGE;
         }
         boolean rpcOk = true;
         if (rpcCalls > 0 || rpcSeconds != null) {

@@ -18,7 +18,15 @@ public final class RegmemCommand implements Runnable {
 
     /** Runs the command line; exits with its status. */
     public static void main(String[] args) {
-        System.exit(new CommandLine(new RegmemCommand()).execute(args));
+        System.exit(commandLine().execute(args));
+    }
+
+    /**
+     * The command line, set up as {@code main} runs it: a bad option value is one line on standard
+     * error and exit status 2.
+     */
+    static CommandLine commandLine() {
+        return new CommandLine(new RegmemCommand()).setParameterExceptionHandler(OptionCheck.handler());
     }
 
     @Override

@@ -19,7 +19,7 @@ class DemoCommandTest {
         int status;
         try {
             System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
-            status = new CommandLine(new RegmemCommand()).execute("demo", "--requests", "3000", "--safety", "PARANOID",
+            status = RegmemCommand.commandLine().execute("demo", "--requests", "3000", "--safety", "PARANOID",
                     "--rdma-requests", "500", "--rpc-calls", "3000", "--quiet-progress");
         } finally {
             System.setOut(original);
@@ -44,7 +44,7 @@ class DemoCommandTest {
         int status;
         try {
             System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
-            status = new CommandLine(new RegmemCommand()).execute("demo", "--requests", "100", "--rdma-requests", "0",
+            status = RegmemCommand.commandLine().execute("demo", "--requests", "100", "--rdma-requests", "0",
                     "--rpc-calls", "3000", "--rpc-threads", "--quiet-progress");
         } finally {
             System.setOut(original);
@@ -72,9 +72,55 @@ class DemoCommandTest {
         assertThat(RpcDemo.check(pattern, result, 7, 100)).as("one byte off, in the tail").isFalse();
     }
 
+    /**
+     * Every bad value is refused before any work starts: one line on standard error naming the
+     * option, the value and what is allowed, nothing on standard output, exit status 2.
+     */
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.CsvSource(delimiter = '|', value = {
+        "demo --rpc-concurrency 0           | --rpc-concurrency 0 | 1 to 1024",
+        "demo --threads -1                  | --threads -1 | 1 to 64",
+        "demo --requests -1                 | --requests -1 | 1 to",
+        "demo --rpc-duration 0              | --rpc-duration 0 | 1 to 86400",
+        "demo --rpc-calls -5                | --rpc-calls -5 | 0 to",
+        "demo --rpc-payloads 2000000000     | --rpc-payloads 2000000000 | 1 to 2097152",
+        "demo --rpc-payloads 64,0           | --rpc-payloads 0 | 1 to 2097152",
+        "demo --rdma-size 0                 | --rdma-size 0 | 8 to",
+        "demo --rdma-requests -1            | --rdma-requests -1 | 0 to",
+        "demo --rpc-concurrency 100000      | --rpc-concurrency 100000 | 1 to 1024",
+        "demo --provider foo                | --provider 'foo' | known: soft",
+        "demo --threads abc                 | --threads | 'abc'",
+        "demo --safety NOPE                 | --safety | FAST, CHECKED, PARANOID",
+        "demo --nonsense                    | --nonsense | Unknown option",
+        "bench --include NoSuch             | --include 'NoSuch' | AllocatorBenchmark",
+        "bench --include [                  | --include '[' | not a regular expression",
+        "bench --forks -1                   | --forks -1 | 0 to 20",
+        "bench --iterations 0               | --iterations 0 | 1 to 100",
+        "bench --size x                     | --size 'x' | 1 to",
+        "bench --json /nonexistent/dir/x.json | --json '/nonexistent/dir/x.json' | does not exist",
+    })
+    void aBadOptionIsOneClearLineAndExitStatusTwoBeforeAnyWork(String args, String names, String allowed) {
+        PrintStream original = System.out;
+        ByteArrayOutputStream captured = new ByteArrayOutputStream();
+        java.io.StringWriter err = new java.io.StringWriter();
+        int status;
+        try {
+            System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
+            status = RegmemCommand.commandLine().setErr(new java.io.PrintWriter(err, true)).execute(args.trim().split("\\s+"));
+        } finally {
+            System.setOut(original);
+        }
+        String line = err.toString();
+        assertThat(status).as(line).isEqualTo(2);
+        assertThat(line.strip()).as("one line").doesNotContain("\n").startsWith("regmem " + args.trim().split(" ")[0] + ": ")
+                .contains(names.trim(), allowed.trim()).doesNotContain("Exception");
+        assertThat(captured.toString(StandardCharsets.UTF_8)).as("no work started").isEmpty();
+        assertThat(BufferPool.openPools()).isEmpty();
+    }
+
     @Test
     void unknownSubcommandFailsWithUsage() {
-        int status = new CommandLine(new RegmemCommand()).setErr(new java.io.PrintWriter(new java.io.StringWriter()))
+        int status = RegmemCommand.commandLine().setErr(new java.io.PrintWriter(new java.io.StringWriter()))
                 .execute("nonsense");
         assertThat(status).isNotZero();
     }
