@@ -61,8 +61,10 @@ import java.util.concurrent.atomic.LongAdder;
  * {@link #invalidate(long, long)} (memory unmapped), {@link #track(Arena)} (an arena closing) and a
  * hit that finds a region's memory scope dead: every overlapping region leaves the index before
  * the call returns, and its keys are revoked at once ({@link MemoryRegion#revoke()}), so a peer's
- * next access with its rkey fails, even while local users still hold the region. No other state is
- * kept for invalidated regions: nothing grows over any number of map/unmap cycles.
+ * next access with its rkey fails, even while local users still hold the region; when the call
+ * returns, no copy through any of them is in progress. That includes regions that had already left
+ * the index because an overlapping registration replaced them while users held them. No other state
+ * is kept for invalidated regions: nothing grows over any number of map/unmap cycles.
  */
 public final class RegistrationCache implements AutoCloseable {
     private final ProtectionDomain pd;
@@ -73,6 +75,12 @@ public final class RegistrationCache implements AutoCloseable {
     private final RegionIndex.Scratch scratch = new RegionIndex.Scratch();
     /** Hints by page (see the class comment); racy by design, checked on use. */
     private final HintTable hints;
+    /**
+     * Regions that left the index without being revoked (an overlapping registration replaced them)
+     * while users still hold them: an invalidation of their memory revokes them too. Changed on
+     * misses and releases only, never on hits.
+     */
+    private final java.util.Set<CacheEntry> outside = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private boolean closed;
     /** Detaches this cache's counters from its PD's {@link ProtectionDomain#cacheStats()}, on close. */
     private final Runnable detachStats;
@@ -297,22 +305,31 @@ public final class RegistrationCache implements AutoCloseable {
     // ---- invalidation ----------------------------------------------------------------------------
 
     /**
-     * Invalidates every region overlapping {@code [address, address + length)}: each leaves the
-     * index and has its keys revoked before this returns; each is deregistered once its last user
-     * gives it back.
+     * Invalidates every region overlapping {@code [address, address + length)}, indexed or held by
+     * users after an overlapping registration replaced it: each leaves the index and has its keys
+     * revoked, and no copy through it is in progress, when this returns; each is deregistered once
+     * its last user gives it back.
      *
      * @return how many regions were invalidated
      */
     public int invalidate(long address, long length) {
-        return invalidateSome(ix -> ix.overlapping(address, address + length, false));
+        long end = address + length;
+        return invalidateSome(ix -> ix.overlapping(address, end, false), e -> e.start < end && e.end > address);
     }
 
     /** Invalidates every region whose memory belongs to {@code scope} (an arena closing). */
     public int invalidate(MemorySegment.Scope scope) {
-        return invalidateSome(ix -> ix.all().stream().filter(e -> e.scope.equals(scope)).toList());
+        return invalidateSome(ix -> ix.all().stream().filter(e -> e.scope.equals(scope)).toList(),
+                e -> e.scope.equals(scope));
     }
 
-    private int invalidateSome(java.util.function.Function<RegionIndex, List<CacheEntry>> select) {
+    /**
+     * Revokes the indexed regions {@code select} picks and the held regions outside the index that
+     * {@code outsideToo} picks (regions an overlapping registration replaced: their users may still
+     * reach the memory through them, so an invalidation of that memory must reach them too).
+     */
+    private int invalidateSome(java.util.function.Function<RegionIndex, List<CacheEntry>> select,
+                               java.util.function.Predicate<CacheEntry> outsideToo) {
         List<CacheEntry> dropped = new ArrayList<>();
         int n;
         synchronized (this) {
@@ -324,11 +341,28 @@ public final class RegistrationCache implements AutoCloseable {
                     unindex(e, true, dropped);
                 }
                 index = ix.replace(victims, null, scratch);
-                invalidations.add(n);
             }
+            for (CacheEntry e : outside) {
+                if (outsideToo.test(e) && outside.remove(e)) {
+                    revoke(e);
+                    n++;
+                }
+            }
+            invalidations.add(n);
         }
         disposeDropped(dropped);
         return n;
+    }
+
+    /** Revokes an entry's keys, unless its last holder deregistered it meanwhile (then they are gone anyway). */
+    private static void revoke(CacheEntry e) {
+        try {
+            e.region.revoke();
+        } catch (RdmaException ex) {
+            if (ex.errno() != Errno.EBADF) {
+                throw ex;
+            }
+        }
     }
 
     /**
@@ -357,12 +391,18 @@ public final class RegistrationCache implements AutoCloseable {
 
     // ---- index maintenance (cache lock held) -----------------------------------------------------
 
-    /** Takes an entry out of the index: revoke its keys if asked, drop the index's reference. */
+    /**
+     * Takes an entry out of the index: revoke its keys if asked; else, while users still hold it, it
+     * is remembered as outside the index, where a later invalidation of its memory still reaches it.
+     * Drops the index's reference.
+     */
     private void unindex(CacheEntry e, boolean revoke, List<CacheEntry> dropped) {
         e.indexed = false;
         leftIndex(e);
-        if (revoke && !e.region.isDestroyed()) {
-            e.region.revoke();
+        if (revoke) {
+            revoke(e);
+        } else {
+            outside.add(e); // dispose() forgets it when its last holder gives it back
         }
         dropped.add(e);
     }
@@ -403,6 +443,7 @@ public final class RegistrationCache implements AutoCloseable {
 
     /** Deregisters a region whose count reached zero. */
     void dispose(CacheEntry e) {
+        outside.remove(e);
         hits.add(e.takeHits()); // the count is zero: no acquire can add to them any more
         if (!e.region.isDestroyed()) {
             e.region.close();
@@ -447,7 +488,7 @@ public final class RegistrationCache implements AutoCloseable {
         synchronized (this) {
             closed = true;
         }
-        invalidateSome(RegionIndex::all);
+        invalidateSome(RegionIndex::all, e -> true);
         synchronized (this) {
             hints.clear(); // also a racy hint written after its region left
         }

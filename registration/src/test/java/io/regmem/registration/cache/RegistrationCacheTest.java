@@ -378,6 +378,37 @@ class RegistrationCacheTest {
         assertThat(pd.useCount()).isZero();
     }
 
+    /**
+     * A held region that an overlapping registration pushed out of the index still covers memory
+     * its users and their peers can reach: an invalidation of that memory must revoke it too. (The
+     * API fuzz found it: before, only indexed regions were revoked, and the pushed-out one kept
+     * working after invalidate returned.)
+     */
+    @Test
+    void anInvalidationAlsoRevokesHeldRegionsThatAnOverlappingRegistrationPushedOutOfTheIndex() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        CachedRegion old = cache.get(at(0, 8192), Access.REMOTE_READ);
+        CachedRegion wider = cache.get(at(4096, 8192), Access.REMOTE_READ); // overlaps: old leaves the index
+        assertThat(wider.region()).isNotSameAs(old.region());
+        assertThat(cache.size()).isEqualTo(1);
+        assertThat(old.region().isValid()).as("pushed out but held: still usable").isTrue();
+        assertThat(cache.invalidate(at(0, 100).address(), 100)).as("the pushed-out region counts").isEqualTo(1);
+        assertThat(old.region().isValid()).as("revoked by the invalidation of its memory").isFalse();
+        assertThat(wider.region().isValid()).as("does not overlap [0, 100)").isTrue();
+        old.close();
+        assertThat(old.region().isDestroyed()).isTrue();
+        wider.close();
+        // Pushed out, then released by its last holder: nothing is left to revoke.
+        CachedRegion a = cache.get(at(64 * 4096, 4096), Access.REMOTE_READ);
+        CachedRegion b = cache.get(at(64 * 4096 + 2048, 4096), Access.REMOTE_READ);
+        a.close();
+        assertThat(a.region().isDestroyed()).isTrue();
+        assertThat(cache.invalidate(at(64 * 4096, 4096).address(), 4096)).as("b only: a is gone").isEqualTo(1);
+        b.close();
+        cache.close();
+        assertThat(pd.useCount()).isZero();
+    }
+
     @Test
     void moreHoldersThanPooledHandlesEachReleaseOnce() {
         RegistrationCache cache = RegistrationCache.of(pd);
