@@ -21,8 +21,8 @@ final class Integrity {
     private static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(java.nio.ByteOrder.BIG_ENDIAN);
     private static final Arena SCRATCH_ARENA = Arena.ofAuto();
     private static MemorySegment scratch = MemorySegment.NULL;
-    private static final SoftEngine.Pieces PAGES = new SoftEngine.Pieces();
-    private static final SoftEngine.Pieces FLAT = new SoftEngine.Pieces();
+    private static final Pieces PAGES = new Pieces();
+    private static final Pieces FLAT = new Pieces();
 
     private final MemoryRegion mr;
     final int maxData;
@@ -114,7 +114,7 @@ final class Integrity {
      * inbound, points at the scratch buffer and remembers to finish after the copy. False on a
      * protection failure (the SGE must be exactly the MR's iova and wire length).
      */
-    boolean gather(long addr, long len, boolean inbound, SoftEngine.Pieces out) {
+    boolean gather(long addr, long len, boolean inbound, Pieces out) {
         if (attrs == null || addr != dataIova || len != wireBytes()) {
             return false;
         }
@@ -172,7 +172,7 @@ final class Integrity {
         }
         FLAT.add(s, at, bytes, null, null);
         // One copy inside the caller's section: an integrity transfer is bounded by its MR's pages.
-        return (fromPages ? SoftEngine.copy(null, PAGES, FLAT) : SoftEngine.copy(null, FLAT, PAGES)) == SoftEngine.COPIED;
+        return (fromPages ? Pieces.copy(null, PAGES, FLAT) : Pieces.copy(null, FLAT, PAGES)) == Pieces.COPIED;
     }
 
     private void outbound(MemorySegment s, long protAt, long wireAt) {

@@ -22,7 +22,7 @@ import java.lang.foreign.MemorySegment;
  * Checking and copying happen inside a section of the QP's {@link GracePeriod.Reader} (see
  * {@link Fabric#GRACE}): a thread that deregisters or invalidates memory makes it invalid and then
  * waits for the sections in progress, so once its call returns no copy uses the memory. A request
- * is copied in pieces of at most {@link #PIECE} bytes, one section each; between two pieces every
+ * is copied in pieces of at most {@link Pieces#PIECE} bytes, one section each; between two pieces every
  * registration the request uses is checked again, so a deregistration waits for one piece at most.
  * A request of up to {@code PIECE} bytes is therefore all or nothing even against a concurrent
  * deregistration; a larger one whose memory is deregistered while it is being copied stops at a
@@ -30,17 +30,9 @@ import java.lang.foreign.MemorySegment;
  * {@link WcStatus#REM_ACCESS_ERR}), the pieces before that stay moved, as on a NIC.
  */
 final class SoftEngine {
-    /** The most bytes copied in one grace-period section: a deregistration waits for at most this much copying. */
-    static final long PIECE = 1L << 20;
-
     private static final Pieces SRC = new Pieces();
     private static final Pieces DST = new Pieces();
     private static final Pieces PROBE = new Pieces();
-
-    /** {@link #copy} results. */
-    static final int COPIED = 0;
-    static final int SRC_FAILED = 1;
-    static final int DST_FAILED = 2;
 
     private SoftEngine() {
     }
@@ -241,9 +233,9 @@ final class SoftEngine {
                 return WcStatus.RNR_RETRY_EXC_ERR;
             }
         }
-        int copied = copy(qp.reader, SRC, DST);
-        if (copied != COPIED) {
-            return copied == SRC_FAILED ? WcStatus.LOC_PROT_ERR : WcStatus.REM_ACCESS_ERR;
+        int copied = Pieces.copy(qp.reader, SRC, DST);
+        if (copied != Pieces.COPIED) {
+            return copied == Pieces.SRC_FAILED ? WcStatus.LOC_PROT_ERR : WcStatus.REM_ACCESS_ERR;
         }
         if (recv != null) {
             long seq = peer.rq.headSeq();
@@ -269,9 +261,9 @@ final class SoftEngine {
         if (!resolveRemote(peer, w.remoteAddress, w.totalLength(), w.rkey, Access.REMOTE_READ, SRC)) {
             return WcStatus.REM_ACCESS_ERR;
         }
-        int copied = copy(qp.reader, SRC, DST);
-        if (copied != COPIED) {
-            return copied == SRC_FAILED ? WcStatus.REM_ACCESS_ERR : WcStatus.LOC_PROT_ERR;
+        int copied = Pieces.copy(qp.reader, SRC, DST);
+        if (copied != Pieces.COPIED) {
+            return copied == Pieces.SRC_FAILED ? WcStatus.REM_ACCESS_ERR : WcStatus.LOC_PROT_ERR;
         }
         if (!Integrity.finishInbound()) {
             return WcStatus.LOC_PROT_ERR;
@@ -312,11 +304,11 @@ final class SoftEngine {
             }
         }
         DST.truncate(total);
-        int copied = copy(qp.reader, SRC, DST);
-        if (copied == SRC_FAILED) {
+        int copied = Pieces.copy(qp.reader, SRC, DST);
+        if (copied == Pieces.SRC_FAILED) {
             return WcStatus.LOC_PROT_ERR; // the message never completes: the receive stays posted
         }
-        if (copied == DST_FAILED) {
+        if (copied == Pieces.DST_FAILED) {
             return failReceive(peer, recv, WcStatus.LOC_PROT_ERR, WcStatus.REM_OP_ERR);
         }
         long seq = peer.rq.headSeq();
@@ -450,131 +442,5 @@ final class SoftEngine {
         boolean ok = pagePieces(mr, firstPage, base, off, len, PROBE);
         PROBE.clear();
         return ok;
-    }
-
-    // ---- copying ---------------------------------------------------------------------------------
-
-    /**
-     * Copies the source pieces over the destination pieces in order, within the caller's section,
-     * in pieces of at most {@link #PIECE} bytes: between two pieces the reader leaves its section
-     * (a waiting deregistration may finish) and enters a new one, in which every registration of
-     * both lists is checked again.
-     *
-     * @return {@link #COPIED}, or which side failed ({@link #SRC_FAILED}, {@link #DST_FAILED}):
-     *         deregistered meanwhile, or memory whose scope ended under the copy
-     */
-    static int copy(GracePeriod.Reader reader, Pieces src, Pieces dst) {
-        int i = 0;
-        int j = 0;
-        long si = 0;
-        long dj = 0;
-        long budget = PIECE;
-        try {
-            while (i < src.n && j < dst.n) {
-                if (budget == 0 && reader != null) {
-                    reader.exit();
-                    reader.enter();
-                    if (!src.stillValid()) {
-                        return SRC_FAILED;
-                    }
-                    if (!dst.stillValid()) {
-                        return DST_FAILED;
-                    }
-                    budget = PIECE;
-                }
-                long n = Math.min(Math.min(src.len[i] - si, dst.len[j] - dj), reader == null ? Long.MAX_VALUE : budget);
-                MemorySegment.copy(src.seg[i], src.off[i] + si, dst.seg[j], dst.off[j] + dj, n);
-                budget -= n;
-                si += n;
-                dj += n;
-                if (si == src.len[i]) {
-                    i++;
-                    si = 0;
-                }
-                if (dj == dst.len[j]) {
-                    j++;
-                    dj = 0;
-                }
-            }
-            return COPIED;
-        } catch (IllegalStateException | IndexOutOfBoundsException | WrongThreadException e) {
-            // A scope closed under the copy (the memory's owner freed it without deregistering it).
-            return i < src.n && !src.seg[i].scope().isAlive() ? SRC_FAILED : DST_FAILED;
-        }
-    }
-
-    /**
-     * A reusable list of (segment, offset, length) pieces, each with the registrations that make it
-     * reachable (a memory region and/or a DMA mapping, null where none): checked again between the
-     * pieces of a large copy.
-     */
-    static final class Pieces {
-        MemorySegment[] seg = new MemorySegment[16];
-        long[] off = new long[16];
-        long[] len = new long[16];
-        MemoryRegion[] region = new MemoryRegion[16];
-        DmaMapping[] mapping = new DmaMapping[16];
-        int n;
-
-        void clear() {
-            java.util.Arrays.fill(seg, 0, n, null);
-            java.util.Arrays.fill(region, 0, n, null);
-            java.util.Arrays.fill(mapping, 0, n, null);
-            n = 0;
-        }
-
-        void add(MemorySegment s, long o, long l, MemoryRegion r, DmaMapping m) {
-            if (n == seg.length) {
-                seg = java.util.Arrays.copyOf(seg, n * 2);
-                off = java.util.Arrays.copyOf(off, n * 2);
-                len = java.util.Arrays.copyOf(len, n * 2);
-                region = java.util.Arrays.copyOf(region, n * 2);
-                mapping = java.util.Arrays.copyOf(mapping, n * 2);
-            }
-            seg[n] = s;
-            off[n] = o;
-            len[n] = l;
-            region[n] = r;
-            mapping[n] = m;
-            n++;
-        }
-
-        /** True while every piece's region is valid, its mapping alive and its memory's scope alive. */
-        boolean stillValid() {
-            for (int k = 0; k < n; k++) {
-                MemoryRegion r = region[k];
-                DmaMapping m = mapping[k];
-                if ((r != null && !r.isValid()) || (m != null && m.isDestroyed()) || !seg[k].scope().isAlive()) {
-                    return false;
-                }
-            }
-            return true;
-        }
-
-        long total() {
-            long t = 0;
-            for (int k = 0; k < n; k++) {
-                t += len[k];
-            }
-            return t;
-        }
-
-        /** Keeps only the first {@code bytes} bytes. */
-        void truncate(long bytes) {
-            long t = 0;
-            for (int k = 0; k < n; k++) {
-                if (t + len[k] >= bytes) {
-                    len[k] = bytes - t;
-                    for (int x = k + 1; x < n; x++) {
-                        seg[x] = null;
-                        region[x] = null;
-                        mapping[x] = null;
-                    }
-                    n = k + 1;
-                    return;
-                }
-                t += len[k];
-            }
-        }
     }
 }
