@@ -3,10 +3,8 @@ package io.regmem.registration.cache;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.core.BufferPool;
-import io.regmem.core.Chunk;
 import io.regmem.registration.Access;
 import io.regmem.registration.CacheStats;
-import io.regmem.registration.ChunkRegistrar;
 import io.regmem.registration.PoolRegistration;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.ProtectionDomain;
@@ -277,29 +275,7 @@ public final class RegistrationCache implements AutoCloseable {
     public PoolRegistration register(BufferPool pool, Access... access) {
         int mask = Access.mask(access);
         Access.validate(mask, this + ".register(" + pool.name() + ")");
-        java.util.Map<Chunk, CachedRegion> held = new java.util.concurrent.ConcurrentHashMap<>();
-        return PoolRegistration.register(pool, new ChunkRegistrar() {
-            @Override
-            public ProtectionDomain pd() {
-                return pd;
-            }
-
-            @Override
-            public MemoryRegion register(Chunk chunk) {
-                CachedRegion r = get(chunk.segment(), mask);
-                held.put(chunk, r);
-                return r.region();
-            }
-
-            @Override
-            public void deregister(Chunk chunk, MemoryRegion region) {
-                CachedRegion r = held.remove(chunk);
-                invalidate(chunk.address(), chunk.size());
-                if (r != null) {
-                    r.close();
-                }
-            }
-        });
+        return PoolRegistration.register(pool, new CachedChunks(this, mask));
     }
 
     // ---- invalidation ----------------------------------------------------------------------------
@@ -370,23 +346,7 @@ public final class RegistrationCache implements AutoCloseable {
      * closes {@code arena}: tell the cache about an arena this way, and its regions die with it.
      */
     public Arena track(Arena arena) {
-        return new Arena() {
-            @Override
-            public MemorySegment allocate(long byteSize, long byteAlignment) {
-                return arena.allocate(byteSize, byteAlignment);
-            }
-
-            @Override
-            public MemorySegment.Scope scope() {
-                return arena.scope();
-            }
-
-            @Override
-            public void close() {
-                invalidate(arena.scope());
-                arena.close();
-            }
-        };
+        return new TrackedArena(this, arena);
     }
 
     // ---- index maintenance (cache lock held) -----------------------------------------------------
