@@ -20,16 +20,17 @@ import java.lang.invoke.VarHandle;
  * </pre>
  * Acquire is a CAS that refuses to move the reference count up from zero (a region that started
  * dying is never revived); in the same CAS a hit counts itself and takes a free lease bit, the slot
- * of the pooled handle the user gets. Each acquisition gets its own handle, so a second release of
- * the same acquisition finds the handle released and is refused. Release is one atomic add that
- * drops the reference and the lease bit together; the thread that takes the count to zero
- * deregisters the region. When all eight lease bits are taken (more than eight users hold the
- * region at once) an acquisition gets a handle of its own, made for it (the only allocation).
+ * of the pooled handle the user gets. Release is a CAS that clears the lease bit and drops the
+ * reference together, and refuses when the bit is clear: a second release of the same acquisition
+ * finds its lease given back and changes nothing. The handles themselves are immutable (made with
+ * the entry, next to it in memory), so a hit and its release write the entry's line only. The
+ * thread that takes the count to zero deregisters the region. When all eight lease bits are taken
+ * (more than eight users hold the region at once) an acquisition gets a handle of its own, made for
+ * it (the only allocation), which keeps its own released flag.
  *
  * <p>Leases are taken at the first free one from the rotor, which the same CAS moves past the lease
  * taken, so a handle given back is handed out again only once the rotation has come round to it:
- * a stale release of an old acquisition finds its handle still released (refused) until then.
- * {@link CachedRegion#close(int)} checks the generation too, which makes it exact.
+ * a stale release of an old acquisition finds its lease still free (refused) until then.
  *
  * <p>Hits count in the high half: the thread whose hit sets the word's top bit moves 2^31 hits to
  * the cache's total; the rest move when the region leaves the index and when it dies.
@@ -58,15 +59,10 @@ final class CacheEntry extends RegionRefsPadRight {
     final RegistrationCache cache;
     final MemoryRegion region;
     final MemorySegment segment;
-    /** The memory's scope, kept here so that a hit's liveness check is one hop. */
-    final MemorySegment.Scope scope;
-    final long start;
-    final long end;
-    final int access;
     /** The region's keys, copied here (a registered region's keys never change) so a hit need not touch the region. */
     final int lkey;
     final int rkey;
-    /** The pooled handles, made on first use of their lease (by the thread holding the lease bit). */
+    /** The pooled handles, one per lease, made with the entry (so they sit next to it in memory). */
     private final CachedRegion[] handles = new CachedRegion[LEASES];
     /** One reference, in the low bits of {@link #refs}. */
     private static final long REF = 1L;
@@ -79,15 +75,15 @@ final class CacheEntry extends RegionRefsPadRight {
     private static final long LOW_HALF = 0xFFFF_FFFFL;
 
     CacheEntry(RegistrationCache cache, MemoryRegion region, MemorySegment segment, int access) {
+        super(segment.address(), segment.address() + segment.byteSize(), segment.scope(), access);
         this.cache = cache;
         this.region = region;
         this.segment = segment;
-        this.scope = segment.scope();
-        this.start = segment.address();
-        this.end = segment.address() + segment.byteSize();
-        this.access = access;
         this.lkey = region == null ? 0 : region.lkey();
         this.rkey = region == null ? 0 : region.rkey();
+        for (int i = 0; i < LEASES; i++) {
+            handles[i] = new CachedRegion(this, i);
+        }
     }
 
     /**
@@ -127,20 +123,9 @@ final class CacheEntry extends RegionRefsPadRight {
         return lease;
     }
 
-    /** The handle for a lease just taken (made on its first use), or a handle of its own ({@link #NO_LEASE}). */
+    /** The handle for a lease just taken, or a handle of its own ({@link #NO_LEASE}). Writes nothing. */
     CachedRegion handle(int lease) {
-        CachedRegion h;
-        if (lease == NO_LEASE) {
-            h = new CachedRegion(this, NO_LEASE);
-        } else {
-            h = handles[lease];
-            if (h == null) {
-                h = new CachedRegion(this, lease); // only the lease holder writes this slot
-                handles[lease] = h;
-            }
-        }
-        h.handOut();
-        return h;
+        return lease == NO_LEASE ? new CachedRegion(this, NO_LEASE) : handles[lease];
     }
 
     /** Moves 2^31 hits to the cache, unless {@link #takeHits} took them all meanwhile. */
@@ -155,10 +140,35 @@ final class CacheEntry extends RegionRefsPadRight {
         cache.countHits(1L << 31);
     }
 
-    /** Drops a reference and its lease ({@link #NO_LEASE}: none) in one step; the last reference deregisters. */
+    /**
+     * Gives back a lease and its reference in one compare-and-set, if the lease is held; the last
+     * reference deregisters.
+     *
+     * @return false if the lease was not held (a second release: nothing changed)
+     */
+    boolean releaseLease(int lease) {
+        long bit = 1L << (LEASE_SHIFT + lease);
+        long r;
+        do {
+            r = (long) REFS.getVolatile(this);
+            if ((r & bit) == 0) {
+                return false;
+            }
+        } while (!REFS.compareAndSet(this, r, r - REF - bit));
+        if ((r & REF_MASK) == 1) {
+            cache.dispose(this);
+        }
+        return true;
+    }
+
+    /** Whether a lease is held now. */
+    boolean leaseHeld(int lease) {
+        return ((long) REFS.getVolatile(this) & (1L << (LEASE_SHIFT + lease))) != 0;
+    }
+
+    /** Drops a reference without a lease (the index's, or a handle of its own's); the last one deregisters. */
     void release(int lease) {
-        long delta = lease >= 0 ? REF + (1L << (LEASE_SHIFT + lease)) : REF;
-        long before = (long) REFS.getAndAdd(this, -delta);
+        long before = (long) REFS.getAndAdd(this, -REF);
         if ((before & REF_MASK) == 1) {
             cache.dispose(this);
         }

@@ -12,40 +12,46 @@ import java.lang.invoke.VarHandle;
  * close of the same acquisition is refused ({@link Errno#EINVAL}) and changes nothing, so one
  * holder's double release can never deregister memory under another holder.
  *
- * <p>Handles are pooled per region (eight of them, handed out in rotation; see
- * {@link CacheEntry}), so a hit allocates nothing. A handle given back is handed out again only
- * once the rotation has come round to it (after the region's free others, and at least one other
- * acquisition, whenever two or more handles are free): a stale {@code close()} of an old
- * acquisition is refused until then; {@link #close(int)} with the {@link #generation()} read at
- * acquisition is refused in every case. A region held by more than eight users at once gives the
- * ninth a handle of its own.
+ * <p>Handles are pooled per region (eight of them, made with the region and handed out in
+ * rotation; see {@link CacheEntry}), so a hit allocates nothing. A handle given back is handed out
+ * again only once the rotation has come round to it (after the region's other free handles: at
+ * least one other acquisition comes between whenever two or more are free): until then a stale
+ * {@code close()} of the old acquisition is refused. Keep each handle until its one close, and do
+ * not close a handle that another part of the program may have got again meanwhile. A region held
+ * by more than eight users at once gives the ninth a handle of its own, never reused.
  */
 public final class CachedRegion implements AutoCloseable {
     private static final VarHandle STATE;
 
     static {
         try {
-            STATE = MethodHandles.lookup().findVarHandle(CachedRegion.class, "state", int.class);
+            STATE = MethodHandles.lookup().findVarHandle(CachedRegion.class, "released", boolean.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
     }
 
     final CacheEntry entry;
+    /** The lease this handle stands for, or {@link CacheEntry#NO_LEASE} for a handle of its own. */
     private final int lease;
-    /** The generation (hand-outs so far) shifted left once, plus 1 while held. Through {@link #STATE}. */
+    /** The entry's keys and range, copied here so that the holder's reads touch this object only. */
+    private final int lkey;
+    private final int rkey;
+    private final long start;
+    private final long end;
+    private final int access;
+    /** A handle of its own only: given back already. Through {@link #STATE}. */
     @SuppressWarnings("unused")
-    private volatile int state;
+    private volatile boolean released;
 
     CachedRegion(CacheEntry entry, int lease) {
         this.entry = entry;
         this.lease = lease;
-    }
-
-    /** Marks the handle held by a new acquisition: the next generation. Only the lease holder calls it. */
-    void handOut() {
-        int s = (int) STATE.getVolatile(this);
-        STATE.setRelease(this, (((s >>> 1) + 1) << 1) | 1);
+        this.lkey = entry.lkey;
+        this.rkey = entry.rkey;
+        this.start = entry.start;
+        this.end = entry.end;
+        this.access = entry.access;
     }
 
     /** The registered region (its keys, address and length). */
@@ -55,82 +61,55 @@ public final class CachedRegion implements AutoCloseable {
 
     /** The key for local SGEs. */
     public int lkey() {
-        return entry.lkey;
+        return lkey;
     }
 
     /** The key a peer uses. */
     public int rkey() {
-        return entry.rkey;
+        return rkey;
     }
 
     /** The first registered address (may be below what was asked, when regions merged). */
     public long address() {
-        return entry.start;
+        return start;
     }
 
     /** Registered bytes. */
     public long length() {
-        return entry.end - entry.start;
+        return end - start;
     }
 
     /** The granted rights ({@link io.regmem.registration.Access} bits). */
     public int access() {
-        return entry.access;
+        return access;
     }
 
-    /**
-     * This acquisition's number for this handle: it changes every time the handle is handed out,
-     * so a holder that kept it can release exactly its own acquisition with {@link #close(int)}.
-     */
-    public int generation() {
-        return (int) STATE.getVolatile(this) >>> 1;
-    }
-
-    /** True while the acquisition this handle was last handed out for is held. */
+    /** True while an acquisition through this handle is held (given out and not given back). */
     public boolean isHeld() {
-        return ((int) STATE.getVolatile(this) & 1) != 0;
+        return lease >= 0 ? entry.leaseHeld(lease) : !(boolean) STATE.getVolatile(this);
     }
 
     /**
      * Gives this acquisition back to the cache ({@link RegistrationCache#put}): the region stays
      * cached; it is deregistered once it has left the cache and its last holder gave it back.
+     * One compare-and-set on the region's reference word.
      *
      * @throws RdmaException {@link Errno#EINVAL} if this acquisition was given back already (nothing changes)
      */
     @Override
     public void close() {
-        int s;
-        do {
-            s = (int) STATE.getVolatile(this);
-            if ((s & 1) == 0) {
-                throw new RdmaException(Errno.EINVAL, this + ": released twice (each get is given back once)");
-            }
-        } while (!STATE.compareAndSet(this, s, s & ~1));
-        entry.release(lease);
-    }
-
-    /**
-     * Gives back the acquisition of the given {@link #generation()}: refused if this handle was
-     * released since, even if it has been handed out again to another user meanwhile.
-     *
-     * @throws RdmaException {@link Errno#EINVAL} if that acquisition was given back already (nothing changes)
-     */
-    public void close(int generation) {
-        int s;
-        do {
-            s = (int) STATE.getVolatile(this);
-            if ((s & 1) == 0 || (s >>> 1) != generation) {
-                throw new RdmaException(Errno.EINVAL, this + ": acquisition " + generation + " was released already "
-                        + "(this handle is at acquisition " + (s >>> 1) + (((s & 1) != 0) ? ", held" : ", free") + ")");
-            }
-        } while (!STATE.compareAndSet(this, s, s & ~1));
-        entry.release(lease);
+        boolean wasHeld = lease >= 0 ? entry.releaseLease(lease) : STATE.compareAndSet(this, false, true);
+        if (!wasHeld) {
+            throw new RdmaException(Errno.EINVAL, this + ": released twice (each get is given back once)");
+        }
+        if (lease < 0) {
+            entry.release(lease);
+        }
     }
 
     @Override
     public String toString() {
-        int s = (int) STATE.getVolatile(this);
-        return "CachedRegion[0x" + Long.toHexString(entry.start) + "+" + (entry.end - entry.start) + ", acquisition "
-                + (s >>> 1) + ((s & 1) != 0 ? "" : ", released") + ", " + entry.region + "]";
+        return "CachedRegion[0x" + Long.toHexString(start) + "+" + (end - start) + (isHeld() ? "" : ", released")
+                + ", " + entry.region + "]";
     }
 }

@@ -13,20 +13,39 @@ abstract class RegionRefsPadLeft {
 }
 
 /**
- * The reference word itself (see {@link CacheEntry}), with the two flags that the eviction hand
- * reads beside it, so a CLOCK visit of a cold region touches one cache line, not three.
+ * The reference word itself (see {@link CacheEntry}), with everything a hit reads and the two flags
+ * that the eviction hand reads beside it, on one cache line: a hit touches this line and its
+ * handle's, a CLOCK visit of a cold region this line only. (The hit's compare-and-set needs the line
+ * anyway, so the read-mostly fields lose nothing by sharing it.)
  */
 abstract class RegionRefs extends RegionRefsPadLeft {
     /** References, the lease rotor and lease bits in the low half, hits not yet handed over in the high half (see {@link CacheEntry}). */
     volatile long refs = 1;
+    /** The registered range. */
+    final long start;
+    final long end;
+    /** The memory's scope, so that a hit's liveness check is one hop. */
+    final java.lang.foreign.MemorySegment.Scope scope;
+    /** The granted rights. */
+    final int access;
     /** False once the entry left the index (evicted, merged away, invalidated, cache closed). */
     volatile boolean indexed = true;
     /** CLOCK's reference bit (through CacheEntry's ACCESSED handle). */
     volatile boolean accessed = true;
 
+    RegionRefs(long start, long end, java.lang.foreign.MemorySegment.Scope scope, int access) {
+        this.start = start;
+        this.end = end;
+        this.scope = scope;
+        this.access = access;
+    }
 }
 
-/** Padding after the reference word, so the region's read-mostly fields sit on other lines. */
+/** Padding after the reference word, so the region's cold fields and its neighbour sit on other lines. */
 abstract class RegionRefsPadRight extends RegionRefs {
     long p11, p12, p13, p14, p15, p16, p17, p18;
+
+    RegionRefsPadRight(long start, long end, java.lang.foreign.MemorySegment.Scope scope, int access) {
+        super(start, end, scope, access);
+    }
 }

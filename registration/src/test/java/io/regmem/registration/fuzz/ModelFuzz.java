@@ -431,9 +431,8 @@ final class ModelFuzz implements AutoCloseable {
         }
         Held h = held.remove(rnd.nextInt(held.size()));
         note("cache put " + h.handle());
-        int generation = h.handle().generation();
         expectSuccess("release of " + h.handle(), () -> {
-            h.handle().close(generation);
+            h.handle().close();
             return null;
         });
         released.add(h);
