@@ -29,7 +29,7 @@ final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--include", description = "Regex of benchmarks to run (default: ${DEFAULT-VALUE}).",
             defaultValue = "io.regmem.bench.(AllocatorBenchmark|CrossThreadBenchmark|SoftWriteBenchmark|RegistrationCacheBenchmark"
-                    + "|RwContextBenchmark|RwWriteBenchmark|RpcBufferBenchmark|SendCtxRingBenchmark)")
+                    + "|RwContextBenchmark|RwWriteBenchmark|RpcBufferBenchmark|SendCtxRingBenchmark|GracePeriodBenchmark)")
     String include;
 
     @Option(names = "--warmup", description = "Warm-up iterations of 1 s, 0 to 100 (default: ${DEFAULT-VALUE}).", defaultValue = "3")
@@ -125,6 +125,7 @@ final class BenchCommand implements Callable<Integer> {
         Map<String, Map<String, Row>> rw = new LinkedHashMap<>(); // entries -> path -> row
         Map<String, Map<String, Row>> rwWrite = new LinkedHashMap<>(); // path -> method -> row
         Map<String, Row> rpc = new LinkedHashMap<>(); // method -> row (ns/op or ops/us)
+        Map<String, Row> grace = new LinkedHashMap<>(); // method or group -> row
         for (RunResult r : results) {
             String label = r.getParams().getBenchmark();
             String method = label.substring(label.lastIndexOf('.') + 1);
@@ -141,6 +142,9 @@ final class BenchCommand implements Callable<Integer> {
                 String path = r.getParams().getParam("path");
                 rw.computeIfAbsent(r.getParams().getParam("entries"), k -> new LinkedHashMap<>())
                         .put(path, new Row(method, path, p.getScore(), p.getScoreError(), norm));
+            } else if (label.contains("GracePeriodBenchmark")) {
+                Result p = r.getPrimaryResult();
+                grace.put(method, new Row(method, p.getScoreUnit(), p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("RpcBufferBenchmark") || label.contains("SendCtxRingBenchmark")) {
                 Result p = r.getPrimaryResult();
                 String requests = r.getParams().getParam("maxRequests"); // the ring's size, if the benchmark has one
@@ -176,6 +180,7 @@ final class BenchCommand implements Callable<Integer> {
         printCache(out, cacheRows);
         printRw(out, rw, rwWrite);
         printRpc(out, rpc);
+        printGrace(out, grace);
         out.printf("%nJDK %s, %s %s, %d cores%n", Runtime.version(), System.getProperty("os.name"),
                 System.getProperty("os.arch"), Runtime.getRuntime().availableProcessors());
     }
@@ -201,6 +206,18 @@ final class BenchCommand implements Callable<Integer> {
                 out.printf(Locale.ROOT, "| %s | %s | %s | %s |%n", e.getKey(), w == null ? "-" : fmt(w), c == null ? "-" : fmt(c),
                         w == null || c == null ? "-" : String.format(Locale.ROOT, "%.0f%%", 100 * c.ns() / w.ns()));
             }
+        }
+    }
+
+    private static void printGrace(PrintStream out, Map<String, Row> grace) {
+        if (grace.isEmpty()) {
+            return;
+        }
+        out.printf("%n### Grace-period section beside read locks (peers in the same run; two-reader groups: per operation of the group)%n%n");
+        out.println("| operation | score | B/op |");
+        out.println("|---|---:|---:|");
+        for (Row r : grace.values()) {
+            out.printf(Locale.ROOT, "| %s | %.1f ± %.1f %s | %.0f |%n", r.method(), r.ns(), r.error(), r.size(), r.bytesPerOp());
         }
     }
 
