@@ -126,22 +126,9 @@ final class SoftEngine {
     }
 
     private static WcStatus execute(QueuePair qp, Wqe w) {
-        switch (w.opcode) {
-            case LOCAL_INV:
-                return localInv(qp, w); // touches no memory: outside a section, so it may wait out the readers
-            case REG_MR:
-            case REG_MR_INTEGRITY:
-            case RDMA_WRITE:
-            case RDMA_WRITE_WITH_IMM:
-            case RDMA_READ:
-            case RDMA_READ_WITH_INV:
-            case SEND:
-            case SEND_WITH_INV:
-                break;
-            default:
-                return WcStatus.GENERAL_ERR;
+        if (w.opcode == Opcode.LOCAL_INV) {
+            return localInv(qp, w); // touches no memory: outside a section, so it may wait out the readers
         }
-        MemoryRegion invalidate;
         WcStatus status;
         GracePeriod.Reader reader = qp.reader;
         reader.enter();
@@ -150,7 +137,8 @@ final class SoftEngine {
                 case REG_MR, REG_MR_INTEGRITY -> regMr(qp, w);
                 case RDMA_WRITE, RDMA_WRITE_WITH_IMM -> write(qp, w);
                 case RDMA_READ, RDMA_READ_WITH_INV -> read(qp, w);
-                default -> send(qp, w);
+                case SEND, SEND_WITH_INV -> send(qp, w);
+                default -> WcStatus.GENERAL_ERR;
             };
         } finally {
             reader.exit();
@@ -158,7 +146,7 @@ final class SoftEngine {
             DST.clear();
             Integrity.clearPending();
         }
-        invalidate = pendingInvalidate;
+        MemoryRegion invalidate = pendingInvalidate;
         pendingInvalidate = null;
         if (invalidate != null) {
             // After the data is placed (verbs order), outside the section: wait out the other readers.
