@@ -62,6 +62,8 @@ final class CacheEntry extends RegionRefsPadRight {
     /** The region's keys, copied here (a registered region's keys never change) so a hit need not touch the region. */
     final int lkey;
     final int rkey;
+    /** True once an overlapping registration pushed it out of the index unrevoked (see {@code RegistrationCache}). */
+    volatile boolean outside;
     /** The pooled handles, one per lease, made with the entry (so they sit next to it in memory). */
     private final CachedRegion[] handles = new CachedRegion[LEASES];
     /** One reference, in the low bits of {@link #refs}. */

@@ -362,7 +362,8 @@ public final class RegistrationCache implements AutoCloseable {
         if (revoke) {
             revoke(e);
         } else {
-            outside.add(e); // dispose() forgets it when its last holder gives it back
+            e.outside = true; // before the add: dispose() forgets it when its last holder gives it back
+            outside.add(e);
         }
         dropped.add(e);
     }
@@ -403,7 +404,9 @@ public final class RegistrationCache implements AutoCloseable {
 
     /** Deregisters a region whose count reached zero. */
     void dispose(CacheEntry e) {
-        outside.remove(e);
+        if (e.outside) { // only regions a replacement pushed out are in the set: no map work otherwise
+            outside.remove(e);
+        }
         hits.add(e.takeHits()); // the count is zero: no acquire can add to them any more
         if (!e.region.isDestroyed()) {
             e.region.close();
