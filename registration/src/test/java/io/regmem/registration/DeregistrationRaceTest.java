@@ -31,21 +31,16 @@ class DeregistrationRaceTest {
     private static final int CHAIN = 24;
     private static final int ROUNDS = 12;
 
-    /** What a round deregisters, given the target's memory; returns what the chain writes into. */
-    interface Target extends AutoCloseable {
-        /** The rkey and address the chain writes to. */
-        long address();
-
-        int rkey();
-
-        /** The memory to compare (alive after the deregistration). */
-        MemorySegment memory();
-
-        /** Deregisters (or invalidates) the target; returns once the guarantee holds. */
-        void deregister();
-
+    /**
+     * What a round writes into and how it deregisters it: the address and rkey the chain writes
+     * to, the memory compared afterwards (alive after the deregistration), the deregistration
+     * (returns once the guarantee holds) and what releases the rest at the end of the round.
+     */
+    record Target(long address, int rkey, MemorySegment memory, Runnable deregister, Runnable release)
+            implements AutoCloseable {
         @Override
-        default void close() {
+        public void close() {
+            release.run();
         }
     }
 
@@ -55,149 +50,60 @@ class DeregistrationRaceTest {
 
     @Test
     void memoryRegionClose() throws InterruptedException {
-        race((lb, mem) -> new Target() {
-            final MemoryRegion mr = lb.pdB.register(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-
-            public long address() {
-                return mr.address();
-            }
-
-            public int rkey() {
-                return mr.rkey();
-            }
-
-            public MemorySegment memory() {
-                return mem;
-            }
-
-            public void deregister() {
-                mr.close();
-            }
+        race((lb, mem) -> {
+            MemoryRegion mr = lb.pdB.register(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+            return new Target(mr.address(), mr.rkey(), mem, mr::close, () -> { });
         });
     }
 
     @Test
     void memoryRegionRevoke() throws InterruptedException {
-        race((lb, mem) -> new Target() {
-            final MemoryRegion mr = lb.pdB.register(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-
-            public long address() {
-                return mr.address();
-            }
-
-            public int rkey() {
-                return mr.rkey();
-            }
-
-            public MemorySegment memory() {
-                return mem;
-            }
-
-            public void deregister() {
-                mr.revoke();
-            }
-
-            public void close() {
-                mr.close();
-            }
+        race((lb, mem) -> {
+            MemoryRegion mr = lb.pdB.register(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+            return new Target(mr.address(), mr.rkey(), mem, mr::revoke, mr::close);
         });
     }
 
     @Test
     void registrationCacheInvalidate() throws InterruptedException {
-        race((lb, mem) -> new Target() {
-            final RegistrationCache cache = RegistrationCache.of(lb.pdB);
-            final CachedRegion held = cache.get(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-
-            public long address() {
-                return held.address();
-            }
-
-            public int rkey() {
-                return held.rkey();
-            }
-
-            public MemorySegment memory() {
-                return mem;
-            }
-
-            public void deregister() {
-                cache.invalidate(mem.address(), mem.byteSize());
-            }
-
-            public void close() {
-                held.close();
-                cache.close();
-            }
+        race((lb, mem) -> {
+            RegistrationCache cache = RegistrationCache.of(lb.pdB);
+            CachedRegion held = cache.get(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+            return new Target(held.address(), held.rkey(), mem, () -> cache.invalidate(mem.address(), mem.byteSize()),
+                    () -> {
+                        held.close();
+                        cache.close();
+                    });
         });
     }
 
     @Test
     void poolRegistrationClose() throws InterruptedException {
-        race((lb, mem) -> new Target() {
-            final BufferPool pool = BufferPool.builder().name("race").largestClass(1 << 20).build();
-            final PoolRegistration reg = lb.pdB.register(pool, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-            final PooledBuffer buffer = pool.allocate(SIZE);
-
-            public long address() {
-                return buffer.address();
-            }
-
-            public int rkey() {
-                return reg.rkey(buffer);
-            }
-
-            public MemorySegment memory() {
-                return buffer.segment();
-            }
-
-            public void deregister() {
-                reg.close(); // deregisters every chunk of the pool
-            }
-
-            public void close() {
-                buffer.close();
-                pool.close();
-            }
+        race((lb, mem) -> {
+            BufferPool pool = BufferPool.builder().name("race").largestClass(1 << 20).build();
+            PoolRegistration reg = lb.pdB.register(pool, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+            PooledBuffer buffer = pool.allocate(SIZE);
+            return new Target(buffer.address(), reg.rkey(buffer), buffer.segment(),
+                    reg::close, // deregisters every chunk of the pool
+                    () -> {
+                        buffer.close();
+                        pool.close();
+                    });
         });
     }
 
     @Test
     void dmaUnmapUnderAFastRegRegion() throws InterruptedException {
-        race(java.util.Map.of("maxFastRegPageListLen", "1024"), (lb, mem) -> new Target() {
-            final DmaMapping mapping = lb.devB.dmaMap(mem);
-            final MemoryRegion mr = lb.pdB.allocMr((int) (SIZE / 4096));
-            final int rkey;
-
-            {
-                ScatterList sg = new ScatterList().add(mem);
-                assertThat(mr.mapSg(sg, 1, 0, 4096)).isEqualTo(1);
-                int key = MemoryRegion.incRkey(mr.rkey());
-                lb.qpB.postSend(new WorkRequest(1).wrId(5).signaled(true)
-                        .regMr(mr, key, Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE)));
-                assertThat(lb.one(lb.cqB).status()).isEqualTo(WcStatus.SUCCESS);
-                rkey = key;
-            }
-
-            public long address() {
-                return mr.address();
-            }
-
-            public int rkey() {
-                return rkey;
-            }
-
-            public MemorySegment memory() {
-                return mem;
-            }
-
-            public void deregister() {
-                mapping.close();
-            }
-
-            public void close() {
-                mr.close();
-            }
+        race(java.util.Map.of("maxFastRegPageListLen", "1024"), (lb, mem) -> {
+            DmaMapping mapping = lb.devB.dmaMap(mem);
+            MemoryRegion mr = lb.pdB.allocMr((int) (SIZE / 4096));
+            ScatterList sg = new ScatterList().add(mem);
+            assertThat(mr.mapSg(sg, 1, 0, 4096)).isEqualTo(1);
+            int key = MemoryRegion.incRkey(mr.rkey());
+            lb.qpB.postSend(new WorkRequest(1).wrId(5).signaled(true)
+                    .regMr(mr, key, Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE)));
+            assertThat(lb.one(lb.cqB).status()).isEqualTo(WcStatus.SUCCESS);
+            return new Target(mr.address(), key, mem, mapping::close, mr::close);
         });
     }
 
@@ -218,23 +124,7 @@ class DeregistrationRaceTest {
                 dst.fill((byte) 0);
                 MemoryRegion srcMr = lb.pdA.register(src, Access.LOCAL_WRITE);
                 MemoryRegion dstMr = lb.pdB.register(dst, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-                Target target = new Target() {
-                    public long address() {
-                        return dstMr.address();
-                    }
-
-                    public int rkey() {
-                        return dstMr.rkey();
-                    }
-
-                    public MemorySegment memory() {
-                        return dst;
-                    }
-
-                    public void deregister() {
-                        srcMr.close();
-                    }
-                };
+                Target target = new Target(dstMr.address(), dstMr.rkey(), dst, srcMr::close, () -> { });
                 Round r = new Round(lb, src, srcMr, target, round + 2);
                 Thread poster = Thread.ofPlatform().name("poster").start(r);
                 while (!r.posting) {
@@ -244,7 +134,7 @@ class DeregistrationRaceTest {
                 while (System.nanoTime() < until) {
                     Thread.onSpinWait();
                 }
-                target.deregister();
+                target.deregister().run();
                 src.fill((byte) 0xEE); // the new owner's bytes
                 poster.join(TimeUnit.SECONDS.toMillis(60));
                 assertThat(r.failure.get()).isNull();
@@ -296,7 +186,7 @@ class DeregistrationRaceTest {
                     while (System.nanoTime() < until) {
                         Thread.onSpinWait();
                     }
-                    target.deregister();
+                    target.deregister().run();
                     MemorySegment after = Arena.ofAuto().allocate(SIZE);
                     after.copyFrom(target.memory()); // the moment the call returned
                     poster.join(TimeUnit.SECONDS.toMillis(60));

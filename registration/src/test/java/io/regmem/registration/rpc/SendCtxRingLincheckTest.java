@@ -59,14 +59,11 @@ public class SendCtxRingLincheckTest {
      */
     @Operation(nonParallelGroup = "producer")
     public int completeOldest() {
-        int oldest = ring.oldestIndex();
+        int oldest = oldestPosted(ring, posted);
         if (oldest < 0) {
             return -1;
         }
         long id = posted.get(oldest);
-        if (id != ring.slot(oldest).wrId()) {
-            return -1;
-        }
         if (!ring.complete(id)) {
             return -2;
         }
@@ -143,16 +140,21 @@ public class SendCtxRingLincheckTest {
         /** Producer: the completion of the oldest outstanding Send, if it was posted; its slot, or -1. */
         @Operation(nonParallelGroup = "producer")
         public int completeOldest() {
-            int oldest = ring.oldestIndex();
-            if (oldest < 0) {
-                return -1;
-            }
-            long id = posted.get(oldest);
-            if (id != ring.slot(oldest).wrId() || !ring.complete(id)) {
+            int oldest = oldestPosted(ring, posted);
+            if (oldest < 0 || !ring.complete(posted.get(oldest))) {
                 return -1;
             }
             return oldest;
         }
+    }
+
+    /**
+     * The slot of the oldest outstanding Send if it was posted (a completion can only follow a
+     * post), else -1. The producer's view: what the send queue would complete next.
+     */
+    static int oldestPosted(SendCtxRing ring, AtomicLongArray posted) {
+        int oldest = ring.oldestIndex();
+        return oldest >= 0 && posted.get(oldest) == ring.slot(oldest).wrId() ? oldest : -1;
     }
 
     @Test
