@@ -209,15 +209,20 @@ final class BenchCommand implements Callable<Integer> {
         }
     }
 
-    private static void printGrace(PrintStream out, Map<String, Row> grace) {
-        if (grace.isEmpty()) {
-            return;
-        }
-        out.printf("%n### Grace-period section beside read locks (peers in the same run; two-reader groups: per operation of the group)%n%n");
+    /** A table of operations with their score (and its unit, kept in the row's size column) and B/op. */
+    private static void printScores(PrintStream out, String heading, Map<String, Row> rows) {
+        out.printf("%n### %s%n%n", heading);
         out.println("| operation | score | B/op |");
         out.println("|---|---:|---:|");
-        for (Row r : grace.values()) {
+        for (Row r : rows.values()) {
             out.printf(Locale.ROOT, "| %s | %.1f ± %.1f %s | %.0f |%n", r.method(), r.ns(), r.error(), r.size(), r.bytesPerOp());
+        }
+    }
+
+    private static void printGrace(PrintStream out, Map<String, Row> grace) {
+        if (!grace.isEmpty()) {
+            printScores(out, "Grace-period section beside read locks (peers in the same run; two-reader groups: per "
+                    + "operation of the group)", grace);
         }
     }
 
@@ -225,12 +230,7 @@ final class BenchCommand implements Callable<Integer> {
         if (rpc.isEmpty()) {
             return;
         }
-        out.printf("%n### Request pool and send-context ring (peers in the same run)%n%n");
-        out.println("| operation | score | B/op |");
-        out.println("|---|---:|---:|");
-        for (Row r : rpc.values()) {
-            out.printf(Locale.ROOT, "| %s | %.1f ± %.1f %s | %.0f |%n", r.method(), r.ns(), r.error(), r.size(), r.bytesPerOp());
-        }
+        printScores(out, "Request pool and send-context ring (peers in the same run)", rpc);
         Row ours = rpc.get("reqGetPut");
         Row mpmc = rpc.get("mpmcPollOffer");
         if (ours != null && mpmc != null) {
