@@ -3,7 +3,7 @@ package io.regmem.registration;
 /**
  * How much the Lincheck model checks explore: each test's own CI budget, bounded so the suite stays
  * fast, scaled up for soak runs. {@code -Dregmem.lincheck.scale=K} multiplies every test's scenarios
- * (iterations) by K (the {@code soak} Maven profile sets 50); {@code -Dregmem.lincheck.iterations}
+ * (iterations) by K (the {@code soak} Maven profile sets 20); {@code -Dregmem.lincheck.iterations}
  * and {@code -Dregmem.lincheck.invocations} set exact values for all tests instead.
  */
 public final class LincheckBudget {
