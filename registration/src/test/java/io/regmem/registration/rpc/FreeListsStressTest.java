@@ -10,9 +10,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import io.regmem.registration.NoLeaks;
 
 /**
- * The reply stack across both cores, with ownership marks: one thread pops replies (the receive
- * poster) and hands them to another, which pushes them back (replies finished on another thread).
- * No reply is ever popped while it is out, none is lost, none is pushed twice.
+ * The request and reply free lists across both cores, with ownership marks, at sizes where they
+ * span several bitmap words.
  */
 @ExtendWith(NoLeaks.class)
 class FreeListsStressTest {
@@ -73,9 +72,15 @@ class FreeListsStressTest {
         assertThat(shared).as("requests handed out while another thread held them").hasValue(0);
         assertThat(lists.freeRequests()).as("none lost").isEqualTo(n);
     }
+
+    /**
+     * Replies over three bitmap words: one thread pops batches of them (the receive poster) and
+     * hands them to another, which pushes them back (replies finished on another thread). No reply
+     * is popped while it is out, none is lost, none is pushed twice.
+     */
     @Test
     void repliesPoppedOnOneThreadAndPushedOnAnotherAreNeverSharedNorLost() throws Exception {
-        int n = 16;
+        int n = 150; // three 64-bit words
         FreeLists lists = new FreeLists(4, n);
         Rep[] reps = new Rep[n];
         for (int i = 0; i < n; i++) {
@@ -88,9 +93,11 @@ class FreeListsStressTest {
         AtomicInteger shared = new AtomicInteger();
         AtomicInteger refusedPushes = new AtomicInteger();
         int rounds = 500_000;
+        AtomicInteger handedOver = new AtomicInteger(); // replies the popper handed over, in all
+        java.util.concurrent.atomic.AtomicBoolean popperDone = new java.util.concurrent.atomic.AtomicBoolean();
         Thread pusher = Thread.ofPlatform().start(() -> {
             int pushed = 0;
-            while (pushed < rounds) {
+            while (!popperDone.get() || pushed < handedOver.get()) {
                 for (int i = 0; i < n; i++) {
                     Rep r = handoff.getAndSet(i, null);
                     if (r != null) {
@@ -105,20 +112,33 @@ class FreeListsStressTest {
             }
         });
         int popped = 0;
+        Rep[] batch = new Rep[n];
+        java.util.SplittableRandom rnd = new java.util.SplittableRandom(11);
         while (popped < rounds) {
-            Rep r = lists.pop();
-            if (r == null) {
+            // Pop a batch (up to all of them, so the lowest free number moves across the words)
+            // before handing any over, then hand the batch to the pusher.
+            int want = 1 + rnd.nextInt(n);
+            int k = 0;
+            Rep r;
+            while (k < want && (r = lists.pop()) != null) {
+                if (!out.compareAndSet(r.id(), 0, 1)) {
+                    shared.incrementAndGet();
+                }
+                batch[k++] = r;
+            }
+            if (k == 0) {
                 Thread.onSpinWait();
                 continue;
             }
-            if (!out.compareAndSet(r.id(), 0, 1)) {
-                shared.incrementAndGet();
+            for (int i = 0; i < k; i++) {
+                while (!handoff.compareAndSet(batch[i].id(), null, batch[i])) {
+                    Thread.onSpinWait();
+                }
+                handedOver.incrementAndGet();
             }
-            while (!handoff.compareAndSet(r.id(), null, r)) {
-                Thread.onSpinWait();
-            }
-            popped++;
+            popped += k;
         }
+        popperDone.set(true);
         pusher.join();
         assertThat(shared).as("replies popped while out").hasValue(0);
         assertThat(refusedPushes).as("pushes of a reply already free").hasValue(0);
