@@ -39,11 +39,6 @@ final class WorkQueue {
         return ring.length - size();
     }
 
-    /** Requests posted and not yet executed or flushed. */
-    int pending() {
-        return (int) (tail - head);
-    }
-
     /** The slot the next push fills; {@link #commitPush(int)} makes it visible. */
     Wqe pushSlot(int ahead) {
         return ring[(int) ((tail + ahead) % ring.length)];
