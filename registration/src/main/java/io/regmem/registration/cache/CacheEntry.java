@@ -169,16 +169,20 @@ final class CacheEntry extends RegionRefsPadRight {
     }
 
     /** Drops a reference without a lease (the index's, or a handle of its own's); the last one deregisters. */
-    void release(int lease) {
+    void release() {
         long before = (long) REFS.getAndAdd(this, -REF);
         if ((before & REF_MASK) == 1) {
             cache.dispose(this);
         }
     }
 
-    /** Drops the index's reference (no lease). */
-    void release() {
-        release(NO_LEASE);
+    /** Gives back what {@link #acquire} took: the lease with its reference, or the reference alone ({@link #NO_LEASE}). */
+    void giveBack(int lease) {
+        if (lease == NO_LEASE) {
+            release();
+        } else {
+            releaseLease(lease);
+        }
     }
 
     /** Drops the index's reference only if nobody else holds one (idle eviction); true if it did. */

@@ -103,7 +103,7 @@ public final class CachedRegion implements AutoCloseable {
             throw new RdmaException(Errno.EINVAL, this + ": released twice (each get is given back once)");
         }
         if (lease < 0) {
-            entry.release(lease);
+            entry.release();
         }
     }
 

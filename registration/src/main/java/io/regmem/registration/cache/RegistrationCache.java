@@ -174,7 +174,7 @@ public final class RegistrationCache implements AutoCloseable {
         }
         if (!e.indexed || !e.scope.isAlive()) {
             refusedHits.increment();
-            e.release(lease);
+            e.giveBack(lease); // the lease too: a refused hit must not keep a handle out
             return null;
         }
         e.touch();

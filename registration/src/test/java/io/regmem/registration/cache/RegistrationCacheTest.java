@@ -409,6 +409,23 @@ class RegistrationCacheTest {
         assertThat(pd.useCount()).isZero();
     }
 
+    /** A hit refused because the region's memory died gives its lease back with its reference. */
+    @Test
+    void aRefusedHitGivesItsLeaseBack() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        Arena doomed = Arena.ofShared();
+        MemorySegment seg = doomed.allocate(4096, 4096);
+        cache.get(seg, Access.REMOTE_READ).close();
+        CacheEntry entry = cache.indexed().getFirst();
+        doomed.close(); // freed without telling the cache: hits on it are refused
+        for (int i = 0; i < 3 * CacheEntry.LEASES; i++) {
+            assertThatThrownBy(() -> cache.get(seg, Access.REMOTE_READ)).isInstanceOf(RdmaException.class);
+            assertThat(entry.leases()).as("no lease kept by a refused hit").isZero();
+        }
+        cache.close();
+        assertThat(pd.useCount()).isZero();
+    }
+
     @Test
     void moreHoldersThanPooledHandlesEachReleaseOnce() {
         RegistrationCache cache = RegistrationCache.of(pd);
