@@ -313,7 +313,6 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
 
     void pageMemory(int i, DmaMapping mapping, long offset) {
         pageList.mappings[i] = mapping;
-        pageList.segments[i] = mapping.segment();
         pageList.offsets[i] = offset;
     }
 
@@ -380,8 +379,8 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
             markDestroyed();
             pd.release();
         }
-        // Wait out the copies that checked the region before it went invalid; only then may its key
-        // slot be reused (a reader's check compares against this object, so reuse is safe either way).
+        // Wait out the copies that checked the region before it went invalid, then free its key slot
+        // for reuse (a reader that resolved the key holds this object, whose check now fails).
         Fabric.GRACE.synchronize();
         device.keys.release(slot, this);
     }

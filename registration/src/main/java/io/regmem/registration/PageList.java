@@ -1,7 +1,6 @@
 package io.regmem.registration;
 
 import io.regmem.core.ScatterList;
-import java.lang.foreign.MemorySegment;
 
 /**
  * A fast-reg MR's page list: the page addresses {@link MemoryRegion#mapSg} (or an integrity MR's
@@ -11,7 +10,6 @@ import java.lang.foreign.MemorySegment;
  */
 final class PageList {
     final long[] pages;
-    final MemorySegment[] segments;
     final long[] offsets;
     /** The DMA mapping each page resolved through at the last REG_MR: the page is reachable only while it lives. */
     final DmaMapping[] mappings;
@@ -23,7 +21,6 @@ final class PageList {
 
     PageList(int capacity) {
         this.pages = new long[capacity];
-        this.segments = new MemorySegment[capacity];
         this.offsets = new long[capacity];
         this.mappings = new DmaMapping[capacity];
     }
