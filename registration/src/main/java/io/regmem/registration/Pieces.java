@@ -85,52 +85,52 @@ final class Pieces {
         }
     }
 
-/**
- * Copies the source pieces over the destination pieces in order, within the caller's section,
- * in pieces of at most {@link #PIECE} bytes: between two pieces the reader leaves its section
- * (a waiting deregistration may finish) and enters a new one, in which every registration of
- * both lists is checked again.
- *
- * @return {@link #COPIED}, or which side failed ({@link #SRC_FAILED}, {@link #DST_FAILED}):
- *         deregistered meanwhile, or memory whose scope ended under the copy
- */
-static int copy(GracePeriod.Reader reader, Pieces src, Pieces dst) {
-    int i = 0;
-    int j = 0;
-    long si = 0;
-    long dj = 0;
-    long budget = PIECE;
-    try {
-        while (i < src.n && j < dst.n) {
-            if (budget == 0 && reader != null) {
-                reader.exit();
-                reader.enter();
-                if (!src.stillValid()) {
-                    return SRC_FAILED;
+    /**
+     * Copies the source pieces over the destination pieces in order, within the caller's section,
+     * in pieces of at most {@link #PIECE} bytes: between two pieces the reader leaves its section
+     * (a waiting deregistration may finish) and enters a new one, in which every registration of
+     * both lists is checked again.
+     *
+     * @return {@link #COPIED}, or which side failed ({@link #SRC_FAILED}, {@link #DST_FAILED}):
+     *         deregistered meanwhile, or memory whose scope ended under the copy
+     */
+    static int copy(GracePeriod.Reader reader, Pieces src, Pieces dst) {
+        int i = 0;
+        int j = 0;
+        long si = 0;
+        long dj = 0;
+        long budget = PIECE;
+        try {
+            while (i < src.n && j < dst.n) {
+                if (budget == 0 && reader != null) {
+                    reader.exit();
+                    reader.enter();
+                    if (!src.stillValid()) {
+                        return SRC_FAILED;
+                    }
+                    if (!dst.stillValid()) {
+                        return DST_FAILED;
+                    }
+                    budget = PIECE;
                 }
-                if (!dst.stillValid()) {
-                    return DST_FAILED;
+                long n = Math.min(Math.min(src.len[i] - si, dst.len[j] - dj), reader == null ? Long.MAX_VALUE : budget);
+                MemorySegment.copy(src.seg[i], src.off[i] + si, dst.seg[j], dst.off[j] + dj, n);
+                budget -= n;
+                si += n;
+                dj += n;
+                if (si == src.len[i]) {
+                    i++;
+                    si = 0;
                 }
-                budget = PIECE;
+                if (dj == dst.len[j]) {
+                    j++;
+                    dj = 0;
+                }
             }
-            long n = Math.min(Math.min(src.len[i] - si, dst.len[j] - dj), reader == null ? Long.MAX_VALUE : budget);
-            MemorySegment.copy(src.seg[i], src.off[i] + si, dst.seg[j], dst.off[j] + dj, n);
-            budget -= n;
-            si += n;
-            dj += n;
-            if (si == src.len[i]) {
-                i++;
-                si = 0;
-            }
-            if (dj == dst.len[j]) {
-                j++;
-                dj = 0;
-            }
+            return COPIED;
+        } catch (IllegalStateException | IndexOutOfBoundsException | WrongThreadException e) {
+            // A scope closed under the copy (the memory's owner freed it without deregistering it).
+            return i < src.n && !src.seg[i].scope().isAlive() ? SRC_FAILED : DST_FAILED;
         }
-        return COPIED;
-    } catch (IllegalStateException | IndexOutOfBoundsException | WrongThreadException e) {
-        // A scope closed under the copy (the memory's owner freed it without deregistering it).
-        return i < src.n && !src.seg[i].scope().isAlive() ? SRC_FAILED : DST_FAILED;
     }
-}
 }
