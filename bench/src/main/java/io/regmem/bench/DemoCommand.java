@@ -87,8 +87,8 @@ final class DemoCommand implements Callable<Integer> {
     /** The providers present (found as {@code RdmaDevice.open} finds them). */
     static java.util.List<String> providers() {
         java.util.List<String> names = new ArrayList<>();
-        for (io.regmem.registration.RdmaProvider p : java.util.ServiceLoader.load(io.regmem.registration.RdmaProvider.class,
-                io.regmem.registration.RdmaProvider.class.getClassLoader())) {
+        for (io.regmem.registration.spi.RdmaProvider p : java.util.ServiceLoader.load(io.regmem.registration.spi.RdmaProvider.class,
+                io.regmem.registration.spi.RdmaProvider.class.getClassLoader())) {
             names.add(p.name());
         }
         return names;

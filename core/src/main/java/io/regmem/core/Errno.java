@@ -28,6 +28,8 @@ public enum Errno {
     EBUSY(16),
     /** Exists already: a name that must be unique is taken. */
     EEXIST(17),
+    /** No such device: the transport a provider needs is not there. */
+    ENODEV(19),
     /** Invalid argument: the call broke a documented rule. */
     EINVAL(22),
     /** Result or argument out of range (an overflow). */

@@ -2,6 +2,9 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.spi.CmContext;
+import io.regmem.registration.spi.ProviderCm;
+import io.regmem.registration.spi.QpContext;
 
 /**
  * A connection-manager ID ({@code rdma_create_id}): the handle a connection is made through. It
@@ -28,20 +31,27 @@ public final class CmId extends RdmaResource implements AutoCloseable {
         DISCONNECTED
     }
 
-    private QueuePair qp;
-    private ConnState conn = ConnState.IDLE;
-    private String listenName;
+    private volatile QueuePair qp;
+    private volatile ConnState conn = ConnState.IDLE;
+    /** Requests that came through this listening ID and were not yet taken or answered. Guarded by itself. */
     private final java.util.ArrayDeque<CmId> requests = new java.util.ArrayDeque<>();
-    /** The other end: for a request, the active ID; for the active ID, its request. */
-    private CmId remote;
     /** For a request: the listener it came through. */
     private CmId listener;
     private volatile CmEventHandler handler;
+    /** The provider's half. */
+    private ProviderCm provider;
+    /** What the provider sees of this ID. */
+    private final Context context = new Context();
     /** The ID whose event handler this thread is running, if any. */
     private static final ThreadLocal<CmId> IN_HANDLER = new ThreadLocal<>();
 
     CmId(RdmaDevice device) {
         super(device, "CmId", null);
+    }
+
+    /** Creates the provider's half; throws before the ID is tracked, so nothing is created then. */
+    void attachProvider() {
+        provider = device.provider().createCmId(context);
     }
 
     /**
@@ -87,20 +97,20 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 throw new RdmaException(Errno.EINVAL, this + ": maxRdmaCtxs " + attrs.maxRdmaCtxs() + " is negative");
             }
             int ctxs = attrs.maxRdmaCtxs();
-            long extra = io.regmem.registration.rw.RdmaRw.maxSendWr(device, 1, ctxs, attrs.integrity());
+            long extra = RwSizing.maxSendWr(device, ctxs, attrs.integrity());
             int sendWr = (int) Math.min(a.maxQpWr(), attrs.maxSendWr() + extra);
             QueuePair created = new QueuePair(this, pd, attrs, sendWr);
+            created.provider = device.provider().createQp(created.context); // throws: nothing created
             try {
                 created.createMrPools(ctxs, attrs.integrity()); // throws: nothing created
             } catch (RuntimeException e) {
-                created.reader.close();
+                created.provider.destroy();
                 throw e;
             }
             pd.retain();
             scq.retain();
             rcq.retain();
             qp = created;
-            device.addQp(created);
             device.tracker.add(created);
             return created;
         }
@@ -115,9 +125,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
 
     /** The attached queue pair, or null. */
     public QueuePair qp() {
-        synchronized (device.lock) {
-            return qp;
-        }
+        return qp;
     }
 
     /**
@@ -136,28 +144,23 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     void destroyQp(boolean force) {
         synchronized (device.lock) {
             checkAlive("destroyQp");
-            if (qp == null) {
+            QueuePair q = qp;
+            if (q == null) {
                 throw new RdmaException(Errno.EINVAL, this + ": destroyQp with no QP attached (already destroyed?)");
             }
-            QueuePair q = qp;
             int held = q.rdmaMrs().used() + q.sigMrs().used();
             if (held > 0 && !force) {
                 throw new RdmaException(Errno.EBUSY, this + ": cannot destroy " + q + ": " + held + " pool MR(s) are "
                         + "still held by live rw contexts (mrs_used); destroy the contexts first");
             }
-            Fabric.LOCK.lock();
+            q.lock.lock();
             try {
                 q.state(QueuePair.State.ERROR);
-                if (q.peer != null) {
-                    SoftEngine.toError(q.peer); // the peer loses its connection
-                    q.peer.peer = null;
-                    q.peer = null;
-                }
+                q.provider().stop(); // nothing of the QP touches memory any more
             } finally {
-                Fabric.LOCK.unlock();
+                q.lock.unlock();
             }
-            device.removeQp(q);
-            q.reader.close(); // off the fabric's QP lists, so it never executes again
+            q.provider().destroy(); // the provider unlinks it (the peer loses its connection) and never runs it again
             q.destroyMrPools();
             q.markDestroyed();
             q.pd().release();
@@ -167,71 +170,55 @@ public final class CmId extends RdmaResource implements AutoCloseable {
         }
     }
 
-    // ---- connection setup (soft: within this JVM) -------------------------------------------------
+    // ---- connection setup: the verbs layer keeps the states and events, the provider the wire ----
 
     /**
-     * Listens for connection requests under {@code name} ({@code rdma_listen}).
+     * Listens for connection requests at {@code address} ({@code rdma_listen}): on soft, any name,
+     * unique within the JVM.
      *
-     * @throws RdmaException {@link Errno#EBUSY} if another ID listens under that name;
-     *                       {@link Errno#EINVAL} if this ID is not idle
+     * @throws RdmaException {@link Errno#EBUSY} if another ID listens there; {@link Errno#EINVAL} if this
+     *                       ID is not idle or the address is null
      */
-    public void listen(String name) {
+    public void listen(String address) {
         synchronized (device.lock) {
             checkAlive("listen");
-            Fabric.LOCK.lock();
-            try {
-                if (conn != ConnState.IDLE) {
-                    throw new RdmaException(Errno.EINVAL, this + ": listen in state " + conn);
-                }
-                if (Fabric.LISTENERS.putIfAbsent(name, this) != null) {
-                    throw new RdmaException(Errno.EBUSY, this + ": '" + name + "' is already listened on");
-                }
-                listenName = name;
-                conn = ConnState.LISTENING;
-            } finally {
-                Fabric.LOCK.unlock();
+            if (address == null || conn != ConnState.IDLE) {
+                throw new RdmaException(Errno.EINVAL, this + ": listen(" + address + ") in state " + conn
+                        + " (needs an idle ID and an address)");
             }
+            provider.listen(address);
+            conn = ConnState.LISTENING;
         }
     }
 
     /**
-     * Asks the ID listening under {@code name} for a connection ({@code rdma_connect}). This ID must
+     * Asks the ID listening at {@code address} for a connection ({@code rdma_connect}). This ID must
      * have its QP. The listener sees a new ID in {@link #getRequest()}; once that one accepts, both
      * QPs are ready to send.
      *
-     * @throws RdmaException {@link Errno#ENOENT} if nobody listens under the name; {@link Errno#EINVAL}
-     *                       without a QP or when not idle
+     * @throws RdmaException {@link Errno#ENOENT} if nobody listens there; {@link Errno#EINVAL}
+     *                       without a QP, when not idle, or for a null address
      */
-    public void connect(String name) {
-        CmEvent event;
-        synchronized (device.lock) {
-            checkAlive("connect");
-            Fabric.LOCK.lock();
-            try {
-                if (qp == null || conn != ConnState.IDLE) {
-                    throw new RdmaException(Errno.EINVAL, this + ": connect needs a QP and an idle ID (state " + conn + ")");
+    public void connect(String address) {
+        CmEvents.begin();
+        try {
+            synchronized (device.lock) {
+                checkAlive("connect");
+                if (qp == null || conn != ConnState.IDLE || address == null) {
+                    throw new RdmaException(Errno.EINVAL, this + ": connect needs a QP, an idle ID and an address (state "
+                            + conn + ")");
                 }
-                CmId listener = Fabric.LISTENERS.get(name);
-                if (listener == null) {
-                    throw new RdmaException(Errno.ENOENT, this + ": nobody listens under '" + name + "'");
-                }
-                // Not under the listener device's lock: that would order a device lock after the fabric
-                // lock, against every other path. The tracker is concurrent.
-                CmId request = new CmId(listener.device);
-                request.conn = ConnState.REQUESTED;
-                request.remote = this;
-                request.listener = listener;
-                request.handler = listener.handler; // a request inherits its listener's handler
-                listener.device.tracker.add(request);
-                listener.requests.addLast(request);
-                remote = request;
                 conn = ConnState.CONNECTING;
-                event = new CmEvent(CmEvent.Type.CONNECT_REQUEST, request, listener);
-            } finally {
-                Fabric.LOCK.unlock();
+                try {
+                    provider.connect(address);
+                } catch (RuntimeException e) {
+                    conn = ConnState.IDLE;
+                    throw e;
+                }
             }
+        } finally {
+            CmEvents.end();
         }
-        deliver(event);
     }
 
     /**
@@ -240,12 +227,9 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      * {@link #reject()}s it.
      */
     public CmId getRequest() {
-        Fabric.LOCK.lock();
-        try {
-            checkAlive("getRequest");
+        checkAlive("getRequest");
+        synchronized (requests) {
             return requests.pollFirst();
-        } finally {
-            Fabric.LOCK.unlock();
         }
     }
 
@@ -256,56 +240,36 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      *                       requester still waits
      */
     public void accept() {
-        CmId active;
-        synchronized (device.lock) {
-            checkAlive("accept");
-            Fabric.LOCK.lock();
-            try {
-                active = remote;
-                if (conn != ConnState.REQUESTED || qp == null || active == null || active.isDestroyed()
-                        || active.qp == null || active.conn != ConnState.CONNECTING) {
+        CmEvents.begin();
+        try {
+            synchronized (device.lock) {
+                checkAlive("accept");
+                if (conn != ConnState.REQUESTED || qp == null) {
                     throw new RdmaException(Errno.EINVAL, this + ": accept needs a pending request, a QP, and a "
                             + "requester that still waits (state " + conn + ")");
                 }
-                qp.peer = active.qp;
-                active.qp.peer = qp;
-                qp.state(QueuePair.State.RTS);
-                active.qp.state(QueuePair.State.RTS);
-                conn = ConnState.CONNECTED;
-                active.conn = ConnState.CONNECTED;
-                if (listener != null) {
-                    listener.requests.remove(this);
-                }
-            } finally {
-                Fabric.LOCK.unlock();
+                provider.accept();
             }
+        } finally {
+            CmEvents.end();
         }
-        deliver(new CmEvent(CmEvent.Type.ESTABLISHED, active, null), new CmEvent(CmEvent.Type.ESTABLISHED, this, null));
     }
 
     /** Rejects a pending request ({@code rdma_reject}): the requester ends DISCONNECTED. */
     public void reject() {
-        CmId active;
-        Fabric.LOCK.lock();
+        CmEvents.begin();
         try {
-            checkAlive("reject");
-            if (conn != ConnState.REQUESTED) {
-                throw new RdmaException(Errno.EINVAL, this + ": reject of a non-request (state " + conn + ")");
+            synchronized (device.lock) {
+                checkAlive("reject");
+                if (conn != ConnState.REQUESTED) {
+                    throw new RdmaException(Errno.EINVAL, this + ": reject of a non-request (state " + conn + ")");
+                }
+                provider.reject();
+                conn = ConnState.DISCONNECTED;
+                leaveListener();
             }
-            active = remote;
-            if (active != null) {
-                active.conn = ConnState.DISCONNECTED;
-                active.remote = null;
-            }
-            if (listener != null) {
-                listener.requests.remove(this);
-            }
-            conn = ConnState.DISCONNECTED;
         } finally {
-            Fabric.LOCK.unlock();
-        }
-        if (active != null) {
-            deliver(new CmEvent(CmEvent.Type.REJECTED, active, null));
+            CmEvents.end();
         }
     }
 
@@ -314,29 +278,28 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      * outstanding at either end is flushed. Idempotent.
      */
     public void disconnect() {
-        CmId other = null;
-        boolean wasConnected;
-        Fabric.LOCK.lock();
+        CmEvents.begin();
         try {
-            checkAlive("disconnect");
-            wasConnected = conn == ConnState.CONNECTED;
-            if (qp != null) {
-                SoftEngine.toError(qp);
-                if (qp.peer != null) {
-                    SoftEngine.toError(qp.peer);
+            synchronized (device.lock) {
+                checkAlive("disconnect");
+                boolean wasConnected = conn == ConnState.CONNECTED;
+                conn = ConnState.DISCONNECTED;
+                if (wasConnected) {
+                    CmEvents.post(new CmEvent(CmEvent.Type.DISCONNECTED, this, null));
                 }
-            }
-            conn = ConnState.DISCONNECTED;
-            if (remote != null && remote.conn == ConnState.CONNECTED) {
-                remote.conn = ConnState.DISCONNECTED;
-                other = remote;
+                provider.disconnect();
             }
         } finally {
-            Fabric.LOCK.unlock();
+            CmEvents.end();
         }
-        if (wasConnected) {
-            deliver(new CmEvent(CmEvent.Type.DISCONNECTED, this, null),
-                    other == null ? null : new CmEvent(CmEvent.Type.DISCONNECTED, other, null));
+    }
+
+    private void leaveListener() {
+        CmId l = listener;
+        if (l != null) {
+            synchronized (l.requests) {
+                l.requests.remove(this);
+            }
         }
     }
 
@@ -348,28 +311,23 @@ public final class CmId extends RdmaResource implements AutoCloseable {
         this.handler = h;
     }
 
-    /** Runs the handlers of the given events (nulls skipped), outside every lock. */
-    private static void deliver(CmEvent... events) {
-        for (CmEvent e : events) {
-            if (e == null) {
-                continue;
-            }
-            CmId id = e.id();
-            CmEventHandler h = id.handler;
-            if (h == null) {
-                continue;
-            }
-            CmId outer = IN_HANDLER.get();
-            IN_HANDLER.set(id);
-            boolean destroy;
-            try {
-                destroy = h.onEvent(e);
-            } finally {
-                IN_HANDLER.set(outer);
-            }
-            if (destroy && !id.isDestroyed()) {
-                id.destroyAfterEvent();
-            }
+    /** Runs the handler of an event, outside every lock (see {@link CmEvents}). */
+    static void deliver(CmEvent e) {
+        CmId id = e.id();
+        CmEventHandler h = id.handler;
+        if (h == null) {
+            return;
+        }
+        CmId outer = IN_HANDLER.get();
+        IN_HANDLER.set(id);
+        boolean destroy;
+        try {
+            destroy = h.onEvent(e);
+        } finally {
+            IN_HANDLER.set(outer);
+        }
+        if (destroy && !id.isDestroyed()) {
+            id.destroyAfterEvent();
         }
     }
 
@@ -388,12 +346,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
 
     /** Where this ID stands in connection setup. */
     public ConnState connState() {
-        Fabric.LOCK.lock();
-        try {
-            return conn;
-        } finally {
-            Fabric.LOCK.unlock();
-        }
+        return conn;
     }
 
     /**
@@ -408,38 +361,106 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             throw new RdmaException(Errno.EBUSY, this + ": destroyed inside its own event handler; return true "
                     + "from the handler instead and regmem destroys it afterwards");
         }
-        java.util.List<CmEvent> refused = new java.util.ArrayList<>();
-        synchronized (device.lock) {
-            checkAlive("close");
-            if (qp != null) {
-                throw new RdmaException(Errno.EBUSY, this + ": cannot destroy while " + qp
-                        + " is attached; destroyQp() first (the kernel would orphan the QP)");
-            }
-            Fabric.LOCK.lock();
-            try {
-                if (listenName != null) {
-                    Fabric.LISTENERS.remove(listenName, this);
+        CmEvents.begin();
+        try {
+            synchronized (device.lock) {
+                checkAlive("close");
+                if (qp != null) {
+                    throw new RdmaException(Errno.EBUSY, this + ": cannot destroy while " + qp
+                            + " is attached; destroyQp() first (the kernel would orphan the QP)");
                 }
-                CmId pending;
-                while ((pending = requests.pollFirst()) != null) {
-                    pending.conn = ConnState.DISCONNECTED; // refused: never accepted
-                    if (pending.remote != null) {
-                        pending.remote.conn = ConnState.DISCONNECTED;
-                        refused.add(new CmEvent(CmEvent.Type.REJECTED, pending.remote, null));
+                provider.destroy(); // stops listening
+                while (true) {
+                    CmId pending;
+                    synchronized (requests) {
+                        pending = requests.pollFirst();
                     }
+                    if (pending == null) {
+                        break;
+                    }
+                    pending.conn = ConnState.DISCONNECTED; // refused: never accepted
+                    pending.provider.destroy(); // its requester is told
                     pending.markDestroyed();
                 }
-                if (listener != null) {
-                    listener.requests.remove(this);
-                }
-                if (remote != null && remote.remote == this) {
-                    remote.remote = null;
-                }
-            } finally {
-                Fabric.LOCK.unlock();
+                leaveListener();
+                markDestroyed();
             }
-            markDestroyed();
+        } finally {
+            CmEvents.end();
         }
-        deliver(refused.toArray(CmEvent[]::new));
+    }
+
+    /** The ID as its provider sees it. */
+    private final class Context implements CmContext {
+        private volatile Object attachment;
+
+        @Override
+        public CmId cmId() {
+            return CmId.this;
+        }
+
+        @Override
+        public QpContext qp() {
+            QueuePair q = qp;
+            return q == null ? null : q.context;
+        }
+
+        @Override
+        public ConnState state() {
+            return conn;
+        }
+
+        @Override
+        public CmContext newRequest() {
+            // Not under this (the listener's) device lock: the caller may hold another device's.
+            // The tracker is concurrent.
+            CmId request = new CmId(device);
+            request.conn = ConnState.REQUESTED;
+            request.listener = CmId.this;
+            request.handler = handler; // a request inherits its listener's handler
+            request.attachProvider();
+            device.tracker.add(request);
+            synchronized (requests) {
+                requests.addLast(request);
+            }
+            CmEvents.post(new CmEvent(CmEvent.Type.CONNECT_REQUEST, request, CmId.this));
+            return request.context;
+        }
+
+        @Override
+        public void established() {
+            conn = ConnState.CONNECTED;
+            leaveListener();
+            CmEvents.post(new CmEvent(CmEvent.Type.ESTABLISHED, CmId.this, null));
+        }
+
+        @Override
+        public void rejected() {
+            conn = ConnState.DISCONNECTED;
+            CmEvents.post(new CmEvent(CmEvent.Type.REJECTED, CmId.this, null));
+        }
+
+        @Override
+        public void disconnected() {
+            if (conn == ConnState.CONNECTED) {
+                conn = ConnState.DISCONNECTED;
+                CmEvents.post(new CmEvent(CmEvent.Type.DISCONNECTED, CmId.this, null));
+            }
+        }
+
+        @Override
+        public ProviderCm provider() {
+            return provider;
+        }
+
+        @Override
+        public Object attachment() {
+            return attachment;
+        }
+
+        @Override
+        public void attach(Object state) {
+            attachment = state;
+        }
     }
 }

@@ -46,7 +46,7 @@ public final class DmaMapping extends RdmaResource implements AutoCloseable {
             device.dma.remove(this);
             markDestroyed();
         }
-        Fabric.GRACE.synchronize();
+        device.provider().quiesce();
     }
 
     static void checkMappable(MemorySegment segment, String who) {

@@ -3,6 +3,8 @@ package io.regmem.registration;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.core.ScatterList;
+import io.regmem.registration.spi.MrContext;
+import io.regmem.registration.spi.ProviderMr;
 
 /**
  * A memory region: memory the device may access with this region's keys and rights.
@@ -41,6 +43,8 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     private boolean window;
     /** An integrity MR's signature state (null otherwise). */
     final Integrity integrity;
+    /** The provider's handle (set once the provider registered the region). */
+    private ProviderMr provider;
 
     private MemoryRegion(ProtectionDomain pd, boolean fastReg, int maxNumSg, long pageSize) {
         this(pd, fastReg, maxNumSg, 0, pageSize);
@@ -68,23 +72,63 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         mr.length = segment.byteSize();
         mr.access = access;
         mr.valid = true;
+        mr.attachProvider();
         pd.device.keys.publish(mr.slot, mr);
         return mr;
     }
 
+    /**
+     * Registers the region with the provider (before its key is published). On failure the key slot
+     * is given back and the exception passes on: nothing was created.
+     */
+    private void attachProvider() {
+        try {
+            provider = device.provider().registerMemory(new Registration());
+        } catch (RuntimeException | Error e) {
+            device.keys.release(slot, this);
+            throw e;
+        }
+    }
+
+    /** What the provider is told about this region. */
+    private final class Registration implements MrContext {
+        @Override
+        public MemoryRegion region() {
+            return MemoryRegion.this;
+        }
+
+        @Override
+        public java.lang.foreign.MemorySegment segment() {
+            return segment;
+        }
+
+        @Override
+        public boolean isWindow() {
+            return window;
+        }
+    }
+
     /** A memory window's view: a registered-kind region over a slice, not tracked and not counted. */
     static MemoryRegion window(ProtectionDomain pd, java.lang.foreign.MemorySegment slice, int access) {
-        MemoryRegion mr = registered(pd, slice, access);
+        MemoryRegion mr = new MemoryRegion(pd, false, 0, 0);
         mr.window = true;
+        mr.segment = slice;
+        mr.address = slice.address();
+        mr.length = slice.byteSize();
+        mr.access = access;
+        mr.valid = true;
+        mr.attachProvider();
+        pd.device.keys.publish(mr.slot, mr);
         return mr;
     }
 
     /**
-     * Retires a window view's key (no PD count or tracker entry to drop). The caller waits a grace
-     * period ({@link Fabric#GRACE}) before it returns to its user.
+     * Retires a window view's key (no PD count or tracker entry to drop) and deregisters it with the
+     * provider, which waits until no access through it is in progress.
      */
     void retireWindow() {
         valid = false;
+        provider.deregister();
         device.keys.release(slot, this);
     }
 
@@ -98,12 +142,14 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
 
     static MemoryRegion fastReg(ProtectionDomain pd, int maxNumSg, long pageSize) {
         MemoryRegion mr = new MemoryRegion(pd, true, maxNumSg, pageSize);
+        mr.attachProvider();
         pd.device.keys.publish(mr.slot, mr);
         return mr;
     }
 
     static MemoryRegion integrity(ProtectionDomain pd, int maxDataSg, int maxMetaSg, long pageSize) {
         MemoryRegion mr = new MemoryRegion(pd, true, maxDataSg, maxMetaSg, pageSize);
+        mr.attachProvider();
         pd.device.keys.publish(mr.slot, mr);
         return mr;
     }
@@ -158,9 +204,24 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         return key;
     }
 
-    /** The key a peer uses for RDMA READ/WRITE into this region. */
+    /** The key a peer uses for RDMA READ/WRITE into this region (on soft; see {@link #exportRemoteKey()}). */
     public int rkey() {
         return key;
+    }
+
+    /**
+     * The remote key in the form any provider can carry to a peer (libfabric's raw key): the peer
+     * passes these bytes to {@link QueuePair#importRemoteKey(byte[])} on its QP and uses the result
+     * as the rkey of its work requests. On soft the bytes are the 32-bit {@link #rkey()}, big-endian,
+     * and importing gives the rkey back; on a transport with packed keys (UCX) they are the packed
+     * key, tens to hundreds of bytes. Send them once per registration (a fast-reg MR: once per
+     * REG_MR, since its key changes), not with every request.
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the region was deregistered
+     */
+    public byte[] exportRemoteKey() {
+        checkAlive("exportRemoteKey");
+        return provider.exportRemoteKey(key);
     }
 
     /** The first address covered (a fast-reg MR's iova after {@link #mapSg}). */
@@ -327,12 +388,11 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
 
 
     /**
-     * Retires a fast-reg MR's mapping (the effect of LOCAL_INV or a remote invalidate) and waits
-     * until no copy through it is in progress (a grace period). Not from inside a reader's section.
+     * Retires a fast-reg MR's mapping (the effect of LOCAL_INV or a remote invalidate); the provider
+     * then waits until no copy through it is in progress ({@link io.regmem.registration.spi.ProviderDevice#quiesce()}).
      */
-    void invalidateAndWait() {
+    void invalidate() {
         this.valid = false;
-        Fabric.GRACE.synchronize();
     }
 
     /**
@@ -350,7 +410,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
             checkAlive("revoke");
             revoked = true;
         }
-        Fabric.GRACE.synchronize();
+        device.provider().quiesce();
     }
 
     /** True once {@link #revoke()} was called. */
@@ -379,9 +439,9 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
             markDestroyed();
             pd.release();
         }
-        // Wait out the copies that checked the region before it went invalid, then free its key slot
-        // for reuse (a reader that resolved the key holds this object, whose check now fails).
-        Fabric.GRACE.synchronize();
+        // The provider waits out the copies that checked the region before it went invalid; then its
+        // key slot is freed for reuse (a reader that resolved the key holds this object, whose check fails).
+        provider.deregister();
         device.keys.release(slot, this);
     }
 }

@@ -54,8 +54,7 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
                         + " is not inside " + mr);
             }
             if (view != null) {
-                unbindLocked();
-                Fabric.GRACE.synchronize(); // the old key's copies end before the new binding exists
+                unbindLocked(); // the old key's copies end before the new binding exists
             }
             view = MemoryRegion.window(pd, mr.segment().asSlice(off, length), mask);
             parent = mr;
@@ -73,9 +72,9 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
             checkAlive("unbind");
             unbindLocked();
         }
-        Fabric.GRACE.synchronize();
     }
 
+    /** Retires the view's key; its deregistration waits until no copy through it is in progress. */
     private void unbindLocked() {
         if (view != null) {
             view.retireWindow();
@@ -111,6 +110,5 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
             markDestroyed();
             pd.release();
         }
-        Fabric.GRACE.synchronize();
     }
 }

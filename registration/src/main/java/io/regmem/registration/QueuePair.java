@@ -2,6 +2,12 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.spi.CqContext;
+import io.regmem.registration.spi.MemoryAccess;
+import io.regmem.registration.spi.PostedWr;
+import io.regmem.registration.spi.ProviderQp;
+import io.regmem.registration.spi.QpContext;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * A reliable-connected queue pair, created and destroyed through its {@link CmId}
@@ -11,8 +17,12 @@ import io.regmem.core.RdmaException;
  * <p><b>Posting.</b> {@link #postSend} and {@link #postRecv} copy a chain of reusable
  * {@link WorkRequest}s into the queue: the whole chain or nothing (a bad request or a full queue
  * throws naming the index of the first bad request). Requests execute in order when the device is
- * progressed (every {@link CompletionQueue#poll} does) and complete on the QP's CQs; unsignaled
- * successful sends complete silently, still in order.
+ * progressed (every {@link CompletionQueue#poll} of a CQ they complete on does, or the provider's own
+ * progress) and complete on the QP's CQs; unsignaled successful sends complete silently, still in order.
+ *
+ * <p><b>Threads.</b> Every QP has a lock of its own: posting to it, and the provider's executing it,
+ * take that lock (and, for a request that consumes a receive at the peer, the peer's), so
+ * independent connections progress in parallel.
  *
  * <p><b>Errors.</b> The first failed request completes with its error status and moves the QP to
  * {@link State#ERROR}; every later or outstanding request then completes with
@@ -46,15 +56,12 @@ public final class QueuePair extends RdmaResource {
     private MrPool sigMrs;
     final WorkQueue sq;
     final WorkQueue rq;
-    /** The QP's executor as a reader of {@link Fabric#GRACE}: its copies are what deregistration waits for. */
-    final GracePeriod.Reader reader = Fabric.GRACE.newReader();
-    /** The connected peer (soft: a QP in this JVM), or null. Fabric lock. */
-    QueuePair peer;
-    /** Test hooks, see {@link #injectFailure}. Fabric lock. */
-    long postedSends;
-    long failAtSend;
-    WcStatus failStatus;
-    boolean paused;
+    /** Guards the queues and the state; see {@link QpContext#lock()}. */
+    final ReentrantLock lock = new ReentrantLock();
+    /** What the provider sees of this QP. */
+    final Context context = new Context();
+    /** The provider's half (set once, at creation). */
+    ProviderQp provider;
 
     QueuePair(CmId cmId, ProtectionDomain pd, QpInitAttributes attrs, int maxSendWr) {
         super(pd.device, "QueuePair", null);
@@ -74,7 +81,7 @@ public final class QueuePair extends RdmaResource {
 
     /** Creates the rw MR pools: c fast-reg MRs, plus c signature MRs with integrity. */
     void createMrPools(int ctxs, boolean integrity) {
-        int pages = io.regmem.registration.rw.RdmaRw.frPageListLen(device, integrity);
+        int pages = RwSizing.frPageListLen(device);
         rdmaMrs = new MrPool(this, pd, ctxs, pages, false);
         try {
             sigMrs = new MrPool(this, pd, integrity ? ctxs : 0, pages, true);
@@ -111,7 +118,7 @@ public final class QueuePair extends RdmaResource {
      *                       {@link Errno#EBADF} if the QP was destroyed. Nothing of the chain is posted then.
      */
     public void postSend(WorkRequest first) {
-        Fabric.LOCK.lock();
+        lock.lock();
         try {
             checkAlive("postSend");
             if (state != State.RTS && state != State.ERROR) {
@@ -128,18 +135,15 @@ public final class QueuePair extends RdmaResource {
                 }
                 n++;
             }
+            long firstSeq = sq.tailSeq();
             int i = 0;
             for (WorkRequest wr = first; wr != null; wr = wr.next()) {
-                Wqe w = sq.pushSlot(i++);
-                w.copyFrom(wr, signalAll);
-                if (failStatus != null && ++postedSends == failAtSend) {
-                    w.injected = failStatus;
-                    failStatus = null;
-                }
+                sq.pushSlot(i++).copyFrom(wr, signalAll);
             }
             sq.commitPush(n);
+            provider.sendPosted(firstSeq, n);
         } finally {
-            Fabric.LOCK.unlock();
+            lock.unlock();
         }
     }
 
@@ -193,7 +197,7 @@ public final class QueuePair extends RdmaResource {
      * @throws RdmaException as {@link #postSend}, with the receive queue's limits
      */
     public void postRecv(WorkRequest first) {
-        Fabric.LOCK.lock();
+        lock.lock();
         try {
             checkAlive("postRecv");
             int n = 0;
@@ -206,13 +210,15 @@ public final class QueuePair extends RdmaResource {
                 }
                 n++;
             }
+            long firstSeq = rq.tailSeq();
             int i = 0;
             for (WorkRequest wr = first; wr != null; wr = wr.next()) {
                 rq.pushSlot(i++).copyFrom(wr, true);
             }
             rq.commitPush(n);
+            provider.recvPosted(firstSeq, n);
         } finally {
-            Fabric.LOCK.unlock();
+            lock.unlock();
         }
     }
 
@@ -223,14 +229,20 @@ public final class QueuePair extends RdmaResource {
      * completions wait on the CQs; polling them frees the queue slots.
      */
     public void drain() {
-        Fabric.LOCK.lock();
+        lock.lock();
         try {
             checkAlive("drain");
-            state = State.ERROR;
-            SoftEngine.progress(this);
+            stopAndFlush();
         } finally {
-            Fabric.LOCK.unlock();
+            lock.unlock();
         }
+    }
+
+    /** Error state, the provider stopped, both queues flushed (lock held). */
+    void stopAndFlush() {
+        state = State.ERROR;
+        provider.stop();
+        flush();
     }
 
     /**
@@ -242,12 +254,7 @@ public final class QueuePair extends RdmaResource {
      * that complete on it never overruns.
      */
     public int outstandingSends() {
-        Fabric.LOCK.lock();
-        try {
-            return sq.size();
-        } finally {
-            Fabric.LOCK.unlock();
-        }
+        return sq.size();
     }
 
     /**
@@ -256,56 +263,167 @@ public final class QueuePair extends RdmaResource {
      * {@link #maxRecvWr()} {@code - outstandingRecvs()} more.
      */
     public int outstandingRecvs() {
-        Fabric.LOCK.lock();
-        try {
-            return rq.size();
-        } finally {
-            Fabric.LOCK.unlock();
-        }
+        return rq.size();
     }
-
-    // ---- fault injection (honoured by the soft provider; for tests) ------------------------------
 
     /**
-     * Makes the {@code nth} send WR posted from now on (1 = the next) fail with {@code status}, as a
-     * NIC error would: it completes with that status and the QP moves to the error state.
+     * Imports a peer's exported remote key ({@link MemoryRegion#exportRemoteKey()}) for this QP's
+     * work requests: the result goes into {@link WorkRequest#rkey(int)}. On soft the exported form is
+     * the rkey itself and this returns it; a transport whose keys are larger (UCX's packed keys)
+     * unpacks it once here and returns a handle. Imported keys live as long as the QP; import each
+     * key once per registration, not per request.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for bytes the provider cannot read; {@link Errno#EBADF}
+     *                       if the QP was destroyed
      */
-    public void injectFailure(int nth, WcStatus status) {
-        Fabric.LOCK.lock();
+    public int importRemoteKey(byte[] exported) {
+        java.util.Objects.requireNonNull(exported, "exported");
+        lock.lock();
         try {
-            failAtSend = postedSends + nth;
-            failStatus = java.util.Objects.requireNonNull(status, "status");
+            checkAlive("importRemoteKey");
+            return provider.importRemoteKey(exported.clone());
         } finally {
-            Fabric.LOCK.unlock();
+            lock.unlock();
         }
     }
 
-    /** Moves the QP to the error state now, as a fatal NIC or link error would. */
-    public void breakQp() {
-        Fabric.LOCK.lock();
-        try {
-            state = State.ERROR;
-        } finally {
-            Fabric.LOCK.unlock();
-        }
+    /**
+     * A provider-specific capability of this QP, or null when its provider has none of that type:
+     * {@code qp.unwrap(io.regmem.registration.soft.SoftQp.class)} gives the soft provider's fault
+     * injection.
+     */
+    public <T> T unwrap(Class<T> type) {
+        java.util.Objects.requireNonNull(type, "type");
+        return provider.unwrap(type);
     }
 
-    /** While paused, posted sends wait: completions are delayed until {@code pause(false)}. */
-    public void pause(boolean pause) {
-        Fabric.LOCK.lock();
-        try {
-            paused = pause;
-        } finally {
-            Fabric.LOCK.unlock();
-        }
-    }
-
-    /** A completion of request {@code seq} was polled: free its slot (fabric lock). */
+    /** A completion of request {@code seq} was polled: free its slot. Any thread, no lock. */
     void retire(boolean recv, long seq) {
         WorkQueue q = recv ? rq : sq;
         q.retire(seq);
         if (state == State.ERROR) {
             q.settle();
+        }
+    }
+
+    // ---- the provider's view -------------------------------------------------------------------
+
+    /** Completes the head of {@code q} (lock held): records the completion before the head moves on. */
+    private void complete(WorkQueue q, CompletionQueue cq, boolean recv, WcStatus status, Opcode op, long bytes,
+                          boolean generate, boolean withImm, int imm, boolean withInv, int invRkey) {
+        Wqe w = q.peek();
+        long seq = q.headSeq();
+        if (!generate) {
+            q.pop(); // an unsignaled success: its slot is retired with the next polled completion
+            return;
+        }
+        q.produced(seq);
+        q.pop();
+        if (!cq.push(this, recv, seq, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey)) {
+            state = State.ERROR; // the CQ overran: the completion is lost and the QP can no longer be trusted
+            q.retire(seq);
+        }
+    }
+
+    /** In the error state: every queued request completes with WR_FLUSH_ERR; then the slots settle (lock held). */
+    void flush() {
+        Wqe w;
+        while ((w = sq.peek()) != null) {
+            complete(sq, sendCq, false, WcStatus.WR_FLUSH_ERR, w.opcode, 0, true, false, 0, false, 0);
+        }
+        while (rq.peek() != null) {
+            complete(rq, recvCq, true, WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, true, false, 0, false, 0);
+        }
+        sq.settle();
+        rq.settle();
+    }
+
+    /** The QP as its provider sees it. */
+    final class Context implements QpContext {
+        private volatile Object attachment;
+
+        @Override
+        public QueuePair queuePair() {
+            return QueuePair.this;
+        }
+
+        @Override
+        public ReentrantLock lock() {
+            return lock;
+        }
+
+        @Override
+        public CqContext sendCq() {
+            return sendCq.context;
+        }
+
+        @Override
+        public CqContext recvCq() {
+            return recvCq.context;
+        }
+
+        @Override
+        public PostedWr nextSend() {
+            return sq.peek();
+        }
+
+        @Override
+        public void completeSend(WcStatus status, long bytes) {
+            Wqe w = sq.peek();
+            boolean ok = status == WcStatus.SUCCESS;
+            complete(sq, sendCq, false, status, w.opcode, ok ? bytes : 0, !ok || w.signaled, false, 0, false, 0);
+            if (!ok) {
+                state = State.ERROR;
+            }
+        }
+
+        @Override
+        public PostedWr nextRecv() {
+            return rq.peek();
+        }
+
+        @Override
+        public void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData,
+                                 boolean withInvalidate, int invalidatedRkey) {
+            complete(rq, recvCq, true, status, opcode, bytes, true, withImm, immData, withInvalidate, invalidatedRkey);
+            if (status != WcStatus.SUCCESS) {
+                state = State.ERROR;
+            }
+        }
+
+        @Override
+        public State state() {
+            return state;
+        }
+
+        @Override
+        public void ready() {
+            state = State.RTS;
+        }
+
+        @Override
+        public void toError() {
+            state = State.ERROR;
+        }
+
+        @Override
+        public void flush() {
+            QueuePair.this.flush();
+        }
+
+        @Override
+        public Object attachment() {
+            return attachment;
+        }
+
+        @Override
+        public void attach(Object state) {
+            attachment = state;
+        }
+
+        @Override
+        public MemoryAccess memory() {
+            return Translation.INSTANCE;
         }
     }
 
@@ -371,5 +489,10 @@ public final class QueuePair extends RdmaResource {
 
     void state(State s) {
         this.state = s;
+    }
+
+    /** The provider's half (for the soft provider's tests and the verbs layer). */
+    ProviderQp provider() {
+        return provider;
     }
 }

@@ -6,6 +6,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.ServiceLoader;
+import io.regmem.registration.spi.ProviderDevice;
+import io.regmem.registration.spi.RdmaProvider;
 
 /**
  * An RDMA device opened through a provider: the root of the verbs object tree
@@ -22,49 +24,21 @@ public final class RdmaDevice implements AutoCloseable {
     final ResourceTracker tracker = new ResourceTracker();
     final KeyTable keys = new KeyTable();
     final DmaTable dma = new DmaTable();
-    /** The live QPs, for progress: replaced (never mutated) under {@link #lock} and the fabric lock. */
-    private volatile QueuePair[] qps = new QueuePair[0];
-    private final DeviceBackend backend;
+    /** The open devices of this JVM, in opening order (replaced, never mutated, under OPEN_LOCK). */
+    private static volatile RdmaDevice[] open = new RdmaDevice[0];
+    private static final Object OPEN_LOCK = new Object();
+    private final ProviderDevice backend;
     private final String provider;
     private final String name;
     private volatile boolean closed;
     private boolean rwForceMr;
     /** 0 off, 1 sampled, 2 all: see {@link #TRACK_SITES}. */
     private int trackSites = 1;
-    private final Thread progress;
 
-    private RdmaDevice(DeviceBackend backend, String provider, String name) {
+    private RdmaDevice(ProviderDevice backend, String provider, String name) {
         this.backend = backend;
         this.provider = provider;
         this.name = name;
-        this.progress = backend.progressThread() ? Thread.ofPlatform().daemon().name("regmem-progress-" + name)
-                .unstarted(this::progressLoop) : null;
-    }
-
-    /** The progress thread's loop: execute whatever is queued, then nap briefly (20 microseconds). */
-    private void progressLoop() {
-        while (!closed) {
-            Fabric.LOCK.lock();
-            try {
-                for (QueuePair qp : qps) {
-                    SoftEngine.progress(qp);
-                }
-            } finally {
-                Fabric.LOCK.unlock();
-            }
-            java.util.concurrent.locks.LockSupport.parkNanos(20_000);
-        }
-    }
-
-    private void stopProgress() {
-        if (progress != null) {
-            progress.interrupt();
-            try {
-                progress.join(5_000);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        }
     }
 
     /** Opens the named provider's device with default options. */
@@ -96,19 +70,16 @@ public final class RdmaDevice implements AutoCloseable {
                 int sites = parseTrackSites(own.remove(TRACK_SITES));
                 String asked = own.remove(NAME);
                 checkName(asked);
-                DeviceBackend backend = p.open(Map.copyOf(own));
+                ProviderDevice backend = p.open(Map.copyOf(own));
                 RdmaDevice device;
                 try {
-                    device = Fabric.add(name -> new RdmaDevice(backend, provider, name), provider, asked);
+                    device = add(backend, provider, asked);
                 } catch (RuntimeException e) {
                     backend.close();
                     throw e;
                 }
                 device.rwForceMr = forceMr;
                 device.trackSites = sites;
-                if (device.progress != null) {
-                    device.progress.start();
-                }
                 return device;
             }
             names.add(p.name());
@@ -132,7 +103,48 @@ public final class RdmaDevice implements AutoCloseable {
 
     /** The devices open now, in the order they were opened (a snapshot; for leak checks and tools). */
     public static List<RdmaDevice> openDevices() {
-        return List.of(Fabric.devices());
+        return List.of(open);
+    }
+
+    /**
+     * Names and adds a new device: {@code asked}, or the provider's name and the lowest number no
+     * open device uses.
+     *
+     * @throws RdmaException {@link Errno#EEXIST} if an open device already has the asked name
+     */
+    private static RdmaDevice add(ProviderDevice backend, String provider, String asked) {
+        synchronized (OPEN_LOCK) {
+            java.util.Set<String> taken = new java.util.HashSet<>();
+            for (RdmaDevice d : open) {
+                taken.add(d.name());
+            }
+            String name = asked;
+            if (name == null) {
+                int n = 0;
+                while (taken.contains(provider + n)) {
+                    n++;
+                }
+                name = provider + n;
+            } else if (taken.contains(name)) {
+                throw new RdmaException(Errno.EEXIST, "RdmaDevice: a device named '" + name + "' is open already");
+            }
+            RdmaDevice d = new RdmaDevice(backend, provider, name);
+            RdmaDevice[] next = java.util.Arrays.copyOf(open, open.length + 1);
+            next[open.length] = d;
+            open = next;
+            return d;
+        }
+    }
+
+    private static void remove(RdmaDevice d) {
+        synchronized (OPEN_LOCK) {
+            open = java.util.Arrays.stream(open).filter(x -> x != d).toArray(RdmaDevice[]::new);
+        }
+    }
+
+    /** The provider's half of this device. */
+    ProviderDevice provider() {
+        return backend;
     }
 
     /**
@@ -245,6 +257,7 @@ public final class RdmaDevice implements AutoCloseable {
                         + ") is not in [1, maxCqe=" + attributes().maxCqe() + "]");
             }
             CompletionQueue cq = new CompletionQueue(this, depth);
+            cq.provider = backend.createCq(cq.context); // throws: nothing created
             tracker.add(cq);
             return cq;
         }
@@ -267,35 +280,12 @@ public final class RdmaDevice implements AutoCloseable {
         }
     }
 
-    QueuePair[] queuePairs() {
-        return qps;
-    }
-
-    void addQp(QueuePair qp) {
-        Fabric.LOCK.lock();
-        try {
-            QueuePair[] next = java.util.Arrays.copyOf(qps, qps.length + 1);
-            next[qps.length] = qp;
-            qps = next;
-        } finally {
-            Fabric.LOCK.unlock();
-        }
-    }
-
-    void removeQp(QueuePair qp) {
-        Fabric.LOCK.lock();
-        try {
-            qps = java.util.Arrays.stream(qps).filter(x -> x != qp).toArray(QueuePair[]::new);
-        } finally {
-            Fabric.LOCK.unlock();
-        }
-    }
-
     /** Creates a CM ID bound to this device ({@code rdma_create_id} plus address binding). */
     public CmId createCmId() {
         synchronized (lock) {
             checkOpen("createCmId");
             CmId id = new CmId(this);
+            id.attachProvider();
             tracker.add(id);
             return id;
         }
@@ -323,8 +313,7 @@ public final class RdmaDevice implements AutoCloseable {
                 throw new RdmaException(Errno.EBUSY, "RdmaDevice[" + name + "]: cannot close with " + tracker.report());
             }
             closed = true;
-            stopProgress();
-            Fabric.remove(this);
+            remove(this);
             backend.close();
         }
     }
@@ -366,8 +355,7 @@ public final class RdmaDevice implements AutoCloseable {
                 pd.close();
             }
             closed = true;
-            stopProgress();
-            Fabric.remove(this);
+            remove(this);
             backend.close();
             return report;
         }

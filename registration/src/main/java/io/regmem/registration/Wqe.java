@@ -1,10 +1,12 @@
 package io.regmem.registration;
 
+import io.regmem.registration.spi.PostedWr;
+
 /**
  * A work queue entry: the copy of a {@link WorkRequest} a queue keeps, so the caller may reuse its
  * request at once. Preallocated per queue slot.
  */
-final class Wqe {
+final class Wqe implements PostedWr {
     final long[] address;
     final long[] length;
     final int[] lkey;
@@ -19,8 +21,8 @@ final class Wqe {
     MemoryRegion regMr;
     int regKey;
     int regAccess;
-    /** A status injected by a test's fault plan, or null. */
-    WcStatus injected;
+    /** The request's sequence number in its queue. */
+    long seq;
 
     Wqe(int maxSge) {
         address = new long[maxSge];
@@ -45,14 +47,89 @@ final class Wqe {
         regMr = wr.regMr();
         regKey = wr.regKey();
         regAccess = wr.regAccess();
-        injected = null;
     }
 
-    long totalLength() {
+    @Override
+    public long totalLength() {
         long t = 0;
         for (int i = 0; i < numSge; i++) {
             t += length[i];
         }
         return t;
+    }
+
+    @Override
+    public long wrId() {
+        return wrId;
+    }
+
+    @Override
+    public Opcode opcode() {
+        return opcode;
+    }
+
+    @Override
+    public boolean signaled() {
+        return signaled;
+    }
+
+    @Override
+    public int numSge() {
+        return numSge;
+    }
+
+    @Override
+    public long sgeAddress(int i) {
+        return address[i];
+    }
+
+    @Override
+    public long sgeLength(int i) {
+        return length[i];
+    }
+
+    @Override
+    public int sgeLkey(int i) {
+        return lkey[i];
+    }
+
+    @Override
+    public long remoteAddress() {
+        return remoteAddress;
+    }
+
+    @Override
+    public int rkey() {
+        return rkey;
+    }
+
+    @Override
+    public int immData() {
+        return immData;
+    }
+
+    @Override
+    public int invalidateRkey() {
+        return invalidateRkey;
+    }
+
+    @Override
+    public MemoryRegion regMr() {
+        return regMr;
+    }
+
+    @Override
+    public int regKey() {
+        return regKey;
+    }
+
+    @Override
+    public int regAccess() {
+        return regAccess;
+    }
+
+    @Override
+    public long seq() {
+        return seq;
     }
 }

@@ -116,12 +116,14 @@ class WindowAndEventTest {
     @Test
     void establishedAndDisconnectedReachBothEnds() {
         List<String> events = new ArrayList<>();
+        List<CmId> requests = new ArrayList<>();
         CmId listener = lb.devB.createCmId();
         ProtectionDomain pd = lb.devA.allocPd();
         CompletionQueue cq = lb.devA.createCq(8);
         listener.onEvent(e -> {
             events.add("B " + e.type());
             if (e.type() == CmEvent.Type.CONNECT_REQUEST) {
+                requests.add(e.id());
                 e.id().createQp(lb.pdB, QpInitAttributes.of(lb.cqB));
                 e.id().accept(); // accepting inside the request's handler is allowed
             }
@@ -140,7 +142,7 @@ class WindowAndEventTest {
         assertThat(events).containsExactly("B CONNECT_REQUEST", "A ESTABLISHED", "B ESTABLISHED",
                 "A DISCONNECTED", "B DISCONNECTED");
 
-        CmId passive = active.qp().peer.cmId();
+        CmId passive = requests.getFirst();
         passive.destroyQp();
         passive.close();
         active.destroyQp();

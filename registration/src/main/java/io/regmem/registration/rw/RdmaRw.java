@@ -5,6 +5,7 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.DmaDirection;
 import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.RwSizing;
 
 /**
  * The sizing rules of the kernel's rw API ({@code rdma_rw_mr_factor}, {@code rdma_rw_max_send_wr})
@@ -16,9 +17,9 @@ import io.regmem.registration.RdmaDevice;
  */
 public final class RdmaRw {
     /** The most pages one rw MR maps, whatever the device allows ({@code 256} in rw.c). */
-    public static final int MAX_MR_PAGES = 256;
+    public static final int MAX_MR_PAGES = RwSizing.MAX_MR_PAGES;
     /** The largest value of a kernel {@code u32}: where the sizing saturates. */
-    public static final long U32_MAX = 0xFFFF_FFFFL;
+    public static final long U32_MAX = RwSizing.U32_MAX;
 
     private RdmaRw() {
     }
@@ -33,8 +34,7 @@ public final class RdmaRw {
     /** {@code rdma_rw_can_use_mr}: iWARP, {@code maxSglRd != 0}, or forced. */
     public static boolean canUseMr(RdmaDevice device, int port) {
         checkPort(device, port, "RdmaRw.canUseMr");
-        DeviceAttributes a = device.attributes();
-        return a.iWarp() || a.maxSglRd() != 0 || device.rwForceMr();
+        return RwSizing.canUseMr(device);
     }
 
     /**
@@ -55,7 +55,7 @@ public final class RdmaRw {
      * The soft device has one page-list limit for plain and protection-information MRs.
      */
     public static int frPageListLen(RdmaDevice device, boolean protectionInfo) {
-        return Math.min(device.attributes().maxFastRegPageListLen(), MAX_MR_PAGES);
+        return RwSizing.frPageListLen(device);
     }
 
     /**
@@ -84,7 +84,7 @@ public final class RdmaRw {
         if (ctxs < 0 || ctxs > U32_MAX) {
             throw new RdmaException(Errno.EINVAL, "RdmaRw.maxSendWr: ctxs " + ctxs + " is not a u32");
         }
-        long factor = integrity || canUseMr(device, port) ? 3 : 1;
-        return Math.min(factor * ctxs, U32_MAX);
+        checkPort(device, port, "RdmaRw.maxSendWr");
+        return RwSizing.maxSendWr(device, ctxs, integrity);
     }
 }

@@ -1,10 +1,10 @@
 package io.regmem.registration.soft;
 
-import io.regmem.registration.DeviceAttributes;
-import io.regmem.registration.DeviceBackend;
-import io.regmem.registration.RdmaProvider;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.DeviceAttributes;
+import io.regmem.registration.spi.ProviderDevice;
+import io.regmem.registration.spi.RdmaProvider;
 import java.lang.reflect.RecordComponent;
 import java.util.Arrays;
 import java.util.Map;
@@ -16,7 +16,11 @@ import java.util.stream.Collectors;
  * {@link DeviceAttributes} component can be set as an option ({@code maxSendSge=2},
  * {@code maxFastRegPageListLen=8}, {@code maxQpWr=4}, {@code iWarp=true}, ...), so tests can build
  * exactly the device a rule needs; {@code progressThread=true} executes posted work on a thread of
- * the device's own instead of in {@code poll}. An unknown option is {@code EINVAL}.
+ * the device's own as well as in {@code poll}. An unknown option is {@code EINVAL}.
+ *
+ * <p>Its data path checks keys, bounds and rights exactly as a NIC does and moves bytes with
+ * {@code MemorySegment.copy} through the registered segments themselves; connections link two QPs
+ * of this JVM by a listener name. Fault injection for tests: {@link SoftQp}.
  */
 public final class SoftProvider implements RdmaProvider {
 
@@ -29,11 +33,22 @@ public final class SoftProvider implements RdmaProvider {
         return "soft";
     }
 
+    /**
+     * The grace-period domain of the soft data path, shared by every soft device of this JVM (one
+     * reader per live soft QP): its counters show how often deregistration had to wait.
+     */
+    public static io.regmem.registration.GracePeriod gracePeriod() {
+        return SoftWire.GRACE;
+    }
+
     /** Options besides the {@link DeviceAttributes} components. */
     private static final Set<String> OWN_OPTIONS = Set.of("progressThread");
 
+    private static final Set<String> ATTRIBUTE_NAMES = Arrays.stream(DeviceAttributes.class.getRecordComponents())
+            .map(RecordComponent::getName).collect(Collectors.toUnmodifiableSet());
+
     @Override
-    public DeviceBackend open(Map<String, String> options) {
+    public ProviderDevice open(Map<String, String> options) {
         for (String key : options.keySet()) {
             if (!OWN_OPTIONS.contains(key) && !ATTRIBUTE_NAMES.contains(key)) {
                 throw new RdmaException(Errno.EINVAL, "soft: unknown option '" + key + "' (known: " + ATTRIBUTE_NAMES
@@ -45,21 +60,6 @@ public final class SoftProvider implements RdmaProvider {
         if (!progress.equals("true") && !progress.equals("false")) {
             throw new RdmaException(Errno.EINVAL, "soft: progressThread must be true or false, got " + progress);
         }
-        return new SoftBackend(attributes, Boolean.parseBoolean(progress));
-    }
-
-    private static final Set<String> ATTRIBUTE_NAMES = Arrays.stream(DeviceAttributes.class.getRecordComponents())
-            .map(RecordComponent::getName).collect(Collectors.toUnmodifiableSet());
-
-    /**
-     * The soft device's backend: its limits and whether it runs a progress thread. Its data path is
-     * the shared verbs engine of the registration package, which checks keys, bounds and rights
-     * exactly as a NIC does and moves bytes with {@code MemorySegment.copy}.
-     */
-    private record SoftBackend(DeviceAttributes attributes, boolean progressThread) implements DeviceBackend {
-        @Override
-        public String providerName() {
-            return "soft";
-        }
+        return new SoftDevice(attributes, Boolean.parseBoolean(progress));
     }
 }

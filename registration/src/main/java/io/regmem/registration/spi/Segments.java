@@ -1,42 +1,90 @@
-package io.regmem.registration;
+package io.regmem.registration.spi;
 
+import io.regmem.registration.DmaMapping;
+import io.regmem.registration.GracePeriod;
+import io.regmem.registration.MemoryRegion;
 import java.lang.foreign.MemorySegment;
 
 /**
  * A reusable list of (segment, offset, length) pieces that a request's scatter/gather entries
  * resolved to, each with the registrations that make it reachable (a memory region and/or a DMA
- * mapping, null where none), and the soft provider's guarded copy between two such lists.
+ * mapping, null where none), and the guarded copy between two such lists that software data paths use.
  *
  * <p>The copy runs inside the caller's grace-period section ({@link GracePeriod}) in pieces of at
  * most {@link #PIECE} bytes: between two pieces the reader leaves its section, so a waiting
  * deregistration may finish, and enters a new one, in which every registration of both lists is
- * checked again before the next byte moves. Used under the fabric lock, one request at a time.
+ * checked again before the next byte moves. One request at a time: a provider keeps its lists per
+ * executor (per QP) and uses them under the QP's lock.
  */
-final class Pieces {
+public final class Segments {
     /** The most bytes copied in one grace-period section: a deregistration waits for at most this much copying. */
-    static final long PIECE = 1L << 20;
-    /** {@link #copy} results. */
-    static final int COPIED = 0;
-    static final int SRC_FAILED = 1;
-    static final int DST_FAILED = 2;
+    public static final long PIECE = 1L << 20;
+    /** {@link #copy} result: every byte moved. */
+    public static final int COPIED = 0;
+    /** {@link #copy} result: the source side failed. */
+    public static final int SRC_FAILED = 1;
+    /** {@link #copy} result: the destination side failed. */
+    public static final int DST_FAILED = 2;
 
-    MemorySegment[] seg = new MemorySegment[16];
-    long[] off = new long[16];
-    long[] len = new long[16];
-    MemoryRegion[] region = new MemoryRegion[16];
-    DmaMapping[] mapping = new DmaMapping[16];
-    int n;
+    private MemorySegment[] seg = new MemorySegment[16];
+    private long[] off = new long[16];
+    private long[] len = new long[16];
+    private MemoryRegion[] region = new MemoryRegion[16];
+    private DmaMapping[] mapping = new DmaMapping[16];
+    private int n;
+    private final SignatureOffload offload;
+
+    /** An empty list without signature offload. */
+    public Segments() {
+        this(null);
+    }
+
+    /** An empty list whose integrity-MR entries are resolved by {@code offload} (null: refused). */
+    public Segments(SignatureOffload offload) {
+        this.offload = offload;
+    }
+
+    /** Resolves an SGE over an integrity MR for the provider (T10-PI offload), or null. */
+    public SignatureOffload offload() {
+        return offload;
+    }
+
+    /** Pieces in the list. */
+    public int count() {
+        return n;
+    }
+
+    /** Piece {@code k}'s segment. */
+    public MemorySegment segment(int k) {
+        return seg[k];
+    }
+
+    /** Piece {@code k}'s offset in its segment. */
+    public long offset(int k) {
+        return off[k];
+    }
+
+    /** Piece {@code k}'s length. */
+    public long length(int k) {
+        return len[k];
+    }
 
     /**
      * Empties the list. The references of the last request stay in the arrays until overwritten
      * (a bounded, harmless retention of a few Java objects, never of native memory): nulling them on
      * every request would cost the hot path stores for nothing.
      */
-    void clear() {
+    public void clear() {
         n = 0;
     }
 
-    void add(MemorySegment s, long o, long l, MemoryRegion r, DmaMapping m) {
+    /**
+     * Adds a piece and the registrations that make it reachable (re-checked between copy pieces).
+     *
+     * @param r the memory region the piece resolved through, or null
+     * @param m the DMA mapping it resolved through, or null
+     */
+    public void add(MemorySegment s, long o, long l, MemoryRegion r, DmaMapping m) {
         if (n == seg.length) {
             seg = java.util.Arrays.copyOf(seg, n * 2);
             off = java.util.Arrays.copyOf(off, n * 2);
@@ -53,7 +101,7 @@ final class Pieces {
     }
 
     /** True while every piece's region is valid, its mapping alive and its memory's scope alive. */
-    boolean stillValid() {
+    public boolean stillValid() {
         for (int k = 0; k < n; k++) {
             MemoryRegion r = region[k];
             DmaMapping m = mapping[k];
@@ -64,7 +112,8 @@ final class Pieces {
         return true;
     }
 
-    long total() {
+    /** The sum of the pieces' lengths. */
+    public long total() {
         long t = 0;
         for (int k = 0; k < n; k++) {
             t += len[k];
@@ -73,7 +122,7 @@ final class Pieces {
     }
 
     /** Keeps only the first {@code bytes} bytes. */
-    void truncate(long bytes) {
+    public void truncate(long bytes) {
         long t = 0;
         for (int k = 0; k < n; k++) {
             if (t + len[k] >= bytes) {
@@ -94,7 +143,7 @@ final class Pieces {
      * @return {@link #COPIED}, or which side failed ({@link #SRC_FAILED}, {@link #DST_FAILED}):
      *         deregistered meanwhile, or memory whose scope ended under the copy
      */
-    static int copy(GracePeriod.Reader reader, Pieces src, Pieces dst) {
+    public static int copy(GracePeriod.Reader reader, Segments src, Segments dst) {
         int i = 0;
         int j = 0;
         long si = 0;

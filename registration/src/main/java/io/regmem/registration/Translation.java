@@ -1,0 +1,164 @@
+package io.regmem.registration;
+
+import io.regmem.registration.spi.IntegrityView;
+import io.regmem.registration.spi.MemoryAccess;
+import io.regmem.registration.spi.PostedWr;
+import io.regmem.registration.spi.QpContext;
+import io.regmem.registration.spi.Segments;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * The verbs layer's memory translation for software data paths ({@link MemoryAccess}): keys to
+ * regions, regions and fast-reg pages to segments, with the checks a NIC makes. Stateless.
+ */
+final class Translation implements MemoryAccess {
+    static final Translation INSTANCE = new Translation();
+
+    private Translation() {
+    }
+
+    @Override
+    public boolean gatherLocal(QpContext ctx, PostedWr w, Segments out, boolean write) {
+        out.clear();
+        QueuePair qp = ctx.queuePair();
+        RdmaDevice device = qp.device;
+        int dmaKey = device.keys.dmaKey();
+        for (int i = 0; i < w.numSge(); i++) {
+            long addr = w.sgeAddress(i);
+            long len = w.sgeLength(i);
+            int lkey = w.sgeLkey(i);
+            if (lkey == dmaKey) {
+                DmaMapping m = device.dma.find(addr, len);
+                if (m == null) {
+                    return false;
+                }
+                out.add(m.segment(), addr - m.address(), len, null, m);
+                continue;
+            }
+            MemoryRegion mr = device.keys.lookup(lkey, false);
+            if (mr == null || mr.isWindow() || mr.pd() != qp.pd() || (write && !Access.has(mr.access(), Access.LOCAL_WRITE))) {
+                return false;
+            }
+            if (mr.integrity != null) {
+                if (w.numSge() != 1 || out.offload() == null || !out.offload().gather(mr.integrity, addr, len, write, out)) {
+                    return false;
+                }
+            } else if (!regionPieces(mr, addr, len, out)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    @Override
+    public boolean resolveRemote(QpContext target, long addr, long len, int rkey, Access right, Segments out) {
+        out.clear();
+        QueuePair peer = target.queuePair();
+        MemoryRegion mr = peer.device.keys.lookup(rkey, true);
+        if (mr == null || mr.pd() != peer.pd() || !Access.has(mr.access(), right)) {
+            return false;
+        }
+        long a = Access.has(mr.access(), Access.ZERO_BASED) ? mr.address() + addr : addr;
+        return regionPieces(mr, a, len, out);
+    }
+
+    /** Adds the pieces of {@code [addr, addr + len)} inside a region; false if outside or unreachable. */
+    private static boolean regionPieces(MemoryRegion mr, long addr, long len, Segments out) {
+        long off = addr - mr.address();
+        if (off < 0 || len < 0 || off > mr.length() - len) {
+            return false;
+        }
+        if (!mr.isFastReg()) {
+            MemorySegment seg = mr.segment();
+            if (!seg.scope().isAlive()) {
+                return false;
+            }
+            out.add(seg, off, len, mr, null);
+            return true;
+        }
+        return pagePieces(mr, 0, mr.address(), off, len, out);
+    }
+
+    /**
+     * The pieces of {@code [off, off + len)} of a fast-reg MR's mapping that starts at page
+     * {@code firstPage} with address {@code base} (integrity MRs keep data and protection mappings
+     * in one page list). False if a page is unresolved, unmapped, dead, or too short.
+     */
+    static boolean pagePieces(MemoryRegion mr, int firstPage, long base, long off, long len, Segments out) {
+        long page = mr.pageSize();
+        long inPage = (base & (page - 1)) + off; // offset from the start of the first page
+        while (len > 0) {
+            int p = firstPage + (int) (inPage / page);
+            if (p >= mr.pageCount()) {
+                return false;
+            }
+            long po = inPage % page;
+            long n = Math.min(len, page - po);
+            DmaMapping m = mr.pageMapping(p);
+            if (m == null || m.isDestroyed()) {
+                return false;
+            }
+            MemorySegment seg = m.segment();
+            long segOff = mr.pageOffset(p) + po;
+            if (!seg.scope().isAlive() || segOff + n > seg.byteSize()) {
+                return false;
+            }
+            out.add(seg, segOff, n, mr, m);
+            inPage += n;
+            len -= n;
+        }
+        return true;
+    }
+
+    @Override
+    public WcStatus fastRegister(QpContext ctx, PostedWr w) {
+        QueuePair qp = ctx.queuePair();
+        MemoryRegion mr = w.regMr();
+        if (mr.isDestroyed() || !mr.isFastReg() || mr.pd() != qp.pd() || (w.regKey() >>> 8) != (mr.lkey() >>> 8)) {
+            return WcStatus.LOC_PROT_ERR;
+        }
+        int access = w.regAccess();
+        if ((access & ~0xFF) != 0 || ((Access.has(access, Access.REMOTE_WRITE) || Access.has(access, Access.REMOTE_ATOMIC))
+                && !Access.has(access, Access.LOCAL_WRITE))) {
+            return WcStatus.LOC_PROT_ERR;
+        }
+        if ((w.opcode() == Opcode.REG_MR_INTEGRITY) != mr.isIntegrity()) {
+            return WcStatus.LOC_PROT_ERR; // integrity MRs register with REG_MR_INTEGRITY, others with REG_MR
+        }
+        DmaTable dma = qp.device.dma;
+        for (int i = 0; i < mr.pageCount(); i++) {
+            if (dma.find(mr.rawPage(i), 1) == null) {
+                return WcStatus.LOC_PROT_ERR; // checked for every page before any changes
+            }
+        }
+        for (int i = 0; i < mr.pageCount(); i++) {
+            DmaMapping m = dma.find(mr.rawPage(i), 1);
+            mr.pageMemory(i, m, mr.rawPage(i) - m.address());
+        }
+        // A page's bytes must lie inside the mapping that holds its first byte, up to the page end
+        // or the region's end: checked per access against the segment's bounds.
+        mr.key(w.regKey());
+        mr.activate(access);
+        if (mr.integrity != null) {
+            mr.integrity.registered();
+        }
+        return WcStatus.SUCCESS;
+    }
+
+    @Override
+    public MemoryRegion invalidationTarget(QpContext ctx, int rkey) {
+        QueuePair qp = ctx.queuePair();
+        MemoryRegion mr = qp.device.keys.current(rkey);
+        return mr == null || !mr.isFastReg() || mr.pd() != qp.pd() ? null : mr;
+    }
+
+    @Override
+    public void invalidate(MemoryRegion mr) {
+        mr.invalidate();
+    }
+
+    @Override
+    public IntegrityView integrity(MemoryRegion mr) {
+        return mr.integrity;
+    }
+}

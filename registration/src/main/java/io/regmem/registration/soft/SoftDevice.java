@@ -1,0 +1,126 @@
+package io.regmem.registration.soft;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.DeviceAttributes;
+import io.regmem.registration.spi.CmContext;
+import io.regmem.registration.spi.CqContext;
+import io.regmem.registration.spi.MrContext;
+import io.regmem.registration.spi.ProviderCm;
+import io.regmem.registration.spi.ProviderCq;
+import io.regmem.registration.spi.ProviderDevice;
+import io.regmem.registration.spi.ProviderMr;
+import io.regmem.registration.spi.ProviderQp;
+import io.regmem.registration.spi.QpContext;
+import java.util.Arrays;
+import java.util.concurrent.locks.LockSupport;
+
+/** A soft device: its limits, its queue pairs and, if asked for, its progress thread. */
+final class SoftDevice implements ProviderDevice {
+    private final DeviceAttributes attributes;
+    /** The live QPs, for the progress thread: replaced, never mutated, under {@code this}. */
+    private volatile SoftQueuePair[] qps = new SoftQueuePair[0];
+    private final Thread progress;
+    private volatile boolean closed;
+
+    SoftDevice(DeviceAttributes attributes, boolean progressThread) {
+        this.attributes = attributes;
+        this.progress = progressThread ? Thread.ofPlatform().daemon().name("regmem-soft-progress").start(this::progressLoop)
+                : null;
+    }
+
+    /** The progress thread's loop: execute whatever is queued, then nap briefly (20 microseconds). */
+    private void progressLoop() {
+        while (!closed) {
+            for (SoftQueuePair qp : qps) {
+                qp.progress();
+            }
+            LockSupport.parkNanos(20_000);
+        }
+    }
+
+    @Override
+    public DeviceAttributes attributes() {
+        return attributes;
+    }
+
+    @Override
+    public ProviderMr registerMemory(MrContext mr) {
+        return SoftMr.INSTANCE;
+    }
+
+    @Override
+    public ProviderQp createQp(QpContext ctx) {
+        SoftQueuePair qp = new SoftQueuePair(this, ctx);
+        synchronized (this) {
+            SoftQueuePair[] next = Arrays.copyOf(qps, qps.length + 1);
+            next[qps.length] = qp;
+            qps = next;
+        }
+        ((SoftCq) ctx.sendCq().attachment()).addSender(qp);
+        ((SoftCq) ctx.recvCq().attachment()).addReceiver(qp);
+        return qp;
+    }
+
+    void removeQp(SoftQueuePair qp) {
+        synchronized (this) {
+            qps = Arrays.stream(qps).filter(q -> q != qp).toArray(SoftQueuePair[]::new);
+        }
+        ((SoftCq) qp.ctx.sendCq().attachment()).remove(qp);
+        ((SoftCq) qp.ctx.recvCq().attachment()).remove(qp);
+    }
+
+    @Override
+    public ProviderCq createCq(CqContext ctx) {
+        SoftCq cq = new SoftCq();
+        ctx.attach(cq);
+        return cq;
+    }
+
+    @Override
+    public ProviderCm createCmId(CmContext ctx) {
+        return new SoftCm(ctx);
+    }
+
+    @Override
+    public void quiesce() {
+        SoftWire.GRACE.synchronize();
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        if (progress != null) {
+            progress.interrupt();
+            try {
+                progress.join(5_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    /** The soft registration handle: the key is the verbs layer's; deregistration waits a grace period. */
+    private enum SoftMr implements ProviderMr {
+        INSTANCE;
+
+        @Override
+        public byte[] exportRemoteKey(int rkey) {
+            return new byte[] {(byte) (rkey >>> 24), (byte) (rkey >>> 16), (byte) (rkey >>> 8), (byte) rkey};
+        }
+
+        @Override
+        public void deregister() {
+            SoftWire.GRACE.synchronize();
+        }
+    }
+
+    /** Reads a soft exported key (4 bytes, big-endian). */
+    static int importKey(byte[] exported, Object who) {
+        if (exported.length != 4) {
+            throw new RdmaException(Errno.EINVAL, who + ": a soft remote key is 4 bytes, got " + exported.length);
+        }
+        return ((exported[0] & 0xFF) << 24) | ((exported[1] & 0xFF) << 16) | ((exported[2] & 0xFF) << 8)
+                | (exported[3] & 0xFF);
+    }
+}

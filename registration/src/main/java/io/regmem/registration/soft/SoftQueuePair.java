@@ -1,0 +1,355 @@
+package io.regmem.registration.soft;
+
+import io.regmem.registration.Access;
+import io.regmem.registration.GracePeriod;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.spi.MemoryAccess;
+import io.regmem.registration.spi.PostedWr;
+import io.regmem.registration.spi.ProviderQp;
+import io.regmem.registration.spi.QpContext;
+import io.regmem.registration.spi.Segments;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * A soft queue pair and its executor: it executes the queued requests exactly as a NIC would check
+ * them and moves bytes with {@code MemorySegment.copy} through the registered segments themselves,
+ * so every access is bounds- and lifetime-checked by the JDK and nothing can touch memory whose
+ * scope has ended.
+ *
+ * <h2>Locks</h2>
+ * The executor runs under the QP's own lock ({@link QpContext#lock()}); a request that consumes a
+ * receive at the peer (SEND, SEND_WITH_INV, RDMA_WRITE_WITH_IMM) also takes the peer's lock, the
+ * lower-numbered QP's first. RDMA WRITE and READ need no lock of the peer: they touch its memory
+ * through its keys, which the grace period protects. Independent connections share no lock.
+ *
+ * <h2>All or nothing</h2>
+ * Every check of a request comes before its first byte moves, so a request that fails a check
+ * leaves every target and sink untouched: local SGE keys (else {@link WcStatus#LOC_PROT_ERR}); the
+ * peer (gone: {@link WcStatus#RETRY_EXC_ERR}); the remote key (else {@link WcStatus#REM_ACCESS_ERR});
+ * a receive at the peer where one is consumed (none: {@link WcStatus#RNR_RETRY_EXC_ERR}) and its
+ * buffers (bad: the receive completes with {@link WcStatus#LOC_PROT_ERR} and the sender gets
+ * {@link WcStatus#REM_OP_ERR}; too small: {@link WcStatus#LOC_LEN_ERR} and {@link WcStatus#REM_INV_REQ_ERR}).
+ *
+ * <h2>Deregistration</h2>
+ * Checking and copying happen inside a section of the QP's {@link GracePeriod.Reader} (of
+ * {@link SoftWire#GRACE}): a thread that deregisters or invalidates memory makes it invalid and then
+ * waits for the sections in progress. A request is copied in pieces of at most
+ * {@link Segments#PIECE} bytes, one section each, every registration checked again between pieces:
+ * a request of up to {@code PIECE} bytes is all or nothing even against a concurrent
+ * deregistration; a larger one stops at a piece boundary with an error, as on a NIC.
+ */
+final class SoftQueuePair implements ProviderQp {
+    private static final AtomicLong ORDER = new AtomicLong();
+
+    final QpContext ctx;
+    private final SoftDevice device;
+    private final MemoryAccess memory;
+    /** Lock order between two QPs. */
+    private final long order = ORDER.incrementAndGet();
+    /** This QP's executor as a reader of {@link SoftWire#GRACE}. */
+    private final GracePeriod.Reader reader = SoftWire.GRACE.newReader();
+    private final SoftIntegrity integrity = new SoftIntegrity();
+    private final Segments src = new Segments(integrity);
+    private final Segments dst = new Segments(integrity);
+    /** A fast-reg MR that the request invalidates once its data is placed (READ_WITH_INV, SEND_WITH_INV). */
+    private MemoryRegion pendingInvalidate;
+    /** The connected peer, or null; changed under both QPs' locks. */
+    volatile SoftQueuePair peer;
+    final SoftQp faults = new SoftQp(this);
+
+    SoftQueuePair(SoftDevice device, QpContext ctx) {
+        this.device = device;
+        this.ctx = ctx;
+        this.memory = ctx.memory();
+        ctx.attach(this);
+    }
+
+    ReentrantLock lock() {
+        return ctx.lock();
+    }
+
+    @Override
+    public void sendPosted(long firstSeq, int count) {
+        faults.posted(firstSeq, count);
+    }
+
+    @Override
+    public void recvPosted(long firstSeq, int count) {
+    }
+
+    @Override
+    public void stop() {
+        // The executor runs under the QP's lock, which the caller holds: nothing is in progress.
+    }
+
+    @Override
+    public int importRemoteKey(byte[] exported) {
+        return SoftDevice.importKey(exported, ctx.queuePair());
+    }
+
+    @Override
+    public void destroy() {
+        link(this, null);
+        device.removeQp(this);
+        reader.close();
+    }
+
+    @Override
+    public <T> T unwrap(Class<T> type) {
+        return type == SoftQp.class ? type.cast(faults) : ProviderQp.super.unwrap(type);
+    }
+
+    /**
+     * Connects {@code a} to {@code b} (null: disconnects {@code a} from its peer, which moves to the
+     * error state), under both QPs' locks.
+     */
+    static void link(SoftQueuePair a, SoftQueuePair b) {
+        SoftQueuePair other = b != null ? b : a.peer;
+        if (other == null) {
+            return;
+        }
+        SoftQueuePair first = a.order < other.order ? a : other;
+        SoftQueuePair second = first == a ? other : a;
+        first.lock().lock();
+        second.lock().lock();
+        try {
+            if (b != null) {
+                a.peer = b;
+                b.peer = a;
+                a.ctx.ready();
+                b.ctx.ready();
+            } else if (a.peer == other) {
+                other.ctx.toError(); // the peer loses its connection
+                other.peer = null;
+                a.peer = null;
+            }
+        } finally {
+            second.lock().unlock();
+            first.lock().unlock();
+        }
+    }
+
+    /**
+     * Takes this QP's lock while {@code holder} holds its own, in lock order. Returns false if it had
+     * to let go of {@code holder}'s lock meanwhile (both are held again): the holder's queue may
+     * have moved.
+     */
+    private boolean lockAfter(SoftQueuePair holder) {
+        ReentrantLock mine = lock();
+        if (order > holder.order) {
+            mine.lock();
+            return true;
+        }
+        if (mine.tryLock()) {
+            return true;
+        }
+        holder.lock().unlock();
+        mine.lock();
+        holder.lock().lock();
+        return false;
+    }
+
+    // ---- execution ---------------------------------------------------------------------------
+
+    /** Executes (or, in the error state, flushes) everything queued. Any thread. */
+    void progress() {
+        if (ctx.nextSend() == null && (ctx.state() != QueuePair.State.ERROR || ctx.nextRecv() == null)) {
+            return; // nothing to execute or flush: not even the lock
+        }
+        ReentrantLock l = lock();
+        l.lock();
+        try {
+            run();
+        } finally {
+            l.unlock();
+        }
+    }
+
+    private void run() {
+        PostedWr w;
+        while ((w = ctx.nextSend()) != null) {
+            QueuePair.State state = ctx.state();
+            if (state != QueuePair.State.RTS || faults.paused) {
+                break;
+            }
+            long seq = w.seq();
+            SoftQueuePair p = null;
+            if (consumesReceive(w.opcode())) {
+                p = peer;
+                if (p != null && !p.lockAfter(this) && (ctx.nextSend() != w || w.seq() != seq || peer != p
+                        || ctx.state() != QueuePair.State.RTS || faults.paused)) {
+                    p.lock().unlock(); // our queue moved while we let go of its lock: look again
+                    continue;
+                }
+            }
+            WcStatus status;
+            try {
+                WcStatus injected = faults.injectedFor(seq);
+                status = injected != null ? injected : execute(w, p);
+            } finally {
+                if (p != null) {
+                    p.lock().unlock();
+                }
+            }
+            ctx.completeSend(status, status == WcStatus.SUCCESS ? w.totalLength() : 0);
+            if (status == WcStatus.REM_ACCESS_ERR || status == WcStatus.REM_OP_ERR || status == WcStatus.REM_INV_REQ_ERR) {
+                SoftQueuePair other = peer;
+                if (other != null) {
+                    other.ctx.toError(); // a NAKed protection or request error breaks the connection at both ends
+                }
+            }
+        }
+        if (ctx.state() == QueuePair.State.ERROR) {
+            ctx.flush();
+        }
+    }
+
+    private static boolean consumesReceive(Opcode op) {
+        return op == Opcode.SEND || op == Opcode.SEND_WITH_INV || op == Opcode.RDMA_WRITE_WITH_IMM;
+    }
+
+    private WcStatus execute(PostedWr w, SoftQueuePair locked) {
+        if (w.opcode() == Opcode.LOCAL_INV) {
+            return localInv(w); // touches no memory: outside a section, so it may wait out the readers
+        }
+        WcStatus status;
+        reader.enter();
+        try {
+            status = switch (w.opcode()) {
+                case REG_MR, REG_MR_INTEGRITY -> memory.fastRegister(ctx, w);
+                case RDMA_WRITE, RDMA_WRITE_WITH_IMM -> write(w, locked);
+                case RDMA_READ, RDMA_READ_WITH_INV -> read(w);
+                case SEND, SEND_WITH_INV -> send(w, locked);
+                default -> WcStatus.GENERAL_ERR;
+            };
+        } finally {
+            reader.exit();
+            src.clear();
+            dst.clear();
+            integrity.clearPending();
+        }
+        MemoryRegion invalidate = pendingInvalidate;
+        pendingInvalidate = null;
+        if (invalidate != null) {
+            // After the data is placed (verbs order), outside the section: wait out the other readers.
+            memory.invalidate(invalidate);
+            SoftWire.GRACE.synchronize();
+        }
+        return status;
+    }
+
+    private WcStatus localInv(PostedWr w) {
+        MemoryRegion mr = memory.invalidationTarget(ctx, w.invalidateRkey());
+        if (mr == null) {
+            return WcStatus.LOC_PROT_ERR;
+        }
+        memory.invalidate(mr);
+        SoftWire.GRACE.synchronize();
+        return WcStatus.SUCCESS;
+    }
+
+    /** The connected peer if it can take requests, else null. */
+    private SoftQueuePair livePeer() {
+        SoftQueuePair p = peer;
+        return p == null || p.ctx.queuePair().isDestroyed() || p.ctx.state() == QueuePair.State.ERROR ? null : p;
+    }
+
+    private WcStatus write(PostedWr w, SoftQueuePair locked) {
+        if (!memory.gatherLocal(ctx, w, src, false)) {
+            return WcStatus.LOC_PROT_ERR;
+        }
+        SoftQueuePair p = livePeer();
+        if (p == null || (w.opcode() == Opcode.RDMA_WRITE_WITH_IMM && p != locked)) {
+            return WcStatus.RETRY_EXC_ERR;
+        }
+        long total = w.totalLength();
+        if (!memory.resolveRemote(p.ctx, w.remoteAddress(), total, w.rkey(), Access.REMOTE_WRITE, dst)) {
+            return WcStatus.REM_ACCESS_ERR;
+        }
+        boolean imm = w.opcode() == Opcode.RDMA_WRITE_WITH_IMM;
+        if (imm && p.ctx.nextRecv() == null) {
+            return WcStatus.RNR_RETRY_EXC_ERR;
+        }
+        int copied = Segments.copy(reader, src, dst);
+        if (copied != Segments.COPIED) {
+            return copied == Segments.SRC_FAILED ? WcStatus.LOC_PROT_ERR : WcStatus.REM_ACCESS_ERR;
+        }
+        if (imm) {
+            p.ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV_RDMA_WITH_IMM, total, true, w.immData(), false, 0);
+        }
+        return WcStatus.SUCCESS;
+    }
+
+    private WcStatus read(PostedWr w) {
+        if (!memory.gatherLocal(ctx, w, dst, true)) {
+            return WcStatus.LOC_PROT_ERR;
+        }
+        SoftQueuePair p = livePeer();
+        if (p == null) {
+            return WcStatus.RETRY_EXC_ERR;
+        }
+        if (!memory.resolveRemote(p.ctx, w.remoteAddress(), w.totalLength(), w.rkey(), Access.REMOTE_READ, src)) {
+            return WcStatus.REM_ACCESS_ERR;
+        }
+        int copied = Segments.copy(reader, src, dst);
+        if (copied != Segments.COPIED) {
+            return copied == Segments.SRC_FAILED ? WcStatus.REM_ACCESS_ERR : WcStatus.LOC_PROT_ERR;
+        }
+        if (!integrity.finishInbound()) {
+            return WcStatus.LOC_PROT_ERR;
+        }
+        if (w.opcode() == Opcode.RDMA_READ_WITH_INV) {
+            pendingInvalidate = memory.invalidationTarget(ctx, w.sgeLkey(0));
+        }
+        return WcStatus.SUCCESS;
+    }
+
+    private WcStatus send(PostedWr w, SoftQueuePair locked) {
+        if (!memory.gatherLocal(ctx, w, src, false)) {
+            return WcStatus.LOC_PROT_ERR;
+        }
+        SoftQueuePair p = livePeer();
+        if (p == null || p != locked) {
+            return WcStatus.RETRY_EXC_ERR;
+        }
+        PostedWr recv = p.ctx.nextRecv();
+        if (recv == null) {
+            return WcStatus.RNR_RETRY_EXC_ERR;
+        }
+        long total = w.totalLength();
+        if (!memory.gatherLocal(p.ctx, recv, dst, true)) {
+            return failReceive(p, WcStatus.LOC_PROT_ERR, WcStatus.REM_OP_ERR);
+        }
+        if (dst.total() < total) {
+            return failReceive(p, WcStatus.LOC_LEN_ERR, WcStatus.REM_INV_REQ_ERR);
+        }
+        MemoryRegion invalidated = null;
+        if (w.opcode() == Opcode.SEND_WITH_INV) {
+            invalidated = memory.invalidationTarget(p.ctx, w.invalidateRkey());
+            if (invalidated == null) {
+                return WcStatus.REM_INV_REQ_ERR;
+            }
+        }
+        dst.truncate(total);
+        int copied = Segments.copy(reader, src, dst);
+        if (copied == Segments.SRC_FAILED) {
+            return WcStatus.LOC_PROT_ERR; // the message never completes: the receive stays posted
+        }
+        if (copied == Segments.DST_FAILED) {
+            return failReceive(p, WcStatus.LOC_PROT_ERR, WcStatus.REM_OP_ERR);
+        }
+        pendingInvalidate = invalidated;
+        p.ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV, total, false, 0, invalidated != null, w.invalidateRkey());
+        return WcStatus.SUCCESS;
+    }
+
+    /** The receive at the peer fails with {@code recvStatus} (the peer breaks); the sender gets {@code senderStatus}. */
+    private static WcStatus failReceive(SoftQueuePair p, WcStatus recvStatus, WcStatus senderStatus) {
+        p.ctx.completeRecv(recvStatus, Opcode.RECV, 0, false, 0, false, 0);
+        return senderStatus;
+    }
+}

@@ -1,0 +1,45 @@
+package io.regmem.registration.spi;
+
+import io.regmem.registration.CmId;
+
+/**
+ * What the verbs layer offers a provider for one connection-manager ID. The methods that report an
+ * event queue it; the verbs layer runs the ID's handler outside every lock, on the thread that
+ * made the call (or at once, when a provider's own thread reports it).
+ */
+public interface CmContext {
+
+    /** The public ID. */
+    CmId cmId();
+
+    /** The attached QP's context, or null. */
+    QpContext qp();
+
+    /** Where the ID stands. */
+    CmId.ConnState state();
+
+    /**
+     * On a listening ID: a new request ID on this ID's device, in state {@code REQUESTED}, queued for
+     * {@code getRequest()}, with this ID's handler, and a {@code CONNECT_REQUEST} event. Its provider
+     * half is created by {@link ProviderDevice#createCmId} of this device; it is returned here.
+     */
+    CmContext newRequest();
+
+    /** The connection is up: state {@code CONNECTED} and an {@code ESTABLISHED} event. */
+    void established();
+
+    /** The peer refused (or went away before accepting): state {@code DISCONNECTED} and a {@code REJECTED} event. */
+    void rejected();
+
+    /** The peer disconnected: state {@code DISCONNECTED} and a {@code DISCONNECTED} event, if it was connected. */
+    void disconnected();
+
+    /** The provider half of this ID. */
+    ProviderCm provider();
+
+    /** What the provider attached ({@link #attach}), or null. */
+    Object attachment();
+
+    /** Attaches the provider's own state. */
+    void attach(Object state);
+}

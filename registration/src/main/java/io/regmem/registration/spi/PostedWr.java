@@ -1,0 +1,55 @@
+package io.regmem.registration.spi;
+
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+
+/** A posted work request as its queue keeps it: the verbs layer's copy of a {@code WorkRequest}. */
+public interface PostedWr {
+    /** The caller's id. */
+    long wrId();
+
+    /** What to do. */
+    Opcode opcode();
+
+    /** True if it completes with a CQE on success. */
+    boolean signaled();
+
+    /** Scatter/gather entries. */
+    int numSge();
+
+    /** Entry {@code i}'s address. */
+    long sgeAddress(int i);
+
+    /** Entry {@code i}'s length. */
+    long sgeLength(int i);
+
+    /** Entry {@code i}'s local key. */
+    int sgeLkey(int i);
+
+    /** The sum of the entries' lengths. */
+    long totalLength();
+
+    /** RDMA: the remote address. */
+    long remoteAddress();
+
+    /** RDMA: the remote key (as imported on this QP). */
+    int rkey();
+
+    /** The immediate (WRITE_WITH_IMM). */
+    int immData();
+
+    /** The key to invalidate (LOCAL_INV, SEND_WITH_INV). */
+    int invalidateRkey();
+
+    /** REG_MR: the MR. */
+    MemoryRegion regMr();
+
+    /** REG_MR: the key. */
+    int regKey();
+
+    /** REG_MR: the rights. */
+    int regAccess();
+
+    /** The request's sequence number in its queue: 0 for the first request ever posted, then 1, 2, ... */
+    long seq();
+}

@@ -1,0 +1,45 @@
+package io.regmem.registration.spi;
+
+/**
+ * The provider's half of a connection-manager ID: connection setup by an address the provider
+ * understands (soft: a name within the JVM; UCX: {@code host:port}). The verbs layer checks the
+ * ID's state before each call and changes it after the call returns; the provider reports what
+ * happens at the other end through {@link CmContext}.
+ */
+public interface ProviderCm {
+
+    /**
+     * Listens under {@code address}.
+     *
+     * @throws io.regmem.core.RdmaException {@link io.regmem.core.Errno#EBUSY} if the address is taken
+     */
+    void listen(String address);
+
+    /**
+     * Asks the listener at {@code address} for a connection; the QP is attached. The listener's
+     * provider makes a request ID ({@link CmContext#newRequest()}).
+     *
+     * @throws io.regmem.core.RdmaException {@link io.regmem.core.Errno#ENOENT} if nobody listens there
+     */
+    void connect(String address);
+
+    /**
+     * Accepts this request: connects the two QPs, moves them to RTS ({@link QpContext#ready()}) and
+     * reports {@link CmContext#established()} for both ends, the active end first.
+     *
+     * @throws io.regmem.core.RdmaException {@link io.regmem.core.Errno#EINVAL} if the requester no longer waits
+     */
+    void accept();
+
+    /** Rejects this request: the requester is told ({@link CmContext#rejected()}). */
+    void reject();
+
+    /** Disconnects: both QPs move to the error state; the other end is told ({@link CmContext#disconnected()}). */
+    void disconnect();
+
+    /**
+     * The ID is destroyed: stop listening; a request that was never accepted is refused (its
+     * requester is told {@link CmContext#rejected()}).
+     */
+    void destroy();
+}

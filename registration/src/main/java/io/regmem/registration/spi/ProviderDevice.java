@@ -1,0 +1,50 @@
+package io.regmem.registration.spi;
+
+import io.regmem.registration.DeviceAttributes;
+
+/**
+ * What a provider implements for one device. The verbs classes ({@code RdmaDevice},
+ * {@code ProtectionDomain}, {@code MemoryRegion}, {@code QueuePair}, {@code CompletionQueue},
+ * {@code CmId}) keep everything that is the same for every provider: ownership and counts,
+ * {@code EBUSY} rules, the resource tracker, argument checks, memory keys (generations, lookup),
+ * all-or-nothing posting into the queues, the error state and its flush. They call the provider
+ * for the rest, through this interface and the objects it creates.
+ *
+ * <p><b>Threads.</b> The verbs layer serializes creation and destruction per device; data-path
+ * calls ({@link ProviderQp}, {@link ProviderCq}) come from any thread. A provider may run threads
+ * of its own (progress, callbacks) and call the contexts from them.
+ */
+public interface ProviderDevice {
+
+    /** The device's limits. */
+    DeviceAttributes attributes();
+
+    /**
+     * Registers memory the verbs layer accepted: a region over a segment ({@code ib_reg_mr}), a
+     * fast-registration MR ({@code ib_alloc_mr}, which maps nothing yet) or a memory window's view.
+     *
+     * @return the provider's handle, kept by the region until it is deregistered
+     * @throws io.regmem.core.RdmaException {@link io.regmem.core.Errno#EOPNOTSUPP} for a kind the
+     *                                      transport cannot carry; nothing is registered then
+     */
+    ProviderMr registerMemory(MrContext mr);
+
+    /** Creates the provider's half of a new queue pair (INIT state, not connected). */
+    ProviderQp createQp(QpContext qp);
+
+    /** Creates the provider's half of a new completion queue. */
+    ProviderCq createCq(CqContext cq);
+
+    /** Creates the provider's half of a new connection-manager ID (also for incoming requests). */
+    ProviderCm createCmId(CmContext id);
+
+    /**
+     * Waits until no access to memory that began before this call is still in progress. The verbs
+     * layer calls it after it made keys or mappings invalid (revoke, local invalidation, window
+     * unbind, DMA unmap) so that, when its call returns, the memory is no longer touched.
+     */
+    void quiesce();
+
+    /** Releases the provider's resources; called once, after every verbs object of the device is gone. */
+    void close();
+}

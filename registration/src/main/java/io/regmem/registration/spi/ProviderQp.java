@@ -1,0 +1,51 @@
+package io.regmem.registration.spi;
+
+/**
+ * The provider's half of a reliable-connected queue pair.
+ *
+ * <p>The verbs layer checks and copies a posted chain into the QP's queues (all or nothing) and
+ * then calls {@link #sendPosted} or {@link #recvPosted}. The provider executes the send queue in
+ * order: {@link QpContext#nextSend()} is the oldest request not yet completed; it completes it with
+ * {@link QpContext#completeSend}. A synchronous provider (soft) executes in {@link ProviderCq#progress()};
+ * an asynchronous one may start every request at once and complete them in order as its transport
+ * reports them. Completing a request with an error moves the QP to the error state; the verbs layer
+ * then flushes what is left ({@link QpContext#flush()}).
+ */
+public interface ProviderQp {
+
+    /**
+     * Send requests {@code [firstSeq, firstSeq + count)} were appended (called with the QP's lock
+     * held; must not block).
+     */
+    void sendPosted(long firstSeq, int count);
+
+    /** Receive requests {@code [firstSeq, firstSeq + count)} were appended (lock held; must not block). */
+    void recvPosted(long firstSeq, int count);
+
+    /**
+     * The QP moved to the error state on the user's request ({@code drain}, disconnect, destroy):
+     * stop starting requests; return when no request of this QP touches memory any more. Called
+     * with the QP's lock held; the verbs layer flushes the queues afterwards.
+     */
+    void stop();
+
+    /**
+     * Imports a peer's exported remote key ({@link ProviderMr#exportRemoteKey}) for use in this QP's
+     * work requests: returns the 32-bit handle a {@code WorkRequest} carries as its rkey. Imported
+     * keys live as long as the QP.
+     *
+     * @throws io.regmem.core.RdmaException {@link io.regmem.core.Errno#EINVAL} for bytes this provider
+     *                                      cannot read
+     */
+    int importRemoteKey(byte[] exported);
+
+    /** The QP is destroyed: it is in the error state and flushed; release everything. */
+    void destroy();
+
+    /**
+     * A provider-specific capability of this QP (soft: {@code SoftQp} with fault injection), or null.
+     */
+    default <T> T unwrap(Class<T> type) {
+        return type.isInstance(this) ? type.cast(this) : null;
+    }
+}

@@ -1,0 +1,76 @@
+package io.regmem.registration.spi;
+
+import io.regmem.registration.Opcode;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.WcStatus;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * What the verbs layer offers a provider for one queue pair: its queues, its completions and its
+ * state. The queues and the state are guarded by {@link #lock()}: a provider holds it while it
+ * takes requests from the queues and completes them, as {@code postSend}/{@code postRecv} hold it
+ * while they append. Completions go to the QP's CQs in the order they are made.
+ */
+public interface QpContext {
+
+    /** The public queue pair (its PD, CQs, limits, device, name). */
+    QueuePair queuePair();
+
+    /** The lock guarding this QP's queues and state. */
+    ReentrantLock lock();
+
+    /** The send CQ's context. */
+    CqContext sendCq();
+
+    /** The receive CQ's context. */
+    CqContext recvCq();
+
+    /** The oldest send request not yet completed, or null (lock held). */
+    PostedWr nextSend();
+
+    /**
+     * Completes the request {@link #nextSend()} returned and takes it off the queue (lock held). A
+     * completion is made when the request was signaled or failed; a failure moves the QP to the
+     * error state. When the send CQ is full the completion is lost and the QP moves to the error
+     * state (a CQ overrun).
+     *
+     * @param bytes bytes transferred (0 for a failure)
+     */
+    void completeSend(WcStatus status, long bytes);
+
+    /** The oldest receive request not yet consumed, or null (lock held). */
+    PostedWr nextRecv();
+
+    /**
+     * Consumes the request {@link #nextRecv()} returned with a completion on the receive CQ (lock
+     * held). A failed receive moves the QP to the error state.
+     *
+     * @param withInvalidate  true if a SEND_WITH_INV invalidated {@code invalidatedRkey} here
+     */
+    void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData, boolean withInvalidate,
+                      int invalidatedRkey);
+
+    /** The QP's state (any thread). */
+    QueuePair.State state();
+
+    /** Moves a connected QP to RTS (the provider's connection setup). */
+    void ready();
+
+    /** Moves the QP to the error state (any thread); the provider flushes at its next progress. */
+    void toError();
+
+    /**
+     * In the error state: completes every queued request of both queues with
+     * {@link WcStatus#WR_FLUSH_ERR}, in order, and settles the queue slots (lock held).
+     */
+    void flush();
+
+    /** What the provider attached to this QP ({@link #attach}), or null. */
+    Object attachment();
+
+    /** Attaches the provider's own state, for a provider that reaches the QP through its context. */
+    void attach(Object state);
+
+    /** Memory translation for providers that move bytes in software. */
+    MemoryAccess memory();
+}
