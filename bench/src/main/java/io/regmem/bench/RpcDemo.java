@@ -44,6 +44,11 @@ final class RpcDemo {
     static final long H_RESULT_SIZE = 32;
     static final long H_RESULT_ADDR = 40;
     static final long H_RESULT_RKEY = 48;
+    /**
+     * The bytes a per-call key takes in the header: the exported form of a fast-reg key, 4 on soft
+     * (a provider with larger keys cannot fast-register; it uses registrations that persist).
+     */
+    static final int KEY_BYTES = 4;
 
     private final PrintStream out;
     private final long calls;

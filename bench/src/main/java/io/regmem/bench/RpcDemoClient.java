@@ -172,9 +172,11 @@ final class RpcDemoClient implements RpcTransport.Handler {
         c.regArgs.reset().regMr(c.argMr, argKey, READ_ONLY).next(c.regResult);
         c.regResult.reset().regMr(c.resultMr, resultKey, WRITABLE);
         h.set(ValueLayout.JAVA_LONG, RpcDemo.H_ARG_ADDR, c.argMr.address());
-        h.set(ValueLayout.JAVA_INT, RpcDemo.H_ARG_RKEY, argKey);
+        // The keys travel in the call in their exported form (the next generations: the REG_MRs posted
+        // in front of the Send give them to the MRs), as the kernel's FRWR puts the rkey in the message.
+        c.argMr.exportRemoteKey(argKey, h.asSlice(RpcDemo.H_ARG_RKEY, RpcDemo.KEY_BYTES));
         h.set(ValueLayout.JAVA_LONG, RpcDemo.H_RESULT_ADDR, c.resultMr.address());
-        h.set(ValueLayout.JAVA_INT, RpcDemo.H_RESULT_RKEY, resultKey);
+        c.resultMr.exportRemoteKey(resultKey, h.asSlice(RpcDemo.H_RESULT_RKEY, RpcDemo.KEY_BYTES));
         return true;
     }
 

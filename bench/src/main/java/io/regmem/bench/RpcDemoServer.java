@@ -85,14 +85,16 @@ final class RpcDemoServer implements RpcTransport.Handler {
         s.flags = h.get(ValueLayout.JAVA_INT, RpcDemo.H_FLAGS);
         s.size = h.get(ValueLayout.JAVA_LONG, RpcDemo.H_SIZE);
         s.resAddr = h.get(ValueLayout.JAVA_LONG, RpcDemo.H_RESULT_ADDR);
-        s.resRkey = h.get(ValueLayout.JAVA_INT, RpcDemo.H_RESULT_RKEY);
+        if ((s.flags & RpcDemo.FLAG_RESULT_INLINE) == 0) { // a write chunk: its key arrived in the exported form
+            s.resRkey = pair.qpB.importRemoteKey(h.asSlice(RpcDemo.H_RESULT_RKEY, RpcDemo.KEY_BYTES));
+        }
         if ((s.flags & FLAG_ARGS_INLINE) != 0) {
             MemorySegment.copy(h, HEADER, s.argArea, 0, s.size);
             buf.repPut(rep);
             process(s);
         } else { // a read chunk: RDMA READ the arguments from the client's memory
             long argAddr = h.get(ValueLayout.JAVA_LONG, RpcDemo.H_ARG_ADDR);
-            int argRkey = h.get(ValueLayout.JAVA_INT, RpcDemo.H_ARG_RKEY);
+            int argRkey = pair.qpB.importRemoteKey(h.asSlice(RpcDemo.H_ARG_RKEY, RpcDemo.KEY_BYTES));
             buf.repPut(rep);
             s.argSg.clear().add(s.argArea.address(), s.size);
             s.rw.init(pair.qpB, 1, s.argSg, 1, 0, argAddr, argRkey, DmaDirection.FROM_DEVICE);

@@ -221,7 +221,54 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
      */
     public byte[] exportRemoteKey() {
         checkAlive("exportRemoteKey");
-        return provider.exportRemoteKey(key);
+        int k = key;
+        byte[] out = new byte[provider.exportedKeySize(k)];
+        provider.exportRemoteKey(k, java.lang.foreign.MemorySegment.ofArray(out));
+        return out;
+    }
+
+    /** Bytes {@link #exportRemoteKey()} gives now (soft: 4). */
+    public int exportedKeySize() {
+        checkAlive("exportedKeySize");
+        return provider.exportedKeySize(key);
+    }
+
+    /**
+     * Writes the exported remote key into the start of {@code to} without allocating, for a key
+     * that travels inside a message (a per-call fast-reg key).
+     *
+     * @return the bytes written ({@link #exportedKeySize()})
+     * @throws RdmaException {@link Errno#EINVAL} if {@code to} is too small (nothing is written);
+     *                       {@link Errno#EBADF} if the region was deregistered
+     */
+    public int exportRemoteKey(java.lang.foreign.MemorySegment to) {
+        return exportRemoteKey(key, to);
+    }
+
+    /**
+     * Writes the exported form of {@code rkey}, a key of this region, into the start of {@code to}:
+     * its current key, or, for a fast-reg MR, the key a REG_MR posted with it will give the region
+     * ({@link #incRkey}), so the key can travel in the same message chain as the registration.
+     *
+     * @return the bytes written
+     * @throws RdmaException {@link Errno#EINVAL} for a key of another region or a target too small
+     *                       (nothing is written); {@link Errno#EBADF} if the region was deregistered
+     */
+    public int exportRemoteKey(int rkey, java.lang.foreign.MemorySegment to) {
+        checkAlive("exportRemoteKey");
+        int k = key;
+        if ((rkey >>> 8) != (k >>> 8) || (!fastReg && rkey != k)) {
+            throw new RdmaException(Errno.EINVAL, this + ": 0x" + Integer.toHexString(rkey) + " is not a key of this region "
+                    + "(its key is 0x" + Integer.toHexString(k) + "; only a fast-reg MR's low byte may differ)");
+        }
+        k = rkey;
+        int n = provider.exportedKeySize(k);
+        if (to.byteSize() < n) {
+            throw new RdmaException(Errno.EINVAL, this + ": exportRemoteKey needs " + n + " bytes, the target has "
+                    + to.byteSize());
+        }
+        provider.exportRemoteKey(k, to.asSlice(0, n));
+        return n;
     }
 
     /** The first address covered (a fast-reg MR's iova after {@link #mapSg}). */

@@ -91,6 +91,22 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
         }
     }
 
+    /**
+     * The current remote key in its exported form ({@link MemoryRegion#exportRemoteKey()}), for a
+     * peer to import on its QP.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} when unbound
+     */
+    public byte[] exportRemoteKey() {
+        synchronized (device.lock) {
+            checkAlive("exportRemoteKey");
+            if (view == null) {
+                throw new RdmaException(Errno.EINVAL, this + ": exportRemoteKey of an unbound window");
+            }
+            return view.exportRemoteKey();
+        }
+    }
+
     /** True while bound. */
     public boolean isBound() {
         synchronized (device.lock) {

@@ -104,6 +104,14 @@ public final class PoolRegistration implements ChunkListener, AutoCloseable {
         return region(buffer).rkey();
     }
 
+    /**
+     * The exported remote key of the chunk holding {@code buffer} ({@link MemoryRegion#exportRemoteKey()}):
+     * a peer imports it once per chunk, since a chunk stays registered for its whole life.
+     */
+    public byte[] exportRemoteKey(PooledBuffer buffer) {
+        return region(buffer).exportRemoteKey();
+    }
+
     /** The protection domain. */
     public ProtectionDomain pd() {
         return pd;

@@ -278,10 +278,19 @@ public final class QueuePair extends RdmaResource {
      */
     public int importRemoteKey(byte[] exported) {
         java.util.Objects.requireNonNull(exported, "exported");
+        return importRemoteKey(java.lang.foreign.MemorySegment.ofArray(exported.clone()));
+    }
+
+    /**
+     * {@link #importRemoteKey(byte[])} from the bytes of {@code exported} (all of them), without
+     * allocating on soft: for a key that arrived inside a message.
+     */
+    public int importRemoteKey(java.lang.foreign.MemorySegment exported) {
+        java.util.Objects.requireNonNull(exported, "exported");
         lock.lock();
         try {
             checkAlive("importRemoteKey");
-            return provider.importRemoteKey(exported.clone());
+            return provider.importRemoteKey(exported);
         } finally {
             lock.unlock();
         }

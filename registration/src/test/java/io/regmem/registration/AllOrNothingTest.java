@@ -127,28 +127,28 @@ class AllOrNothingTest {
         long[] remote(BadRemote bad, boolean write) {
             long addr = okB.address() + 2L * PIECE;
             if (bad == null) {
-                return new long[] {addr, okB.rkey()};
+                return new long[] {addr, lb.key(okB)};
             }
             return switch (bad) {
-                case UNKNOWN_KEY -> new long[] {addr, okB.rkey() ^ 0x5A5A5A00};
+                case UNKNOWN_KEY -> new long[] {addr, lb.key(okB) ^ 0x5A5A5A00};
                 case STALE_KEY -> {
                     MemoryRegion gone = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
-                    int key = gone.rkey();
+                    int key = lb.key(gone);
                     gone.close();
                     yield new long[] {addr, key};
                 }
                 case FOREIGN_PD -> {
                     MemoryRegion foreign = lb.devB.allocPd().register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE,
                             Access.REMOTE_READ);
-                    yield new long[] {addr, foreign.rkey()};
+                    yield new long[] {addr, lb.key(foreign)};
                 }
-                case PAST_THE_REGION -> new long[] {okB.address() + okB.length() - PIECE, okB.rkey()};
+                case PAST_THE_REGION -> new long[] {okB.address() + okB.length() - PIECE, lb.key(okB)};
                 case NO_RIGHT -> {
                     MemoryRegion wrongRight = lb.pdB.register(lb.memB.asSlice(8L * SGES * PIECE, 4L * SGES * PIECE),
                             Access.LOCAL_WRITE, write ? Access.REMOTE_READ : Access.REMOTE_WRITE);
-                    yield new long[] {wrongRight.address(), wrongRight.rkey()};
+                    yield new long[] {wrongRight.address(), lb.key(wrongRight)};
                 }
-                case DEAD_MEMORY -> new long[] {deadRegionB.address(), deadRegionB.rkey()};
+                case DEAD_MEMORY -> new long[] {deadRegionB.address(), lb.key(deadRegionB)};
             };
         }
 

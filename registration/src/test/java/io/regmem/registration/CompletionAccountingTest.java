@@ -33,7 +33,7 @@ class CompletionAccountingTest {
 
     private static WorkRequest write(Loopback lb, MemoryRegion local, MemoryRegion remote, long id, boolean signaled) {
         return new WorkRequest(1).wrId(id).opcode(Opcode.RDMA_WRITE).signaled(signaled)
-                .addSge(local.address(), 64, local.lkey()).remote(remote.address() + 64 * (id % 64), remote.rkey());
+                .addSge(local.address(), 64, local.lkey()).remote(remote.address() + 64 * (id % 64), lb.key(remote));
     }
 
     /** The loop that overran the CQ: post until ENOMEM, poll one completion, again. */

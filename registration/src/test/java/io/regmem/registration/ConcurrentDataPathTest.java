@@ -43,7 +43,7 @@ class ConcurrentDataPathTest {
                         long slot = (op % 1024) * 8L;
                         lb.memA.set(ValueLayout.JAVA_LONG, slot, op);
                         wr.reset().wrId(op).opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address() + slot, 8, sources.lkey())
-                                .remote(lb.memB.address() + slot, targets.rkey());
+                                .remote(lb.memB.address() + slot, lb.key(targets));
                         lb.qpA.postSend(wr);
                         while (lb.cqA.poll(wcs) == 0) {
                             Thread.onSpinWait();
@@ -66,7 +66,7 @@ class ConcurrentDataPathTest {
                         lb.memB.set(ValueLayout.JAVA_LONG, SINKS + off, -1L);
                         wr.reset().wrId(op).opcode(Opcode.RDMA_READ)
                                 .addSge(lb.memB.address() + SINKS + off, 8, sinks.lkey())
-                                .remote(readable.address() + off, readable.rkey());
+                                .remote(readable.address() + off, lb.key(readable));
                         lb.qpB.postSend(wr);
                         while (lb.cqB.poll(wcs) == 0) {
                             Thread.onSpinWait();

@@ -19,7 +19,7 @@ class CreationSiteTest {
 
     /** Registers {@link #MRS} regions on a device opened with {@code options}; returns how many recorded a site. */
     private static int sitesRecorded(Map<String, String> options, List<String> pdSites) {
-        try (Arena arena = Arena.ofShared(); RdmaDevice device = RdmaDevice.open("soft", options)) {
+        try (Arena arena = Arena.ofShared(); RdmaDevice device = Providers.open(options)) {
             MemorySegment memory = arena.allocate(4096, 4096);
             ProtectionDomain pd = device.allocPd();
             pdSites.add(pd.creationSite());
@@ -58,6 +58,6 @@ class CreationSiteTest {
 
     @Test
     void aBadValueIsRefused() {
-        assertRdma(() -> RdmaDevice.open("soft", Map.of(RdmaDevice.TRACK_SITES, "sometimes")), Errno.EINVAL);
+        assertRdma(() -> RdmaDevice.open(Providers.NAME, Map.of(RdmaDevice.TRACK_SITES, "sometimes")), Errno.EINVAL);
     }
 }

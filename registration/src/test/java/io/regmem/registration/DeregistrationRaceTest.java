@@ -52,7 +52,7 @@ class DeregistrationRaceTest {
     void memoryRegionClose() throws InterruptedException {
         race((lb, mem) -> {
             MemoryRegion mr = lb.pdB.register(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-            return new Target(mr.address(), mr.rkey(), mem, mr::close, () -> { });
+            return new Target(mr.address(), lb.key(mr), mem, mr::close, () -> { });
         });
     }
 
@@ -60,7 +60,7 @@ class DeregistrationRaceTest {
     void memoryRegionRevoke() throws InterruptedException {
         race((lb, mem) -> {
             MemoryRegion mr = lb.pdB.register(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-            return new Target(mr.address(), mr.rkey(), mem, mr::revoke, mr::close);
+            return new Target(mr.address(), lb.key(mr), mem, mr::revoke, mr::close);
         });
     }
 
@@ -69,7 +69,7 @@ class DeregistrationRaceTest {
         race((lb, mem) -> {
             RegistrationCache cache = RegistrationCache.of(lb.pdB);
             CachedRegion held = cache.get(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-            return new Target(held.address(), held.rkey(), mem, () -> cache.invalidate(mem.address(), mem.byteSize()),
+            return new Target(held.address(), lb.key(held.region()), mem, () -> cache.invalidate(mem.address(), mem.byteSize()),
                     () -> {
                         held.close();
                         cache.close();
@@ -83,7 +83,7 @@ class DeregistrationRaceTest {
             BufferPool pool = BufferPool.builder().name("race").largestClass(1 << 20).build();
             PoolRegistration reg = lb.pdB.register(pool, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
             PooledBuffer buffer = pool.allocate(SIZE);
-            return new Target(buffer.address(), reg.rkey(buffer), buffer.segment(),
+            return new Target(buffer.address(), lb.qpA.importRemoteKey(reg.exportRemoteKey(buffer)), buffer.segment(),
                     reg::close, // deregisters every chunk of the pool
                     () -> {
                         buffer.close();
@@ -103,7 +103,7 @@ class DeregistrationRaceTest {
             lb.qpB.postSend(new WorkRequest(1).wrId(5).signaled(true)
                     .regMr(mr, key, Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE)));
             assertThat(lb.one(lb.cqB).status()).isEqualTo(WcStatus.SUCCESS);
-            return new Target(mr.address(), key, mem, mapping::close, mr::close);
+            return new Target(mr.address(), lb.key(mr), mem, mapping::close, mr::close);
         });
     }
 
@@ -124,7 +124,7 @@ class DeregistrationRaceTest {
                 dst.fill((byte) 0);
                 MemoryRegion srcMr = lb.pdA.register(src, Access.LOCAL_WRITE);
                 MemoryRegion dstMr = lb.pdB.register(dst, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-                Target target = new Target(dstMr.address(), dstMr.rkey(), dst, srcMr::close, () -> { });
+                Target target = new Target(dstMr.address(), lb.key(dstMr), dst, srcMr::close, () -> { });
                 Round r = new Round(lb, src, srcMr, target, round + 2);
                 Thread poster = Thread.ofPlatform().name("poster").start(r);
                 while (!r.posting) {

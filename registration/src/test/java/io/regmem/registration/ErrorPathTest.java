@@ -27,7 +27,7 @@ class ErrorPathTest {
         WorkRequest prev = null;
         for (int i = 0; i < n; i++) {
             WorkRequest w = new WorkRequest(1).wrId(100 + i).opcode(Opcode.RDMA_WRITE)
-                    .addSge(lb.memA.address(), 8, local.lkey()).remote(lb.memB.address() + 8L * i, remote.rkey());
+                    .addSge(lb.memA.address(), 8, local.lkey()).remote(lb.memB.address() + 8L * i, lb.key(remote));
             if (prev == null) {
                 first = w;
             } else {
@@ -43,7 +43,7 @@ class ErrorPathTest {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
         MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
         WorkRequest chain = writeChain(4, local, remote);
-        chain.next().remote(lb.memB.address(), remote.rkey() ^ 1); // the second one has a bad rkey
+        chain.next().remote(lb.memB.address(), lb.key(remote) ^ 1); // the second one has a bad rkey
         lb.qpA.postRecv(new WorkRequest(1).wrId(900));
         lb.qpA.postSend(chain);
         int n = lb.poll(lb.cqA);
@@ -63,6 +63,7 @@ class ErrorPathTest {
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
     }
 
+    @org.junit.jupiter.api.Tag("soft-only")
     @Test
     void drainFlushesBothQueuesAndTheSlotsFreeAsTheFlushesArePolled() {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
@@ -86,6 +87,7 @@ class ErrorPathTest {
         assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 0)).isZero();
     }
 
+    @org.junit.jupiter.api.Tag("soft-only")
     @Test
     void aChainLongerThanTheRoomIsRefusedWhole() {
         lb.close();
@@ -130,6 +132,7 @@ class ErrorPathTest {
         assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 0)).isZero();
     }
 
+    @org.junit.jupiter.api.Tag("soft-only")
     @Test
     void injectedFailureBreaksTheQpAtTheNthRequest() {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
@@ -145,6 +148,7 @@ class ErrorPathTest {
         assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 8)).isZero();
     }
 
+    @org.junit.jupiter.api.Tag("soft-only")
     @Test
     void breakQpAndDisconnectFlushEverything() {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
@@ -168,7 +172,7 @@ class ErrorPathTest {
     void aPeerThatIsGoneIsARetryError() {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
         MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-        int rkey = remote.rkey();
+        int rkey = lb.key(remote);
         lb.idB.destroyQp();
         assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
         wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey()).remote(lb.memB.address(), rkey);
@@ -205,7 +209,7 @@ class ErrorPathTest {
         for (int i = 0; i < 64; i++) {
             lb.memA.set(ValueLayout.JAVA_BYTE, i, (byte) (i + 1));
         }
-        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 64, local.lkey()).remote(fr.address() + 4096 - 32, fr.rkey());
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 64, local.lkey()).remote(fr.address() + 4096 - 32, lb.key(fr));
         lb.qpA.postSend(wr);
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
         assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 4 * 4096L + 4096 - 32)).isEqualTo((byte) 1);
@@ -215,7 +219,7 @@ class ErrorPathTest {
         // SEND_WITH_INV retires the responder's MR and says so in the receive completion
         MemoryRegion recvMr = lb.pdB.register(lb.memB.asSlice(64 * 4096, 4096), Access.LOCAL_WRITE);
         lb.qpB.postRecv(new WorkRequest(1).wrId(3).addSge(recvMr.address(), 64, recvMr.lkey()));
-        wr.reset().opcode(Opcode.SEND_WITH_INV).invalidateRkey(fr.rkey()).addSge(lb.memA.address(), 8, local.lkey());
+        wr.reset().opcode(Opcode.SEND_WITH_INV).invalidateRkey(lb.key(fr)).addSge(lb.memA.address(), 8, local.lkey());
         lb.qpA.postSend(wr);
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
         WorkCompletion rc = lb.one(lb.cqB);
@@ -230,7 +234,7 @@ class ErrorPathTest {
         WorkRequest inv = new WorkRequest(1).opcode(Opcode.LOCAL_INV).invalidateRkey(fr.rkey());
         lb.qpB.postSend(inv);
         assertThat(lb.one(lb.cqB).status()).isEqualTo(WcStatus.SUCCESS);
-        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey()).remote(fr.address(), fr.rkey());
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey()).remote(fr.address(), lb.key(fr));
         lb.qpA.postSend(wr);
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
         fr.close();
@@ -259,7 +263,7 @@ class ErrorPathTest {
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
         MemoryRegion remote = lb.pdB.register(lb.memB, Access.REMOTE_READ);
         lb.memB.set(ValueLayout.JAVA_LONG, 0, 0x1234);
-        wr.reset().opcode(Opcode.RDMA_READ_WITH_INV).addSge(sink.address(), 8, sink.lkey()).remote(lb.memB.address(), remote.rkey());
+        wr.reset().opcode(Opcode.RDMA_READ_WITH_INV).addSge(sink.address(), 8, sink.lkey()).remote(lb.memB.address(), lb.key(remote));
         lb.qpA.postSend(wr);
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
         assertThat(lb.memA.get(ValueLayout.JAVA_LONG, 0)).isEqualTo(0x1234);

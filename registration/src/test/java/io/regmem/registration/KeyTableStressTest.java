@@ -23,7 +23,7 @@ class KeyTableStressTest {
 
     @Test
     void lookupsNeverResolveAKeyToARegionItWasNotIssuedFor() throws Exception {
-        try (Arena arena = Arena.ofShared(); RdmaDevice device = RdmaDevice.open("soft")) {
+        try (Arena arena = Arena.ofShared(); RdmaDevice device = Providers.open()) {
             MemorySegment memory = arena.allocate(1 << 16, 4096);
             ProtectionDomain pd = device.allocPd();
             ConcurrentHashMap<MemoryRegion, Integer> issued = new ConcurrentHashMap<>(); // identity keys

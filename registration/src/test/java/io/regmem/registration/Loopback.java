@@ -12,11 +12,8 @@ import java.util.Map;
  * asserts that neither device has a survivor.
  */
 public final class Loopback implements AutoCloseable {
-    /**
-     * The provider the contract tests run against: {@code -Dregmem.provider=NAME} (default soft).
-     * Every provider must pass the same loopback, security and error-path suites.
-     */
-    static final String PROVIDER = System.getProperty("regmem.provider", "soft");
+    /** The provider the contract tests run against ({@link Providers#NAME}). */
+    static final String PROVIDER = Providers.NAME;
     private static int names;
 
     public final Arena arena = Arena.ofShared();
@@ -53,8 +50,15 @@ public final class Loopback implements AutoCloseable {
      * with {@code options}, for tests in other packages (rw, rpc) that need their own QP settings.
      */
     public Loopback(Map<String, String> options, int cqDepth, QpInitAttributes attrsA, QpInitAttributes attrsB) {
-        devA = RdmaDevice.open(PROVIDER, options);
-        devB = RdmaDevice.open(PROVIDER, options);
+        devA = Providers.open(options);
+        RdmaDevice b;
+        try {
+            b = Providers.open(options);
+        } catch (RuntimeException | Error e) {
+            devA.close();
+            throw e;
+        }
+        devB = b;
         pdA = devA.allocPd();
         pdB = devB.allocPd();
         cqA = devA.createCq(cqDepth);
@@ -79,6 +83,16 @@ public final class Loopback implements AutoCloseable {
     private static QpInitAttributes attrs(QpInitAttributesSpec spec) {
         return new QpInitAttributes().maxSendWr(spec.maxSendWr()).maxRecvWr(spec.maxRecvWr())
                 .maxSendSge(spec.maxSge()).maxRecvSge(spec.maxSge()).signalAll(spec.signalAll());
+    }
+
+    /** {@code mr}'s remote key imported on A's QP: what A puts into its work requests to reach B's region. */
+    public int key(MemoryRegion mr) {
+        return Providers.key(qpA, mr);
+    }
+
+    /** {@code mr}'s remote key imported on B's QP. */
+    public int keyAtB(MemoryRegion mr) {
+        return Providers.key(qpB, mr);
     }
 
     /** Polls a CQ until it yields at least {@code n} completions in total (they all are synchronous here). */

@@ -36,7 +36,7 @@ class LoopbackTest {
                 .addSge(lb.memA.address(), 3000, local.lkey())
                 .addSge(lb.memA.address() + 10_000, 5000, local.lkey())
                 .addSge(lb.memA.address() + 70_000, 100, local.lkey())
-                .remote(lb.memB.address() + 4096, remote.rkey());
+                .remote(lb.memB.address() + 4096, lb.key(remote));
         lb.qpA.postSend(wr);
         WorkCompletion wc = lb.one(lb.cqA);
         assertThat(wc.status()).isEqualTo(WcStatus.SUCCESS);
@@ -60,7 +60,7 @@ class LoopbackTest {
         wr.reset().wrId(8).opcode(Opcode.RDMA_READ)
                 .addSge(lb.memA.address() + 500, 1000, local.lkey())
                 .addSge(lb.memA.address() + 8192, 5000, local.lkey())
-                .remote(lb.memB.address() + 100, remote.rkey());
+                .remote(lb.memB.address() + 100, lb.key(remote));
         lb.qpA.postSend(wr);
         WorkCompletion wc = lb.one(lb.cqA);
         assertThat(wc.status()).isEqualTo(WcStatus.SUCCESS);
@@ -101,7 +101,7 @@ class LoopbackTest {
         lb.qpB.postRecv(new WorkRequest(1).wrId(31));
         fill(lb.memA, 0, 64, 5);
         wr.reset().wrId(12).opcode(Opcode.RDMA_WRITE_WITH_IMM).immData(0xCAFE)
-                .addSge(lb.memA.address(), 64, local.lkey()).remote(lb.memB.address() + 64, remote.rkey());
+                .addSge(lb.memA.address(), 64, local.lkey()).remote(lb.memB.address() + 64, lb.key(remote));
         lb.qpA.postSend(wr);
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
         WorkCompletion rc = lb.one(lb.cqB);
@@ -119,7 +119,7 @@ class LoopbackTest {
         MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
         fill(lb.memA, 0, 8192, 6);
         wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address() + 10, 8000, lb.pdA.localDmaLkey())
-                .remote(lb.memB.address(), remote.rkey());
+                .remote(lb.memB.address(), lb.key(remote));
         lb.qpA.postSend(wr);
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
         assertThat(lb.memB.asSlice(0, 8000).mismatch(lb.memA.asSlice(10, 8000))).isEqualTo(-1);
@@ -139,7 +139,7 @@ class LoopbackTest {
         for (int i = 0; i < 4; i++) {
             lb.memA.set(ValueLayout.JAVA_LONG, i * 8L, 100 + i);
             chain[i] = new WorkRequest(1).wrId(i).opcode(Opcode.RDMA_WRITE).signaled(i == 3)
-                    .addSge(lb.memA.address() + i * 8L, 8, local.lkey()).remote(lb.memB.address(), remote.rkey());
+                    .addSge(lb.memA.address() + i * 8L, 8, local.lkey()).remote(lb.memB.address(), lb.key(remote));
             if (i > 0) {
                 chain[i - 1].next(chain[i]);
             }

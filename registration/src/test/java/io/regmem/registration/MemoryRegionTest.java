@@ -23,7 +23,7 @@ class MemoryRegionTest {
     private static final long PAGE = 4096;
     private final Arena arena = Arena.ofShared();
     private final MemorySegment memory = arena.allocate(1 << 20, PAGE);
-    private final RdmaDevice device = RdmaDevice.open("soft");
+    private final RdmaDevice device = Providers.open();
     private final ProtectionDomain pd = device.allocPd();
 
     @AfterEach
@@ -63,7 +63,7 @@ class MemoryRegionTest {
         assertRdma(() -> pd.allocMr(513), Errno.EINVAL, "maxFastRegPageListLen=512");
         assertThat(pd.useCount()).isZero();
         assertThat(device.resources().count()).isEqualTo(1); // just the PD
-        try (RdmaDevice tiny = RdmaDevice.open("soft", java.util.Map.of("maxMrSize", "4096"))) {
+        try (RdmaDevice tiny = Providers.open(java.util.Map.of("maxMrSize", "4096"))) {
             ProtectionDomain p = tiny.allocPd();
             assertRdma(() -> p.register(memory.asSlice(0, 8192), Access.LOCAL_WRITE), Errno.EINVAL, "maxMrSize 4096");
             p.close();
@@ -120,7 +120,7 @@ class MemoryRegionTest {
     @Test
     void keysDoNotRevealCreationOrder() {
         MemoryRegion a = pd.register(memory, Access.LOCAL_WRITE);
-        try (RdmaDevice other = RdmaDevice.open("soft")) {
+        try (RdmaDevice other = Providers.open()) {
             ProtectionDomain p2 = other.allocPd();
             MemoryRegion b = p2.register(memory, Access.LOCAL_WRITE);
             // Two devices' first regions share a slot number but not, except by a 1-in-2^24 chance, a key.

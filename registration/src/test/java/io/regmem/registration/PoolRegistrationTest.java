@@ -68,7 +68,7 @@ class PoolRegistrationTest {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
         lb.memA.set(ValueLayout.JAVA_LONG, 0, 0xABCDEFL);
         WorkRequest wr = new WorkRequest(1).opcode(Opcode.RDMA_WRITE)
-                .addSge(lb.memA.address(), 8, local.lkey()).remote(target.address(), reg.rkey(target));
+                .addSge(lb.memA.address(), 8, local.lkey()).remote(target.address(), lb.qpA.importRemoteKey(reg.exportRemoteKey(target)));
         lb.qpA.postSend(wr);
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
         assertThat(target.segment().get(ValueLayout.JAVA_LONG, 0)).isEqualTo(0xABCDEFL);

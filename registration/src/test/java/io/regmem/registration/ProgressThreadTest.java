@@ -11,6 +11,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 
 /** A soft device with {@code progressThread=true} executes posted work without anybody polling. */
 @ExtendWith(NoLeaks.class)
+@org.junit.jupiter.api.Tag("soft-only")
 class ProgressThreadTest {
 
     @Test
@@ -20,7 +21,7 @@ class ProgressThreadTest {
             MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
             lb.memA.set(ValueLayout.JAVA_LONG, 0, 0xFEEDL);
             lb.qpA.postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_WRITE)
-                    .addSge(lb.memA.address(), 8, local.lkey()).remote(lb.memB.address(), remote.rkey()));
+                    .addSge(lb.memA.address(), 8, local.lkey()).remote(lb.memB.address(), lb.key(remote)));
             long deadline = System.nanoTime() + 10_000_000_000L;
             while (lb.cqA.pending() == 0 && System.nanoTime() < deadline) {
                 Thread.sleep(1);

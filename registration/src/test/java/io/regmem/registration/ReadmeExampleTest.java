@@ -10,6 +10,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 
 /** README's registration example, kept compiling and true (one device, both ends). */
 @ExtendWith(NoLeaks.class)
+@org.junit.jupiter.api.Tag("soft-only")
 class ReadmeExampleTest {
 
     @Test

@@ -37,7 +37,7 @@ class RegisteredChunkSourceTest {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
         lb.memA.set(ValueLayout.JAVA_LONG, 0, 99);
         WorkRequest wr = new WorkRequest(1).opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey())
-                .remote(target.address(), region.rkey());
+                .remote(target.address(), lb.key(region));
         lb.qpA.postSend(wr);
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
         assertThat(target.segment().get(ValueLayout.JAVA_LONG, 0)).isEqualTo(99);

@@ -66,14 +66,14 @@ class SecurityTest {
 
     @Test
     void exactBoundsWorkAtBothEnds() {
-        assertThat(write(target.address(), 16, remote.rkey())).isEqualTo(WcStatus.SUCCESS);
-        assertThat(write(target.address() + TARGET - 16, 16, remote.rkey())).isEqualTo(WcStatus.SUCCESS);
+        assertThat(write(target.address(), 16, lb.key(remote))).isEqualTo(WcStatus.SUCCESS);
+        assertThat(write(target.address() + TARGET - 16, 16, lb.key(remote))).isEqualTo(WcStatus.SUCCESS);
         assertThat(target.get(ValueLayout.JAVA_LONG, TARGET - 8)).isEqualTo(0x5A5A5A5A5A5A5A5AL);
     }
 
     @Test
     void oneByteBeforeTheRegionIsRefusedAndTouchesNothing() {
-        assertThat(write(target.address() - 1, 16, remote.rkey())).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(write(target.address() - 1, 16, lb.key(remote))).isEqualTo(WcStatus.REM_ACCESS_ERR);
         assertTargetUntouched();
         assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
         assertThat(lb.qpB.state()).as("a remote access error breaks both ends").isEqualTo(QueuePair.State.ERROR);
@@ -81,31 +81,31 @@ class SecurityTest {
 
     @Test
     void oneByteAfterTheRegionIsRefusedAndTouchesNothing() {
-        assertThat(write(target.address() + TARGET - 15, 16, remote.rkey())).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(write(target.address() + TARGET - 15, 16, lb.key(remote))).isEqualTo(WcStatus.REM_ACCESS_ERR);
         assertTargetUntouched();
     }
 
     @Test
     void readPastTheEndIsRefused() {
-        assertThat(read(target.address() + TARGET - 8, 9, remote.rkey())).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(read(target.address() + TARGET - 8, 9, lb.key(remote))).isEqualTo(WcStatus.REM_ACCESS_ERR);
         assertThat(lb.memA.get(ValueLayout.JAVA_LONG, 0)).isEqualTo(0x5A5A5A5A5A5A5A5AL);
     }
 
     @Test
     void wrongRkeyIsRefused() {
-        assertThat(write(target.address(), 16, remote.rkey() ^ 0x100)).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(write(target.address(), 16, lb.key(remote) ^ 0x100)).isEqualTo(WcStatus.REM_ACCESS_ERR);
         assertTargetUntouched();
     }
 
     @Test
     void theLkeyIsNotAnRkeyOfAnotherDevice() {
-        assertThat(write(target.address(), 16, local.rkey())).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(write(target.address(), 16, lb.key(local))).isEqualTo(WcStatus.REM_ACCESS_ERR);
         assertTargetUntouched();
     }
 
     @Test
     void staleRkeyAfterDeregistrationIsRefused() {
-        int rkey = remote.rkey();
+        int rkey = lb.key(remote);
         remote.close();
         MemoryRegion again = lb.pdB.register(target, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
         assertThat(again.rkey()).isNotEqualTo(rkey);
@@ -116,21 +116,21 @@ class SecurityTest {
     @Test
     void writeWithoutRemoteWriteIsRefused() {
         MemoryRegion readOnly = lb.pdB.register(lb.memB.asSlice(TARGET * 2L, 4096), Access.REMOTE_READ);
-        assertThat(write(readOnly.address(), 8, readOnly.rkey())).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(write(readOnly.address(), 8, lb.key(readOnly))).isEqualTo(WcStatus.REM_ACCESS_ERR);
         assertTargetUntouched();
     }
 
     @Test
     void readWithoutRemoteReadIsRefused() {
         MemoryRegion writeOnly = lb.pdB.register(lb.memB.asSlice(TARGET * 3L, 4096), Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-        assertThat(read(writeOnly.address(), 8, writeOnly.rkey())).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(read(writeOnly.address(), 8, lb.key(writeOnly))).isEqualTo(WcStatus.REM_ACCESS_ERR);
         assertThat(lb.memA.get(ValueLayout.JAVA_LONG, 0)).as("nothing read").isEqualTo(0x5A5A5A5A5A5A5A5AL);
     }
 
     @Test
     void readIntoMemoryWithoutLocalWriteIsALocalProtectionError() {
         MemoryRegion noWrite = lb.pdA.register(lb.memA.asSlice(0, 4096), Access.REMOTE_READ);
-        wr.reset().opcode(Opcode.RDMA_READ).addSge(lb.memA.address(), 64, noWrite.lkey()).remote(target.address(), remote.rkey());
+        wr.reset().opcode(Opcode.RDMA_READ).addSge(lb.memA.address(), 64, noWrite.lkey()).remote(target.address(), lb.key(remote));
         lb.qpA.postSend(wr);
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.LOC_PROT_ERR);
         assertThat(lb.qpB.state()).as("a local error leaves the peer alone").isEqualTo(QueuePair.State.RTS);
@@ -140,7 +140,7 @@ class SecurityTest {
     void lkeyOfAnotherPdIsALocalProtectionError() {
         ProtectionDomain other = lb.devA.allocPd();
         MemoryRegion foreign = other.register(lb.memA.asSlice(0, 4096), Access.LOCAL_WRITE);
-        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 64, foreign.lkey()).remote(target.address(), remote.rkey());
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 64, foreign.lkey()).remote(target.address(), lb.key(remote));
         lb.qpA.postSend(wr);
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.LOC_PROT_ERR);
         assertTargetUntouched();
@@ -151,7 +151,7 @@ class SecurityTest {
     @Test
     void sgeOutsideItsLocalRegionIsALocalProtectionError() {
         MemoryRegion small = lb.pdA.register(lb.memA.asSlice(0, 4096), Access.LOCAL_WRITE);
-        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address() + 4090, 7, small.lkey()).remote(target.address(), remote.rkey());
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address() + 4090, 7, small.lkey()).remote(target.address(), lb.key(remote));
         lb.qpA.postSend(wr);
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.LOC_PROT_ERR);
         assertTargetUntouched();
@@ -168,7 +168,8 @@ class SecurityTest {
         lb.qpB.postSend(reg);
         assertThat(lb.one(lb.cqB).status()).isEqualTo(WcStatus.SUCCESS);
         int oldKey = fr.rkey();
-        assertThat(write(map.address(), 16, oldKey)).isEqualTo(WcStatus.SUCCESS);
+        int oldHandle = lb.key(fr); // what the peer imported for this registration
+        assertThat(write(map.address(), 16, oldHandle)).isEqualTo(WcStatus.SUCCESS);
 
         // re-register under the next generation: the old rkey stops working
         reg.reset().regMr(fr, MemoryRegion.incRkey(oldKey), Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE));
@@ -176,7 +177,7 @@ class SecurityTest {
         assertThat(lb.one(lb.cqB).status()).isEqualTo(WcStatus.SUCCESS);
         assertThat(fr.rkey()).isEqualTo(MemoryRegion.incRkey(oldKey));
         snapshot.copyFrom(lb.memB);
-        assertThat(write(map.address(), 16, oldKey)).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(write(map.address(), 16, oldHandle)).isEqualTo(WcStatus.REM_ACCESS_ERR);
         assertTargetUntouched();
         fr.close();
         map.close();
@@ -184,17 +185,17 @@ class SecurityTest {
 
     @Test
     void badSgesAreRefusedAtPostAndNothingIsPosted() {
-        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 0, local.lkey()).remote(target.address(), remote.rkey());
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 0, local.lkey()).remote(target.address(), lb.key(remote));
         assertRdma(() -> lb.qpA.postSend(wr), Errno.EINVAL, "empty or wraps", "bad WR index 0");
-        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(-8L, 16, local.lkey()).remote(target.address(), remote.rkey());
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(-8L, 16, local.lkey()).remote(target.address(), lb.key(remote));
         assertRdma(() -> lb.qpA.postSend(wr), Errno.EINVAL, "empty or wraps");
-        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey()).remote(-4L, remote.rkey());
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey()).remote(-4L, lb.key(remote));
         assertRdma(() -> lb.qpA.postSend(wr), Errno.EINVAL, "wraps the address space");
         WorkRequest big = new WorkRequest(5);
         for (int i = 0; i < 5; i++) {
             big.addSge(lb.memA.address(), 8, local.lkey());
         }
-        big.opcode(Opcode.RDMA_WRITE).remote(target.address(), remote.rkey());
+        big.opcode(Opcode.RDMA_WRITE).remote(target.address(), lb.key(remote));
         assertRdma(() -> lb.qpA.postSend(big), Errno.EINVAL, "5 SGEs exceed maxSendSge 4");
         wr.reset().opcode(Opcode.RECV);
         assertRdma(() -> lb.qpA.postSend(wr), Errno.EINVAL, "cannot be posted to a send queue");
@@ -208,8 +209,9 @@ class SecurityTest {
     @Test
     void postingToADestroyedQpIsEbadf() {
         QueuePair qp = lb.qpA;
+        int key = lb.key(remote);
         lb.idA.destroyQp();
-        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey()).remote(target.address(), remote.rkey());
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey()).remote(target.address(), key);
         assertRdma(() -> qp.postSend(wr), Errno.EBADF, "after it was destroyed");
         assertRdma(() -> qp.postRecv(wr), Errno.EBADF);
         assertThat(lb.qpB.state()).as("the peer lost its connection").isEqualTo(QueuePair.State.ERROR);
@@ -223,7 +225,7 @@ class SecurityTest {
         MemoryRegion mr = lb.pdB.register(seg, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
         long address = seg.address();
         gone.close();
-        assertThat(write(address, 64, mr.rkey())).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(write(address, 64, lb.key(mr))).isEqualTo(WcStatus.REM_ACCESS_ERR);
         mr.close();
     }
 }

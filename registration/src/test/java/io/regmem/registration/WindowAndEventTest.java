@@ -38,7 +38,7 @@ class WindowAndEventTest {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
         lb.memA.set(ValueLayout.JAVA_LONG, 0, 77);
         WorkRequest wr = new WorkRequest(1).opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey())
-                .remote(lb.memB.address() + 4096, rkey);
+                .remote(lb.memB.address() + 4096, lb.qpA.importRemoteKey(mw.exportRemoteKey()));
         lb.qpA.postSend(wr);
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
         assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 4096)).isEqualTo(77);

@@ -12,6 +12,9 @@ import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.ProviderMr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
 import java.util.Arrays;
 import java.util.concurrent.locks.LockSupport;
 
@@ -105,8 +108,13 @@ final class SoftDevice implements ProviderDevice {
         INSTANCE;
 
         @Override
-        public byte[] exportRemoteKey(int rkey) {
-            return new byte[] {(byte) (rkey >>> 24), (byte) (rkey >>> 16), (byte) (rkey >>> 8), (byte) rkey};
+        public int exportedKeySize(int rkey) {
+            return 4;
+        }
+
+        @Override
+        public void exportRemoteKey(int rkey, MemorySegment to) {
+            to.set(BE_INT, 0, rkey);
         }
 
         @Override
@@ -115,12 +123,13 @@ final class SoftDevice implements ProviderDevice {
         }
     }
 
+    private static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
+
     /** Reads a soft exported key (4 bytes, big-endian). */
-    static int importKey(byte[] exported, Object who) {
-        if (exported.length != 4) {
-            throw new RdmaException(Errno.EINVAL, who + ": a soft remote key is 4 bytes, got " + exported.length);
+    static int importKey(MemorySegment exported, Object who) {
+        if (exported.byteSize() != 4) {
+            throw new RdmaException(Errno.EINVAL, who + ": a soft remote key is 4 bytes, got " + exported.byteSize());
         }
-        return ((exported[0] & 0xFF) << 24) | ((exported[1] & 0xFF) << 16) | ((exported[2] & 0xFF) << 8)
-                | (exported[3] & 0xFF);
+        return exported.get(BE_INT, 0);
     }
 }

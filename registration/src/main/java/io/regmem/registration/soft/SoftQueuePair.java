@@ -87,7 +87,7 @@ final class SoftQueuePair implements ProviderQp {
     }
 
     @Override
-    public int importRemoteKey(byte[] exported) {
+    public int importRemoteKey(java.lang.foreign.MemorySegment exported) {
         return SoftDevice.importKey(exported, ctx.queuePair());
     }
 

@@ -37,7 +37,7 @@ public interface ProviderQp {
      * @throws io.regmem.core.RdmaException {@link io.regmem.core.Errno#EINVAL} for bytes this provider
      *                                      cannot read
      */
-    int importRemoteKey(byte[] exported);
+    int importRemoteKey(java.lang.foreign.MemorySegment exported);
 
     /** The QP is destroyed: it is in the error state and flushed; release everything. */
     void destroy();

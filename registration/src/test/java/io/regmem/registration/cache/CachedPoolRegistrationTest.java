@@ -1,5 +1,7 @@
 package io.regmem.registration.cache;
 
+import io.regmem.registration.Providers;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -18,7 +20,7 @@ import io.regmem.registration.NoLeaks;
 /** A pool registered through the cache: each chunk got once at birth, invalidated before it is unmapped. */
 @ExtendWith(NoLeaks.class)
 class CachedPoolRegistrationTest {
-    private final RdmaDevice device = RdmaDevice.open("soft");
+    private final RdmaDevice device = Providers.open();
     private final ProtectionDomain pd = device.allocPd();
 
     @AfterEach

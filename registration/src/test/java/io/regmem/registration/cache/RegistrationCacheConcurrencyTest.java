@@ -1,5 +1,7 @@
 package io.regmem.registration.cache;
 
+import io.regmem.registration.Providers;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.registration.Access;
@@ -23,7 +25,7 @@ class RegistrationCacheConcurrencyTest {
 
     @Test
     void holdersOnBothCoresNeverShareAHandleAndEveryReleaseIsAccepted() throws Exception {
-        try (Arena arena = Arena.ofShared(); RdmaDevice device = RdmaDevice.open("soft")) {
+        try (Arena arena = Arena.ofShared(); RdmaDevice device = Providers.open()) {
             MemorySegment memory = arena.allocate(4 * 4096, 4096);
             ProtectionDomain pd = device.allocPd();
             RegistrationCache cache = RegistrationCache.of(pd);
@@ -85,7 +87,7 @@ class RegistrationCacheConcurrencyTest {
 
     @Test
     void afterInvalidateReturnsNoGetReturnsAnOldRegion() throws Exception {
-        try (Arena arena = Arena.ofShared(); RdmaDevice device = RdmaDevice.open("soft")) {
+        try (Arena arena = Arena.ofShared(); RdmaDevice device = Providers.open()) {
             MemorySegment memory = arena.allocate(64 * 4096, 4096);
             ProtectionDomain pd = device.allocPd();
             RegistrationCache cache = RegistrationCache.builder(pd).maxRegions(32).build();

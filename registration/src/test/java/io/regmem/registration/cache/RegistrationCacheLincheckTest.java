@@ -1,5 +1,7 @@
 package io.regmem.registration.cache;
 
+import io.regmem.registration.Providers;
+
 import io.regmem.registration.LincheckBudget;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -103,7 +105,7 @@ public class RegistrationCacheLincheckTest {
     void isLinearizable() {
         ARENA = Arena.ofShared();
         MEMORY = ARENA.allocate(4 * 4096, 4096);
-        DEVICE = RdmaDevice.open("soft");
+        DEVICE = Providers.open();
         PD = DEVICE.allocPd();
         try {
             new ModelCheckingOptions()

@@ -1,5 +1,7 @@
 package io.regmem.registration.cache;
 
+import io.regmem.registration.Providers;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.registration.Access;
@@ -46,7 +48,7 @@ class RegistrationCacheModelTest {
 
     @Property(tries = 120)
     void cacheAgreesWithTheModel(@ForAll("actions") List<Action> actions, @ForAll boolean merge, @ForAll boolean hints) {
-        try (Arena arena = Arena.ofShared(); RdmaDevice device = RdmaDevice.open("soft")) {
+        try (Arena arena = Arena.ofShared(); RdmaDevice device = Providers.open()) {
             MemorySegment memory = arena.allocate((PAGES + 8) * PAGE, PAGE);
             ProtectionDomain pd = device.allocPd();
             RegistrationCache cache = RegistrationCache.builder(pd).merge(merge).hints(hints).maxRegions(12).build();

@@ -1,5 +1,7 @@
 package io.regmem.registration.cache;
 
+import io.regmem.registration.Providers;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -22,7 +24,7 @@ import io.regmem.registration.NoLeaks;
 class RegistrationCacheTest {
     private final Arena arena = Arena.ofShared();
     private final MemorySegment memory = arena.allocate(1 << 20, 4096);
-    private final RdmaDevice device = RdmaDevice.open("soft");
+    private final RdmaDevice device = Providers.open();
     private final ProtectionDomain pd = device.allocPd();
 
     @AfterEach

@@ -117,6 +117,7 @@ final class ConcurrentFuzz implements AutoCloseable {
         boolean viaCache = rnd.nextBoolean();
         MemoryRegion[] mrs = new MemoryRegion[REGIONS];
         CachedRegion[] cached = new CachedRegion[REGIONS];
+        int[] keys = new int[REGIONS]; // each region's key as A's QP imported it, once per registration
         for (int r = 0; r < REGIONS; r++) {
             MemorySegment part = region(dst, r);
             if (viaCache) {
@@ -124,6 +125,7 @@ final class ConcurrentFuzz implements AutoCloseable {
             } else {
                 mrs[r] = pdB.register(part, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
             }
+            keys[r] = qpA.importRemoteKey((viaCache ? cached[r].region() : mrs[r]).exportRemoteKey());
         }
         Map<Long, Write> posted = new ConcurrentHashMap<>();
         Map<Long, WcStatus> completed = new ConcurrentHashMap<>();
@@ -147,7 +149,7 @@ final class ConcurrentFuzz implements AutoCloseable {
                     long wrId = ((long) rounds << 32) | n;
                     int pattern = 1 + my.nextInt(PATTERNS);
                     long at = dst.address() + (long) n * slot;
-                    int rkey = viaCache ? cached[region].rkey() : mrs[region].rkey();
+                    int rkey = keys[region];
                     long from = src.address() + (long) (pattern - 1) * slot;
                     long split = 1 + my.nextInt(slot - 1);
                     WorkRequest wr = new WorkRequest(2).wrId(wrId).opcode(Opcode.RDMA_WRITE).signaled(true)

@@ -368,6 +368,7 @@ final class ModelFuzz implements AutoCloseable {
                 } else {
                     MemoryRegion mr = expectSuccess(what, () -> pd.register(mem.seg.asSlice(off, len), access));
                     regs.add(new Reg(mr, sideA, pd, mem, mem.address() + off, len, access));
+                    exchangeKey(mr);
                 }
             }
         }
@@ -415,6 +416,22 @@ final class ModelFuzz implements AutoCloseable {
             throw mismatch(what + " answered " + h + ", which does not cover the request or is revoked");
         }
         held.add(new Held(h, mem));
+        exchangeKey(h.region());
+    }
+
+    /**
+     * The model reasons in the regions' own keys; work requests carry what A's QP imported for them
+     * (the provider-neutral key exchange, once per registration while it is alive). A forged key has
+     * no import and goes in as it is.
+     */
+    private final java.util.Map<Integer, Integer> imported = new java.util.HashMap<>();
+
+    private void exchangeKey(MemoryRegion mr) {
+        imported.computeIfAbsent(mr.rkey(), k -> qpA.importRemoteKey(mr.exportRemoteKey()));
+    }
+
+    private int onTheWire(int rkey) {
+        return imported.getOrDefault(rkey, rkey);
     }
 
     private void cachePut() {
@@ -719,7 +736,7 @@ final class ModelFuzz implements AutoCloseable {
         long raddr = remote[0];
         int rkey = (int) remote[1];
         long wrId = nextWrId++;
-        WorkRequest wr = new WorkRequest(SGES).wrId(wrId).opcode(opcode).signaled(true).immData((int) wrId).remote(raddr, rkey);
+        WorkRequest wr = new WorkRequest(SGES).wrId(wrId).opcode(opcode).signaled(true).immData((int) wrId).remote(raddr, onTheWire(rkey));
         for (Sge s : sges) {
             wr.addSge(s.address(), s.length(), s.key());
         }

@@ -1,5 +1,7 @@
 package io.regmem.registration.rpc;
 
+import io.regmem.registration.Providers;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -19,8 +21,8 @@ import io.regmem.registration.NoLeaks;
 /** Invariant 12: regbufs map lazily, NONE never maps, realloc keeps everything on failure and unmaps on success. */
 @ExtendWith(NoLeaks.class)
 class RegBufTest {
-    private final RdmaDevice device = RdmaDevice.open("soft");
-    private final RdmaDevice other = RdmaDevice.open("soft");
+    private final RdmaDevice device = Providers.open();
+    private final RdmaDevice other = Providers.open();
     private final ProtectionDomain pd = device.allocPd();
     private final ProtectionDomain otherPd = other.allocPd();
     private final BufferPool pool = BufferPool.builder().name("regbuf-test").maxBytes(8L << 20).build();

@@ -1,5 +1,7 @@
 package io.regmem.registration.rpc;
 
+import io.regmem.registration.Providers;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -20,7 +22,7 @@ import io.regmem.registration.NoLeaks;
 /** Request and reply pools: ownership (invariant 14), the send lock rule, limits and teardown. */
 @ExtendWith(NoLeaks.class)
 class RpcBufferTest {
-    private final RdmaDevice device = RdmaDevice.open("soft");
+    private final RdmaDevice device = Providers.open();
     private final ProtectionDomain pd = device.allocPd();
     private final BufferPool pool = BufferPool.builder().name("rpc-test").build();
 

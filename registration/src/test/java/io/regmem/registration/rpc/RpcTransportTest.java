@@ -1,5 +1,7 @@
 package io.regmem.registration.rpc;
 
+import io.regmem.registration.Providers;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.core.BufferPool;
@@ -37,8 +39,8 @@ class RpcTransportTest {
 
     /** Both ends: devices, PDs, CQs, connected QPs, pools, transports. */
     static final class Pair implements AutoCloseable {
-        final RdmaDevice devC = RdmaDevice.open("soft");
-        final RdmaDevice devS = RdmaDevice.open("soft");
+        final RdmaDevice devC = Providers.open();
+        final RdmaDevice devS = Providers.open();
         final ProtectionDomain pdC = devC.allocPd();
         final ProtectionDomain pdS = devS.allocPd();
         final CompletionQueue cqC = devC.createCq(1024);
@@ -362,6 +364,7 @@ class RpcTransportTest {
         }
     }
 
+    @org.junit.jupiter.api.Tag("soft-only")
     @Test
     void aQpBrokenMidRunFlushesEverythingAndEveryRequestComesBackOnce() {
         try (Pair p = new Pair()) {

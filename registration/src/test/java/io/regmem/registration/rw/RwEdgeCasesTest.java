@@ -142,6 +142,7 @@ class RwEdgeCasesTest {
         }
     }
 
+    @org.junit.jupiter.api.Tag("soft-only")
     @Test
     void aFailedPostPutsTheKeysBackAndMayBeRetried() {
         try (RwFixture f = new RwFixture(Map.of(RdmaDevice.RW_FORCE_MR, "true"), 4, 1)) {

@@ -1,5 +1,6 @@
 package io.regmem.registration.rw;
 
+import io.regmem.registration.Providers;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.core.ScatterList;
@@ -67,11 +68,15 @@ final class RwFixture implements AutoCloseable {
         wcs = loopback.wcs;
         localMapping = devA.dmaMap(local);
         remoteMr = pdB.register(remote, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+        remoteKey = Providers.key(qp, remoteMr); // exchanged once, as the registration persists
     }
 
+    /** The remote region's key as the requester's QP uses it (exported by B, imported on A's QP). */
     int rkey() {
-        return remoteMr.rkey();
+        return remoteKey;
     }
+
+    private final int remoteKey;
 
     long remoteAddr() {
         return remote.address();

@@ -1,5 +1,7 @@
 package io.regmem.registration.rw;
 
+import io.regmem.registration.Providers;
+
 import static io.regmem.registration.rw.RwFixture.PAGE;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -228,8 +230,8 @@ class RwInvariantsTest {
 
     @Test
     void invariant11_sizingIsOneOrThreePerContextSaturatingAndMrFactorIsMonotone() {
-        try (RdmaDevice plain = RdmaDevice.open("soft", Map.of("maxSgeRd", "7"));
-             RdmaDevice mr = RdmaDevice.open("soft", Map.of("maxSglRd", "4", "maxFastRegPageListLen", "300"))) {
+        try (RdmaDevice plain = Providers.open(Map.of("maxSgeRd", "7"));
+             RdmaDevice mr = Providers.open(Map.of("maxSglRd", "4", "maxFastRegPageListLen", "300"))) {
             for (long c : new long[] {0, 1, 2, 1000, 1L << 30, (1L << 32) - 1}) {
                 assertThat(RdmaRw.maxSendWr(plain, 1, c, false)).isEqualTo(Math.min(c, RdmaRw.U32_MAX));
                 assertThat(RdmaRw.maxSendWr(mr, 1, c, false)).isEqualTo(Math.min(3 * c, RdmaRw.U32_MAX));

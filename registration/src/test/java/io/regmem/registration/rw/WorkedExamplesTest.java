@@ -1,5 +1,7 @@
 package io.regmem.registration.rw;
 
+import io.regmem.registration.Providers;
+
 import static io.regmem.registration.rw.RwFixture.PAGE;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -181,8 +183,8 @@ class WorkedExamplesTest {
 
     @Test
     void exampleF_mrFactor() {
-        try (RdmaDevice mrCapable = RdmaDevice.open("soft", Map.of("maxSglRd", "8", "maxFastRegPageListLen", "512"));
-             RdmaDevice plain = RdmaDevice.open("soft", Map.of("maxSgeRd", "30"))) {
+        try (RdmaDevice mrCapable = Providers.open(Map.of("maxSglRd", "8", "maxFastRegPageListLen", "512"));
+             RdmaDevice plain = Providers.open(Map.of("maxSgeRd", "30"))) {
             assertThat(RdmaRw.mrFactor(mrCapable, 1, 256)).isEqualTo(1);
             assertThat(RdmaRw.mrFactor(mrCapable, 1, 257)).isEqualTo(2);
             assertThat(RdmaRw.mrFactor(plain, 1, 256)).isEqualTo(9);
@@ -191,8 +193,8 @@ class WorkedExamplesTest {
 
     @Test
     void exampleG_maxSendWr() {
-        try (RdmaDevice mrCapable = RdmaDevice.open("soft", Map.of("iWarp", "true"));
-             RdmaDevice plain = RdmaDevice.open("soft")) {
+        try (RdmaDevice mrCapable = Providers.open(Map.of("iWarp", "true"));
+             RdmaDevice plain = Providers.open()) {
             assertThat(RdmaRw.maxSendWr(plain, 1, 128, false)).isEqualTo(128);
             assertThat(RdmaRw.maxSendWr(mrCapable, 1, 128, false)).isEqualTo(384);
             assertThat(RdmaRw.maxSendWr(plain, 1, 128, true)).as("integrity").isEqualTo(384);

@@ -1,0 +1,383 @@
+package io.regmem.registration.delegate;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.DeviceAttributes;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.soft.SoftProvider;
+import io.regmem.registration.spi.CmContext;
+import io.regmem.registration.spi.CqContext;
+import io.regmem.registration.spi.MemoryAccess;
+import io.regmem.registration.spi.MrContext;
+import io.regmem.registration.spi.PostedWr;
+import io.regmem.registration.spi.ProviderCm;
+import io.regmem.registration.spi.ProviderCq;
+import io.regmem.registration.spi.ProviderDevice;
+import io.regmem.registration.spi.ProviderMr;
+import io.regmem.registration.spi.ProviderQp;
+import io.regmem.registration.spi.QpContext;
+import io.regmem.registration.spi.RdmaProvider;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * A second provider, written against the provider interface alone: {@code RdmaDevice.open("delegate")}
+ * wraps every object of a soft device and forwards to it, but carries its own remote-key format, so
+ * the contract suites prove they depend on nothing but the interface and the provider-neutral key
+ * exchange. Its exported keys are 8 bytes ({@code "DLG1"} and the soft key), and the handle an import
+ * gives is the soft rkey XOR {@link #MASK}: a test that puts a raw {@code rkey()} into a work request
+ * instead of an imported key fails here with a remote access error. Run the contract suites on it with
+ * {@code -Dregmem.provider=delegate}.
+ */
+public final class DelegatingProvider implements RdmaProvider {
+    /** What an imported handle differs from the soft rkey by. */
+    static final int MASK = 0x2B00_0000;
+    private static final int MAGIC = 0x444C_4731; // "DLG1"
+    private static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(java.nio.ByteOrder.BIG_ENDIAN);
+    /** Calls forwarded to soft, over every device: a test shows the delegate is really in the path. */
+    public static final AtomicLong FORWARDED = new AtomicLong();
+    private final SoftProvider soft = new SoftProvider();
+
+    /** Made by {@link java.util.ServiceLoader}. */
+    public DelegatingProvider() {
+    }
+
+    @Override
+    public String name() {
+        return "delegate";
+    }
+
+    @Override
+    public ProviderDevice open(Map<String, String> options) {
+        return new Device(soft.open(options));
+    }
+
+    private static <T> T counted(T t) {
+        FORWARDED.incrementAndGet();
+        return t;
+    }
+
+    private record Device(ProviderDevice inner) implements ProviderDevice {
+        @Override
+        public DeviceAttributes attributes() {
+            return inner.attributes();
+        }
+
+        @Override
+        public ProviderMr registerMemory(MrContext mr) {
+            return new Mr(counted(inner.registerMemory(mr)));
+        }
+
+        @Override
+        public ProviderQp createQp(QpContext qp) {
+            return new Qp(counted(inner.createQp(new QpView(qp))));
+        }
+
+        @Override
+        public ProviderCq createCq(CqContext cq) {
+            return new Cq(counted(inner.createCq(cq)));
+        }
+
+        @Override
+        public ProviderCm createCmId(CmContext id) {
+            return new Cm(counted(inner.createCmId(id)));
+        }
+
+        @Override
+        public void quiesce() {
+            counted(this).inner.quiesce();
+        }
+
+        @Override
+        public void close() {
+            inner.close();
+        }
+    }
+
+    private record Mr(ProviderMr inner) implements ProviderMr {
+        @Override
+        public int exportedKeySize(int rkey) {
+            return 4 + inner.exportedKeySize(rkey);
+        }
+
+        @Override
+        public void exportRemoteKey(int rkey, MemorySegment to) {
+            to.set(BE_INT, 0, MAGIC);
+            inner.exportRemoteKey(rkey, to.asSlice(4));
+        }
+
+        @Override
+        public void deregister() {
+            inner.deregister();
+        }
+    }
+
+    private record Qp(ProviderQp inner) implements ProviderQp {
+        @Override
+        public void sendPosted(long firstSeq, int count) {
+            inner.sendPosted(firstSeq, count);
+        }
+
+        @Override
+        public void recvPosted(long firstSeq, int count) {
+            inner.recvPosted(firstSeq, count);
+        }
+
+        @Override
+        public void stop() {
+            inner.stop();
+        }
+
+        @Override
+        public int importRemoteKey(MemorySegment exported) {
+            if (exported.byteSize() < 4 || exported.get(BE_INT, 0) != MAGIC) {
+                throw new RdmaException(Errno.EINVAL, "delegate: not a delegate remote key (" + exported.byteSize()
+                        + " bytes)");
+            }
+            return inner.importRemoteKey(exported.asSlice(4)) ^ MASK;
+        }
+
+        @Override
+        public void destroy() {
+            inner.destroy();
+        }
+
+        @Override
+        public <T> T unwrap(Class<T> type) {
+            return type.isInstance(this) ? type.cast(this) : inner.unwrap(type);
+        }
+    }
+
+    private record Cq(ProviderCq inner) implements ProviderCq {
+        @Override
+        public void progress() {
+            inner.progress();
+        }
+
+        @Override
+        public void destroy() {
+            inner.destroy();
+        }
+    }
+
+    private record Cm(ProviderCm inner) implements ProviderCm {
+        @Override
+        public void listen(String address) {
+            inner.listen(address);
+        }
+
+        @Override
+        public void connect(String address) {
+            inner.connect(address);
+        }
+
+        @Override
+        public void accept() {
+            inner.accept();
+        }
+
+        @Override
+        public void reject() {
+            inner.reject();
+        }
+
+        @Override
+        public void disconnect() {
+            inner.disconnect();
+        }
+
+        @Override
+        public void destroy() {
+            inner.destroy();
+        }
+    }
+
+    /** The QP as soft sees it: every request's remote keys turned back from handles into soft keys. */
+    private static final class QpView implements QpContext {
+        private final QpContext real;
+        private final WrView send = new WrView();
+        private final WrView recv = new WrView();
+
+        QpView(QpContext real) {
+            this.real = real;
+        }
+
+        @Override
+        public QueuePair queuePair() {
+            return real.queuePair();
+        }
+
+        @Override
+        public ReentrantLock lock() {
+            return real.lock();
+        }
+
+        @Override
+        public CqContext sendCq() {
+            return real.sendCq();
+        }
+
+        @Override
+        public CqContext recvCq() {
+            return real.recvCq();
+        }
+
+        @Override
+        public PostedWr nextSend() {
+            return send.over(real.nextSend());
+        }
+
+        @Override
+        public void completeSend(WcStatus status, long bytes) {
+            real.completeSend(status, bytes);
+        }
+
+        @Override
+        public PostedWr nextRecv() {
+            return recv.over(real.nextRecv());
+        }
+
+        @Override
+        public void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData,
+                                 boolean withInvalidate, int invalidatedRkey) {
+            real.completeRecv(status, opcode, bytes, withImm, immData, withInvalidate, invalidatedRkey);
+        }
+
+        @Override
+        public QueuePair.State state() {
+            return real.state();
+        }
+
+        @Override
+        public void ready() {
+            real.ready();
+        }
+
+        @Override
+        public void toError() {
+            real.toError();
+        }
+
+        @Override
+        public void flush() {
+            real.flush();
+        }
+
+        @Override
+        public Object attachment() {
+            return real.attachment();
+        }
+
+        @Override
+        public void attach(Object state) {
+            real.attach(state);
+        }
+
+        @Override
+        public MemoryAccess memory() {
+            return real.memory();
+        }
+    }
+
+    /** A request as soft sees it: imported handles back to soft keys (the queue's head; reused). */
+    private static final class WrView implements PostedWr {
+        private PostedWr w;
+
+        PostedWr over(PostedWr head) {
+            if (head == null) {
+                return null;
+            }
+            w = head;
+            return this;
+        }
+
+        @Override
+        public int rkey() {
+            Opcode op = w.opcode();
+            boolean remote = op == Opcode.RDMA_WRITE || op == Opcode.RDMA_WRITE_WITH_IMM || op == Opcode.RDMA_READ
+                    || op == Opcode.RDMA_READ_WITH_INV;
+            return remote ? w.rkey() ^ MASK : w.rkey();
+        }
+
+        @Override
+        public int invalidateRkey() {
+            return w.opcode() == Opcode.SEND_WITH_INV ? w.invalidateRkey() ^ MASK : w.invalidateRkey();
+        }
+
+        @Override
+        public long wrId() {
+            return w.wrId();
+        }
+
+        @Override
+        public Opcode opcode() {
+            return w.opcode();
+        }
+
+        @Override
+        public boolean signaled() {
+            return w.signaled();
+        }
+
+        @Override
+        public int numSge() {
+            return w.numSge();
+        }
+
+        @Override
+        public long sgeAddress(int i) {
+            return w.sgeAddress(i);
+        }
+
+        @Override
+        public long sgeLength(int i) {
+            return w.sgeLength(i);
+        }
+
+        @Override
+        public int sgeLkey(int i) {
+            return w.sgeLkey(i);
+        }
+
+        @Override
+        public long totalLength() {
+            return w.totalLength();
+        }
+
+        @Override
+        public long remoteAddress() {
+            return w.remoteAddress();
+        }
+
+        @Override
+        public int immData() {
+            return w.immData();
+        }
+
+        @Override
+        public MemoryRegion regMr() {
+            return w.regMr();
+        }
+
+        @Override
+        public int regKey() {
+            return w.regKey();
+        }
+
+        @Override
+        public int regAccess() {
+            return w.regAccess();
+        }
+
+        @Override
+        public long seq() {
+            return w.seq();
+        }
+    }
+}
