@@ -110,6 +110,10 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             pd.retain();
             scq.retain();
             rcq.retain();
+            scq.attach(created);
+            if (rcq != scq) {
+                rcq.attach(created);
+            }
             qp = created;
             device.tracker.add(created);
             return created;
@@ -166,6 +170,10 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             q.pd().release();
             q.sendCq().release();
             q.recvCq().release();
+            q.sendCq().detach(q);
+            if (q.recvCq() != q.sendCq()) {
+                q.recvCq().detach(q);
+            }
             qp = null;
         }
     }

@@ -4,21 +4,48 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.spi.CqContext;
 import io.regmem.registration.spi.ProviderCq;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * A completion queue ({@code ib_create_cq}): where work completions of the queue pairs that use it
  * arrive. It counts the QPs that use it; destroying it while any does fails with {@link Errno#EBUSY}.
  *
- * <p>Threads: completions are added by whichever thread executes a QP that completes here and
- * taken by pollers; a short lock of the CQ's own orders both, so CQs of independent connections
- * never wait on each other.
+ * <p>Threads: completions are added by whichever thread executes a QP that completes here (the
+ * provider holds that QP's lock) and taken by pollers, one at a time (a poll lock of the CQ's own).
+ * While one QP uses the CQ, that QP's lock already orders everything added, so adding takes no
+ * lock; once a second QP shares it, adders also take a producer lock of the CQ. Entries are
+ * published with release stores and taken with acquire loads, so CQs of independent connections
+ * never wait on each other, and a poller never waits on an adder.
  */
 public final class CompletionQueue extends CountedResource implements AutoCloseable {
+    private static final VarHandle HEAD;
+    private static final VarHandle TAIL;
+    private static final VarHandle PRODUCER;
+
+    static {
+        try {
+            MethodHandles.Lookup l = MethodHandles.lookup();
+            HEAD = l.findVarHandle(CompletionQueue.class, "head", long.class);
+            TAIL = l.findVarHandle(CompletionQueue.class, "tail", long.class);
+            PRODUCER = l.findVarHandle(CompletionQueue.class, "producer", ReentrantLock.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
     private final int depth;
-    /** Preallocated entries; head/tail count polls and pushes. Guarded by {@link #lock}. */
+    /** Preallocated entries; head counts polls (poll lock), tail pushes (producer side). */
     private final WorkCompletion[] ring;
-    private final ReentrantLock lock = new ReentrantLock();
+    /** Orders pollers, and every change of the slot accounting of the queues completing here. */
+    private final ReentrantLock pollLock = new ReentrantLock();
+    /** Orders adders once more than one QP uses the CQ. */
+    private final ReentrantLock sharedProducer = new ReentrantLock();
+    /** What orders adders: the sole user's QP lock, {@link #sharedProducer}, or null while unused. */
+    private volatile ReentrantLock producer;
+    /** QPs using the CQ (device lock). */
+    private int users;
     private long head;
     private long tail;
     private volatile boolean overrun;
@@ -37,6 +64,33 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     }
 
     /**
+     * A QP starts completing here (device lock held, before it can complete anything). The first
+     * user's lock orders the adders; a second user moves every adder to the shared producer lock,
+     * switching while it holds the first user's lock, so no add of the first user is in progress.
+     */
+    void attach(QueuePair qp) {
+        ReentrantLock current = producer;
+        if (users == 0 || current == null) {
+            producer = qp.lock;
+        } else if (current != sharedProducer) {
+            current.lock();
+            try {
+                producer = sharedProducer;
+            } finally {
+                current.unlock();
+            }
+        }
+        users++;
+    }
+
+    /** A QP no longer completes here (device lock held; it is destroyed and its provider stopped). */
+    void detach(QueuePair qp) {
+        if (--users == 0) {
+            producer = null;
+        }
+    }
+
+    /**
      * Progresses the work that completes on this CQ (on soft: executes the queue pairs whose
      * requests complete here, and nothing else), then moves up to {@code out.length} completions
      * into the caller's array ({@code ib_poll_cq}). Each completion polled frees its request's slot
@@ -50,21 +104,42 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         checkAlive("poll");
         provider.progress();
         int n = 0;
-        lock.lock();
+        pollLock.lock();
         try {
-            while (n < out.length && head != tail) {
-                copy(ring[(int) (head % depth)], out[n++]);
-                head++;
+            long h = head;
+            long t = (long) TAIL.getAcquire(this);
+            while (n < out.length && h != t) {
+                WorkCompletion wc = out[n++];
+                copy(ring[(int) (h % depth)], wc);
+                h++;
+                // Polling frees the request's queue slot (and those of the unsignaled ones before it).
+                wc.qp.retire(wc.fromRecvQueue, wc.queueSeq);
             }
+            HEAD.setRelease(this, h);
         } finally {
-            lock.unlock();
-        }
-        // Polling frees each request's queue slot (and those of the unsignaled ones before it).
-        for (int i = 0; i < n; i++) {
-            WorkCompletion wc = out[i];
-            wc.qp.retire(wc.fromRecvQueue, wc.queueSeq);
+            pollLock.unlock();
         }
         return n;
+    }
+
+    /** Retires up to {@code seq} in a queue completing here, under the poll lock (a completion lost to an overrun). */
+    void retire(WorkQueue q, long seq) {
+        pollLock.lock();
+        try {
+            q.retire(seq);
+        } finally {
+            pollLock.unlock();
+        }
+    }
+
+    /** Settles a queue completing here, under the poll lock (the error state's flush). */
+    void settle(WorkQueue q) {
+        pollLock.lock();
+        try {
+            q.settle();
+        } finally {
+            pollLock.unlock();
+        }
     }
 
     private static void copy(WorkCompletion from, WorkCompletion to) {
@@ -81,32 +156,48 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         to.queueSeq = from.queueSeq;
     }
 
-    /** Adds a completion; false when the CQ is full (an overrun: the caller moves the QP to the error state). */
+    /**
+     * Adds a completion for {@code qp}, whose lock the caller holds; false when the CQ is full (an
+     * overrun: the caller moves the QP to the error state).
+     */
     boolean push(QueuePair qp, boolean recv, long seq, long wrId, WcStatus status, Opcode op, long bytes,
                  boolean withImm, int imm, boolean withInv, int invRkey) {
-        lock.lock();
-        try {
-            if (tail - head == depth) {
-                overrun = true;
-                return false;
-            }
-            WorkCompletion wc = ring[(int) (tail % depth)];
-            wc.qp = qp;
-            wc.fromRecvQueue = recv;
-            wc.queueSeq = seq;
-            wc.wrId = wrId;
-            wc.status = status;
-            wc.opcode = op;
-            wc.byteLen = bytes;
-            wc.withImm = withImm;
-            wc.immData = withImm ? imm : 0;
-            wc.withInv = withInv;
-            wc.invalidatedRkey = withInv ? invRkey : 0;
-            tail++;
-            return true;
-        } finally {
-            lock.unlock();
+        if (!qp.lock.isHeldByCurrentThread()) {
+            throw new IllegalStateException(qp + ": a provider completed a request without holding the QP's lock");
         }
+        ReentrantLock p = (ReentrantLock) PRODUCER.getAcquire(this);
+        if (p == qp.lock) { // the sole user: its lock, which the caller holds, orders every add
+            return add(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey);
+        }
+        sharedProducer.lock();
+        try {
+            return add(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey);
+        } finally {
+            sharedProducer.unlock();
+        }
+    }
+
+    private boolean add(QueuePair qp, boolean recv, long seq, long wrId, WcStatus status, Opcode op, long bytes,
+                        boolean withImm, int imm, boolean withInv, int invRkey) {
+        long t = tail;
+        if (t - (long) HEAD.getAcquire(this) == depth) {
+            overrun = true;
+            return false;
+        }
+        WorkCompletion wc = ring[(int) (t % depth)];
+        wc.qp = qp;
+        wc.fromRecvQueue = recv;
+        wc.queueSeq = seq;
+        wc.wrId = wrId;
+        wc.status = status;
+        wc.opcode = op;
+        wc.byteLen = bytes;
+        wc.withImm = withImm;
+        wc.immData = withImm ? imm : 0;
+        wc.withInv = withInv;
+        wc.invalidatedRkey = withInv ? invRkey : 0;
+        TAIL.setRelease(this, t + 1);
+        return true;
     }
 
     /** True once a completion was lost because the CQ was full (the QP then went to the error state). */
@@ -116,12 +207,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
 
     /** Completions waiting to be polled (progresses nothing). */
     public int pending() {
-        lock.lock();
-        try {
-            return (int) (tail - head);
-        } finally {
-            lock.unlock();
-        }
+        return (int) ((long) TAIL.getAcquire(this) - (long) HEAD.getAcquire(this));
     }
 
     /** Entries the queue holds. */

@@ -306,7 +306,7 @@ public final class QueuePair extends RdmaResource {
         return provider.unwrap(type);
     }
 
-    /** A completion of request {@code seq} was polled: free its slot. Any thread, no lock. */
+    /** A completion of request {@code seq} was polled: free its slot (the CQ's poll lock held). */
     void retire(boolean recv, long seq) {
         WorkQueue q = recv ? rq : sq;
         q.retire(seq);
@@ -330,7 +330,7 @@ public final class QueuePair extends RdmaResource {
         q.pop();
         if (!cq.push(this, recv, seq, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey)) {
             state = State.ERROR; // the CQ overran: the completion is lost and the QP can no longer be trusted
-            q.retire(seq);
+            cq.retire(q, seq);
         }
     }
 
@@ -343,8 +343,8 @@ public final class QueuePair extends RdmaResource {
         while (rq.peek() != null) {
             complete(rq, recvCq, true, WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, true, false, 0, false, 0);
         }
-        sq.settle();
-        rq.settle();
+        sendCq.settle(sq);
+        recvCq.settle(rq);
     }
 
     /** The QP as its provider sees it. */
@@ -369,6 +369,11 @@ public final class QueuePair extends RdmaResource {
         @Override
         public CqContext recvCq() {
             return recvCq.context;
+        }
+
+        @Override
+        public boolean idle() {
+            return sq.idle() && (state != State.ERROR || rq.idle());
         }
 
         @Override

@@ -17,28 +17,37 @@ import java.lang.invoke.VarHandle;
  *   retired ≤ head ≤ tail;  occupied slots = tail - retired ≤ depth;  to execute = tail - head
  * </pre>
  * <p>Threads: pushing and executing happen under the QP's lock. Retiring happens when a completion
- * is polled, without that lock (a poller holds no QP lock): {@code retired} only grows, by a
- * compare-and-set to the larger value, and an executor records a completion
- * ({@link #produced}) before it moves {@code head} past the request, so a poller that sees the new
- * head also sees the completion it must wait for.
+ * is polled, under the lock of the CQ the queue completes on ({@link CompletionQueue}'s poll lock),
+ * not the QP's: every change of {@code retired} holds that CQ lock, so it is a plain release store.
+ * An executor records a completion ({@link #produced}) before it moves {@code head} past the
+ * request, so a poller that sees the new head also sees the completion it must wait for.
  */
 final class WorkQueue {
     private static final VarHandle RETIRED;
+    private static final VarHandle HEAD;
+    private static final VarHandle TAIL;
+    private static final VarHandle LAST;
 
     static {
         try {
-            RETIRED = MethodHandles.lookup().findVarHandle(WorkQueue.class, "retired", long.class);
+            MethodHandles.Lookup l = MethodHandles.lookup();
+            RETIRED = l.findVarHandle(WorkQueue.class, "retired", long.class);
+            HEAD = l.findVarHandle(WorkQueue.class, "head", long.class);
+            TAIL = l.findVarHandle(WorkQueue.class, "tail", long.class);
+            LAST = l.findVarHandle(WorkQueue.class, "lastCompletion", long.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
     }
 
     private final Wqe[] ring;
-    private volatile long head;
-    private volatile long tail;
-    private volatile long retired;
+    // Written under the QP's lock with release stores (no full fence on the hot path), read with
+    // acquire loads by threads that do not hold it (pollers retiring, a progress fast path).
+    private long head;
+    private long tail;
+    private long retired;
     /** The newest executed request that produced a completion (or lost it to a full CQ); -1 if none. */
-    private volatile long lastCompletion = -1;
+    private long lastCompletion = -1;
 
     WorkQueue(int depth, int maxSge) {
         ring = new Wqe[depth];
@@ -49,7 +58,7 @@ final class WorkQueue {
 
     /** Slots occupied: posted and not yet retired. */
     int size() {
-        return (int) (tail - retired);
+        return (int) ((long) TAIL.getAcquire(this) - (long) RETIRED.getAcquire(this));
     }
 
     /** Slots free for posting. */
@@ -62,6 +71,11 @@ final class WorkQueue {
         return tail;
     }
 
+    /** True if nothing waits to execute (any thread: acquire loads). */
+    boolean idle() {
+        return (long) HEAD.getAcquire(this) == (long) TAIL.getAcquire(this);
+    }
+
     /** The slot the next push fills; {@link #commitPush(int)} makes it visible. */
     Wqe pushSlot(int ahead) {
         long seq = tail + ahead;
@@ -71,7 +85,7 @@ final class WorkQueue {
     }
 
     void commitPush(int n) {
-        tail += n;
+        TAIL.setRelease(this, tail + n);
     }
 
     /** The oldest request not yet executed, or null. */
@@ -86,38 +100,35 @@ final class WorkQueue {
     }
 
     void pop() {
-        head++;
+        HEAD.setRelease(this, head + 1);
     }
 
     /** Records that executed request {@code seq} produced a completion (one that will retire it); before {@link #pop}. */
     void produced(long seq) {
-        lastCompletion = seq;
+        LAST.setRelease(this, seq);
     }
 
-    /** Frees the slots of every executed request up to and including sequence number {@code seq}. Any thread. */
+    /** Frees the slots of every executed request up to and including sequence number {@code seq} (CQ poll lock held). */
     void retire(long seq) {
-        raise(Math.min(seq + 1, head));
+        raise(Math.min(seq + 1, (long) HEAD.getAcquire(this)));
     }
 
     /**
      * For a QP in the error state, where no request completes silently any more: once the last
      * completion of the queue is polled, unsignaled requests executed after it have nothing left to
      * retire them, so their slots are freed (as the marker of {@code ib_drain_qp} would free them).
-     * Any thread.
+     * CQ poll lock held.
      */
     void settle() {
-        long h = head; // read before lastCompletion: a completion made before h is then visible
-        if (retired > lastCompletion) {
+        long h = (long) HEAD.getAcquire(this); // before lastCompletion: a completion recorded before h is visible
+        if (retired > (long) LAST.getAcquire(this)) {
             raise(h);
         }
     }
 
     private void raise(long next) {
-        long r;
-        while ((r = retired) < next) {
-            if (RETIRED.compareAndSet(this, r, next)) {
-                return;
-            }
+        if (next > retired) {
+            RETIRED.setRelease(this, next);
         }
     }
 }

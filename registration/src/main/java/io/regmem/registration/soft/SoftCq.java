@@ -42,7 +42,9 @@ final class SoftCq implements ProviderCq {
             if (peer != null) {
                 peer.progress(); // its SENDs and WRITE_WITH_IMMs consume our receives
             }
-            qp.progress(); // flushes the receives in the error state
+            if (qp.sendCq != this) {
+                qp.progress(); // flushes the receives in the error state (done above if it sends here too)
+            }
         }
     }
 

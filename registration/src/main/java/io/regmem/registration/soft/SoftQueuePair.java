@@ -60,11 +60,14 @@ final class SoftQueuePair implements ProviderQp {
     /** The connected peer, or null; changed under both QPs' locks. */
     volatile SoftQueuePair peer;
     final SoftQp faults = new SoftQp(this);
+    /** The soft half of the QP's send CQ. */
+    final SoftCq sendCq;
 
     SoftQueuePair(SoftDevice device, QpContext ctx) {
         this.device = device;
         this.ctx = ctx;
         this.memory = ctx.memory();
+        this.sendCq = (SoftCq) ctx.sendCq().attachment();
         ctx.attach(this);
     }
 
@@ -157,7 +160,7 @@ final class SoftQueuePair implements ProviderQp {
 
     /** Executes (or, in the error state, flushes) everything queued. Any thread. */
     void progress() {
-        if (ctx.nextSend() == null && (ctx.state() != QueuePair.State.ERROR || ctx.nextRecv() == null)) {
+        if (ctx.idle()) {
             return; // nothing to execute or flush: not even the lock
         }
         ReentrantLock l = lock();

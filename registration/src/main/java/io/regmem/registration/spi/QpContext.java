@@ -25,6 +25,12 @@ public interface QpContext {
     /** The receive CQ's context. */
     CqContext recvCq();
 
+    /**
+     * True if nothing waits in either queue to be executed or flushed now: no send request, and no
+     * receive unless the QP is in the error state. Any thread, without the lock (a progress fast path).
+     */
+    boolean idle();
+
     /** The oldest send request not yet completed, or null (lock held). */
     PostedWr nextSend();
 

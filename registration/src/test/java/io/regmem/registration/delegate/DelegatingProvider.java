@@ -229,6 +229,11 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public boolean idle() {
+            return real.idle();
+        }
+
+        @Override
         public PostedWr nextSend() {
             return send.over(real.nextSend());
         }
