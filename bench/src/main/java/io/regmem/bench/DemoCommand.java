@@ -62,9 +62,9 @@ final class DemoCommand implements Callable<Integer> {
     @Option(names = "--rpc-concurrency", description = "Calls in flight, 1 to 1024 (default: ${DEFAULT-VALUE}).", defaultValue = "16")
     int rpcConcurrency;
 
-    @Option(names = "--rpc-threads", description = "Run the server and the client's completions on threads of their own "
-            + "(the sender stays on the main thread); by default one thread drives both ends, which is faster on two "
-            + "cores with the soft provider's global lock.")
+    @Option(names = "--rpc-threads", description = "Run the server on a thread of its own while the main thread sends "
+            + "the calls and handles their completions: the two ends of the connection progress in parallel. By "
+            + "default one thread drives both ends.")
     boolean rpcThreads;
 
     @Option(names = "--provider", description = "RDMA provider (default: ${DEFAULT-VALUE}; the embedded soft provider).",

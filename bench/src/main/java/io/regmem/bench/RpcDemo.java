@@ -146,16 +146,13 @@ final class RpcDemo {
         RpcDemoClient client = new RpcDemoClient(pair, bufC, new SendLock(), stagingC, area, pattern, reqs);
         RpcTransport[] transports = {client.transport(), server.transport()};
 
-        // With threads: the server and the client's completions run on their own threads, so each side's
-        // send-context ring has its consumer (the sender) and its producer (the completion handler) on
-        // different threads, and requests are taken on one thread and put back on another.
+        // With threads: the server runs on a thread of its own, the client (sending and handling its
+        // completions) on this one: one thread per end of the connection, on two cores.
         java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
         java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
         java.util.List<Thread> pollers = new java.util.ArrayList<>();
         if (threads) {
-            for (int side = 1; side >= 0; side--) {
-                pollers.add(startPoller(transports[side], side == 1 ? "rpc-server" : "rpc-client-completions", stop, failure));
-            }
+            pollers.add(startPoller(transports[1], "rpc-server", stop, failure));
         }
         long start = System.nanoTime();
         long lastPrint = start;
@@ -169,12 +166,10 @@ final class RpcDemo {
                     xid++;
                     more = durationNanos > 0 ? System.nanoTime() - start < durationNanos : xid < calls;
                 }
-                if (threads) {
-                    java.util.concurrent.locks.LockSupport.parkNanos(5_000); // the sender waits for completions
-                } else {
+                if (!threads) {
                     transports[1].poll();
-                    transports[0].poll();
                 }
+                transports[0].poll();
                 if (failure.get() != null) {
                     throw new IllegalStateException("a poller failed", failure.get());
                 }
@@ -231,7 +226,7 @@ final class RpcDemo {
         out.printf(Locale.ROOT, "%nRPC over RDMA (soft provider): %,d calls in %.2f s, %,.0f calls/s, %,.1f MiB/s of arguments and results; "
                 + "payloads %s B, %d concurrent, %s%n", done, elapsed / 1e9, done / (elapsed / 1e9),
                 client.bytes() / (elapsed / 1e9) / (1 << 20), java.util.Arrays.toString(payloads), concurrency,
-                threads ? "sender, client completions and server on three threads" : "one thread");
+                threads ? "client and server on a thread each" : "one thread");
         out.printf(Locale.ROOT, "Call latency (us)   p50 %d   p90 %d   p99 %d   p99.9 %d   max %d%n",
                 latency.getValueAtPercentile(50), latency.getValueAtPercentile(90), latency.getValueAtPercentile(99),
                 latency.getValueAtPercentile(99.9), latency.getMaxValue());
@@ -256,7 +251,7 @@ final class RpcDemo {
                 while (!stop.get() && t.isConnected()) {
                     if (t.poll() > 0) {
                         idle = 0;
-                    } else if (++idle > 64) { // three busy threads on two cores: nap when idle
+                    } else if (++idle > 4096) { // a long idle stretch (the run is ending): nap
                         java.util.concurrent.locks.LockSupport.parkNanos(10_000);
                     } else {
                         Thread.onSpinWait();

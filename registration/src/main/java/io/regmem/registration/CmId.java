@@ -2,9 +2,7 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.ProviderCm;
-import io.regmem.registration.spi.QpContext;
 
 /**
  * A connection-manager ID ({@code rdma_create_id}): the handle a connection is made through. It
@@ -32,16 +30,16 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     }
 
     private volatile QueuePair qp;
-    private volatile ConnState conn = ConnState.IDLE;
+    volatile ConnState conn = ConnState.IDLE;
     /** Requests that came through this listening ID and were not yet taken or answered. Guarded by itself. */
-    private final java.util.ArrayDeque<CmId> requests = new java.util.ArrayDeque<>();
+    final java.util.ArrayDeque<CmId> requests = new java.util.ArrayDeque<>();
     /** For a request: the listener it came through. */
-    private CmId listener;
-    private volatile CmEventHandler handler;
+    CmId listener;
+    volatile CmEventHandler handler;
     /** The provider's half. */
-    private ProviderCm provider;
+    ProviderCm provider;
     /** What the provider sees of this ID. */
-    private final Context context = new Context();
+    final CmCore context = new CmCore(this);
     /** The ID whose event handler this thread is running, if any. */
     private static final ThreadLocal<CmId> IN_HANDLER = new ThreadLocal<>();
 
@@ -302,7 +300,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
         }
     }
 
-    private void leaveListener() {
+    void leaveListener() {
         CmId l = listener;
         if (l != null) {
             synchronized (l.requests) {
@@ -395,80 +393,6 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             }
         } finally {
             CmEvents.end();
-        }
-    }
-
-    /** The ID as its provider sees it. */
-    private final class Context implements CmContext {
-        private volatile Object attachment;
-
-        @Override
-        public CmId cmId() {
-            return CmId.this;
-        }
-
-        @Override
-        public QpContext qp() {
-            QueuePair q = qp;
-            return q == null ? null : q.context;
-        }
-
-        @Override
-        public ConnState state() {
-            return conn;
-        }
-
-        @Override
-        public CmContext newRequest() {
-            // Not under this (the listener's) device lock: the caller may hold another device's.
-            // The tracker is concurrent.
-            CmId request = new CmId(device);
-            request.conn = ConnState.REQUESTED;
-            request.listener = CmId.this;
-            request.handler = handler; // a request inherits its listener's handler
-            request.attachProvider();
-            device.tracker.add(request);
-            synchronized (requests) {
-                requests.addLast(request);
-            }
-            CmEvents.post(new CmEvent(CmEvent.Type.CONNECT_REQUEST, request, CmId.this));
-            return request.context;
-        }
-
-        @Override
-        public void established() {
-            conn = ConnState.CONNECTED;
-            leaveListener();
-            CmEvents.post(new CmEvent(CmEvent.Type.ESTABLISHED, CmId.this, null));
-        }
-
-        @Override
-        public void rejected() {
-            conn = ConnState.DISCONNECTED;
-            CmEvents.post(new CmEvent(CmEvent.Type.REJECTED, CmId.this, null));
-        }
-
-        @Override
-        public void disconnected() {
-            if (conn == ConnState.CONNECTED) {
-                conn = ConnState.DISCONNECTED;
-                CmEvents.post(new CmEvent(CmEvent.Type.DISCONNECTED, CmId.this, null));
-            }
-        }
-
-        @Override
-        public ProviderCm provider() {
-            return provider;
-        }
-
-        @Override
-        public Object attachment() {
-            return attachment;
-        }
-
-        @Override
-        public void attach(Object state) {
-            attachment = state;
         }
     }
 }

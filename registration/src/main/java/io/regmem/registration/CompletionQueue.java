@@ -13,11 +13,12 @@ import java.util.concurrent.locks.ReentrantLock;
  * arrive. It counts the QPs that use it; destroying it while any does fails with {@link Errno#EBUSY}.
  *
  * <p>Threads: completions are added by whichever thread executes a QP that completes here (the
- * provider holds that QP's lock) and taken by pollers, one at a time (a poll lock of the CQ's own).
- * While one QP uses the CQ, that QP's lock already orders everything added, so adding takes no
- * lock; once a second QP shares it, adders also take a producer lock of the CQ. Entries are
- * published with release stores and taken with acquire loads, so CQs of independent connections
- * never wait on each other, and a poller never waits on an adder.
+ * provider holds that QP's lock) and taken by pollers, one at a time. While one QP uses the CQ (the
+ * usual layout), that QP's lock orders everything: adding takes no further lock, and a poll takes
+ * the QP's lock once for the provider's progress and the taking. Once a second QP shares the CQ,
+ * adders take a producer lock of the CQ and pollers a poll lock of its own, and the provider
+ * progresses before the poll lock is taken. Entries are published with release stores and taken
+ * with acquire loads; CQs of independent connections share no lock.
  */
 public final class CompletionQueue extends CountedResource implements AutoCloseable {
     private static final VarHandle HEAD;
@@ -38,7 +39,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     private final int depth;
     /** Preallocated entries; head counts polls (poll lock), tail pushes (producer side). */
     private final WorkCompletion[] ring;
-    /** Orders pollers, and every change of the slot accounting of the queues completing here. */
+    /** Orders pollers, and the slot accounting of the queues completing here, once the CQ is shared. */
     private final ReentrantLock pollLock = new ReentrantLock();
     /** Orders adders once more than one QP uses the CQ. */
     private final ReentrantLock sharedProducer = new ReentrantLock();
@@ -102,43 +103,73 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
      */
     public int poll(WorkCompletion[] out) {
         checkAlive("poll");
+        ReentrantLock sole = (ReentrantLock) PRODUCER.getAcquire(this);
+        if (sole != null && sole != sharedProducer) {
+            // One QP uses this CQ: its lock orders the pollers too, and the provider progresses the
+            // QP under the same acquisition (ProviderCq#progress).
+            sole.lock();
+            try {
+                if (producer == sole) {
+                    provider.progress();
+                    return take(out);
+                }
+            } finally {
+                sole.unlock();
+            }
+        }
         provider.progress();
-        int n = 0;
         pollLock.lock();
         try {
-            long h = head;
-            long t = (long) TAIL.getAcquire(this);
-            while (n < out.length && h != t) {
-                WorkCompletion wc = out[n++];
-                copy(ring[(int) (h % depth)], wc);
-                h++;
-                // Polling frees the request's queue slot (and those of the unsignaled ones before it).
-                wc.qp.retire(wc.fromRecvQueue, wc.queueSeq);
-            }
-            HEAD.setRelease(this, h);
+            return take(out);
         } finally {
             pollLock.unlock();
         }
+    }
+
+    /** Moves completions into {@code out} and retires their slots (the consumer lock held). */
+    private int take(WorkCompletion[] out) {
+        int n = 0;
+        long h = head;
+        long t = (long) TAIL.getAcquire(this);
+        while (n < out.length && h != t) {
+            WorkCompletion wc = out[n++];
+            copy(ring[(int) (h % depth)], wc);
+            h++;
+            // Polling frees the request's queue slot (and those of the unsignaled ones before it).
+            wc.qp.retire(wc.fromRecvQueue, wc.queueSeq);
+        }
+        HEAD.setRelease(this, h);
         return n;
+    }
+
+    /**
+     * The lock every change of this CQ's consumer side and of the slot accounting of the queues
+     * completing here holds: the sole user's QP lock, or the poll lock once the CQ is shared.
+     */
+    private ReentrantLock consumerLock() {
+        ReentrantLock p = (ReentrantLock) PRODUCER.getAcquire(this);
+        return p != null && p != sharedProducer ? p : pollLock;
     }
 
     /** Retires up to {@code seq} in a queue completing here, under the poll lock (a completion lost to an overrun). */
     void retire(WorkQueue q, long seq) {
-        pollLock.lock();
+        ReentrantLock l = consumerLock();
+        l.lock();
         try {
             q.retire(seq);
         } finally {
-            pollLock.unlock();
+            l.unlock();
         }
     }
 
     /** Settles a queue completing here, under the poll lock (the error state's flush). */
     void settle(WorkQueue q) {
-        pollLock.lock();
+        ReentrantLock l = consumerLock();
+        l.lock();
         try {
             q.settle();
         } finally {
-            pollLock.unlock();
+            l.unlock();
         }
     }
 
@@ -162,9 +193,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
      */
     boolean push(QueuePair qp, boolean recv, long seq, long wrId, WcStatus status, Opcode op, long bytes,
                  boolean withImm, int imm, boolean withInv, int invRkey) {
-        if (!qp.lock.isHeldByCurrentThread()) {
-            throw new IllegalStateException(qp + ": a provider completed a request without holding the QP's lock");
-        }
+        assert qp.lock.isHeldByCurrentThread() : qp + ": a provider completed a request without holding the QP's lock";
         ReentrantLock p = (ReentrantLock) PRODUCER.getAcquire(this);
         if (p == qp.lock) { // the sole user: its lock, which the caller holds, orders every add
             return add(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey);

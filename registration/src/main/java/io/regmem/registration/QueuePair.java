@@ -2,9 +2,6 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.spi.CqContext;
-import io.regmem.registration.spi.MemoryAccess;
-import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import java.util.concurrent.locks.ReentrantLock;
@@ -59,7 +56,7 @@ public final class QueuePair extends RdmaResource {
     /** Guards the queues and the state; see {@link QpContext#lock()}. */
     final ReentrantLock lock = new ReentrantLock();
     /** What the provider sees of this QP. */
-    final Context context = new Context();
+    final QpCore context = new QpCore(this);
     /** The provider's half (set once, at creation). */
     ProviderQp provider;
 
@@ -127,7 +124,7 @@ public final class QueuePair extends RdmaResource {
             }
             int n = 0;
             for (WorkRequest wr = first; wr != null; wr = wr.next()) {
-                validateSend(wr, n);
+                WrChecks.send(this, wr, n);
                 if (n == sq.room()) {
                     throw new RdmaException(Errno.ENOMEM, this + ": send queue full (maxSendWr " + maxSendWr
                             + ", " + sq.size() + " outstanding: a slot is freed when its completion is polled): "
@@ -147,46 +144,6 @@ public final class QueuePair extends RdmaResource {
         }
     }
 
-    private void validateSend(WorkRequest wr, int index) {
-        Opcode op = wr.opcode();
-        if (!op.isSend()) {
-            throw new RdmaException(Errno.EINVAL, this + ": " + op + " cannot be posted to a send queue: bad WR index " + index);
-        }
-        if (op == Opcode.RDMA_READ_WITH_INV && !device.attributes().iWarp()) {
-            throw new RdmaException(Errno.EOPNOTSUPP, this + ": RDMA_READ_WITH_INV needs an iWARP device: bad WR index " + index);
-        }
-        if ((op == Opcode.REG_MR || op == Opcode.REG_MR_INTEGRITY) && wr.regMr() == null) {
-            throw new RdmaException(Errno.EINVAL, this + ": REG_MR without an MR: bad WR index " + index);
-        }
-        boolean read = op == Opcode.RDMA_READ || op == Opcode.RDMA_READ_WITH_INV;
-        int limit = read ? maxReadSge() : maxSendSge;
-        validateSges(wr, index, limit, read ? "maxReadSge" : "maxSendSge");
-        if (wr.numSge() > 0 && Long.compareUnsigned(wr.remoteAddress() + wr.totalLength(), wr.remoteAddress()) < 0) {
-            throw new RdmaException(Errno.EINVAL, this + ": remote range wraps the address space: bad WR index " + index);
-        }
-    }
-
-    private void validateSges(WorkRequest wr, int index, int limit, String what) {
-        if (wr.numSge() > limit) {
-            throw new RdmaException(Errno.EINVAL, this + ": " + wr.numSge() + " SGEs exceed " + what + " " + limit
-                    + ": bad WR index " + index);
-        }
-        long total = 0;
-        for (int i = 0; i < wr.numSge(); i++) {
-            long a = wr.sgeAddress(i);
-            long l = wr.sgeLength(i);
-            if (l <= 0 || Long.compareUnsigned(a + l, a) < 0) {
-                throw new RdmaException(Errno.EINVAL, this + ": SGE " + i + " (0x" + Long.toHexString(a) + ", " + l
-                        + ") is empty or wraps: bad WR index " + index);
-            }
-            total += l;
-        }
-        if (total > MAX_MESSAGE) {
-            throw new RdmaException(Errno.EINVAL, this + ": " + total + " bytes exceed the 2 GiB message limit: bad WR index "
-                    + index);
-        }
-    }
-
     /** The largest message: 2^31 bytes, InfiniBand's limit. */
     public static final long MAX_MESSAGE = 1L << 31;
 
@@ -202,7 +159,7 @@ public final class QueuePair extends RdmaResource {
             checkAlive("postRecv");
             int n = 0;
             for (WorkRequest wr = first; wr != null; wr = wr.next()) {
-                validateSges(wr, n, maxRecvSge, "maxRecvSge");
+                WrChecks.sges(this, wr, n, maxRecvSge, "maxRecvSge");
                 if (n == rq.room()) {
                     throw new RdmaException(Errno.ENOMEM, this + ": receive queue full (maxRecvWr " + maxRecvWr
                             + ", " + rq.size() + " outstanding: a slot is freed when its completion is polled): "
@@ -318,7 +275,7 @@ public final class QueuePair extends RdmaResource {
     // ---- the provider's view -------------------------------------------------------------------
 
     /** Completes the head of {@code q} (lock held): records the completion before the head moves on. */
-    private void complete(WorkQueue q, CompletionQueue cq, boolean recv, WcStatus status, Opcode op, long bytes,
+    void complete(WorkQueue q, CompletionQueue cq, boolean recv, WcStatus status, Opcode op, long bytes,
                           boolean generate, boolean withImm, int imm, boolean withInv, int invRkey) {
         Wqe w = q.peek();
         long seq = q.headSeq();
@@ -345,100 +302,6 @@ public final class QueuePair extends RdmaResource {
         }
         sendCq.settle(sq);
         recvCq.settle(rq);
-    }
-
-    /** The QP as its provider sees it. */
-    final class Context implements QpContext {
-        private volatile Object attachment;
-
-        @Override
-        public QueuePair queuePair() {
-            return QueuePair.this;
-        }
-
-        @Override
-        public ReentrantLock lock() {
-            return lock;
-        }
-
-        @Override
-        public CqContext sendCq() {
-            return sendCq.context;
-        }
-
-        @Override
-        public CqContext recvCq() {
-            return recvCq.context;
-        }
-
-        @Override
-        public boolean idle() {
-            return sq.idle() && (state != State.ERROR || rq.idle());
-        }
-
-        @Override
-        public PostedWr nextSend() {
-            return sq.peek();
-        }
-
-        @Override
-        public void completeSend(WcStatus status, long bytes) {
-            Wqe w = sq.peek();
-            boolean ok = status == WcStatus.SUCCESS;
-            complete(sq, sendCq, false, status, w.opcode, ok ? bytes : 0, !ok || w.signaled, false, 0, false, 0);
-            if (!ok) {
-                state = State.ERROR;
-            }
-        }
-
-        @Override
-        public PostedWr nextRecv() {
-            return rq.peek();
-        }
-
-        @Override
-        public void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData,
-                                 boolean withInvalidate, int invalidatedRkey) {
-            complete(rq, recvCq, true, status, opcode, bytes, true, withImm, immData, withInvalidate, invalidatedRkey);
-            if (status != WcStatus.SUCCESS) {
-                state = State.ERROR;
-            }
-        }
-
-        @Override
-        public State state() {
-            return state;
-        }
-
-        @Override
-        public void ready() {
-            state = State.RTS;
-        }
-
-        @Override
-        public void toError() {
-            state = State.ERROR;
-        }
-
-        @Override
-        public void flush() {
-            QueuePair.this.flush();
-        }
-
-        @Override
-        public Object attachment() {
-            return attachment;
-        }
-
-        @Override
-        public void attach(Object state) {
-            attachment = state;
-        }
-
-        @Override
-        public MemoryAccess memory() {
-            return Translation.INSTANCE;
-        }
     }
 
     /** The CM ID this QP is attached to. */

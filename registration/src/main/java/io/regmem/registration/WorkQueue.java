@@ -17,8 +17,8 @@ import java.lang.invoke.VarHandle;
  *   retired ≤ head ≤ tail;  occupied slots = tail - retired ≤ depth;  to execute = tail - head
  * </pre>
  * <p>Threads: pushing and executing happen under the QP's lock. Retiring happens when a completion
- * is polled, under the lock of the CQ the queue completes on ({@link CompletionQueue}'s poll lock),
- * not the QP's: every change of {@code retired} holds that CQ lock, so it is a plain release store.
+ * is polled, under the consumer lock of the CQ the queue completes on (see {@link CompletionQueue}):
+ * every change of {@code retired} holds that lock, so it is a plain release store.
  * An executor records a completion ({@link #produced}) before it moves {@code head} past the
  * request, so a poller that sees the new head also sees the completion it must wait for.
  */
@@ -105,10 +105,10 @@ final class WorkQueue {
 
     /** Records that executed request {@code seq} produced a completion (one that will retire it); before {@link #pop}. */
     void produced(long seq) {
-        LAST.setRelease(this, seq);
+        lastCompletion = seq; // published by the release store of head in pop()
     }
 
-    /** Frees the slots of every executed request up to and including sequence number {@code seq} (CQ poll lock held). */
+    /** Frees the slots of every executed request up to and including sequence number {@code seq} (the CQ's consumer lock held). */
     void retire(long seq) {
         raise(Math.min(seq + 1, (long) HEAD.getAcquire(this)));
     }
@@ -117,7 +117,7 @@ final class WorkQueue {
      * For a QP in the error state, where no request completes silently any more: once the last
      * completion of the queue is polled, unsignaled requests executed after it have nothing left to
      * retire them, so their slots are freed (as the marker of {@code ib_drain_qp} would free them).
-     * CQ poll lock held.
+     * The CQ's consumer lock held.
      */
     void settle() {
         long h = (long) HEAD.getAcquire(this); // before lastCompletion: a completion recorded before h is visible

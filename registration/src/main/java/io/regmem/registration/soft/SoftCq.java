@@ -32,18 +32,30 @@ final class SoftCq implements ProviderCq {
         return next;
     }
 
+    /**
+     * Executes the QPs whose requests complete here and the peers of those whose receives complete
+     * here. A poll of a CQ with one user holds that QP's lock: then the peer's lock is taken only if
+     * it orders after it, else tried (and the peer's work left for later if it is busy).
+     */
     @Override
     public void progress() {
-        for (SoftQueuePair qp : senders) {
-            qp.progress();
-        }
-        for (SoftQueuePair qp : receivers) {
+        SoftQueuePair[] s = senders;
+        SoftQueuePair[] r = receivers;
+        // A poll holds a QP's lock only when that QP is the CQ's one user: then it is among the first.
+        SoftQueuePair first = s.length > 0 ? s[0] : r.length > 0 ? r[0] : null;
+        SoftQueuePair held = first != null && first.lock().isHeldByCurrentThread() ? first : null;
+        for (SoftQueuePair qp : r) {
             SoftQueuePair peer = qp.peer;
             if (peer != null) {
-                peer.progress(); // its SENDs and WRITE_WITH_IMMs consume our receives
+                peer.progress(held); // its SENDs and WRITE_WITH_IMMs consume our receives
             }
+        }
+        for (SoftQueuePair qp : s) {
+            qp.progress(held);
+        }
+        for (SoftQueuePair qp : r) {
             if (qp.sendCq != this) {
-                qp.progress(); // flushes the receives in the error state (done above if it sends here too)
+                qp.progress(held); // flushes the receives in the error state (done above if it sends here too)
             }
         }
     }

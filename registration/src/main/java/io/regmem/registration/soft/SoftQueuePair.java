@@ -11,7 +11,6 @@ import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -22,9 +21,11 @@ import java.util.concurrent.locks.ReentrantLock;
  *
  * <h2>Locks</h2>
  * The executor runs under the QP's own lock ({@link QpContext#lock()}); a request that consumes a
- * receive at the peer (SEND, SEND_WITH_INV, RDMA_WRITE_WITH_IMM) also takes the peer's lock, the
- * lower-numbered QP's first. RDMA WRITE and READ need no lock of the peer: they touch its memory
- * through its keys, which the grace period protects. Independent connections share no lock.
+ * receive at the peer (SEND, SEND_WITH_INV, RDMA_WRITE_WITH_IMM) also needs the peer's lock, which it
+ * only tries: when the peer is busy (executing, posting, waiting out a grace period) the request
+ * stays queued for a later progress, so no executor ever waits for another while it holds a lock.
+ * RDMA WRITE and READ need no lock of the peer: they touch its memory through its keys, which the
+ * grace period protects. Independent connections share no lock.
  *
  * <h2>All or nothing</h2>
  * Every check of a request comes before its first byte moves, so a request that fails a check
@@ -43,13 +44,12 @@ import java.util.concurrent.locks.ReentrantLock;
  * deregistration; a larger one stops at a piece boundary with an error, as on a NIC.
  */
 final class SoftQueuePair implements ProviderQp {
-    private static final AtomicLong ORDER = new AtomicLong();
-
+    private static final java.util.concurrent.atomic.AtomicLong ORDER = new java.util.concurrent.atomic.AtomicLong();
     final QpContext ctx;
+    /** The order {@link #link} takes two QPs' locks in (connection setup and teardown only). */
+    private final long order = ORDER.incrementAndGet();
     private final SoftDevice device;
     private final MemoryAccess memory;
-    /** Lock order between two QPs. */
-    private final long order = ORDER.incrementAndGet();
     /** This QP's executor as a reader of {@link SoftWire#GRACE}. */
     private final GracePeriod.Reader reader = SoftWire.GRACE.newReader();
     private final SoftIntegrity integrity = new SoftIntegrity();
@@ -137,34 +137,40 @@ final class SoftQueuePair implements ProviderQp {
     }
 
     /**
-     * Takes this QP's lock while {@code holder} holds its own, in lock order. Returns false if it had
-     * to let go of {@code holder}'s lock meanwhile (both are held again): the holder's queue may
-     * have moved.
+     * Tries to take this (the peer's) QP lock while the caller holds another: never waits, so two
+     * executors sending to each other cannot deadlock, and nobody waits behind a peer that is
+     * executing, posting, or waiting out a grace period. False: the request stays queued and runs at
+     * a later progress (of this QP, or of the peer, whose CQ's poll progresses this QP too).
      */
-    private boolean lockAfter(SoftQueuePair holder) {
-        ReentrantLock mine = lock();
-        if (order > holder.order) {
-            mine.lock();
-            return true;
-        }
-        if (mine.tryLock()) {
-            return true;
-        }
-        holder.lock().unlock();
-        mine.lock();
-        holder.lock().lock();
-        return false;
+    private boolean tryLockAsPeer() {
+        return lock().tryLock();
     }
 
     // ---- execution ---------------------------------------------------------------------------
 
-    /** Executes (or, in the error state, flushes) everything queued. Any thread. */
+    /** Executes (or, in the error state, flushes) everything queued. Any thread that holds no QP lock. */
     void progress() {
+        progress(null);
+    }
+
+    /**
+     * As {@link #progress()}, by a thread that holds {@code held}'s lock (or null): this QP's own lock
+     * is then not taken again, or only tried.
+     */
+    void progress(SoftQueuePair held) {
         if (ctx.idle()) {
             return; // nothing to execute or flush: not even the lock
         }
+        if (held == this) {
+            run();
+            return;
+        }
         ReentrantLock l = lock();
-        l.lock();
+        if (held == null) {
+            l.lock();
+        } else if (!l.tryLock()) {
+            return; // its owner is executing or posting it: its work is done there or at the next poll
+        }
         try {
             run();
         } finally {
@@ -183,10 +189,8 @@ final class SoftQueuePair implements ProviderQp {
             SoftQueuePair p = null;
             if (consumesReceive(w.opcode())) {
                 p = peer;
-                if (p != null && !p.lockAfter(this) && (ctx.nextSend() != w || w.seq() != seq || peer != p
-                        || ctx.state() != QueuePair.State.RTS || faults.paused)) {
-                    p.lock().unlock(); // our queue moved while we let go of its lock: look again
-                    continue;
+                if (p != null && !p.tryLockAsPeer()) {
+                    break; // the peer is busy: this request waits for the next progress
                 }
             }
             WcStatus status;

@@ -6,8 +6,11 @@ public interface ProviderCq {
     /**
      * Makes progress on the work that completes on this CQ (and on what that work depends on), so
      * that its completions appear in the CQ ({@link QpContext#completeSend}, {@link QpContext#completeRecv}).
-     * Called by every poll before it reads the queue, with no lock held. An asynchronous provider
-     * drives its transport here; a provider with a progress thread of its own may do nothing.
+     * Called by every poll before it reads the queue. While a single QP uses the CQ, the poll holds
+     * that QP's lock ({@link QpContext#lock()}) around this call: the provider must not block on the
+     * lock of a QP ordered before it (soft: one with a lower creation number; {@code tryLock} and
+     * leave its work for later); otherwise no lock is held. An asynchronous provider drives its
+     * transport here; a provider with a progress thread of its own may do nothing.
      */
     void progress();
 

@@ -1,0 +1,88 @@
+package io.regmem.registration;
+
+import io.regmem.registration.spi.CmContext;
+import io.regmem.registration.spi.ProviderCm;
+import io.regmem.registration.spi.QpContext;
+
+/**
+ * A connection-manager ID as its provider sees it ({@link CmContext}): the events it reports change
+ * the ID's state and are delivered by {@link CmEvents}.
+ */
+final class CmCore implements CmContext {
+    private final CmId id;
+
+    private volatile Object attachment;
+
+    CmCore(CmId id) {
+        this.id = id;
+    }
+
+    @Override
+    public CmId cmId() {
+        return id;
+    }
+
+    @Override
+    public QpContext qp() {
+        QueuePair q = id.qp();
+        return q == null ? null : q.context;
+    }
+
+    @Override
+    public CmId.ConnState state() {
+        return id.connState();
+    }
+
+    @Override
+    public CmContext newRequest() {
+        // Not under this (the listener's) device lock: the caller may hold another device's.
+        // The tracker is concurrent.
+        CmId request = new CmId(id.device());
+        request.conn = CmId.ConnState.REQUESTED;
+        request.listener = id;
+        request.handler = id.handler; // a request inherits its listener's handler
+        request.attachProvider();
+        id.device().tracker.add(request);
+        synchronized (id.requests) {
+            id.requests.addLast(request);
+        }
+        CmEvents.post(new CmEvent(CmEvent.Type.CONNECT_REQUEST, request, id));
+        return request.context;
+    }
+
+    @Override
+    public void established() {
+        id.conn = CmId.ConnState.CONNECTED;
+        id.leaveListener();
+        CmEvents.post(new CmEvent(CmEvent.Type.ESTABLISHED, id, null));
+    }
+
+    @Override
+    public void rejected() {
+        id.conn = CmId.ConnState.DISCONNECTED;
+        CmEvents.post(new CmEvent(CmEvent.Type.REJECTED, id, null));
+    }
+
+    @Override
+    public void disconnected() {
+        if (id.conn == CmId.ConnState.CONNECTED) {
+            id.conn = CmId.ConnState.DISCONNECTED;
+            CmEvents.post(new CmEvent(CmEvent.Type.DISCONNECTED, id, null));
+        }
+    }
+
+    @Override
+    public ProviderCm provider() {
+        return id.provider;
+    }
+
+    @Override
+    public Object attachment() {
+        return attachment;
+    }
+
+    @Override
+    public void attach(Object state) {
+        attachment = state;
+    }
+}

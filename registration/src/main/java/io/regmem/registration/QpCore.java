@@ -1,0 +1,107 @@
+package io.regmem.registration;
+
+import io.regmem.registration.spi.CqContext;
+import io.regmem.registration.spi.MemoryAccess;
+import io.regmem.registration.spi.PostedWr;
+import io.regmem.registration.spi.QpContext;
+import java.util.concurrent.locks.ReentrantLock;
+
+/** A queue pair as its provider sees it ({@link QpContext}): its queues, completions and state. */
+final class QpCore implements QpContext {
+    private final QueuePair qp;
+
+    private volatile Object attachment;
+
+    QpCore(QueuePair qp) {
+        this.qp = qp;
+    }
+
+    @Override
+    public QueuePair queuePair() {
+        return qp;
+    }
+
+    @Override
+    public ReentrantLock lock() {
+        return qp.lock;
+    }
+
+    @Override
+    public CqContext sendCq() {
+        return qp.sendCq().context;
+    }
+
+    @Override
+    public CqContext recvCq() {
+        return qp.recvCq().context;
+    }
+
+    @Override
+    public boolean idle() {
+        return qp.sq.idle() && (qp.state() != QueuePair.State.ERROR || qp.rq.idle());
+    }
+
+    @Override
+    public PostedWr nextSend() {
+        return qp.sq.peek();
+    }
+
+    @Override
+    public void completeSend(WcStatus status, long bytes) {
+        Wqe w = qp.sq.peek();
+        boolean ok = status == WcStatus.SUCCESS;
+        qp.complete(qp.sq, qp.sendCq(), false, status, w.opcode, ok ? bytes : 0, !ok || w.signaled, false, 0, false, 0);
+        if (!ok) {
+            qp.state(QueuePair.State.ERROR);
+        }
+    }
+
+    @Override
+    public PostedWr nextRecv() {
+        return qp.rq.peek();
+    }
+
+    @Override
+    public void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData,
+                             boolean withInvalidate, int invalidatedRkey) {
+        qp.complete(qp.rq, qp.recvCq(), true, status, opcode, bytes, true, withImm, immData, withInvalidate, invalidatedRkey);
+        if (status != WcStatus.SUCCESS) {
+            qp.state(QueuePair.State.ERROR);
+        }
+    }
+
+    @Override
+    public QueuePair.State state() {
+        return qp.state();
+    }
+
+    @Override
+    public void ready() {
+        qp.state(QueuePair.State.RTS);
+    }
+
+    @Override
+    public void toError() {
+        qp.state(QueuePair.State.ERROR);
+    }
+
+    @Override
+    public void flush() {
+        qp.flush();
+    }
+
+    @Override
+    public Object attachment() {
+        return attachment;
+    }
+
+    @Override
+    public void attach(Object state) {
+        attachment = state;
+    }
+
+    @Override
+    public MemoryAccess memory() {
+        return Translation.INSTANCE;
+    }
+}

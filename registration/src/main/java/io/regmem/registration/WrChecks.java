@@ -1,0 +1,55 @@
+package io.regmem.registration;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+
+/**
+ * The checks {@link QueuePair#postSend} and {@link QueuePair#postRecv} make of every request of a
+ * chain before any is queued, the same for every provider: opcode for the queue, SGE count within the
+ * QP's limits, no empty or wrapping SGE, at most {@link QueuePair#MAX_MESSAGE} bytes, no wrapping
+ * remote range. Each failure names the request's index in the chain.
+ */
+final class WrChecks {
+    private WrChecks() {
+    }
+
+    static void send(QueuePair qp, WorkRequest wr, int index) {
+        Opcode op = wr.opcode();
+        if (!op.isSend()) {
+            throw new RdmaException(Errno.EINVAL, qp + ": " + op + " cannot be posted to a send queue: bad WR index " + index);
+        }
+        if (op == Opcode.RDMA_READ_WITH_INV && !qp.device().attributes().iWarp()) {
+            throw new RdmaException(Errno.EOPNOTSUPP, qp + ": RDMA_READ_WITH_INV needs an iWARP device: bad WR index " + index);
+        }
+        if ((op == Opcode.REG_MR || op == Opcode.REG_MR_INTEGRITY) && wr.regMr() == null) {
+            throw new RdmaException(Errno.EINVAL, qp + ": REG_MR without an MR: bad WR index " + index);
+        }
+        boolean read = op == Opcode.RDMA_READ || op == Opcode.RDMA_READ_WITH_INV;
+        int limit = read ? qp.maxReadSge() : qp.maxSendSge();
+        sges(qp, wr, index, limit, read ? "maxReadSge" : "maxSendSge");
+        if (wr.numSge() > 0 && Long.compareUnsigned(wr.remoteAddress() + wr.totalLength(), wr.remoteAddress()) < 0) {
+            throw new RdmaException(Errno.EINVAL, qp + ": remote range wraps the address space: bad WR index " + index);
+        }
+    }
+
+    static void sges(QueuePair qp, WorkRequest wr, int index, int limit, String what) {
+        if (wr.numSge() > limit) {
+            throw new RdmaException(Errno.EINVAL, qp + ": " + wr.numSge() + " SGEs exceed " + what + " " + limit
+                    + ": bad WR index " + index);
+        }
+        long total = 0;
+        for (int i = 0; i < wr.numSge(); i++) {
+            long a = wr.sgeAddress(i);
+            long l = wr.sgeLength(i);
+            if (l <= 0 || Long.compareUnsigned(a + l, a) < 0) {
+                throw new RdmaException(Errno.EINVAL, qp + ": SGE " + i + " (0x" + Long.toHexString(a) + ", " + l
+                        + ") is empty or wraps: bad WR index " + index);
+            }
+            total += l;
+        }
+        if (total > QueuePair.MAX_MESSAGE) {
+            throw new RdmaException(Errno.EINVAL, qp + ": " + total + " bytes exceed the 2 GiB message limit: bad WR index "
+                    + index);
+        }
+    }
+}
