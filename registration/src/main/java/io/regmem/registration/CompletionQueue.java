@@ -103,6 +103,9 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
      */
     public int poll(WorkCompletion[] out) {
         checkAlive("poll");
+        if ((long) TAIL.getAcquire(this) == (long) HEAD.getAcquire(this) && provider.idle()) {
+            return 0; // nothing here and nothing to progress: no lock taken
+        }
         ReentrantLock sole = (ReentrantLock) PRODUCER.getAcquire(this);
         if (sole != null && sole != sharedProducer) {
             // One QP uses this CQ: its lock orders the pollers too, and the provider progresses the

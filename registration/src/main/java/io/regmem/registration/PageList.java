@@ -6,7 +6,7 @@ import io.regmem.core.ScatterList;
  * A fast-reg MR's page list: the page addresses {@link MemoryRegion#mapSg} (or an integrity MR's
  * {@code mapSgPi}) put there, and the memory each page resolves to when a REG_MR executes. The walk
  * follows {@code ib_map_mr_sg}'s rules. Used by one thread at a time (the MR's holder), and by the
- * data path under the fabric lock.
+ * data path under the QP lock of the REG_MR that resolves them.
  */
 final class PageList {
     final long[] pages;

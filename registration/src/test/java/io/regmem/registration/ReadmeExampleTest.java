@@ -33,10 +33,11 @@ class ReadmeExampleTest {
                 passive.createQp(pd, QpInitAttributes.of(cq));
                 passive.accept();
 
+                int rkey = qp.importRemoteKey(mr.exportRemoteKey());
                 WorkRequest wr = new WorkRequest(4)
                         .wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
                         .addSge(segment.address(), 4096, mr.lkey())
-                        .remote(segment.address() + 8192, mr.rkey());
+                        .remote(segment.address() + 8192, rkey);
                 qp.postSend(wr);
                 while (cq.poll(wcs) == 0) {
                     Thread.onSpinWait();

@@ -61,6 +61,22 @@ final class SoftCq implements ProviderCq {
     }
 
     @Override
+    public boolean idle() {
+        for (SoftQueuePair qp : senders) {
+            if (!qp.ctx.idle()) {
+                return false;
+            }
+        }
+        for (SoftQueuePair qp : receivers) {
+            SoftQueuePair peer = qp.peer;
+            if (!qp.ctx.idle() || (peer != null && !peer.ctx.idle())) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    @Override
     public void destroy() {
     }
 }

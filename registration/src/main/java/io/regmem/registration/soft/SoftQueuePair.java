@@ -143,8 +143,18 @@ final class SoftQueuePair implements ProviderQp {
      * a later progress (of this QP, or of the peer, whose CQ's poll progresses this QP too).
      */
     private boolean tryLockAsPeer() {
-        return lock().tryLock();
+        ReentrantLock l = lock();
+        for (int spin = 0; spin < PEER_SPINS; spin++) {
+            if (l.tryLock()) {
+                return true;
+            }
+            Thread.onSpinWait(); // its holder is usually a short post or poll
+        }
+        return false;
     }
+
+    /** Tries of a busy peer's lock before the request is left for a later progress. */
+    private static final int PEER_SPINS = 64;
 
     // ---- execution ---------------------------------------------------------------------------
 

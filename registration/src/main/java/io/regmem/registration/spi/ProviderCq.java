@@ -14,6 +14,15 @@ public interface ProviderCq {
      */
     void progress();
 
+    /**
+     * True if {@link #progress()} has nothing to do now, checked without any lock: a poll that finds
+     * the CQ empty and its provider idle returns at once and takes no lock, so a thread spinning on
+     * an idle CQ does not hold up the threads that post to its QPs. Default: false (always progress).
+     */
+    default boolean idle() {
+        return false;
+    }
+
     /** The CQ is destroyed (no QP uses it any more). */
     void destroy();
 }

@@ -161,6 +161,11 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public boolean idle() {
+            return inner.idle();
+        }
+
+        @Override
         public void destroy() {
             inner.destroy();
         }
