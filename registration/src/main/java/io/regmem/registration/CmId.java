@@ -155,12 +155,14 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 throw new RdmaException(Errno.EBUSY, this + ": cannot destroy " + q + ": " + held + " pool MR(s) are "
                         + "still held by live rw contexts (mrs_used); destroy the contexts first");
             }
+            q.postLock.lock(); // no post is in progress, and none starts (the QP is in the error state)
             q.lock.lock();
             try {
                 q.state(QueuePair.State.ERROR);
                 q.provider().stop(); // nothing of the QP touches memory any more
             } finally {
                 q.lock.unlock();
+                q.postLock.unlock();
             }
             q.provider().destroy(); // the provider unlinks it (the peer loses its connection) and never runs it again
             q.destroyMrPools();

@@ -42,6 +42,11 @@ final class QpCore implements QpContext {
     }
 
     @Override
+    public long sendTail() {
+        return qp.sq.tailAcquire();
+    }
+
+    @Override
     public PostedWr nextSend() {
         return qp.sq.peek();
     }

@@ -53,8 +53,14 @@ public final class QueuePair extends RdmaResource {
     private MrPool sigMrs;
     final WorkQueue sq;
     final WorkQueue rq;
-    /** Guards the queues and the state; see {@link QpContext#lock()}. */
+    /** The execution lock: taking requests off the queues and completing them ({@code QpContext.lock()}). */
     final ReentrantLock lock = new ReentrantLock();
+    /**
+     * The post lock: appending to the queues. Posters and executors meet only at each queue's tail
+     * (published with a release store) and its retired count, so a post never waits for an executor
+     * that is copying or waiting out a grace period.
+     */
+    final ReentrantLock postLock = new ReentrantLock();
     /** What the provider sees of this QP. */
     final QpCore context = new QpCore(this);
     /** The provider's half (set once, at creation). */
@@ -115,7 +121,7 @@ public final class QueuePair extends RdmaResource {
      *                       {@link Errno#EBADF} if the QP was destroyed. Nothing of the chain is posted then.
      */
     public void postSend(WorkRequest first) {
-        lock.lock();
+        postLock.lock();
         try {
             checkAlive("postSend");
             if (state != State.RTS && state != State.ERROR) {
@@ -140,7 +146,7 @@ public final class QueuePair extends RdmaResource {
             sq.commitPush(n);
             provider.sendPosted(firstSeq, n);
         } finally {
-            lock.unlock();
+            postLock.unlock();
         }
     }
 
@@ -154,7 +160,7 @@ public final class QueuePair extends RdmaResource {
      * @throws RdmaException as {@link #postSend}, with the receive queue's limits
      */
     public void postRecv(WorkRequest first) {
-        lock.lock();
+        postLock.lock();
         try {
             checkAlive("postRecv");
             int n = 0;
@@ -175,7 +181,7 @@ public final class QueuePair extends RdmaResource {
             rq.commitPush(n);
             provider.recvPosted(firstSeq, n);
         } finally {
-            lock.unlock();
+            postLock.unlock();
         }
     }
 
@@ -244,12 +250,12 @@ public final class QueuePair extends RdmaResource {
      */
     public int importRemoteKey(java.lang.foreign.MemorySegment exported) {
         java.util.Objects.requireNonNull(exported, "exported");
-        lock.lock();
+        postLock.lock();
         try {
             checkAlive("importRemoteKey");
             return provider.importRemoteKey(exported);
         } finally {
-            lock.unlock();
+            postLock.unlock();
         }
     }
 

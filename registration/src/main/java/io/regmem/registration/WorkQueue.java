@@ -16,7 +16,9 @@ import java.lang.invoke.VarHandle;
  * <pre>
  *   retired ≤ head ≤ tail;  occupied slots = tail - retired ≤ depth;  to execute = tail - head
  * </pre>
- * <p>Threads: pushing and executing happen under the QP's lock. Retiring happens when a completion
+ * <p>Threads: pushing happens under the QP's post lock, executing under its execution lock; they
+ * meet at {@code tail}, which a push publishes with a release store after it filled the slots and an
+ * executor reads with an acquire load. Retiring happens when a completion
  * is polled, under the consumer lock of the CQ the queue completes on (see {@link CompletionQueue}):
  * every change of {@code retired} holds that lock, so it is a plain release store.
  * An executor records a completion ({@link #produced}) before it moves {@code head} past the
@@ -71,6 +73,11 @@ final class WorkQueue {
         return tail;
     }
 
+    /** The sequence number the next push gets, from any thread (an acquire load). */
+    long tailAcquire() {
+        return (long) TAIL.getAcquire(this);
+    }
+
     /** True if nothing waits to execute (any thread: acquire loads). */
     boolean idle() {
         return (long) HEAD.getAcquire(this) == (long) TAIL.getAcquire(this);
@@ -91,7 +98,7 @@ final class WorkQueue {
     /** The oldest request not yet executed, or null. */
     Wqe peek() {
         long h = head;
-        return h == tail ? null : ring[(int) (h % ring.length)];
+        return h == (long) TAIL.getAcquire(this) ? null : ring[(int) (h % ring.length)];
     }
 
     /** The sequence number of the request {@link #peek()} returns: what its completion retires. */

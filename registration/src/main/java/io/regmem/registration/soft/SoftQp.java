@@ -10,12 +10,9 @@ import java.util.Objects;
  */
 public final class SoftQp {
     private final SoftQueuePair qp;
-    /** Guarded by the QP's lock. */
-    private long postedSends;
-    private long failAtSend;
-    private WcStatus failStatus;
-    private long failSeq = -1;
-    private WcStatus failSeqStatus;
+    /** The send request that fails, and how (written by the test, read by the executor). */
+    private volatile long failSeq = -1;
+    private volatile WcStatus failStatus;
     volatile boolean paused;
 
     SoftQp(SoftQueuePair qp) {
@@ -29,13 +26,11 @@ public final class SoftQp {
      */
     public void injectFailure(int nth, WcStatus status) {
         Objects.requireNonNull(status, "status");
-        qp.lock().lock();
-        try {
-            failAtSend = postedSends + nth;
-            failStatus = status;
-        } finally {
-            qp.lock().unlock();
+        if (nth < 1) {
+            throw new IllegalArgumentException("nth must be at least 1, got " + nth);
         }
+        failStatus = status;
+        failSeq = qp.ctx.sendTail() + nth - 1;
     }
 
     /** Moves the QP to the error state now, as a fatal NIC or link error would. */
@@ -53,23 +48,12 @@ public final class SoftQp {
         return qp.ctx.queuePair();
     }
 
-    /** Send requests {@code [firstSeq, firstSeq + count)} were posted (QP lock held). */
-    void posted(long firstSeq, int count) {
-        long before = postedSends;
-        postedSends += count;
-        if (failStatus != null && failAtSend > before && failAtSend <= postedSends) {
-            failSeq = firstSeq + (failAtSend - before - 1);
-            failSeqStatus = failStatus;
-            failStatus = null;
-        }
-    }
-
     /** The injected status of request {@code seq}, once, or null (QP lock held). */
     WcStatus injectedFor(long seq) {
         if (seq != failSeq) {
             return null;
         }
         failSeq = -1;
-        return failSeqStatus;
+        return failStatus;
     }
 }

@@ -77,7 +77,7 @@ final class SoftQueuePair implements ProviderQp {
 
     @Override
     public void sendPosted(long firstSeq, int count) {
-        faults.posted(firstSeq, count);
+        // Executed at the next progress (a poll of a CQ it completes on, or the progress thread).
     }
 
     @Override
@@ -86,7 +86,7 @@ final class SoftQueuePair implements ProviderQp {
 
     @Override
     public void stop() {
-        // The executor runs under the QP's lock, which the caller holds: nothing is in progress.
+        // The executor runs under the QP's execution lock, which the caller holds: nothing is in progress.
     }
 
     @Override

@@ -14,18 +14,18 @@ package io.regmem.registration.spi;
 public interface ProviderQp {
 
     /**
-     * Send requests {@code [firstSeq, firstSeq + count)} were appended (called with the QP's lock
-     * held; must not block).
+     * Send requests {@code [firstSeq, firstSeq + count)} were appended and published (called with
+     * the QP's post lock held, not its execution lock; must not block).
      */
     void sendPosted(long firstSeq, int count);
 
-    /** Receive requests {@code [firstSeq, firstSeq + count)} were appended (lock held; must not block). */
+    /** Receive requests {@code [firstSeq, firstSeq + count)} were appended (post lock held; must not block). */
     void recvPosted(long firstSeq, int count);
 
     /**
      * The QP moved to the error state on the user's request ({@code drain}, disconnect, destroy):
      * stop starting requests; return when no request of this QP touches memory any more. Called
-     * with the QP's lock held; the verbs layer flushes the queues afterwards.
+     * with the QP's execution lock held; the verbs layer flushes the queues afterwards.
      */
     void stop();
 

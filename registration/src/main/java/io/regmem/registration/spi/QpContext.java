@@ -7,9 +7,10 @@ import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * What the verbs layer offers a provider for one queue pair: its queues, its completions and its
- * state. The queues and the state are guarded by {@link #lock()}: a provider holds it while it
- * takes requests from the queues and completes them, as {@code postSend}/{@code postRecv} hold it
- * while they append. Completions go to the QP's CQs in the order they are made.
+ * state. Taking requests off the queues and completing them is guarded by {@link #lock()}, the QP's
+ * execution lock: a provider holds it while it does so. Posting appends under a separate post lock
+ * and publishes each queue's tail with a release store, so a post never waits for an executor.
+ * Completions go to the QP's CQs in the order they are made.
  */
 public interface QpContext {
 
@@ -30,6 +31,9 @@ public interface QpContext {
      * receive unless the QP is in the error state. Any thread, without the lock (a progress fast path).
      */
     boolean idle();
+
+    /** The sequence number the next posted send request gets ({@link PostedWr#seq()}; any thread). */
+    long sendTail();
 
     /** The oldest send request not yet completed, or null (lock held). */
     PostedWr nextSend();

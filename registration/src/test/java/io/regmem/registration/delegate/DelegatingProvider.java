@@ -239,6 +239,11 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public long sendTail() {
+            return real.sendTail();
+        }
+
+        @Override
         public PostedWr nextSend() {
             return send.over(real.nextSend());
         }
