@@ -251,8 +251,8 @@ final class RpcDemo {
                 while (!stop.get() && t.isConnected()) {
                     if (t.poll() > 0) {
                         idle = 0;
-                    } else if (++idle > 4096) { // a long idle stretch (the run is ending): nap
-                        java.util.concurrent.locks.LockSupport.parkNanos(10_000);
+                    } else if (++idle > 4096) { // idle a while: let another thread have the core if one waits
+                        Thread.yield(); // (a park would sleep 50-250 us on this kernel: every call waiting then pays it)
                     } else {
                         Thread.onSpinWait();
                     }
