@@ -102,7 +102,7 @@ public final class GracePeriod {
     /**
      * Waits until every reader that was inside a section when this call began has left it. Call it
      * after making a registration invalid; when it returns, no reader uses the registration any
-     * more and none will. Spins briefly, then yields, then parks for growing intervals (a reader's
+     * more and none will. Spins briefly, then yields, then parks in short intervals (a reader's
      * section is short, but its thread may be descheduled).
      *
      * @throws IllegalStateException if the calling thread is inside a section of a reader of this
@@ -130,12 +130,14 @@ public final class GracePeriod {
     }
 
     private static void backOff(int spins) {
-        if (spins < 100) {
-            Thread.onSpinWait();
-        } else if (spins < 200) {
-            Thread.yield();
+        if (spins < 1024) {
+            Thread.onSpinWait(); // a section in progress on another core ends within microseconds
+        } else if (spins < 2048) {
+            Thread.yield(); // its thread may be waiting for this core
         } else {
-            LockSupport.parkNanos(Math.min(1L << Math.min(spins - 200, 20), 1_000_000L));
+            // Descheduled: check again every ~20 us. (A growing park overshoots the section's end by
+            // as much as its last interval, and the waiter may hold up a whole connection meanwhile.)
+            LockSupport.parkNanos(20_000);
         }
     }
 
