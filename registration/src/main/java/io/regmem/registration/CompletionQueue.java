@@ -23,14 +23,12 @@ import java.util.concurrent.locks.ReentrantLock;
 public final class CompletionQueue extends CountedResource implements AutoCloseable {
     private static final VarHandle HEAD;
     private static final VarHandle TAIL;
-    private static final VarHandle PRODUCER;
 
     static {
         try {
             MethodHandles.Lookup l = MethodHandles.lookup();
             HEAD = l.findVarHandle(CompletionQueue.class, "head", long.class);
             TAIL = l.findVarHandle(CompletionQueue.class, "tail", long.class);
-            PRODUCER = l.findVarHandle(CompletionQueue.class, "producer", ReentrantLock.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -47,8 +45,8 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     private volatile ReentrantLock producer;
     /** QPs using the CQ (device lock). */
     private int users;
-    private long head;
-    private long tail;
+    private volatile long head;
+    private volatile long tail;
     private volatile boolean overrun;
     /** What the provider sees of this CQ. */
     final Context context = new Context();
@@ -103,10 +101,10 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
      */
     public int poll(WorkCompletion[] out) {
         checkAlive("poll");
-        if ((long) TAIL.getAcquire(this) == (long) HEAD.getAcquire(this) && provider.idle()) {
+        if (tail == head && provider.idle()) {
             return 0; // nothing here and nothing to progress: no lock taken
         }
-        ReentrantLock sole = (ReentrantLock) PRODUCER.getAcquire(this);
+        ReentrantLock sole = producer;
         if (sole != null && sole != sharedProducer) {
             // One QP uses this CQ: its lock orders the pollers too, and the provider progresses the
             // QP under the same acquisition (ProviderCq#progress).
@@ -148,7 +146,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     private int take(WorkCompletion[] out) {
         int n = 0;
         long h = head;
-        long t = (long) TAIL.getAcquire(this);
+        long t = tail;
         while (n < out.length && h != t) {
             WorkCompletion wc = out[n++];
             copy(ring[(int) (h % depth)], wc);
@@ -165,7 +163,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
      * completing here holds: the sole user's QP lock, or the poll lock once the CQ is shared.
      */
     private ReentrantLock consumerLock() {
-        ReentrantLock p = (ReentrantLock) PRODUCER.getAcquire(this);
+        ReentrantLock p = producer;
         return p != null && p != sharedProducer ? p : pollLock;
     }
 
@@ -212,7 +210,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     boolean push(QueuePair qp, boolean recv, long seq, long wrId, WcStatus status, Opcode op, long bytes,
                  boolean withImm, int imm, boolean withInv, int invRkey) {
         assert qp.lock.isHeldByCurrentThread() : qp + ": a provider completed a request without holding the QP's lock";
-        ReentrantLock p = (ReentrantLock) PRODUCER.getAcquire(this);
+        ReentrantLock p = producer;
         if (p == qp.lock) { // the sole user: its lock, which the caller holds, orders every add
             return add(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey);
         }
@@ -227,7 +225,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     private boolean add(QueuePair qp, boolean recv, long seq, long wrId, WcStatus status, Opcode op, long bytes,
                         boolean withImm, int imm, boolean withInv, int invRkey) {
         long t = tail;
-        if (t - (long) HEAD.getAcquire(this) == depth) {
+        if (t - head == depth) {
             overrun = true;
             return false;
         }
@@ -254,7 +252,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
 
     /** Completions waiting to be polled (progresses nothing). */
     public int pending() {
-        return (int) ((long) TAIL.getAcquire(this) - (long) HEAD.getAcquire(this));
+        return (int) (tail - head);
     }
 
     /** Entries the queue holds. */

@@ -28,7 +28,6 @@ final class WorkQueue {
     private static final VarHandle RETIRED;
     private static final VarHandle HEAD;
     private static final VarHandle TAIL;
-    private static final VarHandle LAST;
 
     static {
         try {
@@ -36,20 +35,19 @@ final class WorkQueue {
             RETIRED = l.findVarHandle(WorkQueue.class, "retired", long.class);
             HEAD = l.findVarHandle(WorkQueue.class, "head", long.class);
             TAIL = l.findVarHandle(WorkQueue.class, "tail", long.class);
-            LAST = l.findVarHandle(WorkQueue.class, "lastCompletion", long.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
     }
 
     private final Wqe[] ring;
-    // Written under the QP's lock with release stores (no full fence on the hot path), read with
-    // acquire loads by threads that do not hold it (pollers retiring, a progress fast path).
-    private long head;
-    private long tail;
-    private long retired;
+    // Volatile, so reads are plain loads with acquire semantics; written with release stores
+    // (no full fence on the hot path) by the one thread that holds the lock guarding each.
+    private volatile long head;
+    private volatile long tail;
+    private volatile long retired;
     /** The newest executed request that produced a completion (or lost it to a full CQ); -1 if none. */
-    private long lastCompletion = -1;
+    private long lastCompletion = -1; // read only after an acquire load of head, which orders it
 
     WorkQueue(int depth, int maxSge) {
         ring = new Wqe[depth];
@@ -60,7 +58,7 @@ final class WorkQueue {
 
     /** Slots occupied: posted and not yet retired. */
     int size() {
-        return (int) ((long) TAIL.getAcquire(this) - (long) RETIRED.getAcquire(this));
+        return (int) (tail - retired);
     }
 
     /** Slots free for posting. */
@@ -75,12 +73,12 @@ final class WorkQueue {
 
     /** The sequence number the next push gets, from any thread (an acquire load). */
     long tailAcquire() {
-        return (long) TAIL.getAcquire(this);
+        return tail;
     }
 
     /** True if nothing waits to execute (any thread: acquire loads). */
     boolean idle() {
-        return (long) HEAD.getAcquire(this) == (long) TAIL.getAcquire(this);
+        return head == tail;
     }
 
     /** The slot the next push fills; {@link #commitPush(int)} makes it visible. */
@@ -98,7 +96,7 @@ final class WorkQueue {
     /** The oldest request not yet executed, or null. */
     Wqe peek() {
         long h = head;
-        return h == (long) TAIL.getAcquire(this) ? null : ring[(int) (h % ring.length)];
+        return h == tail ? null : ring[(int) (h % ring.length)];
     }
 
     /** The sequence number of the request {@link #peek()} returns: what its completion retires. */
@@ -117,7 +115,7 @@ final class WorkQueue {
 
     /** Frees the slots of every executed request up to and including sequence number {@code seq} (the CQ's consumer lock held). */
     void retire(long seq) {
-        raise(Math.min(seq + 1, (long) HEAD.getAcquire(this)));
+        raise(Math.min(seq + 1, head));
     }
 
     /**
@@ -127,8 +125,8 @@ final class WorkQueue {
      * The CQ's consumer lock held.
      */
     void settle() {
-        long h = (long) HEAD.getAcquire(this); // before lastCompletion: a completion recorded before h is visible
-        if (retired > (long) LAST.getAcquire(this)) {
+        long h = head; // before lastCompletion: a completion recorded before h is visible
+        if (retired > lastCompletion) {
             raise(h);
         }
     }
