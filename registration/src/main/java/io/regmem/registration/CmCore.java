@@ -8,10 +8,8 @@ import io.regmem.registration.spi.QpContext;
  * A connection-manager ID as its provider sees it ({@link CmContext}): the events it reports change
  * the ID's state and are delivered by {@link CmEvents}.
  */
-final class CmCore implements CmContext {
+final class CmCore extends ProviderState implements CmContext {
     private final CmId id;
-
-    private volatile Object attachment;
 
     CmCore(CmId id) {
         this.id = id;
@@ -76,13 +74,4 @@ final class CmCore implements CmContext {
         return id.provider;
     }
 
-    @Override
-    public Object attachment() {
-        return attachment;
-    }
-
-    @Override
-    public void attach(Object state) {
-        attachment = state;
-    }
 }

@@ -275,22 +275,11 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     }
 
     /** The CQ as its provider sees it. */
-    final class Context implements CqContext {
-        private volatile Object attachment;
-
+    final class Context extends ProviderState implements CqContext {
         @Override
         public CompletionQueue completionQueue() {
             return CompletionQueue.this;
         }
 
-        @Override
-        public Object attachment() {
-            return attachment;
-        }
-
-        @Override
-        public void attach(Object state) {
-            attachment = state;
-        }
     }
 }

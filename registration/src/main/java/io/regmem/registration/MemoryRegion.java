@@ -66,7 +66,14 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     }
 
     static MemoryRegion registered(ProtectionDomain pd, java.lang.foreign.MemorySegment segment, int access) {
+        return over(pd, segment, access, false);
+    }
+
+    /** A registered-kind region over {@code segment}, registered with the provider, its key published. */
+    private static MemoryRegion over(ProtectionDomain pd, java.lang.foreign.MemorySegment segment, int access,
+                                     boolean window) {
         MemoryRegion mr = new MemoryRegion(pd, false, 0, 0);
+        mr.window = window;
         mr.segment = segment;
         mr.address = segment.address();
         mr.length = segment.byteSize();
@@ -110,16 +117,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
 
     /** A memory window's view: a registered-kind region over a slice, not tracked and not counted. */
     static MemoryRegion window(ProtectionDomain pd, java.lang.foreign.MemorySegment slice, int access) {
-        MemoryRegion mr = new MemoryRegion(pd, false, 0, 0);
-        mr.window = true;
-        mr.segment = slice;
-        mr.address = slice.address();
-        mr.length = slice.byteSize();
-        mr.access = access;
-        mr.valid = true;
-        mr.attachProvider();
-        pd.device.keys.publish(mr.slot, mr);
-        return mr;
+        return over(pd, slice, access, true);
     }
 
     /**

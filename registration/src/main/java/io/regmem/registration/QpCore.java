@@ -7,10 +7,8 @@ import io.regmem.registration.spi.QpContext;
 import java.util.concurrent.locks.ReentrantLock;
 
 /** A queue pair as its provider sees it ({@link QpContext}): its queues, completions and state. */
-final class QpCore implements QpContext {
+final class QpCore extends ProviderState implements QpContext {
     private final QueuePair qp;
-
-    private volatile Object attachment;
 
     QpCore(QueuePair qp) {
         this.qp = qp;
@@ -93,16 +91,6 @@ final class QpCore implements QpContext {
     @Override
     public void flush() {
         qp.flush();
-    }
-
-    @Override
-    public Object attachment() {
-        return attachment;
-    }
-
-    @Override
-    public void attach(Object state) {
-        attachment = state;
     }
 
     @Override
