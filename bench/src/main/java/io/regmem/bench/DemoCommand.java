@@ -54,6 +54,10 @@ final class DemoCommand implements Callable<Integer> {
     @Option(names = "--rpc-duration", description = "Run the RPC part for this many seconds (1 to 86400) instead of a call count.")
     Integer rpcSeconds;
 
+    @Option(names = "--rpc-warmup", description = "Seconds of calls before the RPC part is measured, 0 to 600 (default: "
+            + "${DEFAULT-VALUE}): the JIT compiles the paths first; those calls are checked but not counted.", defaultValue = "2")
+    int rpcWarmupSeconds;
+
     @Option(names = "--rpc-payloads", split = ",", description = "Argument and result sizes in bytes, used in turn "
             + "(default: ${DEFAULT-VALUE}); above 1024 they go by RDMA READ and WRITE; each 1 to 2 MiB.",
             defaultValue = "64,512,4096,65536")
@@ -102,6 +106,7 @@ final class DemoCommand implements Callable<Integer> {
                 .range("--rdma-requests", rdmaRequests, 0, 1_000_000_000)
                 .range("--rdma-size", rdmaSize, 8, MAX_RDMA_SIZE)
                 .range("--rpc-calls", rpcCalls, 0, 1_000_000_000_000L)
+                .range("--rpc-warmup", rpcWarmupSeconds, 0, 600)
                 .eachInRange("--rpc-payloads", rpcPayloads, 1, MAX_RPC_PAYLOAD)
                 .range("--rpc-concurrency", rpcConcurrency, 1, MAX_RPC_CONCURRENCY)
                 .oneOf("--provider", provider, providers(), "a known provider");
@@ -128,7 +133,8 @@ final class DemoCommand implements Callable<Integer> {
             out.printf(Locale.ROOT, "regmem demo: RPC over RDMA, %s, payloads %s B, %d in flight%n",
                     rpcSeconds != null ? rpcSeconds + " s" : String.format(Locale.ROOT, "%,d calls", rpcCalls),
                     java.util.Arrays.toString(rpcPayloads), rpcConcurrency);
-            rpcOk = new RpcDemo(out, rpcCalls, rpcSeconds == null ? 0 : rpcSeconds * 1000L, rpcPayloads, rpcConcurrency,
+            rpcOk = new RpcDemo(out, rpcCalls, rpcSeconds == null ? 0 : rpcSeconds * 1000L,
+                    rpcWarmupSeconds * 1000L, rpcPayloads, rpcConcurrency,
                     !quietProgress, rpcThreads).run();
         }
         out.printf(Locale.ROOT, "%nAllocator workload: %d workers x %d requests, safety %s, JDK %s%n", threads, requests, safety,

@@ -57,10 +57,16 @@ final class RpcDemo {
     private final int concurrency;
     private final boolean progress;
     private final boolean threads;
+    private final long warmupNanos;
 
-    RpcDemo(PrintStream out, long calls, long durationMillis, int[] payloads, int concurrency, boolean progress,
+    /**
+     * @param warmupMillis how long the calls run before the measured run starts (0: none); they are
+     *                     checked like every call but not counted
+     */
+    RpcDemo(PrintStream out, long calls, long durationMillis, long warmupMillis, int[] payloads, int concurrency, boolean progress,
             boolean threads) {
         this.threads = threads;
+        this.warmupNanos = warmupMillis * 1_000_000L;
         this.out = out;
         this.calls = calls;
         this.durationNanos = durationMillis * 1_000_000L;
@@ -68,6 +74,14 @@ final class RpcDemo {
         this.concurrency = concurrency;
         this.progress = progress;
     }
+
+    /**
+     * Empty polls a thread of the threaded run spins before it yields its core. Two spinning threads
+     * fill this machine's two cores; when a third (the JIT compiler while the run warms up) wants one,
+     * a spinner that yields lets it run now instead of at the next scheduler tick (4 ms), which the
+     * calls in flight would all wait for.
+     */
+    static final int IDLE_SPINS = Integer.getInteger("regmem.demo.idleSpins", 256);
 
     private static final ValueLayout.OfLong WORD = ValueLayout.JAVA_LONG_UNALIGNED;
 
@@ -154,37 +168,17 @@ final class RpcDemo {
         if (threads) {
             pollers.add(startPoller(transports[1], "rpc-server", stop, failure));
         }
-        long start = System.nanoTime();
-        long lastPrint = start;
-        int xid = 0;
         boolean ok = true;
+        long start = 0;
+        long measuredFrom = 0;
         try {
-            while (durationNanos > 0 ? System.nanoTime() - start < durationNanos || xid > client.done() : client.done() < calls) {
-                boolean more = durationNanos > 0 ? System.nanoTime() - start < durationNanos : xid < calls;
-                while (more && xid - client.done() < Math.min(concurrency, client.credits() + concurrency)
-                        && client.start(xid, payloads[xid % payloads.length], concurrency)) {
-                    xid++;
-                    more = durationNanos > 0 ? System.nanoTime() - start < durationNanos : xid < calls;
-                }
-                if (!threads) {
-                    transports[1].poll();
-                }
-                transports[0].poll();
-                if (failure.get() != null) {
-                    throw new IllegalStateException("a poller failed", failure.get());
-                }
-                if (!transports[0].isConnected() || !transports[1].isConnected()) {
-                    out.println("regmem demo: the connection failed");
-                    ok = false;
-                    break;
-                }
-                long now = System.nanoTime();
-                if (progress && now - lastPrint > 1_000_000_000L) {
-                    lastPrint = now;
-                    out.printf(Locale.ROOT, "\r  %,d calls, %,.0f calls/s   ", client.done(), client.done() / ((now - start) / 1e9));
-                    out.flush();
-                }
+            if (warmupNanos > 0) { // the same calls, not counted: the JIT compiles the paths first
+                drive(client, transports, failure, 0, warmupNanos, false);
+                measuredFrom = client.done();
+                client.resetMeasurements();
             }
+            start = System.nanoTime();
+            ok = drive(client, transports, failure, calls, durationNanos, progress);
         } catch (RuntimeException e) {
             out.println("regmem demo: " + e);
             ok = false;
@@ -221,12 +215,16 @@ final class RpcDemo {
         String devC = pair.devA.resources().report();
         String devS = pair.devB.resources().report();
 
-        long done = client.done();
+        long done = client.done() - measuredFrom;
         Histogram latency = client.latency();
         out.printf(Locale.ROOT, "%nRPC over RDMA (soft provider): %,d calls in %.2f s, %,.0f calls/s, %,.1f MiB/s of arguments and results; "
                 + "payloads %s B, %d concurrent, %s%n", done, elapsed / 1e9, done / (elapsed / 1e9),
                 client.bytes() / (elapsed / 1e9) / (1 << 20), java.util.Arrays.toString(payloads), concurrency,
                 threads ? "client and server on a thread each" : "one thread");
+        if (warmupNanos > 0) {
+            out.printf(Locale.ROOT, "Measured after a warm-up of %.1f s: %,d calls before it, checked the same way, not counted%n",
+                    warmupNanos / 1e9, measuredFrom);
+        }
         out.printf(Locale.ROOT, "Call latency (us)   p50 %d   p90 %d   p99 %d   p99.9 %d   max %d%n",
                 latency.getValueAtPercentile(50), latency.getValueAtPercentile(90), latency.getValueAtPercentile(99),
                 latency.getValueAtPercentile(99.9), latency.getMaxValue());
@@ -242,6 +240,53 @@ final class RpcDemo {
                 && (durationNanos > 0 || done == calls);
     }
 
+    /** The next call's number; calls of the warm-up and the measured run are numbered on. */
+    private int xid;
+    private int idle;
+
+    /**
+     * Sends calls and polls until {@code calls} more calls completed, or for {@code nanos} (then
+     * waits for the calls in flight). False if the connection failed.
+     */
+    private boolean drive(RpcDemoClient client, RpcTransport[] transports, java.util.concurrent.atomic.AtomicReference<Throwable> failure,
+                          long calls, long nanos, boolean progress) {
+        long start = System.nanoTime();
+        long lastPrint = start;
+        long base = client.done();
+        long last = xid + calls;
+        while (nanos > 0 ? System.nanoTime() - start < nanos || xid > client.done() : client.done() - base < calls) {
+            boolean more = nanos > 0 ? System.nanoTime() - start < nanos : xid < last;
+            while (more && xid - client.done() < Math.min(concurrency, client.credits() + concurrency)
+                    && client.start(xid, payloads[xid % payloads.length], concurrency)) {
+                xid++;
+                more = nanos > 0 ? System.nanoTime() - start < nanos : xid < last;
+            }
+            if (!threads) {
+                transports[1].poll();
+                transports[0].poll();
+            } else if (transports[0].poll() > 0) {
+                idle = 0;
+            } else if (++idle > IDLE_SPINS) { // waiting for the server: if a thread waits for a core, let it run
+                Thread.yield();
+            }
+            if (failure.get() != null) {
+                throw new IllegalStateException("a poller failed", failure.get());
+            }
+            if (!transports[0].isConnected() || !transports[1].isConnected()) {
+                out.println("regmem demo: the connection failed");
+                return false;
+            }
+            long now = System.nanoTime();
+            if (progress && now - lastPrint > 1_000_000_000L) {
+                lastPrint = now;
+                long n = client.done() - base;
+                out.printf(Locale.ROOT, "\r  %,d calls, %,.0f calls/s   ", n, n / ((now - start) / 1e9));
+                out.flush();
+            }
+        }
+        return true;
+    }
+
     /** A thread that polls {@code t} until told to stop or the connection fails; a failure is recorded for the sender. */
     private static Thread startPoller(RpcTransport t, String name, java.util.concurrent.atomic.AtomicBoolean stop,
                                       java.util.concurrent.atomic.AtomicReference<Throwable> failure) {
@@ -251,7 +296,7 @@ final class RpcDemo {
                 while (!stop.get() && t.isConnected()) {
                     if (t.poll() > 0) {
                         idle = 0;
-                    } else if (++idle > 4096) { // idle a while: let another thread have the core if one waits
+                    } else if (++idle > IDLE_SPINS) { // idle a while: let another thread have the core if one waits
                         Thread.yield(); // (a park would sleep 50-250 us on this kernel: every call waiting then pays it)
                     } else {
                         Thread.onSpinWait();

@@ -225,6 +225,12 @@ final class RpcDemoClient implements RpcTransport.Handler {
         buf.put(req);
     }
 
+    /** Starts the measured run: latencies and bytes so far are forgotten (errors and calls done are kept). */
+    void resetMeasurements() {
+        latency.reset();
+        bytes.set(0);
+    }
+
     /** The client's end of the connection. */
     RpcTransport transport() {
         return transport;

@@ -20,7 +20,7 @@ class DemoCommandTest {
         try {
             System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
             status = RegmemCommand.commandLine().execute("demo", "--requests", "3000", "--safety", "PARANOID",
-                    "--rdma-requests", "500", "--rpc-calls", "3000", "--quiet-progress");
+                    "--rdma-requests", "500", "--rpc-calls", "3000", "--rpc-warmup", "0", "--quiet-progress");
         } finally {
             System.setOut(original);
         }
@@ -45,13 +45,14 @@ class DemoCommandTest {
         try {
             System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
             status = RegmemCommand.commandLine().execute("demo", "--requests", "100", "--rdma-requests", "0",
-                    "--rpc-calls", "3000", "--rpc-threads", "--quiet-progress");
+                    "--rpc-calls", "3000", "--rpc-warmup", "1", "--rpc-threads", "--quiet-progress");
         } finally {
             System.setOut(original);
         }
         String out = captured.toString(StandardCharsets.UTF_8);
         assertThat(status).as(out).isZero();
-        assertThat(out).contains("3,000 calls", "client and server on a thread each", "Replies checked byte by byte: 0 wrong",
+        assertThat(out).contains("3,000 calls", "client and server on a thread each",
+                "Measured after a warm-up of 1.0 s: ", "Replies checked byte by byte: 0 wrong",
                 "Requests free after the run: client 16/16, server 16/16", "Devices: no live objects; no live objects");
         assertThat(BufferPool.openPools()).isEmpty();
     }
@@ -83,6 +84,7 @@ class DemoCommandTest {
         "demo --requests -1                 | --requests -1 | 1 to",
         "demo --rpc-duration 0              | --rpc-duration 0 | 1 to 86400",
         "demo --rpc-calls -5                | --rpc-calls -5 | 0 to",
+        "demo --rpc-warmup 601              | --rpc-warmup 601 | 0 to 600",
         "demo --rpc-payloads 2000000000     | --rpc-payloads 2000000000 | 1 to 2097152",
         "demo --rpc-payloads 64,0           | --rpc-payloads 0 | 1 to 2097152",
         "demo --rdma-size 0                 | --rdma-size 0 | 8 to",

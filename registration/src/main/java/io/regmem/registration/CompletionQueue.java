@@ -36,7 +36,9 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
 
     private final int depth;
     /** Preallocated entries; head counts polls (poll lock), tail pushes (producer side). */
+    /** A power of two at least {@code depth} long, so that a position is found with a mask, not a division. */
     private final WorkCompletion[] ring;
+    private final int mask;
     /** Orders pollers, and the slot accounting of the queues completing here, once the CQ is shared. */
     private final ReentrantLock pollLock = new ReentrantLock();
     /** Orders adders once more than one QP uses the CQ. */
@@ -56,8 +58,9 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     CompletionQueue(RdmaDevice device, int depth) {
         super(device, "CompletionQueue", null);
         this.depth = depth;
-        this.ring = new WorkCompletion[depth];
-        for (int i = 0; i < depth; i++) {
+        this.ring = new WorkCompletion[Integer.highestOneBit(Math.max(1, depth - 1)) << 1];
+        this.mask = ring.length - 1;
+        for (int i = 0; i < ring.length; i++) {
             ring[i] = new WorkCompletion();
         }
     }
@@ -149,7 +152,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         long t = tail;
         while (n < out.length && h != t) {
             WorkCompletion wc = out[n++];
-            copy(ring[(int) (h % depth)], wc);
+            copy(ring[(int) h & mask], wc);
             h++;
             // Polling frees the request's queue slot (and those of the unsignaled ones before it).
             wc.qp.retire(wc.fromRecvQueue, wc.queueSeq);
@@ -229,7 +232,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
             overrun = true;
             return false;
         }
-        WorkCompletion wc = ring[(int) (t % depth)];
+        WorkCompletion wc = ring[(int) t & mask];
         wc.qp = qp;
         wc.fromRecvQueue = recv;
         wc.queueSeq = seq;

@@ -40,7 +40,10 @@ final class WorkQueue {
         }
     }
 
+    /** A power of two at least {@code depth} long, so that a slot is found with a mask, not a division. */
     private final Wqe[] ring;
+    private final int mask;
+    private final int depth;
     // Volatile, so reads are plain loads with acquire semantics; written with release stores
     // (no full fence on the hot path) by the one thread that holds the lock guarding each.
     private volatile long head;
@@ -50,8 +53,10 @@ final class WorkQueue {
     private long lastCompletion = -1; // read only after an acquire load of head, which orders it
 
     WorkQueue(int depth, int maxSge) {
-        ring = new Wqe[depth];
-        for (int i = 0; i < depth; i++) {
+        this.depth = depth;
+        ring = new Wqe[Integer.highestOneBit(Math.max(1, depth - 1)) << 1];
+        mask = ring.length - 1;
+        for (int i = 0; i < ring.length; i++) {
             ring[i] = new Wqe(maxSge);
         }
     }
@@ -63,7 +68,7 @@ final class WorkQueue {
 
     /** Slots free for posting. */
     int room() {
-        return ring.length - size();
+        return depth - size();
     }
 
     /** The sequence number the next push gets. */
@@ -84,7 +89,7 @@ final class WorkQueue {
     /** The slot the next push fills; {@link #commitPush(int)} makes it visible. */
     Wqe pushSlot(int ahead) {
         long seq = tail + ahead;
-        Wqe w = ring[(int) (seq % ring.length)];
+        Wqe w = ring[(int) seq & mask];
         w.seq = seq;
         return w;
     }
@@ -96,7 +101,7 @@ final class WorkQueue {
     /** The oldest request not yet executed, or null. */
     Wqe peek() {
         long h = head;
-        return h == tail ? null : ring[(int) (h % ring.length)];
+        return h == tail ? null : ring[(int) h & mask];
     }
 
     /** The sequence number of the request {@link #peek()} returns: what its completion retires. */
