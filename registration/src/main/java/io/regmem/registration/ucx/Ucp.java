@@ -1,0 +1,475 @@
+package io.regmem.registration.ucx;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SymbolLookup;
+import java.lang.invoke.MethodHandle;
+
+/**
+ * The {@code libucp} functions regmem calls, bound through the FFM linker, and the UCX constants and
+ * struct offsets they need (checked against the installed headers by a test that compiles them).
+ *
+ * <p>Loading sets {@code UCX_ERROR_SIGNALS} to empty first (through libc's {@code setenv}): UCX would
+ * otherwise install its own handlers for SIGSEGV and friends, which the JVM uses itself. Structs are
+ * passed zeroed with only the {@code field_mask} bits regmem fills, so a later UCX whose structs grew
+ * reads its defaults for the rest.
+ *
+ * <p>Every method is a thin downcall; none of them checks its arguments (the callers in this package
+ * pass only handles they own). A {@code ucs_status_ptr_t} is decoded with {@link #isError(MemorySegment)}.
+ */
+final class Ucp {
+    /** The oldest UCX regmem runs on: the API these layouts and calls were written against. */
+    static final int MIN_MAJOR = 1;
+    static final int MIN_MINOR = 13;
+
+    // ucs_status_t
+    static final int UCS_OK = 0;
+    static final int UCS_INPROGRESS = 1;
+    static final int UCS_ERR_INVALID_PARAM = -5;
+    static final int UCS_ERR_UNREACHABLE = -6;
+    static final int UCS_ERR_CANCELED = -16;
+    static final int UCS_ERR_UNSUPPORTED = -22;
+    static final int UCS_ERR_CONNECTION_RESET = -25;
+    static final int UCS_ERR_ENDPOINT_TIMEOUT = -80;
+    /** Pointer statuses whose unsigned value is at least this are errors. */
+    static final long UCS_ERR_LAST = -100;
+
+    // ucp_params_t
+    static final long PARAMS_SIZE = 80;
+    static final long PARAMS_FIELD_MASK = 0;
+    static final long PARAMS_FEATURES = 8;
+    static final long PARAMS_NAME = 72;
+    static final long PARAM_FIELD_FEATURES = 1;
+    static final long PARAM_FIELD_NAME = 256;
+    static final long FEATURE_RMA = 2;
+    static final long FEATURE_AM = 64;
+
+    // ucp_worker_params_t
+    static final long WORKER_PARAMS_SIZE = 200;
+    static final long WORKER_PARAMS_FIELD_MASK = 0;
+    static final long WORKER_PARAMS_THREAD_MODE = 8;
+    static final long WORKER_PARAM_FIELD_THREAD_MODE = 1;
+    static final int THREAD_MODE_SINGLE = 0;
+    static final int THREAD_MODE_SERIALIZED = 1;
+    static final int THREAD_MODE_MULTI = 2;
+
+    // ucp_mem_map_params_t
+    static final long MEM_MAP_PARAMS_SIZE = 40;
+    static final long MEM_MAP_FIELD_MASK = 0;
+    static final long MEM_MAP_ADDRESS = 8;
+    static final long MEM_MAP_LENGTH = 16;
+    static final long MEM_MAP_FLAGS = 24;
+    static final long MEM_MAP_PARAM_FIELD_ADDRESS = 1;
+    static final long MEM_MAP_PARAM_FIELD_LENGTH = 2;
+    static final long MEM_MAP_PARAM_FIELD_FLAGS = 4;
+    static final int MEM_MAP_ALLOCATE = 2;
+
+    // ucp_mem_attr_t
+    static final long MEM_ATTR_SIZE = 32;
+    static final long MEM_ATTR_FIELD_MASK = 0;
+    static final long MEM_ATTR_ADDRESS = 8;
+    static final long MEM_ATTR_LENGTH = 16;
+    static final long MEM_ATTR_FIELD_ADDRESS = 1;
+    static final long MEM_ATTR_FIELD_LENGTH = 2;
+
+    // ucp_ep_params_t
+    static final long EP_PARAMS_SIZE = 104;
+    static final long EP_PARAMS_FIELD_MASK = 0;
+    static final long EP_PARAMS_ADDRESS = 8;
+    static final long EP_PARAMS_ERR_MODE = 16;
+    static final long EP_PARAMS_ERR_HANDLER = 24;
+    static final long EP_PARAMS_USER_DATA = 40;
+    static final long EP_PARAM_FIELD_REMOTE_ADDRESS = 1;
+    static final long EP_PARAM_FIELD_ERR_HANDLING_MODE = 2;
+    static final long EP_PARAM_FIELD_ERR_HANDLER = 4;
+    static final long EP_PARAM_FIELD_USER_DATA = 8;
+    static final int ERR_HANDLING_MODE_NONE = 0;
+    static final int ERR_HANDLING_MODE_PEER = 1;
+    static final int EP_CLOSE_FLAG_FORCE = 1;
+
+    // ucp_request_param_t
+    static final long REQUEST_PARAM_SIZE = 72;
+    static final long REQUEST_PARAM_OP_ATTR_MASK = 0;
+    static final long REQUEST_PARAM_FLAGS = 4;
+    static final long REQUEST_PARAM_CB = 16;
+    static final long REQUEST_PARAM_USER_DATA = 32;
+    static final long REQUEST_PARAM_MEMH = 64;
+    static final int OP_ATTR_FIELD_CALLBACK = 2;
+    static final int OP_ATTR_FIELD_USER_DATA = 4;
+    static final int OP_ATTR_FIELD_FLAGS = 16;
+    static final int OP_ATTR_FIELD_MEMH = 256;
+
+    private final MethodHandle configRead;
+    private final MethodHandle configRelease;
+    private final MethodHandle initVersion;
+    private final MethodHandle cleanup;
+    private final MethodHandle workerCreate;
+    private final MethodHandle workerDestroy;
+    private final MethodHandle workerProgress;
+    private final MethodHandle workerGetAddress;
+    private final MethodHandle workerReleaseAddress;
+    private final MethodHandle memMap;
+    private final MethodHandle memUnmap;
+    private final MethodHandle memQuery;
+    private final MethodHandle rkeyPack;
+    private final MethodHandle rkeyBufferRelease;
+    private final MethodHandle epCreate;
+    private final MethodHandle epCloseNbx;
+    private final MethodHandle epRkeyUnpack;
+    private final MethodHandle rkeyDestroy;
+    private final MethodHandle putNbx;
+    private final MethodHandle getNbx;
+    private final MethodHandle epFlushNbx;
+    private final MethodHandle requestCheckStatus;
+    private final MethodHandle requestFree;
+    private final MethodHandle requestCancel;
+    private final MethodHandle statusString;
+    /** The version of the library that was loaded: major, minor, release. */
+    final int major;
+    final int minor;
+    final int release;
+
+    private static volatile Ucp loaded;
+    /** Why loading failed (the message without its errno prefix), or null. */
+    private static volatile String failure;
+
+    /**
+     * The library, loaded once per JVM.
+     *
+     * @throws RdmaException {@link Errno#ENODEV} if {@code libucp.so.0} is missing or older than 1.13
+     */
+    static Ucp get() {
+        Ucp u = loaded;
+        if (u != null) {
+            return u;
+        }
+        synchronized (Ucp.class) {
+            if (loaded == null && failure == null) {
+                try {
+                    loaded = new Ucp();
+                } catch (RdmaException e) {
+                    failure = e.getMessage().substring(e.errno().name().length() + 2);
+                }
+            }
+            if (failure != null) {
+                throw new RdmaException(Errno.ENODEV, failure);
+            }
+            return loaded;
+        }
+    }
+
+    private Ucp() {
+        Linker linker = Linker.nativeLinker();
+        setenv(linker, "UCX_ERROR_SIGNALS", "");
+        SymbolLookup ucp;
+        SymbolLookup ucs;
+        try {
+            ucp = SymbolLookup.libraryLookup("libucp.so.0", Arena.global());
+            ucs = SymbolLookup.libraryLookup("libucs.so.0", Arena.global());
+        } catch (IllegalArgumentException e) {
+            throw new RdmaException(Errno.ENODEV, "ucx: libucp.so.0 not found (" + e.getMessage() + "): install UCX "
+                    + "1.13 or later (Debian/Ubuntu: apt-get install libucx0)");
+        }
+        MethodHandle version = bind(linker, ucp, "ucp_get_version", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, ADDRESS));
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment v = a.allocate(JAVA_INT, 3);
+            version.invokeExact(v, v.asSlice(4), v.asSlice(8));
+            major = v.getAtIndex(JAVA_INT, 0);
+            minor = v.getAtIndex(JAVA_INT, 1);
+            release = v.getAtIndex(JAVA_INT, 2);
+        } catch (Throwable t) {
+            throw new RdmaException(Errno.ENODEV, "ucx: ucp_get_version failed: " + t);
+        }
+        if (major < MIN_MAJOR || (major == MIN_MAJOR && minor < MIN_MINOR)) {
+            throw new RdmaException(Errno.ENODEV, "ucx: UCX " + major + "." + minor + "." + release + " is too old: regmem needs "
+                    + MIN_MAJOR + "." + MIN_MINOR + " or later");
+        }
+        configRead = bind(linker, ucp, "ucp_config_read", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
+        configRelease = bind(linker, ucp, "ucp_config_release", FunctionDescriptor.ofVoid(ADDRESS));
+        initVersion = bind(linker, ucp, "ucp_init_version",
+                FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
+        cleanup = bind(linker, ucp, "ucp_cleanup", FunctionDescriptor.ofVoid(ADDRESS));
+        workerCreate = bind(linker, ucp, "ucp_worker_create", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
+        workerDestroy = bind(linker, ucp, "ucp_worker_destroy", FunctionDescriptor.ofVoid(ADDRESS));
+        workerProgress = bind(linker, ucp, "ucp_worker_progress", FunctionDescriptor.of(JAVA_INT, ADDRESS));
+        workerGetAddress = bind(linker, ucp, "ucp_worker_get_address", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
+        workerReleaseAddress = bind(linker, ucp, "ucp_worker_release_address", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS));
+        memMap = bind(linker, ucp, "ucp_mem_map", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
+        memUnmap = bind(linker, ucp, "ucp_mem_unmap", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
+        memQuery = bind(linker, ucp, "ucp_mem_query", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
+        rkeyPack = bind(linker, ucp, "ucp_rkey_pack", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS, ADDRESS));
+        rkeyBufferRelease = bind(linker, ucp, "ucp_rkey_buffer_release", FunctionDescriptor.ofVoid(ADDRESS));
+        epCreate = bind(linker, ucp, "ucp_ep_create", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
+        epCloseNbx = bind(linker, ucp, "ucp_ep_close_nbx", FunctionDescriptor.of(ADDRESS, ADDRESS, ADDRESS));
+        epRkeyUnpack = bind(linker, ucp, "ucp_ep_rkey_unpack", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
+        rkeyDestroy = bind(linker, ucp, "ucp_rkey_destroy", FunctionDescriptor.ofVoid(ADDRESS));
+        putNbx = bind(linker, ucp, "ucp_put_nbx",
+                FunctionDescriptor.of(ADDRESS, ADDRESS, ADDRESS, JAVA_LONG, JAVA_LONG, ADDRESS, ADDRESS));
+        getNbx = bind(linker, ucp, "ucp_get_nbx",
+                FunctionDescriptor.of(ADDRESS, ADDRESS, ADDRESS, JAVA_LONG, JAVA_LONG, ADDRESS, ADDRESS));
+        epFlushNbx = bind(linker, ucp, "ucp_ep_flush_nbx", FunctionDescriptor.of(ADDRESS, ADDRESS, ADDRESS));
+        requestCheckStatus = bind(linker, ucp, "ucp_request_check_status", FunctionDescriptor.of(JAVA_INT, ADDRESS));
+        requestFree = bind(linker, ucp, "ucp_request_free", FunctionDescriptor.ofVoid(ADDRESS));
+        requestCancel = bind(linker, ucp, "ucp_request_cancel", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS));
+        statusString = bind(linker, ucs, "ucs_status_string", FunctionDescriptor.of(ADDRESS, JAVA_INT));
+    }
+
+    private static MethodHandle bind(Linker linker, SymbolLookup lib, String name, FunctionDescriptor fd) {
+        MemorySegment symbol = lib.find(name).orElseThrow(
+                () -> new RdmaException(Errno.ENODEV, "ucx: libucp has no " + name + ": install UCX 1.13 or later"));
+        return linker.downcallHandle(symbol, fd);
+    }
+
+    private static void setenv(Linker linker, String name, String value) {
+        MethodHandle setenv = linker.downcallHandle(linker.defaultLookup().find("setenv").orElseThrow(),
+                FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_INT));
+        try (Arena a = Arena.ofConfined()) {
+            int rc = (int) setenv.invokeExact(a.allocateFrom(name), a.allocateFrom(value), 1);
+            if (rc != 0) {
+                throw new RdmaException(Errno.ENODEV, "ucx: setenv(" + name + ") failed");
+            }
+        } catch (RdmaException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+    }
+
+    /** True if a {@code ucs_status_ptr_t} is an error (its unsigned value is at least {@code UCS_ERR_LAST}). */
+    static boolean isError(MemorySegment statusPtr) {
+        return Long.compareUnsigned(statusPtr.address(), UCS_ERR_LAST) >= 0;
+    }
+
+    /** The status of an error pointer ({@link #isError}). */
+    static int status(MemorySegment statusPtr) {
+        return (int) statusPtr.address();
+    }
+
+    /** UCX's description of a status, with its number. */
+    String describe(int status) {
+        try {
+            MemorySegment s = (MemorySegment) statusString.invokeExact(status);
+            return s.reinterpret(256).getString(0) + " (" + status + ")";
+        } catch (Throwable t) {
+            return "status " + status;
+        }
+    }
+
+    /** Throws {@code errno} with UCX's description if {@code status} is not {@code UCS_OK}. */
+    void check(int status, Errno errno, String what) {
+        if (status != UCS_OK) {
+            throw new RdmaException(errno, what + ": " + describe(status));
+        }
+    }
+
+    int configRead(MemorySegment configOut) {
+        try {
+            return (int) configRead.invokeExact(MemorySegment.NULL, MemorySegment.NULL, configOut);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    void configRelease(MemorySegment config) {
+        try {
+            configRelease.invokeExact(config);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    int init(MemorySegment params, MemorySegment config, MemorySegment contextOut) {
+        try {
+            return (int) initVersion.invokeExact(MIN_MAJOR, MIN_MINOR, params, config, contextOut);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    void cleanup(MemorySegment context) {
+        try {
+            cleanup.invokeExact(context);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    int workerCreate(MemorySegment context, MemorySegment params, MemorySegment workerOut) {
+        try {
+            return (int) workerCreate.invokeExact(context, params, workerOut);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    void workerDestroy(MemorySegment worker) {
+        try {
+            workerDestroy.invokeExact(worker);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** Progresses the worker: returns nonzero if it did something. */
+    int workerProgress(MemorySegment worker) {
+        try {
+            return (int) workerProgress.invokeExact(worker);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    int workerGetAddress(MemorySegment worker, MemorySegment addressOut, MemorySegment lengthOut) {
+        try {
+            return (int) workerGetAddress.invokeExact(worker, addressOut, lengthOut);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    void workerReleaseAddress(MemorySegment worker, MemorySegment address) {
+        try {
+            workerReleaseAddress.invokeExact(worker, address);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    int memMap(MemorySegment context, MemorySegment params, MemorySegment memhOut) {
+        try {
+            return (int) memMap.invokeExact(context, params, memhOut);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    int memUnmap(MemorySegment context, MemorySegment memh) {
+        try {
+            return (int) memUnmap.invokeExact(context, memh);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    int memQuery(MemorySegment memh, MemorySegment attr) {
+        try {
+            return (int) memQuery.invokeExact(memh, attr);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    int rkeyPack(MemorySegment context, MemorySegment memh, MemorySegment bufferOut, MemorySegment sizeOut) {
+        try {
+            return (int) rkeyPack.invokeExact(context, memh, bufferOut, sizeOut);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    void rkeyBufferRelease(MemorySegment buffer) {
+        try {
+            rkeyBufferRelease.invokeExact(buffer);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    int epCreate(MemorySegment worker, MemorySegment params, MemorySegment epOut) {
+        try {
+            return (int) epCreate.invokeExact(worker, params, epOut);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    MemorySegment epClose(MemorySegment ep, MemorySegment param) {
+        try {
+            return (MemorySegment) epCloseNbx.invokeExact(ep, param);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    int epRkeyUnpack(MemorySegment ep, MemorySegment packed, MemorySegment rkeyOut) {
+        try {
+            return (int) epRkeyUnpack.invokeExact(ep, packed, rkeyOut);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    void rkeyDestroy(MemorySegment rkey) {
+        try {
+            rkeyDestroy.invokeExact(rkey);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    MemorySegment put(MemorySegment ep, long buffer, long length, long remoteAddress, MemorySegment rkey, MemorySegment param) {
+        try {
+            return (MemorySegment) putNbx.invokeExact(ep, MemorySegment.ofAddress(buffer), length, remoteAddress, rkey, param);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    MemorySegment get(MemorySegment ep, long buffer, long length, long remoteAddress, MemorySegment rkey, MemorySegment param) {
+        try {
+            return (MemorySegment) getNbx.invokeExact(ep, MemorySegment.ofAddress(buffer), length, remoteAddress, rkey, param);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    MemorySegment flush(MemorySegment ep, MemorySegment param) {
+        try {
+            return (MemorySegment) epFlushNbx.invokeExact(ep, param);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    int requestStatus(MemorySegment request) {
+        try {
+            return (int) requestCheckStatus.invokeExact(request);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    void requestFree(MemorySegment request) {
+        try {
+            requestFree.invokeExact(request);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    void requestCancel(MemorySegment worker, MemorySegment request) {
+        try {
+            requestCancel.invokeExact(worker, request);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    private static RuntimeException rethrow(Throwable t) {
+        if (t instanceof RuntimeException r) {
+            throw r;
+        }
+        if (t instanceof Error e) {
+            throw e;
+        }
+        throw new IllegalStateException(t);
+    }
+}

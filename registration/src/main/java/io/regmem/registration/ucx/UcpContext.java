@@ -1,0 +1,111 @@
+package io.regmem.registration.ucx;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * A UCP application context ({@code ucp_context_h}) with remote memory access and active messages,
+ * and what is made from it directly: memory registrations and workers. Closed once, after every
+ * worker and registration made from it is gone.
+ */
+final class UcpContext implements AutoCloseable {
+    final Ucp ucp;
+    final MemorySegment handle;
+    private boolean closed;
+
+    UcpContext(Ucp ucp, String name) {
+        this.ucp = ucp;
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment configOut = a.allocate(ADDRESS);
+            ucp.check(ucp.configRead(configOut), Errno.ENODEV, "ucx: ucp_config_read");
+            MemorySegment config = configOut.get(ADDRESS, 0);
+            MemorySegment params = a.allocate(Ucp.PARAMS_SIZE, 8);
+            params.set(JAVA_LONG, Ucp.PARAMS_FIELD_MASK, Ucp.PARAM_FIELD_FEATURES | Ucp.PARAM_FIELD_NAME);
+            params.set(JAVA_LONG, Ucp.PARAMS_FEATURES, Ucp.FEATURE_RMA | Ucp.FEATURE_AM);
+            params.set(ADDRESS, Ucp.PARAMS_NAME, a.allocateFrom(name));
+            MemorySegment contextOut = a.allocate(ADDRESS);
+            int status = ucp.init(params, config, contextOut);
+            ucp.configRelease(config);
+            ucp.check(status, Errno.ENODEV, "ucx: ucp_init");
+            handle = contextOut.get(ADDRESS, 0);
+        }
+    }
+
+    /**
+     * Registers {@code [address, address + length)} of this process's memory ({@code ucp_mem_map}).
+     *
+     * @throws RdmaException {@link Errno#EFAULT} if UCX refuses the range
+     */
+    MemorySegment map(long address, long length) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment params = a.allocate(Ucp.MEM_MAP_PARAMS_SIZE, 8);
+            params.set(JAVA_LONG, Ucp.MEM_MAP_FIELD_MASK, Ucp.MEM_MAP_PARAM_FIELD_ADDRESS | Ucp.MEM_MAP_PARAM_FIELD_LENGTH);
+            params.set(JAVA_LONG, Ucp.MEM_MAP_ADDRESS, address);
+            params.set(JAVA_LONG, Ucp.MEM_MAP_LENGTH, length);
+            MemorySegment memhOut = a.allocate(ADDRESS);
+            ucp.check(ucp.memMap(handle, params, memhOut), Errno.EFAULT,
+                    "ucx: ucp_mem_map of " + length + " bytes at 0x" + Long.toHexString(address));
+            return memhOut.get(ADDRESS, 0);
+        }
+    }
+
+    /**
+     * Allocates and registers {@code length} bytes that UCX chooses ({@code UCP_MEM_MAP_ALLOCATE}):
+     * returns the handle; {@link #mappedRange} tells where the memory is.
+     */
+    MemorySegment allocate(long length) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment params = a.allocate(Ucp.MEM_MAP_PARAMS_SIZE, 8);
+            params.set(JAVA_LONG, Ucp.MEM_MAP_FIELD_MASK, Ucp.MEM_MAP_PARAM_FIELD_LENGTH | Ucp.MEM_MAP_PARAM_FIELD_FLAGS);
+            params.set(JAVA_LONG, Ucp.MEM_MAP_LENGTH, length);
+            params.set(JAVA_INT, Ucp.MEM_MAP_FLAGS, Ucp.MEM_MAP_ALLOCATE);
+            MemorySegment memhOut = a.allocate(ADDRESS);
+            ucp.check(ucp.memMap(handle, params, memhOut), Errno.ENOMEM, "ucx: ucp_mem_map allocating " + length + " bytes");
+            return memhOut.get(ADDRESS, 0);
+        }
+    }
+
+    /** Where a registration's memory is: its address and length ({@code ucp_mem_query}). */
+    long[] mappedRange(MemorySegment memh) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment attr = a.allocate(Ucp.MEM_ATTR_SIZE, 8);
+            attr.set(JAVA_LONG, Ucp.MEM_ATTR_FIELD_MASK, Ucp.MEM_ATTR_FIELD_ADDRESS | Ucp.MEM_ATTR_FIELD_LENGTH);
+            ucp.check(ucp.memQuery(memh, attr), Errno.EIO, "ucx: ucp_mem_query");
+            return new long[] {attr.get(JAVA_LONG, Ucp.MEM_ATTR_ADDRESS), attr.get(JAVA_LONG, Ucp.MEM_ATTR_LENGTH)};
+        }
+    }
+
+    /** Deregisters (and, for {@link #allocate}d memory, frees) a registration. */
+    void unmap(MemorySegment memh) {
+        ucp.check(ucp.memUnmap(handle, memh), Errno.EIO, "ucx: ucp_mem_unmap");
+    }
+
+    /** The packed remote key of a registration, copied onto the heap (the peer unpacks it per endpoint). */
+    byte[] packRemoteKey(MemorySegment memh) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment bufferOut = a.allocate(ADDRESS);
+            MemorySegment sizeOut = a.allocate(JAVA_LONG);
+            ucp.check(ucp.rkeyPack(handle, memh, bufferOut, sizeOut), Errno.EIO, "ucx: ucp_rkey_pack");
+            MemorySegment buffer = bufferOut.get(ADDRESS, 0);
+            try {
+                return buffer.reinterpret(sizeOut.get(JAVA_LONG, 0)).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+            } finally {
+                ucp.rkeyBufferRelease(buffer);
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        if (!closed) {
+            closed = true;
+            ucp.cleanup(handle);
+        }
+    }
+}

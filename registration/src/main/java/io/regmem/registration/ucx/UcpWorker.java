@@ -1,0 +1,136 @@
+package io.regmem.registration.ucx;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * A UCP worker ({@code ucp_worker_h}): the progress engine endpoints, requests and active messages
+ * belong to. Created in {@code UCS_THREAD_MODE_SERIALIZED}: its callers serialize every call on it
+ * (the owner of this object holds one lock around them).
+ */
+final class UcpWorker implements AutoCloseable {
+    final Ucp ucp;
+    final MemorySegment handle;
+    /** A zeroed {@code ucp_request_param_t} (no callback: requests are polled for their status). */
+    final MemorySegment noParams;
+    private final Arena arena = Arena.ofShared();
+    private boolean closed;
+
+    UcpWorker(UcpContext context) {
+        this.ucp = context.ucp;
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment params = a.allocate(Ucp.WORKER_PARAMS_SIZE, 8);
+            params.set(JAVA_LONG, Ucp.WORKER_PARAMS_FIELD_MASK, Ucp.WORKER_PARAM_FIELD_THREAD_MODE);
+            params.set(JAVA_INT, Ucp.WORKER_PARAMS_THREAD_MODE, Ucp.THREAD_MODE_SERIALIZED);
+            MemorySegment workerOut = a.allocate(ADDRESS);
+            ucp.check(ucp.workerCreate(context.handle, params, workerOut), Errno.ENOMEM, "ucx: ucp_worker_create");
+            handle = workerOut.get(ADDRESS, 0);
+        }
+        noParams = arena.allocate(Ucp.REQUEST_PARAM_SIZE, 8);
+    }
+
+    /** This worker's address, for a peer's endpoint ({@code ucp_worker_get_address}), copied onto the heap. */
+    byte[] address() {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment addressOut = a.allocate(ADDRESS);
+            MemorySegment lengthOut = a.allocate(JAVA_LONG);
+            ucp.check(ucp.workerGetAddress(handle, addressOut, lengthOut), Errno.EIO, "ucx: ucp_worker_get_address");
+            MemorySegment address = addressOut.get(ADDRESS, 0);
+            try {
+                return address.reinterpret(lengthOut.get(JAVA_LONG, 0)).toArray(JAVA_BYTE);
+            } finally {
+                ucp.workerReleaseAddress(handle, address);
+            }
+        }
+    }
+
+    /** Makes progress: true if something happened. */
+    boolean progress() {
+        return ucp.workerProgress(handle) != 0;
+    }
+
+    /**
+     * An endpoint to the worker at {@code peerAddress} ({@code ucp_ep_create}), with peer error
+     * handling: a peer that goes away fails the endpoint's requests instead of hanging them.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} if UCX cannot read the address or reach the peer
+     */
+    MemorySegment connect(byte[] peerAddress) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment address = a.allocate(peerAddress.length, 8);
+            MemorySegment.copy(peerAddress, 0, address, JAVA_BYTE, 0, peerAddress.length);
+            MemorySegment params = a.allocate(Ucp.EP_PARAMS_SIZE, 8);
+            params.set(JAVA_LONG, Ucp.EP_PARAMS_FIELD_MASK, Ucp.EP_PARAM_FIELD_REMOTE_ADDRESS | Ucp.EP_PARAM_FIELD_ERR_HANDLING_MODE);
+            params.set(ADDRESS, Ucp.EP_PARAMS_ADDRESS, address);
+            params.set(JAVA_INT, Ucp.EP_PARAMS_ERR_MODE, Ucp.ERR_HANDLING_MODE_PEER);
+            MemorySegment epOut = a.allocate(ADDRESS);
+            ucp.check(ucp.epCreate(handle, params, epOut), Errno.EINVAL, "ucx: ucp_ep_create");
+            return epOut.get(ADDRESS, 0);
+        }
+    }
+
+    /** Closes an endpoint, forcibly (outstanding requests fail), and progresses until it is closed. */
+    void close(MemorySegment ep) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment param = a.allocate(Ucp.REQUEST_PARAM_SIZE, 8);
+            param.set(JAVA_INT, Ucp.REQUEST_PARAM_OP_ATTR_MASK, Ucp.OP_ATTR_FIELD_FLAGS);
+            param.set(JAVA_INT, Ucp.REQUEST_PARAM_FLAGS, Ucp.EP_CLOSE_FLAG_FORCE);
+            waitFor(ucp.epClose(ep, param));
+        }
+    }
+
+    /** Unpacks a peer's packed remote key for an endpoint ({@code ucp_ep_rkey_unpack}). */
+    MemorySegment unpack(MemorySegment ep, byte[] packed) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment buffer = a.allocate(Math.max(1, packed.length), 8);
+            MemorySegment.copy(packed, 0, buffer, JAVA_BYTE, 0, packed.length);
+            MemorySegment rkeyOut = a.allocate(ADDRESS);
+            ucp.check(ucp.epRkeyUnpack(ep, buffer, rkeyOut), Errno.EINVAL, "ucx: ucp_ep_rkey_unpack");
+            return rkeyOut.get(ADDRESS, 0);
+        }
+    }
+
+    /**
+     * The status of a request a non-blocking call returned: {@code UCS_OK} for one that completed at
+     * once (null), its error for an error pointer, {@code UCS_INPROGRESS} while it runs, else its
+     * final status (and the request is freed).
+     */
+    int poll(MemorySegment request) {
+        if (request.address() == 0) {
+            return Ucp.UCS_OK;
+        }
+        if (Ucp.isError(request)) {
+            return Ucp.status(request);
+        }
+        int status = ucp.requestStatus(request);
+        if (status != Ucp.UCS_INPROGRESS) {
+            ucp.requestFree(request);
+        }
+        return status;
+    }
+
+    /** Progresses until a request is done: its final status. */
+    int waitFor(MemorySegment request) {
+        int status;
+        while ((status = poll(request)) == Ucp.UCS_INPROGRESS) {
+            progress();
+        }
+        return status;
+    }
+
+    @Override
+    public void close() {
+        if (!closed) {
+            closed = true;
+            ucp.workerDestroy(handle);
+            arena.close();
+        }
+    }
+}

@@ -1,0 +1,26 @@
+package io.regmem.registration.ucx;
+
+import io.regmem.core.RdmaException;
+import org.junit.jupiter.api.Assumptions;
+
+/**
+ * Whether this machine has UCX. Tests that need it call {@link #require()}: without UCX they are
+ * skipped on a developer's machine and fail where {@code CI=true} (CI installs {@code libucx0}).
+ */
+final class UcxAvailable {
+    private UcxAvailable() {
+    }
+
+    /** The loaded library; skips the test (or fails it under CI) when UCX is missing. */
+    static Ucp require() {
+        try {
+            return Ucp.get();
+        } catch (RdmaException e) {
+            if ("true".equals(System.getenv("CI"))) {
+                throw new AssertionError("CI=true and UCX is missing: " + e.getMessage(), e);
+            }
+            Assumptions.abort("UCX is not installed: " + e.getMessage());
+            throw e;
+        }
+    }
+}
