@@ -14,8 +14,8 @@ import java.lang.foreign.SymbolLookup;
 import java.lang.invoke.MethodHandle;
 
 /**
- * The {@code libucp} functions regmem calls, bound through the FFM linker, and the UCX constants and
- * struct offsets they need (checked against the installed headers by a test that compiles them).
+ * The {@code libucp} functions regmem calls, bound through the FFM linker (the constants and struct
+ * offsets they need are {@link UcpLayout}'s).
  *
  * <p>Loading sets {@code UCX_ERROR_SIGNALS} to empty first (through libc's {@code setenv}): UCX would
  * otherwise install its own handlers for SIGSEGV and friends, which the JVM uses itself. Structs are
@@ -29,83 +29,6 @@ final class Ucp {
     /** The oldest UCX regmem runs on: the API these layouts and calls were written against. */
     static final int MIN_MAJOR = 1;
     static final int MIN_MINOR = 13;
-
-    // ucs_status_t
-    static final int UCS_OK = 0;
-    static final int UCS_INPROGRESS = 1;
-    static final int UCS_ERR_INVALID_PARAM = -5;
-    static final int UCS_ERR_UNREACHABLE = -6;
-    static final int UCS_ERR_CANCELED = -16;
-    static final int UCS_ERR_UNSUPPORTED = -22;
-    static final int UCS_ERR_CONNECTION_RESET = -25;
-    static final int UCS_ERR_ENDPOINT_TIMEOUT = -80;
-    /** Pointer statuses whose unsigned value is at least this are errors. */
-    static final long UCS_ERR_LAST = -100;
-
-    // ucp_params_t
-    static final long PARAMS_SIZE = 80;
-    static final long PARAMS_FIELD_MASK = 0;
-    static final long PARAMS_FEATURES = 8;
-    static final long PARAMS_NAME = 72;
-    static final long PARAM_FIELD_FEATURES = 1;
-    static final long PARAM_FIELD_NAME = 256;
-    static final long FEATURE_RMA = 2;
-    static final long FEATURE_AM = 64;
-
-    // ucp_worker_params_t
-    static final long WORKER_PARAMS_SIZE = 200;
-    static final long WORKER_PARAMS_FIELD_MASK = 0;
-    static final long WORKER_PARAMS_THREAD_MODE = 8;
-    static final long WORKER_PARAM_FIELD_THREAD_MODE = 1;
-    static final int THREAD_MODE_SINGLE = 0;
-    static final int THREAD_MODE_SERIALIZED = 1;
-    static final int THREAD_MODE_MULTI = 2;
-
-    // ucp_mem_map_params_t
-    static final long MEM_MAP_PARAMS_SIZE = 40;
-    static final long MEM_MAP_FIELD_MASK = 0;
-    static final long MEM_MAP_ADDRESS = 8;
-    static final long MEM_MAP_LENGTH = 16;
-    static final long MEM_MAP_FLAGS = 24;
-    static final long MEM_MAP_PARAM_FIELD_ADDRESS = 1;
-    static final long MEM_MAP_PARAM_FIELD_LENGTH = 2;
-    static final long MEM_MAP_PARAM_FIELD_FLAGS = 4;
-    static final int MEM_MAP_ALLOCATE = 2;
-
-    // ucp_mem_attr_t
-    static final long MEM_ATTR_SIZE = 32;
-    static final long MEM_ATTR_FIELD_MASK = 0;
-    static final long MEM_ATTR_ADDRESS = 8;
-    static final long MEM_ATTR_LENGTH = 16;
-    static final long MEM_ATTR_FIELD_ADDRESS = 1;
-    static final long MEM_ATTR_FIELD_LENGTH = 2;
-
-    // ucp_ep_params_t
-    static final long EP_PARAMS_SIZE = 104;
-    static final long EP_PARAMS_FIELD_MASK = 0;
-    static final long EP_PARAMS_ADDRESS = 8;
-    static final long EP_PARAMS_ERR_MODE = 16;
-    static final long EP_PARAMS_ERR_HANDLER = 24;
-    static final long EP_PARAMS_USER_DATA = 40;
-    static final long EP_PARAM_FIELD_REMOTE_ADDRESS = 1;
-    static final long EP_PARAM_FIELD_ERR_HANDLING_MODE = 2;
-    static final long EP_PARAM_FIELD_ERR_HANDLER = 4;
-    static final long EP_PARAM_FIELD_USER_DATA = 8;
-    static final int ERR_HANDLING_MODE_NONE = 0;
-    static final int ERR_HANDLING_MODE_PEER = 1;
-    static final int EP_CLOSE_FLAG_FORCE = 1;
-
-    // ucp_request_param_t
-    static final long REQUEST_PARAM_SIZE = 72;
-    static final long REQUEST_PARAM_OP_ATTR_MASK = 0;
-    static final long REQUEST_PARAM_FLAGS = 4;
-    static final long REQUEST_PARAM_CB = 16;
-    static final long REQUEST_PARAM_USER_DATA = 32;
-    static final long REQUEST_PARAM_MEMH = 64;
-    static final int OP_ATTR_FIELD_CALLBACK = 2;
-    static final int OP_ATTR_FIELD_USER_DATA = 4;
-    static final int OP_ATTR_FIELD_FLAGS = 16;
-    static final int OP_ATTR_FIELD_MEMH = 256;
 
     private final MethodHandle configRead;
     private final MethodHandle configRelease;
@@ -245,7 +168,7 @@ final class Ucp {
 
     /** True if a {@code ucs_status_ptr_t} is an error (its unsigned value is at least {@code UCS_ERR_LAST}). */
     static boolean isError(MemorySegment statusPtr) {
-        return Long.compareUnsigned(statusPtr.address(), UCS_ERR_LAST) >= 0;
+        return Long.compareUnsigned(statusPtr.address(), UcpLayout.UCS_ERR_LAST) >= 0;
     }
 
     /** The status of an error pointer ({@link #isError}). */
@@ -265,7 +188,7 @@ final class Ucp {
 
     /** Throws {@code errno} with UCX's description if {@code status} is not {@code UCS_OK}. */
     void check(int status, Errno errno, String what) {
-        if (status != UCS_OK) {
+        if (status != UcpLayout.UCS_OK) {
             throw new RdmaException(errno, what + ": " + describe(status));
         }
     }

@@ -25,10 +25,10 @@ final class UcpContext implements AutoCloseable {
             MemorySegment configOut = a.allocate(ADDRESS);
             ucp.check(ucp.configRead(configOut), Errno.ENODEV, "ucx: ucp_config_read");
             MemorySegment config = configOut.get(ADDRESS, 0);
-            MemorySegment params = a.allocate(Ucp.PARAMS_SIZE, 8);
-            params.set(JAVA_LONG, Ucp.PARAMS_FIELD_MASK, Ucp.PARAM_FIELD_FEATURES | Ucp.PARAM_FIELD_NAME);
-            params.set(JAVA_LONG, Ucp.PARAMS_FEATURES, Ucp.FEATURE_RMA | Ucp.FEATURE_AM);
-            params.set(ADDRESS, Ucp.PARAMS_NAME, a.allocateFrom(name));
+            MemorySegment params = a.allocate(UcpLayout.PARAMS_SIZE, 8);
+            params.set(JAVA_LONG, UcpLayout.PARAMS_FIELD_MASK, UcpLayout.PARAM_FIELD_FEATURES | UcpLayout.PARAM_FIELD_NAME);
+            params.set(JAVA_LONG, UcpLayout.PARAMS_FEATURES, UcpLayout.FEATURE_RMA | UcpLayout.FEATURE_AM);
+            params.set(ADDRESS, UcpLayout.PARAMS_NAME, a.allocateFrom(name));
             MemorySegment contextOut = a.allocate(ADDRESS);
             int status = ucp.init(params, config, contextOut);
             ucp.configRelease(config);
@@ -44,10 +44,10 @@ final class UcpContext implements AutoCloseable {
      */
     MemorySegment map(long address, long length) {
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment params = a.allocate(Ucp.MEM_MAP_PARAMS_SIZE, 8);
-            params.set(JAVA_LONG, Ucp.MEM_MAP_FIELD_MASK, Ucp.MEM_MAP_PARAM_FIELD_ADDRESS | Ucp.MEM_MAP_PARAM_FIELD_LENGTH);
-            params.set(JAVA_LONG, Ucp.MEM_MAP_ADDRESS, address);
-            params.set(JAVA_LONG, Ucp.MEM_MAP_LENGTH, length);
+            MemorySegment params = a.allocate(UcpLayout.MEM_MAP_PARAMS_SIZE, 8);
+            params.set(JAVA_LONG, UcpLayout.MEM_MAP_FIELD_MASK, UcpLayout.MEM_MAP_PARAM_FIELD_ADDRESS | UcpLayout.MEM_MAP_PARAM_FIELD_LENGTH);
+            params.set(JAVA_LONG, UcpLayout.MEM_MAP_ADDRESS, address);
+            params.set(JAVA_LONG, UcpLayout.MEM_MAP_LENGTH, length);
             MemorySegment memhOut = a.allocate(ADDRESS);
             ucp.check(ucp.memMap(handle, params, memhOut), Errno.EFAULT,
                     "ucx: ucp_mem_map of " + length + " bytes at 0x" + Long.toHexString(address));
@@ -61,10 +61,10 @@ final class UcpContext implements AutoCloseable {
      */
     MemorySegment allocate(long length) {
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment params = a.allocate(Ucp.MEM_MAP_PARAMS_SIZE, 8);
-            params.set(JAVA_LONG, Ucp.MEM_MAP_FIELD_MASK, Ucp.MEM_MAP_PARAM_FIELD_LENGTH | Ucp.MEM_MAP_PARAM_FIELD_FLAGS);
-            params.set(JAVA_LONG, Ucp.MEM_MAP_LENGTH, length);
-            params.set(JAVA_INT, Ucp.MEM_MAP_FLAGS, Ucp.MEM_MAP_ALLOCATE);
+            MemorySegment params = a.allocate(UcpLayout.MEM_MAP_PARAMS_SIZE, 8);
+            params.set(JAVA_LONG, UcpLayout.MEM_MAP_FIELD_MASK, UcpLayout.MEM_MAP_PARAM_FIELD_LENGTH | UcpLayout.MEM_MAP_PARAM_FIELD_FLAGS);
+            params.set(JAVA_LONG, UcpLayout.MEM_MAP_LENGTH, length);
+            params.set(JAVA_INT, UcpLayout.MEM_MAP_FLAGS, UcpLayout.MEM_MAP_ALLOCATE);
             MemorySegment memhOut = a.allocate(ADDRESS);
             ucp.check(ucp.memMap(handle, params, memhOut), Errno.ENOMEM, "ucx: ucp_mem_map allocating " + length + " bytes");
             return memhOut.get(ADDRESS, 0);
@@ -74,10 +74,10 @@ final class UcpContext implements AutoCloseable {
     /** Where a registration's memory is: its address and length ({@code ucp_mem_query}). */
     long[] mappedRange(MemorySegment memh) {
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment attr = a.allocate(Ucp.MEM_ATTR_SIZE, 8);
-            attr.set(JAVA_LONG, Ucp.MEM_ATTR_FIELD_MASK, Ucp.MEM_ATTR_FIELD_ADDRESS | Ucp.MEM_ATTR_FIELD_LENGTH);
+            MemorySegment attr = a.allocate(UcpLayout.MEM_ATTR_SIZE, 8);
+            attr.set(JAVA_LONG, UcpLayout.MEM_ATTR_FIELD_MASK, UcpLayout.MEM_ATTR_FIELD_ADDRESS | UcpLayout.MEM_ATTR_FIELD_LENGTH);
             ucp.check(ucp.memQuery(memh, attr), Errno.EIO, "ucx: ucp_mem_query");
-            return new long[] {attr.get(JAVA_LONG, Ucp.MEM_ATTR_ADDRESS), attr.get(JAVA_LONG, Ucp.MEM_ATTR_LENGTH)};
+            return new long[] {attr.get(JAVA_LONG, UcpLayout.MEM_ATTR_ADDRESS), attr.get(JAVA_LONG, UcpLayout.MEM_ATTR_LENGTH)};
         }
     }
 

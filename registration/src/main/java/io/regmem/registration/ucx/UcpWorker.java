@@ -26,14 +26,14 @@ final class UcpWorker implements AutoCloseable {
     UcpWorker(UcpContext context) {
         this.ucp = context.ucp;
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment params = a.allocate(Ucp.WORKER_PARAMS_SIZE, 8);
-            params.set(JAVA_LONG, Ucp.WORKER_PARAMS_FIELD_MASK, Ucp.WORKER_PARAM_FIELD_THREAD_MODE);
-            params.set(JAVA_INT, Ucp.WORKER_PARAMS_THREAD_MODE, Ucp.THREAD_MODE_SERIALIZED);
+            MemorySegment params = a.allocate(UcpLayout.WORKER_PARAMS_SIZE, 8);
+            params.set(JAVA_LONG, UcpLayout.WORKER_PARAMS_FIELD_MASK, UcpLayout.WORKER_PARAM_FIELD_THREAD_MODE);
+            params.set(JAVA_INT, UcpLayout.WORKER_PARAMS_THREAD_MODE, UcpLayout.THREAD_MODE_SERIALIZED);
             MemorySegment workerOut = a.allocate(ADDRESS);
             ucp.check(ucp.workerCreate(context.handle, params, workerOut), Errno.ENOMEM, "ucx: ucp_worker_create");
             handle = workerOut.get(ADDRESS, 0);
         }
-        noParams = arena.allocate(Ucp.REQUEST_PARAM_SIZE, 8);
+        noParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
     }
 
     /** This worker's address, for a peer's endpoint ({@code ucp_worker_get_address}), copied onto the heap. */
@@ -66,10 +66,10 @@ final class UcpWorker implements AutoCloseable {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment address = a.allocate(peerAddress.length, 8);
             MemorySegment.copy(peerAddress, 0, address, JAVA_BYTE, 0, peerAddress.length);
-            MemorySegment params = a.allocate(Ucp.EP_PARAMS_SIZE, 8);
-            params.set(JAVA_LONG, Ucp.EP_PARAMS_FIELD_MASK, Ucp.EP_PARAM_FIELD_REMOTE_ADDRESS | Ucp.EP_PARAM_FIELD_ERR_HANDLING_MODE);
-            params.set(ADDRESS, Ucp.EP_PARAMS_ADDRESS, address);
-            params.set(JAVA_INT, Ucp.EP_PARAMS_ERR_MODE, Ucp.ERR_HANDLING_MODE_PEER);
+            MemorySegment params = a.allocate(UcpLayout.EP_PARAMS_SIZE, 8);
+            params.set(JAVA_LONG, UcpLayout.EP_PARAMS_FIELD_MASK, UcpLayout.EP_PARAM_FIELD_REMOTE_ADDRESS | UcpLayout.EP_PARAM_FIELD_ERR_HANDLING_MODE);
+            params.set(ADDRESS, UcpLayout.EP_PARAMS_ADDRESS, address);
+            params.set(JAVA_INT, UcpLayout.EP_PARAMS_ERR_MODE, UcpLayout.ERR_HANDLING_MODE_PEER);
             MemorySegment epOut = a.allocate(ADDRESS);
             ucp.check(ucp.epCreate(handle, params, epOut), Errno.EINVAL, "ucx: ucp_ep_create");
             return epOut.get(ADDRESS, 0);
@@ -79,9 +79,9 @@ final class UcpWorker implements AutoCloseable {
     /** Closes an endpoint, forcibly (outstanding requests fail), and progresses until it is closed. */
     void close(MemorySegment ep) {
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment param = a.allocate(Ucp.REQUEST_PARAM_SIZE, 8);
-            param.set(JAVA_INT, Ucp.REQUEST_PARAM_OP_ATTR_MASK, Ucp.OP_ATTR_FIELD_FLAGS);
-            param.set(JAVA_INT, Ucp.REQUEST_PARAM_FLAGS, Ucp.EP_CLOSE_FLAG_FORCE);
+            MemorySegment param = a.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
+            param.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
+            param.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.EP_CLOSE_FLAG_FORCE);
             waitFor(ucp.epClose(ep, param));
         }
     }
@@ -104,13 +104,13 @@ final class UcpWorker implements AutoCloseable {
      */
     int poll(MemorySegment request) {
         if (request.address() == 0) {
-            return Ucp.UCS_OK;
+            return UcpLayout.UCS_OK;
         }
         if (Ucp.isError(request)) {
             return Ucp.status(request);
         }
         int status = ucp.requestStatus(request);
-        if (status != Ucp.UCS_INPROGRESS) {
+        if (status != UcpLayout.UCS_INPROGRESS) {
             ucp.requestFree(request);
         }
         return status;
@@ -119,7 +119,7 @@ final class UcpWorker implements AutoCloseable {
     /** Progresses until a request is done: its final status. */
     int waitFor(MemorySegment request) {
         int status;
-        while ((status = poll(request)) == Ucp.UCS_INPROGRESS) {
+        while ((status = poll(request)) == UcpLayout.UCS_INPROGRESS) {
             progress();
         }
         return status;

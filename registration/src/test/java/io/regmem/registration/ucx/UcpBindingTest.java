@@ -27,7 +27,7 @@ class UcpBindingTest {
     private static int await(UcpWorker mine, UcpWorker peer, MemorySegment request) {
         int status;
         long deadline = System.nanoTime() + 10_000_000_000L;
-        while ((status = mine.poll(request)) == Ucp.UCS_INPROGRESS) {
+        while ((status = mine.poll(request)) == UcpLayout.UCS_INPROGRESS) {
             mine.progress();
             peer.progress();
             assertThat(System.nanoTime()).as("request done within 10 s").isLessThan(deadline);
@@ -39,7 +39,7 @@ class UcpBindingTest {
     void theLibraryIsAtLeastTheApiItWasWrittenFor() {
         Ucp ucp = UcxAvailable.require();
         assertThat(ucp.major * 1000 + ucp.minor).isGreaterThanOrEqualTo(Ucp.MIN_MAJOR * 1000 + Ucp.MIN_MINOR);
-        assertThat(ucp.describe(Ucp.UCS_ERR_INVALID_PARAM)).contains("Invalid parameter").contains("(-5)");
+        assertThat(ucp.describe(UcpLayout.UCS_ERR_INVALID_PARAM)).contains("Invalid parameter").contains("(-5)");
         assertThat(Ucp.isError(MemorySegment.ofAddress(-5))).isTrue();
         assertThat(Ucp.isError(MemorySegment.ofAddress(-100))).isTrue();
         assertThat(Ucp.isError(MemorySegment.ofAddress(-101))).as("a pointer near the top").isFalse();
@@ -70,12 +70,12 @@ class UcpBindingTest {
             MemorySegment ba = b.connect(a.address());
             MemorySegment rkey = a.unpack(ab, packed);
             try {
-                assertThat(await(a, b, ucp.put(ab, src.address(), size, dst.address(), rkey, a.noParams))).isEqualTo(Ucp.UCS_OK);
-                assertThat(await(a, b, ucp.flush(ab, a.noParams))).as("remote completion").isEqualTo(Ucp.UCS_OK);
+                assertThat(await(a, b, ucp.put(ab, src.address(), size, dst.address(), rkey, a.noParams))).isEqualTo(UcpLayout.UCS_OK);
+                assertThat(await(a, b, ucp.flush(ab, a.noParams))).as("remote completion").isEqualTo(UcpLayout.UCS_OK);
                 assertThat(dst.mismatch(src)).as("first differing byte after the put").isEqualTo(-1);
 
                 assertThat(await(a, b, ucp.get(ab, back.address(), size - 7, dst.address() + 7, rkey, a.noParams)))
-                        .isEqualTo(Ucp.UCS_OK);
+                        .isEqualTo(UcpLayout.UCS_OK);
                 assertThat(back.asSlice(0, size - 7).mismatch(src.asSlice(7))).as("the get at an offset").isEqualTo(-1);
             } finally {
                 ucp.rkeyDestroy(rkey);
@@ -104,8 +104,8 @@ class UcpBindingTest {
             MemorySegment ba = b.connect(a.address());
             MemorySegment rkey = a.unpack(ab, ctxB.packRemoteKey(memh));
             try {
-                assertThat(await(a, b, ucp.put(ab, src.address(), 4096, range[0] + 8192, rkey, a.noParams))).isEqualTo(Ucp.UCS_OK);
-                assertThat(await(a, b, ucp.flush(ab, a.noParams))).isEqualTo(Ucp.UCS_OK);
+                assertThat(await(a, b, ucp.put(ab, src.address(), 4096, range[0] + 8192, rkey, a.noParams))).isEqualTo(UcpLayout.UCS_OK);
+                assertThat(await(a, b, ucp.flush(ab, a.noParams))).isEqualTo(UcpLayout.UCS_OK);
                 assertThat(target.asSlice(8192, 4096).mismatch(src)).isEqualTo(-1);
             } finally {
                 ucp.rkeyDestroy(rkey);
@@ -118,9 +118,9 @@ class UcpBindingTest {
     /** Closes both endpoints, progressing both workers so that each close completes. */
     private static void closeBoth(UcpWorker a, UcpWorker b, MemorySegment ab, MemorySegment ba) {
         try (Arena p = Arena.ofConfined()) {
-            MemorySegment param = p.allocate(Ucp.REQUEST_PARAM_SIZE, 8);
-            param.set(ValueLayout.JAVA_INT, Ucp.REQUEST_PARAM_OP_ATTR_MASK, Ucp.OP_ATTR_FIELD_FLAGS);
-            param.set(ValueLayout.JAVA_INT, Ucp.REQUEST_PARAM_FLAGS, Ucp.EP_CLOSE_FLAG_FORCE);
+            MemorySegment param = p.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
+            param.set(ValueLayout.JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
+            param.set(ValueLayout.JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.EP_CLOSE_FLAG_FORCE);
             MemorySegment ra = a.ucp.epClose(ab, param);
             MemorySegment rb = b.ucp.epClose(ba, param);
             await(a, b, ra);
