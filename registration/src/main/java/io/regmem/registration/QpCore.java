@@ -50,6 +50,16 @@ final class QpCore extends ProviderState implements QpContext {
     }
 
     @Override
+    public PostedWr sendAt(long seq) {
+        return qp.sq.at(seq);
+    }
+
+    @Override
+    public PostedWr recvAt(long seq) {
+        return qp.rq.at(seq);
+    }
+
+    @Override
     public void completeSend(WcStatus status, long bytes) {
         Wqe w = qp.sq.peek();
         boolean ok = status == WcStatus.SUCCESS;

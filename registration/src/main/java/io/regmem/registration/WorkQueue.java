@@ -104,6 +104,20 @@ final class WorkQueue {
         return h == tail ? null : ring[(int) h & mask];
     }
 
+    /**
+     * The request with sequence number {@code seq}: posted (below an acquire load of the tail) and
+     * not yet executed or flushed.
+     */
+    Wqe at(long seq) {
+        long h = head;
+        long t = tail;
+        if (seq < h || seq >= t) {
+            throw new IllegalArgumentException("request " + seq + " is not queued (executed below " + h + ", posted below "
+                    + t + ")");
+        }
+        return ring[(int) seq & mask];
+    }
+
     /** The sequence number of the request {@link #peek()} returns: what its completion retires. */
     long headSeq() {
         return head;

@@ -39,6 +39,20 @@ public interface QpContext {
     PostedWr nextSend();
 
     /**
+     * The posted send request with sequence number {@code seq}, for a provider that starts requests
+     * before the older ones completed (an asynchronous transport starts each one in
+     * {@link ProviderQp#sendPosted}). Valid from the {@code sendPosted} call that announced it until it
+     * is completed; call it with the QP's post lock (inside {@code sendPosted}) or its execution lock
+     * held.
+     *
+     * @throws IllegalArgumentException if {@code seq} is not a posted, uncompleted request
+     */
+    PostedWr sendAt(long seq);
+
+    /** As {@link #sendAt}, for the receive queue (from {@link ProviderQp#recvPosted}). */
+    PostedWr recvAt(long seq);
+
+    /**
      * Completes the request {@link #nextSend()} returned and takes it off the queue (lock held). A
      * completion is made when the request was signaled or failed; a failure moves the QP to the
      * error state. When the send CQ is full the completion is lost and the QP moves to the error

@@ -76,7 +76,7 @@ public final class DelegatingProvider implements RdmaProvider {
 
         @Override
         public ProviderQp createQp(QpContext qp) {
-            return new Qp(counted(inner.createQp(new QpView(qp))));
+            return new Qp(counted(inner.createQp(new QpView(qp))), qp);
         }
 
         @Override
@@ -118,15 +118,51 @@ public final class DelegatingProvider implements RdmaProvider {
         }
     }
 
-    private record Qp(ProviderQp inner) implements ProviderQp {
+    /**
+     * Besides delegating, checks what an asynchronous provider relies on: every request a doorbell
+     * announces is readable by its sequence number ({@code sendAt}/{@code recvAt}) under the post lock,
+     * and a send doorbell's range ends at the queue's tail.
+     */
+    private record Qp(ProviderQp inner, QpContext ctx) implements ProviderQp {
         @Override
         public void sendPosted(long firstSeq, int count) {
+            checkAnnounced(firstSeq, count, true);
             inner.sendPosted(firstSeq, count);
         }
 
         @Override
         public void recvPosted(long firstSeq, int count) {
+            checkAnnounced(firstSeq, count, false);
             inner.recvPosted(firstSeq, count);
+        }
+
+        private void checkAnnounced(long firstSeq, int count, boolean send) {
+            // Soft executes on pollers' threads too: only while no executor runs are the announced
+            // requests certain to be uncompleted (tryLock: the post lock is held, never wait here).
+            if (!ctx.lock().tryLock()) {
+                return;
+            }
+            try {
+                checkUncompleted(firstSeq, count, send);
+            } finally {
+                ctx.lock().unlock();
+            }
+        }
+
+        private void checkUncompleted(long firstSeq, int count, boolean send) {
+            PostedWr oldest = send ? ctx.nextSend() : ctx.nextRecv();
+            if (oldest == null || oldest.seq() > firstSeq) {
+                return; // executed already, by a poll between the append and this doorbell
+            }
+            for (long seq = firstSeq; seq < firstSeq + count; seq++) {
+                PostedWr w = send ? ctx.sendAt(seq) : ctx.recvAt(seq);
+                if (w.seq() != seq) {
+                    throw new AssertionError((send ? "sendAt(" : "recvAt(") + seq + ") returned request " + w.seq());
+                }
+            }
+            if (send && ctx.sendTail() != firstSeq + count) {
+                throw new AssertionError("announced up to " + (firstSeq + count) + ", tail at " + ctx.sendTail());
+            }
         }
 
         @Override
@@ -208,6 +244,7 @@ public final class DelegatingProvider implements RdmaProvider {
         private final QpContext real;
         private final WrView send = new WrView();
         private final WrView recv = new WrView();
+        private final WrView at = new WrView();
 
         QpView(QpContext real) {
             this.real = real;
@@ -246,6 +283,16 @@ public final class DelegatingProvider implements RdmaProvider {
         @Override
         public PostedWr nextSend() {
             return send.over(real.nextSend());
+        }
+
+        @Override
+        public PostedWr sendAt(long seq) {
+            return at.over(real.sendAt(seq));
+        }
+
+        @Override
+        public PostedWr recvAt(long seq) {
+            return at.over(real.recvAt(seq));
         }
 
         @Override
