@@ -76,13 +76,16 @@ final class UcpWorker implements AutoCloseable {
         }
     }
 
-    /** Closes an endpoint, forcibly (outstanding requests fail), and progresses until it is closed. */
-    void close(MemorySegment ep) {
+    /**
+     * Starts closing an endpoint, forcibly (its outstanding requests fail): returns the request to
+     * {@link #poll} (an in-process peer's worker must progress too for it to finish).
+     */
+    MemorySegment startClose(MemorySegment ep) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment param = a.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
             param.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
             param.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.EP_CLOSE_FLAG_FORCE);
-            waitFor(ucp.epClose(ep, param));
+            return ucp.epClose(ep, param);
         }
     }
 
@@ -112,15 +115,6 @@ final class UcpWorker implements AutoCloseable {
         int status = ucp.requestStatus(request);
         if (status != UcpLayout.UCS_INPROGRESS) {
             ucp.requestFree(request);
-        }
-        return status;
-    }
-
-    /** Progresses until a request is done: its final status. */
-    int waitFor(MemorySegment request) {
-        int status;
-        while ((status = poll(request)) == UcpLayout.UCS_INPROGRESS) {
-            progress();
         }
         return status;
     }
