@@ -12,7 +12,9 @@ import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.ProviderMr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
+import io.regmem.registration.GracePeriod;
 import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -25,13 +27,19 @@ import java.util.concurrent.locks.ReentrantLock;
  */
 final class UcxDevice implements ProviderDevice {
     private final DeviceAttributes attributes;
+    final Ucp ucp;
     private final UcpContext context;
-    private final UcpWorker worker;
+    final UcpWorker worker;
     /** Guards every call on the worker. */
     final ReentrantLock workerLock = new ReentrantLock();
+    /** The data path's sections: a QP checks local keys and starts its UCX requests inside one. */
+    final GracePeriod grace = new GracePeriod();
+    /** The live QPs: replaced, never mutated, under {@code this}. */
+    private volatile UcxQp[] qps = new UcxQp[0];
     private boolean closed;
 
     UcxDevice(Ucp ucp, DeviceAttributes attributes, String name) {
+        this.ucp = ucp;
         this.attributes = attributes;
         this.context = new UcpContext(ucp, name);
         UcpWorker w;
@@ -60,41 +68,105 @@ final class UcxDevice implements ProviderDevice {
             throw new RdmaException(Errno.EOPNOTSUPP, mr.region() + ": ucx: fast-registration MRs are not supported "
                     + "(UCX cannot re-map a registration per work request): register the memory once (pd.register) instead");
         }
-        MemorySegment memh = context.map(segment.address(), segment.byteSize());
+        workerLock.lock(); // context calls too: the worker uses the context's registrations
         try {
-            return new UcxMr(this, mr.region(), memh, context.packRemoteKey(memh));
-        } catch (RuntimeException e) {
-            context.unmap(memh);
-            throw e;
+            MemorySegment memh = context.map(segment.address(), segment.byteSize());
+            try {
+                return new UcxMr(this, mr.region(), memh, context.packRemoteKey(memh));
+            } catch (RuntimeException e) {
+                context.unmap(memh);
+                throw e;
+            }
+        } finally {
+            workerLock.unlock();
         }
     }
 
     void unmap(MemorySegment memh) {
-        context.unmap(memh);
+        workerLock.lock();
+        try {
+            context.unmap(memh);
+        } finally {
+            workerLock.unlock();
+        }
     }
 
     @Override
-    public ProviderQp createQp(QpContext qp) {
-        throw notYet("queue pairs");
+    public ProviderQp createQp(QpContext ctx) {
+        UcxQp qp = new UcxQp(this, ctx);
+        synchronized (this) {
+            UcxQp[] next = Arrays.copyOf(qps, qps.length + 1);
+            next[qps.length] = qp;
+            qps = next;
+        }
+        ((UcxCq) ctx.sendCq().attachment()).add(qp);
+        return qp;
+    }
+
+    void removeQp(UcxQp qp) {
+        synchronized (this) {
+            qps = Arrays.stream(qps).filter(q -> q != qp).toArray(UcxQp[]::new);
+        }
+        ((UcxCq) qp.ctx.sendCq().attachment()).remove(qp);
     }
 
     @Override
     public ProviderCq createCq(CqContext cq) {
-        throw notYet("completion queues");
+        return new UcxCq(this, cq);
     }
 
     @Override
     public ProviderCm createCmId(CmContext id) {
-        throw notYet("connection-manager IDs");
+        return new UcxCm(id);
     }
 
-    private static RdmaException notYet(String what) {
-        return new RdmaException(Errno.EOPNOTSUPP, "ucx: " + what + " are not implemented yet (only registration is)");
+    /** Progresses the worker until it has nothing more to do now (at most 64 rounds). */
+    void progress() {
+        workerLock.lock();
+        try {
+            for (int i = 0; i < 64 && worker.progress(); i++) {
+                // keep going while UCX reports work
+            }
+        } finally {
+            workerLock.unlock();
+        }
     }
 
+    /** This device's worker address, for a peer's endpoint. */
+    byte[] workerAddress() {
+        workerLock.lock();
+        try {
+            return worker.address();
+        } finally {
+            workerLock.unlock();
+        }
+    }
+
+    /**
+     * Waits until no access that began before this call is in progress: every data-path section
+     * that may have checked a key before the caller invalidated it has ended (its UCX requests are
+     * started), and every started request of every QP has finished.
+     */
     @Override
     public void quiesce() {
-        // No data path yet: nothing can be touching memory.
+        grace.synchronize();
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        for (UcxQp qp : qps) {
+            while (qp.busy()) {
+                ReentrantLock l = qp.ctx.lock();
+                if (l.tryLock()) {
+                    try {
+                        qp.reap();
+                    } finally {
+                        l.unlock();
+                    }
+                }
+                progress();
+                if (System.nanoTime() > deadline) {
+                    throw new RdmaException(Errno.EIO, qp.ctx.queuePair() + ": ucx requests still running after 10 s");
+                }
+            }
+        }
     }
 
     @Override

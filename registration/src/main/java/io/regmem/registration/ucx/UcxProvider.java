@@ -10,9 +10,11 @@ import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The UCX provider, {@code RdmaDevice.open("ucx", options)}, on the system's {@code libucp} (1.13 or
- * later) through FFM. Work in progress: devices register memory with {@code ucp_mem_map} and export
- * keys; queue pairs, CQs and connections are not implemented yet, so it is not yet listed in
- * {@code META-INF/services} (its tests register it for themselves).
+ * later) through FFM. A device is a UCP context and worker; memory registers with
+ * {@code ucp_mem_map}; RDMA WRITE and READ are {@code ucp_put_nbx}/{@code ucp_get_nbx} on the QP's
+ * endpoint; connections are made between devices of this JVM by {@code host:port}. Work in progress:
+ * SEND/RECV (active messages), connections between processes and the progress thread are missing,
+ * so it is not yet listed in {@code META-INF/services} (its tests register it for themselves).
  */
 public final class UcxProvider implements RdmaProvider {
     private static final AtomicInteger DEVICES = new AtomicInteger();

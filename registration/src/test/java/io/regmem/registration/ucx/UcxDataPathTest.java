@@ -1,0 +1,250 @@
+package io.regmem.registration.ucx;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.Access;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.NoLeaks;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.SplittableRandom;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * RDMA WRITE and READ on the UCX provider through the public verbs API: two devices of this JVM
+ * (a UCP context and worker each) connected by their CM IDs, keys exported by the target and
+ * imported on the initiator's QP. Bytes land exactly; a completion of a WRITE means the bytes are
+ * there; every kind of bad request completes with its error, moves no byte, and flushes what
+ * follows it; nothing is left after teardown.
+ */
+@ExtendWith(NoLeaks.class)
+class UcxDataPathTest {
+    private static final AtomicInteger PORTS = new AtomicInteger(40_000);
+
+    private Arena arena;
+    private RdmaDevice devA;
+    private RdmaDevice devB;
+    private ProtectionDomain pdA;
+    private ProtectionDomain pdB;
+    private CompletionQueue cqA;
+    private CompletionQueue cqB;
+    private CmId listener;
+    private CmId idA;
+    private CmId idB;
+    private QueuePair qpA;
+    private MemorySegment memA;
+    private MemorySegment memB;
+    private MemoryRegion mrA;
+    private MemoryRegion mrB;
+    private final WorkCompletion[] wcs = {new WorkCompletion(), new WorkCompletion(), new WorkCompletion(), new WorkCompletion()};
+
+    @BeforeEach
+    void connect() {
+        UcxAvailable.require();
+        arena = Arena.ofShared();
+        memA = arena.allocate(1 << 20, 4096);
+        memB = arena.allocate(1 << 20, 4096);
+        devA = RdmaDevice.open("ucx");
+        devB = RdmaDevice.open("ucx");
+        pdA = devA.allocPd();
+        pdB = devB.allocPd();
+        cqA = devA.createCq(256);
+        cqB = devB.createCq(256);
+        String address = "127.0.0.1:" + PORTS.incrementAndGet();
+        listener = devB.createCmId();
+        listener.listen(address);
+        idA = devA.createCmId();
+        qpA = idA.createQp(pdA, new QpInitAttributes().maxSendWr(64).maxRecvWr(16).maxSendSge(4).signalAll(false)
+                .sendCq(cqA).recvCq(cqA));
+        idA.connect(address);
+        idB = listener.getRequest();
+        assertThat(idB).isNotNull();
+        idB.createQp(pdB, new QpInitAttributes().maxSendWr(64).maxRecvWr(16).sendCq(cqB).recvCq(cqB));
+        idB.accept();
+        assertThat(qpA.state()).isEqualTo(QueuePair.State.RTS);
+        assertThat(idB.qp().state()).isEqualTo(QueuePair.State.RTS);
+        mrA = pdA.register(memA, Access.LOCAL_WRITE);
+        mrB = pdB.register(memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+    }
+
+    @AfterEach
+    void tearDown() {
+        if (devA == null) {
+            return;
+        }
+        idA.disconnect();
+        idA.destroyQp();
+        idB.destroyQp();
+        idA.close();
+        idB.close();
+        listener.close();
+        for (RdmaDevice d : new RdmaDevice[] {devA, devB}) {
+            for (MemoryRegion mr : d.resources().survivors(MemoryRegion.class)) {
+                mr.close();
+            }
+        }
+        cqA.close();
+        cqB.close();
+        pdA.close();
+        pdB.close();
+        assertThat(devA.resources().survivors()).as(devA.resources().report()).isEmpty();
+        assertThat(devB.resources().survivors()).as(devB.resources().report()).isEmpty();
+        devA.close();
+        devB.close();
+        arena.close();
+    }
+
+    /** Polls A's CQ (progressing B's worker too, as a target without RDMA hardware needs) until {@code n} completions arrived. */
+    private int await(int n) {
+        int got = 0;
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        WorkCompletion[] none = new WorkCompletion[4];
+        for (int i = 0; i < none.length; i++) {
+            none[i] = new WorkCompletion();
+        }
+        while (got < n) {
+            assertThat(cqB.poll(none)).as("completions at B, which posted nothing").isZero();
+            got += cqA.poll(new WorkCompletion[] {wcs[got]});
+            assertThat(System.nanoTime()).as("%d completions within 10 s (got %d)", n, got).isLessThan(deadline);
+        }
+        return got;
+    }
+
+    private static void fill(MemorySegment s, long seed) {
+        SplittableRandom r = new SplittableRandom(seed);
+        for (long i = 0; i < s.byteSize(); i += 8) {
+            s.set(ValueLayout.JAVA_LONG, i, r.nextLong());
+        }
+    }
+
+    @Test
+    void aWriteLandsByteExactWhenItCompletesAndAReadBringsItBack() {
+        fill(memA, 1);
+        int key = qpA.importRemoteKey(mrB.exportRemoteKey());
+        // three local pieces gathered into one remote range at an offset
+        WorkRequest w = new WorkRequest(4).wrId(7).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(memA.address(), 4096, mrA.lkey()).addSge(memA.address() + 8192, 100_000, mrA.lkey())
+                .addSge(memA.address() + 200_000, 13, mrA.lkey()).remote(memB.address() + 4096, key);
+        qpA.postSend(w);
+        await(1);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(wcs[0].wrId()).isEqualTo(7);
+        assertThat(wcs[0].byteLen()).isEqualTo(4096 + 100_000 + 13);
+        assertThat(memB.asSlice(4096, 4096).mismatch(memA.asSlice(0, 4096))).isEqualTo(-1);
+        assertThat(memB.asSlice(8192, 100_000).mismatch(memA.asSlice(8192, 100_000))).isEqualTo(-1);
+        assertThat(memB.asSlice(108_192, 13).mismatch(memA.asSlice(200_000, 13))).isEqualTo(-1);
+        assertThat(memB.get(ValueLayout.JAVA_LONG, 0)).as("bytes before the range untouched").isZero();
+
+        MemorySegment back = memA.asSlice(512 * 1024, 104_109);
+        WorkRequest r = new WorkRequest(1).wrId(8).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(back.address(), back.byteSize(), mrA.lkey()).remote(memB.address() + 4096, key);
+        qpA.postSend(r);
+        await(1);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(wcs[0].opcode()).isEqualTo(Opcode.RDMA_READ);
+        assertThat(back.mismatch(memB.asSlice(4096, back.byteSize()))).isEqualTo(-1);
+    }
+
+    @Test
+    void manyWritesCompleteInOrder() {
+        fill(memA, 2);
+        int key = qpA.importRemoteKey(mrB.exportRemoteKey());
+        WorkRequest w = new WorkRequest(1);
+        for (int i = 0; i < 32; i++) {
+            w.reset().wrId(i).opcode(Opcode.RDMA_WRITE).signaled(i % 2 == 1).addSge(memA.address() + i * 4096L, 4096, mrA.lkey())
+                    .remote(memB.address() + i * 4096L, key);
+            qpA.postSend(w);
+        }
+        for (int i = 0; i < 16; i++) {
+            await(1);
+            assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+            assertThat(wcs[0].wrId()).as("the %dth signaled WRITE", i).isEqualTo(2L * i + 1);
+        }
+        assertThat(memB.asSlice(0, 32 * 4096).mismatch(memA.asSlice(0, 32 * 4096))).isEqualTo(-1);
+    }
+
+    @Test
+    void aWritePastTheRegionFailsMovesNoByteAndFlushesWhatFollows() {
+        fill(memA, 3);
+        int key = qpA.importRemoteKey(mrB.exportRemoteKey());
+        WorkRequest bad = new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(memA.address(), 8192, mrA.lkey()).remote(memB.address() + (1 << 20) - 4096, key);
+        WorkRequest next = new WorkRequest(1).wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(memA.address(), 64, mrA.lkey()).remote(memB.address(), key);
+        bad.next(next);
+        qpA.postSend(bad);
+        await(2);
+        assertThat(wcs[0].status()).as("%s then %s", wcs[0], wcs[1]).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(wcs[1].status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+        assertThat(qpA.state()).isEqualTo(QueuePair.State.ERROR);
+        assertThat(memB.asSlice((1 << 20) - 4096, 4096).mismatch(MemorySegment.ofArray(new byte[4096]))).as("no byte moved").isEqualTo(-1);
+        assertThat(memB.get(ValueLayout.JAVA_LONG, 0)).isZero();
+    }
+
+    @Test
+    void aRegionWithoutTheRightIsRefusedAtTheInitiator() {
+        MemoryRegion readOnly = pdB.register(memB.asSlice(0, 65536), Access.REMOTE_READ);
+        int key = qpA.importRemoteKey(readOnly.exportRemoteKey());
+        fill(memA, 4);
+        qpA.postSend(new WorkRequest(1).wrId(3).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(memA.address(), 64, mrA.lkey()).remote(memB.address(), key));
+        await(1);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(memB.get(ValueLayout.JAVA_LONG, 0)).isZero();
+        readOnly.close();
+    }
+
+    @Test
+    void aKeyNeverImportedAndABadLocalKeyFailWithTheirStatus() {
+        qpA.postSend(new WorkRequest(1).wrId(4).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(memA.address(), 64, mrA.lkey()).remote(memB.address(), mrB.rkey()));
+        await(1);
+        assertThat(wcs[0].status()).as("the target's raw rkey is not a handle on this QP").isEqualTo(WcStatus.REM_ACCESS_ERR);
+    }
+
+    @Test
+    void aBadLocalKeyIsALocalProtectionError() {
+        int key = qpA.importRemoteKey(mrB.exportRemoteKey());
+        qpA.postSend(new WorkRequest(1).wrId(5).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(memA.address(), 64, mrA.lkey() ^ 0x100).remote(memB.address(), key));
+        await(1);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.LOC_PROT_ERR);
+        assertThat(memB.get(ValueLayout.JAVA_LONG, 0)).isZero();
+    }
+
+    @Test
+    void bytesThatAreNotAnExportedKeyAreEinvalNotACrash() {
+        byte[] garbage = new byte[64];
+        java.util.Arrays.fill(garbage, (byte) 0x7F);
+        assertThatThrownBy(() -> qpA.importRemoteKey(garbage)).isInstanceOf(RdmaException.class)
+                .satisfies(e -> assertThat(((RdmaException) e).errno()).isEqualTo(Errno.EINVAL));
+        byte[] good = mrB.exportRemoteKey();
+        good[good.length - 1] ^= 1;
+        assertThatThrownBy(() -> qpA.importRemoteKey(good)).hasMessageContaining("checksum");
+    }
+
+    @Test
+    void aSendIsNotCarriedYetAndFailsAsAnInvalidRequest() {
+        qpA.postSend(new WorkRequest(1).wrId(6).opcode(Opcode.SEND).signaled(true).addSge(memA.address(), 64, mrA.lkey()));
+        await(1);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.REM_INV_REQ_ERR);
+    }
+}
