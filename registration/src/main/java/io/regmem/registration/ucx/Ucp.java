@@ -55,6 +55,9 @@ final class Ucp {
     private final MethodHandle requestFree;
     private final MethodHandle requestCancel;
     private final MethodHandle statusString;
+    private final MethodHandle setAmHandler;
+    private final MethodHandle amSendNbx;
+    private final MethodHandle amDataRelease;
     /** The version of the library that was loaded: major, minor, release. */
     final int major;
     final int minor;
@@ -143,6 +146,10 @@ final class Ucp {
         requestFree = bind(linker, ucp, "ucp_request_free", FunctionDescriptor.ofVoid(ADDRESS));
         requestCancel = bind(linker, ucp, "ucp_request_cancel", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS));
         statusString = bind(linker, ucs, "ucs_status_string", FunctionDescriptor.of(ADDRESS, JAVA_INT));
+        setAmHandler = bind(linker, ucp, "ucp_worker_set_am_recv_handler", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
+        amSendNbx = bind(linker, ucp, "ucp_am_send_nbx",
+                FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG, ADDRESS));
+        amDataRelease = bind(linker, ucp, "ucp_am_data_release", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS));
     }
 
     private static MethodHandle bind(Linker linker, SymbolLookup lib, String name, FunctionDescriptor fd) {
@@ -381,6 +388,31 @@ final class Ucp {
     void requestCancel(MemorySegment worker, MemorySegment request) {
         try {
             requestCancel.invokeExact(worker, request);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    int setAmHandler(MemorySegment worker, MemorySegment param) {
+        try {
+            return (int) setAmHandler.invokeExact(worker, param);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    MemorySegment amSend(MemorySegment ep, int id, MemorySegment header, long headerLength, long buffer, long count,
+                         MemorySegment param) {
+        try {
+            return (MemorySegment) amSendNbx.invokeExact(ep, id, header, headerLength, MemorySegment.ofAddress(buffer), count, param);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    void amDataRelease(MemorySegment worker, MemorySegment data) {
+        try {
+            amDataRelease.invokeExact(worker, data);
         } catch (Throwable t) {
             throw rethrow(t);
         }

@@ -85,4 +85,30 @@ final class UcpLayout {
     static final int OP_ATTR_FIELD_USER_DATA = 4;
     static final int OP_ATTR_FIELD_FLAGS = 16;
     static final int OP_ATTR_FIELD_MEMH = 256;
+
+    // ucp_request_param_t.datatype and ucp_dt_iov_t
+    static final long REQUEST_PARAM_DATATYPE = 24;
+    static final int OP_ATTR_FIELD_DATATYPE = 8;
+    static final long DATATYPE_IOV = 2;
+    static final long DT_IOV_SIZE = 16;
+    static final long DT_IOV_BUFFER = 0;
+    static final long DT_IOV_LENGTH = 8;
+
+    // ucp_am_handler_param_t, ucp_am_recv_param_t, AM flags
+    static final long AM_HANDLER_PARAM_SIZE = 32;
+    static final long AM_HANDLER_FIELD_MASK = 0;
+    static final long AM_HANDLER_ID = 8;
+    static final long AM_HANDLER_FLAGS = 12;
+    static final long AM_HANDLER_CB = 16;
+    static final long AM_HANDLER_ARG = 24;
+    static final long AM_HANDLER_PARAM_FIELD_ID = 1;
+    static final long AM_HANDLER_PARAM_FIELD_FLAGS = 2;
+    static final long AM_HANDLER_PARAM_FIELD_CB = 4;
+    static final long AM_HANDLER_PARAM_FIELD_ARG = 8;
+    static final int AM_FLAG_WHOLE_MSG = 1;
+    static final int AM_FLAG_PERSISTENT_DATA = 2;
+    static final int AM_SEND_FLAG_EAGER = 2;
+    static final long AM_RECV_PARAM_RECV_ATTR = 0;
+    static final long AM_RECV_ATTR_FLAG_DATA = 65536;
+    static final long AM_RECV_ATTR_FLAG_RNDV = 131072;
 }

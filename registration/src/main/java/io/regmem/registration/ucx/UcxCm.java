@@ -85,8 +85,8 @@ final class UcxCm implements ProviderCm {
             UcxQp theirs = qp(active.ctx.qp());
             byte[] myWorker = mine.device.workerAddress();
             byte[] theirWorker = theirs.device.workerAddress();
-            theirs.connect(myWorker);
-            mine.connect(theirWorker);
+            theirs.connect(myWorker, mine.number);
+            mine.connect(theirWorker, theirs.number);
             active.ctx.established();
             ctx.established();
         }

@@ -14,7 +14,9 @@ import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.GracePeriod;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.Arena;
 import java.util.Arrays;
+import io.regmem.registration.Opcode;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -36,6 +38,10 @@ final class UcxDevice implements ProviderDevice {
     final GracePeriod grace = new GracePeriod();
     /** The live QPs: replaced, never mutated, under {@code this}. */
     private volatile UcxQp[] qps = new UcxQp[0];
+    private int nextQpNumber;
+    /** The AM handler's upcall stub lives here; closed after the worker. */
+    private final Arena arena = Arena.ofShared();
+    private final int amNumber;
     private boolean closed;
 
     UcxDevice(Ucp ucp, DeviceAttributes attributes, String name) {
@@ -50,6 +56,16 @@ final class UcxDevice implements ProviderDevice {
             throw e;
         }
         this.worker = w;
+        int n;
+        try {
+            n = UcxAm.install(this, arena);
+        } catch (RuntimeException e) {
+            worker.close();
+            context.close();
+            arena.close();
+            throw e;
+        }
+        this.amNumber = n;
     }
 
     @Override
@@ -93,13 +109,15 @@ final class UcxDevice implements ProviderDevice {
 
     @Override
     public ProviderQp createQp(QpContext ctx) {
-        UcxQp qp = new UcxQp(this, ctx);
+        UcxQp qp;
         synchronized (this) {
+            qp = new UcxQp(this, ctx, nextQpNumber++);
             UcxQp[] next = Arrays.copyOf(qps, qps.length + 1);
             next[qps.length] = qp;
             qps = next;
         }
-        ((UcxCq) ctx.sendCq().attachment()).add(qp);
+        ((UcxCq) ctx.sendCq().attachment()).addSender(qp);
+        ((UcxCq) ctx.recvCq().attachment()).addReceiver(qp);
         return qp;
     }
 
@@ -108,6 +126,45 @@ final class UcxDevice implements ProviderDevice {
             qps = Arrays.stream(qps).filter(q -> q != qp).toArray(UcxQp[]::new);
         }
         ((UcxCq) qp.ctx.sendCq().attachment()).remove(qp);
+        ((UcxCq) qp.ctx.recvCq().attachment()).remove(qp);
+    }
+
+    /** Header fields arrive at any alignment (UCX places the header where the transport put it). */
+    private static final java.lang.foreign.ValueLayout.OfInt U_INT = java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED;
+    private static final java.lang.foreign.ValueLayout.OfLong U_LONG = java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
+
+    /** The live QP with this number, or null. */
+    private UcxQp qp(int number) {
+        for (UcxQp qp : qps) {
+            if (qp.number == number) {
+                return qp;
+            }
+        }
+        return null;
+    }
+
+    /**
+     * An active message arrived (the AM callback, inside the worker's progress, worker lock held):
+     * an acknowledgement goes to its sender QP; a message into its QP's inbox. True if the data is
+     * kept (released after it was placed).
+     */
+    boolean onMessage(MemorySegment h, long data, long length, boolean persistent) {
+        UcxQp qp = qp(h.get(U_INT, UcxAm.H_DST));
+        if (qp == null) {
+            return false; // the QP is gone: dropped
+        }
+        int type = h.get(U_INT, UcxAm.H_TYPE);
+        if (type == UcxAm.TYPE_ACK) {
+            qp.acked(h.get(U_LONG, UcxAm.H_SEQ), h.get(U_INT, UcxAm.H_STATUS));
+            return false;
+        }
+        int opcode = h.get(U_INT, UcxAm.H_OPCODE);
+        if (type != UcxAm.TYPE_MSG || (length > 0 && !persistent) || opcode < 0 || opcode >= Opcode.values().length) {
+            return false; // not a message this provider sends (its sends are eager: the data always persists)
+        }
+        qp.inbox().add(length > 0 ? data : 0, length, h.get(U_LONG, UcxAm.H_SEQ), opcode, h.get(U_INT, UcxAm.H_IMM),
+                h.get(U_INT, UcxAm.H_INV), h.get(U_LONG, UcxAm.H_RADDR), h.get(U_INT, UcxAm.H_RKEY));
+        return length > 0;
     }
 
     @Override
@@ -179,7 +236,9 @@ final class UcxDevice implements ProviderDevice {
             } finally {
                 workerLock.unlock();
             }
+            UcxAm.uninstall(amNumber);
             context.close();
+            arena.close();
         }
     }
 }

@@ -1,5 +1,9 @@
 package io.regmem.registration.ucx;
 
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.Access;
@@ -11,44 +15,55 @@ import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
 
 /**
- * A UCX queue pair: one endpoint to the peer's worker. Each posted RDMA WRITE or READ is started
- * when its doorbell rings ({@link #sendPosted}): the local entries are checked through the verbs
- * layer's key tables inside a grace-period section, the remote range against the exporter's
- * envelope (bounds and rights), then one {@code ucp_put_nbx}/{@code ucp_get_nbx} per local piece, and
- * for a WRITE an endpoint flush, whose completion means the bytes are at the target (a put alone
- * completes when the local buffer may be reused). Requests complete in order ({@link #reap}) when
- * every UCX request of theirs has.
+ * A UCX queue pair: one endpoint to the peer's worker. A posted request is started when its doorbell
+ * rings ({@link #sendPosted}): local entries are checked through the verbs layer's key tables inside
+ * a grace-period section; RDMA WRITE and READ check the remote range against the exporter's envelope
+ * (bounds, rights), then issue one {@code ucp_put_nbx}/{@code ucp_get_nbx} per local piece, a WRITE
+ * followed by an endpoint flush (a put completes when the local buffer may be reused; the flush,
+ * when the bytes are at the target). SEND, SEND_WITH_INV and WRITE_WITH_IMM are active messages
+ * ({@link UcxAm}) that complete when the receiver acknowledges them.
  *
- * <p>Locks: the post lock (doorbells) or the execution lock (reaping, stopping) first, then the
- * device's worker lock; never the other way round.
+ * <p>Order: WRITEs pipeline; a READ, SEND, SEND_WITH_INV or WRITE_WITH_IMM starts only once every
+ * earlier request completed (UCX orders neither gets after puts nor messages after puts), and
+ * requests start in posting order. Requests complete in order ({@link #reap}). A request that fails
+ * before it starts halts the QP: nothing after it starts, and the error state flushes it.
+ *
+ * <p>Locks: the post lock, then the execution lock (starting holds both, so a request never starts
+ * after a flush), then the device's worker lock; never the other way round.
  */
 final class UcxQp implements ProviderQp {
     /** Handles of imported keys: this tag in the top byte, the index + 1 below it. */
     private static final int KEY_TAG = 0x5C00_0000;
     private static final int ERR_NOT_STARTED = Integer.MIN_VALUE;
+    private static final int ACK_PENDING = -1;
 
     final UcxDevice device;
     final QpContext ctx;
-    private final GracePeriod.Reader reader;
+    /** This QP's number on its device: where the peer's messages and acknowledgements are addressed. */
+    final int number;
+    final GracePeriod.Reader reader;
+    private final Arena arena = Arena.ofShared();
+    private final UcxReceiver receiver;
     private final Segments local = new Segments();
     private final Op[] ops;
     private final int mask;
+    private final MemorySegment amParams;
+    private final MemorySegment amIovParams;
     /** Imported keys, copy-on-write under {@code this}. */
     private volatile Imported[] keys = new Imported[0];
     /** The endpoint to the peer's worker, or NULL before the connection and after it ends. Under the worker lock. */
     private MemorySegment ep = MemorySegment.NULL;
+    private volatile int peerNumber = -1;
     /** One past the newest request started (a sequence number; execution lock; any thread reads it). */
     private volatile long started;
     /** One past the newest request reaped (execution lock). */
     private long reaped;
-    /**
-     * A request failed before it started (its error completion is pending): nothing after it starts,
-     * as a responder discards what follows a NAK; they are flushed once the error completes. Execution lock.
-     */
+    /** A request failed before it started: nothing after it starts (execution lock). */
     private boolean halted;
 
     /** A peer's key as imported on this QP: its envelope and UCX's unpacked key for this endpoint. */
@@ -63,12 +78,21 @@ final class UcxQp implements ProviderQp {
         int failed;
         int ucsStatus;
         long bytes;
+        boolean awaitAck;
+        /** The request's sequence number (set before it is sent: its acknowledgement is matched by it). */
+        long seq = -1;
+        /** The receiver's verdict (a WcStatus ordinal), or ACK_PENDING. Written by the AM callback. */
+        volatile int ack;
+        MemorySegment header;
+        MemorySegment iov = MemorySegment.NULL;
 
         void reset() {
             n = 0;
             failed = -1;
             ucsStatus = UcpLayout.UCS_OK;
             bytes = 0;
+            awaitAck = false;
+            ack = ACK_PENDING;
         }
 
         void add(MemorySegment req) {
@@ -79,103 +103,199 @@ final class UcxQp implements ProviderQp {
         }
     }
 
-    UcxQp(UcxDevice device, QpContext ctx) {
+    UcxQp(UcxDevice device, QpContext ctx, int number) {
         this.device = device;
         this.ctx = ctx;
+        this.number = number;
         this.reader = device.grace.newReader();
         int depth = Integer.highestOneBit(Math.max(1, ctx.queuePair().maxSendWr() - 1)) << 1;
         this.ops = new Op[depth];
+        MemorySegment headers = arena.allocate(UcxAm.HEADER * depth, 8);
         for (int i = 0; i < depth; i++) {
             ops[i] = new Op();
+            ops[i].header = headers.asSlice(i * UcxAm.HEADER, UcxAm.HEADER);
         }
         this.mask = depth - 1;
+        this.amParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
+        amParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
+        amParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.AM_SEND_FLAG_EAGER);
+        this.amIovParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
+        amIovParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS
+                | UcpLayout.OP_ATTR_FIELD_DATATYPE);
+        amIovParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.AM_SEND_FLAG_EAGER);
+        amIovParams.set(JAVA_LONG, UcpLayout.REQUEST_PARAM_DATATYPE, UcpLayout.DATATYPE_IOV);
+        this.receiver = new UcxReceiver(this, arena);
         ctx.attach(this);
     }
 
-    /** Connects to the peer's worker (the CM, once both ends agreed); then the QP is ready. */
-    void connect(byte[] peerWorker) {
+    /** Connects to the peer QP {@code peer} of the worker at {@code peerWorker}; then the QP is ready. */
+    void connect(byte[] peerWorker, int peer) {
         device.workerLock.lock();
         try {
             ep = device.worker.connect(peerWorker);
         } finally {
             device.workerLock.unlock();
         }
+        peerNumber = peer;
         ctx.ready();
     }
 
+    /** The endpoint (worker lock held). */
+    MemorySegment endpoint() {
+        return ep;
+    }
+
+    int peerNumber() {
+        return peerNumber;
+    }
+
+    /** The messages that arrived for this QP (the AM callback adds to them). */
+    UcxInbox inbox() {
+        return receiver.inbox;
+    }
+
     /**
-     * Starts the announced requests. Under the execution lock too (after the post lock, as the verbs
-     * layer orders them), so that a request is never started after the QP's error state flushed it.
+     * Starts the announced requests, in order, as far as the ordering rules allow (the rest start
+     * from {@link #reap}). Under the execution lock too, after the post lock.
      */
     @Override
     public void sendPosted(long firstSeq, int count) {
         ctx.lock().lock();
         try {
-            for (long seq = firstSeq; seq < firstSeq + count; seq++) {
-                start(ctx.sendAt(seq));
-            }
+            startMore();
         } finally {
             ctx.lock().unlock();
         }
     }
 
-    /** Starts one request (both locks held); a failure decided here completes it in order at the next reap. */
-    private void start(PostedWr w) {
+    /** Starts queued requests in order until one must wait for the ones before it (execution lock held). */
+    private void startMore() {
+        long tail = ctx.sendTail();
+        while (started < tail) {
+            PostedWr w = ctx.sendAt(started);
+            Opcode op = w.opcode();
+            boolean fenced = op != Opcode.RDMA_WRITE;
+            if (fenced && !halted && ctx.state() == QueuePair.State.RTS && reaped < w.seq()) {
+                return; // waits for every earlier request to complete
+            }
+            if (!start(w)) {
+                return;
+            }
+        }
+    }
+
+    /** Starts one request; false if it was not started (the QP stopped). Both locks held. */
+    private boolean start(PostedWr w) {
         Op op = ops[(int) w.seq() & mask];
         op.reset();
         if (halted || ctx.state() != QueuePair.State.RTS) {
             op.failed = ERR_NOT_STARTED; // flushed once the error state is seen
-            return;
+            return false;
         }
-        Opcode opcode = w.opcode();
-        if (opcode != Opcode.RDMA_WRITE && opcode != Opcode.RDMA_READ) {
-            op.failed = WcStatus.REM_INV_REQ_ERR.ordinal(); // UCX carries one-sided RDMA only (so far)
+        WcStatus early = startChecked(w, op);
+        if (early != null) {
+            op.failed = early.ordinal();
             halted = true;
-            started = w.seq() + 1;
-            return;
+        }
+        started = w.seq() + 1;
+        return true;
+    }
+
+    /** Checks and issues one request: a failure status decided before anything moved, or null once it is under way. */
+    private WcStatus startChecked(PostedWr w, Op op) {
+        Opcode opcode = w.opcode();
+        boolean rdma = opcode == Opcode.RDMA_WRITE || opcode == Opcode.RDMA_READ || opcode == Opcode.RDMA_WRITE_WITH_IMM;
+        boolean message = opcode == Opcode.SEND || opcode == Opcode.SEND_WITH_INV || opcode == Opcode.RDMA_WRITE_WITH_IMM;
+        if (!rdma && !message) {
+            return WcStatus.REM_INV_REQ_ERR; // REG_MR and LOCAL_INV: UCX has no fast registration
         }
         boolean read = opcode == Opcode.RDMA_READ;
-        Imported k = imported(w.rkey());
-        long total = w.totalLength();
-        long raddr = w.remoteAddress();
-        if (k == null || !covers(k.key(), raddr, total, read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
-            op.failed = WcStatus.REM_ACCESS_ERR.ordinal();
-            halted = true;
-            started = w.seq() + 1;
-            return;
+        Imported k = null;
+        if (rdma) {
+            k = imported(w.rkey());
+            if (k == null || !covers(k.key(), w.remoteAddress(), w.totalLength(), read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
+                return WcStatus.REM_ACCESS_ERR;
+            }
         }
         reader.enter();
         try {
             local.clear();
             if (!ctx.memory().gatherLocal(ctx, w, local, read)) {
-                op.failed = WcStatus.LOC_PROT_ERR.ordinal();
-                halted = true;
-                started = w.seq() + 1;
-                return;
+                return WcStatus.LOC_PROT_ERR;
             }
             device.workerLock.lock();
             try {
-                long off = 0;
-                for (int i = 0; i < local.count(); i++) {
-                    long addr = local.segment(i).address() + local.offset(i);
-                    long len = local.length(i);
-                    MemorySegment req = read
-                            ? device.ucp.get(ep, addr, len, raddr + off, k.rkey(), device.worker.noParams)
-                            : device.ucp.put(ep, addr, len, raddr + off, k.rkey(), device.worker.noParams);
-                    op.add(req);
-                    off += len;
-                }
-                if (!read) {
-                    op.add(device.ucp.flush(ep, device.worker.noParams));
+                if (message) {
+                    sendMessage(w, op, k);
+                } else {
+                    long raddr = w.remoteAddress();
+                    long off = 0;
+                    for (int i = 0; i < local.count(); i++) {
+                        long addr = local.segment(i).address() + local.offset(i);
+                        long len = local.length(i);
+                        op.add(read ? device.ucp.get(ep, addr, len, raddr + off, k.rkey(), device.worker.noParams)
+                                : device.ucp.put(ep, addr, len, raddr + off, k.rkey(), device.worker.noParams));
+                        off += len;
+                    }
+                    if (!read) {
+                        op.add(device.ucp.flush(ep, device.worker.noParams));
+                    }
                 }
             } finally {
                 device.workerLock.unlock();
             }
-            op.bytes = total;
-            started = w.seq() + 1;
+            op.bytes = w.totalLength();
+            return null;
         } finally {
             local.clear();
             reader.exit();
+        }
+    }
+
+    /** Sends a message: the header, then the local pieces (one buffer, or an iov list). Worker lock held. */
+    private void sendMessage(PostedWr w, Op op, Imported k) {
+        MemorySegment h = op.header;
+        h.fill((byte) 0);
+        h.set(JAVA_INT, UcxAm.H_TYPE, UcxAm.TYPE_MSG);
+        h.set(JAVA_INT, UcxAm.H_DST, peerNumber);
+        h.set(JAVA_INT, UcxAm.H_SRC, number);
+        h.set(JAVA_INT, UcxAm.H_OPCODE, w.opcode().ordinal());
+        h.set(JAVA_LONG, UcxAm.H_SEQ, w.seq());
+        h.set(JAVA_INT, UcxAm.H_IMM, w.immData());
+        h.set(JAVA_INT, UcxAm.H_INV, w.invalidateRkey());
+        if (k != null) {
+            h.set(JAVA_LONG, UcxAm.H_RADDR, w.remoteAddress());
+            h.set(JAVA_INT, UcxAm.H_RKEY, k.key().rkey()); // the exporter's own key: it checks it against its tables
+        }
+        op.seq = w.seq();
+        op.awaitAck = true; // before the send: its acknowledgement may come at the next progress of any thread
+        int pieces = local.count();
+        MemorySegment req;
+        if (pieces <= 1) {
+            long addr = pieces == 0 ? 0 : local.segment(0).address() + local.offset(0);
+            long len = pieces == 0 ? 0 : local.length(0);
+            req = device.ucp.amSend(ep, UcxAm.ID, h, UcxAm.HEADER, addr, len, amParams);
+        } else {
+            if (op.iov.byteSize() < pieces * UcpLayout.DT_IOV_SIZE) {
+                op.iov = arena.allocate(Math.max(8, Integer.highestOneBit(pieces) << 1) * UcpLayout.DT_IOV_SIZE, 8);
+            }
+            for (int i = 0; i < pieces; i++) {
+                op.iov.set(ADDRESS, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_BUFFER,
+                        MemorySegment.ofAddress(local.segment(i).address() + local.offset(i)));
+                op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_LENGTH, local.length(i));
+            }
+            req = device.ucp.amSend(ep, UcxAm.ID, h, UcxAm.HEADER, op.iov.address(), pieces, amIovParams);
+        }
+        op.add(req);
+    }
+
+    /** The receiver's verdict on message {@code seq} (from the AM callback, worker lock held). */
+    void acked(long seq, int status) {
+        if (seq >= 0 && status >= 0 && status < WcStatus.values().length) {
+            Op op = ops[(int) seq & mask];
+            if (op.awaitAck && op.seq == seq) {
+                op.ack = status;
+            }
         }
     }
 
@@ -191,55 +311,66 @@ final class UcxQp implements ProviderQp {
     }
 
     /**
-     * Completes, in order, the requests whose UCX requests are all done (execution lock held); in the
-     * error state, waits for the started ones and flushes the rest.
+     * Completes, in order, the requests that are done and starts those that waited for them
+     * (execution lock held); in the error state, ends the started ones and flushes the rest.
      */
     void reap() {
         PostedWr w;
         while ((w = ctx.nextSend()) != null && w.seq() < started) {
             Op op = ops[(int) w.seq() & mask];
-            if (op.failed == ERR_NOT_STARTED) {
-                break; // never started: the QP is in the error state, flushed below
-            }
-            if (!done(op)) {
-                return;
+            if (!done(op, false)) {
+                break;
             }
             reaped = w.seq() + 1;
-            WcStatus status = op.failed >= 0 ? WcStatus.values()[op.failed] : statusOf(op.ucsStatus);
+            WcStatus status = op.failed >= 0 ? WcStatus.values()[op.failed]
+                    : op.ucsStatus != UcpLayout.UCS_OK ? statusOf(op.ucsStatus)
+                    : op.awaitAck ? WcStatus.values()[op.ack] : WcStatus.SUCCESS;
             ctx.completeSend(status, status == WcStatus.SUCCESS ? op.bytes : 0);
         }
         if (ctx.state() == QueuePair.State.ERROR) {
             drain();
             ctx.flush();
+        } else {
+            startMore();
         }
     }
 
-    /** True once every UCX request of {@code op} finished; records the first failure. */
-    private boolean done(Op op) {
-        if (op.n == 0) {
-            return true;
+    /** Places what arrived into the posted receives (execution lock held). */
+    void deliver() {
+        if (ctx.state() == QueuePair.State.ERROR) {
+            receiver.dropAll();
+            drain();
+            ctx.flush();
+            return;
         }
-        device.workerLock.lock();
-        try {
-            for (int i = 0; i < op.n; i++) {
-                MemorySegment r = op.reqs[i];
-                if (r == null) {
-                    continue;
+        receiver.deliver();
+    }
+
+    /** True once every UCX request of {@code op} finished and, unless ignored, its acknowledgement came. */
+    private boolean done(Op op, boolean ignoreAck) {
+        if (op.n > 0) {
+            device.workerLock.lock();
+            try {
+                for (int i = 0; i < op.n; i++) {
+                    MemorySegment r = op.reqs[i];
+                    if (r == null) {
+                        continue;
+                    }
+                    int s = device.worker.poll(r);
+                    if (s == UcpLayout.UCS_INPROGRESS) {
+                        return false;
+                    }
+                    op.reqs[i] = null;
+                    if (s != UcpLayout.UCS_OK && op.ucsStatus == UcpLayout.UCS_OK) {
+                        op.ucsStatus = s;
+                    }
                 }
-                int s = device.worker.poll(r);
-                if (s == UcpLayout.UCS_INPROGRESS) {
-                    return false;
-                }
-                op.reqs[i] = null;
-                if (s != UcpLayout.UCS_OK && op.ucsStatus == UcpLayout.UCS_OK) {
-                    op.ucsStatus = s;
-                }
+                op.n = 0;
+            } finally {
+                device.workerLock.unlock();
             }
-            op.n = 0;
-            return true;
-        } finally {
-            device.workerLock.unlock();
         }
+        return ignoreAck || !op.awaitAck || op.ucsStatus != UcpLayout.UCS_OK || op.ack != ACK_PENDING;
     }
 
     private static WcStatus statusOf(int ucs) {
@@ -261,11 +392,21 @@ final class UcxQp implements ProviderQp {
         if (started <= reaped && ep.address() == 0) {
             return;
         }
+        // A while for what is under way to finish normally: UCX wants keys destroyed after the
+        // operations using them and before their endpoint; what is left after it fails with the close.
+        long grace = System.nanoTime() + 200_000_000L;
+        for (long seq = reaped; seq < started && System.nanoTime() < grace; seq++) {
+            Op op = ops[(int) seq & mask];
+            while (!done(op, true) && System.nanoTime() < grace) {
+                device.progress();
+            }
+        }
+        destroyKeys();
         closeEndpoint();
         long deadline = System.nanoTime() + 10_000_000_000L;
         for (long seq = reaped; seq < started; seq++) {
             Op op = ops[(int) seq & mask];
-            while (!done(op)) {
+            while (!done(op, true)) {
                 device.progress();
                 if (System.nanoTime() > deadline) {
                     throw new IllegalStateException(ctx.queuePair() + ": ucx requests still running 10 s after the endpoint closed");
@@ -307,11 +448,12 @@ final class UcxQp implements ProviderQp {
 
     @Override
     public void recvPosted(long firstSeq, int count) {
-        // Receives are consumed by SENDs, which UCX does not carry yet: they wait, and are flushed.
+        // Receives wait for messages; the receive CQ's poll places them.
     }
 
     @Override
     public void stop() {
+        receiver.dropAll();
         drain();
     }
 
@@ -347,21 +489,26 @@ final class UcxQp implements ProviderQp {
         }
     }
 
+    /** Destroys the imported keys (before the endpoint they were unpacked for closes). */
+    private synchronized void destroyKeys() {
+        device.workerLock.lock();
+        try {
+            for (Imported k : keys) {
+                device.ucp.rkeyDestroy(k.rkey());
+            }
+        } finally {
+            device.workerLock.unlock();
+        }
+        keys = new Imported[0];
+    }
+
     @Override
     public void destroy() {
+        receiver.dropAll();
         drain();
-        synchronized (this) {
-            device.workerLock.lock();
-            try {
-                for (Imported k : keys) {
-                    device.ucp.rkeyDestroy(k.rkey());
-                }
-            } finally {
-                device.workerLock.unlock();
-            }
-            keys = new Imported[0];
-        }
+        destroyKeys();
         reader.close();
         device.removeQp(this);
+        arena.close();
     }
 }

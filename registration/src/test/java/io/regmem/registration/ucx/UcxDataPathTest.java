@@ -112,18 +112,27 @@ class UcxDataPathTest {
         arena.close();
     }
 
-    /** Polls A's CQ (progressing B's worker too, as a target without RDMA hardware needs) until {@code n} completions arrived. */
+    /** Completions B polled while the test waited for A's (its receives). */
+    private final java.util.List<WorkCompletion> atB = new java.util.ArrayList<>();
+
+    /** Polls A's CQ (and B's, as a target without RDMA hardware must progress) until {@code n} completions arrived at A. */
     private int await(int n) {
+        return awaitBoth(n, 0);
+    }
+
+    /** Polls both CQs until A has {@code n} more completions (in {@link #wcs}) and B at least {@code atLeastB} in {@link #atB}. */
+    private int awaitBoth(int n, int atLeastB) {
         int got = 0;
         long deadline = System.nanoTime() + 10_000_000_000L;
-        WorkCompletion[] none = new WorkCompletion[4];
-        for (int i = 0; i < none.length; i++) {
-            none[i] = new WorkCompletion();
-        }
-        while (got < n) {
-            assertThat(cqB.poll(none)).as("completions at B, which posted nothing").isZero();
-            got += cqA.poll(new WorkCompletion[] {wcs[got]});
-            assertThat(System.nanoTime()).as("%d completions within 10 s (got %d)", n, got).isLessThan(deadline);
+        while (got < n || atB.size() < atLeastB) {
+            WorkCompletion b = new WorkCompletion();
+            if (cqB.poll(new WorkCompletion[] {b}) == 1) {
+                atB.add(b);
+            }
+            if (got < n) {
+                got += cqA.poll(new WorkCompletion[] {wcs[got]});
+            }
+            assertThat(System.nanoTime()).as("%d completions within 10 s (got %d; B %d)", n, got, atB.size()).isLessThan(deadline);
         }
         return got;
     }
@@ -242,9 +251,86 @@ class UcxDataPathTest {
     }
 
     @Test
-    void aSendIsNotCarriedYetAndFailsAsAnInvalidRequest() {
-        qpA.postSend(new WorkRequest(1).wrId(6).opcode(Opcode.SEND).signaled(true).addSge(memA.address(), 64, mrA.lkey()));
+    void aSendGatheredFromThreePiecesLandsInTheReceiveAndCompletesAtBothEnds() {
+        fill(memA, 5);
+        QueuePair qpB = idB.qp();
+        qpB.postRecv(new WorkRequest(1).wrId(90).addSge(memB.address() + 65536, 200_000, mrB.lkey()));
+        qpA.postSend(new WorkRequest(3).wrId(9).opcode(Opcode.SEND).signaled(true)
+                .addSge(memA.address(), 100, mrA.lkey()).addSge(memA.address() + 4096, 70_000, mrA.lkey())
+                .addSge(memA.address() + 100_000, 7, mrA.lkey()));
+        awaitBoth(1, 1);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(wcs[0].wrId()).isEqualTo(9);
+        WorkCompletion recv = atB.get(0);
+        assertThat(recv.status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(recv.wrId()).isEqualTo(90);
+        assertThat(recv.opcode()).isEqualTo(Opcode.RECV);
+        assertThat(recv.byteLen()).isEqualTo(70_107);
+        assertThat(memB.asSlice(65536, 100).mismatch(memA.asSlice(0, 100))).isEqualTo(-1);
+        assertThat(memB.asSlice(65636, 70_000).mismatch(memA.asSlice(4096, 70_000))).isEqualTo(-1);
+        assertThat(memB.asSlice(135_636, 7).mismatch(memA.asSlice(100_000, 7))).isEqualTo(-1);
+        assertThat(memB.asSlice(135_643, 64).mismatch(MemorySegment.ofArray(new byte[64]))).as("nothing past the message").isEqualTo(-1);
+    }
+
+    @Test
+    void aSendWithNoReceivePostedIsAnRnrError() {
+        qpA.postSend(new WorkRequest(1).wrId(10).opcode(Opcode.SEND).signaled(true).addSge(memA.address(), 64, mrA.lkey()));
         await(1);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.RNR_RETRY_EXC_ERR);
+        assertThat(qpA.state()).isEqualTo(QueuePair.State.ERROR);
+    }
+
+    @Test
+    void aSendLongerThanTheReceiveFailsAtBothEndsAndPlacesNothing() {
+        fill(memA, 6);
+        idB.qp().postRecv(new WorkRequest(1).wrId(91).addSge(memB.address(), 100, mrB.lkey()));
+        qpA.postSend(new WorkRequest(1).wrId(11).opcode(Opcode.SEND).signaled(true).addSge(memA.address(), 101, mrA.lkey()));
+        awaitBoth(1, 1);
         assertThat(wcs[0].status()).isEqualTo(WcStatus.REM_INV_REQ_ERR);
+        assertThat(atB.get(0).status()).isEqualTo(WcStatus.LOC_LEN_ERR);
+        assertThat(memB.asSlice(0, 128).mismatch(MemorySegment.ofArray(new byte[128]))).isEqualTo(-1);
+    }
+
+    @Test
+    void aWriteWithImmediatePlacesItsBytesAndConsumesAReceiveWithTheImmediate() {
+        fill(memA, 7);
+        int key = qpA.importRemoteKey(mrB.exportRemoteKey());
+        idB.qp().postRecv(new WorkRequest(1).wrId(92)); // no bytes: the immediate only
+        qpA.postSend(new WorkRequest(1).wrId(12).opcode(Opcode.RDMA_WRITE_WITH_IMM).immData(0xC0FFEE).signaled(true)
+                .addSge(memA.address(), 8192, mrA.lkey()).remote(memB.address() + 32768, key));
+        awaitBoth(1, 1);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+        WorkCompletion recv = atB.get(0);
+        assertThat(recv.status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(recv.opcode()).isEqualTo(Opcode.RECV_RDMA_WITH_IMM);
+        assertThat(recv.withImm()).isTrue();
+        assertThat(recv.immData()).isEqualTo(0xC0FFEE);
+        assertThat(memB.asSlice(32768, 8192).mismatch(memA.asSlice(0, 8192))).isEqualTo(-1);
+    }
+
+    @Test
+    void aSendPostedAfterWritesArrivesAfterTheirBytes() {
+        fill(memA, 8);
+        int key = qpA.importRemoteKey(mrB.exportRemoteKey());
+        idB.qp().postRecv(new WorkRequest(1).wrId(93).addSge(memB.address() + 900_000, 64, mrB.lkey()));
+        WorkRequest w = new WorkRequest(1);
+        for (int i = 0; i < 8; i++) {
+            w.reset().wrId(100 + i).opcode(Opcode.RDMA_WRITE).signaled(false).addSge(memA.address() + i * 65536L, 65536, mrA.lkey())
+                    .remote(memB.address() + i * 65536L, key);
+            qpA.postSend(w);
+        }
+        qpA.postSend(new WorkRequest(1).wrId(13).opcode(Opcode.SEND).signaled(true).addSge(memA.address(), 64, mrA.lkey()));
+        // When B sees the message, every byte written before it must be there already.
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (atB.isEmpty()) {
+            WorkCompletion b = new WorkCompletion();
+            if (cqB.poll(new WorkCompletion[] {b}) == 1) {
+                atB.add(b);
+                assertThat(memB.asSlice(0, 8 * 65536).mismatch(memA.asSlice(0, 8 * 65536))).as("the WRITEs' bytes").isEqualTo(-1);
+            }
+            cqA.poll(new WorkCompletion[] {wcs[0]});
+            assertThat(System.nanoTime()).isLessThan(deadline);
+        }
+        assertThat(atB.get(0).status()).isEqualTo(WcStatus.SUCCESS);
     }
 }

@@ -1,0 +1,124 @@
+package io.regmem.registration.ucx;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import io.regmem.core.Errno;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
+import java.util.Arrays;
+
+/**
+ * The active messages that carry SEND, SEND_WITH_INV and WRITE_WITH_IMM between UCX QPs, and the
+ * acknowledgements that complete them at the sender (a SEND completes, as on a reliable connection,
+ * once the receiver placed it, with the receiver's verdict).
+ *
+ * <p>Every message is one AM (id {@link #ID}) with a 48-byte header:
+ * <pre>
+ *   0 type (MSG 1, ACK 2)   4 destination QP number   8 source QP number   12 opcode ordinal
+ *  16 sender's sequence    24 immediate              28 rkey to invalidate
+ *  32 remote address (WRITE_WITH_IMM)                40 target rkey (WRITE_WITH_IMM)   44 status (ACK)
+ * </pre>
+ * Native byte order: both ends are the same kind of machine (UCX's own wire formats assume it too).
+ * The callback ({@link #received}) runs inside {@code ucp_worker_progress}, under the receiving
+ * device's worker lock: it only records, never takes a QP lock, and never throws.
+ */
+final class UcxAm {
+    static final int ID = 7;
+    static final long HEADER = 48;
+    static final int TYPE_MSG = 1;
+    static final int TYPE_ACK = 2;
+    static final long H_TYPE = 0;
+    static final long H_DST = 4;
+    static final long H_SRC = 8;
+    static final long H_OPCODE = 12;
+    static final long H_SEQ = 16;
+    static final long H_IMM = 24;
+    static final long H_INV = 28;
+    static final long H_RADDR = 32;
+    static final long H_RKEY = 40;
+    static final long H_STATUS = 44;
+
+    private static final MethodHandle RECEIVED;
+    private static final FunctionDescriptor CALLBACK = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG,
+            ADDRESS, JAVA_LONG, ADDRESS);
+    /** Devices by number (the handler's argument); a closed device's slot is null. Copy-on-write under UcxAm.class. */
+    private static volatile UcxDevice[] devices = new UcxDevice[0];
+
+    static {
+        try {
+            RECEIVED = MethodHandles.lookup().findStatic(UcxAm.class, "received", MethodType.methodType(int.class,
+                    MemorySegment.class, MemorySegment.class, long.class, MemorySegment.class, long.class, MemorySegment.class));
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    private UcxAm() {
+    }
+
+    /** Gives {@code device} a number and installs the handler on its worker (stub in {@code arena}). */
+    static synchronized int install(UcxDevice device, Arena arena) {
+        UcxDevice[] d = devices;
+        int number = d.length;
+        for (int i = 0; i < d.length; i++) {
+            if (d[i] == null) {
+                number = i;
+                break;
+            }
+        }
+        UcxDevice[] next = Arrays.copyOf(d, Math.max(d.length, number + 1));
+        next[number] = device;
+        devices = next;
+        MemorySegment stub = Linker.nativeLinker().upcallStub(RECEIVED, CALLBACK, arena);
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment p = a.allocate(UcpLayout.AM_HANDLER_PARAM_SIZE, 8);
+            p.set(JAVA_LONG, UcpLayout.AM_HANDLER_FIELD_MASK, UcpLayout.AM_HANDLER_PARAM_FIELD_ID
+                    | UcpLayout.AM_HANDLER_PARAM_FIELD_FLAGS | UcpLayout.AM_HANDLER_PARAM_FIELD_CB | UcpLayout.AM_HANDLER_PARAM_FIELD_ARG);
+            p.set(JAVA_INT, UcpLayout.AM_HANDLER_ID, ID);
+            p.set(JAVA_INT, UcpLayout.AM_HANDLER_FLAGS, UcpLayout.AM_FLAG_WHOLE_MSG | UcpLayout.AM_FLAG_PERSISTENT_DATA);
+            p.set(ADDRESS, UcpLayout.AM_HANDLER_CB, stub);
+            p.set(ADDRESS, UcpLayout.AM_HANDLER_ARG, MemorySegment.ofAddress(number));
+            device.ucp.check(device.ucp.setAmHandler(device.worker.handle, p), Errno.EIO, "ucx: ucp_worker_set_am_recv_handler");
+        } catch (RuntimeException e) {
+            uninstall(number);
+            throw e;
+        }
+        return number;
+    }
+
+    /** Frees a device's number (after its worker is destroyed: no callback can come any more). */
+    static synchronized void uninstall(int number) {
+        UcxDevice[] next = devices.clone();
+        next[number] = null;
+        devices = next;
+    }
+
+    /**
+     * The AM callback: finds the device and hands it the message. Returns {@code UCS_INPROGRESS} when
+     * the data is kept (released later with {@code ucp_am_data_release}), else {@code UCS_OK}.
+     */
+    @SuppressWarnings("unused") // called by UCX through the upcall stub
+    private static int received(MemorySegment arg, MemorySegment header, long headerLength, MemorySegment data, long length,
+                                MemorySegment param) {
+        try {
+            UcxDevice[] d = devices;
+            long number = arg.address();
+            if (headerLength != HEADER || number < 0 || number >= d.length || d[(int) number] == null) {
+                return UcpLayout.UCS_OK; // not ours, or a device already closing: dropped
+            }
+            long attr = param.reinterpret(16).get(JAVA_LONG, UcpLayout.AM_RECV_PARAM_RECV_ATTR);
+            boolean persistent = (attr & UcpLayout.AM_RECV_ATTR_FLAG_DATA) != 0;
+            return d[(int) number].onMessage(header.reinterpret(HEADER), data.address(), length, persistent)
+                    ? UcpLayout.UCS_INPROGRESS : UcpLayout.UCS_OK;
+        } catch (Throwable t) {
+            return UcpLayout.UCS_OK; // never let an exception unwind into UCX (it would kill the JVM)
+        }
+    }
+}

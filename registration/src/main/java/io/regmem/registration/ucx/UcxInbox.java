@@ -1,0 +1,110 @@
+package io.regmem.registration.ucx;
+
+import java.util.Arrays;
+
+/**
+ * Messages that arrived for one QP and wait to be delivered into its receives: filled by the
+ * active-message callback (inside the worker's progress, under the worker lock), emptied by the QP's
+ * delivery (under its execution lock). A ring of parallel arrays that grows when full, so a message
+ * costs no allocation in steady state. Guarded by {@code this}.
+ */
+final class UcxInbox {
+    private long[] data = new long[16];
+    private long[] length = new long[16];
+    private long[] seq = new long[16];
+    private long[] remoteAddress = new long[16];
+    private int[] opcode = new int[16];
+    private int[] imm = new int[16];
+    private int[] invalidate = new int[16];
+    private int[] rkey = new int[16];
+    private int head;
+    private int size;
+
+    /** The oldest message, copied into {@code m}; false if there is none. */
+    synchronized boolean peek(Message m) {
+        if (size == 0) {
+            return false;
+        }
+        int i = head;
+        m.data = data[i];
+        m.length = length[i];
+        m.seq = seq[i];
+        m.remoteAddress = remoteAddress[i];
+        m.opcode = opcode[i];
+        m.imm = imm[i];
+        m.invalidate = invalidate[i];
+        m.rkey = rkey[i];
+        return true;
+    }
+
+    /** Drops the oldest message (after {@link #peek}). */
+    synchronized void pop() {
+        head = (head + 1) % data.length;
+        size--;
+    }
+
+    synchronized void add(long dataAddress, long len, long sequence, int op, int immData, int inv, long raddr, int key) {
+        if (size == data.length) {
+            grow();
+        }
+        int i = (head + size) % data.length;
+        data[i] = dataAddress;
+        length[i] = len;
+        seq[i] = sequence;
+        opcode[i] = op;
+        imm[i] = immData;
+        invalidate[i] = inv;
+        remoteAddress[i] = raddr;
+        rkey[i] = key;
+        size++;
+    }
+
+    synchronized boolean isEmpty() {
+        return size == 0;
+    }
+
+    private void grow() {
+        int n = data.length;
+        int[] order = new int[n];
+        for (int k = 0; k < n; k++) {
+            order[k] = (head + k) % n;
+        }
+        data = regrow(data, order);
+        length = regrow(length, order);
+        seq = regrow(seq, order);
+        remoteAddress = regrow(remoteAddress, order);
+        opcode = regrow(opcode, order);
+        imm = regrow(imm, order);
+        invalidate = regrow(invalidate, order);
+        rkey = regrow(rkey, order);
+        head = 0;
+    }
+
+    private static long[] regrow(long[] a, int[] order) {
+        long[] b = new long[a.length * 2];
+        for (int k = 0; k < order.length; k++) {
+            b[k] = a[order[k]];
+        }
+        return b;
+    }
+
+    private static int[] regrow(int[] a, int[] order) {
+        int[] b = Arrays.copyOf(new int[0], a.length * 2);
+        for (int k = 0; k < order.length; k++) {
+            b[k] = a[order[k]];
+        }
+        return b;
+    }
+
+    /** One message as {@link #peek} reads it (reused by its reader). */
+    static final class Message {
+        long data;
+        long length;
+        long seq;
+        long remoteAddress;
+        int opcode;
+        int imm;
+        int invalidate;
+        int rkey;
+    }
+}

@@ -1,0 +1,193 @@
+package io.regmem.registration.ucx;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import io.regmem.registration.Access;
+import io.regmem.registration.GracePeriod;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.spi.PostedWr;
+import io.regmem.registration.spi.QpContext;
+import io.regmem.registration.spi.Segments;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * The receiving side of a UCX QP: messages the AM callback put into the {@link UcxInbox} are placed
+ * into posted receives (or, for WRITE_WITH_IMM, into the target range under its rkey, then a receive
+ * is consumed) under the QP's execution lock, each answered with an acknowledgement carrying the
+ * sender's completion status. The rules are the soft provider's: no receive posted is
+ * RNR_RETRY_EXC_ERR, a receive too short is LOC_LEN_ERR here and REM_INV_REQ_ERR at the sender, a
+ * bad target range is REM_ACCESS_ERR, a SEND_WITH_INV naming no MR of this PD is REM_INV_REQ_ERR.
+ */
+final class UcxReceiver {
+    private static final int ACKS = 64;
+
+    final UcxInbox inbox = new UcxInbox();
+    private final UcxQp qp;
+    private final QpContext ctx;
+    private final UcxInbox.Message m = new UcxInbox.Message();
+    private final Segments src = new Segments();
+    private final Segments dst = new Segments();
+    /** Acknowledgement headers (a ring; each must live until its send completed) and their requests. */
+    private final MemorySegment ackHeaders;
+    private final MemorySegment[] ackRequests = new MemorySegment[ACKS];
+    private long acks;
+
+    UcxReceiver(UcxQp qp, Arena arena) {
+        this.qp = qp;
+        this.ctx = qp.ctx;
+        this.ackHeaders = arena.allocate(UcxAm.HEADER * ACKS, 8);
+    }
+
+    /** Places what arrived (execution lock held). */
+    void deliver() {
+        while (inbox.peek(m)) {
+            if (ctx.state() != QueuePair.State.RTS) {
+                dropAll(); // the connection is gone: the receives are flushed, the sender's QP fails on its own
+                return;
+            }
+            WcStatus senderStatus = place();
+            inbox.pop();
+            release(m.data);
+            acknowledge(m.seq, senderStatus);
+        }
+    }
+
+    /** Places the message {@link #m} holds; returns the sender's status. */
+    private WcStatus place() {
+        Opcode op = Opcode.values()[m.opcode];
+        PostedWr recv = ctx.nextRecv();
+        if (recv == null) {
+            return WcStatus.RNR_RETRY_EXC_ERR;
+        }
+        src.clear();
+        dst.clear();
+        if (m.length > 0) {
+            src.add(MemorySegment.ofAddress(m.data).reinterpret(m.length), 0, m.length, null, null);
+        }
+        GracePeriod.Reader reader = qp.reader;
+        reader.enter();
+        boolean inside = true;
+        try {
+            if (op == Opcode.RDMA_WRITE_WITH_IMM) {
+                if (m.length > 0 && !ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst)) {
+                    ctx.toError(); // a NAKed protection error breaks the connection at both ends
+                    return WcStatus.REM_ACCESS_ERR;
+                }
+                if (m.length > 0 && Segments.copy(null, src, dst) != Segments.COPIED) {
+                    ctx.toError();
+                    return WcStatus.REM_ACCESS_ERR;
+                }
+                ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV_RDMA_WITH_IMM, m.length, true, m.imm, false, 0);
+                return WcStatus.SUCCESS;
+            }
+            if (!ctx.memory().gatherLocal(ctx, recv, dst, true)) {
+                ctx.completeRecv(WcStatus.LOC_PROT_ERR, Opcode.RECV, 0, false, 0, false, 0);
+                return WcStatus.REM_OP_ERR;
+            }
+            if (dst.total() < m.length) {
+                ctx.completeRecv(WcStatus.LOC_LEN_ERR, Opcode.RECV, 0, false, 0, false, 0);
+                return WcStatus.REM_INV_REQ_ERR;
+            }
+            MemoryRegion invalidated = null;
+            if (op == Opcode.SEND_WITH_INV) {
+                invalidated = ctx.memory().invalidationTarget(ctx, m.invalidate);
+                if (invalidated == null) {
+                    return WcStatus.REM_INV_REQ_ERR;
+                }
+            }
+            if (m.length > 0) {
+                dst.truncate(m.length);
+                if (Segments.copy(null, src, dst) != Segments.COPIED) {
+                    ctx.completeRecv(WcStatus.LOC_PROT_ERR, Opcode.RECV, 0, false, 0, false, 0);
+                    return WcStatus.REM_OP_ERR;
+                }
+            }
+            reader.exit();
+            inside = false;
+            if (invalidated != null) {
+                ctx.memory().invalidate(invalidated); // after the data is placed (verbs order), outside the section
+                qp.device.grace.synchronize();
+            }
+            ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV, m.length, false, 0, invalidated != null, m.invalidate);
+            return WcStatus.SUCCESS;
+        } finally {
+            if (inside) {
+                reader.exit();
+            }
+            src.clear();
+            dst.clear();
+        }
+    }
+
+    /** Sends the sender its status (its SEND completes with it). */
+    private void acknowledge(long seq, WcStatus status) {
+        int slot = (int) (acks++ % ACKS);
+        qp.device.workerLock.lock();
+        try {
+            MemorySegment previous = ackRequests[slot];
+            while (previous != null && qp.device.worker.poll(previous) == UcpLayout.UCS_INPROGRESS) {
+                qp.device.worker.progress(); // the ring came round to an ack still being sent: let it go out
+            }
+            ackRequests[slot] = null;
+            MemorySegment ep = qp.endpoint();
+            if (ep.address() == 0) {
+                return;
+            }
+            MemorySegment h = ackHeaders.asSlice(slot * UcxAm.HEADER, UcxAm.HEADER);
+            h.fill((byte) 0);
+            h.set(JAVA_INT, UcxAm.H_TYPE, UcxAm.TYPE_ACK);
+            h.set(JAVA_INT, UcxAm.H_DST, qp.peerNumber());
+            h.set(JAVA_INT, UcxAm.H_SRC, qp.number);
+            h.set(JAVA_LONG, UcxAm.H_SEQ, seq);
+            h.set(JAVA_INT, UcxAm.H_STATUS, status.ordinal());
+            MemorySegment r = qp.device.ucp.amSend(ep, UcxAm.ID, h, UcxAm.HEADER, 0, 0, qp.device.worker.noParams);
+            if (r.address() != 0 && !Ucp.isError(r)) {
+                ackRequests[slot] = r;
+            }
+        } finally {
+            qp.device.workerLock.unlock();
+        }
+    }
+
+    private void release(long data) {
+        if (data == 0) {
+            return;
+        }
+        qp.device.workerLock.lock();
+        try {
+            qp.device.ucp.amDataRelease(qp.device.worker.handle, MemorySegment.ofAddress(data));
+        } finally {
+            qp.device.workerLock.unlock();
+        }
+    }
+
+    /** Releases every message still waiting and every acknowledgement still being sent (execution lock held). */
+    void dropAll() {
+        while (inbox.peek(m)) {
+            inbox.pop();
+            release(m.data);
+        }
+        qp.device.workerLock.lock();
+        try {
+            for (int i = 0; i < ACKS; i++) {
+                MemorySegment r = ackRequests[i];
+                if (r != null) {
+                    if (qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+                        qp.device.ucp.requestCancel(qp.device.worker.handle, r);
+                        while (qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+                            qp.device.worker.progress();
+                        }
+                    }
+                    ackRequests[i] = null;
+                }
+            }
+        } finally {
+            qp.device.workerLock.unlock();
+        }
+    }
+}
