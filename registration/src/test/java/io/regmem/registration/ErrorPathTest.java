@@ -275,19 +275,21 @@ class ErrorPathTest {
     @Test
     void connectionSetupRules() {
         CmId nobody = lb.devA.createCmId();
-        assertRdma(() -> nobody.connect("no-such-service"), Errno.EINVAL, "needs a QP");
+        String nowhere = Providers.address("no-such-service");
+        assertRdma(() -> nobody.connect(nowhere), Errno.EINVAL, "needs a QP");
         CmId first = lb.devB.createCmId();
         CmId second = lb.devB.createCmId();
-        first.listen("svc-rules");
-        assertRdma(() -> second.listen("svc-rules"), Errno.EBUSY, "already listened on");
+        String rules = Providers.address("svc-rules");
+        first.listen(rules);
+        assertRdma(() -> second.listen(rules), Errno.EBUSY, "already listened on");
         assertRdma(first::accept, Errno.EINVAL, "pending request");
 
         ProtectionDomain pd = lb.devA.allocPd();
         CompletionQueue cq = lb.devA.createCq(8);
         CmId active = lb.devA.createCmId();
         active.createQp(pd, QpInitAttributes.of(cq));
-        assertRdma(() -> active.connect("no-such-service"), Errno.ENOENT, "nobody listens");
-        active.connect("svc-rules");
+        assertRdma(() -> active.connect(nowhere), Errno.ENOENT, "nobody listens");
+        active.connect(rules);
         assertThat(active.connState()).isEqualTo(CmId.ConnState.CONNECTING);
         CmId request = first.getRequest();
         assertThat(request.connState()).isEqualTo(CmId.ConnState.REQUESTED);
@@ -311,10 +313,11 @@ class ErrorPathTest {
         ProtectionDomain pd = lb.devA.allocPd();
         CompletionQueue cq = lb.devA.createCq(8);
         CmId listener = lb.devB.createCmId();
-        listener.listen("svc-pending");
+        String pending = Providers.address("svc-pending");
+        listener.listen(pending);
         CmId active = lb.devA.createCmId();
         active.createQp(pd, QpInitAttributes.of(cq));
-        active.connect("svc-pending");
+        active.connect(pending);
         listener.close();
         assertThat(active.connState()).isEqualTo(CmId.ConnState.DISCONNECTED);
         assertThat(lb.devB.resources().survivors(CmId.class)).doesNotContain(listener);

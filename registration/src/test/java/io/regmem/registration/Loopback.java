@@ -64,7 +64,7 @@ public final class Loopback implements AutoCloseable {
         cqA = devA.createCq(cqDepth);
         cqB = devB.createCq(cqDepth);
         listener = devB.createCmId();
-        String name = "loopback-" + (++names);
+        String name = Providers.address("loopback-" + (++names));
         listener.listen(name);
         idA = devA.createCmId();
         qpA = idA.createQp(pdA, attrsA.sendCq(cqA).recvCq(cqA));

@@ -17,6 +17,21 @@ public final class Providers {
     private Providers() {
     }
 
+    private static final java.util.concurrent.atomic.AtomicInteger PORTS = new java.util.concurrent.atomic.AtomicInteger(20_000);
+
+    /**
+     * A connection address for the provider under test: soft listens under any name (this one);
+     * UCX under {@code host:port} (a fresh loopback port each call).
+     */
+    public static String address(String name) {
+        return address(NAME, name);
+    }
+
+    /** As {@link #address(String)}, for the named provider. */
+    public static String address(String provider, String name) {
+        return provider.equals("ucx") ? "127.0.0.1:" + PORTS.incrementAndGet() : name;
+    }
+
     /** A device of the provider under test. */
     public static RdmaDevice open() {
         return RdmaDevice.open(NAME);

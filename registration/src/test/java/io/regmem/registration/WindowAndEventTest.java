@@ -83,7 +83,8 @@ class WindowAndEventTest {
             }
             return true; // the kernel way: destroy it after returning (here: reject the request)
         });
-        listener.listen("svc-events");
+        String events = Providers.address("svc-events");
+        listener.listen(events);
 
         ProtectionDomain pd = lb.devA.allocPd();
         CompletionQueue cq = lb.devA.createCq(8);
@@ -94,7 +95,7 @@ class WindowAndEventTest {
             return false;
         });
         active.createQp(pd, QpInitAttributes.of(cq));
-        active.connect("svc-events");
+        active.connect(events);
 
         assertThat(seen).containsExactly("CONNECT_REQUEST true");
         assertThat(refused).hasSize(1);
@@ -129,14 +130,15 @@ class WindowAndEventTest {
             }
             return false;
         });
-        listener.listen("svc-established");
+        String established = Providers.address("svc-established");
+        listener.listen(established);
         CmId active = lb.devA.createCmId();
         active.onEvent(e -> {
             events.add("A " + e.type());
             return false;
         });
         active.createQp(pd, QpInitAttributes.of(cq));
-        active.connect("svc-established");
+        active.connect(established);
         assertThat(active.connState()).isEqualTo(CmId.ConnState.CONNECTED);
         active.disconnect();
         assertThat(events).containsExactly("B CONNECT_REQUEST", "A ESTABLISHED", "B ESTABLISHED",

@@ -87,6 +87,8 @@ final class UcxCm implements ProviderCm {
             byte[] theirWorker = theirs.device.workerAddress();
             theirs.connect(myWorker, mine.number);
             mine.connect(theirWorker, theirs.number);
+            theirs.localPeer = mine;
+            mine.localPeer = theirs;
             active.ctx.established();
             ctx.established();
         }

@@ -43,27 +43,70 @@ final class UcxCq implements ProviderCq {
         receivers = Arrays.stream(receivers).filter(q -> q != qp).toArray(UcxQp[]::new);
     }
 
+    /**
+     * Progresses the worker, places what arrived, reaps what completed; then, for QPs whose peer is
+     * in this JVM (another device), progresses the peer's worker and places its messages too (its
+     * QP lock only tried), and once more this side: a poll in a single-threaded program sees a
+     * round trip complete, as a poll of a soft CQ executes its QPs' peers.
+     */
     @Override
     public void progress() {
-        device.progress();
-        for (UcxQp qp : receivers) {
-            ReentrantLock l = qp.ctx.lock();
-            l.lock(); // reentrant: a poll of a CQ with one user already holds it
-            try {
+        boolean peers = false;
+        for (int round = 0; round < 3; round++) {
+            device.progress();
+            for (UcxQp qp : receivers) {
+                withLock(qp, true);
+            }
+            for (UcxQp qp : qps) {
+                withLock(qp, false);
+            }
+            for (UcxQp qp : qps) {
+                peers |= progressPeer(qp);
+            }
+            for (UcxQp qp : receivers) {
+                peers |= progressPeer(qp);
+            }
+            if (!peers) {
+                return;
+            }
+        }
+    }
+
+    private static void withLock(UcxQp qp, boolean deliver) {
+        ReentrantLock l = qp.ctx.lock();
+        l.lock(); // reentrant: a poll of a CQ with one user already holds it
+        try {
+            if (deliver) {
                 qp.deliver();
-            } finally {
-                l.unlock();
-            }
-        }
-        for (UcxQp qp : qps) {
-            ReentrantLock l = qp.ctx.lock();
-            l.lock();
-            try {
+            } else {
                 qp.reap();
-            } finally {
-                l.unlock();
             }
+        } finally {
+            l.unlock();
         }
+    }
+
+    /** The in-process peer's worker progresses and its receives are placed (its lock only tried); false if none. */
+    private static boolean progressPeer(UcxQp qp) {
+        UcxQp peer = qp.localPeer;
+        if (peer == null || peer.device == qp.device) {
+            return false;
+        }
+        try {
+            peer.device.progress();
+            ReentrantLock l = peer.ctx.lock();
+            if (l.tryLock()) {
+                try {
+                    peer.deliver();
+                    peer.reap();
+                } finally {
+                    l.unlock();
+                }
+            }
+        } catch (io.regmem.core.RdmaException closed) {
+            return false; // the peer's device is closing: nothing of it to progress
+        }
+        return true;
     }
 
     @Override

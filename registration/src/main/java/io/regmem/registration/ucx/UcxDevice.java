@@ -42,6 +42,7 @@ final class UcxDevice implements ProviderDevice {
     /** The AM handler's upcall stub lives here; closed after the worker. */
     private final Arena arena = Arena.ofShared();
     private final int amNumber;
+    /** Set under the worker lock, once. */
     private boolean closed;
 
     UcxDevice(Ucp ucp, DeviceAttributes attributes, String name) {
@@ -84,7 +85,7 @@ final class UcxDevice implements ProviderDevice {
             throw new RdmaException(Errno.EOPNOTSUPP, mr.region() + ": ucx: fast-registration MRs are not supported "
                     + "(UCX cannot re-map a registration per work request): register the memory once (pd.register) instead");
         }
-        workerLock.lock(); // context calls too: the worker uses the context's registrations
+        lockWorker(); // context calls too: the worker uses the context's registrations
         try {
             MemorySegment memh = context.map(segment.address(), segment.byteSize());
             try {
@@ -99,7 +100,7 @@ final class UcxDevice implements ProviderDevice {
     }
 
     void unmap(MemorySegment memh) {
-        workerLock.lock();
+        lockWorker();
         try {
             context.unmap(memh);
         } finally {
@@ -177,9 +178,22 @@ final class UcxDevice implements ProviderDevice {
         return new UcxCm(id);
     }
 
+    /**
+     * Takes the worker lock, for a worker that is still there.
+     *
+     * @throws RdmaException {@link Errno#ENODEV} if the device was closed (by another thread, racing this one)
+     */
+    void lockWorker() {
+        workerLock.lock();
+        if (closed) {
+            workerLock.unlock();
+            throw new RdmaException(Errno.ENODEV, "ucx: the device was closed");
+        }
+    }
+
     /** Progresses the worker until it has nothing more to do now (at most 64 rounds). */
     void progress() {
-        workerLock.lock();
+        lockWorker();
         try {
             for (int i = 0; i < 64 && worker.progress(); i++) {
                 // keep going while UCX reports work
@@ -191,7 +205,7 @@ final class UcxDevice implements ProviderDevice {
 
     /** This device's worker address, for a peer's endpoint. */
     byte[] workerAddress() {
-        workerLock.lock();
+        lockWorker();
         try {
             return worker.address();
         } finally {
@@ -228,17 +242,18 @@ final class UcxDevice implements ProviderDevice {
 
     @Override
     public void close() {
-        if (!closed) {
-            closed = true;
-            workerLock.lock();
-            try {
-                worker.close();
-            } finally {
-                workerLock.unlock();
+        workerLock.lock();
+        try {
+            if (closed) {
+                return;
             }
-            UcxAm.uninstall(amNumber);
-            context.close();
-            arena.close();
+            closed = true; // under the lock: a racing caller finds the worker gone (lockWorker), never destroyed under it
+            worker.close();
+        } finally {
+            workerLock.unlock();
         }
+        UcxAm.uninstall(amNumber);
+        context.close();
+        arena.close();
     }
 }

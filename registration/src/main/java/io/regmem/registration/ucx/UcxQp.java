@@ -59,6 +59,8 @@ final class UcxQp implements ProviderQp {
     /** The endpoint to the peer's worker, or NULL before the connection and after it ends. Under the worker lock. */
     private MemorySegment ep = MemorySegment.NULL;
     private volatile int peerNumber = -1;
+    /** The peer QP when it is in this JVM (in-process connections), else null: a poll progresses it too. */
+    volatile UcxQp localPeer;
     /** One past the newest request started (a sequence number; execution lock; any thread reads it). */
     private volatile long started;
     /** One past the newest request reaped (execution lock). */
@@ -130,7 +132,7 @@ final class UcxQp implements ProviderQp {
 
     /** Connects to the peer QP {@code peer} of the worker at {@code peerWorker}; then the QP is ready. */
     void connect(byte[] peerWorker, int peer) {
-        device.workerLock.lock();
+        device.lockWorker();
         try {
             ep = device.worker.connect(peerWorker);
         } finally {
@@ -223,7 +225,7 @@ final class UcxQp implements ProviderQp {
             if (!ctx.memory().gatherLocal(ctx, w, local, read)) {
                 return WcStatus.LOC_PROT_ERR;
             }
-            device.workerLock.lock();
+            device.lockWorker();
             try {
                 if (message) {
                     sendMessage(w, op, k);
@@ -349,7 +351,7 @@ final class UcxQp implements ProviderQp {
     /** True once every UCX request of {@code op} finished and, unless ignored, its acknowledgement came. */
     private boolean done(Op op, boolean ignoreAck) {
         if (op.n > 0) {
-            device.workerLock.lock();
+            device.lockWorker();
             try {
                 for (int i = 0; i < op.n; i++) {
                     MemorySegment r = op.reqs[i];
@@ -418,7 +420,7 @@ final class UcxQp implements ProviderQp {
 
     private void closeEndpoint() {
         MemorySegment req;
-        device.workerLock.lock();
+        device.lockWorker();
         try {
             if (ep.address() == 0) {
                 return;
@@ -429,7 +431,7 @@ final class UcxQp implements ProviderQp {
             device.workerLock.unlock();
         }
         while (true) {
-            device.workerLock.lock();
+            device.lockWorker();
             try {
                 if (device.worker.poll(req) != UcpLayout.UCS_INPROGRESS) {
                     return;
@@ -472,7 +474,7 @@ final class UcxQp implements ProviderQp {
                 throw new RdmaException(Errno.ENOMEM, ctx.queuePair() + ": importRemoteKey: " + ks.length + " keys imported");
             }
             MemorySegment rkey;
-            device.workerLock.lock();
+            device.lockWorker();
             try {
                 if (ep.address() == 0) {
                     throw new RdmaException(Errno.EINVAL, ctx.queuePair() + ": importRemoteKey needs a connected QP "
@@ -491,7 +493,7 @@ final class UcxQp implements ProviderQp {
 
     /** Destroys the imported keys (before the endpoint they were unpacked for closes). */
     private synchronized void destroyKeys() {
-        device.workerLock.lock();
+        device.lockWorker();
         try {
             for (Imported k : keys) {
                 device.ucp.rkeyDestroy(k.rkey());
@@ -504,6 +506,11 @@ final class UcxQp implements ProviderQp {
 
     @Override
     public void destroy() {
+        UcxQp peer = localPeer;
+        localPeer = null;
+        if (peer != null && peer.localPeer == this) {
+            peer.localPeer = null;
+        }
         receiver.dropAll();
         drain();
         destroyKeys();

@@ -127,7 +127,7 @@ final class UcxReceiver {
     /** Sends the sender its status (its SEND completes with it). */
     private void acknowledge(long seq, WcStatus status) {
         int slot = (int) (acks++ % ACKS);
-        qp.device.workerLock.lock();
+        qp.device.lockWorker();
         try {
             MemorySegment previous = ackRequests[slot];
             while (previous != null && qp.device.worker.poll(previous) == UcpLayout.UCS_INPROGRESS) {
@@ -158,7 +158,7 @@ final class UcxReceiver {
         if (data == 0) {
             return;
         }
-        qp.device.workerLock.lock();
+        qp.device.lockWorker();
         try {
             qp.device.ucp.amDataRelease(qp.device.worker.handle, MemorySegment.ofAddress(data));
         } finally {
@@ -172,7 +172,7 @@ final class UcxReceiver {
             inbox.pop();
             release(m.data);
         }
-        qp.device.workerLock.lock();
+        qp.device.lockWorker();
         try {
             for (int i = 0; i < ACKS; i++) {
                 MemorySegment r = ackRequests[i];

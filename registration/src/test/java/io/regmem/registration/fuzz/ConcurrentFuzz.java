@@ -78,7 +78,7 @@ final class ConcurrentFuzz implements AutoCloseable {
         cqA = devA.createCq(4 * QUEUE);
         cqB = devB.createCq(4 * QUEUE);
         listener = devB.createCmId();
-        listenName = "concurrent-fuzz-" + seed + "-" + System.nanoTime();
+        listenName = io.regmem.registration.Providers.address(provider, "concurrent-fuzz-" + seed + "-" + System.nanoTime());
         listener.listen(listenName);
         cache = RegistrationCache.of(pdB);
     }

@@ -193,7 +193,7 @@ final class ModelFuzz implements AutoCloseable {
         cqA = devA.createCq(64);
         cqB = devB.createCq(64);
         listener = devB.createCmId();
-        listenName = "fuzz-" + seed + "-" + System.nanoTime();
+        listenName = io.regmem.registration.Providers.address(provider, "fuzz-" + seed + "-" + System.nanoTime());
         listener.listen(listenName);
         connect();
         cache = RegistrationCache.builder(pdB).maxRegions(16).build();

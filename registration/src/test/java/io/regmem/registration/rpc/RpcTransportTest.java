@@ -66,7 +66,7 @@ class RpcTransportTest {
         final RpcTransport server;
 
         Pair() {
-            String name = "rpc-" + (++names);
+            String name = io.regmem.registration.Providers.address("rpc-" + (++names));
             listener.listen(name);
             QpInitAttributes attrs = QpInitAttributes.of(cqC).maxSendWr(4 * MAX).maxRecvWr(MAX + 8).signalAll(false);
             qpC = idC.createQp(pdC, attrs);
