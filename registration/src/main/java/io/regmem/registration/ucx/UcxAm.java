@@ -15,15 +15,18 @@ import java.lang.invoke.MethodType;
 import java.util.Arrays;
 
 /**
- * The active messages that carry SEND, SEND_WITH_INV and WRITE_WITH_IMM between UCX QPs, and the
- * acknowledgements that complete them at the sender (a SEND completes, as on a reliable connection,
- * once the receiver placed it, with the receiver's verdict).
+ * The active messages that carry every request between UCX QPs (RDMA WRITE and READ, SEND,
+ * SEND_WITH_INV, WRITE_WITH_IMM), the acknowledgements that complete them at the sender (a request
+ * completes, as on a reliable connection, once the target executed it, with the target's verdict),
+ * and READ responses. The target checks every remote access against its own key tables inside a
+ * grace-period section, exactly as the soft provider does, so a key that was revoked, a region that
+ * was deregistered or a range outside it fails with REM_ACCESS_ERR and touches nothing.
  *
- * <p>Every message is one AM (id {@link #ID}) with a 48-byte header:
+ * <p>Every message is one AM (id {@link #ID}) with a 56-byte header:
  * <pre>
- *   0 type (MSG 1, ACK 2)   4 destination QP number   8 source QP number   12 opcode ordinal
- *  16 sender's sequence    24 immediate              28 rkey to invalidate
- *  32 remote address (WRITE_WITH_IMM)                40 target rkey (WRITE_WITH_IMM)   44 status (ACK)
+ *   0 type (MSG 1, ACK 2, READ_RESPONSE 3)   4 destination QP number   8 source QP number
+ *  12 opcode ordinal   16 sender's sequence   24 immediate   28 rkey to invalidate
+ *  32 remote address   40 target rkey   44 status (ACK, READ_RESPONSE)   48 length (READ)
  * </pre>
  * Native byte order: both ends are the same kind of machine (UCX's own wire formats assume it too).
  * The callback ({@link #received}) runs inside {@code ucp_worker_progress}, under the receiving
@@ -31,9 +34,11 @@ import java.util.Arrays;
  */
 final class UcxAm {
     static final int ID = 7;
-    static final long HEADER = 48;
+    static final long HEADER = 56;
     static final int TYPE_MSG = 1;
     static final int TYPE_ACK = 2;
+    /** An RDMA READ's answer: the status and, on success, the bytes. */
+    static final int TYPE_READ_RESPONSE = 3;
     static final long H_TYPE = 0;
     static final long H_DST = 4;
     static final long H_SRC = 8;
@@ -44,6 +49,7 @@ final class UcxAm {
     static final long H_RADDR = 32;
     static final long H_RKEY = 40;
     static final long H_STATUS = 44;
+    static final long H_LENGTH = 48;
 
     private static final MethodHandle RECEIVED;
     private static final FunctionDescriptor CALLBACK = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG,

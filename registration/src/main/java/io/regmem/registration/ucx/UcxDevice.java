@@ -159,12 +159,18 @@ final class UcxDevice implements ProviderDevice {
             qp.acked(h.get(U_LONG, UcxAm.H_SEQ), h.get(U_INT, UcxAm.H_STATUS));
             return false;
         }
+        if (type == UcxAm.TYPE_READ_RESPONSE) {
+            return (length == 0 || persistent)
+                    && qp.readResponse(h.get(U_LONG, UcxAm.H_SEQ), h.get(U_INT, UcxAm.H_STATUS), length > 0 ? data : 0, length);
+        }
         int opcode = h.get(U_INT, UcxAm.H_OPCODE);
         if (type != UcxAm.TYPE_MSG || (length > 0 && !persistent) || opcode < 0 || opcode >= Opcode.values().length) {
             return false; // not a message this provider sends (its sends are eager: the data always persists)
         }
-        qp.inbox().add(length > 0 ? data : 0, length, h.get(U_LONG, UcxAm.H_SEQ), opcode, h.get(U_INT, UcxAm.H_IMM),
-                h.get(U_INT, UcxAm.H_INV), h.get(U_LONG, UcxAm.H_RADDR), h.get(U_INT, UcxAm.H_RKEY));
+        // A READ carries no bytes: its length travels in the header, in the length slot of the inbox.
+        boolean read = opcode == Opcode.RDMA_READ.ordinal();
+        qp.inbox().add(length > 0 ? data : 0, read ? h.get(U_LONG, UcxAm.H_LENGTH) : length, h.get(U_LONG, UcxAm.H_SEQ), opcode,
+                h.get(U_INT, UcxAm.H_IMM), h.get(U_INT, UcxAm.H_INV), h.get(U_LONG, UcxAm.H_RADDR), h.get(U_INT, UcxAm.H_RKEY));
         return length > 0;
     }
 

@@ -22,15 +22,14 @@ import java.util.Arrays;
 /**
  * A UCX queue pair: one endpoint to the peer's worker. A posted request is started when its doorbell
  * rings ({@link #sendPosted}): local entries are checked through the verbs layer's key tables inside
- * a grace-period section; RDMA WRITE and READ check the remote range against the exporter's envelope
- * (bounds, rights), then issue one {@code ucp_put_nbx}/{@code ucp_get_nbx} per local piece, a WRITE
- * followed by an endpoint flush (a put completes when the local buffer may be reused; the flush,
- * when the bytes are at the target). SEND, SEND_WITH_INV and WRITE_WITH_IMM are active messages
- * ({@link UcxAm}) that complete when the receiver acknowledges them.
+ * a grace-period section; RDMA requests check the remote range against the exporter's envelope
+ * (bounds, rights). Every request is an active message ({@link UcxAm}) that the target executes
+ * against its own key tables and acknowledges (a READ's acknowledgement carries the bytes, placed
+ * into the local entries, resolved again, when it is reaped).
  *
  * <p>Order: WRITEs pipeline; a READ, SEND, SEND_WITH_INV or WRITE_WITH_IMM starts only once every
- * earlier request completed (UCX orders neither gets after puts nor messages after puts), and
- * requests start in posting order. Requests complete in order ({@link #reap}). A request that fails
+ * earlier request completed (so that it sees, or lands after, everything before it whatever lanes
+ * UCX uses), and requests start in posting order. Requests complete in order ({@link #reap}). A request that fails
  * before it starts halts the QP: nothing after it starts, and the error state flushes it.
  *
  * <p>Locks: the post lock, then the execution lock (starting holds both, so a request never starts
@@ -50,9 +49,11 @@ final class UcxQp implements ProviderQp {
     private final Arena arena = Arena.ofShared();
     private final UcxReceiver receiver;
     private final Segments local = new Segments();
+    private final Segments responseBytes = new Segments();
     private final Op[] ops;
     private final int mask;
-    private final MemorySegment amParams;
+    /** Request parameters of an eager active message (the receiver keeps whole messages). */
+    final MemorySegment amParams;
     private final MemorySegment amIovParams;
     /** Imported keys, copy-on-write under {@code this}. */
     private volatile Imported[] keys = new Imported[0];
@@ -87,6 +88,9 @@ final class UcxQp implements ProviderQp {
         volatile int ack;
         MemorySegment header;
         MemorySegment iov = MemorySegment.NULL;
+        /** A READ's response bytes (UCX's persistent data, released after they are placed), or 0. */
+        long respData;
+        long respLength;
 
         void reset() {
             n = 0;
@@ -94,6 +98,8 @@ final class UcxQp implements ProviderQp {
             ucsStatus = UcpLayout.UCS_OK;
             bytes = 0;
             awaitAck = false;
+            respData = 0;
+            respLength = 0;
             ack = ACK_PENDING;
         }
 
@@ -207,13 +213,14 @@ final class UcxQp implements ProviderQp {
     private WcStatus startChecked(PostedWr w, Op op) {
         Opcode opcode = w.opcode();
         boolean rdma = opcode == Opcode.RDMA_WRITE || opcode == Opcode.RDMA_READ || opcode == Opcode.RDMA_WRITE_WITH_IMM;
-        boolean message = opcode == Opcode.SEND || opcode == Opcode.SEND_WITH_INV || opcode == Opcode.RDMA_WRITE_WITH_IMM;
-        if (!rdma && !message) {
+        if (!rdma && opcode != Opcode.SEND && opcode != Opcode.SEND_WITH_INV) {
             return WcStatus.REM_INV_REQ_ERR; // REG_MR and LOCAL_INV: UCX has no fast registration
         }
         boolean read = opcode == Opcode.RDMA_READ;
         Imported k = null;
         if (rdma) {
+            // Checked here from the exporter's envelope (nothing is sent for a request that cannot
+            // succeed) and again by the target against its tables (the envelope may be stale).
             k = imported(w.rkey());
             if (k == null || !covers(k.key(), w.remoteAddress(), w.totalLength(), read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
                 return WcStatus.REM_ACCESS_ERR;
@@ -225,24 +232,12 @@ final class UcxQp implements ProviderQp {
             if (!ctx.memory().gatherLocal(ctx, w, local, read)) {
                 return WcStatus.LOC_PROT_ERR;
             }
+            if (read) {
+                local.clear(); // the bytes come back in the response: the entries are resolved again then
+            }
             device.lockWorker();
             try {
-                if (message) {
-                    sendMessage(w, op, k);
-                } else {
-                    long raddr = w.remoteAddress();
-                    long off = 0;
-                    for (int i = 0; i < local.count(); i++) {
-                        long addr = local.segment(i).address() + local.offset(i);
-                        long len = local.length(i);
-                        op.add(read ? device.ucp.get(ep, addr, len, raddr + off, k.rkey(), device.worker.noParams)
-                                : device.ucp.put(ep, addr, len, raddr + off, k.rkey(), device.worker.noParams));
-                        off += len;
-                    }
-                    if (!read) {
-                        op.add(device.ucp.flush(ep, device.worker.noParams));
-                    }
-                }
+                sendMessage(w, op, k);
             } finally {
                 device.workerLock.unlock();
             }
@@ -269,6 +264,7 @@ final class UcxQp implements ProviderQp {
             h.set(JAVA_LONG, UcxAm.H_RADDR, w.remoteAddress());
             h.set(JAVA_INT, UcxAm.H_RKEY, k.key().rkey()); // the exporter's own key: it checks it against its tables
         }
+        h.set(JAVA_LONG, UcxAm.H_LENGTH, w.totalLength());
         op.seq = w.seq();
         op.awaitAck = true; // before the send: its acknowledgement may come at the next progress of any thread
         int pieces = local.count();
@@ -301,6 +297,25 @@ final class UcxQp implements ProviderQp {
         }
     }
 
+    /**
+     * The answer to READ {@code seq} (from the AM callback, worker lock held): its status and, on
+     * success, the bytes, kept until the reap places them. False if the data is not kept (no READ
+     * waits for it any more).
+     */
+    boolean readResponse(long seq, int status, long data, long length) {
+        if (seq < 0 || status < 0 || status >= WcStatus.values().length) {
+            return false;
+        }
+        Op op = ops[(int) seq & mask];
+        if (!op.awaitAck || op.seq != seq || op.ack != ACK_PENDING) {
+            return false;
+        }
+        op.respData = data;
+        op.respLength = length;
+        op.ack = status; // publishes the two above
+        return data != 0;
+    }
+
     /** True if {@code [addr, addr + len)} lies in the exported region and the region grants {@code right}. */
     private static boolean covers(RemoteKeyEnvelope.Decoded k, long addr, long len, Access right) {
         return Access.has(k.access(), right) && addr >= k.address() && len <= k.length() && addr - k.address() <= k.length() - len;
@@ -327,6 +342,9 @@ final class UcxQp implements ProviderQp {
             WcStatus status = op.failed >= 0 ? WcStatus.values()[op.failed]
                     : op.ucsStatus != UcpLayout.UCS_OK ? statusOf(op.ucsStatus)
                     : op.awaitAck ? WcStatus.values()[op.ack] : WcStatus.SUCCESS;
+            if (op.respData != 0 || (status == WcStatus.SUCCESS && w.opcode() == Opcode.RDMA_READ)) {
+                status = placeReadResponse(w, op, status);
+            }
             ctx.completeSend(status, status == WcStatus.SUCCESS ? op.bytes : 0);
         }
         if (ctx.state() == QueuePair.State.ERROR) {
@@ -334,6 +352,52 @@ final class UcxQp implements ProviderQp {
             ctx.flush();
         } else {
             startMore();
+        }
+    }
+
+    /** Copies a READ's response into its local entries, resolved again now (execution lock held); releases it. */
+    private WcStatus placeReadResponse(PostedWr w, Op op, WcStatus status) {
+        long data = op.respData;
+        op.respData = 0;
+        try {
+            if (status != WcStatus.SUCCESS) {
+                return status;
+            }
+            if (op.respLength != w.totalLength() || (data == 0 && op.respLength > 0)) {
+                return WcStatus.REM_OP_ERR;
+            }
+            if (op.respLength == 0) {
+                return WcStatus.SUCCESS;
+            }
+            reader.enter();
+            try {
+                local.clear();
+                if (!ctx.memory().gatherLocal(ctx, w, local, true)) {
+                    return WcStatus.LOC_PROT_ERR;
+                }
+                responseBytes.clear();
+                responseBytes.add(MemorySegment.ofAddress(data).reinterpret(op.respLength), 0, op.respLength, null, null);
+                return Segments.copy(reader, responseBytes, local) == Segments.COPIED ? WcStatus.SUCCESS : WcStatus.LOC_PROT_ERR;
+            } finally {
+                local.clear();
+                responseBytes.clear();
+                reader.exit();
+            }
+        } finally {
+            release(data);
+        }
+    }
+
+    /** Releases data UCX kept for an active-message callback (0: none). */
+    void release(long data) {
+        if (data == 0) {
+            return;
+        }
+        device.lockWorker();
+        try {
+            device.ucp.amDataRelease(device.worker.handle, MemorySegment.ofAddress(data));
+        } finally {
+            device.workerLock.unlock();
         }
     }
 
@@ -414,6 +478,9 @@ final class UcxQp implements ProviderQp {
                     throw new IllegalStateException(ctx.queuePair() + ": ucx requests still running 10 s after the endpoint closed");
                 }
             }
+            op.awaitAck = false; // a late answer is dropped (readResponse keeps nothing for it)
+            release(op.respData);
+            op.respData = 0;
         }
         reaped = Math.max(reaped, started);
     }

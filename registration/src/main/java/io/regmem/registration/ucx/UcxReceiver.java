@@ -24,7 +24,7 @@ import java.lang.foreign.MemorySegment;
  * bad target range is REM_ACCESS_ERR, a SEND_WITH_INV naming no MR of this PD is REM_INV_REQ_ERR.
  */
 final class UcxReceiver {
-    private static final int ACKS = 64;
+    private static final int REPLIES = 64;
 
     final UcxInbox inbox = new UcxInbox();
     private final UcxQp qp;
@@ -32,29 +32,99 @@ final class UcxReceiver {
     private final UcxInbox.Message m = new UcxInbox.Message();
     private final Segments src = new Segments();
     private final Segments dst = new Segments();
-    /** Acknowledgement headers (a ring; each must live until its send completed) and their requests. */
-    private final MemorySegment ackHeaders;
-    private final MemorySegment[] ackRequests = new MemorySegment[ACKS];
-    private long acks;
+    /** Reply headers (a ring; each must live until its send completed), their requests and READ bytes. */
+    private final MemorySegment replyHeaders;
+    private final MemorySegment[] replyRequests = new MemorySegment[REPLIES];
+    private final Arena[] replyBounces = new Arena[REPLIES];
+    private long replies;
 
     UcxReceiver(UcxQp qp, Arena arena) {
         this.qp = qp;
         this.ctx = qp.ctx;
-        this.ackHeaders = arena.allocate(UcxAm.HEADER * ACKS, 8);
+        this.replyHeaders = arena.allocate(UcxAm.HEADER * REPLIES, 8);
     }
 
-    /** Places what arrived (execution lock held). */
+    /** Executes what arrived (execution lock held). */
     void deliver() {
         while (inbox.peek(m)) {
             if (ctx.state() != QueuePair.State.RTS) {
                 dropAll(); // the connection is gone: the receives are flushed, the sender's QP fails on its own
                 return;
             }
-            WcStatus senderStatus = place();
+            Opcode op = Opcode.values()[m.opcode];
             inbox.pop();
+            if (op == Opcode.RDMA_READ) {
+                read();
+                continue;
+            }
+            WcStatus senderStatus = op == Opcode.RDMA_WRITE ? write() : place();
             release(m.data);
-            acknowledge(m.seq, senderStatus);
+            reply(m.seq, senderStatus, UcxAm.TYPE_ACK, null, MemorySegment.NULL);
         }
+    }
+
+    /** An RDMA WRITE into this side's memory, checked against its keys: the sender's status. */
+    private WcStatus write() {
+        if (m.length == 0) {
+            return WcStatus.SUCCESS;
+        }
+        src.clear();
+        dst.clear();
+        src.add(MemorySegment.ofAddress(m.data).reinterpret(m.length), 0, m.length, null, null);
+        qp.reader.enter();
+        try {
+            if (ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst)
+                    && Segments.copy(qp.reader, src, dst) == Segments.COPIED) {
+                return WcStatus.SUCCESS;
+            }
+        } finally {
+            qp.reader.exit();
+            src.clear();
+            dst.clear();
+        }
+        ctx.toError(); // a NAKed protection error breaks the connection at both ends
+        return WcStatus.REM_ACCESS_ERR;
+    }
+
+    /**
+     * An RDMA READ of this side's memory, checked against its keys: the bytes are copied, inside the
+     * grace-period section, into memory of the response's own (so nothing reads the registered
+     * memory after the section), which UCX sends back with the status.
+     */
+    private void read() {
+        Arena bounce = null;
+        MemorySegment bytes = MemorySegment.NULL;
+        WcStatus status = WcStatus.SUCCESS;
+        if (m.length > 0) {
+            dst.clear();
+            src.clear();
+            qp.reader.enter();
+            try {
+                if (ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_READ, src)) {
+                    bounce = Arena.ofShared();
+                    bytes = bounce.allocate(m.length, 64);
+                    dst.add(bytes, 0, m.length, null, null);
+                    if (Segments.copy(qp.reader, src, dst) != Segments.COPIED) {
+                        status = WcStatus.REM_ACCESS_ERR;
+                    }
+                } else {
+                    status = WcStatus.REM_ACCESS_ERR;
+                }
+            } finally {
+                qp.reader.exit();
+                src.clear();
+            }
+            dst.clear();
+        }
+        if (status != WcStatus.SUCCESS) {
+            if (bounce != null) {
+                bounce.close();
+                bounce = null;
+                bytes = MemorySegment.NULL;
+            }
+            ctx.toError();
+        }
+        reply(m.seq, status, UcxAm.TYPE_READ_RESPONSE, bounce, bytes);
     }
 
     /** Places the message {@link #m} holds; returns the sender's status. */
@@ -124,33 +194,51 @@ final class UcxReceiver {
         }
     }
 
-    /** Sends the sender its status (its SEND completes with it). */
-    private void acknowledge(long seq, WcStatus status) {
-        int slot = (int) (acks++ % ACKS);
+    /**
+     * Answers the sender: its status (its request completes with it) and, for a READ, the bytes in
+     * {@code bytes}, memory of {@code bounce} (closed once UCX has sent them).
+     */
+    private void reply(long seq, WcStatus status, int type, Arena bounce, MemorySegment bytes) {
+        int slot = (int) (replies++ % REPLIES);
         qp.device.lockWorker();
         try {
-            MemorySegment previous = ackRequests[slot];
-            while (previous != null && qp.device.worker.poll(previous) == UcpLayout.UCS_INPROGRESS) {
-                qp.device.worker.progress(); // the ring came round to an ack still being sent: let it go out
-            }
-            ackRequests[slot] = null;
+            finish(slot);
             MemorySegment ep = qp.endpoint();
             if (ep.address() == 0) {
+                if (bounce != null) {
+                    bounce.close();
+                }
                 return;
             }
-            MemorySegment h = ackHeaders.asSlice(slot * UcxAm.HEADER, UcxAm.HEADER);
+            MemorySegment h = replyHeaders.asSlice(slot * UcxAm.HEADER, UcxAm.HEADER);
             h.fill((byte) 0);
-            h.set(JAVA_INT, UcxAm.H_TYPE, UcxAm.TYPE_ACK);
+            h.set(JAVA_INT, UcxAm.H_TYPE, type);
             h.set(JAVA_INT, UcxAm.H_DST, qp.peerNumber());
             h.set(JAVA_INT, UcxAm.H_SRC, qp.number);
             h.set(JAVA_LONG, UcxAm.H_SEQ, seq);
             h.set(JAVA_INT, UcxAm.H_STATUS, status.ordinal());
-            MemorySegment r = qp.device.ucp.amSend(ep, UcxAm.ID, h, UcxAm.HEADER, 0, 0, qp.device.worker.noParams);
+            MemorySegment r = qp.device.ucp.amSend(ep, UcxAm.ID, h, UcxAm.HEADER, bytes.address(), bytes.byteSize(), qp.amParams);
             if (r.address() != 0 && !Ucp.isError(r)) {
-                ackRequests[slot] = r;
+                replyRequests[slot] = r;
+                replyBounces[slot] = bounce;
+            } else if (bounce != null) {
+                bounce.close(); // sent at once (or failed): UCX holds nothing of it
             }
         } finally {
             qp.device.workerLock.unlock();
+        }
+    }
+
+    /** Waits until the reply in {@code slot} is sent and frees its bytes (worker lock held). */
+    private void finish(int slot) {
+        MemorySegment previous = replyRequests[slot];
+        while (previous != null && qp.device.worker.poll(previous) == UcpLayout.UCS_INPROGRESS) {
+            qp.device.worker.progress(); // the ring came round to a reply still being sent: let it go out
+        }
+        replyRequests[slot] = null;
+        if (replyBounces[slot] != null) {
+            replyBounces[slot].close();
+            replyBounces[slot] = null;
         }
     }
 
@@ -166,7 +254,7 @@ final class UcxReceiver {
         }
     }
 
-    /** Releases every message still waiting and every acknowledgement still being sent (execution lock held). */
+    /** Releases every message still waiting and every reply still being sent (execution lock held). */
     void dropAll() {
         while (inbox.peek(m)) {
             inbox.pop();
@@ -174,16 +262,18 @@ final class UcxReceiver {
         }
         qp.device.lockWorker();
         try {
-            for (int i = 0; i < ACKS; i++) {
-                MemorySegment r = ackRequests[i];
-                if (r != null) {
-                    if (qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
-                        qp.device.ucp.requestCancel(qp.device.worker.handle, r);
-                        while (qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
-                            qp.device.worker.progress();
-                        }
+            for (int i = 0; i < REPLIES; i++) {
+                MemorySegment r = replyRequests[i];
+                if (r != null && qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+                    qp.device.ucp.requestCancel(qp.device.worker.handle, r);
+                    while (qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+                        qp.device.worker.progress();
                     }
-                    ackRequests[i] = null;
+                }
+                replyRequests[i] = null;
+                if (replyBounces[i] != null) {
+                    replyBounces[i].close();
+                    replyBounces[i] = null;
                 }
             }
         } finally {

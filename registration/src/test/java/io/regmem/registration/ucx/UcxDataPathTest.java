@@ -333,4 +333,48 @@ class UcxDataPathTest {
         }
         assertThat(atB.get(0).status()).isEqualTo(WcStatus.SUCCESS);
     }
+
+    @Test
+    void aKeyWhoseRegionWasDeregisteredAndItsMemoryFreedFailsAtTheTargetAndTouchesNothing() {
+        Arena gone = Arena.ofShared();
+        MemorySegment target = gone.allocate(65536, 4096);
+        MemoryRegion mr = pdB.register(target, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+        int key = qpA.importRemoteKey(mr.exportRemoteKey()); // the envelope says: writable, 64 KiB
+        long address = target.address();
+        mr.close();
+        gone.close(); // unmapped: a byte written there now would crash the process
+        fill(memA, 9);
+        qpA.postSend(new WorkRequest(1).wrId(20).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(memA.address(), 4096, mrA.lkey()).remote(address, key));
+        awaitBoth(1, 0);
+        assertThat(wcs[0].status()).as("checked by the target against its own tables").isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(qpA.state()).isEqualTo(QueuePair.State.ERROR);
+    }
+
+    @Test
+    void aRevokedRegionRefusesWritesAndReadsAtTheTarget() {
+        MemoryRegion mr = pdB.register(memB.asSlice(0, 65536), Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+        int key = qpA.importRemoteKey(mr.exportRemoteKey());
+        mr.revoke();
+        qpA.postSend(new WorkRequest(1).wrId(21).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(memA.address(), 4096, mrA.lkey()).remote(memB.address(), key));
+        awaitBoth(1, 0);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        mr.close();
+    }
+
+    @Test
+    void aReadOfManyPiecesBringsEveryByteBack() {
+        fill(memB, 10);
+        int key = qpA.importRemoteKey(mrB.exportRemoteKey());
+        qpA.postSend(new WorkRequest(3).wrId(22).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(memA.address(), 3000, mrA.lkey()).addSge(memA.address() + 100_000, 300_000, mrA.lkey())
+                .addSge(memA.address() + 500_000, 1, mrA.lkey()).remote(memB.address() + 17, key));
+        awaitBoth(1, 0);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(wcs[0].byteLen()).isEqualTo(303_001);
+        assertThat(memA.asSlice(0, 3000).mismatch(memB.asSlice(17, 3000))).isEqualTo(-1);
+        assertThat(memA.asSlice(100_000, 300_000).mismatch(memB.asSlice(3017, 300_000))).isEqualTo(-1);
+        assertThat(memA.get(ValueLayout.JAVA_BYTE, 500_000)).isEqualTo(memB.get(ValueLayout.JAVA_BYTE, 303_017));
+    }
 }
