@@ -13,12 +13,12 @@ import java.util.zip.CRC32C;
  * <pre>
  *   0  magic "RMUX"        4 bytes
  *   4  version (1)         2 bytes
- *   6  reserved (0)        2 bytes
+ *   6  flags               2 bytes   1: the range and rights are the target's to check (fast-reg MR, window)
  *   8  verbs rkey          4 bytes   what a WorkRequest names the region by at the exporter
  *  12  access mask         4 bytes   the rights the region grants (Access.mask)
  *  16  address             8 bytes   the region's first byte in the exporter's address space
  *  24  length              8 bytes
- *  32  packed length n     4 bytes   1 to 65536
+ *  32  packed length n     4 bytes   0 to 65536 (0: no UCX registration behind the key)
  *  36  CRC32C              4 bytes   of bytes 0-35 (CRC field zero) and the packed key
  *  40  UCX packed key      n bytes   (ucp_rkey_pack)
  * </pre>
@@ -37,8 +37,15 @@ final class RemoteKeyEnvelope {
     private static final ValueLayout.OfShort SHORT = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
 
-    /** A decoded envelope: the exporter's view of the region and UCX's packed key. */
-    record Decoded(int rkey, int access, long address, long length, byte[] packed) {
+    /** The flag: the envelope's range and rights may be stale (the target checks each access). */
+    static final short TARGET_CHECKS = 1;
+
+    /** A decoded envelope: the exporter's view of the region and UCX's packed key (maybe empty). */
+    record Decoded(int rkey, int access, long address, long length, int flags, byte[] packed) {
+        /** True if the initiator may refuse an access from the envelope's range and rights. */
+        boolean rangeKnown() {
+            return (flags & TARGET_CHECKS) == 0;
+        }
     }
 
     private RemoteKeyEnvelope() {
@@ -50,13 +57,13 @@ final class RemoteKeyEnvelope {
     }
 
     /** Writes the envelope into {@code to} (at least {@link #size} bytes). */
-    static void encode(int rkey, int access, long address, long length, byte[] packed, MemorySegment to) {
-        if (packed.length < 1 || packed.length > MAX_PACKED) {
+    static void encode(int rkey, int access, long address, long length, int flags, byte[] packed, MemorySegment to) {
+        if (packed.length > MAX_PACKED) {
             throw new IllegalArgumentException("packed key of " + packed.length + " bytes");
         }
         to.set(INT, 0, MAGIC);
         to.set(SHORT, 4, VERSION);
-        to.set(SHORT, 6, (short) 0);
+        to.set(SHORT, 6, (short) flags);
         to.set(INT, 8, rkey);
         to.set(INT, 12, access);
         to.set(LONG, 16, address);
@@ -86,7 +93,7 @@ final class RemoteKeyEnvelope {
             throw bad(who, "exported key version " + version + " (this regmem reads version " + VERSION + ")");
         }
         int n = from.get(INT, 32);
-        if (n < 1 || n > MAX_PACKED || size != HEADER + (long) n) {
+        if (n < 0 || n > MAX_PACKED || size != HEADER + (long) n) {
             throw bad(who, "packed key length " + n + " does not fit the " + size + " bytes given");
         }
         int expected = from.get(INT, 36);
@@ -99,7 +106,11 @@ final class RemoteKeyEnvelope {
             throw bad(who, "region [0x" + Long.toHexString(address) + ", +" + length + ") wraps around");
         }
         byte[] packed = from.asSlice(HEADER, n).toArray(ValueLayout.JAVA_BYTE);
-        return new Decoded(from.get(INT, 8), from.get(INT, 12), address, length, packed);
+        int flags = from.get(SHORT, 6);
+        if ((flags & ~TARGET_CHECKS) != 0) {
+            throw bad(who, "unknown flags 0x" + Integer.toHexString(flags));
+        }
+        return new Decoded(from.get(INT, 8), from.get(INT, 12), address, length, flags, packed);
     }
 
     /** CRC32C of the header with its CRC field read as zero, then the packed key. */

@@ -57,19 +57,21 @@ final class UcpWorker implements AutoCloseable {
     }
 
     /**
-     * An endpoint to the worker at {@code peerAddress} ({@code ucp_ep_create}), with peer error
-     * handling: a peer that goes away fails the endpoint's requests instead of hanging them.
+     * An endpoint to the worker at {@code peerAddress} ({@code ucp_ep_create}). With
+     * {@code peerErrors}, UCX's peer error handling: a peer that goes away fails the endpoint's
+     * requests instead of hanging them; UCX 1.13 offers it over TCP only (not over shared memory).
      *
      * @throws RdmaException {@link Errno#EINVAL} if UCX cannot read the address or reach the peer
      */
-    MemorySegment connect(byte[] peerAddress) {
+    MemorySegment connect(byte[] peerAddress, boolean peerErrors) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment address = a.allocate(peerAddress.length, 8);
             MemorySegment.copy(peerAddress, 0, address, JAVA_BYTE, 0, peerAddress.length);
             MemorySegment params = a.allocate(UcpLayout.EP_PARAMS_SIZE, 8);
             params.set(JAVA_LONG, UcpLayout.EP_PARAMS_FIELD_MASK, UcpLayout.EP_PARAM_FIELD_REMOTE_ADDRESS | UcpLayout.EP_PARAM_FIELD_ERR_HANDLING_MODE);
             params.set(ADDRESS, UcpLayout.EP_PARAMS_ADDRESS, address);
-            params.set(JAVA_INT, UcpLayout.EP_PARAMS_ERR_MODE, UcpLayout.ERR_HANDLING_MODE_PEER);
+            params.set(JAVA_INT, UcpLayout.EP_PARAMS_ERR_MODE,
+                    peerErrors ? UcpLayout.ERR_HANDLING_MODE_PEER : UcpLayout.ERR_HANDLING_MODE_NONE);
             MemorySegment epOut = a.allocate(ADDRESS);
             ucp.check(ucp.epCreate(handle, params, epOut), Errno.EINVAL, "ucx: ucp_ep_create");
             return epOut.get(ADDRESS, 0);

@@ -99,6 +99,11 @@ final class UcxAm {
         return number;
     }
 
+    /** The open devices of this JVM (null slots for closed ones). */
+    static UcxDevice[] devices() {
+        return devices;
+    }
+
     /** Frees a device's number (after its worker is destroyed: no callback can come any more). */
     static synchronized void uninstall(int number) {
         UcxDevice[] next = devices.clone();

@@ -23,9 +23,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * A UCX device: one UCP context and one worker. Every call on the worker is made under
  * {@link #workerLock} (the worker is created {@code SERIALIZED}).
  *
- * <p>Memory registration is {@code ucp_mem_map} of the region's memory; fast-registration MRs and
- * memory windows are refused with {@code EOPNOTSUPP} (UCX has no per-operation re-mapping of a
- * registration, and a window's narrower rights could not be enforced at the target).
+ * <p>Memory registration is {@code ucp_mem_map} of the region's memory. Fast-registration MRs and
+ * memory windows work as on every provider (the target checks each access against the verbs key
+ * tables); integrity MRs are refused with {@code EOPNOTSUPP}.
  */
 final class UcxDevice implements ProviderDevice {
     private final DeviceAttributes attributes;
@@ -76,14 +76,15 @@ final class UcxDevice implements ProviderDevice {
 
     @Override
     public ProviderMr registerMemory(MrContext mr) {
-        if (mr.isWindow()) {
-            throw new RdmaException(Errno.EOPNOTSUPP, mr.region() + ": ucx: memory windows are not supported "
-                    + "(UCX cannot enforce a window's narrower rights at the target)");
+        if (mr.region().isIntegrity()) {
+            throw new RdmaException(Errno.EOPNOTSUPP, mr.region() + ": ucx: integrity (signature) MRs are not supported "
+                    + "(T10-PI offload is a soft provider feature)");
         }
         MemorySegment segment = mr.segment();
-        if (segment == null) {
-            throw new RdmaException(Errno.EOPNOTSUPP, mr.region() + ": ucx: fast-registration MRs are not supported "
-                    + "(UCX cannot re-map a registration per work request): register the memory once (pd.register) instead");
+        if (segment == null || mr.isWindow()) {
+            // Fast-reg MRs and windows: every access is checked by the target against the verbs key
+            // tables, which REG_MR, LOCAL_INV and window binds update; UCX needs no registration.
+            return new UcxMr(this, mr.region(), MemorySegment.NULL, new byte[0]);
         }
         lockWorker(); // context calls too: the worker uses the context's registrations
         try {
@@ -197,6 +198,30 @@ final class UcxDevice implements ProviderDevice {
         }
     }
 
+    /**
+     * Before the worker is destroyed: progresses it until it has been idle for 16 calls in a row (at
+     * most 200 ms), so that the connection-level messages UCX still exchanges for closed endpoints
+     * are done. UCX 1.13 aborts the process in {@code ucp_worker_destroy} when such a message is
+     * still pending on a TCP endpoint ({@code ucp_request.c:684: got REP message}). Worker lock held.
+     */
+    private void settle() {
+        long deadline = System.nanoTime() + 200_000_000L;
+        int idle = 0;
+        while (idle < 16 && System.nanoTime() < deadline) {
+            boolean busy = worker.progress();
+            for (UcxDevice other : UcxAm.devices()) { // a peer in this JVM must answer too
+                if (other != null && other != this && other.workerLock.tryLock()) {
+                    try {
+                        busy |= !other.closed && other.worker.progress();
+                    } finally {
+                        other.workerLock.unlock();
+                    }
+                }
+            }
+            idle = busy ? 0 : idle + 1;
+        }
+    }
+
     /** Progresses the worker until it has nothing more to do now (at most 64 rounds). */
     void progress() {
         lockWorker();
@@ -254,6 +279,7 @@ final class UcxDevice implements ProviderDevice {
                 return;
             }
             closed = true; // under the lock: a racing caller finds the worker gone (lockWorker), never destroyed under it
+            settle();
             worker.close();
         } finally {
             workerLock.unlock();

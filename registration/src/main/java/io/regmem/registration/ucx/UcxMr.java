@@ -5,21 +5,26 @@ import io.regmem.registration.spi.ProviderMr;
 import java.lang.foreign.MemorySegment;
 
 /**
- * A region registered with UCX ({@code ucp_mem_map} of the region's memory). Its exported key is a
- * {@link RemoteKeyEnvelope} around the packed key, packed once at registration: the verbs rkey,
- * the region's address, length and rights travel with it.
+ * A region registered with UCX ({@code ucp_mem_map} of the region's memory), or a fast-reg MR or
+ * memory window, which map memory later or narrow another region and have no UCX registration of
+ * their own. Its exported key is a {@link RemoteKeyEnvelope} around the packed key, packed once at
+ * registration: the verbs rkey, the region's address, length and rights travel with it (for a
+ * fast-reg MR or window, flagged as the target's to check).
  */
 final class UcxMr implements ProviderMr {
     private final UcxDevice device;
     private final MemoryRegion region;
+    /** UCX's registration, or NULL for a fast-reg MR or a window (the verbs key tables alone govern them). */
     private final MemorySegment memh;
     private final byte[] packed;
+    private final int flags;
 
     UcxMr(UcxDevice device, MemoryRegion region, MemorySegment memh, byte[] packed) {
         this.device = device;
         this.region = region;
         this.memh = memh;
         this.packed = packed;
+        this.flags = memh.address() == 0 ? RemoteKeyEnvelope.TARGET_CHECKS : 0;
     }
 
     @Override
@@ -29,11 +34,13 @@ final class UcxMr implements ProviderMr {
 
     @Override
     public void exportRemoteKey(int rkey, MemorySegment to) {
-        RemoteKeyEnvelope.encode(rkey, region.access(), region.address(), region.length(), packed, to);
+        RemoteKeyEnvelope.encode(rkey, region.access(), region.address(), region.length(), flags, packed, to);
     }
 
     @Override
     public void deregister() {
-        device.unmap(memh);
+        if (memh.address() != 0) {
+            device.unmap(memh);
+        }
     }
 }

@@ -140,7 +140,7 @@ final class UcxQp implements ProviderQp {
     void connect(byte[] peerWorker, int peer) {
         device.lockWorker();
         try {
-            ep = device.worker.connect(peerWorker);
+            ep = device.worker.connect(peerWorker, false);
         } finally {
             device.workerLock.unlock();
         }
@@ -212,9 +212,27 @@ final class UcxQp implements ProviderQp {
     /** Checks and issues one request: a failure status decided before anything moved, or null once it is under way. */
     private WcStatus startChecked(PostedWr w, Op op) {
         Opcode opcode = w.opcode();
+        if (opcode == Opcode.REG_MR) {
+            reader.enter();
+            try {
+                WcStatus s = ctx.memory().fastRegister(ctx, w);
+                return s == WcStatus.SUCCESS ? null : s; // done at once: a local operation
+            } finally {
+                reader.exit();
+            }
+        }
+        if (opcode == Opcode.LOCAL_INV) {
+            io.regmem.registration.MemoryRegion mr = ctx.memory().invalidationTarget(ctx, w.invalidateRkey());
+            if (mr == null) {
+                return WcStatus.LOC_PROT_ERR;
+            }
+            ctx.memory().invalidate(mr);
+            device.grace.synchronize(); // no access through the key that began before is still running
+            return null;
+        }
         boolean rdma = opcode == Opcode.RDMA_WRITE || opcode == Opcode.RDMA_READ || opcode == Opcode.RDMA_WRITE_WITH_IMM;
         if (!rdma && opcode != Opcode.SEND && opcode != Opcode.SEND_WITH_INV) {
-            return WcStatus.REM_INV_REQ_ERR; // REG_MR and LOCAL_INV: UCX has no fast registration
+            return WcStatus.REM_INV_REQ_ERR; // REG_MR_INTEGRITY and READ_WITH_INV: not carried by UCX
         }
         boolean read = opcode == Opcode.RDMA_READ;
         Imported k = null;
@@ -222,7 +240,8 @@ final class UcxQp implements ProviderQp {
             // Checked here from the exporter's envelope (nothing is sent for a request that cannot
             // succeed) and again by the target against its tables (the envelope may be stale).
             k = imported(w.rkey());
-            if (k == null || !covers(k.key(), w.remoteAddress(), w.totalLength(), read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
+            if (k == null || (k.key().rangeKnown()
+                    && !covers(k.key(), w.remoteAddress(), w.totalLength(), read ? Access.REMOTE_READ : Access.REMOTE_WRITE))) {
                 return WcStatus.REM_ACCESS_ERR;
             }
         }
@@ -547,7 +566,7 @@ final class UcxQp implements ProviderQp {
                     throw new RdmaException(Errno.EINVAL, ctx.queuePair() + ": importRemoteKey needs a connected QP "
                             + "(UCX unpacks a key for the endpoint to its exporter)");
                 }
-                rkey = device.worker.unpack(ep, d.packed());
+                rkey = d.packed().length == 0 ? MemorySegment.NULL : device.worker.unpack(ep, d.packed());
             } finally {
                 device.workerLock.unlock();
             }
@@ -563,7 +582,9 @@ final class UcxQp implements ProviderQp {
         device.lockWorker();
         try {
             for (Imported k : keys) {
-                device.ucp.rkeyDestroy(k.rkey());
+                if (k.rkey().address() != 0) {
+                    device.ucp.rkeyDestroy(k.rkey());
+                }
             }
         } finally {
             device.workerLock.unlock();

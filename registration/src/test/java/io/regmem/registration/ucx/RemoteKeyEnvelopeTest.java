@@ -23,7 +23,7 @@ class RemoteKeyEnvelopeTest {
 
     private static MemorySegment encoded(Arena a, byte[] packed) {
         MemorySegment s = a.allocate(RemoteKeyEnvelope.size(packed.length));
-        RemoteKeyEnvelope.encode(0x1234_5678, 0b1011, 0x7f00_0000_1000L, 1 << 20, packed, s);
+        RemoteKeyEnvelope.encode(0x1234_5678, 0b1011, 0x7f00_0000_1000L, 1 << 20, RemoteKeyEnvelope.TARGET_CHECKS, packed, s);
         return s;
     }
 
@@ -38,6 +38,8 @@ class RemoteKeyEnvelopeTest {
             assertThat(d.address()).isEqualTo(0x7f00_0000_1000L);
             assertThat(d.length()).isEqualTo(1 << 20);
             assertThat(d.packed()).isEqualTo(packed);
+            assertThat(d.flags()).isEqualTo(RemoteKeyEnvelope.TARGET_CHECKS);
+            assertThat(d.rangeKnown()).isFalse();
         }
     }
 

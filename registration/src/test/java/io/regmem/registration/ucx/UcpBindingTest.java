@@ -66,8 +66,8 @@ class UcpBindingTest {
             MemorySegment memhB = ctxB.map(dst.address(), size);
             byte[] packed = ctxB.packRemoteKey(memhB);
             assertThat(packed).isNotEmpty();
-            MemorySegment ab = a.connect(b.address());
-            MemorySegment ba = b.connect(a.address());
+            MemorySegment ab = a.connect(b.address(), true);
+            MemorySegment ba = b.connect(a.address(), true);
             MemorySegment rkey = a.unpack(ab, packed);
             try {
                 assertThat(await(a, b, ucp.put(ab, src.address(), size, dst.address(), rkey, a.noParams))).isEqualTo(UcpLayout.UCS_OK);
@@ -100,8 +100,8 @@ class UcpBindingTest {
             MemorySegment target = MemorySegment.ofAddress(range[0]).reinterpret(1 << 20);
             MemorySegment src = arena.allocate(4096);
             src.fill((byte) 0x5A);
-            MemorySegment ab = a.connect(b.address());
-            MemorySegment ba = b.connect(a.address());
+            MemorySegment ab = a.connect(b.address(), true);
+            MemorySegment ba = b.connect(a.address(), true);
             MemorySegment rkey = a.unpack(ab, ctxB.packRemoteKey(memh));
             try {
                 assertThat(await(a, b, ucp.put(ab, src.address(), 4096, range[0] + 8192, rkey, a.noParams))).isEqualTo(UcpLayout.UCS_OK);

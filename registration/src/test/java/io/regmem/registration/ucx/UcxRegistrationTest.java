@@ -47,13 +47,28 @@ class UcxRegistrationTest {
     }
 
     @Test
-    void fastRegistrationMrsAreRefusedWithEopnotsuppAndNothingIsLeft() {
+    void aFastRegMrHasNoUcxRegistrationAndExportsAKeyTheTargetChecks() {
         UcxAvailable.require();
         RdmaDevice dev = RdmaDevice.open("ucx");
         ProtectionDomain pd = dev.allocPd();
-        assertThatThrownBy(() -> pd.allocMr(16)).isInstanceOf(RdmaException.class)
+        MemoryRegion mr = pd.allocMr(16);
+        RemoteKeyEnvelope.Decoded d = RemoteKeyEnvelope.decode(MemorySegment.ofArray(mr.exportRemoteKey()), "test");
+        assertThat(d.packed()).as("no ucp_mem_map behind it").isEmpty();
+        assertThat(d.rangeKnown()).as("its mapping changes with every REG_MR").isFalse();
+        assertThat(d.rkey()).isEqualTo(mr.rkey());
+        mr.close();
+        pd.close();
+        dev.close();
+    }
+
+    @Test
+    void integrityMrsAreRefusedWithEopnotsuppAndNothingIsLeft() {
+        UcxAvailable.require();
+        RdmaDevice dev = RdmaDevice.open("ucx");
+        ProtectionDomain pd = dev.allocPd();
+        assertThatThrownBy(() -> pd.allocMrIntegrity(4, 1)).isInstanceOf(RdmaException.class)
                 .satisfies(e -> assertThat(((RdmaException) e).errno()).isEqualTo(Errno.EOPNOTSUPP))
-                .hasMessageContaining("fast-registration");
+                .hasMessageContaining("integrity");
         pd.close(); // nothing of the refused MR holds the PD
         dev.close();
     }
