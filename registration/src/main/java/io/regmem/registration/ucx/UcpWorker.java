@@ -79,14 +79,15 @@ final class UcpWorker implements AutoCloseable {
     }
 
     /**
-     * Starts closing an endpoint, forcibly (its outstanding requests fail): returns the request to
-     * {@link #poll} (an in-process peer's worker must progress too for it to finish).
+     * Starts closing an endpoint: returns the request to {@link #poll} (an in-process peer's worker
+     * must progress too for it to finish). {@code force} (only for endpoints with peer error handling,
+     * as UCX requires) fails the outstanding requests at once; otherwise the close flushes them.
      */
-    MemorySegment startClose(MemorySegment ep) {
+    MemorySegment startClose(MemorySegment ep, boolean force) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment param = a.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
             param.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
-            param.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.EP_CLOSE_FLAG_FORCE);
+            param.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, force ? UcpLayout.EP_CLOSE_FLAG_FORCE : 0);
             return ucp.epClose(ep, param);
         }
     }

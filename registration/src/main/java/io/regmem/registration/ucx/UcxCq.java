@@ -87,7 +87,7 @@ final class UcxCq implements ProviderCq {
     }
 
     /** The in-process peer's worker progresses and its receives are placed (its lock only tried); false if none. */
-    private static boolean progressPeer(UcxQp qp) {
+    static boolean progressPeer(UcxQp qp) {
         UcxQp peer = qp.localPeer;
         if (peer == null || peer.device == qp.device) {
             return false;
@@ -95,10 +95,12 @@ final class UcxCq implements ProviderCq {
         try {
             peer.device.progress();
             ReentrantLock l = peer.ctx.lock();
-            if (l.tryLock()) {
+            if (!peer.destroyed && l.tryLock()) {
                 try {
-                    peer.deliver();
-                    peer.reap();
+                    if (!peer.destroyed) {
+                        peer.deliver();
+                        peer.reap();
+                    }
                 } finally {
                     l.unlock();
                 }

@@ -222,12 +222,23 @@ final class UcxDevice implements ProviderDevice {
         }
     }
 
+    /** UCX requests no QP waits for any more (their peer never answered): freed when they end. Worker lock. */
+    private final java.util.ArrayList<MemorySegment> abandoned = new java.util.ArrayList<>();
+
+    /** Takes over a request nobody waits for (worker lock held). */
+    void abandon(MemorySegment request) {
+        abandoned.add(request);
+    }
+
     /** Progresses the worker until it has nothing more to do now (at most 64 rounds). */
     void progress() {
         lockWorker();
         try {
             for (int i = 0; i < 64 && worker.progress(); i++) {
                 // keep going while UCX reports work
+            }
+            if (!abandoned.isEmpty()) {
+                abandoned.removeIf(r -> worker.poll(r) != UcpLayout.UCS_INPROGRESS);
             }
         } finally {
             workerLock.unlock();
@@ -264,6 +275,7 @@ final class UcxDevice implements ProviderDevice {
                     }
                 }
                 progress();
+                UcxCq.progressPeer(qp); // an in-process peer answers only when its worker progresses
                 if (System.nanoTime() > deadline) {
                     throw new RdmaException(Errno.EIO, qp.ctx.queuePair() + ": ucx requests still running after 10 s");
                 }

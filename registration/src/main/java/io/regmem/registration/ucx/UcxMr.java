@@ -39,6 +39,7 @@ final class UcxMr implements ProviderMr {
 
     @Override
     public void deregister() {
+        device.quiesce(); // the verbs layer made the keys invalid: wait out what checked them before
         if (memh.address() != 0) {
             device.unmap(memh);
         }

@@ -62,6 +62,8 @@ final class UcxQp implements ProviderQp {
     private volatile int peerNumber = -1;
     /** The peer QP when it is in this JVM (in-process connections), else null: a poll progresses it too. */
     volatile UcxQp localPeer;
+    /** Set once the QP is destroyed: an in-process peer's poll leaves it alone. */
+    volatile boolean destroyed;
     /** One past the newest request started (a sequence number; execution lock; any thread reads it). */
     private volatile long started;
     /** One past the newest request reaped (execution lock). */
@@ -458,6 +460,22 @@ final class UcxQp implements ProviderQp {
         return ignoreAck || !op.awaitAck || op.ucsStatus != UcpLayout.UCS_OK || op.ack != ACK_PENDING;
     }
 
+    /** Hands {@code op}'s unfinished UCX requests to the device (a peer that never answers). */
+    private void abandon(Op op) {
+        device.lockWorker();
+        try {
+            for (int i = 0; i < op.n; i++) {
+                if (op.reqs[i] != null) {
+                    device.abandon(op.reqs[i]);
+                    op.reqs[i] = null;
+                }
+            }
+            op.n = 0;
+        } finally {
+            device.workerLock.unlock();
+        }
+    }
+
     private static WcStatus statusOf(int ucs) {
         return switch (ucs) {
             case UcpLayout.UCS_OK -> WcStatus.SUCCESS;
@@ -484,18 +502,21 @@ final class UcxQp implements ProviderQp {
             Op op = ops[(int) seq & mask];
             while (!done(op, true) && System.nanoTime() < grace) {
                 device.progress();
+                UcxCq.progressPeer(this);
             }
         }
         destroyKeys();
         closeEndpoint();
-        long deadline = System.nanoTime() + 10_000_000_000L;
+        long deadline = System.nanoTime() + ABANDON_NANOS;
         for (long seq = reaped; seq < started; seq++) {
             Op op = ops[(int) seq & mask];
             while (!done(op, true)) {
-                device.progress();
                 if (System.nanoTime() > deadline) {
-                    throw new IllegalStateException(ctx.queuePair() + ": ucx requests still running 10 s after the endpoint closed");
+                    abandon(op);
+                    break;
                 }
+                device.progress();
+                UcxCq.progressPeer(this);
             }
             op.awaitAck = false; // a late answer is dropped (readResponse keeps nothing for it)
             release(op.respData);
@@ -511,23 +532,36 @@ final class UcxQp implements ProviderQp {
             if (ep.address() == 0) {
                 return;
             }
-            req = device.worker.startClose(ep);
+            req = device.worker.startClose(ep, false); // in-process endpoints have no peer error handling: flush
             ep = MemorySegment.NULL;
         } finally {
             device.workerLock.unlock();
         }
+        long deadline = System.nanoTime() + ABANDON_NANOS;
         while (true) {
             device.lockWorker();
             try {
                 if (device.worker.poll(req) != UcpLayout.UCS_INPROGRESS) {
                     return;
                 }
+                if (System.nanoTime() > deadline) {
+                    device.abandon(req); // a peer that never answers: the worker finishes (or destroys) it
+                    return;
+                }
             } finally {
                 device.workerLock.unlock();
             }
             device.progress();
+            UcxCq.progressPeer(this);
         }
     }
+
+    /**
+     * How long a closing endpoint may wait for its peer. Without peer error handling (UCX 1.13 has it
+     * over TCP only), requests to a peer that went away never end: after this they are left to the
+     * worker, which frees them when they end or when it is destroyed.
+     */
+    private static final long ABANDON_NANOS = 2_000_000_000L;
 
     /** True if requests were started and not yet reaped (any thread). */
     boolean busy() {
@@ -594,13 +628,14 @@ final class UcxQp implements ProviderQp {
 
     @Override
     public void destroy() {
+        receiver.dropAll();
+        drain(); // may progress the in-process peer: its link is cut after
+        destroyed = true;
         UcxQp peer = localPeer;
         localPeer = null;
         if (peer != null && peer.localPeer == this) {
             peer.localPeer = null;
         }
-        receiver.dropAll();
-        drain();
         destroyKeys();
         reader.close();
         device.removeQp(this);

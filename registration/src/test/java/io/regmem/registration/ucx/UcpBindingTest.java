@@ -117,8 +117,8 @@ class UcpBindingTest {
 
     /** Closes both endpoints, progressing both workers so that each close completes. */
     private static void closeBoth(UcpWorker a, UcpWorker b, MemorySegment ab, MemorySegment ba) {
-        MemorySegment ra = a.startClose(ab);
-        MemorySegment rb = b.startClose(ba);
+        MemorySegment ra = a.startClose(ab, true);
+        MemorySegment rb = b.startClose(ba, true);
         assertThat(await(a, b, ra)).as("closing A's endpoint").isIn(UcpLayout.UCS_OK, UcpLayout.UCS_ERR_CANCELED,
                 UcpLayout.UCS_ERR_CONNECTION_RESET);
         assertThat(await(b, a, rb)).as("closing B's endpoint").isIn(UcpLayout.UCS_OK, UcpLayout.UCS_ERR_CANCELED,
