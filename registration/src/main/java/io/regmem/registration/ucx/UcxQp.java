@@ -4,8 +4,6 @@ import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
-import io.regmem.core.Errno;
-import io.regmem.core.RdmaException;
 import io.regmem.registration.Access;
 import io.regmem.registration.GracePeriod;
 import io.regmem.registration.Opcode;
@@ -36,8 +34,6 @@ import java.util.Arrays;
  * after a flush), then the device's worker lock; never the other way round.
  */
 final class UcxQp implements ProviderQp {
-    /** Handles of imported keys: this tag in the top byte, the index + 1 below it. */
-    private static final int KEY_TAG = 0x5C00_0000;
     private static final int ERR_NOT_STARTED = Integer.MIN_VALUE;
     private static final int ACK_PENDING = -1;
 
@@ -55,8 +51,7 @@ final class UcxQp implements ProviderQp {
     /** Request parameters of an eager active message (the receiver keeps whole messages). */
     final MemorySegment amParams;
     private final MemorySegment amIovParams;
-    /** Imported keys, copy-on-write under {@code this}. */
-    private volatile Imported[] keys = new Imported[0];
+    private final UcxKeyTable keys = new UcxKeyTable();
     /** The endpoint to the peer's worker, or NULL before the connection and after it ends. Under the worker lock. */
     private MemorySegment ep = MemorySegment.NULL;
     private volatile int peerNumber = -1;
@@ -70,10 +65,6 @@ final class UcxQp implements ProviderQp {
     private long reaped;
     /** A request failed before it started: nothing after it starts (execution lock). */
     private boolean halted;
-
-    /** A peer's key as imported on this QP: its envelope and UCX's unpacked key for this endpoint. */
-    private record Imported(byte[] envelope, RemoteKeyEnvelope.Decoded key, MemorySegment rkey) {
-    }
 
     /** One send request's UCX requests and its outcome. */
     private static final class Op {
@@ -181,6 +172,12 @@ final class UcxQp implements ProviderQp {
     /** Starts queued requests in order until one must wait for the ones before it (execution lock held). */
     private void startMore() {
         long tail = ctx.sendTail();
+        PostedWr oldest = ctx.nextSend();
+        long head = oldest == null ? tail : oldest.seq();
+        if (started < head) { // requests that never started were flushed (the error state)
+            started = head;
+            reaped = Math.max(reaped, head);
+        }
         while (started < tail) {
             PostedWr w = ctx.sendAt(started);
             Opcode op = w.opcode();
@@ -237,13 +234,13 @@ final class UcxQp implements ProviderQp {
             return WcStatus.REM_INV_REQ_ERR; // REG_MR_INTEGRITY and READ_WITH_INV: not carried by UCX
         }
         boolean read = opcode == Opcode.RDMA_READ;
-        Imported k = null;
+        RemoteKeyEnvelope.Decoded k = null;
         if (rdma) {
             // Checked here from the exporter's envelope (nothing is sent for a request that cannot
             // succeed) and again by the target against its tables (the envelope may be stale).
-            k = imported(w.rkey());
-            if (k == null || (k.key().rangeKnown()
-                    && !covers(k.key(), w.remoteAddress(), w.totalLength(), read ? Access.REMOTE_READ : Access.REMOTE_WRITE))) {
+            k = keys.get(w.rkey());
+            if (k == null || !UcxKeyTable.mayAccess(k, w.remoteAddress(), w.totalLength(),
+                    read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
                 return WcStatus.REM_ACCESS_ERR;
             }
         }
@@ -271,7 +268,7 @@ final class UcxQp implements ProviderQp {
     }
 
     /** Sends a message: the header, then the local pieces (one buffer, or an iov list). Worker lock held. */
-    private void sendMessage(PostedWr w, Op op, Imported k) {
+    private void sendMessage(PostedWr w, Op op, RemoteKeyEnvelope.Decoded k) {
         MemorySegment h = op.header;
         h.fill((byte) 0);
         h.set(JAVA_INT, UcxAm.H_TYPE, UcxAm.TYPE_MSG);
@@ -283,7 +280,7 @@ final class UcxQp implements ProviderQp {
         h.set(JAVA_INT, UcxAm.H_INV, w.invalidateRkey());
         if (k != null) {
             h.set(JAVA_LONG, UcxAm.H_RADDR, w.remoteAddress());
-            h.set(JAVA_INT, UcxAm.H_RKEY, k.key().rkey()); // the exporter's own key: it checks it against its tables
+            h.set(JAVA_INT, UcxAm.H_RKEY, k.rkey()); // the exporter's own key: it checks it against its tables
         }
         h.set(JAVA_LONG, UcxAm.H_LENGTH, w.totalLength());
         op.seq = w.seq();
@@ -337,17 +334,6 @@ final class UcxQp implements ProviderQp {
         return data != 0;
     }
 
-    /** True if {@code [addr, addr + len)} lies in the exported region and the region grants {@code right}. */
-    private static boolean covers(RemoteKeyEnvelope.Decoded k, long addr, long len, Access right) {
-        return Access.has(k.access(), right) && addr >= k.address() && len <= k.length() && addr - k.address() <= k.length() - len;
-    }
-
-    private Imported imported(int handle) {
-        Imported[] ks = keys;
-        int i = (handle ^ KEY_TAG) - 1;
-        return (handle & 0xFF00_0000) == KEY_TAG && i >= 0 && i < ks.length ? ks[i] : null;
-    }
-
     /**
      * Completes, in order, the requests that are done and starts those that waited for them
      * (execution lock held); in the error state, ends the started ones and flushes the rest.
@@ -367,6 +353,12 @@ final class UcxQp implements ProviderQp {
                 status = placeReadResponse(w, op, status);
             }
             ctx.completeSend(status, status == WcStatus.SUCCESS ? op.bytes : 0);
+            if (status == WcStatus.REM_ACCESS_ERR || status == WcStatus.REM_OP_ERR || status == WcStatus.REM_INV_REQ_ERR) {
+                UcxQp peer = localPeer;
+                if (peer != null) {
+                    peer.ctx.toError(); // a NAKed protection or request error breaks the connection at both ends
+                }
+            }
         }
         if (ctx.state() == QueuePair.State.ERROR) {
             drain();
@@ -495,8 +487,7 @@ final class UcxQp implements ProviderQp {
         if (started <= reaped && ep.address() == 0) {
             return;
         }
-        // A while for what is under way to finish normally: UCX wants keys destroyed after the
-        // operations using them and before their endpoint; what is left after it fails with the close.
+        // A while for what is under way to finish normally; what is left after it ends with the close.
         long grace = System.nanoTime() + 200_000_000L;
         for (long seq = reaped; seq < started && System.nanoTime() < grace; seq++) {
             Op op = ops[(int) seq & mask];
@@ -505,7 +496,6 @@ final class UcxQp implements ProviderQp {
                 UcxCq.progressPeer(this);
             }
         }
-        destroyKeys();
         closeEndpoint();
         long deadline = System.nanoTime() + ABANDON_NANOS;
         for (long seq = reaped; seq < started; seq++) {
@@ -581,49 +571,7 @@ final class UcxQp implements ProviderQp {
 
     @Override
     public int importRemoteKey(MemorySegment exported) {
-        RemoteKeyEnvelope.Decoded d = RemoteKeyEnvelope.decode(exported, ctx.queuePair().toString());
-        byte[] bytes = exported.toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
-        synchronized (this) {
-            Imported[] ks = keys;
-            for (int i = 0; i < ks.length; i++) {
-                if (Arrays.equals(ks[i].envelope(), bytes)) {
-                    return KEY_TAG | (i + 1);
-                }
-            }
-            if (ks.length >= 0xFF_FFFE) {
-                throw new RdmaException(Errno.ENOMEM, ctx.queuePair() + ": importRemoteKey: " + ks.length + " keys imported");
-            }
-            MemorySegment rkey;
-            device.lockWorker();
-            try {
-                if (ep.address() == 0) {
-                    throw new RdmaException(Errno.EINVAL, ctx.queuePair() + ": importRemoteKey needs a connected QP "
-                            + "(UCX unpacks a key for the endpoint to its exporter)");
-                }
-                rkey = d.packed().length == 0 ? MemorySegment.NULL : device.worker.unpack(ep, d.packed());
-            } finally {
-                device.workerLock.unlock();
-            }
-            Imported[] next = Arrays.copyOf(ks, ks.length + 1);
-            next[ks.length] = new Imported(bytes, d, rkey);
-            keys = next;
-            return KEY_TAG | ks.length + 1;
-        }
-    }
-
-    /** Destroys the imported keys (before the endpoint they were unpacked for closes). */
-    private synchronized void destroyKeys() {
-        device.lockWorker();
-        try {
-            for (Imported k : keys) {
-                if (k.rkey().address() != 0) {
-                    device.ucp.rkeyDestroy(k.rkey());
-                }
-            }
-        } finally {
-            device.workerLock.unlock();
-        }
-        keys = new Imported[0];
+        return keys.importKey(exported, ctx.queuePair().toString());
     }
 
     @Override
@@ -635,8 +583,8 @@ final class UcxQp implements ProviderQp {
         localPeer = null;
         if (peer != null && peer.localPeer == this) {
             peer.localPeer = null;
+            peer.ctx.toError(); // the peer loses its connection
         }
-        destroyKeys();
         reader.close();
         device.removeQp(this);
         arena.close();

@@ -1,0 +1,71 @@
+package io.regmem.registration.ucx;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.Access;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.Arrays;
+
+/**
+ * The remote keys imported on one UCX QP: each peer envelope, checked once, under the 32-bit handle
+ * a work request names it by (this tag in the top byte, the index + 1 below it). Importing the same
+ * bytes again gives the same handle. Keys live as long as the QP; nothing of UCX is held for them
+ * (the target checks every access against its own tables), so they may be imported in any state.
+ */
+final class UcxKeyTable {
+    private static final int TAG = 0x5C00_0000;
+    private static final int MAX = 0xFF_FFFE;
+
+    /** One imported key: the envelope's bytes and what they say. */
+    private record Entry(byte[] envelope, RemoteKeyEnvelope.Decoded key) {
+    }
+
+    /** Copy-on-write under {@code this}: the data path reads it without a lock. */
+    private volatile Entry[] keys = new Entry[0];
+
+    /**
+     * Imports an exported key.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for bytes that are not a whole, undamaged envelope;
+     *                       {@link Errno#ENOMEM} past 16 million keys
+     */
+    int importKey(MemorySegment exported, String who) {
+        RemoteKeyEnvelope.Decoded d = RemoteKeyEnvelope.decode(exported, who);
+        byte[] bytes = exported.toArray(ValueLayout.JAVA_BYTE);
+        synchronized (this) {
+            Entry[] ks = keys;
+            for (int i = 0; i < ks.length; i++) {
+                if (Arrays.equals(ks[i].envelope(), bytes)) {
+                    return TAG | (i + 1);
+                }
+            }
+            if (ks.length >= MAX) {
+                throw new RdmaException(Errno.ENOMEM, who + ": importRemoteKey: " + ks.length + " keys imported");
+            }
+            Entry[] next = Arrays.copyOf(ks, ks.length + 1);
+            next[ks.length] = new Entry(bytes, d);
+            keys = next;
+            return TAG | (ks.length + 1);
+        }
+    }
+
+    /** The key a work request names by {@code handle}, or null if this QP imported none under it. */
+    RemoteKeyEnvelope.Decoded get(int handle) {
+        Entry[] ks = keys;
+        int i = (handle ^ TAG) - 1;
+        return (handle & 0xFF00_0000) == TAG && i >= 0 && i < ks.length ? ks[i].key() : null;
+    }
+
+    /**
+     * False if the envelope rules the access out ({@code [addr, addr + len)} outside the region, or
+     * {@code right} not granted); true if it allows it or cannot tell (a fast-reg MR's or window's
+     * envelope: the target decides).
+     */
+    static boolean mayAccess(RemoteKeyEnvelope.Decoded k, long addr, long len, Access right) {
+        if (!k.rangeKnown()) {
+            return true;
+        }
+        return Access.has(k.access(), right) && addr >= k.address() && len <= k.length() && addr - k.address() <= k.length() - len;
+    }
+}
