@@ -51,6 +51,10 @@ final class UcxAm {
     static final long H_STATUS = 44;
     static final long H_LENGTH = 48;
 
+    /** The opcodes and statuses by ordinal, read on the data path ({@code values()} copies its array each call). */
+    static final io.regmem.registration.Opcode[] OPCODES = io.regmem.registration.Opcode.values();
+    static final io.regmem.registration.WcStatus[] STATUSES = io.regmem.registration.WcStatus.values();
+
     private static final MethodHandle RECEIVED;
     private static final FunctionDescriptor CALLBACK = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG,
             ADDRESS, JAVA_LONG, ADDRESS);

@@ -165,7 +165,7 @@ final class UcxDevice implements ProviderDevice {
                     && qp.readResponse(h.get(U_LONG, UcxAm.H_SEQ), h.get(U_INT, UcxAm.H_STATUS), length > 0 ? data : 0, length);
         }
         int opcode = h.get(U_INT, UcxAm.H_OPCODE);
-        if (type != UcxAm.TYPE_MSG || (length > 0 && !persistent) || opcode < 0 || opcode >= Opcode.values().length) {
+        if (type != UcxAm.TYPE_MSG || (length > 0 && !persistent) || opcode < 0 || opcode >= UcxAm.OPCODES.length) {
             return false; // not a message this provider sends (its sends are eager: the data always persists)
         }
         // A READ carries no bytes: its length travels in the header, in the length slot of the inbox.

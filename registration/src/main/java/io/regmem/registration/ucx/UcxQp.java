@@ -307,7 +307,7 @@ final class UcxQp implements ProviderQp {
 
     /** The receiver's verdict on message {@code seq} (from the AM callback, worker lock held). */
     void acked(long seq, int status) {
-        if (seq >= 0 && status >= 0 && status < WcStatus.values().length) {
+        if (seq >= 0 && status >= 0 && status < UcxAm.STATUSES.length) {
             Op op = ops[(int) seq & mask];
             if (op.awaitAck && op.seq == seq) {
                 op.ack = status;
@@ -321,7 +321,7 @@ final class UcxQp implements ProviderQp {
      * waits for it any more).
      */
     boolean readResponse(long seq, int status, long data, long length) {
-        if (seq < 0 || status < 0 || status >= WcStatus.values().length) {
+        if (seq < 0 || status < 0 || status >= UcxAm.STATUSES.length) {
             return false;
         }
         Op op = ops[(int) seq & mask];
@@ -346,9 +346,9 @@ final class UcxQp implements ProviderQp {
                 break;
             }
             reaped = w.seq() + 1;
-            WcStatus status = op.failed >= 0 ? WcStatus.values()[op.failed]
+            WcStatus status = op.failed >= 0 ? UcxAm.STATUSES[op.failed]
                     : op.ucsStatus != UcpLayout.UCS_OK ? statusOf(op.ucsStatus)
-                    : op.awaitAck ? WcStatus.values()[op.ack] : WcStatus.SUCCESS;
+                    : op.awaitAck ? UcxAm.STATUSES[op.ack] : WcStatus.SUCCESS;
             if (op.respData != 0 || (status == WcStatus.SUCCESS && w.opcode() == Opcode.RDMA_READ)) {
                 status = placeReadResponse(w, op, status);
             }

@@ -32,15 +32,21 @@ final class UcxReceiver {
     private final UcxInbox.Message m = new UcxInbox.Message();
     private final Segments src = new Segments();
     private final Segments dst = new Segments();
-    /** Reply headers (a ring; each must live until its send completed), their requests and READ bytes. */
+    /** Reply headers (a ring; each must live until its send completed) and their requests. */
     private final MemorySegment replyHeaders;
     private final MemorySegment[] replyRequests = new MemorySegment[REPLIES];
-    private final Arena[] replyBounces = new Arena[REPLIES];
+    /**
+     * Each reply slot's buffer for READ bytes, grown (from the QP's arena) when a READ needs more:
+     * reused once the slot's previous reply was sent, so READs allocate nothing in steady state.
+     */
+    private final MemorySegment[] replyBuffers = new MemorySegment[REPLIES];
+    private final Arena arena;
     private long replies;
 
     UcxReceiver(UcxQp qp, Arena arena) {
         this.qp = qp;
         this.ctx = qp.ctx;
+        this.arena = arena;
         this.replyHeaders = arena.allocate(UcxAm.HEADER * REPLIES, 8);
     }
 
@@ -51,7 +57,7 @@ final class UcxReceiver {
                 dropAll(); // the connection is gone: the receives are flushed, the sender's QP fails on its own
                 return;
             }
-            Opcode op = Opcode.values()[m.opcode];
+            Opcode op = UcxAm.OPCODES[m.opcode];
             inbox.pop();
             if (op == Opcode.RDMA_READ) {
                 read();
@@ -59,7 +65,7 @@ final class UcxReceiver {
             }
             WcStatus senderStatus = op == Opcode.RDMA_WRITE ? write() : place();
             release(m.data);
-            reply(m.seq, senderStatus, UcxAm.TYPE_ACK, null, MemorySegment.NULL);
+            send(claimSlot(), m.seq, senderStatus, UcxAm.TYPE_ACK, MemorySegment.NULL);
         }
     }
 
@@ -88,11 +94,11 @@ final class UcxReceiver {
 
     /**
      * An RDMA READ of this side's memory, checked against its keys: the bytes are copied, inside the
-     * grace-period section, into memory of the response's own (so nothing reads the registered
+     * grace-period section, into the reply slot's own buffer (so nothing reads the registered
      * memory after the section), which UCX sends back with the status.
      */
     private void read() {
-        Arena bounce = null;
+        int slot = claimSlot();
         MemorySegment bytes = MemorySegment.NULL;
         WcStatus status = WcStatus.SUCCESS;
         if (m.length > 0) {
@@ -101,8 +107,7 @@ final class UcxReceiver {
             qp.reader.enter();
             try {
                 if (ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_READ, src)) {
-                    bounce = Arena.ofShared();
-                    bytes = bounce.allocate(m.length, 64);
+                    bytes = buffer(slot, m.length);
                     dst.add(bytes, 0, m.length, null, null);
                     if (Segments.copy(qp.reader, src, dst) != Segments.COPIED) {
                         status = WcStatus.REM_ACCESS_ERR;
@@ -117,19 +122,29 @@ final class UcxReceiver {
             dst.clear();
         }
         if (status != WcStatus.SUCCESS) {
-            if (bounce != null) {
-                bounce.close();
-                bounce = null;
-                bytes = MemorySegment.NULL;
-            }
+            bytes = MemorySegment.NULL;
             ctx.toError();
         }
-        reply(m.seq, status, UcxAm.TYPE_READ_RESPONSE, bounce, bytes);
+        send(slot, m.seq, status, UcxAm.TYPE_READ_RESPONSE, bytes);
+    }
+
+    /** Slot {@code slot}'s READ buffer, at least {@code length} bytes (grown by doubling). */
+    private MemorySegment buffer(int slot, long length) {
+        MemorySegment b = replyBuffers[slot];
+        if (b == null || b.byteSize() < length) {
+            long size = Math.max(4096, b == null ? 0 : b.byteSize());
+            while (size < length) {
+                size = size > Long.MAX_VALUE / 2 ? length : size * 2;
+            }
+            b = arena.allocate(size, 64);
+            replyBuffers[slot] = b;
+        }
+        return b.asSlice(0, length);
     }
 
     /** Places the message {@link #m} holds; returns the sender's status. */
     private WcStatus place() {
-        Opcode op = Opcode.values()[m.opcode];
+        Opcode op = UcxAm.OPCODES[m.opcode];
         PostedWr recv = ctx.nextRecv();
         if (recv == null) {
             return WcStatus.RNR_RETRY_EXC_ERR;
@@ -194,20 +209,27 @@ final class UcxReceiver {
         }
     }
 
-    /**
-     * Answers the sender: its status (its request completes with it) and, for a READ, the bytes in
-     * {@code bytes}, memory of {@code bounce} (closed once UCX has sent them).
-     */
-    private void reply(long seq, WcStatus status, int type, Arena bounce, MemorySegment bytes) {
+    /** The next reply slot, its previous reply sent (so its header and buffer may be reused). */
+    private int claimSlot() {
         int slot = (int) (replies++ % REPLIES);
         qp.device.lockWorker();
         try {
             finish(slot);
+        } finally {
+            qp.device.workerLock.unlock();
+        }
+        return slot;
+    }
+
+    /**
+     * Answers the sender from reply slot {@code slot}: its status (its request completes with it)
+     * and, for a READ, the bytes (in the slot's buffer).
+     */
+    private void send(int slot, long seq, WcStatus status, int type, MemorySegment bytes) {
+        qp.device.lockWorker();
+        try {
             MemorySegment ep = qp.endpoint();
             if (ep.address() == 0) {
-                if (bounce != null) {
-                    bounce.close();
-                }
                 return;
             }
             MemorySegment h = replyHeaders.asSlice(slot * UcxAm.HEADER, UcxAm.HEADER);
@@ -220,26 +242,19 @@ final class UcxReceiver {
             MemorySegment r = qp.device.ucp.amSend(ep, UcxAm.ID, h, UcxAm.HEADER, bytes.address(), bytes.byteSize(), qp.amParams);
             if (r.address() != 0 && !Ucp.isError(r)) {
                 replyRequests[slot] = r;
-                replyBounces[slot] = bounce;
-            } else if (bounce != null) {
-                bounce.close(); // sent at once (or failed): UCX holds nothing of it
             }
         } finally {
             qp.device.workerLock.unlock();
         }
     }
 
-    /** Waits until the reply in {@code slot} is sent and frees its bytes (worker lock held). */
+    /** Waits until the reply in {@code slot} is sent (worker lock held). */
     private void finish(int slot) {
         MemorySegment previous = replyRequests[slot];
         while (previous != null && qp.device.worker.poll(previous) == UcpLayout.UCS_INPROGRESS) {
             qp.device.worker.progress(); // the ring came round to a reply still being sent: let it go out
         }
         replyRequests[slot] = null;
-        if (replyBounces[slot] != null) {
-            replyBounces[slot].close();
-            replyBounces[slot] = null;
-        }
     }
 
     private void release(long data) {
@@ -271,10 +286,6 @@ final class UcxReceiver {
                     }
                 }
                 replyRequests[i] = null;
-                if (replyBounces[i] != null) {
-                    replyBounces[i].close();
-                    replyBounces[i] = null;
-                }
             }
         } finally {
             qp.device.workerLock.unlock();
