@@ -15,7 +15,6 @@ import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.util.Arrays;
 
 /**
  * A UCX queue pair: one endpoint to the peer's worker. A posted request is started when its doorbell
@@ -34,8 +33,6 @@ import java.util.Arrays;
  * after a flush), then the device's worker lock; never the other way round.
  */
 final class UcxQp implements ProviderQp {
-    private static final int ERR_NOT_STARTED = Integer.MIN_VALUE;
-    private static final int ACK_PENDING = -1;
 
     final UcxDevice device;
     final QpContext ctx;
@@ -46,7 +43,7 @@ final class UcxQp implements ProviderQp {
     private final UcxReceiver receiver;
     private final Segments local = new Segments();
     private final Segments responseBytes = new Segments();
-    private final Op[] ops;
+    private final UcxOp[] ops;
     private final int mask;
     /** Request parameters of an eager active message (the receiver keeps whole messages). */
     final MemorySegment amParams;
@@ -66,54 +63,16 @@ final class UcxQp implements ProviderQp {
     /** A request failed before it started: nothing after it starts (execution lock). */
     private boolean halted;
 
-    /** One send request's UCX requests and its outcome. */
-    private static final class Op {
-        MemorySegment[] reqs = new MemorySegment[4];
-        int n;
-        /** WcStatus ordinal of a failure decided at start, or -1; ERR_NOT_STARTED if never started. */
-        int failed;
-        int ucsStatus;
-        long bytes;
-        boolean awaitAck;
-        /** The request's sequence number (set before it is sent: its acknowledgement is matched by it). */
-        long seq = -1;
-        /** The receiver's verdict (a WcStatus ordinal), or ACK_PENDING. Written by the AM callback. */
-        volatile int ack;
-        MemorySegment header;
-        MemorySegment iov = MemorySegment.NULL;
-        /** A READ's response bytes (UCX's persistent data, released after they are placed), or 0. */
-        long respData;
-        long respLength;
-
-        void reset() {
-            n = 0;
-            failed = -1;
-            ucsStatus = UcpLayout.UCS_OK;
-            bytes = 0;
-            awaitAck = false;
-            respData = 0;
-            respLength = 0;
-            ack = ACK_PENDING;
-        }
-
-        void add(MemorySegment req) {
-            if (n == reqs.length) {
-                reqs = Arrays.copyOf(reqs, n * 2);
-            }
-            reqs[n++] = req;
-        }
-    }
-
     UcxQp(UcxDevice device, QpContext ctx, int number) {
         this.device = device;
         this.ctx = ctx;
         this.number = number;
         this.reader = device.grace.newReader();
         int depth = Integer.highestOneBit(Math.max(1, ctx.queuePair().maxSendWr() - 1)) << 1;
-        this.ops = new Op[depth];
+        this.ops = new UcxOp[depth];
         MemorySegment headers = arena.allocate(UcxAm.HEADER * depth, 8);
         for (int i = 0; i < depth; i++) {
-            ops[i] = new Op();
+            ops[i] = new UcxOp();
             ops[i].header = headers.asSlice(i * UcxAm.HEADER, UcxAm.HEADER);
         }
         this.mask = depth - 1;
@@ -193,10 +152,10 @@ final class UcxQp implements ProviderQp {
 
     /** Starts one request; false if it was not started (the QP stopped). Both locks held. */
     private boolean start(PostedWr w) {
-        Op op = ops[(int) w.seq() & mask];
+        UcxOp op = ops[(int) w.seq() & mask];
         op.reset();
         if (halted || ctx.state() != QueuePair.State.RTS) {
-            op.failed = ERR_NOT_STARTED; // flushed once the error state is seen
+            op.failed = UcxOp.ERR_NOT_STARTED; // flushed once the error state is seen
             return false;
         }
         WcStatus early = startChecked(w, op);
@@ -209,7 +168,7 @@ final class UcxQp implements ProviderQp {
     }
 
     /** Checks and issues one request: a failure status decided before anything moved, or null once it is under way. */
-    private WcStatus startChecked(PostedWr w, Op op) {
+    private WcStatus startChecked(PostedWr w, UcxOp op) {
         Opcode opcode = w.opcode();
         if (opcode == Opcode.REG_MR) {
             reader.enter();
@@ -268,7 +227,7 @@ final class UcxQp implements ProviderQp {
     }
 
     /** Sends a message: the header, then the local pieces (one buffer, or an iov list). Worker lock held. */
-    private void sendMessage(PostedWr w, Op op, RemoteKeyEnvelope.Decoded k) {
+    private void sendMessage(PostedWr w, UcxOp op, RemoteKeyEnvelope.Decoded k) {
         MemorySegment h = op.header;
         h.fill((byte) 0);
         h.set(JAVA_INT, UcxAm.H_TYPE, UcxAm.TYPE_MSG);
@@ -308,7 +267,7 @@ final class UcxQp implements ProviderQp {
     /** The receiver's verdict on message {@code seq} (from the AM callback, worker lock held). */
     void acked(long seq, int status) {
         if (seq >= 0 && status >= 0 && status < UcxAm.STATUSES.length) {
-            Op op = ops[(int) seq & mask];
+            UcxOp op = ops[(int) seq & mask];
             if (op.awaitAck && op.seq == seq) {
                 op.ack = status;
             }
@@ -324,8 +283,8 @@ final class UcxQp implements ProviderQp {
         if (seq < 0 || status < 0 || status >= UcxAm.STATUSES.length) {
             return false;
         }
-        Op op = ops[(int) seq & mask];
-        if (!op.awaitAck || op.seq != seq || op.ack != ACK_PENDING) {
+        UcxOp op = ops[(int) seq & mask];
+        if (!op.awaitAck || op.seq != seq || op.ack != UcxOp.ACK_PENDING) {
             return false;
         }
         op.respData = data;
@@ -341,13 +300,13 @@ final class UcxQp implements ProviderQp {
     void reap() {
         PostedWr w;
         while ((w = ctx.nextSend()) != null && w.seq() < started) {
-            Op op = ops[(int) w.seq() & mask];
-            if (!done(op, false)) {
+            UcxOp op = ops[(int) w.seq() & mask];
+            if (!op.done(device, false)) {
                 break;
             }
             reaped = w.seq() + 1;
             WcStatus status = op.failed >= 0 ? UcxAm.STATUSES[op.failed]
-                    : op.ucsStatus != UcpLayout.UCS_OK ? statusOf(op.ucsStatus)
+                    : op.ucsStatus != UcpLayout.UCS_OK ? UcxOp.statusOf(op.ucsStatus)
                     : op.awaitAck ? UcxAm.STATUSES[op.ack] : WcStatus.SUCCESS;
             if (op.respData != 0 || (status == WcStatus.SUCCESS && w.opcode() == Opcode.RDMA_READ)) {
                 status = placeReadResponse(w, op, status);
@@ -369,7 +328,7 @@ final class UcxQp implements ProviderQp {
     }
 
     /** Copies a READ's response into its local entries, resolved again now (execution lock held); releases it. */
-    private WcStatus placeReadResponse(PostedWr w, Op op, WcStatus status) {
+    private WcStatus placeReadResponse(PostedWr w, UcxOp op, WcStatus status) {
         long data = op.respData;
         op.respData = 0;
         try {
@@ -425,59 +384,6 @@ final class UcxQp implements ProviderQp {
         receiver.deliver();
     }
 
-    /** True once every UCX request of {@code op} finished and, unless ignored, its acknowledgement came. */
-    private boolean done(Op op, boolean ignoreAck) {
-        if (op.n > 0) {
-            device.lockWorker();
-            try {
-                for (int i = 0; i < op.n; i++) {
-                    MemorySegment r = op.reqs[i];
-                    if (r == null) {
-                        continue;
-                    }
-                    int s = device.worker.poll(r);
-                    if (s == UcpLayout.UCS_INPROGRESS) {
-                        return false;
-                    }
-                    op.reqs[i] = null;
-                    if (s != UcpLayout.UCS_OK && op.ucsStatus == UcpLayout.UCS_OK) {
-                        op.ucsStatus = s;
-                    }
-                }
-                op.n = 0;
-            } finally {
-                device.workerLock.unlock();
-            }
-        }
-        return ignoreAck || !op.awaitAck || op.ucsStatus != UcpLayout.UCS_OK || op.ack != ACK_PENDING;
-    }
-
-    /** Hands {@code op}'s unfinished UCX requests to the device (a peer that never answers). */
-    private void abandon(Op op) {
-        device.lockWorker();
-        try {
-            for (int i = 0; i < op.n; i++) {
-                if (op.reqs[i] != null) {
-                    device.abandon(op.reqs[i]);
-                    op.reqs[i] = null;
-                }
-            }
-            op.n = 0;
-        } finally {
-            device.workerLock.unlock();
-        }
-    }
-
-    private static WcStatus statusOf(int ucs) {
-        return switch (ucs) {
-            case UcpLayout.UCS_OK -> WcStatus.SUCCESS;
-            case UcpLayout.UCS_ERR_CANCELED -> WcStatus.WR_FLUSH_ERR;
-            case UcpLayout.UCS_ERR_CONNECTION_RESET, UcpLayout.UCS_ERR_UNREACHABLE, UcpLayout.UCS_ERR_ENDPOINT_TIMEOUT ->
-                    WcStatus.RETRY_EXC_ERR;
-            default -> WcStatus.REM_OP_ERR;
-        };
-    }
-
     /**
      * Ends every started request (execution lock held): closes the endpoint forcibly, which fails what
      * the transport still holds, and progresses the worker until each request is done. After it no
@@ -490,8 +396,8 @@ final class UcxQp implements ProviderQp {
         // A while for what is under way to finish normally; what is left after it ends with the close.
         long grace = System.nanoTime() + 200_000_000L;
         for (long seq = reaped; seq < started && System.nanoTime() < grace; seq++) {
-            Op op = ops[(int) seq & mask];
-            while (!done(op, true) && System.nanoTime() < grace) {
+            UcxOp op = ops[(int) seq & mask];
+            while (!op.done(device, true) && System.nanoTime() < grace) {
                 device.progress();
                 UcxCq.progressPeer(this);
             }
@@ -499,10 +405,10 @@ final class UcxQp implements ProviderQp {
         closeEndpoint();
         long deadline = System.nanoTime() + ABANDON_NANOS;
         for (long seq = reaped; seq < started; seq++) {
-            Op op = ops[(int) seq & mask];
-            while (!done(op, true)) {
+            UcxOp op = ops[(int) seq & mask];
+            while (!op.done(device, true)) {
                 if (System.nanoTime() > deadline) {
-                    abandon(op);
+                    op.abandon(device);
                     break;
                 }
                 device.progress();

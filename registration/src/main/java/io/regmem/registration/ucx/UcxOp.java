@@ -1,0 +1,105 @@
+package io.regmem.registration.ucx;
+
+import io.regmem.registration.WcStatus;
+import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
+
+/**
+ * One send request of a {@link UcxQp} while UCX carries it: its UCX requests, its header, the
+ * receiver's verdict and, for a READ, the bytes that came back. One per queue slot, reused.
+ */
+final class UcxOp {
+    /** {@link #failed} of a request that never started (the QP stopped first). */
+    static final int ERR_NOT_STARTED = Integer.MIN_VALUE;
+    /** {@link #ack} while no verdict came. */
+    static final int ACK_PENDING = -1;
+
+    MemorySegment[] reqs = new MemorySegment[4];
+    int n;
+    /** WcStatus ordinal of a failure decided at start, or -1; ERR_NOT_STARTED if never started. */
+    int failed;
+    int ucsStatus;
+    long bytes;
+    boolean awaitAck;
+    /** The request's sequence number (set before it is sent: its acknowledgement is matched by it). */
+    long seq = -1;
+    /** The receiver's verdict (a WcStatus ordinal), or ACK_PENDING. Written by the AM callback. */
+    volatile int ack;
+    MemorySegment header;
+    MemorySegment iov = MemorySegment.NULL;
+    /** A READ's response bytes (UCX's persistent data, released after they are placed), or 0. */
+    long respData;
+    long respLength;
+
+    void reset() {
+        n = 0;
+        failed = -1;
+        ucsStatus = UcpLayout.UCS_OK;
+        bytes = 0;
+        awaitAck = false;
+        respData = 0;
+        respLength = 0;
+        ack = ACK_PENDING;
+    }
+
+    void add(MemorySegment req) {
+        if (n == reqs.length) {
+            reqs = Arrays.copyOf(reqs, n * 2);
+        }
+        reqs[n++] = req;
+    }
+
+    /** True once every UCX request of this request finished and, unless ignored, its acknowledgement came. */
+    boolean done(UcxDevice device, boolean ignoreAck) {
+        if (n > 0) {
+            device.lockWorker();
+            try {
+                for (int i = 0; i < n; i++) {
+                    MemorySegment r = reqs[i];
+                    if (r == null) {
+                        continue;
+                    }
+                    int s = device.worker.poll(r);
+                    if (s == UcpLayout.UCS_INPROGRESS) {
+                        return false;
+                    }
+                    reqs[i] = null;
+                    if (s != UcpLayout.UCS_OK && ucsStatus == UcpLayout.UCS_OK) {
+                        ucsStatus = s;
+                    }
+                }
+                n = 0;
+            } finally {
+                device.workerLock.unlock();
+            }
+        }
+        return ignoreAck || !awaitAck || ucsStatus != UcpLayout.UCS_OK || ack != ACK_PENDING;
+    }
+
+    /** Hands this request's unfinished UCX requests to the device (a peer that never answers). */
+    void abandon(UcxDevice device) {
+        device.lockWorker();
+        try {
+            for (int i = 0; i < n; i++) {
+                if (reqs[i] != null) {
+                    device.abandon(reqs[i]);
+                    reqs[i] = null;
+                }
+            }
+            n = 0;
+        } finally {
+            device.workerLock.unlock();
+        }
+    }
+
+    /** The completion status a request gets when one of its UCX requests ended with {@code ucs}. */
+    static WcStatus statusOf(int ucs) {
+        return switch (ucs) {
+            case UcpLayout.UCS_OK -> WcStatus.SUCCESS;
+            case UcpLayout.UCS_ERR_CANCELED -> WcStatus.WR_FLUSH_ERR;
+            case UcpLayout.UCS_ERR_CONNECTION_RESET, UcpLayout.UCS_ERR_UNREACHABLE, UcpLayout.UCS_ERR_ENDPOINT_TIMEOUT ->
+                    WcStatus.RETRY_EXC_ERR;
+            default -> WcStatus.REM_OP_ERR;
+        };
+    }
+}
