@@ -50,10 +50,15 @@ public final class Loopback implements AutoCloseable {
      * with {@code options}, for tests in other packages (rw, rpc) that need their own QP settings.
      */
     public Loopback(Map<String, String> options, int cqDepth, QpInitAttributes attrsA, QpInitAttributes attrsB) {
-        devA = Providers.open(options);
+        this(Providers.NAME, options, cqDepth, attrsA, attrsB);
+    }
+
+    /** As above, on the named provider's devices (a provider's own tests, whatever {@code -Dregmem.provider} says). */
+    public Loopback(String provider, Map<String, String> options, int cqDepth, QpInitAttributes attrsA, QpInitAttributes attrsB) {
+        devA = Providers.open(provider, options);
         RdmaDevice b;
         try {
-            b = Providers.open(options);
+            b = Providers.open(provider, options);
         } catch (RuntimeException | Error e) {
             devA.close();
             throw e;
@@ -64,7 +69,7 @@ public final class Loopback implements AutoCloseable {
         cqA = devA.createCq(cqDepth);
         cqB = devB.createCq(cqDepth);
         listener = devB.createCmId();
-        String name = Providers.address("loopback-" + (++names));
+        String name = Providers.address(provider, "loopback-" + (++names));
         listener.listen(name);
         idA = devA.createCmId();
         qpA = idA.createQp(pdA, attrsA.sendCq(cqA).recvCq(cqA));

@@ -42,11 +42,16 @@ public final class Providers {
      * {@code maxSendSge}); a provider that does not know an option skips the test instead of failing it.
      */
     public static RdmaDevice open(Map<String, String> options) {
+        return open(NAME, options);
+    }
+
+    /** As {@link #open(Map)}, on the named provider. */
+    public static RdmaDevice open(String provider, Map<String, String> options) {
         try {
-            return RdmaDevice.open(NAME, options);
+            return RdmaDevice.open(provider, options);
         } catch (RdmaException e) {
             Assumptions.assumeFalse(e.getMessage().contains("unknown option"),
-                    () -> NAME + " has no such device option: " + e.getMessage());
+                    () -> provider + " has no such device option: " + e.getMessage());
             throw e;
         }
     }

@@ -7,6 +7,7 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.Access;
 import io.regmem.registration.CmId;
+import io.regmem.registration.Loopback;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.NoLeaks;
@@ -14,7 +15,6 @@ import io.regmem.registration.Opcode;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.QueuePair;
-import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
@@ -22,7 +22,6 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.SplittableRandom;
-import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -37,17 +36,11 @@ import org.junit.jupiter.api.extension.ExtendWith;
  */
 @ExtendWith(NoLeaks.class)
 class UcxDataPathTest {
-    private static final AtomicInteger PORTS = new AtomicInteger(40_000);
-
-    private Arena arena;
-    private RdmaDevice devA;
-    private RdmaDevice devB;
+    private Loopback lb;
     private ProtectionDomain pdA;
     private ProtectionDomain pdB;
     private CompletionQueue cqA;
     private CompletionQueue cqB;
-    private CmId listener;
-    private CmId idA;
     private CmId idB;
     private QueuePair qpA;
     private MemorySegment memA;
@@ -59,57 +52,26 @@ class UcxDataPathTest {
     @BeforeEach
     void connect() {
         UcxAvailable.require();
-        arena = Arena.ofShared();
-        memA = arena.allocate(1 << 20, 4096);
-        memB = arena.allocate(1 << 20, 4096);
-        devA = RdmaDevice.open("ucx");
-        devB = RdmaDevice.open("ucx");
-        pdA = devA.allocPd();
-        pdB = devB.allocPd();
-        cqA = devA.createCq(256);
-        cqB = devB.createCq(256);
-        String address = "127.0.0.1:" + PORTS.incrementAndGet();
-        listener = devB.createCmId();
-        listener.listen(address);
-        idA = devA.createCmId();
-        qpA = idA.createQp(pdA, new QpInitAttributes().maxSendWr(64).maxRecvWr(16).maxSendSge(4).signalAll(false)
-                .sendCq(cqA).recvCq(cqA));
-        idA.connect(address);
-        idB = listener.getRequest();
-        assertThat(idB).isNotNull();
-        idB.createQp(pdB, new QpInitAttributes().maxSendWr(64).maxRecvWr(16).sendCq(cqB).recvCq(cqB));
-        idB.accept();
-        assertThat(qpA.state()).isEqualTo(QueuePair.State.RTS);
-        assertThat(idB.qp().state()).isEqualTo(QueuePair.State.RTS);
+        lb = new Loopback("ucx", java.util.Map.of(), 256,
+                new QpInitAttributes().maxSendWr(64).maxRecvWr(16).maxSendSge(4).signalAll(false),
+                new QpInitAttributes().maxSendWr(64).maxRecvWr(16));
+        pdA = lb.pdA;
+        pdB = lb.pdB;
+        cqA = lb.cqA;
+        cqB = lb.cqB;
+        idB = lb.idB;
+        qpA = lb.qpA;
+        memA = lb.memA;
+        memB = lb.memB;
         mrA = pdA.register(memA, Access.LOCAL_WRITE);
         mrB = pdB.register(memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
     }
 
     @AfterEach
     void tearDown() {
-        if (devA == null) {
-            return;
+        if (lb != null) {
+            lb.close(); // closes leftover MRs, asserts that nothing survives
         }
-        idA.disconnect();
-        idA.destroyQp();
-        idB.destroyQp();
-        idA.close();
-        idB.close();
-        listener.close();
-        for (RdmaDevice d : new RdmaDevice[] {devA, devB}) {
-            for (MemoryRegion mr : d.resources().survivors(MemoryRegion.class)) {
-                mr.close();
-            }
-        }
-        cqA.close();
-        cqB.close();
-        pdA.close();
-        pdB.close();
-        assertThat(devA.resources().survivors()).as(devA.resources().report()).isEmpty();
-        assertThat(devB.resources().survivors()).as(devB.resources().report()).isEmpty();
-        devA.close();
-        devB.close();
-        arena.close();
     }
 
     /** Completions B polled while the test waited for A's (its receives). */
