@@ -115,6 +115,7 @@ class DeregistrationRaceTest {
     @Test
     void sourceRegionClose() throws InterruptedException {
         int midChain = 0;
+        long bound = 20_000_000; // the deregistration's delay bound, adapted to where the last one fell
         for (int round = 0; round < ROUNDS || (midChain == 0 && round < 4 * ROUNDS); round++) {
             try (Loopback lb = new Loopback(java.util.Map.of(), 64, new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2),
                     new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2));
@@ -130,7 +131,7 @@ class DeregistrationRaceTest {
                 while (!r.posting) {
                     Thread.onSpinWait();
                 }
-                long until = System.nanoTime() + ThreadLocalRandom.current().nextLong(20_000_000);
+                long until = System.nanoTime() + ThreadLocalRandom.current().nextLong(Math.max(1, bound));
                 while (System.nanoTime() < until) {
                     Thread.onSpinWait();
                 }
@@ -148,9 +149,25 @@ class DeregistrationRaceTest {
                 if (r.succeeded > 0 && r.succeeded < CHAIN) {
                     midChain++;
                 }
+                bound = adapt(bound, r.succeeded);
             }
         }
         assertThat(midChain).as("rounds whose deregistration fell in the middle of the chain").isPositive();
+    }
+
+    /**
+     * The next delay bound: halved when the deregistration came after the whole chain, doubled when
+     * it came before the first write, so that the rounds find the middle of the chain whatever this
+     * machine's speed (the first, unraced chain runs cold and overestimates it).
+     */
+    private static long adapt(long bound, int succeeded) {
+        if (succeeded >= CHAIN) {
+            return Math.max(1_000, bound / 2);
+        }
+        if (succeeded == 0) {
+            return Math.min(1_000_000_000L, bound * 2);
+        }
+        return bound;
     }
 
     /** Runs the rounds: chains into a fresh target each round, deregistered mid-chain. */
@@ -197,6 +214,7 @@ class DeregistrationRaceTest {
                     if (r.succeeded > 0 && r.succeeded < CHAIN) {
                         midChain++;
                     }
+                    chainNanos = adapt(chainNanos, r.succeeded);
                 }
                 if (!srcMr.isDestroyed()) {
                     srcMr.close();
