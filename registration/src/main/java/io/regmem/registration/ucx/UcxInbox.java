@@ -1,7 +1,5 @@
 package io.regmem.registration.ucx;
 
-import java.util.Arrays;
-
 /**
  * Messages that arrived for one QP and wait to be delivered into its receives: filled by the
  * active-message callback (inside the worker's progress, under the worker lock), emptied by the QP's
@@ -89,7 +87,7 @@ final class UcxInbox {
     }
 
     private static int[] regrow(int[] a, int[] order) {
-        int[] b = Arrays.copyOf(new int[0], a.length * 2);
+        int[] b = new int[a.length * 2];
         for (int k = 0; k < order.length; k++) {
             b[k] = a[order[k]];
         }
