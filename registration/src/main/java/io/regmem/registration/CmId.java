@@ -62,7 +62,9 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      *
      * @throws RdmaException {@link Errno#EINVAL} for a PD or CQ of another device, missing CQs or
      *                       limits beyond the device's; {@link Errno#EBUSY} if a QP is already attached;
-     *                       {@link Errno#EBADF} if this ID, the PD or a CQ was destroyed
+     *                       {@link Errno#EBADF} if this ID, the PD or a CQ was destroyed;
+     *                       {@link Errno#EOPNOTSUPP} for integrity on a device without
+     *                       {@link DeviceAttributes#integrityHandover()}
      */
     public QueuePair createQp(ProtectionDomain pd, QpInitAttributes attrs) {
         synchronized (device.lock) {
@@ -93,6 +95,10 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             check(attrs.maxRecvSge(), a.maxRecvSge(), "maxRecvSge", "maxRecvSge");
             if (attrs.maxRdmaCtxs() < 0) {
                 throw new RdmaException(Errno.EINVAL, this + ": maxRdmaCtxs " + attrs.maxRdmaCtxs() + " is negative");
+            }
+            if (attrs.integrity() && !a.integrityHandover()) {
+                throw new RdmaException(Errno.EOPNOTSUPP, this + ": createQp with integrity on device " + device.name()
+                        + ", which has no signature offload (DeviceAttributes.integrityHandover is false)");
             }
             int ctxs = attrs.maxRdmaCtxs();
             long extra = RwSizing.maxSendWr(device, ctxs, attrs.integrity());

@@ -17,9 +17,13 @@ import java.util.Map;
  * @param maxMrSize             bytes one memory region can cover
  * @param pageSize              the device's page size for fast registration
  * @param iWarp                 iWARP semantics (READ sinks are remotely written, READ_WITH_INV)
+ * @param integrityHandover     T10-PI signature offload ({@code IBK_INTEGRITY_HANDOVER}): integrity MRs and
+ *                              QPs created with {@link QpInitAttributes#integrity(boolean)}; without it both
+ *                              are refused with {@link Errno#EOPNOTSUPP}
  */
 public record DeviceAttributes(int maxSendSge, int maxRecvSge, int maxSgeRd, int maxSglRd, int maxFastRegPageListLen,
-                               int maxQpWr, int maxCqe, long maxMrSize, long pageSize, boolean iWarp) {
+                               int maxQpWr, int maxCqe, long maxMrSize, long pageSize, boolean iWarp,
+                               boolean integrityHandover) {
 
     /** Checks the limits: every count positive ({@code maxSglRd} may be 0), the page size a power of two. */
     public DeviceAttributes {
@@ -31,13 +35,29 @@ public record DeviceAttributes(int maxSendSge, int maxRecvSge, int maxSgeRd, int
         }
     }
 
+    /** The limits with signature offload (as every device before the capability existed). */
+    public DeviceAttributes(int maxSendSge, int maxRecvSge, int maxSgeRd, int maxSglRd, int maxFastRegPageListLen,
+                            int maxQpWr, int maxCqe, long maxMrSize, long pageSize, boolean iWarp) {
+        this(maxSendSge, maxRecvSge, maxSgeRd, maxSglRd, maxFastRegPageListLen, maxQpWr, maxCqe, maxMrSize, pageSize,
+                iWarp, true);
+    }
+
+    /** These attributes without (or with) signature offload. */
+    public DeviceAttributes withIntegrityHandover(boolean on) {
+        return new DeviceAttributes(maxSendSge, maxRecvSge, maxSgeRd, maxSglRd, maxFastRegPageListLen, maxQpWr, maxCqe,
+                maxMrSize, pageSize, iWarp, on);
+    }
+
     private static String describe(Object... v) {
         return java.util.Arrays.toString(v);
     }
 
-    /** Limits like a current RoCE/InfiniBand NIC's: 30 SGEs, 512-page fast-reg lists, 32768-deep queues. */
+    /**
+     * Limits like a current RoCE/InfiniBand NIC's: 30 SGEs, 512-page fast-reg lists, 32768-deep queues,
+     * signature offload.
+     */
     public static DeviceAttributes defaults() {
-        return new DeviceAttributes(30, 30, 30, 0, 512, 32768, 1 << 22, Long.MAX_VALUE, 4096, false);
+        return new DeviceAttributes(30, 30, 30, 0, 512, 32768, 1 << 22, Long.MAX_VALUE, 4096, false, true);
     }
 
     /**
@@ -55,7 +75,9 @@ public record DeviceAttributes(int maxSendSge, int maxRecvSge, int maxSgeRd, int
                     intOpt(options, "maxQpWr", maxQpWr), intOpt(options, "maxCqe", maxCqe),
                     options.containsKey("maxMrSize") ? Long.parseLong(options.get("maxMrSize")) : maxMrSize,
                     options.containsKey("pageSize") ? Long.parseLong(options.get("pageSize")) : pageSize,
-                    options.containsKey("iWarp") ? parseBoolean(options.get("iWarp")) : iWarp);
+                    options.containsKey("iWarp") ? parseBoolean("iWarp", options.get("iWarp")) : iWarp,
+                    options.containsKey("integrityHandover")
+                            ? parseBoolean("integrityHandover", options.get("integrityHandover")) : integrityHandover);
         } catch (NumberFormatException e) {
             throw new RdmaException(Errno.EINVAL, "DeviceAttributes: option value is not a number: " + e.getMessage(), e);
         }
@@ -65,9 +87,9 @@ public record DeviceAttributes(int maxSendSge, int maxRecvSge, int maxSgeRd, int
         return o.containsKey(key) ? Integer.parseInt(o.get(key)) : dflt;
     }
 
-    private static boolean parseBoolean(String s) {
+    private static boolean parseBoolean(String key, String s) {
         if (!"true".equalsIgnoreCase(s) && !"false".equalsIgnoreCase(s)) {
-            throw new RdmaException(Errno.EINVAL, "DeviceAttributes: iWarp must be true or false, got " + s);
+            throw new RdmaException(Errno.EINVAL, "DeviceAttributes: " + key + " must be true or false, got " + s);
         }
         return Boolean.parseBoolean(s);
     }

@@ -157,11 +157,17 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
      * offload, mapping up to {@code maxDataSg} data pages and {@code maxMetaSg} protection pages
      * ({@link MemoryRegion#mapSgPi}), registered with REG_MR_INTEGRITY.
      *
-     * @throws RdmaException {@link Errno#EINVAL} for page counts outside [1, maxFastRegPageListLen]
+     * @throws RdmaException {@link Errno#EINVAL} for page counts outside [1, maxFastRegPageListLen];
+     *                       {@link Errno#EOPNOTSUPP} on a device without
+     *                       {@link DeviceAttributes#integrityHandover()}
      */
     public MemoryRegion allocMrIntegrity(int maxDataSg, int maxMetaSg) {
         synchronized (device.lock) {
             checkAlive("allocMrIntegrity");
+            if (!device.attributes().integrityHandover()) {
+                throw new RdmaException(Errno.EOPNOTSUPP, this + ": allocMrIntegrity on device " + device.name()
+                        + ", which has no signature offload (DeviceAttributes.integrityHandover is false)");
+            }
             int limit = device.attributes().maxFastRegPageListLen();
             if (maxDataSg < 1 || maxDataSg > limit || maxMetaSg < 1 || maxMetaSg > limit) {
                 throw new RdmaException(Errno.EINVAL, this + ": allocMrIntegrity(" + maxDataSg + ", " + maxMetaSg

@@ -60,6 +60,32 @@ class ObjectModelTest {
     }
 
     @Test
+    @org.junit.jupiter.api.Tag("soft-only")
+    void aDeviceWithoutSignatureOffloadRefusesIntegrityMrsAndQpsAndChangesNothing() {
+        try (RdmaDevice plain = RdmaDevice.open("soft", Map.of("integrityHandover", "false"))) {
+            assertThat(plain.attributes().integrityHandover()).isFalse();
+            ProtectionDomain pd = plain.allocPd();
+            CompletionQueue cq = plain.createCq(8);
+            CmId id = plain.createCmId();
+            assertRdma(() -> pd.allocMrIntegrity(4, 1), Errno.EOPNOTSUPP, "allocMrIntegrity", "integrityHandover");
+            assertRdma(() -> id.createQp(pd, QpInitAttributes.of(cq).maxRdmaCtxs(1).integrity(true)),
+                    Errno.EOPNOTSUPP, "createQp", "integrityHandover");
+            assertThat(plain.resources().survivors()).containsExactlyInAnyOrder(pd, cq, id);
+            assertThat(pd.useCount()).isZero();
+            assertThat(cq.useCount()).isZero();
+            QueuePair qp = id.createQp(pd, QpInitAttributes.of(cq).maxRdmaCtxs(1));
+            assertThat(qp.sigMrs().size()).isZero();
+            id.destroyQp();
+            id.close();
+            cq.close();
+            pd.close();
+            assertThat(plain.resources().survivors()).isEmpty();
+        }
+        assertRdma(() -> RdmaDevice.open("soft", Map.of("integrityHandover", "perhaps")), Errno.EINVAL,
+                "integrityHandover");
+    }
+
+    @Test
     void devicesHaveDistinctNamesTheUsersOwnOrTheProvidersWithAFreeNumber() {
         try (RdmaDevice a = Providers.open(); RdmaDevice b = Providers.open();
              RdmaDevice named = Providers.open(Map.of(RdmaDevice.NAME, "nic-0"))) {

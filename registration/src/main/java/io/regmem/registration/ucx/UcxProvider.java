@@ -5,16 +5,23 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.RdmaProvider;
+import java.lang.reflect.RecordComponent;
+import java.util.Arrays;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.stream.Collectors;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The UCX provider, {@code RdmaDevice.open("ucx", options)}, on the system's {@code libucp} (1.13 or
  * later) through FFM. A device is a UCP context and worker; memory registers with
- * {@code ucp_mem_map}; RDMA WRITE and READ are {@code ucp_put_nbx}/{@code ucp_get_nbx} on the QP's
- * endpoint; connections are made between devices of this JVM by {@code host:port}. Work in progress:
- * SEND/RECV (active messages), connections between processes and the progress thread are missing,
- * so it is not yet listed in {@code META-INF/services} (its tests register it for themselves).
+ * {@code ucp_mem_map}; every work request travels as a UCX active message that the target executes
+ * against its own key tables (see {@link UcxReceiver}).
+ *
+ * <p>Options: the {@link DeviceAttributes} limits ({@code maxSendSge=4}, ...), which lower what the
+ * device accepts; {@code iWarp=true} and {@code integrityHandover=true} are refused with
+ * {@link Errno#EOPNOTSUPP} (UCX offers neither iWARP READ semantics nor T10-PI offload).
  */
 public final class UcxProvider implements RdmaProvider {
     private static final AtomicInteger DEVICES = new AtomicInteger();
@@ -28,17 +35,36 @@ public final class UcxProvider implements RdmaProvider {
         return "ucx";
     }
 
+    private static final Set<String> ATTRIBUTE_NAMES = Arrays.stream(DeviceAttributes.class.getRecordComponents())
+            .map(RecordComponent::getName).collect(Collectors.toUnmodifiableSet());
+
+    /** What a UCX device offers before options lower it: the usual limits, no iWARP, no signature offload. */
+    static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false);
+
     /**
      * @throws RdmaException {@link Errno#ENODEV} if UCX is missing or too old (the message names the
-     *                       package to install); {@link Errno#EINVAL} for an option (it takes none yet)
+     *                       package to install); {@link Errno#EINVAL} for an unknown option or a bad value;
+     *                       {@link Errno#EOPNOTSUPP} for a capability UCX does not have
      */
     @Override
     public ProviderDevice open(Map<String, String> options) {
-        if (!options.isEmpty()) {
-            throw new RdmaException(Errno.EINVAL, "ucx: unknown option(s) " + options.keySet() + " (it takes none)");
+        for (String key : options.keySet()) {
+            if (!ATTRIBUTE_NAMES.contains(key)) {
+                throw new RdmaException(Errno.EINVAL, "ucx: unknown option '" + key + "' (known: "
+                        + new TreeSet<>(ATTRIBUTE_NAMES) + ")");
+            }
+        }
+        DeviceAttributes attributes = DEFAULTS.with(options);
+        if (attributes.iWarp()) {
+            throw new RdmaException(Errno.EOPNOTSUPP, "ucx: iWarp=true is not offered (UCX READs carry no "
+                    + "remotely written sink)");
+        }
+        if (attributes.integrityHandover()) {
+            throw new RdmaException(Errno.EOPNOTSUPP, "ucx: integrityHandover=true is not offered (UCX has no "
+                    + "T10-PI signature offload)");
         }
         Ucp ucp = Ucp.get();
-        return new UcxDevice(ucp, DeviceAttributes.defaults(), "regmem-" + ProcessHandle.current().pid() + "-"
+        return new UcxDevice(ucp, attributes, "regmem-" + ProcessHandle.current().pid() + "-"
                 + DEVICES.incrementAndGet());
     }
 }
