@@ -10,6 +10,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.lang.foreign.SymbolLookup;
 import java.lang.invoke.MethodHandle;
 
@@ -23,9 +24,21 @@ import java.lang.invoke.MethodHandle;
  * reads its defaults for the rest.
  *
  * <p>Every method is a thin downcall; none of them checks its arguments (the callers in this package
- * pass only handles they own). A {@code ucs_status_ptr_t} is decoded with {@link #isError(MemorySegment)}.
+ * pass only handles they own). A {@code ucs_status_ptr_t} is decoded with {@link #isError(long)}.
+ *
+ * <p>The calls of the data path (send, progress, request status and release) take and return their
+ * pointers as {@code long} ({@link #PTR}): a pointer-typed argument or result would be wrapped in a new
+ * {@code MemorySegment} on every call, and the data path allocates nothing in steady state.
  */
 final class Ucp {
+    /** A pointer passed as its 64-bit value (the same register and stack slot as a C pointer on LP64). */
+    static final ValueLayout.OfLong PTR = JAVA_LONG;
+    /**
+     * All of the address space: memory UCX hands over by address (an active message's header and
+     * data) is read through it at that address as offset, where a segment per message would allocate.
+     */
+    static final MemorySegment NATIVE = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
+
     /** The oldest UCX regmem runs on: the API these layouts and calls were written against. */
     static final int MIN_MAJOR = 1;
     static final int MIN_MINOR = 13;
@@ -125,7 +138,7 @@ final class Ucp {
         cleanup = bind(linker, ucp, "ucp_cleanup", FunctionDescriptor.ofVoid(ADDRESS));
         workerCreate = bind(linker, ucp, "ucp_worker_create", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
         workerDestroy = bind(linker, ucp, "ucp_worker_destroy", FunctionDescriptor.ofVoid(ADDRESS));
-        workerProgress = bind(linker, ucp, "ucp_worker_progress", FunctionDescriptor.of(JAVA_INT, ADDRESS));
+        workerProgress = bind(linker, ucp, "ucp_worker_progress", FunctionDescriptor.of(JAVA_INT, PTR));
         workerGetAddress = bind(linker, ucp, "ucp_worker_get_address", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
         workerReleaseAddress = bind(linker, ucp, "ucp_worker_release_address", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS));
         memMap = bind(linker, ucp, "ucp_mem_map", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
@@ -134,22 +147,20 @@ final class Ucp {
         rkeyPack = bind(linker, ucp, "ucp_rkey_pack", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS, ADDRESS));
         rkeyBufferRelease = bind(linker, ucp, "ucp_rkey_buffer_release", FunctionDescriptor.ofVoid(ADDRESS));
         epCreate = bind(linker, ucp, "ucp_ep_create", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
-        epCloseNbx = bind(linker, ucp, "ucp_ep_close_nbx", FunctionDescriptor.of(ADDRESS, ADDRESS, ADDRESS));
+        epCloseNbx = bind(linker, ucp, "ucp_ep_close_nbx", FunctionDescriptor.of(PTR, PTR, PTR));
         epRkeyUnpack = bind(linker, ucp, "ucp_ep_rkey_unpack", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
         rkeyDestroy = bind(linker, ucp, "ucp_rkey_destroy", FunctionDescriptor.ofVoid(ADDRESS));
-        putNbx = bind(linker, ucp, "ucp_put_nbx",
-                FunctionDescriptor.of(ADDRESS, ADDRESS, ADDRESS, JAVA_LONG, JAVA_LONG, ADDRESS, ADDRESS));
-        getNbx = bind(linker, ucp, "ucp_get_nbx",
-                FunctionDescriptor.of(ADDRESS, ADDRESS, ADDRESS, JAVA_LONG, JAVA_LONG, ADDRESS, ADDRESS));
-        epFlushNbx = bind(linker, ucp, "ucp_ep_flush_nbx", FunctionDescriptor.of(ADDRESS, ADDRESS, ADDRESS));
-        requestCheckStatus = bind(linker, ucp, "ucp_request_check_status", FunctionDescriptor.of(JAVA_INT, ADDRESS));
-        requestFree = bind(linker, ucp, "ucp_request_free", FunctionDescriptor.ofVoid(ADDRESS));
-        requestCancel = bind(linker, ucp, "ucp_request_cancel", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS));
+        putNbx = bind(linker, ucp, "ucp_put_nbx", FunctionDescriptor.of(PTR, PTR, PTR, JAVA_LONG, JAVA_LONG, PTR, PTR));
+        getNbx = bind(linker, ucp, "ucp_get_nbx", FunctionDescriptor.of(PTR, PTR, PTR, JAVA_LONG, JAVA_LONG, PTR, PTR));
+        epFlushNbx = bind(linker, ucp, "ucp_ep_flush_nbx", FunctionDescriptor.of(PTR, PTR, PTR));
+        requestCheckStatus = bind(linker, ucp, "ucp_request_check_status", FunctionDescriptor.of(JAVA_INT, PTR));
+        requestFree = bind(linker, ucp, "ucp_request_free", FunctionDescriptor.ofVoid(PTR));
+        requestCancel = bind(linker, ucp, "ucp_request_cancel", FunctionDescriptor.ofVoid(PTR, PTR));
         statusString = bind(linker, ucs, "ucs_status_string", FunctionDescriptor.of(ADDRESS, JAVA_INT));
         setAmHandler = bind(linker, ucp, "ucp_worker_set_am_recv_handler", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
         amSendNbx = bind(linker, ucp, "ucp_am_send_nbx",
-                FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_INT, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG, ADDRESS));
-        amDataRelease = bind(linker, ucp, "ucp_am_data_release", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS));
+                FunctionDescriptor.of(PTR, PTR, JAVA_INT, PTR, JAVA_LONG, PTR, JAVA_LONG, PTR));
+        amDataRelease = bind(linker, ucp, "ucp_am_data_release", FunctionDescriptor.ofVoid(PTR, PTR));
     }
 
     private static MethodHandle bind(Linker linker, SymbolLookup lib, String name, FunctionDescriptor fd) {
@@ -174,13 +185,13 @@ final class Ucp {
     }
 
     /** True if a {@code ucs_status_ptr_t} is an error (its unsigned value is at least {@code UCS_ERR_LAST}). */
-    static boolean isError(MemorySegment statusPtr) {
-        return Long.compareUnsigned(statusPtr.address(), UcpLayout.UCS_ERR_LAST) >= 0;
+    static boolean isError(long statusPtr) {
+        return Long.compareUnsigned(statusPtr, UcpLayout.UCS_ERR_LAST) >= 0;
     }
 
     /** The status of an error pointer ({@link #isError}). */
-    static int status(MemorySegment statusPtr) {
-        return (int) statusPtr.address();
+    static int status(long statusPtr) {
+        return (int) statusPtr;
     }
 
     /** UCX's description of a status, with its number. */
@@ -249,7 +260,7 @@ final class Ucp {
     }
 
     /** Progresses the worker: returns nonzero if it did something. */
-    int workerProgress(MemorySegment worker) {
+    int workerProgress(long worker) {
         try {
             return (int) workerProgress.invokeExact(worker);
         } catch (Throwable t) {
@@ -321,9 +332,9 @@ final class Ucp {
         }
     }
 
-    MemorySegment epClose(MemorySegment ep, MemorySegment param) {
+    long epClose(long ep, long param) {
         try {
-            return (MemorySegment) epCloseNbx.invokeExact(ep, param);
+            return (long) epCloseNbx.invokeExact(ep, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -345,31 +356,31 @@ final class Ucp {
         }
     }
 
-    MemorySegment put(MemorySegment ep, long buffer, long length, long remoteAddress, MemorySegment rkey, MemorySegment param) {
+    long put(long ep, long buffer, long length, long remoteAddress, long rkey, long param) {
         try {
-            return (MemorySegment) putNbx.invokeExact(ep, MemorySegment.ofAddress(buffer), length, remoteAddress, rkey, param);
+            return (long) putNbx.invokeExact(ep, buffer, length, remoteAddress, rkey, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }
     }
 
-    MemorySegment get(MemorySegment ep, long buffer, long length, long remoteAddress, MemorySegment rkey, MemorySegment param) {
+    long get(long ep, long buffer, long length, long remoteAddress, long rkey, long param) {
         try {
-            return (MemorySegment) getNbx.invokeExact(ep, MemorySegment.ofAddress(buffer), length, remoteAddress, rkey, param);
+            return (long) getNbx.invokeExact(ep, buffer, length, remoteAddress, rkey, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }
     }
 
-    MemorySegment flush(MemorySegment ep, MemorySegment param) {
+    long flush(long ep, long param) {
         try {
-            return (MemorySegment) epFlushNbx.invokeExact(ep, param);
+            return (long) epFlushNbx.invokeExact(ep, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }
     }
 
-    int requestStatus(MemorySegment request) {
+    int requestStatus(long request) {
         try {
             return (int) requestCheckStatus.invokeExact(request);
         } catch (Throwable t) {
@@ -377,7 +388,7 @@ final class Ucp {
         }
     }
 
-    void requestFree(MemorySegment request) {
+    void requestFree(long request) {
         try {
             requestFree.invokeExact(request);
         } catch (Throwable t) {
@@ -385,7 +396,7 @@ final class Ucp {
         }
     }
 
-    void requestCancel(MemorySegment worker, MemorySegment request) {
+    void requestCancel(long worker, long request) {
         try {
             requestCancel.invokeExact(worker, request);
         } catch (Throwable t) {
@@ -401,16 +412,15 @@ final class Ucp {
         }
     }
 
-    MemorySegment amSend(MemorySegment ep, int id, MemorySegment header, long headerLength, long buffer, long count,
-                         MemorySegment param) {
+    long amSend(long ep, int id, long header, long headerLength, long buffer, long count, long param) {
         try {
-            return (MemorySegment) amSendNbx.invokeExact(ep, id, header, headerLength, MemorySegment.ofAddress(buffer), count, param);
+            return (long) amSendNbx.invokeExact(ep, id, header, headerLength, buffer, count, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }
     }
 
-    void amDataRelease(MemorySegment worker, MemorySegment data) {
+    void amDataRelease(long worker, long data) {
         try {
             amDataRelease.invokeExact(worker, data);
         } catch (Throwable t) {

@@ -18,6 +18,8 @@ import java.lang.foreign.MemorySegment;
 final class UcpWorker implements AutoCloseable {
     final Ucp ucp;
     final MemorySegment handle;
+    /** {@link #handle}'s address, for the downcalls that take pointers as {@code long}. */
+    final long address;
     /** A zeroed {@code ucp_request_param_t} (no callback: requests are polled for their status). */
     final MemorySegment noParams;
     private final Arena arena = Arena.ofShared();
@@ -32,6 +34,7 @@ final class UcpWorker implements AutoCloseable {
             MemorySegment workerOut = a.allocate(ADDRESS);
             ucp.check(ucp.workerCreate(context.handle, params, workerOut), Errno.ENOMEM, "ucx: ucp_worker_create");
             handle = workerOut.get(ADDRESS, 0);
+            address = handle.address();
         }
         noParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
     }
@@ -53,7 +56,7 @@ final class UcpWorker implements AutoCloseable {
 
     /** Makes progress: true if something happened. */
     boolean progress() {
-        return ucp.workerProgress(handle) != 0;
+        return ucp.workerProgress(address) != 0;
     }
 
     /**
@@ -83,12 +86,12 @@ final class UcpWorker implements AutoCloseable {
      * must progress too for it to finish). {@code force} (only for endpoints with peer error handling,
      * as UCX requires) fails the outstanding requests at once; otherwise the close flushes them.
      */
-    MemorySegment startClose(MemorySegment ep, boolean force) {
+    long startClose(MemorySegment ep, boolean force) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment param = a.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
             param.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
             param.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, force ? UcpLayout.EP_CLOSE_FLAG_FORCE : 0);
-            return ucp.epClose(ep, param);
+            return ucp.epClose(ep.address(), param.address());
         }
     }
 
@@ -108,8 +111,8 @@ final class UcpWorker implements AutoCloseable {
      * once (null), its error for an error pointer, {@code UCS_INPROGRESS} while it runs, else its
      * final status (and the request is freed).
      */
-    int poll(MemorySegment request) {
-        if (request.address() == 0) {
+    int poll(long request) {
+        if (request == 0) {
             return UcpLayout.UCS_OK;
         }
         if (Ucp.isError(request)) {

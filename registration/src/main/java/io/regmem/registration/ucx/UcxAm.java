@@ -3,6 +3,7 @@ package io.regmem.registration.ucx;
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
 
 import io.regmem.core.Errno;
 import java.lang.foreign.Arena;
@@ -56,15 +57,17 @@ final class UcxAm {
     static final io.regmem.registration.WcStatus[] STATUSES = io.regmem.registration.WcStatus.values();
 
     private static final MethodHandle RECEIVED;
-    private static final FunctionDescriptor CALLBACK = FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG,
-            ADDRESS, JAVA_LONG, ADDRESS);
+    /** Pointers as {@code long}: a pointer-typed upcall argument is a new {@code MemorySegment} per message. */
+    private static final FunctionDescriptor CALLBACK = FunctionDescriptor.of(JAVA_INT, Ucp.PTR, Ucp.PTR, JAVA_LONG,
+            Ucp.PTR, JAVA_LONG, Ucp.PTR);
+
     /** Devices by number (the handler's argument); a closed device's slot is null. Copy-on-write under UcxAm.class. */
     private static volatile UcxDevice[] devices = new UcxDevice[0];
 
     static {
         try {
             RECEIVED = MethodHandles.lookup().findStatic(UcxAm.class, "received", MethodType.methodType(int.class,
-                    MemorySegment.class, MemorySegment.class, long.class, MemorySegment.class, long.class, MemorySegment.class));
+                    long.class, long.class, long.class, long.class, long.class, long.class));
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -120,18 +123,20 @@ final class UcxAm {
      * the data is kept (released later with {@code ucp_am_data_release}), else {@code UCS_OK}.
      */
     @SuppressWarnings("unused") // called by UCX through the upcall stub
-    private static int received(MemorySegment arg, MemorySegment header, long headerLength, MemorySegment data, long length,
-                                MemorySegment param) {
+    private static int received(long arg, long header, long headerLength, long data, long length, long param) {
         try {
             UcxDevice[] d = devices;
-            long number = arg.address();
-            if (headerLength != HEADER || number < 0 || number >= d.length || d[(int) number] == null) {
+            long number = arg;
+            if (headerLength != HEADER || header == 0 || param == 0 || number < 0 || number >= d.length
+                    || d[(int) number] == null) {
                 return UcpLayout.UCS_OK; // not ours, or a device already closing: dropped
             }
-            long attr = param.reinterpret(16).get(JAVA_LONG, UcpLayout.AM_RECV_PARAM_RECV_ATTR);
+            long attr = Ucp.NATIVE.get(JAVA_LONG_UNALIGNED, param + UcpLayout.AM_RECV_PARAM_RECV_ATTR);
             boolean persistent = (attr & UcpLayout.AM_RECV_ATTR_FLAG_DATA) != 0;
-            return d[(int) number].onMessage(header.reinterpret(HEADER), data.address(), length, persistent)
-                    ? UcpLayout.UCS_INPROGRESS : UcpLayout.UCS_OK;
+            UcxDevice device = d[(int) number];
+            MemorySegment h = device.amHeader; // worker lock held: the device's one header buffer is free
+            MemorySegment.copy(Ucp.NATIVE, header, h, 0, HEADER);
+            return device.onMessage(h, data, length, persistent) ? UcpLayout.UCS_INPROGRESS : UcpLayout.UCS_OK;
         } catch (Throwable t) {
             return UcpLayout.UCS_OK; // never let an exception unwind into UCX (it would kill the JVM)
         }

@@ -41,6 +41,8 @@ final class UcxDevice implements ProviderDevice {
     private int nextQpNumber;
     /** The AM handler's upcall stub lives here; closed after the worker. */
     private final Arena arena = Arena.ofShared();
+    /** Where the AM callback copies a message's header (it runs under the worker lock, one at a time). */
+    final MemorySegment amHeader = arena.allocate(UcxAm.HEADER, 8);
     private final int amNumber;
     /** Set under the worker lock, once. */
     private boolean closed;
@@ -223,10 +225,10 @@ final class UcxDevice implements ProviderDevice {
     }
 
     /** UCX requests no QP waits for any more (their peer never answered): freed when they end. Worker lock. */
-    private final java.util.ArrayList<MemorySegment> abandoned = new java.util.ArrayList<>();
+    private final java.util.ArrayList<Long> abandoned = new java.util.ArrayList<>();
 
     /** Takes over a request nobody waits for (worker lock held). */
-    void abandon(MemorySegment request) {
+    void abandon(long request) {
         abandoned.add(request);
     }
 

@@ -14,7 +14,8 @@ final class UcxOp {
     /** {@link #ack} while no verdict came. */
     static final int ACK_PENDING = -1;
 
-    MemorySegment[] reqs = new MemorySegment[4];
+    /** Its UCX requests (0: finished at once or already reaped). */
+    long[] reqs = new long[4];
     int n;
     /** WcStatus ordinal of a failure decided at start, or -1; ERR_NOT_STARTED if never started. */
     int failed;
@@ -42,7 +43,7 @@ final class UcxOp {
         ack = ACK_PENDING;
     }
 
-    void add(MemorySegment req) {
+    void add(long req) {
         if (n == reqs.length) {
             reqs = Arrays.copyOf(reqs, n * 2);
         }
@@ -55,15 +56,15 @@ final class UcxOp {
             device.lockWorker();
             try {
                 for (int i = 0; i < n; i++) {
-                    MemorySegment r = reqs[i];
-                    if (r == null) {
+                    long r = reqs[i];
+                    if (r == 0) {
                         continue;
                     }
                     int s = device.worker.poll(r);
                     if (s == UcpLayout.UCS_INPROGRESS) {
                         return false;
                     }
-                    reqs[i] = null;
+                    reqs[i] = 0;
                     if (s != UcpLayout.UCS_OK && ucsStatus == UcpLayout.UCS_OK) {
                         ucsStatus = s;
                     }
@@ -81,9 +82,9 @@ final class UcxOp {
         device.lockWorker();
         try {
             for (int i = 0; i < n; i++) {
-                if (reqs[i] != null) {
+                if (reqs[i] != 0) {
                     device.abandon(reqs[i]);
-                    reqs[i] = null;
+                    reqs[i] = 0;
                 }
             }
             n = 0;

@@ -245,21 +245,22 @@ final class UcxQp implements ProviderQp {
         op.seq = w.seq();
         op.awaitAck = true; // before the send: its acknowledgement may come at the next progress of any thread
         int pieces = local.count();
-        MemorySegment req;
+        long req;
         if (pieces <= 1) {
             long addr = pieces == 0 ? 0 : local.segment(0).address() + local.offset(0);
             long len = pieces == 0 ? 0 : local.length(0);
-            req = device.ucp.amSend(ep, UcxAm.ID, h, UcxAm.HEADER, addr, len, amParams);
+            req = device.ucp.amSend(ep.address(), UcxAm.ID, h.address(), UcxAm.HEADER, addr, len, amParams.address());
         } else {
             if (op.iov.byteSize() < pieces * UcpLayout.DT_IOV_SIZE) {
                 op.iov = arena.allocate(Math.max(8, Integer.highestOneBit(pieces) << 1) * UcpLayout.DT_IOV_SIZE, 8);
             }
             for (int i = 0; i < pieces; i++) {
-                op.iov.set(ADDRESS, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_BUFFER,
-                        MemorySegment.ofAddress(local.segment(i).address() + local.offset(i)));
+                op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_BUFFER,
+                        local.segment(i).address() + local.offset(i));
                 op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_LENGTH, local.length(i));
             }
-            req = device.ucp.amSend(ep, UcxAm.ID, h, UcxAm.HEADER, op.iov.address(), pieces, amIovParams);
+            req = device.ucp.amSend(ep.address(), UcxAm.ID, h.address(), UcxAm.HEADER, op.iov.address(), pieces,
+                    amIovParams.address());
         }
         op.add(req);
     }
@@ -348,7 +349,7 @@ final class UcxQp implements ProviderQp {
                     return WcStatus.LOC_PROT_ERR;
                 }
                 responseBytes.clear();
-                responseBytes.add(MemorySegment.ofAddress(data).reinterpret(op.respLength), 0, op.respLength, null, null);
+                responseBytes.add(Ucp.NATIVE, data, op.respLength, null, null);
                 return Segments.copy(reader, responseBytes, local) == Segments.COPIED ? WcStatus.SUCCESS : WcStatus.LOC_PROT_ERR;
             } finally {
                 local.clear();
@@ -367,7 +368,7 @@ final class UcxQp implements ProviderQp {
         }
         device.lockWorker();
         try {
-            device.ucp.amDataRelease(device.worker.handle, MemorySegment.ofAddress(data));
+            device.ucp.amDataRelease(device.worker.address, data);
         } finally {
             device.workerLock.unlock();
         }
@@ -422,7 +423,7 @@ final class UcxQp implements ProviderQp {
     }
 
     private void closeEndpoint() {
-        MemorySegment req;
+        long req;
         device.lockWorker();
         try {
             if (ep.address() == 0) {

@@ -33,8 +33,10 @@ final class UcxReceiver {
     private final Segments src = new Segments();
     private final Segments dst = new Segments();
     /** Reply headers (a ring; each must live until its send completed) and their requests. */
-    private final MemorySegment replyHeaders;
-    private final MemorySegment[] replyRequests = new MemorySegment[REPLIES];
+    /** Each reply slot's header (slices made once: the data path allocates nothing). */
+    private final MemorySegment[] replyHeaders = new MemorySegment[REPLIES];
+    /** The UCX request of each reply slot's send still under way, or 0. */
+    private final long[] replyRequests = new long[REPLIES];
     /**
      * Each reply slot's buffer for READ bytes, grown (from the QP's arena) when a READ needs more:
      * reused once the slot's previous reply was sent, so READs allocate nothing in steady state.
@@ -47,7 +49,10 @@ final class UcxReceiver {
         this.qp = qp;
         this.ctx = qp.ctx;
         this.arena = arena;
-        this.replyHeaders = arena.allocate(UcxAm.HEADER * REPLIES, 8);
+        MemorySegment headers = arena.allocate(UcxAm.HEADER * REPLIES, 8);
+        for (int i = 0; i < REPLIES; i++) {
+            replyHeaders[i] = headers.asSlice(i * UcxAm.HEADER, UcxAm.HEADER);
+        }
     }
 
     /** Executes what arrived (execution lock held). */
@@ -65,7 +70,7 @@ final class UcxReceiver {
             }
             WcStatus senderStatus = op == Opcode.RDMA_WRITE ? write() : place();
             release(m.data);
-            send(claimSlot(), m.seq, senderStatus, UcxAm.TYPE_ACK, MemorySegment.NULL);
+            send(claimSlot(), m.seq, senderStatus, UcxAm.TYPE_ACK, 0);
         }
     }
 
@@ -76,7 +81,7 @@ final class UcxReceiver {
         }
         src.clear();
         dst.clear();
-        src.add(MemorySegment.ofAddress(m.data).reinterpret(m.length), 0, m.length, null, null);
+        src.add(Ucp.NATIVE, m.data, m.length, null, null);
         qp.reader.enter();
         try {
             if (ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst)
@@ -99,7 +104,7 @@ final class UcxReceiver {
      */
     private void read() {
         int slot = claimSlot();
-        MemorySegment bytes = MemorySegment.NULL;
+        long bytes = 0;
         WcStatus status = WcStatus.SUCCESS;
         if (m.length > 0) {
             dst.clear();
@@ -107,8 +112,8 @@ final class UcxReceiver {
             qp.reader.enter();
             try {
                 if (ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_READ, src)) {
-                    bytes = buffer(slot, m.length);
-                    dst.add(bytes, 0, m.length, null, null);
+                    dst.add(buffer(slot, m.length), 0, m.length, null, null);
+                    bytes = m.length;
                     if (Segments.copy(qp.reader, src, dst) != Segments.COPIED) {
                         status = WcStatus.REM_ACCESS_ERR;
                     }
@@ -122,13 +127,13 @@ final class UcxReceiver {
             dst.clear();
         }
         if (status != WcStatus.SUCCESS) {
-            bytes = MemorySegment.NULL;
+            bytes = 0;
             ctx.toError();
         }
         send(slot, m.seq, status, UcxAm.TYPE_READ_RESPONSE, bytes);
     }
 
-    /** Slot {@code slot}'s READ buffer, at least {@code length} bytes (grown by doubling). */
+    /** Slot {@code slot}'s READ buffer, at least {@code length} bytes long (grown by doubling). */
     private MemorySegment buffer(int slot, long length) {
         MemorySegment b = replyBuffers[slot];
         if (b == null || b.byteSize() < length) {
@@ -139,7 +144,7 @@ final class UcxReceiver {
             b = arena.allocate(size, 64);
             replyBuffers[slot] = b;
         }
-        return b.asSlice(0, length);
+        return b;
     }
 
     /** Places the message {@link #m} holds; returns the sender's status. */
@@ -152,7 +157,7 @@ final class UcxReceiver {
         src.clear();
         dst.clear();
         if (m.length > 0) {
-            src.add(MemorySegment.ofAddress(m.data).reinterpret(m.length), 0, m.length, null, null);
+            src.add(Ucp.NATIVE, m.data, m.length, null, null);
         }
         GracePeriod.Reader reader = qp.reader;
         reader.enter();
@@ -223,24 +228,25 @@ final class UcxReceiver {
 
     /**
      * Answers the sender from reply slot {@code slot}: its status (its request completes with it)
-     * and, for a READ, the bytes (in the slot's buffer).
+     * and, for a READ, the first {@code bytes} bytes of the slot's buffer.
      */
-    private void send(int slot, long seq, WcStatus status, int type, MemorySegment bytes) {
+    private void send(int slot, long seq, WcStatus status, int type, long bytes) {
         qp.device.lockWorker();
         try {
             MemorySegment ep = qp.endpoint();
             if (ep.address() == 0) {
                 return;
             }
-            MemorySegment h = replyHeaders.asSlice(slot * UcxAm.HEADER, UcxAm.HEADER);
+            MemorySegment h = replyHeaders[slot];
             h.fill((byte) 0);
             h.set(JAVA_INT, UcxAm.H_TYPE, type);
             h.set(JAVA_INT, UcxAm.H_DST, qp.peerNumber());
             h.set(JAVA_INT, UcxAm.H_SRC, qp.number);
             h.set(JAVA_LONG, UcxAm.H_SEQ, seq);
             h.set(JAVA_INT, UcxAm.H_STATUS, status.ordinal());
-            MemorySegment r = qp.device.ucp.amSend(ep, UcxAm.ID, h, UcxAm.HEADER, bytes.address(), bytes.byteSize(), qp.amParams);
-            if (r.address() != 0 && !Ucp.isError(r)) {
+            long r = qp.device.ucp.amSend(ep.address(), UcxAm.ID, h.address(), UcxAm.HEADER,
+                    bytes == 0 ? 0 : replyBuffers[slot].address(), bytes, qp.amParams.address());
+            if (r != 0 && !Ucp.isError(r)) {
                 replyRequests[slot] = r;
             }
         } finally {
@@ -250,11 +256,11 @@ final class UcxReceiver {
 
     /** Waits until the reply in {@code slot} is sent (worker lock held). */
     private void finish(int slot) {
-        MemorySegment previous = replyRequests[slot];
-        while (previous != null && qp.device.worker.poll(previous) == UcpLayout.UCS_INPROGRESS) {
+        long previous = replyRequests[slot];
+        while (previous != 0 && qp.device.worker.poll(previous) == UcpLayout.UCS_INPROGRESS) {
             qp.device.worker.progress(); // the ring came round to a reply still being sent: let it go out
         }
-        replyRequests[slot] = null;
+        replyRequests[slot] = 0;
     }
 
     private void release(long data) {
@@ -263,7 +269,7 @@ final class UcxReceiver {
         }
         qp.device.lockWorker();
         try {
-            qp.device.ucp.amDataRelease(qp.device.worker.handle, MemorySegment.ofAddress(data));
+            qp.device.ucp.amDataRelease(qp.device.worker.address, data);
         } finally {
             qp.device.workerLock.unlock();
         }
@@ -278,14 +284,14 @@ final class UcxReceiver {
         qp.device.lockWorker();
         try {
             for (int i = 0; i < REPLIES; i++) {
-                MemorySegment r = replyRequests[i];
-                if (r != null && qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
-                    qp.device.ucp.requestCancel(qp.device.worker.handle, r);
+                long r = replyRequests[i];
+                if (r != 0 && qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+                    qp.device.ucp.requestCancel(qp.device.worker.address, r);
                     while (qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
                         qp.device.worker.progress();
                     }
                 }
-                replyRequests[i] = null;
+                replyRequests[i] = 0;
             }
         } finally {
             qp.device.workerLock.unlock();
