@@ -37,7 +37,7 @@ final class RemoteKeyEnvelope {
     private static final ValueLayout.OfShort SHORT = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
     private static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
 
-    /** The flag: the envelope's range and rights may be stale (the target checks each access). */
+    /** The flag: the envelope carries no range or rights (zeros); the target checks each access. */
     static final short TARGET_CHECKS = 1;
 
     /** A decoded envelope: the exporter's view of the region and UCX's packed key (maybe empty). */

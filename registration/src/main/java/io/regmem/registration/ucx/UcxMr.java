@@ -34,7 +34,13 @@ final class UcxMr implements ProviderMr {
 
     @Override
     public void exportRemoteKey(int rkey, MemorySegment to) {
-        RemoteKeyEnvelope.encode(rkey, region.access(), region.address(), region.length(), flags, packed, to);
+        if (flags == RemoteKeyEnvelope.TARGET_CHECKS) {
+            // A fast-reg MR or window: its rights and range are set by a REG_MR or bind that may come
+            // after the export, and only the target checks them, so the envelope carries none.
+            RemoteKeyEnvelope.encode(rkey, 0, 0, 0, flags, packed, to);
+        } else {
+            RemoteKeyEnvelope.encode(rkey, region.access(), region.address(), region.length(), flags, packed, to);
+        }
     }
 
     @Override

@@ -193,21 +193,22 @@ final class UcxQp implements ProviderQp {
             return WcStatus.REM_INV_REQ_ERR; // REG_MR_INTEGRITY and READ_WITH_INV: not carried by UCX
         }
         boolean read = opcode == Opcode.RDMA_READ;
-        RemoteKeyEnvelope.Decoded k = null;
-        if (rdma) {
-            // Checked here from the exporter's envelope (nothing is sent for a request that cannot
-            // succeed) and again by the target against its tables (the envelope may be stale).
-            k = keys.get(w.rkey());
-            if (k == null || !UcxKeyTable.mayAccess(k, w.remoteAddress(), w.totalLength(),
-                    read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
-                return WcStatus.REM_ACCESS_ERR;
-            }
-        }
         reader.enter();
         try {
             local.clear();
             if (!ctx.memory().gatherLocal(ctx, w, local, read)) {
                 return WcStatus.LOC_PROT_ERR;
+            }
+            RemoteKeyEnvelope.Decoded k = null;
+            if (rdma) {
+                // After the local keys, as a NIC checks its own SGEs before the responder sees the
+                // request: checked here from the exporter's envelope (nothing is sent for a request
+                // that cannot succeed) and again by the target against its tables.
+                k = keys.get(w.rkey());
+                if (k == null || !UcxKeyTable.mayAccess(k, w.remoteAddress(), w.totalLength(),
+                        read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
+                    return WcStatus.REM_ACCESS_ERR;
+                }
             }
             if (read) {
                 local.clear(); // the bytes come back in the response: the entries are resolved again then
@@ -236,7 +237,14 @@ final class UcxQp implements ProviderQp {
         h.set(JAVA_INT, UcxAm.H_OPCODE, w.opcode().ordinal());
         h.set(JAVA_LONG, UcxAm.H_SEQ, w.seq());
         h.set(JAVA_INT, UcxAm.H_IMM, w.immData());
-        h.set(JAVA_INT, UcxAm.H_INV, w.invalidateRkey());
+        int inv = w.invalidateRkey();
+        if (w.opcode() == Opcode.SEND_WITH_INV) {
+            RemoteKeyEnvelope.Decoded ik = keys.get(inv); // a key imported on this QP: the exporter's own rkey
+            if (ik != null) {
+                inv = ik.rkey();
+            }
+        }
+        h.set(JAVA_INT, UcxAm.H_INV, inv);
         if (k != null) {
             h.set(JAVA_LONG, UcxAm.H_RADDR, w.remoteAddress());
             h.set(JAVA_INT, UcxAm.H_RKEY, k.rkey()); // the exporter's own key: it checks it against its tables
