@@ -218,6 +218,7 @@ final class ModelFuzz implements AutoCloseable {
         String name = listenName;
         idA = devA.createCmId();
         qpA = idA.createQp(pdA, attrs(cqA));
+        imported.clear(); // keys are imported per QP: the new one imports them again
         idA.connect(name);
         idB = listener.getRequest();
         qpB = idB.createQp(pdB, attrs(cqB));
@@ -424,14 +425,26 @@ final class ModelFuzz implements AutoCloseable {
      * (the provider-neutral key exchange, once per registration while it is alive). A forged key has
      * no import and goes in as it is.
      */
-    private final java.util.Map<Integer, Integer> imported = new java.util.HashMap<>();
+    private final java.util.Map<Integer, Imported> imported = new java.util.HashMap<>();
+
+    /** What A imported for a region's key (a later region may get the same key number: it is imported anew). */
+    private record Imported(MemoryRegion region, int handle) {
+    }
 
     private void exchangeKey(MemoryRegion mr) {
-        imported.computeIfAbsent(mr.rkey(), k -> qpA.importRemoteKey(mr.exportRemoteKey()));
+        Imported i = imported.get(mr.rkey());
+        if (i == null || i.region() != mr) {
+            imported.put(mr.rkey(), new Imported(mr, qpA.importRemoteKey(mr.exportRemoteKey())));
+        }
     }
 
     private int onTheWire(int rkey) {
-        return imported.getOrDefault(rkey, rkey);
+        Reg now = resolve(rkey, false);
+        if (now != null) {
+            exchangeKey(now.mr); // the live region with this key number, imported once
+        }
+        Imported i = imported.get(rkey);
+        return i == null ? rkey : i.handle(); // a stale import stays stale: the target refuses it
     }
 
     private void cachePut() {
