@@ -46,6 +46,10 @@ final class UcxDevice implements ProviderDevice {
     private final int amNumber;
     /** Set under the worker lock, once. */
     private boolean closed;
+    /** This device's worker address (what a peer's endpoint connects to). */
+    private final byte[] address;
+    /** Endpoints to peer workers by their addresses, one per peer (worker lock). */
+    private final java.util.HashMap<java.nio.ByteBuffer, UcxEndpoint> endpoints = new java.util.HashMap<>();
 
     UcxDevice(Ucp ucp, DeviceAttributes attributes, String name) {
         this.ucp = ucp;
@@ -61,6 +65,7 @@ final class UcxDevice implements ProviderDevice {
         this.worker = w;
         int n;
         try {
+            this.address = worker.address();
             n = UcxAm.install(this, arena);
         } catch (RuntimeException e) {
             worker.close();
@@ -249,12 +254,103 @@ final class UcxDevice implements ProviderDevice {
 
     /** This device's worker address, for a peer's endpoint. */
     byte[] workerAddress() {
+        return address.clone();
+    }
+
+    /**
+     * The endpoint to the worker at {@code peer}: the one this device already has, or a new one.
+     *
+     * @throws RdmaException {@link Errno#ENODEV} if this device is closed; {@link Errno#EINVAL} if UCX
+     *                       cannot reach the peer
+     */
+    UcxEndpoint endpointTo(byte[] peer) {
         lockWorker();
         try {
-            return worker.address();
+            java.nio.ByteBuffer key = java.nio.ByteBuffer.wrap(peer.clone());
+            UcxEndpoint e = endpoints.get(key);
+            if (e == null) {
+                e = new UcxEndpoint(key.array(), worker.connect(peer, false).address());
+                endpoints.put(key, e);
+            }
+            return e;
         } finally {
             workerLock.unlock();
         }
+    }
+
+    /**
+     * Closes this device's endpoint to the worker at {@code peer} (a peer device of this JVM is
+     * closing; it keeps progressing meanwhile). Returns the close request to poll, or 0. Worker lock held.
+     */
+    private long startClosing(byte[] peer) {
+        UcxEndpoint e = endpoints.remove(java.nio.ByteBuffer.wrap(peer));
+        if (e == null || e.handle == 0) {
+            return 0;
+        }
+        long ep = e.handle;
+        e.handle = 0; // from now on a send on it fails as on a reset connection
+        return worker.startClose(java.lang.foreign.MemorySegment.ofAddress(ep), false);
+    }
+
+    /**
+     * Before this device closes: every other device of this JVM closes its endpoint to this one,
+     * both workers progressing until the closes are done (at most 2 s each; a close left over is
+     * the other worker's to finish). Holds one worker lock at a time.
+     */
+    private void closePeersEndpoints() {
+        for (UcxDevice other : UcxAm.devices()) {
+            if (other == null || other == this) {
+                continue;
+            }
+            long req;
+            try {
+                other.lockWorker();
+            } catch (RdmaException closedAlready) {
+                continue;
+            }
+            try {
+                req = other.startClosing(address);
+            } finally {
+                other.workerLock.unlock();
+            }
+            long deadline = System.nanoTime() + 2_000_000_000L;
+            while (req != 0) {
+                try {
+                    other.lockWorker();
+                } catch (RdmaException closedAlready) {
+                    break; // its worker is gone, and the request with it
+                }
+                try {
+                    if (other.worker.poll(req) != UcpLayout.UCS_INPROGRESS) {
+                        break;
+                    }
+                    other.worker.progress();
+                    if (System.nanoTime() > deadline) {
+                        other.abandon(req);
+                        break;
+                    }
+                } finally {
+                    other.workerLock.unlock();
+                }
+                progress(); // this device answers the close
+            }
+        }
+    }
+
+    /** Starts closing every endpoint of this device (worker lock held): the close requests, to poll. */
+    private java.util.List<Long> startClosingAll() {
+        java.util.List<Long> reqs = new java.util.ArrayList<>();
+        for (UcxEndpoint e : endpoints.values()) {
+            if (e.handle != 0) {
+                long r = worker.startClose(java.lang.foreign.MemorySegment.ofAddress(e.handle), false);
+                e.handle = 0;
+                if (r != 0 && !Ucp.isError(r)) {
+                    reqs.add(r);
+                }
+            }
+        }
+        endpoints.clear();
+        return reqs;
     }
 
     /**
@@ -292,7 +388,17 @@ final class UcxDevice implements ProviderDevice {
             if (closed) {
                 return;
             }
+        } finally {
+            workerLock.unlock();
+        }
+        closePeersEndpoints();
+        workerLock.lock();
+        try {
+            if (closed) {
+                return;
+            }
             closed = true; // under the lock: a racing caller finds the worker gone (lockWorker), never destroyed under it
+            abandoned.addAll(startClosingAll()); // settle() below progresses them; destroy frees what is left
             settle();
             worker.close();
         } finally {

@@ -50,7 +50,8 @@ final class UcxQp implements ProviderQp {
     private final MemorySegment amIovParams;
     private final UcxKeyTable keys = new UcxKeyTable();
     /** The endpoint to the peer's worker, or NULL before the connection and after it ends. Under the worker lock. */
-    private MemorySegment ep = MemorySegment.NULL;
+    /** The device's endpoint to the peer's worker (shared with its other QPs to that worker), once connected. */
+    private UcxEndpoint ep;
     private volatile int peerNumber = -1;
     /** The peer QP when it is in this JVM (in-process connections), else null: a poll progresses it too. */
     volatile UcxQp localPeer;
@@ -90,19 +91,15 @@ final class UcxQp implements ProviderQp {
 
     /** Connects to the peer QP {@code peer} of the worker at {@code peerWorker}; then the QP is ready. */
     void connect(byte[] peerWorker, int peer) {
-        device.lockWorker();
-        try {
-            ep = device.worker.connect(peerWorker, false);
-        } finally {
-            device.workerLock.unlock();
-        }
+        ep = device.endpointTo(peerWorker);
         peerNumber = peer;
         ctx.ready();
     }
 
-    /** The endpoint (worker lock held). */
-    MemorySegment endpoint() {
-        return ep;
+    /** The endpoint's handle, or 0 if there is none (not connected, or closed with its peer). Worker lock held. */
+    long endpoint() {
+        UcxEndpoint e = ep;
+        return e == null ? 0 : e.handle;
     }
 
     int peerNumber() {
@@ -254,10 +251,13 @@ final class UcxQp implements ProviderQp {
         op.awaitAck = true; // before the send: its acknowledgement may come at the next progress of any thread
         int pieces = local.count();
         long req;
-        if (pieces <= 1) {
+        long endpoint = endpoint();
+        if (endpoint == 0) {
+            req = UcpLayout.UCS_ERR_CONNECTION_RESET; // the peer's device closed: as a reset connection
+        } else if (pieces <= 1) {
             long addr = pieces == 0 ? 0 : local.segment(0).address() + local.offset(0);
             long len = pieces == 0 ? 0 : local.length(0);
-            req = device.ucp.amSend(ep.address(), UcxAm.ID, h.address(), UcxAm.HEADER, addr, len, amParams.address());
+            req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, addr, len, amParams.address());
         } else {
             if (op.iov.byteSize() < pieces * UcpLayout.DT_IOV_SIZE) {
                 op.iov = arena.allocate(Math.max(8, Integer.highestOneBit(pieces) << 1) * UcpLayout.DT_IOV_SIZE, 8);
@@ -267,7 +267,7 @@ final class UcxQp implements ProviderQp {
                         local.segment(i).address() + local.offset(i));
                 op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_LENGTH, local.length(i));
             }
-            req = device.ucp.amSend(ep.address(), UcxAm.ID, h.address(), UcxAm.HEADER, op.iov.address(), pieces,
+            req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, op.iov.address(), pieces,
                     amIovParams.address());
         }
         op.add(req);
@@ -394,24 +394,15 @@ final class UcxQp implements ProviderQp {
     }
 
     /**
-     * Ends every started request (execution lock held): closes the endpoint forcibly, which fails what
-     * the transport still holds, and progresses the worker until each request is done. After it no
-     * UCX request of this QP touches memory.
+     * Ends every started request (execution lock held): progresses the worker (and an in-process
+     * peer's) until each of its UCX requests is done, at most {@link #ABANDON_NANOS}; a request
+     * still running then is left to the worker. The endpoint stays: it is the device's, shared with
+     * its other QPs to the same peer. Late answers are dropped.
      */
     private void drain() {
-        if (started <= reaped && ep.address() == 0) {
+        if (started <= reaped) {
             return;
         }
-        // A while for what is under way to finish normally; what is left after it ends with the close.
-        long grace = System.nanoTime() + 200_000_000L;
-        for (long seq = reaped; seq < started && System.nanoTime() < grace; seq++) {
-            UcxOp op = ops[(int) seq & mask];
-            while (!op.done(device, true) && System.nanoTime() < grace) {
-                device.progress();
-                UcxCq.progressPeer(this);
-            }
-        }
-        closeEndpoint();
         long deadline = System.nanoTime() + ABANDON_NANOS;
         for (long seq = reaped; seq < started; seq++) {
             UcxOp op = ops[(int) seq & mask];
@@ -430,39 +421,8 @@ final class UcxQp implements ProviderQp {
         reaped = Math.max(reaped, started);
     }
 
-    private void closeEndpoint() {
-        long req;
-        device.lockWorker();
-        try {
-            if (ep.address() == 0) {
-                return;
-            }
-            req = device.worker.startClose(ep, false); // in-process endpoints have no peer error handling: flush
-            ep = MemorySegment.NULL;
-        } finally {
-            device.workerLock.unlock();
-        }
-        long deadline = System.nanoTime() + ABANDON_NANOS;
-        while (true) {
-            device.lockWorker();
-            try {
-                if (device.worker.poll(req) != UcpLayout.UCS_INPROGRESS) {
-                    return;
-                }
-                if (System.nanoTime() > deadline) {
-                    device.abandon(req); // a peer that never answers: the worker finishes (or destroys) it
-                    return;
-                }
-            } finally {
-                device.workerLock.unlock();
-            }
-            device.progress();
-            UcxCq.progressPeer(this);
-        }
-    }
-
     /**
-     * How long a closing endpoint may wait for its peer. Without peer error handling (UCX 1.13 has it
+     * How long a QP that ends waits for its UCX requests. Without peer error handling (UCX 1.13 has it
      * over TCP only), requests to a peer that went away never end: after this they are left to the
      * worker, which frees them when they end or when it is destroyed.
      */

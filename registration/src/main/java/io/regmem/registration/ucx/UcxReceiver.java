@@ -150,8 +150,9 @@ final class UcxReceiver {
     /** Places the message {@link #m} holds; returns the sender's status. */
     private WcStatus place() {
         Opcode op = UcxAm.OPCODES[m.opcode];
+        boolean imm = op == Opcode.RDMA_WRITE_WITH_IMM;
         PostedWr recv = ctx.nextRecv();
-        if (recv == null) {
+        if (recv == null && !imm) { // WRITE_WITH_IMM checks its remote range first (as soft does)
             return WcStatus.RNR_RETRY_EXC_ERR;
         }
         src.clear();
@@ -163,10 +164,13 @@ final class UcxReceiver {
         reader.enter();
         boolean inside = true;
         try {
-            if (op == Opcode.RDMA_WRITE_WITH_IMM) {
-                if (m.length > 0 && !ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst)) {
+            if (imm) {
+                if (!ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst)) {
                     ctx.toError(); // a NAKed protection error breaks the connection at both ends
                     return WcStatus.REM_ACCESS_ERR;
+                }
+                if (recv == null) {
+                    return WcStatus.RNR_RETRY_EXC_ERR;
                 }
                 if (m.length > 0 && Segments.copy(null, src, dst) != Segments.COPIED) {
                     ctx.toError();
@@ -233,8 +237,8 @@ final class UcxReceiver {
     private void send(int slot, long seq, WcStatus status, int type, long bytes) {
         qp.device.lockWorker();
         try {
-            MemorySegment ep = qp.endpoint();
-            if (ep.address() == 0) {
+            long ep = qp.endpoint();
+            if (ep == 0) {
                 return;
             }
             MemorySegment h = replyHeaders[slot];
@@ -244,7 +248,7 @@ final class UcxReceiver {
             h.set(JAVA_INT, UcxAm.H_SRC, qp.number);
             h.set(JAVA_LONG, UcxAm.H_SEQ, seq);
             h.set(JAVA_INT, UcxAm.H_STATUS, status.ordinal());
-            long r = qp.device.ucp.amSend(ep.address(), UcxAm.ID, h.address(), UcxAm.HEADER,
+            long r = qp.device.ucp.amSend(ep, UcxAm.ID, h.address(), UcxAm.HEADER,
                     bytes == 0 ? 0 : replyBuffers[slot].address(), bytes, qp.amParams.address());
             if (r != 0 && !Ucp.isError(r)) {
                 replyRequests[slot] = r;

@@ -339,4 +339,152 @@ class UcxDataPathTest {
         assertThat(memA.asSlice(100_000, 300_000).mismatch(memB.asSlice(3017, 300_000))).isEqualTo(-1);
         assertThat(memA.get(ValueLayout.JAVA_BYTE, 500_000)).isEqualTo(memB.get(ValueLayout.JAVA_BYTE, 303_017));
     }
+
+    /** Lines of /proc/self/maps: every mapping this process holds. */
+    private static long mappings() throws java.io.IOException {
+        try (var lines = java.nio.file.Files.lines(java.nio.file.Path.of("/proc/self/maps"))) {
+            return lines.count();
+        }
+    }
+
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(booleans = {false, true})
+    void reconnectingManyTimesLeavesNoMappingsBehind(boolean breakEachConnection) throws Exception {
+        lb.close(); // this test makes its own connections on the same two devices
+        lb = null;
+        try (Arena arena = Arena.ofShared();
+             io.regmem.registration.RdmaDevice a = io.regmem.registration.RdmaDevice.open("ucx");
+             io.regmem.registration.RdmaDevice b = io.regmem.registration.RdmaDevice.open("ucx")) {
+            MemorySegment memory = arena.allocate(8192, 4096);
+            ProtectionDomain pa = a.allocPd();
+            ProtectionDomain pb = b.allocPd();
+            CompletionQueue ca = a.createCq(16);
+            CompletionQueue cb = b.createCq(16);
+            CmId listener = b.createCmId();
+            String address = io.regmem.registration.Providers.address("ucx", "reconnect");
+            listener.listen(address);
+            long before = 0;
+            for (int round = 0; round < 300; round++) {
+                if (round == 50) {
+                    before = mappings(); // after the first connections settled whatever UCX keeps per worker
+                }
+                CmId ia = a.createCmId();
+                ia.createQp(pa, QpInitAttributes.of(ca));
+                ia.connect(address);
+                CmId ib = listener.getRequest();
+                ib.createQp(pb, QpInitAttributes.of(cb));
+                ib.accept();
+                { // a WRITE of 4 KiB through B's key, or (breaking the connection) past its region
+                    MemoryRegion target = pb.register(memory.asSlice(0, 4096), Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+                    MemoryRegion source = pa.register(memory.asSlice(4096, 4096), Access.LOCAL_WRITE);
+                    int key = ia.qp().importRemoteKey(target.exportRemoteKey());
+                    ia.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                            .addSge(source.address(), 4096, source.lkey())
+                            .remote(memory.address() + (breakEachConnection ? 1 : 0), key));
+                    WorkCompletion[] one = {new WorkCompletion()};
+                    long deadline = System.nanoTime() + 10_000_000_000L;
+                    while (ca.poll(one) == 0) {
+                        cb.poll(one);
+                        assertThat(System.nanoTime()).isLessThan(deadline);
+                    }
+                    assertThat(one[0].status()).isEqualTo(breakEachConnection ? WcStatus.REM_ACCESS_ERR : WcStatus.SUCCESS);
+                    target.close();
+                    source.close();
+                }
+                ia.disconnect();
+                ia.destroyQp();
+                ib.destroyQp();
+                ia.close();
+                ib.close();
+            }
+            long after = mappings();
+            assertThat(after - before).as("mappings added by 250 connections (%d before)", before).isLessThan(100);
+            listener.close();
+            ca.close();
+            cb.close();
+            pa.close();
+            pb.close();
+        }
+    }
+
+    @Test
+    void registeringManyTimesLeavesNoMappingsBehind() throws Exception {
+        MemorySegment piece = memB.asSlice(4096, 8192);
+        long before = 0;
+        for (int round = 0; round < 500; round++) {
+            if (round == 50) {
+                before = mappings();
+            }
+            MemoryRegion mr = pdB.register(piece, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+            qpA.importRemoteKey(mr.exportRemoteKey());
+            mr.close();
+        }
+        assertThat(mappings() - before).as("mappings added by 450 registrations").isLessThan(100);
+    }
+
+    @Test
+    void aPeerDeviceClosingMidTransferFailsWhatIsLeftAndANewPeerWorks() {
+        int key = qpA.importRemoteKey(mrB.exportRemoteKey());
+        int posted = 32;
+        for (int i = 0; i < posted; i++) {
+            qpA.postSend(new WorkRequest(1).wrId(100 + i).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(memA.address() + i * 4096L, 4096, mrA.lkey()).remote(memB.address() + i * 4096L, key));
+        }
+        lb.devB.forceClose(); // its QP, MRs, worker and endpoints go while A's requests are under way
+        int got = 0;
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        WorkCompletion[] one = {new WorkCompletion()};
+        java.util.Set<WcStatus> seen = java.util.EnumSet.noneOf(WcStatus.class);
+        while (got < posted) {
+            if (cqA.poll(one) == 1) {
+                assertThat(one[0].wrId()).isEqualTo(100 + got);
+                seen.add(one[0].status());
+                got++;
+            }
+            assertThat(System.nanoTime()).as("every request completes within 10 s (got %d)", got).isLessThan(deadline);
+        }
+        assertThat(seen).isSubsetOf(WcStatus.SUCCESS, WcStatus.RETRY_EXC_ERR, WcStatus.WR_FLUSH_ERR);
+        assertThat(qpA.state()).isEqualTo(QueuePair.State.ERROR);
+        lb.idA.destroyQp();
+
+        try (io.regmem.registration.RdmaDevice c = io.regmem.registration.RdmaDevice.open("ucx")) {
+            ProtectionDomain pc = c.allocPd();
+            CompletionQueue cc = c.createCq(16);
+            CmId listener = c.createCmId();
+            String address = io.regmem.registration.Providers.address("ucx", "after");
+            listener.listen(address);
+            CmId ia = lb.devA.createCmId();
+            QueuePair qa = ia.createQp(pdA, QpInitAttributes.of(cqA));
+            ia.connect(address);
+            CmId ic = listener.getRequest();
+            ic.createQp(pc, QpInitAttributes.of(cc));
+            ic.accept();
+            MemoryRegion mrC = pc.register(memB.asSlice(0, 4096), Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+            fill(memA.asSlice(0, 4096), 3);
+            qa.postSend(new WorkRequest(1).wrId(7).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(memA.address(), 4096, mrA.lkey()).remote(mrC.address(), qa.importRemoteKey(mrC.exportRemoteKey())));
+            while (cqA.poll(one) == 0) {
+                cc.poll(new WorkCompletion[] {new WorkCompletion()});
+                assertThat(System.nanoTime()).isLessThan(deadline + 10_000_000_000L);
+            }
+            assertThat(one[0].status()).isEqualTo(WcStatus.SUCCESS);
+            assertThat(memB.asSlice(0, 4096).mismatch(memA.asSlice(0, 4096))).isEqualTo(-1);
+            ia.disconnect();
+            ia.destroyQp();
+            ic.destroyQp();
+            ia.close();
+            ic.close();
+            listener.close();
+            mrC.close();
+            cc.close();
+            pc.close();
+        }
+        mrA.close();
+        lb.arena.close();
+        lb.idA.close();
+        lb.cqA.close();
+        lb.pdA.close();
+        lb.devA.close();
+        lb = null;
+    }
 }
