@@ -10,6 +10,8 @@ import net.jqwik.api.lifecycle.PropertyExecutionResult;
 import net.jqwik.api.lifecycle.PropertyExecutor;
 import net.jqwik.api.lifecycle.PropertyLifecycleContext;
 import org.junit.jupiter.api.extension.AfterEachCallback;
+import org.junit.jupiter.api.extension.TestInstanceFactoryContext;
+import org.junit.jupiter.api.extension.TestInstancePreConstructCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
 
 /**
@@ -23,10 +25,16 @@ import org.junit.jupiter.api.extension.ExtensionContext;
  * {@code @AddLifecycleHook(NoLeaks.class)}; {@code EveryTestClassChecksForLeaksTest} makes sure
  * every test class does.
  */
-public final class NoLeaks implements AfterEachCallback, AroundPropertyHook {
+public final class NoLeaks implements TestInstancePreConstructCallback, AfterEachCallback, AroundPropertyHook {
 
     /** Made by JUnit and jqwik. */
     public NoLeaks() {
+    }
+
+    /** Before a test class is made (its fields may open devices): skips it if the provider under test is absent. */
+    @Override
+    public void preConstructTestInstance(TestInstanceFactoryContext factoryContext, ExtensionContext context) {
+        Providers.assumeAvailable();
     }
 
     @Override
@@ -38,6 +46,11 @@ public final class NoLeaks implements AfterEachCallback, AroundPropertyHook {
     @Override
     public PropertyExecutionResult aroundProperty(PropertyLifecycleContext context, PropertyExecutor property) {
         PropertyExecutionResult result = property.execute();
+        try {
+            Providers.assumeAvailable();
+        } catch (org.opentest4j.TestAbortedException absent) {
+            return result.mapToAborted(absent);
+        }
         try {
             check(context.label());
         } catch (AssertionError e) {

@@ -32,6 +32,16 @@ public final class Providers {
         return provider.equals("ucx") ? "127.0.0.1:" + PORTS.incrementAndGet() : name;
     }
 
+    /**
+     * Skips the test when the provider under test is {@code ucx} and UCX is not installed (fails it
+     * where {@code CI=true}). {@link NoLeaks} calls it before every test class is made.
+     */
+    public static void assumeAvailable() {
+        if (NAME.equals("ucx")) {
+            io.regmem.registration.ucx.UcxAvailable.assumeInstalled();
+        }
+    }
+
     /** A device of the provider under test. */
     public static RdmaDevice open() {
         return RdmaDevice.open(NAME);

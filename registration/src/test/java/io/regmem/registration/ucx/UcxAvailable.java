@@ -7,8 +7,13 @@ import org.junit.jupiter.api.Assumptions;
  * Whether this machine has UCX. Tests that need it call {@link #require()}: without UCX they are
  * skipped on a developer's machine and fail where {@code CI=true} (CI installs {@code libucx0}).
  */
-final class UcxAvailable {
+public final class UcxAvailable {
     private UcxAvailable() {
+    }
+
+    /** Skips the test (or fails it under CI) when UCX is missing: for tests of the ucx provider in other packages. */
+    public static void assumeInstalled() {
+        require();
     }
 
     /** The loaded library; skips the test (or fails it under CI) when UCX is missing. */
