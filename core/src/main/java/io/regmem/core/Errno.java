@@ -35,7 +35,9 @@ public enum Errno {
     /** Result or argument out of range (an overflow). */
     ERANGE(34),
     /** The operation is not supported by this provider or configuration. */
-    EOPNOTSUPP(95);
+    EOPNOTSUPP(95),
+    /** Timed out: a peer did not answer within the stated bound. */
+    ETIMEDOUT(110);
 
     private final int value;
 

@@ -105,17 +105,27 @@ final class Ucp {
         }
     }
 
+    /** The system property naming the directory of a UCX installed outside the library path. */
+    static final String LIBDIR = "regmem.ucx.libdir";
+
+    /** {@code name} in {@code -Dregmem.ucx.libdir}, or on the library path when it is not set. */
+    private static String library(String name) {
+        String dir = System.getProperty(LIBDIR);
+        return dir == null || dir.isEmpty() ? name : java.nio.file.Path.of(dir, name).toString();
+    }
+
     private Ucp() {
         Linker linker = Linker.nativeLinker();
         setenv(linker, "UCX_ERROR_SIGNALS", "");
         SymbolLookup ucp;
         SymbolLookup ucs;
         try {
-            ucp = SymbolLookup.libraryLookup("libucp.so.0", Arena.global());
-            ucs = SymbolLookup.libraryLookup("libucs.so.0", Arena.global());
+            ucp = SymbolLookup.libraryLookup(library("libucp.so.0"), Arena.global());
+            ucs = SymbolLookup.libraryLookup(library("libucs.so.0"), Arena.global());
         } catch (IllegalArgumentException e) {
             throw new RdmaException(Errno.ENODEV, "ucx: libucp.so.0 not found (" + e.getMessage() + "): install UCX "
-                    + "1.13 or later (Debian/Ubuntu: apt-get install libucx0)");
+                    + "1.13 or later (Debian/Ubuntu: apt-get install libucx0), or name its directory with -D"
+                    + LIBDIR + "=...");
         }
         MethodHandle version = bind(linker, ucp, "ucp_get_version", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, ADDRESS));
         try (Arena a = Arena.ofConfined()) {

@@ -229,12 +229,16 @@ final class UcxDevice implements ProviderDevice {
         }
     }
 
-    /** UCX requests no QP waits for any more (their peer never answered): freed when they end. Worker lock. */
-    private final java.util.ArrayList<Long> abandoned = new java.util.ArrayList<>();
-
-    /** Takes over a request nobody waits for (worker lock held). */
+    /**
+     * Gives up a request nobody waits for any more (its peer never answered; worker lock held): it is
+     * released at once ({@code ucp_request_free} of a running request frees it when it ends), so that
+     * the worker frees it then or at its destruction. UCX 1.13 asserts, killing the process, if a
+     * worker is destroyed with a request that was never released.
+     */
     void abandon(long request) {
-        abandoned.add(request);
+        if (request != 0 && !Ucp.isError(request)) {
+            ucp.requestFree(request);
+        }
     }
 
     /** Progresses the worker until it has nothing more to do now (at most 64 rounds). */
@@ -243,9 +247,6 @@ final class UcxDevice implements ProviderDevice {
         try {
             for (int i = 0; i < 64 && worker.progress(); i++) {
                 // keep going while UCX reports work
-            }
-            if (!abandoned.isEmpty()) {
-                abandoned.removeIf(r -> worker.poll(r) != UcpLayout.UCS_INPROGRESS);
             }
         } finally {
             workerLock.unlock();
@@ -264,17 +265,65 @@ final class UcxDevice implements ProviderDevice {
      *                       cannot reach the peer
      */
     UcxEndpoint endpointTo(byte[] peer) {
+        long flush;
+        UcxEndpoint e;
         lockWorker();
         try {
             java.nio.ByteBuffer key = java.nio.ByteBuffer.wrap(peer.clone());
-            UcxEndpoint e = endpoints.get(key);
-            if (e == null) {
-                e = new UcxEndpoint(key.array(), worker.connect(peer, false).address());
-                endpoints.put(key, e);
+            e = endpoints.get(key);
+            if (e != null) {
+                return e;
             }
-            return e;
+            e = new UcxEndpoint(key.array(), worker.connect(peer, false).address());
+            endpoints.put(key, e);
+            flush = ucp.flush(e.handle, worker.noParams.address());
         } finally {
             workerLock.unlock();
+        }
+        awaitWireup(e, flush);
+        return e;
+    }
+
+    /**
+     * Waits until a new endpoint's wire-up is done (its flush completes), progressing this worker and
+     * those of this JVM's other devices (the peer's worker must answer): a connection is made whole
+     * before it is announced, so that the peer's own endpoint back to this worker matches this one
+     * instead of crossing it with a second wire-up. UCX 1.13 asserts, killing the process, when a
+     * TCP endpoint fails while a wire-up request of it is still pending.
+     *
+     * @throws RdmaException {@link Errno#ETIMEDOUT} if the peer does not answer within 10 s
+     */
+    private void awaitWireup(UcxEndpoint e, long flush) {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (true) {
+            lockWorker();
+            try {
+                int s = worker.poll(flush);
+                if (s != UcpLayout.UCS_INPROGRESS) {
+                    if (s != UcpLayout.UCS_OK) {
+                        throw new RdmaException(Errno.EIO, "ucx: connecting to a peer worker: " + ucp.describe(s));
+                    }
+                    return;
+                }
+                if (System.nanoTime() > deadline) {
+                    abandon(flush);
+                    throw new RdmaException(Errno.ETIMEDOUT, "ucx: the peer worker did not answer the connection within 10 s");
+                }
+                worker.progress();
+            } finally {
+                workerLock.unlock();
+            }
+            for (UcxDevice other : UcxAm.devices()) { // a peer in this JVM answers only when its worker progresses
+                if (other != null && other != this && other.workerLock.tryLock()) {
+                    try {
+                        if (!other.closed) {
+                            other.worker.progress();
+                        }
+                    } finally {
+                        other.workerLock.unlock();
+                    }
+                }
+            }
         }
     }
 
@@ -398,8 +447,13 @@ final class UcxDevice implements ProviderDevice {
                 return;
             }
             closed = true; // under the lock: a racing caller finds the worker gone (lockWorker), never destroyed under it
-            abandoned.addAll(startClosingAll()); // settle() below progresses them; destroy frees what is left
-            settle();
+            java.util.List<Long> closing = startClosingAll();
+            settle(); // progresses the closes (and the peers of this JVM that answer them)
+            for (long r : closing) {
+                if (worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+                    abandon(r); // a peer that never answered: released, freed by the destroy
+                }
+            }
             worker.close();
         } finally {
             workerLock.unlock();

@@ -93,14 +93,17 @@ final class UcxOp {
         }
     }
 
-    /** The completion status a request gets when one of its UCX requests ended with {@code ucs}. */
+    /**
+     * The completion status a request gets when one of its UCX requests ended with {@code ucs}: a
+     * cancel is a flush; any other failure of the transport (reset, unreachable, timeout, I/O error)
+     * is what a NIC reports when its retries to a peer run out. The target's own verdicts travel in
+     * acknowledgements, never as UCX errors.
+     */
     static WcStatus statusOf(int ucs) {
         return switch (ucs) {
             case UcpLayout.UCS_OK -> WcStatus.SUCCESS;
             case UcpLayout.UCS_ERR_CANCELED -> WcStatus.WR_FLUSH_ERR;
-            case UcpLayout.UCS_ERR_CONNECTION_RESET, UcpLayout.UCS_ERR_UNREACHABLE, UcpLayout.UCS_ERR_ENDPOINT_TIMEOUT ->
-                    WcStatus.RETRY_EXC_ERR;
-            default -> WcStatus.REM_OP_ERR;
+            default -> WcStatus.RETRY_EXC_ERR;
         };
     }
 }

@@ -17,7 +17,8 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
 /**
- * A UCX queue pair: one endpoint to the peer's worker. A posted request is started when its doorbell
+ * A UCX queue pair, sending on its device's endpoint to the peer's worker ({@link UcxEndpoint},
+ * shared with the device's other QPs to that worker; messages name their QPs). A posted request is started when its doorbell
  * rings ({@link #sendPosted}): local entries are checked through the verbs layer's key tables inside
  * a grace-period section; RDMA requests check the remote range against the exporter's envelope
  * (bounds, rights). Every request is an active message ({@link UcxAm}) that the target executes

@@ -1,0 +1,155 @@
+package io.regmem.registration.ucx;
+
+import io.regmem.registration.Access;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.HexFormat;
+import java.util.concurrent.ConcurrentLinkedQueue;
+
+/**
+ * The other process of {@link UcxProcessTest}: a UCX device that listens at the address in its
+ * first argument, registers 1 MiB (filled with {@link #pattern}) for remote reads and writes, and
+ * serves one connection after another: it executes what the peer sends (its CQ is polled all the
+ * time), echoes every message it receives back with a SEND, and tells the test on stdout what it
+ * needs ({@code REGMEM LISTENING}, {@code REGMEM KEY <hex> <address>}, {@code REGMEM DEREGISTERED}).
+ * Commands on stdin: {@code DEREG} deregisters the region; end of input tears everything down and
+ * prints {@code REGMEM CLEAN} when nothing was left.
+ */
+public final class UcxPeerMain {
+    private static final int RECVS = 16;
+    private static final int RECV_SIZE = 8192;
+
+    private UcxPeerMain() {
+    }
+
+    /** The byte at offset {@code i} of the registered region. */
+    static byte pattern(long i) {
+        return (byte) (i * 31 + 7);
+    }
+
+    public static void main(String[] args) throws Exception {
+        ConcurrentLinkedQueue<String> commands = new ConcurrentLinkedQueue<>();
+        Thread.ofPlatform().daemon().start(() -> {
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
+                for (String line; (line = in.readLine()) != null; ) {
+                    commands.add(line.trim());
+                }
+            } catch (java.io.IOException ignored) {
+                // end of input either way
+            }
+            commands.add("END");
+        });
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("ucx")) {
+            MemorySegment region = arena.allocate(1 << 20, 4096);
+            for (int i = 0; i < region.byteSize(); i++) {
+                region.set(ValueLayout.JAVA_BYTE, i, pattern(i));
+            }
+            MemorySegment recvs = arena.allocate((long) RECVS * RECV_SIZE, 4096);
+            ProtectionDomain pd = dev.allocPd();
+            CompletionQueue cq = dev.createCq(256);
+            MemoryRegion mr = pd.register(region, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+            MemoryRegion recvMr = pd.register(recvs, Access.LOCAL_WRITE);
+            CmId listener = dev.createCmId();
+            listener.listen(args[0]);
+            say("LISTENING");
+            CmId id = null;
+            QueuePair qp = null;
+            WorkCompletion[] wcs = new WorkCompletion[16];
+            for (int i = 0; i < wcs.length; i++) {
+                wcs[i] = new WorkCompletion();
+            }
+            boolean end = false;
+            while (!end) {
+                for (String c; (c = commands.poll()) != null; ) {
+                    if (c.equals("END")) {
+                        end = true;
+                    } else if (c.equals("DEREG") && mr != null) {
+                        mr.close();
+                        mr = null;
+                        say("DEREGISTERED");
+                    }
+                }
+                if (id == null) {
+                    CmId request = listener.getRequest();
+                    if (request == null) {
+                        Thread.sleep(1);
+                        continue;
+                    }
+                    id = request;
+                    qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(64).maxRecvWr(RECVS));
+                    for (int i = 0; i < RECVS; i++) {
+                        qp.postRecv(new WorkRequest(1).wrId(i).addSge(recvs.address() + (long) i * RECV_SIZE, RECV_SIZE,
+                                recvMr.lkey()));
+                    }
+                    id.accept();
+                    say("KEY " + (mr == null ? "none" : HexFormat.of().formatHex(mr.exportRemoteKey())
+                            + " " + region.address()));
+                }
+                int n = cq.poll(wcs);
+                for (int i = 0; i < n; i++) {
+                    WorkCompletion wc = wcs[i];
+                    if (wc.opcode() == Opcode.RECV && wc.status() == WcStatus.SUCCESS) {
+                        long slot = wc.wrId();
+                        long at = recvs.address() + slot * RECV_SIZE;
+                        // Echo it back, then give the buffer back to the receive queue once the echo is out.
+                        qp.postSend(new WorkRequest(1).wrId(1000 + slot).opcode(Opcode.SEND).signaled(true)
+                                .addSge(at, wc.byteLen(), recvMr.lkey()));
+                    } else if (wc.opcode() == Opcode.SEND && wc.status() == WcStatus.SUCCESS) {
+                        long slot = wc.wrId() - 1000;
+                        qp.postRecv(new WorkRequest(1).wrId(slot).addSge(recvs.address() + slot * RECV_SIZE, RECV_SIZE,
+                                recvMr.lkey()));
+                    }
+                }
+                if (qp != null && qp.state() == QueuePair.State.ERROR) {
+                    while (cq.poll(wcs) > 0) {
+                        // flushed receives and sends
+                    }
+                    id.destroyQp();
+                    id.close();
+                    id = null;
+                    qp = null;
+                    say("GONE");
+                }
+                if (n == 0) {
+                    Thread.onSpinWait();
+                }
+            }
+            if (id != null) {
+                id.disconnect();
+                id.destroyQp();
+                id.close();
+            }
+            listener.close();
+            if (mr != null) {
+                mr.close();
+            }
+            recvMr.close();
+            cq.close();
+            pd.close();
+            if (dev.resources().survivors().isEmpty()) {
+                say("CLEAN");
+            } else {
+                say("LEFT " + dev.resources().report());
+            }
+        }
+    }
+
+    private static void say(String what) {
+        System.out.println("REGMEM " + what);
+        System.out.flush();
+    }
+}

@@ -1,0 +1,314 @@
+package io.regmem.registration.ucx;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.Access;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.NoLeaks;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * RDMA between two processes: this JVM and a child JVM ({@link UcxPeerMain}) connected over the
+ * loopback by {@code host:port}, once with UCX restricted to TCP in the child and once to shared
+ * memory. Bytes cross exactly both ways (WRITE, READ, SEND/RECV); keys that are wrong, forged or
+ * stale are refused at the target; a child killed with SIGKILL mid-transfer fails what was left
+ * within a stated bound, leaks nothing, and a new child then works.
+ */
+@ExtendWith(NoLeaks.class)
+class UcxProcessTest {
+    private static final AtomicInteger PORTS = new AtomicInteger(27_000 + (int) (ProcessHandle.current().pid() % 2000));
+    /** How long a killed peer may take to fail everything that was sent to it. */
+    private static final long KILL_BOUND_NANOS = 15_000_000_000L;
+
+    private final List<Child> children = new ArrayList<>();
+    private final Arena arena = Arena.ofShared();
+    private RdmaDevice dev;
+    private ProtectionDomain pd;
+    private CompletionQueue cq;
+    private MemorySegment mem;
+    private MemoryRegion mr;
+    private final WorkCompletion[] one = {new WorkCompletion()};
+
+    /** The child JVM and what it says. */
+    private static final class Child {
+        final Process process;
+        final String address;
+        final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
+        final StringBuilder all = new StringBuilder();
+
+        Child(String tls) throws IOException {
+            address = "127.0.0.1:" + PORTS.incrementAndGet();
+            String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+            ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-cp",
+                    System.getProperty("java.class.path"), UcxPeerMain.class.getName(), address);
+            b.environment().put("UCX_TLS", tls);
+            b.redirectErrorStream(true);
+            process = b.start();
+            Thread.ofPlatform().daemon().start(() -> {
+                try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream()))) {
+                    for (String line; (line = r.readLine()) != null; ) {
+                        synchronized (all) {
+                            all.append(line).append('\n');
+                        }
+                        if (line.startsWith("REGMEM ")) {
+                            lines.add(line.substring(7));
+                        }
+                    }
+                } catch (IOException ignored) {
+                    // the child is gone
+                }
+            });
+        }
+
+        /** The child's next line, which must start with {@code prefix}. */
+        String expect(String prefix) throws InterruptedException {
+            String line = lines.poll(30, TimeUnit.SECONDS);
+            synchronized (all) {
+                assertThat(line).as("the child's next line (its output so far:\n%s)", all).isNotNull().startsWith(prefix);
+            }
+            return line;
+        }
+
+        void command(String c) throws IOException {
+            process.getOutputStream().write((c + "\n").getBytes());
+            process.getOutputStream().flush();
+        }
+
+        /** Closes its input: it tears down, says whether it left anything, and exits. */
+        void finish() throws Exception {
+            process.getOutputStream().close();
+            expect("CLEAN");
+            assertThat(process.waitFor(30, TimeUnit.SECONDS)).isTrue();
+            synchronized (all) {
+                assertThat(process.exitValue()).as("the child's exit (its output:\n%s)", all).isZero();
+            }
+        }
+    }
+
+    /** A connection to a child: the ID, QP and the key it exported. */
+    private record Conn(CmId id, QueuePair qp, int key, long remote) {
+    }
+
+    private void open() {
+        UcxAvailable.require();
+        dev = RdmaDevice.open("ucx");
+        pd = dev.allocPd();
+        cq = dev.createCq(256);
+        mem = arena.allocate(4 << 20, 4096);
+        mr = pd.register(mem, Access.LOCAL_WRITE);
+    }
+
+    private Child child(String tls) throws Exception {
+        Child c = new Child(tls);
+        children.add(c);
+        c.expect("LISTENING");
+        return c;
+    }
+
+    private Conn connect(Child c) throws Exception {
+        CmId id = dev.createCmId();
+        QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(128).maxRecvWr(16).maxSendSge(4));
+        id.connect(c.address);
+        String[] key = c.expect("KEY ").split(" ");
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (id.connState() != CmId.ConnState.CONNECTED) {
+            assertThat(System.nanoTime()).as("connected within 10 s (state %s)", id.connState()).isLessThan(deadline);
+            Thread.sleep(1);
+        }
+        assertThat(qp.state()).isEqualTo(QueuePair.State.RTS);
+        int handle = qp.importRemoteKey(MemorySegment.ofArray(HexFormat.of().parseHex(key[1])));
+        return new Conn(id, qp, handle, Long.parseLong(key[2]));
+    }
+
+    private WorkCompletion await() {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (cq.poll(one) == 0) {
+            assertThat(System.nanoTime()).as("a completion within 10 s").isLessThan(deadline);
+        }
+        return one[0];
+    }
+
+    private void close(Conn c) {
+        c.id().disconnect();
+        while (cq.poll(one) > 0) {
+            // flushed
+        }
+        c.id().destroyQp();
+        c.id().close();
+    }
+
+    @AfterEach
+    void tearDown() throws Exception {
+        for (Child c : children) {
+            c.process.destroyForcibly();
+            c.process.waitFor(30, TimeUnit.SECONDS);
+        }
+        if (dev != null) {
+            if (mr != null && !mr.isDestroyed()) {
+                mr.close();
+            }
+            for (CmId id : dev.resources().survivors(CmId.class)) {
+                if (id.qp() != null) {
+                    id.destroyQp();
+                }
+                id.close();
+            }
+            cq.close();
+            pd.close();
+            assertThat(dev.resources().survivors()).as(dev.resources().report()).isEmpty();
+            dev.close();
+        }
+        arena.close();
+    }
+
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void writeReadAndSendCrossByteExact(String tls) throws Exception {
+        open();
+        Child child = child(tls);
+        Conn c = connect(child);
+        // READ the child's pattern
+        c.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(mem.address(), 65536, mr.lkey()).remote(c.remote() + 1000, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        for (int i = 0; i < 65536; i++) {
+            assertThat(mem.get(ValueLayout.JAVA_BYTE, i)).as("byte %d", i).isEqualTo(UcxPeerMain.pattern(1000 + i));
+        }
+        // WRITE 256 KiB of random bytes in four pieces, READ them back into other memory
+        SplittableRandom r = new SplittableRandom(7);
+        for (long i = 0; i < 262144; i += 8) {
+            mem.set(ValueLayout.JAVA_LONG, i, r.nextLong());
+        }
+        c.qp().postSend(new WorkRequest(4).wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(mem.address(), 65536, mr.lkey()).addSge(mem.address() + 65536, 65536, mr.lkey())
+                .addSge(mem.address() + 131072, 65536, mr.lkey()).addSge(mem.address() + 196608, 65536, mr.lkey())
+                .remote(c.remote() + 4096, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        c.qp().postSend(new WorkRequest(1).wrId(3).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(mem.address() + (1 << 20), 262144, mr.lkey()).remote(c.remote() + 4096, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(mem.asSlice(1 << 20, 262144).mismatch(mem.asSlice(0, 262144))).isEqualTo(-1);
+        // SEND: the child echoes it; the echo lands in a posted receive
+        c.qp().postRecv(new WorkRequest(1).wrId(9).addSge(mem.address() + (2 << 20), 8192, mr.lkey()));
+        c.qp().postSend(new WorkRequest(1).wrId(4).opcode(Opcode.SEND).signaled(true)
+                .addSge(mem.address() + 333, 5000, mr.lkey()));
+        record Seen(WcStatus status, Opcode opcode, long bytes) {
+        }
+        List<Seen> got = new ArrayList<>();
+        while (got.size() < 2) {
+            WorkCompletion wc = await();
+            got.add(new Seen(wc.status(), wc.opcode(), wc.byteLen()));
+        }
+        assertThat(got).extracting(Seen::status).containsOnly(WcStatus.SUCCESS);
+        assertThat(got).contains(new Seen(WcStatus.SUCCESS, Opcode.RECV, 5000));
+        assertThat(mem.asSlice(2 << 20, 5000).mismatch(mem.asSlice(333, 5000))).isEqualTo(-1);
+        close(c);
+        child.expect("GONE"); // the child saw the disconnect
+        child.finish();
+    }
+
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void wrongForgedAndStaleKeysAreRefusedByTheOtherProcess(String tls) throws Exception {
+        open();
+        Child child = child(tls);
+        Conn c = connect(child);
+        // a forged envelope never reaches UCX
+        byte[] forged = new byte[64];
+        assertThatThrownBy(() -> c.qp().importRemoteKey(MemorySegment.ofArray(forged)))
+                .isInstanceOf(RdmaException.class).matches(e -> ((RdmaException) e).errno() == Errno.EINVAL);
+        // past the region: refused before it is sent, nothing moves
+        c.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(mem.address(), 4096, mr.lkey()).remote(c.remote() + (1 << 20) - 100, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        close(c);
+        child.expect("GONE");
+
+        // stale: the child deregisters; a WRITE through the old key is refused there
+        Conn d = connect(child);
+        child.command("DEREG");
+        child.expect("DEREGISTERED");
+        d.qp().postSend(new WorkRequest(1).wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(mem.address(), 4096, mr.lkey()).remote(d.remote(), d.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        close(d);
+        child.expect("GONE");
+        child.finish();
+    }
+
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void aPeerKilledMidTransferFailsWhatWasLeftAndANewPeerWorks(String tls) throws Exception {
+        open();
+        Child child = child(tls);
+        Conn c = connect(child);
+        int posted = 100;
+        for (int i = 0; i < posted; i++) {
+            c.qp().postSend(new WorkRequest(1).wrId(i).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(mem.address() + (i % 32) * 65536L, 65536, mr.lkey()).remote(c.remote() + (i % 16) * 65536L, c.key()));
+        }
+        child.process.destroyForcibly(); // SIGKILL
+        long start = System.nanoTime();
+        int done = 0;
+        int failed = 0;
+        while (done < posted) {
+            if (cq.poll(one) == 1) {
+                assertThat(one[0].wrId()).isEqualTo(done);
+                failed += one[0].status() == WcStatus.SUCCESS ? 0 : 1;
+                assertThat(one[0].status()).isIn(WcStatus.SUCCESS, WcStatus.WR_FLUSH_ERR, WcStatus.RETRY_EXC_ERR);
+                done++;
+            }
+            assertThat(System.nanoTime() - start).as("every request completes within the bound (%d done)", done)
+                    .isLessThan(KILL_BOUND_NANOS);
+        }
+        assertThat(failed).as("the killed peer cannot have acknowledged everything").isPositive();
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (c.id().connState() != CmId.ConnState.DISCONNECTED) {
+            assertThat(System.nanoTime()).as("DISCONNECTED reported").isLessThan(deadline);
+            Thread.sleep(1);
+        }
+        assertThat(c.qp().state()).isEqualTo(QueuePair.State.ERROR);
+        close(c);
+
+        Child next = child(tls);
+        Conn d = connect(next);
+        d.qp().postSend(new WorkRequest(1).wrId(7).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(mem.address(), 4096, mr.lkey()).remote(d.remote(), d.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(mem.get(ValueLayout.JAVA_BYTE, 100)).isEqualTo(UcxPeerMain.pattern(100));
+        close(d);
+        next.expect("GONE");
+        next.finish();
+    }
+}

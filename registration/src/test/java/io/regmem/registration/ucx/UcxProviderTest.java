@@ -1,0 +1,41 @@
+package io.regmem.registration.ucx;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.regmem.registration.NoLeaks;
+import io.regmem.registration.RdmaDevice;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The provider as users find it: listed for {@code RdmaDevice.open("ucx")}, and clear when UCX is missing. */
+@ExtendWith(NoLeaks.class)
+class UcxProviderTest {
+
+    @Test
+    void usersOpenItByName() {
+        UcxAvailable.require();
+        try (RdmaDevice d = RdmaDevice.open("ucx")) {
+            assertThat(d.providerName()).isEqualTo("ucx");
+            assertThat(d.attributes().integrityHandover()).isFalse();
+        }
+    }
+
+    @Test
+    void withoutUcxOpeningFailsWithThePackageToInstallAndSoftStillWorks(@TempDir Path empty) throws Exception {
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        Process p = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-D" + Ucp.LIBDIR + "=" + empty,
+                "-cp", System.getProperty("java.class.path"), UcxMissingMain.class.getName())
+                .redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes());
+        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        assertThat(p.exitValue()).as(out).isZero();
+        assertThat(out.lines().filter(l -> l.startsWith("REFUSED ENODEV ")).toList()).as(out).hasSize(2)
+                .allSatisfy(l -> assertThat(l).contains("libucp.so.0").contains("apt-get install libucx0"));
+        assertThat(out).contains("SOFT soft");
+        assertThat(Files.list(empty)).isEmpty();
+    }
+}
