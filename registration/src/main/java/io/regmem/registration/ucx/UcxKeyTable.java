@@ -12,6 +12,10 @@ import java.util.Arrays;
  * a work request names it by (this tag in the top byte, the index + 1 below it). Importing the same
  * bytes again gives the same handle. Keys live as long as the QP; nothing of UCX is held for them
  * (the target checks every access against its own tables), so they may be imported in any state.
+ *
+ * <p>A 4-byte key (a fast-reg MR's or window's, which only the target checks) imports as itself: no
+ * entry, so an RPC that puts a fresh key in every call grows nothing. Only such a key whose top byte
+ * is the tag gets an entry, so that handles stay unambiguous.
  */
 final class UcxKeyTable {
     private static final int TAG = 0x5C00_0000;
@@ -31,7 +35,16 @@ final class UcxKeyTable {
      *                       {@link Errno#ENOMEM} past 16 million keys
      */
     int importKey(MemorySegment exported, String who) {
-        RemoteKeyEnvelope.Decoded d = RemoteKeyEnvelope.decode(exported, who);
+        RemoteKeyEnvelope.Decoded d;
+        if (exported.byteSize() == Integer.BYTES) {
+            int rkey = exported.get(ValueLayout.JAVA_INT_UNALIGNED, 0);
+            if (isRaw(rkey)) {
+                return rkey;
+            }
+            d = new RemoteKeyEnvelope.Decoded(rkey, 0, 0, 0, RemoteKeyEnvelope.TARGET_CHECKS, new byte[0]);
+        } else {
+            d = RemoteKeyEnvelope.decode(exported, who);
+        }
         byte[] bytes = exported.toArray(ValueLayout.JAVA_BYTE);
         synchronized (this) {
             Entry[] ks = keys;
@@ -48,6 +61,11 @@ final class UcxKeyTable {
             keys = next;
             return TAG | (ks.length + 1);
         }
+    }
+
+    /** True if a work request's {@code key} is a target's own key, sent as it is (no handle of a table). */
+    static boolean isRaw(int key) {
+        return (key & 0xFF00_0000) != TAG;
     }
 
     /** The key a work request names by {@code handle}, or null if this QP imported none under it. */

@@ -27,17 +27,21 @@ final class UcxMr implements ProviderMr {
         this.flags = memh.address() == 0 ? RemoteKeyEnvelope.TARGET_CHECKS : 0;
     }
 
+    /**
+     * A fast-reg MR's or window's key exports as its 4 bytes alone (native order), as soft's do: its
+     * rights and range are set by a REG_MR or bind that may come after the export and only the target
+     * checks them, so there is nothing else to carry, and an RPC puts a fresh one in every call's
+     * header. A registered region's key exports as a {@link RemoteKeyEnvelope}.
+     */
     @Override
     public int exportedKeySize(int rkey) {
-        return RemoteKeyEnvelope.size(packed.length);
+        return flags == RemoteKeyEnvelope.TARGET_CHECKS ? Integer.BYTES : RemoteKeyEnvelope.size(packed.length);
     }
 
     @Override
     public void exportRemoteKey(int rkey, MemorySegment to) {
         if (flags == RemoteKeyEnvelope.TARGET_CHECKS) {
-            // A fast-reg MR or window: its rights and range are set by a REG_MR or bind that may come
-            // after the export, and only the target checks them, so the envelope carries none.
-            RemoteKeyEnvelope.encode(rkey, 0, 0, 0, flags, packed, to);
+            to.set(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, 0, rkey);
         } else {
             RemoteKeyEnvelope.encode(rkey, region.access(), region.address(), region.length(), flags, packed, to);
         }

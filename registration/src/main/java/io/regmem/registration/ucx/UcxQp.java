@@ -197,15 +197,23 @@ final class UcxQp implements ProviderQp {
             if (!ctx.memory().gatherLocal(ctx, w, local, read)) {
                 return WcStatus.LOC_PROT_ERR;
             }
-            RemoteKeyEnvelope.Decoded k = null;
+            int targetKey = 0;
             if (rdma) {
                 // After the local keys, as a NIC checks its own SGEs before the responder sees the
                 // request: checked here from the exporter's envelope (nothing is sent for a request
-                // that cannot succeed) and again by the target against its tables.
-                k = keys.get(w.rkey());
-                if (k == null || !UcxKeyTable.mayAccess(k, w.remoteAddress(), w.totalLength(),
-                        read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
-                    return WcStatus.REM_ACCESS_ERR;
+                // that cannot succeed) and again by the target against its tables. A raw key (a
+                // fast-reg MR's, or one never imported) is the target's alone to check.
+                RemoteKeyEnvelope.Decoded k = keys.get(w.rkey());
+                if (k != null) {
+                    if (!UcxKeyTable.mayAccess(k, w.remoteAddress(), w.totalLength(),
+                            read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
+                        return WcStatus.REM_ACCESS_ERR;
+                    }
+                    targetKey = k.rkey();
+                } else if (UcxKeyTable.isRaw(w.rkey())) {
+                    targetKey = w.rkey();
+                } else {
+                    return WcStatus.REM_ACCESS_ERR; // a handle this QP never gave out
                 }
             }
             if (read) {
@@ -213,7 +221,7 @@ final class UcxQp implements ProviderQp {
             }
             device.lockWorker();
             try {
-                sendMessage(w, op, k);
+                sendMessage(w, op, rdma, targetKey);
             } finally {
                 device.workerLock.unlock();
             }
@@ -226,7 +234,7 @@ final class UcxQp implements ProviderQp {
     }
 
     /** Sends a message: the header, then the local pieces (one buffer, or an iov list). Worker lock held. */
-    private void sendMessage(PostedWr w, UcxOp op, RemoteKeyEnvelope.Decoded k) {
+    private void sendMessage(PostedWr w, UcxOp op, boolean rdma, int targetKey) {
         MemorySegment h = op.header;
         h.fill((byte) 0);
         h.set(JAVA_INT, UcxAm.H_TYPE, UcxAm.TYPE_MSG);
@@ -243,9 +251,9 @@ final class UcxQp implements ProviderQp {
             }
         }
         h.set(JAVA_INT, UcxAm.H_INV, inv);
-        if (k != null) {
+        if (rdma) {
             h.set(JAVA_LONG, UcxAm.H_RADDR, w.remoteAddress());
-            h.set(JAVA_INT, UcxAm.H_RKEY, k.rkey()); // the exporter's own key: it checks it against its tables
+            h.set(JAVA_INT, UcxAm.H_RKEY, targetKey); // the exporter's own key: it checks it against its tables
         }
         h.set(JAVA_LONG, UcxAm.H_LENGTH, w.totalLength());
         op.seq = w.seq();

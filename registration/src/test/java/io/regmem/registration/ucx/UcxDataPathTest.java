@@ -184,11 +184,31 @@ class UcxDataPathTest {
     }
 
     @Test
-    void aKeyNeverImportedAndABadLocalKeyFailWithTheirStatus() {
+    void aRawKeyIsTheTargetsToCheckAndAHandleNeverGivenOutIsRefused() {
+        fill(memA, 4);
+        // The target's own rkey, sent as it is: checked there like any key (as a NIC's responder does).
         qpA.postSend(new WorkRequest(1).wrId(4).opcode(Opcode.RDMA_WRITE).signaled(true)
                 .addSge(memA.address(), 64, mrA.lkey()).remote(memB.address(), mrB.rkey()));
         await(1);
-        assertThat(wcs[0].status()).as("the target's raw rkey is not a handle on this QP").isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(memB.asSlice(0, 64).mismatch(memA.asSlice(0, 64))).isEqualTo(-1);
+        // A handle of this QP's table it never gave out: refused before anything is sent.
+        qpA.postSend(new WorkRequest(1).wrId(5).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(memA.address() + 64, 64, mrA.lkey()).remote(memB.address() + 64, 0x5C00_0777));
+        await(1);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(memB.get(ValueLayout.JAVA_LONG, 64)).isZero();
+    }
+
+    @Test
+    void aRawKeyTheTargetNeverIssuedIsRefusedThereAndBreaksTheConnection() {
+        qpA.postSend(new WorkRequest(1).wrId(6).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(memA.address(), 64, mrA.lkey()).remote(memB.address(), mrB.rkey() ^ 0x7700));
+        awaitBoth(1, 0);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(memB.get(ValueLayout.JAVA_LONG, 0)).isZero();
+        assertThat(qpA.state()).isEqualTo(QueuePair.State.ERROR);
+        assertThat(lb.qpB.state()).as("a NAKed protection error breaks both ends").isEqualTo(QueuePair.State.ERROR);
     }
 
     @Test
@@ -486,5 +506,21 @@ class UcxDataPathTest {
         lb.pdA.close();
         lb.devA.close();
         lb = null;
+    }
+
+    @Test
+    void fourByteKeysImportAsThemselvesAndOnlyATagLookalikeTakesAnEntry() {
+        byte[] k = new byte[4];
+        for (int i = 0; i < 100_000; i++) { // an RPC's fresh fast-reg key per call: nothing grows
+            int rkey = (i << 8) | 0x11;
+            MemorySegment.ofArray(k).set(ValueLayout.JAVA_INT_UNALIGNED, 0, rkey);
+            assertThat(qpA.importRemoteKey(k)).isEqualTo(rkey);
+        }
+        int lookalike = 0x5C00_0101; // the top byte of this QP's handles: an entry of the table names it
+        MemorySegment.ofArray(k).set(ValueLayout.JAVA_INT_UNALIGNED, 0, lookalike);
+        int handle = qpA.importRemoteKey(k);
+        assertThat(handle).isNotEqualTo(lookalike).isEqualTo(qpA.importRemoteKey(k));
+        int envelope = qpA.importRemoteKey(mrB.exportRemoteKey());
+        assertThat(envelope).isNotEqualTo(handle).isNotEqualTo(mrB.rkey());
     }
 }
