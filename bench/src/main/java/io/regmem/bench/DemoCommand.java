@@ -122,12 +122,6 @@ final class DemoCommand implements Callable<Integer> {
         if (!optionsOk()) {
             return OptionCheck.USAGE;
         }
-        if (!provider.equals("soft")) {
-            // Known but not the demo's: the demo runs two devices of one JVM, which only soft can.
-            spec.commandLine().getErr().println("regmem demo: --provider '" + provider + "' cannot run the demo "
-                    + "(it needs both ends in this JVM: soft)");
-            return OptionCheck.USAGE;
-        }
         boolean rpcOk = true;
         if (rpcCalls > 0 || rpcSeconds != null) {
             out.printf(Locale.ROOT, "regmem demo: RPC over RDMA, %s, payloads %s B, %d in flight%n",
@@ -135,7 +129,7 @@ final class DemoCommand implements Callable<Integer> {
                     java.util.Arrays.toString(rpcPayloads), rpcConcurrency);
             rpcOk = new RpcDemo(out, rpcCalls, rpcSeconds == null ? 0 : rpcSeconds * 1000L,
                     rpcWarmupSeconds * 1000L, rpcPayloads, rpcConcurrency,
-                    !quietProgress, rpcThreads).run();
+                    !quietProgress, rpcThreads, provider).run();
         }
         out.printf(Locale.ROOT, "%nAllocator workload: %d workers x %d requests, safety %s, JDK %s%n", threads, requests, safety,
                 Runtime.version());
@@ -200,7 +194,7 @@ final class DemoCommand implements Callable<Integer> {
         }
         LeakReport report = pool.closeAndReport();
         out.printf(Locale.ROOT, "%nClose: %s%n", report.describe().strip());
-        boolean rdmaOk = rdmaRequests <= 0 || new RdmaDemo(out, rdmaRequests, rdmaSize).run();
+        boolean rdmaOk = rdmaRequests <= 0 || new RdmaDemo(out, rdmaRequests, rdmaSize, provider).run();
         return report.clean() && rdmaOk && rpcOk ? 0 : 1;
     }
 

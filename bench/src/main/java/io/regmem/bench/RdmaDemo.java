@@ -25,7 +25,7 @@ import java.util.Map;
 import org.HdrHistogram.Histogram;
 
 /**
- * The RDMA half of {@code regmem demo}: two soft devices connected in this JVM, each with a
+ * The RDMA half of {@code regmem demo}: two devices of the chosen provider (soft by default) connected in this JVM, each with a
  * registered {@link BufferPool}. Each request allocates a pooled buffer at each end, fills the
  * local one, RDMA WRITEs it into the remote one by the remote pool's rkey, READs it back into a
  * third buffer, checks every byte, and announces itself with a SEND the peer receives. Then
@@ -35,8 +35,14 @@ final class RdmaDemo {
     private final PrintStream out;
     private final int requests;
     private final int size;
+    private final String provider;
 
     RdmaDemo(PrintStream out, int requests, int size) {
+        this(out, requests, size, "soft");
+    }
+
+    RdmaDemo(PrintStream out, int requests, int size, String provider) {
+        this.provider = provider;
         this.out = out;
         this.requests = requests;
         this.size = size;
@@ -55,7 +61,7 @@ final class RdmaDemo {
         LeakReport leaksB;
         CacheStats cacheStats;
         int keysImported;
-        SoftPair pair = new SoftPair(Map.of(), 1024, new QpInitAttributes().maxSendSge(2));
+        SoftPair pair = new SoftPair(provider, Map.of(), 1024, new QpInitAttributes().maxSendSge(2), new QpInitAttributes());
         boolean tornDown = false;
         try {
             ProtectionDomain pdA = pair.pdA;
@@ -145,8 +151,8 @@ final class RdmaDemo {
         }
         reportA = pair.devA.resources().report();
         reportB = pair.devB.resources().report();
-        out.printf(Locale.ROOT, "%nRDMA loopback on the soft provider: %,d requests of %d B (WRITE, READ back, check, SEND) "
-                + "in %.2f s%n", requests, size, elapsed / 1e9);
+        out.printf(Locale.ROOT, "%nRDMA loopback on the %s provider: %,d requests of %d B (WRITE, READ back, check, SEND) "
+                + "in %.2f s%n", provider, requests, size, elapsed / 1e9);
         out.printf(Locale.ROOT, "Latency (ns)       p50      p90      p99    p99.9      max%n");
         print("WRITE", writeNs);
         print("READ", readNs);

@@ -58,6 +58,7 @@ final class RpcDemo {
     private final boolean progress;
     private final boolean threads;
     private final long warmupNanos;
+    private final String provider;
 
     /**
      * @param warmupMillis how long the calls run before the measured run starts (0: none); they are
@@ -65,6 +66,13 @@ final class RpcDemo {
      */
     RpcDemo(PrintStream out, long calls, long durationMillis, long warmupMillis, int[] payloads, int concurrency, boolean progress,
             boolean threads) {
+        this(out, calls, durationMillis, warmupMillis, payloads, concurrency, progress, threads, "soft");
+    }
+
+    /** As above, on two devices of {@code provider} in this JVM. */
+    RpcDemo(PrintStream out, long calls, long durationMillis, long warmupMillis, int[] payloads, int concurrency, boolean progress,
+            boolean threads, String provider) {
+        this.provider = provider;
         this.threads = threads;
         this.warmupNanos = warmupMillis * 1_000_000L;
         this.out = out;
@@ -139,7 +147,7 @@ final class RpcDemo {
                 .signalAll(false);
         QpInitAttributes serverQp = new QpInitAttributes().maxSendWr(16 * reqs + 64).maxRecvWr(reqs + 16).maxSendSge(3)
                 .signalAll(false);
-        SoftPair pair = new SoftPair(Map.of(), 8192, clientQp, serverQp);
+        SoftPair pair = new SoftPair(provider, Map.of(), 8192, clientQp, serverQp);
         Arena arena = Arena.ofShared();
         BufferPool rpcPoolC = BufferPool.builder().name("rpc-client-buffers").build();
         BufferPool rpcPoolS = BufferPool.builder().name("rpc-server-buffers").build();
@@ -217,8 +225,8 @@ final class RpcDemo {
 
         long done = client.done() - measuredFrom;
         Histogram latency = client.latency();
-        out.printf(Locale.ROOT, "%nRPC over RDMA (soft provider): %,d calls in %.2f s, %,.0f calls/s, %,.1f MiB/s of arguments and results; "
-                + "payloads %s B, %d concurrent, %s%n", done, elapsed / 1e9, done / (elapsed / 1e9),
+        out.printf(Locale.ROOT, "%nRPC over RDMA (%s provider): %,d calls in %.2f s, %,.0f calls/s, %,.1f MiB/s of arguments and results; "
+                + "payloads %s B, %d concurrent, %s%n", provider, done, elapsed / 1e9, done / (elapsed / 1e9),
                 client.bytes() / (elapsed / 1e9) / (1 << 20), java.util.Arrays.toString(payloads), concurrency,
                 threads ? "client and server on a thread each" : "one thread");
         if (warmupNanos > 0) {

@@ -40,13 +40,28 @@ final class SoftPair implements AutoCloseable {
 
     /** As above, with B's QP attributes too (its CQ is filled in). */
     SoftPair(Map<String, String> options, int cqDepth, QpInitAttributes attrsA, QpInitAttributes attrsB) {
-        devA = RdmaDevice.open("soft", options);
-        devB = RdmaDevice.open("soft", options);
+        this("soft", options, cqDepth, attrsA, attrsB);
+    }
+
+    /**
+     * As above, on two devices of the named provider: soft connects by a name, ucx by a free
+     * loopback port (its bootstrap socket).
+     */
+    SoftPair(String provider, Map<String, String> options, int cqDepth, QpInitAttributes attrsA, QpInitAttributes attrsB) {
+        devA = RdmaDevice.open(provider, options);
+        RdmaDevice b;
+        try {
+            b = RdmaDevice.open(provider, options);
+        } catch (RuntimeException e) {
+            devA.close();
+            throw e;
+        }
+        devB = b;
         pdA = devA.allocPd();
         pdB = devB.allocPd();
         cqA = devA.createCq(cqDepth);
         cqB = devB.createCq(cqDepth);
-        String name = "regmem-pair-" + NAMES.incrementAndGet();
+        String name = provider.equals("ucx") ? "127.0.0.1:" + freePort() : "regmem-pair-" + NAMES.incrementAndGet();
         listener = devB.createCmId();
         listener.listen(name);
         idA = devA.createCmId();
@@ -55,6 +70,15 @@ final class SoftPair implements AutoCloseable {
         idB = listener.getRequest();
         qpB = idB.createQp(pdB, attrsB.sendCq(cqB).recvCq(cqB));
         idB.accept();
+    }
+
+    /** A TCP port of the loopback that nobody listens on now. */
+    private static int freePort() {
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            return s.getLocalPort();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
     }
 
     /** Disconnects and destroys both QPs and the CM IDs (contexts and posted work must be done). */

@@ -38,6 +38,32 @@ class DemoCommandTest {
     }
 
     @Test
+    void demoRunsOnUcxWithBothEndsInThisJvm() {
+        try (io.regmem.registration.RdmaDevice probe = io.regmem.registration.RdmaDevice.open("ucx")) {
+            assertThat(probe.providerName()).isEqualTo("ucx");
+        } catch (io.regmem.core.RdmaException e) {
+            org.junit.jupiter.api.Assumptions.assumeFalse(!"true".equals(System.getenv("CI")), "UCX is not installed");
+            throw e;
+        }
+        PrintStream original = System.out;
+        ByteArrayOutputStream captured = new ByteArrayOutputStream();
+        int status;
+        try {
+            System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
+            status = RegmemCommand.commandLine().execute("demo", "--provider", "ucx", "--requests", "100",
+                    "--rdma-requests", "300", "--rpc-calls", "2000", "--rpc-warmup", "0", "--quiet-progress");
+        } finally {
+            System.setOut(original);
+        }
+        String out = captured.toString(StandardCharsets.UTF_8);
+        assertThat(status).as(out).isZero();
+        assertThat(out).contains("RPC over RDMA (ucx provider): 2,000 calls", "Replies checked byte by byte: 0 wrong",
+                "Devices: no live objects; no live objects", "RDMA loopback on the ucx provider: 300 requests",
+                "Device A: no live objects; device B: no live objects", "rdma-a: no buffers leaked; rdma-b: no buffers leaked");
+        assertThat(BufferPool.openPools()).isEmpty();
+    }
+
+    @Test
     void theRpcPartOnTwoThreadsChecksItsDataAndLeaksNothing() {
         PrintStream original = System.out;
         ByteArrayOutputStream captured = new ByteArrayOutputStream();
