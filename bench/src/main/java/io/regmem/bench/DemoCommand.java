@@ -75,6 +75,10 @@ final class DemoCommand implements Callable<Integer> {
             defaultValue = "soft")
     String provider;
 
+    @Option(names = "--connect", description = "host:port of a 'regmem serve': the RPC part's server runs there "
+            + "(ucx). Without it, --provider ucx starts one as a child process on the loopback.")
+    String connect;
+
     @Option(names = "--quiet-progress", description = "No progress line (for logs and tests).")
     boolean quietProgress;
 
@@ -87,6 +91,74 @@ final class DemoCommand implements Callable<Integer> {
     /** An RPC payload goes by one FRWR MR of at most 512 pages of 4 KiB. */
     static final int MAX_RPC_PAYLOAD = 2 << 20;
     static final int MAX_RDMA_SIZE = 16 << 20;
+
+    /** A TCP port of the loopback nobody listens on now. */
+    private static int freePort() throws java.io.IOException {
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            return s.getLocalPort();
+        }
+    }
+
+    /** Lines the child server printed (read by a thread of their own). */
+    private final java.util.concurrent.BlockingQueue<String> serverLines = new java.util.concurrent.LinkedBlockingQueue<>();
+
+    /**
+     * Starts {@code regmem serve} for one connection as a child JVM listening at {@code address}, and
+     * waits (at most 30 s) until it listens; null (its output printed) if it does not.
+     */
+    private Process startServer(String address) throws Exception {
+        String javaBin = java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        ProcessBuilder b = new ProcessBuilder(javaBin, "--enable-native-access=ALL-UNNAMED",
+                "--sun-misc-unsafe-memory-access=allow", "-cp", System.getProperty("java.class.path"),
+                RegmemCommand.class.getName(), "serve", "--provider", provider, "--listen", address, "--connections", "1",
+                "--rpc-concurrency", Integer.toString(rpcConcurrency), "--rpc-payloads",
+                java.util.Arrays.stream(rpcPayloads).mapToObj(Integer::toString).collect(java.util.stream.Collectors.joining(",")));
+        b.redirectErrorStream(true);
+        Process p = b.start();
+        Thread.ofPlatform().daemon().name("regmem-demo-server-output").start(() -> {
+            try (java.io.BufferedReader r = new java.io.BufferedReader(new java.io.InputStreamReader(p.getInputStream()))) {
+                for (String line; (line = r.readLine()) != null; ) {
+                    serverLines.add(line);
+                }
+            } catch (java.io.IOException ignored) {
+                // the child ended
+            }
+        });
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        StringBuilder seen = new StringBuilder();
+        while (System.nanoTime() < deadline) {
+            String line = serverLines.poll(100, java.util.concurrent.TimeUnit.MILLISECONDS);
+            if (line != null) {
+                seen.append("  server: ").append(line).append('\n');
+                if (line.startsWith("regmem serve: listening")) {
+                    System.out.printf(Locale.ROOT, "regmem demo: started the RPC server as a child process (pid %d) at %s%n",
+                            p.pid(), address);
+                    return p;
+                }
+            } else if (!p.isAlive()) {
+                break;
+            }
+        }
+        p.destroyForcibly();
+        System.out.print(seen);
+        System.out.println("regmem demo: the child server did not start");
+        return null;
+    }
+
+    /** Waits for the child server to end (it serves one connection) and prints what it said; true if it was clean. */
+    private boolean awaitServer(PrintStream out, Process child) throws InterruptedException {
+        boolean ended = child.waitFor(30, java.util.concurrent.TimeUnit.SECONDS);
+        if (!ended) {
+            child.destroyForcibly();
+        }
+        Thread.sleep(50); // the last lines
+        for (String line; (line = serverLines.poll()) != null; ) {
+            if (line.startsWith("regmem serve:")) {
+                out.println("  server: " + line.substring("regmem serve: ".length()));
+            }
+        }
+        return ended && child.exitValue() == 0;
+    }
 
     /** The providers present (found as {@code RdmaDevice.open} finds them). */
     static java.util.List<String> providers() {
@@ -122,14 +194,32 @@ final class DemoCommand implements Callable<Integer> {
         if (!optionsOk()) {
             return OptionCheck.USAGE;
         }
+        if (connect != null && !provider.equals("ucx")) {
+            spec.commandLine().getErr().println("regmem demo: --connect needs --provider ucx (soft reaches only this JVM)");
+            return OptionCheck.USAGE;
+        }
         boolean rpcOk = true;
-        if (rpcCalls > 0 || rpcSeconds != null) {
+        boolean rpc = rpcCalls > 0 || rpcSeconds != null;
+        String server = connect;
+        Process child = null;
+        if (rpc && server == null && provider.equals("ucx")) {
+            server = "127.0.0.1:" + freePort();
+            child = startServer(server);
+            if (child == null) {
+                return 1;
+            }
+        }
+        if (rpc) {
             out.printf(Locale.ROOT, "regmem demo: RPC over RDMA, %s, payloads %s B, %d in flight%n",
                     rpcSeconds != null ? rpcSeconds + " s" : String.format(Locale.ROOT, "%,d calls", rpcCalls),
                     java.util.Arrays.toString(rpcPayloads), rpcConcurrency);
-            rpcOk = new RpcDemo(out, rpcCalls, rpcSeconds == null ? 0 : rpcSeconds * 1000L,
+            RpcDemo demo = new RpcDemo(out, rpcCalls, rpcSeconds == null ? 0 : rpcSeconds * 1000L,
                     rpcWarmupSeconds * 1000L, rpcPayloads, rpcConcurrency,
-                    !quietProgress, rpcThreads, provider).run();
+                    !quietProgress, rpcThreads, provider);
+            rpcOk = (server == null ? demo : demo.connectTo(server)).run();
+            if (child != null) {
+                rpcOk &= awaitServer(out, child);
+            }
         }
         out.printf(Locale.ROOT, "%nAllocator workload: %d workers x %d requests, safety %s, JDK %s%n", threads, requests, safety,
                 Runtime.version());

@@ -5,12 +5,13 @@ import picocli.CommandLine.Command;
 
 /**
  * The {@code regmem} command line: {@code regmem demo} runs the main workload on the embedded
- * provider and prints a report; {@code regmem bench} runs the JMH benchmarks beside their peers
+ * provider and prints a report; {@code regmem serve} runs the RPC demo's server for a
+ * {@code regmem demo --connect} in another process; {@code regmem bench} runs the JMH benchmarks beside their peers
  * and prints ratios.
  */
 @Command(name = "regmem", mixinStandardHelpOptions = true, version = "regmem 0.1.0",
         description = "Registered off-heap memory for the JVM.",
-        subcommands = {DemoCommand.class, BenchCommand.class})
+        subcommands = {DemoCommand.class, ServeCommand.class, BenchCommand.class})
 public final class RegmemCommand implements Runnable {
 
     @CommandLine.Spec

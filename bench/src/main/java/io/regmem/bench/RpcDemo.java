@@ -137,43 +137,128 @@ final class RpcDemo {
         }
     }
 
-    boolean run() {
-        int maxPayload = 0;
+    /** Where the client connects: null runs both ends in this JVM; else {@code host:port} of a {@code regmem serve}. */
+    private String connect;
+
+    /** Connects the client to a server of another process ({@code regmem serve}) instead of running one here. */
+    RpcDemo connectTo(String address) {
+        this.connect = address;
+        return this;
+    }
+
+    static int requestsFor(int concurrency) {
+        return Math.max(4, concurrency);
+    }
+
+    static QpInitAttributes clientQp(int reqs) {
+        return new QpInitAttributes().maxSendWr(8 * reqs + 64).maxRecvWr(reqs + 16).maxSendSge(3).signalAll(false);
+    }
+
+    static QpInitAttributes serverQp(int reqs) {
+        return new QpInitAttributes().maxSendWr(16 * reqs + 64).maxRecvWr(reqs + 16).maxSendSge(3).signalAll(false);
+    }
+
+    static int maxPayload(int[] payloads) {
+        int max = 0;
         for (int p : payloads) {
-            maxPayload = Math.max(maxPayload, p);
+            max = Math.max(max, p);
         }
-        int reqs = Math.max(4, concurrency);
-        QpInitAttributes clientQp = new QpInitAttributes().maxSendWr(8 * reqs + 64).maxRecvWr(reqs + 16).maxSendSge(3)
-                .signalAll(false);
-        QpInitAttributes serverQp = new QpInitAttributes().maxSendWr(16 * reqs + 64).maxRecvWr(reqs + 16).maxSendSge(3)
-                .signalAll(false);
-        SoftPair pair = new SoftPair(provider, Map.of(), 8192, clientQp, serverQp);
+        return max;
+    }
+
+    /** The server's end: its buffers, staging memory and {@link RpcDemoServer} on a QP, torn down by {@link #close}. */
+    static final class ServerEnd {
+        final BufferPool pool;
+        final RpcBuffer buf;
+        final DmaMapping stagingMap;
+        final RpcDemoServer server;
+        final int reqs;
+
+        ServerEnd(io.regmem.registration.ProtectionDomain pd, io.regmem.registration.QueuePair qp,
+                  io.regmem.registration.CompletionQueue cq, Arena arena, int reqs, long slotBytes, String name) {
+            this.reqs = reqs;
+            pool = BufferPool.builder().name(name).build();
+            buf = RpcBuffer.builder(pd, pool).maxRequests(reqs).inline(INLINE + HEADER, INLINE + HEADER).build();
+            MemorySegment staging = arena.allocate(2L * reqs * slotBytes, 4096);
+            stagingMap = pd.device().dmaMap(staging);
+            server = new RpcDemoServer(qp, cq, buf, new SendLock(), staging, reqs, slotBytes);
+        }
+
+        /** After the connection: the transport flushed, buffers and memory given back; the report's parts. */
+        String close(boolean[] clean) {
+            server.transport().flushDisconnect();
+            int free = buf.freeRequests();
+            boolean leaked = !buf.destroy().isEmpty();
+            stagingMap.close();
+            LeakReport leaks = pool.closeAndReport();
+            clean[0] = !leaked && free == reqs && leaks.clean();
+            return String.format(Locale.ROOT, "requests free %d/%d; %s", free, reqs, leaks.describe().strip());
+        }
+    }
+
+    boolean run() {
+        int maxPayload = maxPayload(payloads);
+        int reqs = requestsFor(concurrency);
+        QpInitAttributes clientQp = clientQp(reqs);
+        SoftPair pair = null;
+        io.regmem.registration.RdmaDevice devC;
+        io.regmem.registration.ProtectionDomain pdC;
+        io.regmem.registration.CompletionQueue cqC;
+        io.regmem.registration.CmId idC = null;
+        io.regmem.registration.QueuePair qpC;
+        if (connect == null) {
+            pair = new SoftPair(provider, Map.of(), 8192, clientQp, serverQp(reqs));
+            devC = pair.devA;
+            pdC = pair.pdA;
+            cqC = pair.cqA;
+            qpC = pair.qpA;
+        } else {
+            devC = io.regmem.registration.RdmaDevice.open(provider);
+            pdC = devC.allocPd();
+            cqC = devC.createCq(8192);
+            idC = devC.createCmId();
+            qpC = idC.createQp(pdC, clientQp.sendCq(cqC).recvCq(cqC));
+            try {
+                idC.connect(connect);
+                long deadline = System.nanoTime() + 10_000_000_000L;
+                while (idC.connState() == io.regmem.registration.CmId.ConnState.CONNECTING && System.nanoTime() < deadline) {
+                    Thread.onSpinWait();
+                }
+            } catch (RuntimeException e) {
+                out.println("regmem demo: cannot connect to " + connect + ": " + e.getMessage());
+                devC.forceClose();
+                return false;
+            }
+            if (idC.connState() != io.regmem.registration.CmId.ConnState.CONNECTED) {
+                out.println("regmem demo: the server at " + connect + " did not accept (" + idC.connState() + ")");
+                devC.forceClose();
+                return false;
+            }
+        }
         Arena arena = Arena.ofShared();
         BufferPool rpcPoolC = BufferPool.builder().name("rpc-client-buffers").build();
-        BufferPool rpcPoolS = BufferPool.builder().name("rpc-server-buffers").build();
-        RpcBuffer bufC = RpcBuffer.builder(pair.pdA, rpcPoolC).maxRequests(reqs).inline(INLINE + HEADER, INLINE + HEADER).build();
-        RpcBuffer bufS = RpcBuffer.builder(pair.pdB, rpcPoolS).maxRequests(reqs).inline(INLINE + HEADER, INLINE + HEADER).build();
+        RpcBuffer bufC = RpcBuffer.builder(pdC, rpcPoolC).maxRequests(reqs).inline(INLINE + HEADER, INLINE + HEADER).build();
         long area = Math.max(maxPayload, 4096);
         long slotBytes = Math.max(maxPayload, 64);
-        MemorySegment staging = arena.allocate(2L * reqs * slotBytes, 4096);
         MemorySegment stagingC = arena.allocate(2L * reqs * area, 4096);
-        DmaMapping stagingCMap = pair.devA.dmaMap(stagingC); // FRWR pages must be DMA-mapped
+        DmaMapping stagingCMap = devC.dmaMap(stagingC); // FRWR pages must be DMA-mapped
         MemorySegment pattern = arena.allocate(slotBytes, 8);
         java.util.SplittableRandom rnd = new java.util.SplittableRandom(2026);
         for (long i = 0; i < pattern.byteSize(); i += 8) {
             pattern.set(ValueLayout.JAVA_LONG, i, rnd.nextLong());
         }
-        DmaMapping stagingMap = pair.devB.dmaMap(staging);
-        RpcDemoServer server = new RpcDemoServer(pair, bufS, new SendLock(), staging, reqs, slotBytes);
-        RpcDemoClient client = new RpcDemoClient(pair, bufC, new SendLock(), stagingC, area, pattern, reqs);
-        RpcTransport[] transports = {client.transport(), server.transport()};
+        ServerEnd serverEnd = pair == null ? null
+                : new ServerEnd(pair.pdB, pair.qpB, pair.cqB, arena, reqs, slotBytes, "rpc-server-buffers");
+        RpcDemoClient client = new RpcDemoClient(qpC, cqC, bufC, new SendLock(), stagingC, area, pattern, reqs);
+        RpcTransport[] transports = serverEnd == null ? new RpcTransport[] {client.transport()}
+                : new RpcTransport[] {client.transport(), serverEnd.server.transport()};
 
         // With threads: the server runs on a thread of its own, the client (sending and handling its
         // completions) on this one: one thread per end of the connection, on two cores.
         java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
         java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
         java.util.List<Thread> pollers = new java.util.ArrayList<>();
-        if (threads) {
+        if (threads && serverEnd != null) {
             pollers.add(startPoller(transports[1], "rpc-server", stop, failure));
         }
         boolean ok = true;
@@ -206,29 +291,39 @@ final class RpcDemo {
 
         int mrsMade = transports[0].mrs();
         transports[0].flushDisconnect();
-        transports[1].flushDisconnect();
-        long stale = transports[0].staleCompletions() + transports[1].staleCompletions();
+        long stale = transports[0].staleCompletions() + (serverEnd == null ? 0 : transports[1].staleCompletions());
         int reqsFreeC = bufC.freeRequests();
-        int reqsFreeS = bufS.freeRequests();
         int repsC = bufC.replies();
         int repsFreeC = bufC.freeReplies();
-        boolean leakedReqs = !bufC.destroy().isEmpty() | !bufS.destroy().isEmpty();
-        pair.disconnect();
-        stagingMap.close();
+        boolean leakedReqs = !bufC.destroy().isEmpty();
+        boolean[] serverClean = {true};
+        String serverReport = serverEnd == null ? "in its own process" : serverEnd.close(serverClean);
         stagingCMap.close();
         LeakReport leaksC = rpcPoolC.closeAndReport();
-        LeakReport leaksS = rpcPoolS.closeAndReport();
-        pair.close();
+        String devS = "in its own process";
+        if (pair != null) {
+            pair.disconnect();
+            pair.close();
+            devS = pair.devB.resources().report();
+        } else {
+            idC.disconnect();
+            idC.destroyQp();
+            idC.close();
+            cqC.close();
+            pdC.close();
+            devC.close();
+        }
         arena.close();
-        String devC = pair.devA.resources().report();
-        String devS = pair.devB.resources().report();
+        String devCReport = devC.resources().report();
 
         long done = client.done() - measuredFrom;
         Histogram latency = client.latency();
-        out.printf(Locale.ROOT, "%nRPC over RDMA (%s provider): %,d calls in %.2f s, %,.0f calls/s, %,.1f MiB/s of arguments and results; "
-                + "payloads %s B, %d concurrent, %s%n", provider, done, elapsed / 1e9, done / (elapsed / 1e9),
+        out.printf(Locale.ROOT, "%nRPC over RDMA (%s provider%s): %,d calls in %.2f s, %,.0f calls/s, %,.1f MiB/s of arguments and results; "
+                + "payloads %s B, %d concurrent, %s%n", provider, connect == null ? "" : ", server at " + connect, done,
+                elapsed / 1e9, done / (elapsed / 1e9),
                 client.bytes() / (elapsed / 1e9) / (1 << 20), java.util.Arrays.toString(payloads), concurrency,
-                threads ? "client and server on a thread each" : "one thread");
+                connect != null ? "client on one thread, server in its own process"
+                        : threads ? "client and server on a thread each" : "one thread");
         if (warmupNanos > 0) {
             out.printf(Locale.ROOT, "Measured after a warm-up of %.1f s: %,d calls before it, checked the same way, not counted%n",
                     warmupNanos / 1e9, measuredFrom);
@@ -237,14 +332,14 @@ final class RpcDemo {
                 latency.getValueAtPercentile(50), latency.getValueAtPercentile(90), latency.getValueAtPercentile(99),
                 latency.getValueAtPercentile(99.9), latency.getMaxValue());
         out.printf(Locale.ROOT, "Replies checked byte by byte: %,d wrong%n", client.errors());
-        out.printf(Locale.ROOT, "Requests free after the run: client %d/%d, server %d/%d; client replies %d made, %d free; "
-                + "stale completions %d%n", reqsFreeC, reqs, reqsFreeS, reqs, repsC, repsFreeC, stale);
+        out.printf(Locale.ROOT, "Requests free after the run: client %d/%d, server %s; client replies %d made, %d free; "
+                + "stale completions %d%n", reqsFreeC, reqs, serverReport, repsC, repsFreeC, stale);
         out.printf(Locale.ROOT, "Chunks: each registered for its call only (FRWR: REG_MR before the Send, LOCAL_INV before "
                 + "the call completes); %d MRs made%n", mrsMade);
-        out.printf(Locale.ROOT, "Devices: %s; %s%n", devC, devS);
-        out.printf(Locale.ROOT, "Pools: %s; %s%n", leaksC.describe().strip(), leaksS.describe().strip());
-        return ok && client.errors() == 0 && !leakedReqs && reqsFreeC == reqs && reqsFreeS == reqs && leaksC.clean()
-                && leaksS.clean() && devC.equals("no live objects") && devS.equals("no live objects")
+        out.printf(Locale.ROOT, "Devices: %s; %s%n", devCReport, devS);
+        out.printf(Locale.ROOT, "Pools: %s%n", leaksC.describe().strip());
+        return ok && client.errors() == 0 && !leakedReqs && reqsFreeC == reqs && serverClean[0] && leaksC.clean()
+                && devCReport.equals("no live objects") && (pair == null || devS.equals("no live objects"))
                 && (durationNanos > 0 || done == calls);
     }
 
@@ -269,7 +364,7 @@ final class RpcDemo {
                 xid++;
                 more = nanos > 0 ? System.nanoTime() - start < nanos : xid < last;
             }
-            if (!threads) {
+            if (!threads && transports.length > 1) {
                 transports[1].poll();
                 transports[0].poll();
             } else if (transports[0].poll() > 0) {
@@ -280,7 +375,7 @@ final class RpcDemo {
             if (failure.get() != null) {
                 throw new IllegalStateException("a poller failed", failure.get());
             }
-            if (!transports[0].isConnected() || !transports[1].isConnected()) {
+            if (!transports[0].isConnected() || (transports.length > 1 && !transports[1].isConnected())) {
                 out.println("regmem demo: the connection failed");
                 return false;
             }

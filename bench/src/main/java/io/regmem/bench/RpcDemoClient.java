@@ -65,7 +65,7 @@ final class RpcDemoClient implements RpcTransport.Handler {
         }
     }
 
-    private final SoftPair pair;
+    private final io.regmem.registration.QueuePair qp;
     private final RpcBuffer buf;
     private final SendLock lock;
     private final MemorySegment pattern;
@@ -83,9 +83,9 @@ final class RpcDemoClient implements RpcTransport.Handler {
      *                {@code area} bytes each (the chunks' pages)
      * @param pattern the bytes every call's arguments are made from ({@link RpcDemo#fillArgs})
      */
-    RpcDemoClient(SoftPair pair, RpcBuffer buf, SendLock lock, MemorySegment staging, long area, MemorySegment pattern,
-                  int reqs) {
-        this.pair = pair;
+    RpcDemoClient(io.regmem.registration.QueuePair qp, io.regmem.registration.CompletionQueue cq, RpcBuffer buf,
+                  SendLock lock, MemorySegment staging, long area, MemorySegment pattern, int reqs) {
+        this.qp = qp;
         this.buf = buf;
         this.lock = lock;
         this.pattern = pattern;
@@ -93,7 +93,7 @@ final class RpcDemoClient implements RpcTransport.Handler {
         for (int i = 0; i < reqs; i++) {
             byReq[i] = new Call(staging.asSlice(2L * i * area, area), staging.asSlice((2L * i + 1) * area, area));
         }
-        this.transport = new RpcTransport(pair.qpA, pair.cqA, buf, lock, this, (int) (area / 4096), 2 * reqs);
+        this.transport = new RpcTransport(qp, cq, buf, lock, this, (int) (area / 4096), 2 * reqs);
         transport.postRecvs(1);
     }
 
@@ -202,7 +202,7 @@ final class RpcDemoClient implements RpcTransport.Handler {
         c.invResult.reset().opcode(Opcode.LOCAL_INV).invalidateRkey(c.resultMr.rkey()).signaled(true)
                 .wrId(RpcTransport.USER_TAG | c.req.id());
         c.invArgs.wrId(RpcTransport.USER_TAG | c.req.id());
-        pair.qpA.postSend(c.invArgs);
+        qp.postSend(c.invArgs);
         c.invArgs.next(null);
     }
 

@@ -46,7 +46,7 @@ final class RpcDemoServer implements RpcTransport.Handler {
         }
     }
 
-    private final SoftPair pair;
+    private final io.regmem.registration.QueuePair qp;
     private final RpcBuffer buf;
     private final SendLock lock;
     private final int reqs;
@@ -58,8 +58,9 @@ final class RpcDemoServer implements RpcTransport.Handler {
      * @param staging   DMA-mapped memory for {@code reqs} calls: two areas of {@code slotBytes} each
      * @param reqs      calls served at once, and the credits each reply grants
      */
-    RpcDemoServer(SoftPair pair, RpcBuffer buf, SendLock lock, MemorySegment staging, int reqs, long slotBytes) {
-        this.pair = pair;
+    RpcDemoServer(io.regmem.registration.QueuePair qp, io.regmem.registration.CompletionQueue cq, RpcBuffer buf,
+                  SendLock lock, MemorySegment staging, int reqs, long slotBytes) {
+        this.qp = qp;
         this.buf = buf;
         this.lock = lock;
         this.reqs = reqs;
@@ -68,7 +69,7 @@ final class RpcDemoServer implements RpcTransport.Handler {
             slots[i] = new Slot(i, staging.asSlice(2L * i * slotBytes, slotBytes), staging.asSlice((2L * i + 1) * slotBytes, slotBytes));
             freeSlots.push(slots[i]);
         }
-        this.transport = new RpcTransport(pair.qpB, pair.cqB, buf, lock, this, 16, 4);
+        this.transport = new RpcTransport(qp, cq, buf, lock, this, 16, 4);
         transport.postRecvs(reqs);
     }
 
@@ -86,7 +87,7 @@ final class RpcDemoServer implements RpcTransport.Handler {
         s.size = h.get(ValueLayout.JAVA_LONG, RpcDemo.H_SIZE);
         s.resAddr = h.get(ValueLayout.JAVA_LONG, RpcDemo.H_RESULT_ADDR);
         if ((s.flags & RpcDemo.FLAG_RESULT_INLINE) == 0) { // a write chunk: its key arrived in the exported form
-            s.resRkey = pair.qpB.importRemoteKey(h.asSlice(RpcDemo.H_RESULT_RKEY, RpcDemo.KEY_BYTES));
+            s.resRkey = qp.importRemoteKey(h.asSlice(RpcDemo.H_RESULT_RKEY, RpcDemo.KEY_BYTES));
         }
         if ((s.flags & FLAG_ARGS_INLINE) != 0) {
             MemorySegment.copy(h, HEADER, s.argArea, 0, s.size);
@@ -94,11 +95,11 @@ final class RpcDemoServer implements RpcTransport.Handler {
             process(s);
         } else { // a read chunk: RDMA READ the arguments from the client's memory
             long argAddr = h.get(ValueLayout.JAVA_LONG, RpcDemo.H_ARG_ADDR);
-            int argRkey = pair.qpB.importRemoteKey(h.asSlice(RpcDemo.H_ARG_RKEY, RpcDemo.KEY_BYTES));
+            int argRkey = qp.importRemoteKey(h.asSlice(RpcDemo.H_ARG_RKEY, RpcDemo.KEY_BYTES));
             buf.repPut(rep);
             s.argSg.clear().add(s.argArea.address(), s.size);
-            s.rw.init(pair.qpB, 1, s.argSg, 1, 0, argAddr, argRkey, DmaDirection.FROM_DEVICE);
-            s.rw.post(pair.qpB, 1, RpcTransport.USER_TAG | (long) s.index << 1);
+            s.rw.init(qp, 1, s.argSg, 1, 0, argAddr, argRkey, DmaDirection.FROM_DEVICE);
+            s.rw.post(qp, 1, RpcTransport.USER_TAG | (long) s.index << 1);
         }
         transport.postRecvs(reqs);
     }
@@ -107,14 +108,14 @@ final class RpcDemoServer implements RpcTransport.Handler {
     public void rwCompleted(long id, WcStatus status) {
         Slot s = slots[(int) (id >>> 1)];
         if ((id & 1) == 0) {
-            s.rw.destroy(pair.qpB, 1, s.argSg, 1, DmaDirection.FROM_DEVICE);
+            s.rw.destroy(qp, 1, s.argSg, 1, DmaDirection.FROM_DEVICE);
             if (status == WcStatus.SUCCESS) {
                 process(s);
             } else {
                 freeSlots.push(s);
             }
         } else { // the write chunk landed (its reply was sent right behind it)
-            s.rw.destroy(pair.qpB, 1, s.resSg, 1, DmaDirection.TO_DEVICE);
+            s.rw.destroy(qp, 1, s.resSg, 1, DmaDirection.TO_DEVICE);
             freeSlots.push(s);
         }
     }
@@ -136,8 +137,8 @@ final class RpcDemoServer implements RpcTransport.Handler {
                 freeSlots.push(s);
             } else { // a write chunk: RDMA WRITE into the client's reply buffer, then the reply
                 s.resSg.clear().add(s.resArea.address(), s.size);
-                s.rw.init(pair.qpB, 1, s.resSg, 1, 0, s.resAddr, s.resRkey, DmaDirection.TO_DEVICE);
-                s.rw.post(pair.qpB, 1, RpcTransport.USER_TAG | ((long) s.index << 1) | 1);
+                s.rw.init(qp, 1, s.resSg, 1, 0, s.resAddr, s.resRkey, DmaDirection.TO_DEVICE);
+                s.rw.post(qp, 1, RpcTransport.USER_TAG | ((long) s.index << 1) | 1);
                 transport.send(reply, HEADER, 0, false);
             }
         } finally {

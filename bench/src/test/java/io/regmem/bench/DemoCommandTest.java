@@ -27,7 +27,7 @@ class DemoCommandTest {
         String out = captured.toString(StandardCharsets.UTF_8);
         assertThat(status).as(out).isZero();
         assertThat(out).contains("RPC over RDMA (soft provider): 3,000 calls", "Replies checked byte by byte: 0 wrong",
-                "Requests free after the run: client 16/16, server 16/16", "stale completions 0",
+                "Requests free after the run: client 16/16, server requests free 16/16; rpc-server-buffers: no buffers leaked", "stale completions 0",
                 "Devices: no live objects; no live objects", "Chunks: each registered for its call only", "rpc-client-buffers: no buffers leaked",
                 "Workload: 6,000 requests", "Latency (ns)", "Pool 'demo' (PARANOID",
                 "allocations", "demo: no buffers leaked", "RDMA loopback on the soft provider: 500 requests",
@@ -38,7 +38,7 @@ class DemoCommandTest {
     }
 
     @Test
-    void demoRunsOnUcxWithBothEndsInThisJvm() {
+    void demoRunsOnUcxWithItsServerInAChildProcess() {
         try (io.regmem.registration.RdmaDevice probe = io.regmem.registration.RdmaDevice.open("ucx")) {
             assertThat(probe.providerName()).isEqualTo("ucx");
         } catch (io.regmem.core.RdmaException e) {
@@ -57,8 +57,10 @@ class DemoCommandTest {
         }
         String out = captured.toString(StandardCharsets.UTF_8);
         assertThat(status).as(out).isZero();
-        assertThat(out).contains("RPC over RDMA (ucx provider): 2,000 calls", "Replies checked byte by byte: 0 wrong",
-                "Devices: no live objects; no live objects", "RDMA loopback on the ucx provider: 300 requests",
+        assertThat(out).contains("started the RPC server as a child process", "RPC over RDMA (ucx provider, server at 127.0.0.1:",
+                "): 2,000 calls", "client on one thread, server in its own process", "Replies checked byte by byte: 0 wrong",
+                "server: connection 1 ended; requests free 16/16; rpc-server-buffers-1: no buffers leaked",
+                "server: done; device: no live objects", "RDMA loopback on the ucx provider: 300 requests",
                 "Device A: no live objects; device B: no live objects", "rdma-a: no buffers leaked; rdma-b: no buffers leaked");
         assertThat(BufferPool.openPools()).isEmpty();
     }
@@ -79,7 +81,7 @@ class DemoCommandTest {
         assertThat(status).as(out).isZero();
         assertThat(out).contains("3,000 calls", "client and server on a thread each",
                 "Measured after a warm-up of 1.0 s: ", "Replies checked byte by byte: 0 wrong",
-                "Requests free after the run: client 16/16, server 16/16", "Devices: no live objects; no live objects");
+                "Requests free after the run: client 16/16, server requests free 16/16; rpc-server-buffers: no buffers leaked", "Devices: no live objects; no live objects");
         assertThat(BufferPool.openPools()).isEmpty();
     }
 
@@ -117,6 +119,11 @@ class DemoCommandTest {
         "demo --rdma-requests -1            | --rdma-requests -1 | 0 to",
         "demo --rpc-concurrency 100000      | --rpc-concurrency 100000 | 1 to 1024",
         "demo --provider foo                | --provider 'foo' | known: soft",
+        "demo --connect 127.0.0.1:1         | --connect | --provider ucx",
+        "serve --listen 127.0.0.1:1 --provider foo | --provider 'foo' | known: soft",
+        "serve --listen 127.0.0.1:1 --rpc-concurrency 0 | --rpc-concurrency 0 | 1 to 1024",
+        "serve --listen 127.0.0.1:1 --connections -1 | --connections -1 | 0 to",
+        "serve                              | --listen | Missing required option",
         "demo --threads abc                 | --threads | 'abc'",
         "demo --safety NOPE                 | --safety | FAST, CHECKED, PARANOID",
         "demo --nonsense                    | --nonsense | Unknown option",
