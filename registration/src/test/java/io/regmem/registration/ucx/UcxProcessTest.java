@@ -48,8 +48,8 @@ import org.junit.jupiter.params.provider.ValueSource;
 @ExtendWith(NoLeaks.class)
 class UcxProcessTest {
     private static final AtomicInteger PORTS = new AtomicInteger(27_000 + (int) (ProcessHandle.current().pid() % 2000));
-    /** How long a killed peer may take to fail everything that was sent to it. */
-    private static final long KILL_BOUND_NANOS = 15_000_000_000L;
+    /** How long a killed peer may take to fail everything that was sent to it (README states 5 s). */
+    private static final long KILL_BOUND_NANOS = 5_000_000_000L;
 
     private final List<Child> children = new ArrayList<>();
     private final Arena arena = Arena.ofShared();
@@ -292,6 +292,8 @@ class UcxProcessTest {
             assertThat(System.nanoTime() - start).as("every request completes within the bound (%d done)", done)
                     .isLessThan(KILL_BOUND_NANOS);
         }
+        System.out.printf("UcxProcessTest: %s: %d of %d requests failed, all completed %d ms after the kill%n", tls, failed,
+                posted, (System.nanoTime() - start) / 1_000_000);
         assertThat(failed).as("the killed peer cannot have acknowledged everything").isPositive();
         long deadline = System.nanoTime() + 10_000_000_000L;
         while (c.id().connState() != CmId.ConnState.DISCONNECTED) {
