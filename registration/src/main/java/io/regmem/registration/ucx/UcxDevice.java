@@ -51,6 +51,10 @@ final class UcxDevice implements ProviderDevice {
     /** Endpoints to peer workers by their addresses, one per peer (worker lock). */
     private final java.util.HashMap<java.nio.ByteBuffer, UcxEndpoint> endpoints = new java.util.HashMap<>();
 
+    /** The progress thread, or null. */
+    private Thread progressThread;
+    private volatile boolean stopping;
+
     UcxDevice(Ucp ucp, DeviceAttributes attributes, String name) {
         this.ucp = ucp;
         this.attributes = attributes;
@@ -74,6 +78,56 @@ final class UcxDevice implements ProviderDevice {
             throw e;
         }
         this.amNumber = n;
+    }
+
+    /**
+     * Starts a thread that progresses this device's worker and runs its QPs (executes what peers
+     * sent, answers them, completes sent requests into the CQs) without anybody polling, idling
+     * with {@code idle} when there is nothing to do. QPs whose lock a user thread holds are left
+     * to that thread.
+     */
+    UcxDevice startProgressThread(org.agrona.concurrent.IdleStrategy idle) {
+        progressThread = Thread.ofPlatform().daemon().name("regmem-ucx-progress-" + amNumber).start(() -> {
+            while (!stopping) {
+                int work;
+                try {
+                    work = progressQps();
+                } catch (RdmaException closing) {
+                    return;
+                }
+                idle.idle(work);
+            }
+        });
+        return this;
+    }
+
+    /** One round of the progress thread: the worker, then every QP whose lock is free; the work done. */
+    private int progressQps() {
+        int work = 0;
+        lockWorker();
+        try {
+            for (int i = 0; i < 64 && worker.progress(); i++) {
+                work++;
+            }
+        } finally {
+            workerLock.unlock();
+        }
+        for (UcxQp qp : qps) {
+            ReentrantLock l = qp.ctx.lock();
+            if (!qp.destroyed && l.tryLock()) {
+                try {
+                    if (!qp.destroyed) {
+                        work += qp.inbox().isEmpty() ? 0 : 1;
+                        qp.deliver();
+                        work += qp.busy() ? 1 : 0;
+                        qp.reap();
+                    }
+                } finally {
+                    l.unlock();
+                }
+            }
+        }
+        return work;
     }
 
     @Override
@@ -439,6 +493,15 @@ final class UcxDevice implements ProviderDevice {
             }
         } finally {
             workerLock.unlock();
+        }
+        stopping = true;
+        Thread t = progressThread;
+        if (t != null && t != Thread.currentThread()) {
+            try {
+                t.join(10_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
         }
         closePeersEndpoints();
         workerLock.lock();

@@ -24,7 +24,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * <p>Options: the {@link DeviceAttributes} limits ({@code maxSendSge=4}, ...), which lower what the
  * device accepts; {@code iWarp=true} and {@code integrityHandover=true} are refused with
- * {@link Errno#EOPNOTSUPP} (UCX offers neither iWARP READ semantics nor T10-PI offload).
+ * {@link Errno#EOPNOTSUPP} (UCX offers neither iWARP READ semantics nor T10-PI offload);
+ * {@code progressThread=true} runs the device without anybody polling (a target that only serves
+ * RDMA READs and WRITEs needs nobody to poll it), idling as {@code idleStrategy} says:
+ * {@code busy} (spin), {@code yield}, {@code backoff} (the default: spin, yield, then park from 1 us
+ * up to 1 ms) or {@code sleep} (park 100 us).
  */
 public final class UcxProvider implements RdmaProvider {
     private static final AtomicInteger DEVICES = new AtomicInteger();
@@ -49,15 +53,26 @@ public final class UcxProvider implements RdmaProvider {
      *                       package to install); {@link Errno#EINVAL} for an unknown option or a bad value;
      *                       {@link Errno#EOPNOTSUPP} for a capability UCX does not have
      */
+    /** Options besides the {@link DeviceAttributes} components. */
+    private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy");
+
     @Override
     public ProviderDevice open(Map<String, String> options) {
         for (String key : options.keySet()) {
-            if (!ATTRIBUTE_NAMES.contains(key)) {
-                throw new RdmaException(Errno.EINVAL, "ucx: unknown option '" + key + "' (known: "
-                        + new TreeSet<>(ATTRIBUTE_NAMES) + ")");
+            if (!ATTRIBUTE_NAMES.contains(key) && !OWN_OPTIONS.contains(key)) {
+                TreeSet<String> known = new TreeSet<>(ATTRIBUTE_NAMES);
+                known.addAll(OWN_OPTIONS);
+                throw new RdmaException(Errno.EINVAL, "ucx: unknown option '" + key + "' (known: " + known + ")");
             }
         }
-        DeviceAttributes attributes = DEFAULTS.with(options);
+        String progress = options.getOrDefault("progressThread", "false");
+        if (!progress.equals("true") && !progress.equals("false")) {
+            throw new RdmaException(Errno.EINVAL, "ucx: progressThread must be true or false, got " + progress);
+        }
+        org.agrona.concurrent.IdleStrategy idle = idleStrategy(options.getOrDefault("idleStrategy", "backoff"));
+        java.util.HashMap<String, String> limits = new java.util.HashMap<>(options);
+        limits.keySet().removeAll(OWN_OPTIONS);
+        DeviceAttributes attributes = DEFAULTS.with(limits);
         if (attributes.iWarp()) {
             throw new RdmaException(Errno.EOPNOTSUPP, "ucx: iWarp=true is not offered (UCX READs carry no "
                     + "remotely written sink)");
@@ -67,7 +82,19 @@ public final class UcxProvider implements RdmaProvider {
                     + "T10-PI signature offload)");
         }
         Ucp ucp = Ucp.get();
-        return new UcxDevice(ucp, attributes, "regmem-" + ProcessHandle.current().pid() + "-"
+        UcxDevice device = new UcxDevice(ucp, attributes, "regmem-" + ProcessHandle.current().pid() + "-"
                 + DEVICES.incrementAndGet());
+        return Boolean.parseBoolean(progress) ? device.startProgressThread(idle) : device;
+    }
+
+    private static org.agrona.concurrent.IdleStrategy idleStrategy(String name) {
+        return switch (name) {
+            case "busy" -> new org.agrona.concurrent.BusySpinIdleStrategy();
+            case "yield" -> new org.agrona.concurrent.YieldingIdleStrategy();
+            case "backoff" -> new org.agrona.concurrent.BackoffIdleStrategy(64, 64, 1_000, 1_000_000);
+            case "sleep" -> new org.agrona.concurrent.SleepingIdleStrategy(100_000);
+            default -> throw new RdmaException(Errno.EINVAL, "ucx: idleStrategy must be busy, yield, backoff or sleep, got "
+                    + name);
+        };
     }
 }
