@@ -126,6 +126,7 @@ final class BenchCommand implements Callable<Integer> {
         Map<String, Map<String, Row>> rwWrite = new LinkedHashMap<>(); // path -> method -> row
         Map<String, Row> rpc = new LinkedHashMap<>(); // method -> row (ns/op or ops/us)
         Map<String, Row> grace = new LinkedHashMap<>(); // method or group -> row
+        Map<String, Map<String, Row>> ucxReg = new LinkedHashMap<>(); // size -> method -> row
         for (RunResult r : results) {
             String label = r.getParams().getBenchmark();
             String method = label.substring(label.lastIndexOf('.') + 1);
@@ -161,6 +162,10 @@ final class BenchCommand implements Callable<Integer> {
                 String path = r.getParams().getParam("path");
                 rwWrite.computeIfAbsent(path, k -> new LinkedHashMap<>())
                         .put(method, new Row(method, path, p.getScore(), p.getScoreError(), norm));
+            } else if (label.contains("UcxRegistrationBenchmark")) {
+                Result p = r.getPrimaryResult();
+                ucxReg.computeIfAbsent(size, k -> new LinkedHashMap<>())
+                        .put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("RegistrationCacheBenchmark")) {
                 Result p = r.getPrimaryResult();
                 cacheRows.put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
@@ -181,6 +186,7 @@ final class BenchCommand implements Callable<Integer> {
         printRw(out, rw, rwWrite);
         printRpc(out, rpc);
         printGrace(out, grace);
+        printUcxRegistration(out, ucxReg);
         out.printf("%nJDK %s, %s %s, %d cores%n", Runtime.version(), System.getProperty("os.name"),
                 System.getProperty("os.arch"), Runtime.getRuntime().availableProcessors());
     }
@@ -319,6 +325,22 @@ final class BenchCommand implements Callable<Integer> {
                 Row c = e.getValue().get("segmentCopy");
                 out.printf(Locale.ROOT, "| %s B | %s | %s | %s |%n", e.getKey(), w == null ? "-" : fmt(w), c == null ? "-" : fmt(c),
                         w == null || c == null ? "-" : String.format(Locale.ROOT, "%.0f%%", 100 * c.ns() / w.ns()));
+            }
+        }
+    }
+
+    private static void printUcxRegistration(PrintStream out, Map<String, Map<String, Row>> bySize) {
+        if (bySize.isEmpty()) {
+            return;
+        }
+        out.printf("%n### UCX: register + deregister beside a registration-cache hit (1,024 regions)%n%n");
+        out.println("| region size | register + deregister | cache hit | hit cheaper by |");
+        out.println("|---:|---:|---:|---:|");
+        for (Map.Entry<String, Map<String, Row>> e : bySize.entrySet()) {
+            Row reg = e.getValue().get("registerAndDeregister");
+            Row hit = e.getValue().get("cacheHit");
+            if (reg != null && hit != null) {
+                out.printf(Locale.ROOT, "| %s B | %s | %s | %.0fx |%n", e.getKey(), fmt(reg), fmt(hit), reg.ns() / hit.ns());
             }
         }
     }

@@ -12,20 +12,26 @@ import picocli.CommandLine;
 /** `regmem demo` (a short run) completes, prints its report and leaks nothing. */
 class DemoCommandTest {
 
-    @Test
-    void demoRunsAndReportsNoLeaks() {
+    /** Runs the command line with standard output captured; asserts exit status 0 and returns the output. */
+    private static String runClean(String... args) {
         PrintStream original = System.out;
         ByteArrayOutputStream captured = new ByteArrayOutputStream();
         int status;
         try {
             System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
-            status = RegmemCommand.commandLine().execute("demo", "--requests", "3000", "--safety", "PARANOID",
-                    "--rdma-requests", "500", "--rpc-calls", "3000", "--rpc-warmup", "0", "--quiet-progress");
+            status = RegmemCommand.commandLine().execute(args);
         } finally {
             System.setOut(original);
         }
         String out = captured.toString(StandardCharsets.UTF_8);
         assertThat(status).as(out).isZero();
+        return out;
+    }
+
+    @Test
+    void demoRunsAndReportsNoLeaks() {
+        String out = runClean("demo", "--requests", "3000", "--safety", "PARANOID",
+                    "--rdma-requests", "500", "--rpc-calls", "3000", "--rpc-warmup", "0", "--quiet-progress");
         assertThat(out).contains("RPC over RDMA (soft provider): 3,000 calls", "Replies checked byte by byte: 0 wrong",
                 "Requests free after the run: client 16/16, server requests free 16/16; rpc-server-buffers: no buffers leaked", "stale completions 0",
                 "Devices: no live objects; no live objects", "Chunks: each registered for its call only", "rpc-client-buffers: no buffers leaked",
@@ -45,18 +51,8 @@ class DemoCommandTest {
             org.junit.jupiter.api.Assumptions.assumeFalse(!"true".equals(System.getenv("CI")), "UCX is not installed");
             throw e;
         }
-        PrintStream original = System.out;
-        ByteArrayOutputStream captured = new ByteArrayOutputStream();
-        int status;
-        try {
-            System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
-            status = RegmemCommand.commandLine().execute("demo", "--provider", "ucx", "--requests", "100",
+        String out = runClean("demo", "--provider", "ucx", "--requests", "100",
                     "--rdma-requests", "300", "--rpc-calls", "2000", "--rpc-warmup", "0", "--quiet-progress");
-        } finally {
-            System.setOut(original);
-        }
-        String out = captured.toString(StandardCharsets.UTF_8);
-        assertThat(status).as(out).isZero();
         assertThat(out).contains("started the RPC server as a child process", "RPC over RDMA (ucx provider, server at 127.0.0.1:",
                 "): 2,000 calls", "client on one thread, server in its own process", "Replies checked byte by byte: 0 wrong",
                 "server: connection 1 ended; requests free 16/16; rpc-server-buffers-1: no buffers leaked",
@@ -67,18 +63,8 @@ class DemoCommandTest {
 
     @Test
     void theRpcPartOnTwoThreadsChecksItsDataAndLeaksNothing() {
-        PrintStream original = System.out;
-        ByteArrayOutputStream captured = new ByteArrayOutputStream();
-        int status;
-        try {
-            System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
-            status = RegmemCommand.commandLine().execute("demo", "--requests", "100", "--rdma-requests", "0",
+        String out = runClean("demo", "--requests", "100", "--rdma-requests", "0",
                     "--rpc-calls", "3000", "--rpc-warmup", "1", "--rpc-threads", "--quiet-progress");
-        } finally {
-            System.setOut(original);
-        }
-        String out = captured.toString(StandardCharsets.UTF_8);
-        assertThat(status).as(out).isZero();
         assertThat(out).contains("3,000 calls", "client and server on a thread each",
                 "Measured after a warm-up of 1.0 s: ", "Replies checked byte by byte: 0 wrong",
                 "Requests free after the run: client 16/16, server requests free 16/16; rpc-server-buffers: no buffers leaked", "Devices: no live objects; no live objects");
