@@ -148,6 +148,19 @@ public final class RdmaDevice implements AutoCloseable {
     }
 
     /**
+     * Where to get memory that this device's transport registers most cheaply: chunks the transport
+     * allocates and registers itself (ucx: {@code UCP_MEM_MAP_ALLOCATE}; a region registered over
+     * them reuses that registration, with no {@code ucp_mem_map} of its own), or anonymous
+     * {@code mmap} memory ({@link ChunkSource#mmap()}) for a provider that has none (soft). Give it to
+     * a pool and register the pool, or wrap it in a {@link RegisteredChunkSource}: the pool's buffers
+     * are then registered at birth. Chunks must be released before the device closes.
+     */
+    public io.regmem.core.ChunkSource chunkSource() {
+        io.regmem.core.ChunkSource own = backend.chunkSource();
+        return own != null ? own : io.regmem.core.ChunkSource.mmap();
+    }
+
+    /**
      * The device option that makes RDMA read/write contexts always register memory (fast-reg MRs),
      * the kernel's {@code rdma_rw.force_mr} module parameter: {@code "rwForceMr" -> "true"}.
      * Handled by every device, whatever its provider.

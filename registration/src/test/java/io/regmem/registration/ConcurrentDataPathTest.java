@@ -66,7 +66,7 @@ class ConcurrentDataPathTest {
                         lb.memB.set(ValueLayout.JAVA_LONG, SINKS + off, -1L);
                         wr.reset().wrId(op).opcode(Opcode.RDMA_READ)
                                 .addSge(lb.memB.address() + SINKS + off, 8, sinks.lkey())
-                                .remote(readable.address() + off, lb.key(readable));
+                                .remote(readable.address() + off, lb.keyAtB(readable));
                         lb.qpB.postSend(wr);
                         while (lb.cqB.poll(wcs) == 0) {
                             Thread.onSpinWait();

@@ -18,8 +18,11 @@ final class UcxMr implements ProviderMr {
     private final MemorySegment memh;
     private final byte[] packed;
     private final int flags;
+    /** The chunk UCX allocated whose registration this region shares, or null if it has its own. */
+    private final UcxDevice.Allocation shared;
 
-    UcxMr(UcxDevice device, MemoryRegion region, MemorySegment memh, byte[] packed) {
+    UcxMr(UcxDevice device, MemoryRegion region, MemorySegment memh, byte[] packed, UcxDevice.Allocation shared) {
+        this.shared = shared;
         this.device = device;
         this.region = region;
         this.memh = memh;
@@ -51,7 +54,7 @@ final class UcxMr implements ProviderMr {
     public void deregister() {
         device.quiesce(); // the verbs layer made the keys invalid: wait out what checked them before
         if (memh.address() != 0) {
-            device.unmap(memh);
+            device.deregister(memh, shared);
         }
     }
 }
