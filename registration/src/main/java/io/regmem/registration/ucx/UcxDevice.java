@@ -48,34 +48,7 @@ final class UcxDevice implements ProviderDevice {
     private boolean closed;
     /** This device's worker address (what a peer's endpoint connects to). */
     private final byte[] address;
-    /** Memory UCX allocated for {@link UcxChunkSource}, by address (worker lock). */
-    private final java.util.TreeMap<Long, Allocation> allocations = new java.util.TreeMap<>();
-    /** Allocations given back while regions still used them, or retired: freed at close (worker lock). */
-    private final java.util.ArrayList<Allocation> parked = new java.util.ArrayList<>();
     private final UcxChunkSource chunkSource = new UcxChunkSource(this);
-
-    /** A chunk UCX allocated: its registration, range, packed key, and the regions registered over it. */
-    static final class Allocation {
-        final MemorySegment memh;
-        final long address;
-        final long length;
-        final byte[] packed;
-        /** Regions registered over it (worker lock). */
-        int regions;
-        /** Given back (worker lock): freed when the last region goes. */
-        boolean released;
-
-        Allocation(MemorySegment memh, long address, long length, byte[] packed) {
-            this.memh = memh;
-            this.address = address;
-            this.length = length;
-            this.packed = packed;
-        }
-
-        long address() {
-            return address;
-        }
-    }
 
     /** Endpoints to peer workers by their addresses, one per peer (worker lock). */
     private final java.util.HashMap<java.nio.ByteBuffer, UcxEndpoint> endpoints = new java.util.HashMap<>();
@@ -178,7 +151,7 @@ final class UcxDevice implements ProviderDevice {
         }
         lockWorker(); // context calls too: the worker uses the context's registrations
         try {
-            Allocation shared = allocationOf(segment.address(), segment.byteSize());
+            UcxChunkSource.Allocation shared = chunkSource.allocationOf(segment.address(), segment.byteSize());
             if (shared != null) { // memory UCX allocated and registered: its registration serves the region
                 shared.regions++;
                 return new UcxMr(this, mr.region(), shared.memh, shared.packed, shared);
@@ -200,83 +173,28 @@ final class UcxDevice implements ProviderDevice {
         return chunkSource;
     }
 
-    /** Allocates and registers {@code size} bytes with UCX ({@code UCP_MEM_MAP_ALLOCATE}). */
-    Allocation allocate(long size) {
-        lockWorker();
-        try {
-            MemorySegment memh = context.allocate(size);
-            try {
-                long[] range = context.mappedRange(memh);
-                if (range[1] < size) {
-                    throw new RdmaException(Errno.ENOMEM, "ucx: ucp_mem_map gave " + range[1] + " bytes for " + size);
-                }
-                Allocation a = new Allocation(memh, range[0], size, context.packRemoteKey(memh));
-                allocations.put(a.address, a);
-                return a;
-            } catch (RuntimeException e) {
-                context.unmap(memh);
-                throw e;
-            }
-        } finally {
-            workerLock.unlock();
-        }
-    }
-
-    /**
-     * Gives an allocation back: freed now, or (retired, or regions still registered over it) kept
-     * until the last region goes or the device closes. Nothing to do once the device closed (it
-     * freed everything).
-     */
-    void free(Allocation a, boolean retire) {
-        workerLock.lock();
-        try {
-            if (closed || a.released) {
-                return;
-            }
-            a.released = true;
-            allocations.remove(a.address);
-            if (retire) {
-                parked.add(a); // an unchecked view may still read it: the memory stays until close
-            } else if (a.regions > 0) {
-                parked.add(a);
-            } else {
-                context.unmap(a.memh);
-            }
-        } finally {
-            workerLock.unlock();
-        }
-    }
-
-    /** A region over allocation {@code a} was deregistered (worker lock held). */
-    private void regionGone(Allocation a) {
-        a.regions--;
-        if (a.released && a.regions == 0 && parked.remove(a)) {
-            context.unmap(a.memh);
-        }
-    }
-
-    /** The allocation that holds {@code [address, address + length)} whole, or null (worker lock held). */
-    private Allocation allocationOf(long address, long length) {
-        java.util.Map.Entry<Long, Allocation> e = allocations.floorEntry(address);
-        if (e == null) {
-            return null;
-        }
-        Allocation a = e.getValue();
-        return address - a.address <= a.length - length ? a : null;
-    }
-
     /** Deregisters a region: its own registration unmapped, or its share of an allocation's given back. */
-    void deregister(MemorySegment memh, Allocation shared) {
+    void deregister(MemorySegment memh, UcxChunkSource.Allocation shared) {
         lockWorker();
         try {
             if (shared != null) {
-                regionGone(shared);
+                chunkSource.regionGone(shared);
             } else {
                 context.unmap(memh);
             }
         } finally {
             workerLock.unlock();
         }
+    }
+
+    /** The UCX context, for {@link UcxChunkSource} (worker lock held). */
+    UcpContext context() {
+        return context;
+    }
+
+    /** Whether the device is closed (worker lock held). */
+    boolean isClosed() {
+        return closed;
     }
 
     void unmap(MemorySegment memh) {
@@ -636,14 +554,7 @@ final class UcxDevice implements ProviderDevice {
                 }
             }
             worker.close();
-            for (Allocation a : allocations.values()) { // chunks never given back, and parked ones
-                context.unmap(a.memh);
-            }
-            for (Allocation a : parked) {
-                context.unmap(a.memh);
-            }
-            allocations.clear();
-            parked.clear();
+            chunkSource.freeAll(); // chunks never given back, and parked ones
         } finally {
             workerLock.unlock();
         }

@@ -19,9 +19,9 @@ final class UcxMr implements ProviderMr {
     private final byte[] packed;
     private final int flags;
     /** The chunk UCX allocated whose registration this region shares, or null if it has its own. */
-    private final UcxDevice.Allocation shared;
+    private final UcxChunkSource.Allocation shared;
 
-    UcxMr(UcxDevice device, MemoryRegion region, MemorySegment memh, byte[] packed, UcxDevice.Allocation shared) {
+    UcxMr(UcxDevice device, MemoryRegion region, MemorySegment memh, byte[] packed, UcxChunkSource.Allocation shared) {
         this.shared = shared;
         this.device = device;
         this.region = region;

@@ -55,7 +55,7 @@ class UcxChunkSourceTest {
             MemoryRegion b = pd.register(memory.asSlice(65536, 8192), Access.LOCAL_WRITE, Access.REMOTE_READ);
             assertThat(packedPart(a.exportRemoteKey())).as("the chunk's one UCX registration").isEqualTo(packedPart(b.exportRemoteKey()))
                     .isNotEmpty();
-            UcxDevice.Allocation allocation = (UcxDevice.Allocation) chunk.sourceToken();
+            UcxChunkSource.Allocation allocation = (UcxChunkSource.Allocation) chunk.sourceToken();
             assertThat(allocation.regions).as("two regions share the chunk's registration").isEqualTo(2);
             MemoryRegion straddling = pd.register(memory.asSlice((1 << 20) - 4096, 4096), Access.LOCAL_WRITE);
             assertThat(allocation.regions).isEqualTo(3);
