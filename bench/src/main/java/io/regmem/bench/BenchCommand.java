@@ -127,6 +127,7 @@ final class BenchCommand implements Callable<Integer> {
         Map<String, Row> rpc = new LinkedHashMap<>(); // method -> row (ns/op or ops/us)
         Map<String, Row> grace = new LinkedHashMap<>(); // method or group -> row
         Map<String, Map<String, Row>> ucxReg = new LinkedHashMap<>(); // size -> method -> row
+        Map<String, Map<String, Row>> ucxPut = new LinkedHashMap<>(); // "transport size" -> method -> row
         for (RunResult r : results) {
             String label = r.getParams().getBenchmark();
             String method = label.substring(label.lastIndexOf('.') + 1);
@@ -162,6 +163,10 @@ final class BenchCommand implements Callable<Integer> {
                 String path = r.getParams().getParam("path");
                 rwWrite.computeIfAbsent(path, k -> new LinkedHashMap<>())
                         .put(method, new Row(method, path, p.getScore(), p.getScoreError(), norm));
+            } else if (label.contains("UcxPutBenchmark")) {
+                Result p = r.getPrimaryResult();
+                ucxPut.computeIfAbsent(r.getParams().getParam("transport") + " " + size, k -> new LinkedHashMap<>())
+                        .put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("UcxRegistrationBenchmark")) {
                 Result p = r.getPrimaryResult();
                 ucxReg.computeIfAbsent(size, k -> new LinkedHashMap<>())
@@ -187,6 +192,7 @@ final class BenchCommand implements Callable<Integer> {
         printRpc(out, rpc);
         printGrace(out, grace);
         printUcxRegistration(out, ucxReg);
+        printUcxPut(out, ucxPut);
         out.printf("%nJDK %s, %s %s, %d cores%n", Runtime.version(), System.getProperty("os.name"),
                 System.getProperty("os.arch"), Runtime.getRuntime().availableProcessors());
     }
@@ -326,6 +332,23 @@ final class BenchCommand implements Callable<Integer> {
                 out.printf(Locale.ROOT, "| %s B | %s | %s | %s |%n", e.getKey(), w == null ? "-" : fmt(w), c == null ? "-" : fmt(c),
                         w == null || c == null ? "-" : String.format(Locale.ROOT, "%.0f%%", 100 * c.ns() / w.ns()));
             }
+        }
+    }
+
+    private static void printUcxPut(PrintStream out, Map<String, Map<String, Row>> rows) {
+        if (rows.isEmpty()) {
+            return;
+        }
+        out.printf("%n### UCX: RDMA WRITE between two processes (bench/ucx-compare.sh runs ucx_perftest beside it)%n%n");
+        out.println("| transport | size | round trip of one WRITE | per WRITE, 16 in flight | streamed MB/s |");
+        out.println("|---|---:|---:|---:|---:|");
+        for (Map.Entry<String, Map<String, Row>> e : rows.entrySet()) {
+            String[] key = e.getKey().split(" ");
+            Row rt = e.getValue().get("writeRoundTrip");
+            Row st = e.getValue().get("writeStreamed");
+            out.printf(Locale.ROOT, "| %s | %s B | %s | %s | %s |%n", key[0], key[1], rt == null ? "-" : fmt(rt),
+                    st == null ? "-" : fmt(st), st == null ? "-" : String.format(Locale.ROOT, "%.0f",
+                            Long.parseLong(key[1]) / st.ns() * 1e9 / 1e6));
         }
     }
 

@@ -1,0 +1,56 @@
+package io.regmem.bench;
+
+import io.regmem.registration.Access;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.RdmaDevice;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.HexFormat;
+import java.util.Map;
+
+/**
+ * The target process of {@link UcxPutBenchmark}: a UCX device whose progress thread spins (it
+ * executes what arrives without anybody polling), 16 MiB registered for remote writes and reads,
+ * one connection accepted at the address in its first argument. Prints {@code KEY <hex> <address>}
+ * once connected; exits when its standard input ends.
+ */
+public final class UcxBenchPeer {
+    private UcxBenchPeer() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        try (Arena arena = Arena.ofShared();
+             RdmaDevice dev = RdmaDevice.open("ucx", Map.of("progressThread", "true", "idleStrategy", "busy"))) {
+            MemorySegment memory = arena.allocate(16 << 20, 4096);
+            ProtectionDomain pd = dev.allocPd();
+            CompletionQueue cq = dev.createCq(1024);
+            MemoryRegion mr = pd.register(memory, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+            CmId listener = dev.createCmId();
+            listener.listen(args[0]);
+            System.out.println("LISTENING");
+            System.out.flush();
+            CmId id;
+            while ((id = listener.getRequest()) == null) {
+                Thread.sleep(1);
+            }
+            id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(256).maxRecvWr(16));
+            id.accept();
+            System.out.println("KEY " + HexFormat.of().formatHex(mr.exportRemoteKey()) + " " + memory.address());
+            System.out.flush();
+            while (System.in.read() >= 0) {
+                // until the benchmark ends
+            }
+            id.disconnect();
+            id.destroyQp();
+            id.close();
+            listener.close();
+            mr.close();
+            cq.close();
+            pd.close();
+        }
+    }
+}

@@ -1,0 +1,170 @@
+package io.regmem.bench;
+
+import io.regmem.registration.Access;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.HexFormat;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+
+/**
+ * RDMA WRITE on the ucx provider between two processes (this JVM and a {@link UcxBenchPeer} child,
+ * whose UCX is restricted to {@code transport}): the round trip of one WRITE of {@code size} bytes
+ * (post it, poll until its completion: the target executed it and answered), and, with up to 16
+ * WRITEs in flight, the time per WRITE once the pipe is full (bytes / time = bandwidth). The native
+ * peer, {@code ucx_perftest} on the same transport, runs beside it from {@code bench/ucx-compare.sh}.
+ */
+@State(Scope.Benchmark)
+public class UcxPutBenchmark extends BenchDefaults {
+    private static final int WINDOW = 16;
+
+    /** UCX_TLS of the child: shared memory or TCP. */
+    @Param({"sysv,posix,cma", "tcp"})
+    public String transport;
+
+    /** Bytes per WRITE. */
+    @Param({"8", "65536", "1048576"})
+    public int size;
+
+    private Process child;
+    private Arena arena;
+    private RdmaDevice dev;
+    private ProtectionDomain pd;
+    private CompletionQueue cq;
+    private CmId id;
+    private QueuePair qp;
+    private MemoryRegion mr;
+    private long remote;
+    private int key;
+    private final WorkRequest wr = new WorkRequest(1);
+    private final WorkCompletion[] wcs = new WorkCompletion[WINDOW];
+    private int inFlight;
+    private long next;
+
+    @Setup(Level.Trial)
+    public void setUp() throws Exception {
+        for (int i = 0; i < WINDOW; i++) {
+            wcs[i] = new WorkCompletion();
+        }
+        String address;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            address = "127.0.0.1:" + s.getLocalPort();
+        }
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
+                "-cp", System.getProperty("java.class.path"), UcxBenchPeer.class.getName(), address);
+        b.environment().put("UCX_TLS", transport);
+        b.redirectErrorStream(true);
+        child = b.start();
+        BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
+        expect(out, "LISTENING");
+        arena = Arena.ofShared();
+        dev = RdmaDevice.open("ucx");
+        pd = dev.allocPd();
+        cq = dev.createCq(1024);
+        MemorySegment memory = arena.allocate(16 << 20, 4096);
+        mr = pd.register(memory, Access.LOCAL_WRITE);
+        id = dev.createCmId();
+        qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(256).maxRecvWr(16));
+        id.connect(address);
+        String[] k = expect(out, "KEY ").split(" ");
+        while (id.connState() != CmId.ConnState.CONNECTED) {
+            Thread.onSpinWait();
+        }
+        key = qp.importRemoteKey(HexFormat.of().parseHex(k[1]));
+        remote = Long.parseLong(k[2]);
+        Thread.ofPlatform().daemon().start(() -> { // keep draining the child's output
+            try {
+                while (out.readLine() != null) {
+                    // nothing
+                }
+            } catch (java.io.IOException ignored) {
+                // the child is gone
+            }
+        });
+    }
+
+    private static String expect(BufferedReader out, String prefix) throws java.io.IOException {
+        for (String line; (line = out.readLine()) != null; ) {
+            if (line.startsWith(prefix)) {
+                return line;
+            }
+        }
+        throw new IllegalStateException("the peer ended before saying " + prefix);
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() throws Exception {
+        while (inFlight > 0) {
+            inFlight -= cq.poll(wcs);
+        }
+        id.disconnect();
+        id.destroyQp();
+        id.close();
+        mr.close();
+        cq.close();
+        pd.close();
+        dev.close();
+        arena.close();
+        child.getOutputStream().close();
+        if (!child.waitFor(30, java.util.concurrent.TimeUnit.SECONDS)) {
+            child.destroyForcibly();
+        }
+    }
+
+    private void post(boolean signaled) {
+        long offset = (next++ % 8) * size;
+        wr.reset().wrId(next).opcode(Opcode.RDMA_WRITE).signaled(signaled)
+                .addSge(mr.address() + offset, size, mr.lkey()).remote(remote + offset, key);
+        qp.postSend(wr);
+    }
+
+    /** One WRITE, posted and completed: a round trip to the target and back. */
+    @Benchmark
+    public long writeRoundTrip() {
+        post(true);
+        while (cq.poll(wcs) == 0) {
+            Thread.onSpinWait();
+        }
+        if (wcs[0].status() != WcStatus.SUCCESS) {
+            throw new IllegalStateException(wcs[0].toString());
+        }
+        return wcs[0].byteLen();
+    }
+
+    /** One more WRITE into a pipe of {@value #WINDOW}: the time per WRITE once it is full. */
+    @Benchmark
+    public int writeStreamed() {
+        while (inFlight >= WINDOW) {
+            int n = cq.poll(wcs);
+            for (int i = 0; i < n; i++) {
+                if (wcs[i].status() != WcStatus.SUCCESS) {
+                    throw new IllegalStateException(wcs[i].toString());
+                }
+            }
+            inFlight -= n;
+        }
+        post(true);
+        inFlight++;
+        return inFlight;
+    }
+}
