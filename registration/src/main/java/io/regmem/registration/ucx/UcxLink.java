@@ -41,10 +41,25 @@ final class UcxLink implements AutoCloseable {
     record Peer(int qp, byte[] worker) {
     }
 
+    /** TCP keepalive on the life line: probes after 5 s of silence, every 1 s, 3 unanswered end it. */
+    static final int KEEPALIVE_IDLE_SECONDS = 5;
+    static final int KEEPALIVE_INTERVAL_SECONDS = 1;
+    static final int KEEPALIVE_PROBES = 3;
+
     UcxLink(Socket socket) throws IOException {
         this.socket = socket;
         socket.setTcpNoDelay(true);
         socket.setSoTimeout(HANDSHAKE_MILLIS);
+        // A peer host that vanishes (power loss, a partition) sends no FIN: keepalive probes find
+        // out within about 8 s and end the life line as a reset would.
+        socket.setKeepAlive(true);
+        try {
+            socket.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE, KEEPALIVE_IDLE_SECONDS);
+            socket.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPINTERVAL, KEEPALIVE_INTERVAL_SECONDS);
+            socket.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPCOUNT, KEEPALIVE_PROBES);
+        } catch (UnsupportedOperationException notHere) {
+            // the platform's defaults (Linux: 2 hours) then
+        }
         this.in = new DataInputStream(socket.getInputStream());
         this.out = new DataOutputStream(socket.getOutputStream());
     }
@@ -173,6 +188,13 @@ final class UcxLink implements AutoCloseable {
         byte[] b = new byte[n];
         in.readFully(b);
         return b;
+    }
+
+    /** The socket's keepalive settings: on, idle seconds, interval seconds, probes (for tests). */
+    int[] keepalive() throws IOException {
+        return new int[] {socket.getKeepAlive() ? 1 : 0, socket.getOption(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE),
+                socket.getOption(jdk.net.ExtendedSocketOptions.TCP_KEEPINTERVAL),
+                socket.getOption(jdk.net.ExtendedSocketOptions.TCP_KEEPCOUNT)};
     }
 
     @Override
