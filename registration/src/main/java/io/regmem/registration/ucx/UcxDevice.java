@@ -50,8 +50,8 @@ final class UcxDevice implements ProviderDevice {
     private final byte[] address;
     private final UcxChunkSource chunkSource = new UcxChunkSource(this);
 
-    /** Endpoints to peer workers by their addresses, one per peer (worker lock). */
-    private final java.util.HashMap<java.nio.ByteBuffer, UcxEndpoint> endpoints = new java.util.HashMap<>();
+    /** Endpoints to peer workers, one per peer. */
+    final UcxEndpoints endpoints = new UcxEndpoints(this);
 
     /** The progress thread, or null. */
     private Thread progressThread;
@@ -195,6 +195,16 @@ final class UcxDevice implements ProviderDevice {
     /** Whether the device is closed (worker lock held). */
     boolean isClosed() {
         return closed;
+    }
+
+    /** This device's worker address (not copied: callers do not change it). */
+    byte[] address() {
+        return address;
+    }
+
+    /** The endpoint to the worker at {@code peer} ({@link UcxEndpoints#endpointTo}). */
+    UcxEndpoint endpointTo(byte[] peer) {
+        return endpoints.endpointTo(peer);
     }
 
     void unmap(MemorySegment memh) {
@@ -348,149 +358,6 @@ final class UcxDevice implements ProviderDevice {
         return address.clone();
     }
 
-    /**
-     * The endpoint to the worker at {@code peer}: the one this device already has, or a new one.
-     *
-     * @throws RdmaException {@link Errno#ENODEV} if this device is closed; {@link Errno#EINVAL} if UCX
-     *                       cannot reach the peer
-     */
-    UcxEndpoint endpointTo(byte[] peer) {
-        long flush;
-        UcxEndpoint e;
-        lockWorker();
-        try {
-            java.nio.ByteBuffer key = java.nio.ByteBuffer.wrap(peer.clone());
-            e = endpoints.get(key);
-            if (e != null) {
-                return e;
-            }
-            e = new UcxEndpoint(key.array(), worker.connect(peer, false).address());
-            endpoints.put(key, e);
-            flush = ucp.flush(e.handle, worker.noParams.address());
-        } finally {
-            workerLock.unlock();
-        }
-        awaitWireup(e, flush);
-        return e;
-    }
-
-    /**
-     * Waits until a new endpoint's wire-up is done (its flush completes), progressing this worker and
-     * those of this JVM's other devices (the peer's worker must answer): a connection is made whole
-     * before it is announced, so that the peer's own endpoint back to this worker matches this one
-     * instead of crossing it with a second wire-up. UCX 1.13 asserts, killing the process, when a
-     * TCP endpoint fails while a wire-up request of it is still pending.
-     *
-     * @throws RdmaException {@link Errno#ETIMEDOUT} if the peer does not answer within 10 s
-     */
-    private void awaitWireup(UcxEndpoint e, long flush) {
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (true) {
-            lockWorker();
-            try {
-                int s = worker.poll(flush);
-                if (s != UcpLayout.UCS_INPROGRESS) {
-                    if (s != UcpLayout.UCS_OK) {
-                        throw new RdmaException(Errno.EIO, "ucx: connecting to a peer worker: " + ucp.describe(s));
-                    }
-                    return;
-                }
-                if (System.nanoTime() > deadline) {
-                    abandon(flush);
-                    throw new RdmaException(Errno.ETIMEDOUT, "ucx: the peer worker did not answer the connection within 10 s");
-                }
-                worker.progress();
-            } finally {
-                workerLock.unlock();
-            }
-            for (UcxDevice other : UcxAm.devices()) { // a peer in this JVM answers only when its worker progresses
-                if (other != null && other != this && other.workerLock.tryLock()) {
-                    try {
-                        if (!other.closed) {
-                            other.worker.progress();
-                        }
-                    } finally {
-                        other.workerLock.unlock();
-                    }
-                }
-            }
-        }
-    }
-
-    /**
-     * Closes this device's endpoint to the worker at {@code peer} (a peer device of this JVM is
-     * closing; it keeps progressing meanwhile). Returns the close request to poll, or 0. Worker lock held.
-     */
-    private long startClosing(byte[] peer) {
-        UcxEndpoint e = endpoints.remove(java.nio.ByteBuffer.wrap(peer));
-        if (e == null || e.handle == 0) {
-            return 0;
-        }
-        long ep = e.handle;
-        e.handle = 0; // from now on a send on it fails as on a reset connection
-        return worker.startClose(java.lang.foreign.MemorySegment.ofAddress(ep), false);
-    }
-
-    /**
-     * Before this device closes: every other device of this JVM closes its endpoint to this one,
-     * both workers progressing until the closes are done (at most 2 s each; a close left over is
-     * the other worker's to finish). Holds one worker lock at a time.
-     */
-    private void closePeersEndpoints() {
-        for (UcxDevice other : UcxAm.devices()) {
-            if (other == null || other == this) {
-                continue;
-            }
-            long req;
-            try {
-                other.lockWorker();
-            } catch (RdmaException closedAlready) {
-                continue;
-            }
-            try {
-                req = other.startClosing(address);
-            } finally {
-                other.workerLock.unlock();
-            }
-            long deadline = System.nanoTime() + 2_000_000_000L;
-            while (req != 0) {
-                try {
-                    other.lockWorker();
-                } catch (RdmaException closedAlready) {
-                    break; // its worker is gone, and the request with it
-                }
-                try {
-                    if (other.worker.poll(req) != UcpLayout.UCS_INPROGRESS) {
-                        break;
-                    }
-                    other.worker.progress();
-                    if (System.nanoTime() > deadline) {
-                        other.abandon(req);
-                        break;
-                    }
-                } finally {
-                    other.workerLock.unlock();
-                }
-                progress(); // this device answers the close
-            }
-        }
-    }
-
-    /** Starts closing every endpoint of this device (worker lock held): the close requests, to poll. */
-    private java.util.List<Long> startClosingAll() {
-        java.util.List<Long> reqs = new java.util.ArrayList<>();
-        for (UcxEndpoint e : endpoints.values()) {
-            if (e.handle != 0) {
-                long r = worker.startClose(java.lang.foreign.MemorySegment.ofAddress(e.handle), false);
-                e.handle = 0;
-                if (r != 0 && !Ucp.isError(r)) {
-                    reqs.add(r);
-                }
-            }
-        }
-        endpoints.clear();
-        return reqs;
-    }
 
     /**
      * Waits until no access that began before this call is in progress: every data-path section
@@ -539,14 +406,14 @@ final class UcxDevice implements ProviderDevice {
                 Thread.currentThread().interrupt();
             }
         }
-        closePeersEndpoints();
+        endpoints.closePeersEndpoints();
         workerLock.lock();
         try {
             if (closed) {
                 return;
             }
             closed = true; // under the lock: a racing caller finds the worker gone (lockWorker), never destroyed under it
-            java.util.List<Long> closing = startClosingAll();
+            java.util.List<Long> closing = endpoints.startClosingAll();
             settle(); // progresses the closes (and the peers of this JVM that answer them)
             for (long r : closing) {
                 if (worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
