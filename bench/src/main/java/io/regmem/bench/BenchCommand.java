@@ -165,7 +165,8 @@ final class BenchCommand implements Callable<Integer> {
                         .put(method, new Row(method, path, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("UcxPutBenchmark")) {
                 Result p = r.getPrimaryResult();
-                ucxPut.computeIfAbsent(r.getParams().getParam("transport") + " " + size, k -> new LinkedHashMap<>())
+                ucxPut.computeIfAbsent(r.getParams().getParam("transport") + "/" + r.getParams().getParam("mode") + " " + size,
+                        k -> new LinkedHashMap<>())
                         .put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("UcxRegistrationBenchmark")) {
                 Result p = r.getPrimaryResult();
@@ -340,7 +341,7 @@ final class BenchCommand implements Callable<Integer> {
             return;
         }
         out.printf("%n### UCX: RDMA WRITE between two processes (bench/ucx-compare.sh runs ucx_perftest beside it)%n%n");
-        out.println("| transport | size | round trip of one WRITE | per WRITE, 16 in flight | streamed MB/s |");
+        out.println("| transport/mode | size | round trip of one WRITE | per WRITE, 16 in flight | streamed MB/s |");
         out.println("|---|---:|---:|---:|---:|");
         for (Map.Entry<String, Map<String, Row>> e : rows.entrySet()) {
             String[] key = e.getKey().split(" ");

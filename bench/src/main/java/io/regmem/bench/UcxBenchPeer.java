@@ -14,7 +14,8 @@ import java.util.Map;
 
 /**
  * The target process of {@link UcxPutBenchmark}: a UCX device whose progress thread spins (it
- * executes what arrives without anybody polling), 16 MiB registered for remote writes and reads,
+ * executes what arrives without anybody polling), 16 MiB that UCX allocated ({@code chunkSource()})
+ * registered for remote writes and reads,
  * one connection accepted at the address in its first argument. Prints {@code KEY <hex> <address>}
  * once connected; exits when its standard input ends.
  */
@@ -25,7 +26,10 @@ public final class UcxBenchPeer {
     public static void main(String[] args) throws Exception {
         try (Arena arena = Arena.ofShared();
              RdmaDevice dev = RdmaDevice.open("ucx", Map.of("progressThread", "true", "idleStrategy", "busy"))) {
-            MemorySegment memory = arena.allocate(16 << 20, 4096);
+            // Memory UCX allocates: a peer that trusts this one may put into it directly.
+            io.regmem.core.ChunkSource source = dev.chunkSource();
+            io.regmem.core.Chunk chunk = source.allocate(16 << 20, 4096);
+            MemorySegment memory = MemorySegment.ofAddress(chunk.address()).reinterpret(chunk.size());
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(1024);
             MemoryRegion mr = pd.register(memory, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
@@ -49,6 +53,7 @@ public final class UcxBenchPeer {
             id.close();
             listener.close();
             mr.close();
+            source.release(chunk);
             cq.close();
             pd.close();
         }

@@ -41,6 +41,10 @@ public class UcxPutBenchmark extends BenchDefaults {
     @Param({"sysv,posix,cma", "tcp"})
     public String transport;
 
+    /** How WRITEs travel: as messages the target executes and answers, or (oneSided=true) as UCX puts. */
+    @Param({"message", "oneSided"})
+    public String mode;
+
     /** Bytes per WRITE. */
     @Param({"8", "65536", "1048576"})
     public int size;
@@ -69,8 +73,8 @@ public class UcxPutBenchmark extends BenchDefaults {
         try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
             address = "127.0.0.1:" + s.getLocalPort();
         }
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
+        String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        ProcessBuilder b = new ProcessBuilder(javaBin, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
                 "-cp", System.getProperty("java.class.path"), UcxBenchPeer.class.getName(), address);
         b.environment().put("UCX_TLS", transport);
         b.redirectErrorStream(true);
@@ -78,7 +82,7 @@ public class UcxPutBenchmark extends BenchDefaults {
         BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
         expect(out, "LISTENING");
         arena = Arena.ofShared();
-        dev = RdmaDevice.open("ucx");
+        dev = RdmaDevice.open("ucx", java.util.Map.of("oneSided", Boolean.toString(mode.equals("oneSided"))));
         pd = dev.allocPd();
         cq = dev.createCq(1024);
         MemorySegment memory = arena.allocate(16 << 20, 4096);

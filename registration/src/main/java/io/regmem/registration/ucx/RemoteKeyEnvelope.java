@@ -39,6 +39,12 @@ final class RemoteKeyEnvelope {
 
     /** The flag: the envelope carries no range or rights (zeros); the target checks each access. */
     static final short TARGET_CHECKS = 1;
+    /**
+     * The flag: the region lies in memory UCX allocated ({@code device.chunkSource()}), which a peer
+     * that trusts its owner may put into and get from directly ({@code oneSided=true}); the owner's
+     * target checks do not apply to such puts.
+     */
+    static final short ONE_SIDED = 2;
 
     /** A decoded envelope: the exporter's view of the region and UCX's packed key (maybe empty). */
     record Decoded(int rkey, int access, long address, long length, int flags, byte[] packed) {
@@ -107,7 +113,7 @@ final class RemoteKeyEnvelope {
         }
         byte[] packed = from.asSlice(HEADER, n).toArray(ValueLayout.JAVA_BYTE);
         int flags = from.get(SHORT, 6);
-        if ((flags & ~TARGET_CHECKS) != 0) {
+        if ((flags & ~(TARGET_CHECKS | ONE_SIDED)) != 0) {
             throw bad(who, "unknown flags 0x" + Integer.toHexString(flags));
         }
         return new Decoded(from.get(INT, 8), from.get(INT, 12), address, length, flags, packed);

@@ -29,6 +29,11 @@ import java.util.concurrent.locks.ReentrantLock;
  */
 final class UcxDevice implements ProviderDevice {
     private final DeviceAttributes attributes;
+    /**
+     * Trusts peers ({@code oneSided=true}): RDMA WRITE and READ into peer memory that UCX allocated
+     * ({@link RemoteKeyEnvelope#ONE_SIDED}) go as UCX puts and gets, which the target does not check.
+     */
+    volatile boolean oneSided;
     final Ucp ucp;
     private final UcpContext context;
     final UcpWorker worker;

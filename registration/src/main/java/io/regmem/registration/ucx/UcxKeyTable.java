@@ -22,7 +22,10 @@ final class UcxKeyTable {
     private static final int MAX = 0xFF_FFFE;
 
     /** One imported key: the envelope's bytes and what they say. */
-    private record Entry(byte[] envelope, RemoteKeyEnvelope.Decoded key) {
+    private record Entry(byte[] envelope, RemoteKeyEnvelope.Decoded key, long[] unpacked) {
+        Entry(byte[] envelope, RemoteKeyEnvelope.Decoded key) {
+            this(envelope, key, new long[1]);
+        }
     }
 
     /** Copy-on-write under {@code this}: the data path reads it without a lock. */
@@ -60,6 +63,33 @@ final class UcxKeyTable {
             next[ks.length] = new Entry(bytes, d);
             keys = next;
             return TAG | (ks.length + 1);
+        }
+    }
+
+    /**
+     * The UCX remote key of a {@link RemoteKeyEnvelope#ONE_SIDED} handle for endpoint {@code ep},
+     * unpacked at its first use (worker lock held); 0 if the handle names no such key.
+     */
+    long remoteKey(int handle, UcxDevice device, long ep) {
+        Entry[] ks = keys;
+        int i = (handle ^ TAG) - 1;
+        if ((handle & 0xFF00_0000) != TAG || i < 0 || i >= ks.length) {
+            return 0;
+        }
+        Entry e = ks[i];
+        if (e.unpacked()[0] == 0) {
+            e.unpacked()[0] = device.worker.unpack(java.lang.foreign.MemorySegment.ofAddress(ep), e.key().packed()).address();
+        }
+        return e.unpacked()[0];
+    }
+
+    /** Destroys the UCX remote keys unpacked for this table (worker lock held): the QP ends. */
+    void destroyRemoteKeys(Ucp ucp) {
+        for (Entry e : keys) {
+            if (e.unpacked()[0] != 0) {
+                ucp.rkeyDestroy(java.lang.foreign.MemorySegment.ofAddress(e.unpacked()[0]));
+                e.unpacked()[0] = 0;
+            }
         }
     }
 

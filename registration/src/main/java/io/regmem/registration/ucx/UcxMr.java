@@ -27,7 +27,8 @@ final class UcxMr implements ProviderMr {
         this.region = region;
         this.memh = memh;
         this.packed = packed;
-        this.flags = memh.address() == 0 ? RemoteKeyEnvelope.TARGET_CHECKS : 0;
+        this.flags = memh.address() == 0 ? RemoteKeyEnvelope.TARGET_CHECKS
+                : shared != null ? RemoteKeyEnvelope.ONE_SIDED : 0;
     }
 
     /**

@@ -41,7 +41,11 @@ final class UcxOp {
         respData = 0;
         respLength = 0;
         ack = ACK_PENDING;
+        oneSided = false;
     }
+
+    /** Carried by UCX puts or gets alone (no message, no answer, nothing to place). */
+    boolean oneSided;
 
     void add(long req) {
         if (n == reqs.length) {

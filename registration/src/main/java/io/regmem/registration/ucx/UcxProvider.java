@@ -25,6 +25,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>Options: the {@link DeviceAttributes} limits ({@code maxSendSge=4}, ...), which lower what the
  * device accepts; {@code iWarp=true} and {@code integrityHandover=true} are refused with
  * {@link Errno#EOPNOTSUPP} (UCX offers neither iWARP READ semantics nor T10-PI offload);
+ * {@code oneSided=true} trusts peers: RDMA WRITE and READ into peer memory from the peer's
+ * {@code chunkSource()} go as UCX puts and gets, which the target does not check (see README);
  * {@code progressThread=true} runs the device without anybody polling (a target that only serves
  * RDMA READs and WRITEs needs nobody to poll it), idling as {@code idleStrategy} says:
  * {@code busy} (spin), {@code yield}, {@code backoff} (the default: spin, yield, then park from 1 us
@@ -54,7 +56,7 @@ public final class UcxProvider implements RdmaProvider {
      *                       {@link Errno#EOPNOTSUPP} for a capability UCX does not have
      */
     /** Options besides the {@link DeviceAttributes} components. */
-    private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy");
+    private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "oneSided");
 
     @Override
     public ProviderDevice open(Map<String, String> options) {
@@ -70,6 +72,10 @@ public final class UcxProvider implements RdmaProvider {
             throw new RdmaException(Errno.EINVAL, "ucx: progressThread must be true or false, got " + progress);
         }
         org.agrona.concurrent.IdleStrategy idle = idleStrategy(options.getOrDefault("idleStrategy", "backoff"));
+        String oneSided = options.getOrDefault("oneSided", "false");
+        if (!oneSided.equals("true") && !oneSided.equals("false")) {
+            throw new RdmaException(Errno.EINVAL, "ucx: oneSided must be true or false, got " + oneSided);
+        }
         java.util.HashMap<String, String> limits = new java.util.HashMap<>(options);
         limits.keySet().removeAll(OWN_OPTIONS);
         DeviceAttributes attributes = DEFAULTS.with(limits);
@@ -84,6 +90,7 @@ public final class UcxProvider implements RdmaProvider {
         Ucp ucp = Ucp.get();
         UcxDevice device = new UcxDevice(ucp, attributes, "regmem-" + ProcessHandle.current().pid() + "-"
                 + DEVICES.incrementAndGet());
+        device.oneSided = Boolean.parseBoolean(oneSided);
         return Boolean.parseBoolean(progress) ? device.startProgressThread(idle) : device;
     }
 

@@ -216,6 +216,19 @@ final class UcxQp implements ProviderQp {
                     return WcStatus.REM_ACCESS_ERR; // a handle this QP never gave out
                 }
             }
+            if (rdma) {
+                long rkey = oneSidedKey(w, opcode);
+                if (rkey != 0) {
+                    device.lockWorker();
+                    try {
+                        sendOneSided(w, op, read, rkey);
+                    } finally {
+                        device.workerLock.unlock();
+                    }
+                    op.bytes = w.totalLength();
+                    return null;
+                }
+            }
             if (read) {
                 local.clear(); // the bytes come back in the response: the entries are resolved again then
             }
@@ -230,6 +243,49 @@ final class UcxQp implements ProviderQp {
         } finally {
             local.clear();
             reader.exit();
+        }
+    }
+
+    /**
+     * The UCX remote key a WRITE or READ goes by as a put or get, or 0 when it goes as a message: only
+     * on a device that trusts its peers, for a plain WRITE or READ through a key of memory the peer's
+     * UCX allocated (checked against the envelope already).
+     */
+    private long oneSidedKey(PostedWr w, Opcode opcode) {
+        if (!device.oneSided || (opcode != Opcode.RDMA_WRITE && opcode != Opcode.RDMA_READ)) {
+            return 0;
+        }
+        RemoteKeyEnvelope.Decoded k = keys.get(w.rkey());
+        if (k == null || (k.flags() & RemoteKeyEnvelope.ONE_SIDED) == 0 || k.packed().length == 0) {
+            return 0;
+        }
+        device.lockWorker();
+        try {
+            long ep = endpoint();
+            return ep == 0 ? 0 : keys.remoteKey(w.rkey(), device, ep);
+        } finally {
+            device.workerLock.unlock();
+        }
+    }
+
+    /**
+     * A WRITE as puts (then a flush: it completes once the bytes are at the target) or a READ as gets,
+     * one per local piece, straight between the local entries and the peer's memory. Worker lock held.
+     */
+    private void sendOneSided(PostedWr w, UcxOp op, boolean read, long rkey) {
+        op.oneSided = true;
+        op.seq = w.seq();
+        long ep = endpoint();
+        long params = device.worker.noParams.address();
+        long remote = w.remoteAddress();
+        for (int i = 0; i < local.count(); i++) {
+            long at = local.segment(i).address() + local.offset(i);
+            long len = local.length(i);
+            op.add(read ? device.ucp.get(ep, at, len, remote, rkey, params) : device.ucp.put(ep, at, len, remote, rkey, params));
+            remote += len;
+        }
+        if (!read) {
+            op.add(device.ucp.flush(ep, params));
         }
     }
 
@@ -326,7 +382,7 @@ final class UcxQp implements ProviderQp {
             WcStatus status = op.failed >= 0 ? UcxAm.STATUSES[op.failed]
                     : op.ucsStatus != UcpLayout.UCS_OK ? UcxOp.statusOf(op.ucsStatus)
                     : op.awaitAck ? UcxAm.STATUSES[op.ack] : WcStatus.SUCCESS;
-            if (op.respData != 0 || (status == WcStatus.SUCCESS && w.opcode() == Opcode.RDMA_READ)) {
+            if (op.respData != 0 || (status == WcStatus.SUCCESS && w.opcode() == Opcode.RDMA_READ && !op.oneSided)) {
                 status = placeReadResponse(w, op, status);
             }
             ctx.completeSend(status, status == WcStatus.SUCCESS ? op.bytes : 0);
@@ -463,6 +519,16 @@ final class UcxQp implements ProviderQp {
         receiver.dropAll();
         drain(); // may progress the in-process peer: its link is cut after
         destroyed = true;
+        try {
+            device.lockWorker();
+            try {
+                keys.destroyRemoteKeys(device.ucp);
+            } finally {
+                device.workerLock.unlock();
+            }
+        } catch (io.regmem.core.RdmaException closed) {
+            // the device is closing: its worker took the keys with it
+        }
         UcxQp peer = localPeer;
         localPeer = null;
         if (peer != null && peer.localPeer == this) {

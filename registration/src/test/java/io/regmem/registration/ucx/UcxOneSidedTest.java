@@ -1,0 +1,112 @@
+package io.regmem.registration.ucx;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.regmem.core.BufferPool;
+import io.regmem.core.PooledBuffer;
+import io.regmem.registration.Access;
+import io.regmem.registration.Loopback;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.NoLeaks;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.PoolRegistration;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.lang.foreign.ValueLayout;
+import java.util.Map;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * {@code oneSided=true}: WRITEs and READs into a peer's UCX-allocated memory go as UCX puts and
+ * gets, byte-exact, gathered from and scattered to several local pieces; the target checks nothing
+ * (the trust the option asks for), while a key of the peer's ordinary memory still goes as a
+ * message the target checks.
+ */
+@ExtendWith(NoLeaks.class)
+class UcxOneSidedTest {
+    private Loopback lb;
+    private BufferPool pool;
+    private PoolRegistration reg;
+    private PooledBuffer target;
+    private MemoryRegion local;
+    private int key;
+    private final WorkCompletion[] one = {new WorkCompletion()};
+
+    @BeforeEach
+    void setUp() {
+        UcxAvailable.require();
+        lb = new Loopback("ucx", Map.of("oneSided", "true"), 64, new QpInitAttributes().maxSendSge(4), new QpInitAttributes());
+        pool = BufferPool.builder().name("one-sided").chunkSource(lb.devB.chunkSource()).build();
+        reg = lb.pdB.register(pool, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+        target = pool.allocate(1 << 20);
+        local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        key = lb.qpA.importRemoteKey(reg.exportRemoteKey(target));
+    }
+
+    @AfterEach
+    void tearDown() {
+        target.close();
+        reg.close();
+        pool.close();
+        lb.close();
+    }
+
+    private WcStatus await() {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (lb.cqA.poll(one) == 0) {
+            assertThat(System.nanoTime()).isLessThan(deadline);
+        }
+        return one[0].status();
+    }
+
+    @Test
+    void writesAndReadsCrossByteExactWithNobodyPollingTheTarget() {
+        for (int i = 0; i < 1 << 19; i += 8) {
+            lb.memA.set(ValueLayout.JAVA_LONG, i, i * 0x9E37_79B9_7F4A_7C15L);
+        }
+        // gathered from three pieces into the peer's chunk: no target progress needed
+        lb.qpA.postSend(new WorkRequest(3).wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(lb.memA.address(), 100, local.lkey()).addSge(lb.memA.address() + 100, 65436, local.lkey())
+                .addSge(lb.memA.address() + 65536, 196608, local.lkey()).remote(target.address() + 8, key));
+        assertThat(await()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(target.segment().asSlice(8, 262144).mismatch(lb.memA.asSlice(0, 262144))).isEqualTo(-1);
+        // read back, scattered into two pieces
+        lb.qpA.postSend(new WorkRequest(2).wrId(2).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(lb.memA.address() + (1 << 19), 1000, local.lkey())
+                .addSge(lb.memA.address() + (1 << 19) + 4096, 261144, local.lkey()).remote(target.address() + 8, key));
+        assertThat(await()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(one[0].byteLen()).isEqualTo(262144);
+        assertThat(lb.memA.asSlice(1 << 19, 1000).mismatch(lb.memA.asSlice(0, 1000))).isEqualTo(-1);
+        assertThat(lb.memA.asSlice((1 << 19) + 4096, 261144).mismatch(lb.memA.asSlice(1000, 261144))).isEqualTo(-1);
+        assertThat(lb.cqB.pending()).as("the target saw nothing").isZero();
+    }
+
+    @Test
+    void theTargetChecksNothingForUcxMemoryButStillChecksItsOrdinaryMemory() {
+        lb.memA.set(ValueLayout.JAVA_LONG, 0, 77L);
+        reg.region(target).revoke(); // a message would be refused now; a put is not looked at
+        lb.qpA.postSend(new WorkRequest(1).wrId(3).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(lb.memA.address(), 8, local.lkey()).remote(target.address(), key));
+        assertThat(await()).as("trusted: one-sided").isEqualTo(WcStatus.SUCCESS);
+        assertThat(target.segment().get(ValueLayout.JAVA_LONG, 0)).isEqualTo(77L);
+
+        MemoryRegion ordinary = lb.pdB.register(lb.memB.asSlice(0, 4096), Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        int k = lb.qpA.importRemoteKey(ordinary.exportRemoteKey());
+        ordinary.revoke();
+        lb.qpA.postSend(new WorkRequest(1).wrId(4).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(lb.memA.address(), 8, local.lkey()).remote(lb.memB.address(), k));
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (lb.cqA.poll(one) == 0) {
+            lb.cqB.poll(new WorkCompletion[] {new WorkCompletion()});
+            assertThat(System.nanoTime()).isLessThan(deadline);
+        }
+        assertThat(one[0].status()).as("Java memory: a message, checked at the target").isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 0)).isZero();
+        ordinary.close();
+    }
+}
