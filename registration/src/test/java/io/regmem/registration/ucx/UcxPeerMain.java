@@ -54,7 +54,12 @@ public final class UcxPeerMain {
             commands.add("END");
         });
         try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("ucx")) {
-            MemorySegment region = arena.allocate(1 << 20, 4096);
+            // "chunk" as second argument: the region lies in memory UCX allocated (device.chunkSource()),
+            // which a peer opened with oneSided=true puts into directly.
+            boolean chunkMemory = args.length > 1 && args[1].equals("chunk");
+            io.regmem.core.Chunk chunk = chunkMemory ? dev.chunkSource().allocate(1 << 20, 4096) : null;
+            MemorySegment region = chunkMemory ? MemorySegment.ofAddress(chunk.address()).reinterpret(chunk.size())
+                    : arena.allocate(1 << 20, 4096);
             for (int i = 0; i < region.byteSize(); i++) {
                 region.set(ValueLayout.JAVA_BYTE, i, pattern(i));
             }
@@ -136,6 +141,9 @@ public final class UcxPeerMain {
             listener.close();
             if (mr != null) {
                 mr.close();
+            }
+            if (chunk != null) {
+                dev.chunkSource().release(chunk);
             }
             recvMr.close();
             cq.close();

@@ -34,6 +34,7 @@ import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -43,7 +44,9 @@ import org.junit.jupiter.params.provider.ValueSource;
  * loopback by {@code host:port}, once with UCX restricted to TCP in the child and once to shared
  * memory. Bytes cross exactly both ways (WRITE, READ, SEND/RECV); keys that are wrong, forged or
  * stale are refused at the target; a child killed with SIGKILL mid-transfer fails what was left
- * within a stated bound, leaks nothing, and a new child then works.
+ * within a stated bound, leaks nothing, and a new child then works. With {@code oneSided=true} and
+ * the child's memory from its {@code chunkSource()}: puts and gets cross byte-exact without the
+ * child's checks, and a child killed under puts fails nothing of ours.
  */
 @ExtendWith(NoLeaks.class)
 class UcxProcessTest {
@@ -68,10 +71,14 @@ class UcxProcessTest {
         final StringBuilder all = new StringBuilder();
 
         Child(String tls) throws IOException {
+            this(tls, "arena");
+        }
+
+        Child(String tls, String memory) throws IOException {
             address = "127.0.0.1:" + PORTS.incrementAndGet();
             String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
             ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-cp",
-                    System.getProperty("java.class.path"), UcxPeerMain.class.getName(), address);
+                    System.getProperty("java.class.path"), UcxPeerMain.class.getName(), address, memory);
             b.environment().put("UCX_TLS", tls);
             b.redirectErrorStream(true);
             process = b.start();
@@ -121,8 +128,12 @@ class UcxProcessTest {
     }
 
     private void open() {
+        open(java.util.Map.of());
+    }
+
+    private void open(java.util.Map<String, String> options) {
         UcxAvailable.require();
-        dev = RdmaDevice.open("ucx");
+        dev = RdmaDevice.open("ucx", options);
         pd = dev.allocPd();
         cq = dev.createCq(256);
         mem = arena.allocate(4 << 20, 4096);
@@ -312,5 +323,58 @@ class UcxProcessTest {
         close(d);
         next.expect("GONE");
         next.finish();
+    }
+
+    @Test
+    void oneSidedPutsAndGetsReachTheOtherProcessAndAKilledOneFailsNothingOfOurs() throws Exception {
+        open(java.util.Map.of("oneSided", "true"));
+        Child child = new Child("sysv,posix,cma", "chunk");
+        children.add(child);
+        child.expect("LISTENING");
+        Conn c = connect(child);
+        c.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(mem.address(), 65536, mr.lkey()).remote(c.remote() + 300, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        for (int i = 0; i < 65536; i++) {
+            assertThat(mem.get(ValueLayout.JAVA_BYTE, i)).as("byte %d", i).isEqualTo(UcxPeerMain.pattern(300 + i));
+        }
+        SplittableRandom r = new SplittableRandom(3);
+        for (long i = 0; i < 262144; i += 8) {
+            mem.set(ValueLayout.JAVA_LONG, i, r.nextLong());
+        }
+        c.qp().postSend(new WorkRequest(1).wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(mem.address(), 262144, mr.lkey()).remote(c.remote() + 8192, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        c.qp().postSend(new WorkRequest(1).wrId(3).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(mem.address() + (1 << 20), 262144, mr.lkey()).remote(c.remote() + 8192, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(mem.asSlice(1 << 20, 262144).mismatch(mem.asSlice(0, 262144))).isEqualTo(-1);
+        // the target checks nothing in this mode: a put into its deregistered (but still allocated) region lands
+        child.command("DEREG");
+        child.expect("DEREGISTERED");
+        c.qp().postSend(new WorkRequest(1).wrId(4).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(mem.address(), 4096, mr.lkey()).remote(c.remote(), c.key()));
+        assertThat(await().status()).as("one-sided: no target check").isEqualTo(WcStatus.SUCCESS);
+        // killed under 100 puts: each completes (into memory nobody reads any more) or fails; no crash here
+        for (int i = 0; i < 100; i++) {
+            c.qp().postSend(new WorkRequest(1).wrId(100 + i).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(mem.address() + (i % 16) * 65536L, 65536, mr.lkey()).remote(c.remote() + (i % 15) * 65536L, c.key()));
+        }
+        child.process.destroyForcibly();
+        long start = System.nanoTime();
+        for (int done = 0; done < 100; ) {
+            if (cq.poll(one) == 1) {
+                assertThat(one[0].wrId()).isEqualTo(100 + done);
+                assertThat(one[0].status()).isIn(WcStatus.SUCCESS, WcStatus.WR_FLUSH_ERR, WcStatus.RETRY_EXC_ERR);
+                done++;
+            }
+            assertThat(System.nanoTime() - start).isLessThan(KILL_BOUND_NANOS);
+        }
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (c.id().connState() != CmId.ConnState.DISCONNECTED) {
+            assertThat(System.nanoTime()).as("DISCONNECTED reported").isLessThan(deadline);
+            Thread.sleep(1);
+        }
+        close(c);
     }
 }
