@@ -13,8 +13,8 @@ import java.util.HexFormat;
 import java.util.Map;
 
 /**
- * The target process of {@link UcxPutBenchmark}: a UCX device whose progress thread spins (it
- * executes what arrives without anybody polling), 16 MiB that UCX allocated ({@code chunkSource()})
+ * The target process of {@link UcxPutBenchmark}: a UCX device whose progress thread executes what
+ * arrives without anybody polling (idling as its second argument says; default busy), 16 MiB that UCX allocated ({@code chunkSource()})
  * registered for remote writes and reads,
  * one connection accepted at the address in its first argument. Prints {@code KEY <hex> <address>}
  * once connected; exits when its standard input ends.
@@ -25,7 +25,8 @@ public final class UcxBenchPeer {
 
     public static void main(String[] args) throws Exception {
         try (Arena arena = Arena.ofShared();
-             RdmaDevice dev = RdmaDevice.open("ucx", Map.of("progressThread", "true", "idleStrategy", "busy"))) {
+             RdmaDevice dev = RdmaDevice.open("ucx", Map.of("progressThread", "true",
+                     "idleStrategy", args.length > 1 ? args[1] : "busy"))) {
             // Memory UCX allocates: a peer that trusts this one may put into it directly.
             io.regmem.core.ChunkSource source = dev.chunkSource();
             io.regmem.core.Chunk chunk = source.allocate(16 << 20, 4096);

@@ -28,7 +28,8 @@ import org.openjdk.jmh.annotations.TearDown;
 
 /**
  * RDMA WRITE on the ucx provider between two processes (this JVM and a {@link UcxBenchPeer} child,
- * whose UCX is restricted to {@code transport}): the round trip of one WRITE of {@code size} bytes
+ * whose UCX is restricted to {@code transport}), every WRITE from the same local buffer to the same
+ * remote address as {@code ucx_perftest}'s puts: the round trip of one WRITE of {@code size} bytes
  * (post it, poll until its completion: the target executed it and answered), and, with up to 16
  * WRITEs in flight, the time per WRITE once the pipe is full (bytes / time = bandwidth). The native
  * peer, {@code ucx_perftest} on the same transport, runs beside it from {@code bench/ucx-compare.sh}.
@@ -75,7 +76,8 @@ public class UcxPutBenchmark extends BenchDefaults {
         }
         String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         ProcessBuilder b = new ProcessBuilder(javaBin, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
-                "-cp", System.getProperty("java.class.path"), UcxBenchPeer.class.getName(), address);
+                "-cp", System.getProperty("java.class.path"), UcxBenchPeer.class.getName(), address,
+                mode.equals("oneSided") ? "backoff" : "busy"); // one-sided WRITEs need no target progress
         b.environment().put("UCX_TLS", transport);
         b.redirectErrorStream(true);
         child = b.start();
@@ -108,12 +110,14 @@ public class UcxPutBenchmark extends BenchDefaults {
     }
 
     private static String expect(BufferedReader out, String prefix) throws java.io.IOException {
+        StringBuilder seen = new StringBuilder();
         for (String line; (line = out.readLine()) != null; ) {
             if (line.startsWith(prefix)) {
                 return line;
             }
+            seen.append(line).append('\n');
         }
-        throw new IllegalStateException("the peer ended before saying " + prefix);
+        throw new IllegalStateException("the peer ended before saying " + prefix + "; it said:\n" + seen);
     }
 
     @TearDown(Level.Trial)
@@ -135,10 +139,10 @@ public class UcxPutBenchmark extends BenchDefaults {
         }
     }
 
+    /** One WRITE from the start of the local region to the start of the remote one, as ucx_perftest puts. */
     private void post(boolean signaled) {
-        long offset = (next++ % 8) * size;
-        wr.reset().wrId(next).opcode(Opcode.RDMA_WRITE).signaled(signaled)
-                .addSge(mr.address() + offset, size, mr.lkey()).remote(remote + offset, key);
+        wr.reset().wrId(next++).opcode(Opcode.RDMA_WRITE).signaled(signaled)
+                .addSge(mr.address(), size, mr.lkey()).remote(remote, key);
         qp.postSend(wr);
     }
 
