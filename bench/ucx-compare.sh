@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # RDMA WRITE between two processes on the ucx provider (UcxPutBenchmark) and native ucx_perftest
-# (ucp_put_lat, ucp_put_bw) on the same transports and sizes, one after the other in one run.
+# (ucp_put_lat, ucp_put_bw, ucp_get) on the same transports and sizes, one after the other in one run.
 # Needs ucx-utils (ucx_perftest). Usage: bench/ucx-compare.sh [FORKS]   (output on stdout)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -10,7 +10,7 @@ echo "== regmem (UcxPutBenchmark, $forks fork(s)) =="
 "$here/regmem" bench --include UcxPutBenchmark --forks "$forks"
 port=13337
 for tls in "sysv,posix,cma,self" "tcp,self"; do
-  for t in "ucp_put_lat 8" "ucp_put_bw 65536" "ucp_put_bw 1048576"; do
+  for t in "ucp_put_lat 8" "ucp_put_bw 65536" "ucp_put_bw 1048576" "ucp_get 65536" "ucp_get 1048576"; do
     set -- $t
     n=$([ "$2" -ge 1048576 ] && echo 2000 || echo 20000)
     port=$((port + 1))

@@ -341,16 +341,20 @@ final class BenchCommand implements Callable<Integer> {
             return;
         }
         out.printf("%n### UCX: RDMA WRITE between two processes (bench/ucx-compare.sh runs ucx_perftest beside it)%n%n");
-        out.println("| transport/mode | size | round trip of one WRITE | per WRITE, 16 in flight | streamed MB/s |");
-        out.println("|---|---:|---:|---:|---:|");
+        out.println("| transport/mode | size | round trip of one WRITE | per WRITE, 16 in flight | WRITE MB/s | READ MB/s |");
+        out.println("|---|---:|---:|---:|---:|---:|");
         for (Map.Entry<String, Map<String, Row>> e : rows.entrySet()) {
             String[] key = e.getKey().split(" ");
             Row rt = e.getValue().get("writeRoundTrip");
             Row st = e.getValue().get("writeStreamed");
-            out.printf(Locale.ROOT, "| %s | %s B | %s | %s | %s |%n", key[0], key[1], rt == null ? "-" : fmt(rt),
-                    st == null ? "-" : fmt(st), st == null ? "-" : String.format(Locale.ROOT, "%.0f",
-                            Long.parseLong(key[1]) / st.ns() * 1e9 / 1e6));
+            Row rd = e.getValue().get("readStreamed");
+            out.printf(Locale.ROOT, "| %s | %s B | %s | %s | %s | %s |%n", key[0], key[1], rt == null ? "-" : fmt(rt),
+                    st == null ? "-" : fmt(st), mbPerSecond(key[1], st), mbPerSecond(key[1], rd));
         }
+    }
+
+    private static String mbPerSecond(String bytes, Row perOp) {
+        return perOp == null ? "-" : String.format(Locale.ROOT, "%.0f", Long.parseLong(bytes) / perOp.ns() * 1e9 / 1e6);
     }
 
     private static void printUcxRegistration(PrintStream out, Map<String, Map<String, Row>> bySize) {

@@ -159,17 +159,34 @@ public class UcxPutBenchmark extends BenchDefaults {
         return wcs[0].byteLen();
     }
 
+    /** One more READ of {@code size} bytes from the peer into a pipe of {@value #WINDOW} (a get in oneSided mode). */
+    @Benchmark
+    public int readStreamed() {
+        while (inFlight >= WINDOW) {
+            reap();
+        }
+        wr.reset().wrId(next++).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(mr.address(), size, mr.lkey()).remote(remote, key);
+        qp.postSend(wr);
+        inFlight++;
+        return inFlight;
+    }
+
+    private void reap() {
+        int n = cq.poll(wcs);
+        for (int i = 0; i < n; i++) {
+            if (wcs[i].status() != WcStatus.SUCCESS) {
+                throw new IllegalStateException(wcs[i].toString());
+            }
+        }
+        inFlight -= n;
+    }
+
     /** One more WRITE into a pipe of {@value #WINDOW}: the time per WRITE once it is full. */
     @Benchmark
     public int writeStreamed() {
         while (inFlight >= WINDOW) {
-            int n = cq.poll(wcs);
-            for (int i = 0; i < n; i++) {
-                if (wcs[i].status() != WcStatus.SUCCESS) {
-                    throw new IllegalStateException(wcs[i].toString());
-                }
-            }
-            inFlight -= n;
+            reap();
         }
         post(true);
         inFlight++;
