@@ -203,24 +203,33 @@ class UcxProcessTest {
         arena.close();
     }
 
+    /** READs 64 KiB of the child's pattern from {@code offset} and checks every byte. */
+    private void readsThePattern(Conn c, long offset) {
+        c.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(mem.address(), 65536, mr.lkey()).remote(c.remote() + offset, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        for (int i = 0; i < 65536; i++) {
+            assertThat(mem.get(ValueLayout.JAVA_BYTE, i)).as("byte %d", i).isEqualTo(UcxPeerMain.pattern(offset + i));
+        }
+    }
+
+    /** The first 256 KiB of local memory: random bytes from {@code seed}. */
+    private void fillRandom(long seed) {
+        SplittableRandom r = new SplittableRandom(seed);
+        for (long i = 0; i < 262144; i += 8) {
+            mem.set(ValueLayout.JAVA_LONG, i, r.nextLong());
+        }
+    }
+
     @ParameterizedTest(name = "UCX_TLS={0}")
     @ValueSource(strings = {"tcp", "sysv,posix,cma"})
     void writeReadAndSendCrossByteExact(String tls) throws Exception {
         open();
         Child child = child(tls);
         Conn c = connect(child);
-        // READ the child's pattern
-        c.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_READ).signaled(true)
-                .addSge(mem.address(), 65536, mr.lkey()).remote(c.remote() + 1000, c.key()));
-        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
-        for (int i = 0; i < 65536; i++) {
-            assertThat(mem.get(ValueLayout.JAVA_BYTE, i)).as("byte %d", i).isEqualTo(UcxPeerMain.pattern(1000 + i));
-        }
+        readsThePattern(c, 1000);
         // WRITE 256 KiB of random bytes in four pieces, READ them back into other memory
-        SplittableRandom r = new SplittableRandom(7);
-        for (long i = 0; i < 262144; i += 8) {
-            mem.set(ValueLayout.JAVA_LONG, i, r.nextLong());
-        }
+        fillRandom(7);
         c.qp().postSend(new WorkRequest(4).wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
                 .addSge(mem.address(), 65536, mr.lkey()).addSge(mem.address() + 65536, 65536, mr.lkey())
                 .addSge(mem.address() + 131072, 65536, mr.lkey()).addSge(mem.address() + 196608, 65536, mr.lkey())
@@ -332,16 +341,8 @@ class UcxProcessTest {
         children.add(child);
         child.expect("LISTENING");
         Conn c = connect(child);
-        c.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_READ).signaled(true)
-                .addSge(mem.address(), 65536, mr.lkey()).remote(c.remote() + 300, c.key()));
-        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
-        for (int i = 0; i < 65536; i++) {
-            assertThat(mem.get(ValueLayout.JAVA_BYTE, i)).as("byte %d", i).isEqualTo(UcxPeerMain.pattern(300 + i));
-        }
-        SplittableRandom r = new SplittableRandom(3);
-        for (long i = 0; i < 262144; i += 8) {
-            mem.set(ValueLayout.JAVA_LONG, i, r.nextLong());
-        }
+        readsThePattern(c, 300);
+        fillRandom(3);
         c.qp().postSend(new WorkRequest(1).wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
                 .addSge(mem.address(), 262144, mr.lkey()).remote(c.remote() + 8192, c.key()));
         assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
