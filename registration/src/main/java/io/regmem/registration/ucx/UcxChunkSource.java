@@ -136,7 +136,7 @@ final class UcxChunkSource implements ChunkSource {
                     + "positive multiple of " + PAGE + " and alignment a power of two up to " + PAGE);
         }
         Allocation a = allocate(size);
-        MemorySegment.NULL.reinterpret(Long.MAX_VALUE).asSlice(a.address(), size).fill((byte) 0);
+        Ucp.NATIVE.asSlice(a.address(), size).fill((byte) 0);
         return new Chunk(this, a.address(), size, a);
     }
 

@@ -197,6 +197,24 @@ final class UcxDevice implements ProviderDevice {
         return context;
     }
 
+    /**
+     * Progresses the workers of this JVM's other open devices whose lock is free (an in-process peer
+     * answers only when its worker progresses); true if any did something. Takes no lock it waits for.
+     */
+    boolean progressOthers() {
+        boolean busy = false;
+        for (UcxDevice other : UcxAm.devices()) {
+            if (other != null && other != this && other.workerLock.tryLock()) {
+                try {
+                    busy |= !other.closed && other.worker.progress();
+                } finally {
+                    other.workerLock.unlock();
+                }
+            }
+        }
+        return busy;
+    }
+
     /** Whether the device is closed (worker lock held). */
     boolean isClosed() {
         return closed;
@@ -321,15 +339,7 @@ final class UcxDevice implements ProviderDevice {
         int idle = 0;
         while (idle < 16 && System.nanoTime() < deadline) {
             boolean busy = worker.progress();
-            for (UcxDevice other : UcxAm.devices()) { // a peer in this JVM must answer too
-                if (other != null && other != this && other.workerLock.tryLock()) {
-                    try {
-                        busy |= !other.closed && other.worker.progress();
-                    } finally {
-                        other.workerLock.unlock();
-                    }
-                }
-            }
+            busy |= progressOthers(); // a peer in this JVM must answer too
             idle = busy ? 0 : idle + 1;
         }
     }

@@ -72,17 +72,7 @@ final class UcxEndpoints {
             } finally {
                 device.workerLock.unlock();
             }
-            for (UcxDevice other : UcxAm.devices()) { // a peer in this JVM answers only when its worker progresses
-                if (other != null && other != device && other.workerLock.tryLock()) {
-                    try {
-                        if (!other.isClosed()) {
-                            other.worker.progress();
-                        }
-                    } finally {
-                        other.workerLock.unlock();
-                    }
-                }
-            }
+            device.progressOthers(); // a peer in this JVM answers only when its worker progresses
         }
     }
 
