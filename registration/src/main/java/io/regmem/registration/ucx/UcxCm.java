@@ -222,12 +222,27 @@ final class UcxCm implements ProviderCm {
         ctx.disconnected();
     }
 
+    /**
+     * The link of a request from another process. A request is published to {@code getRequest()}
+     * inside the block (under {@code CM}) that then sets its link, so a reader that finds none yet
+     * takes {@code CM} to be sure: after it, the link is there if the request has one.
+     */
+    private UcxLink link() {
+        UcxLink l = link;
+        if (l == null) {
+            synchronized (CM) {
+                l = link;
+            }
+        }
+        return l;
+    }
+
     /** How long a QP whose link ended waits for answers to what it still has under way. */
     static final long VERDICT_GRACE_NANOS = 200_000_000L;
 
     @Override
     public void accept() {
-        UcxLink l = link;
+        UcxLink l = link();
         if (l != null) {
             acceptRemote(l);
             return;
@@ -290,7 +305,7 @@ final class UcxCm implements ProviderCm {
 
     @Override
     public void reject() {
-        UcxLink l = link;
+        UcxLink l = link();
         if (l != null) {
             try {
                 l.sendByte(UcxLink.REJECT);
@@ -312,7 +327,7 @@ final class UcxCm implements ProviderCm {
 
     @Override
     public void disconnect() {
-        UcxLink l = link;
+        UcxLink l = link();
         if (l != null) {
             QpContext qp = ctx.qp();
             if (qp != null) {
@@ -339,7 +354,7 @@ final class UcxCm implements ProviderCm {
 
     @Override
     public void destroy() {
-        UcxLink l = link;
+        UcxLink l = link();
         if (l != null) {
             l.close();
         }
