@@ -16,6 +16,10 @@ public final class Chunk {
     private final long size;
     private final Object sourceToken;
     private volatile Object attachment;
+    private volatile Object ioAttachment;
+    /** Holds on the return of the memory while a release is under way; -1 when none is. */
+    private final java.util.concurrent.atomic.AtomicInteger releaseHolds = new java.util.concurrent.atomic.AtomicInteger(-1);
+    private volatile Runnable giveBack;
     private volatile java.lang.foreign.MemorySegment segment;
     private volatile boolean uncheckedViews;
 
@@ -78,6 +82,66 @@ public final class Chunk {
     /** Attaches consumer state (for example the chunk's memory registration). */
     public void attachment(Object value) {
         this.attachment = value;
+    }
+
+    /**
+     * State a storage consumer (an io_uring fixed-buffer registration) attached to this chunk, or
+     * null. Separate from {@link #attachment()} so that one chunk can be registered with an RDMA
+     * protection domain and an I/O ring at once.
+     */
+    public Object ioAttachment() {
+        return ioAttachment;
+    }
+
+    /** Attaches storage consumer state (for example the chunk's fixed-buffer slot). */
+    public void ioAttachment(Object value) {
+        this.ioAttachment = value;
+    }
+
+    /**
+     * Delays the return of this chunk's memory to its source until the returned action runs: for a
+     * {@link ChunkListener} whose consumer (the kernel, a device) may still write into the memory
+     * when {@link ChunkListener#chunkRemoved} returns. The memory goes back when the pool and every
+     * hold have let go; the pool's byte budget counts it until then.
+     *
+     * @return the action that lets go of this hold (running it again does nothing), or null when no
+     *         release is under way (the chunk stays with its pool: a listener removed, an undo)
+     */
+    public Runnable holdRelease() {
+        while (true) {
+            int h = releaseHolds.get();
+            if (h <= 0) {
+                return null;
+            }
+            if (releaseHolds.compareAndSet(h, h + 1)) {
+                java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+                return () -> {
+                    if (done.compareAndSet(false, true)) {
+                        dropHold();
+                    }
+                };
+            }
+        }
+    }
+
+    /** Starts a release: {@code action} gives the memory back once the pool's hold and every other are dropped. */
+    void beginRelease(Runnable action) {
+        giveBack = action;
+        releaseHolds.set(1);
+    }
+
+    /** Drops one hold; the last one gives the memory back. */
+    void dropHold() {
+        if (releaseHolds.decrementAndGet() == 0) {
+            Runnable r = giveBack;
+            giveBack = null;
+            r.run();
+        }
+    }
+
+    /** True while a release waits for holds (the memory has not gone back yet). */
+    public boolean releasePending() {
+        return releaseHolds.get() > 0;
     }
 
     /**

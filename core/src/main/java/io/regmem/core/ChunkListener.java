@@ -14,6 +14,10 @@ public interface ChunkListener {
     /** A chunk was reserved; {@link Chunk#segment()} is its memory in the pool's scope. */
     void chunkAdded(Chunk chunk);
 
-    /** A chunk is about to be given back to its source; nothing may reach its memory afterwards. */
+    /**
+     * A chunk is about to be given back to its source; nothing may reach its memory afterwards. A
+     * consumer that cannot stop at once (I/O in flight into the chunk) takes
+     * {@link Chunk#holdRelease()} here and runs the hold's action when it has stopped.
+     */
     void chunkRemoved(Chunk chunk);
 }

@@ -79,10 +79,14 @@ final class Chunks {
                 told++;
             }
         } catch (RuntimeException e) {
-            for (int i = 0; i < told; i++) {
-                listeners.get(i).chunkRemoved(chunk);
+            chunk.beginRelease(() -> giveBack(chunk));
+            try {
+                for (int i = 0; i < told; i++) {
+                    listeners.get(i).chunkRemoved(chunk);
+                }
+            } finally {
+                chunk.dropHold();
             }
-            giveBack(chunk);
             throw e;
         }
         if (isDedicated) {
@@ -141,9 +145,11 @@ final class Chunks {
     /**
      * Gives a chunk back: tells the listeners (so registrations end while the memory is still
      * there), ends {@code scope} if given (a dedicated chunk's own arena), then returns the memory to
-     * the source (retired if unchecked views were made) and its bytes to the budget.
+     * the source (retired if unchecked views were made) and its bytes to the budget, at once or,
+     * when a listener took a {@linkplain Chunk#holdRelease() hold}, when the last hold is dropped.
      */
     void release(Chunk chunk, Arena scopeToClose) {
+        chunk.beginRelease(() -> giveBack(chunk));
         lock.lock();
         try {
             dedicated.remove(chunk);
@@ -156,7 +162,7 @@ final class Chunks {
         if (scopeToClose != null) {
             scopeToClose.close();
         }
-        giveBack(chunk);
+        chunk.dropHold(); // the pool's hold: the memory goes back now unless a listener holds it
     }
 
     private void giveBack(Chunk chunk) {

@@ -32,8 +32,12 @@ public enum Errno {
     ENODEV(19),
     /** Invalid argument: the call broke a documented rule. */
     EINVAL(22),
+    /** No space left on the device (a file system is full). */
+    ENOSPC(28),
     /** Result or argument out of range (an overflow). */
     ERANGE(34),
+    /** The system call is not implemented or is disabled (io_uring off, a seccomp filter). */
+    ENOSYS(38),
     /** The operation is not supported by this provider or configuration. */
     EOPNOTSUPP(95),
     /** Timed out: a peer did not answer within the stated bound. */

@@ -83,4 +83,67 @@ class ChunkListenerTest {
         assertThatThrownBy(() -> pool.addChunkListener(new Recorder())).isInstanceOf(RdmaException.class)
                 .hasMessageContaining("closed");
     }
+
+    /** Counts what goes back to mmap. */
+    static final class CountingSource implements ChunkSource {
+        final java.util.concurrent.atomic.AtomicInteger released = new java.util.concurrent.atomic.AtomicInteger();
+
+        @Override
+        public Chunk allocate(long size, long alignment) {
+            Chunk c = ChunkSource.mmap().allocate(size, alignment);
+            return new Chunk(this, c.address(), c.size(), c);
+        }
+
+        @Override
+        public void release(Chunk chunk) {
+            released.incrementAndGet();
+            ChunkSource.mmap().release((Chunk) chunk.sourceToken());
+        }
+
+        @Override
+        public long pageSize() {
+            return ChunkSource.mmap().pageSize();
+        }
+
+        @Override
+        public String name() {
+            return "counting";
+        }
+    }
+
+    @Test
+    void aListenerHoldingTheReleaseKeepsTheMemoryUntilItLetsGo() {
+        CountingSource source = new CountingSource();
+        BufferPool pool = BufferPool.builder().chunkSource(source).chunkSize(1 << 20).build();
+        List<Runnable> holds = new ArrayList<>();
+        pool.addChunkListener(new ChunkListener() {
+            @Override
+            public void chunkAdded(Chunk chunk) {
+                assertThat(chunk.holdRelease()).as("no release under way at birth").isNull();
+            }
+
+            @Override
+            public void chunkRemoved(Chunk chunk) {
+                holds.add(chunk.holdRelease());
+            }
+        });
+        PooledBuffer big = pool.allocate(2L << 20);
+        Chunk chunk = big.chunk();
+        big.close();
+        assertThat(holds).hasSize(1).doesNotContainNull();
+        assertThat(source.released.get()).as("held: not back yet").isZero();
+        assertThat(chunk.releasePending()).isTrue();
+        assertThat(pool.stats().reservedBytes()).as("the budget still counts it").isEqualTo(2L << 20);
+        holds.get(0).run();
+        assertThat(source.released.get()).isEqualTo(1);
+        assertThat(chunk.releasePending()).isFalse();
+        holds.get(0).run(); // again: nothing
+        assertThat(source.released.get()).isEqualTo(1);
+        assertThat(pool.stats().reservedBytes()).isZero();
+        pool.allocate(64).close();
+        closeClean(pool);
+        assertThat(source.released.get()).isEqualTo(1);
+        holds.get(1).run();
+        assertThat(source.released.get()).isEqualTo(2);
+    }
 }

@@ -66,6 +66,9 @@ public final class NoLeaks implements TestInstancePreConstructCallback, AfterEac
             leaks.add(d + ": " + d.resources().report());
             d.forceClose();
         }
+        for (String ring : io.regmem.registration.uring.IoRing.openRings()) {
+            leaks.add("io_uring " + ring + " left open");
+        }
         for (String pool : BufferPool.openPools()) {
             leaks.add("pool " + pool + " left open");
         }

@@ -1,0 +1,111 @@
+package io.regmem.registration.uring;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.nio.file.Path;
+
+/**
+ * A file opened by an {@link IoRing} and registered in the ring's fixed-file table, so that each
+ * operation on it skips the kernel's file-descriptor lookup. Made by
+ * {@link IoRing#openFile(Path, Mode...)}; used and closed on the ring's owner thread.
+ *
+ * <p>A file opened with {@link Mode#DIRECT} ({@code O_DIRECT}) bypasses the page cache: every
+ * operation's memory address, length and file offset must be multiples of
+ * {@link #memoryAlignment()} and {@link #offsetAlignment()} (the file system's
+ * {@code STATX_DIOALIGN}), which the ring checks before it submits anything.
+ */
+public final class IoFile implements AutoCloseable {
+
+    /** How a file is opened. */
+    public enum Mode {
+        /** Open for reading ({@code O_RDONLY}, or {@code O_RDWR} with {@link #WRITE}). */
+        READ,
+        /** Open for writing ({@code O_WRONLY}, or {@code O_RDWR} with {@link #READ}). */
+        WRITE,
+        /** Create the file if it does not exist ({@code O_CREAT}, mode 0644). */
+        CREATE,
+        /** Truncate it to zero length ({@code O_TRUNC}). */
+        TRUNCATE,
+        /** Bypass the page cache ({@code O_DIRECT}); operations must be aligned. */
+        DIRECT,
+        /** Each write reaches the device before it completes ({@code O_DSYNC}). */
+        DSYNC
+    }
+
+    final IoRing ring;
+    final int fd;
+    final int index;
+    final boolean direct;
+    final boolean readable;
+    final boolean writable;
+    final int memoryAlignment;
+    final int offsetAlignment;
+    private final Path path;
+    boolean closed;
+
+    IoFile(IoRing ring, Path path, int fd, int index, boolean readable, boolean writable, boolean direct,
+            int memoryAlignment, int offsetAlignment) {
+        this.ring = ring;
+        this.path = path;
+        this.fd = fd;
+        this.index = index;
+        this.readable = readable;
+        this.writable = writable;
+        this.direct = direct;
+        this.memoryAlignment = memoryAlignment;
+        this.offsetAlignment = offsetAlignment;
+    }
+
+    /** The path it was opened with. */
+    public Path path() {
+        return path;
+    }
+
+    /** Its index in the ring's fixed-file table. */
+    public int index() {
+        return index;
+    }
+
+    /** True if opened with {@link Mode#DIRECT}. */
+    public boolean isDirect() {
+        return direct;
+    }
+
+    /** The alignment of memory addresses and lengths for {@code O_DIRECT} (1 for a buffered file). */
+    public int memoryAlignment() {
+        return memoryAlignment;
+    }
+
+    /** The alignment of file offsets for {@code O_DIRECT} (1 for a buffered file). */
+    public int offsetAlignment() {
+        return offsetAlignment;
+    }
+
+    /** True once closed. */
+    public boolean isClosed() {
+        return closed;
+    }
+
+    /**
+     * Removes the file from the ring's table and closes its descriptor. Operations already submitted
+     * finish (the kernel keeps its own reference); new ones are refused with {@link Errno#EBADF}.
+     * Closing twice does nothing.
+     *
+     * @throws RdmaException {@link Errno#EPERM} on a thread other than the ring's owner
+     */
+    @Override
+    public void close() {
+        ring.closeFile(this);
+    }
+
+    void checkOpen(String what) {
+        if (closed) {
+            throw new RdmaException(Errno.EBADF, ring + "." + what + ": " + this + " is closed");
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "IoFile[" + path + ", fixed file " + index + (direct ? ", O_DIRECT" : "") + (closed ? ", closed" : "") + "]";
+    }
+}
