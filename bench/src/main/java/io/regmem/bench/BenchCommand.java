@@ -128,6 +128,7 @@ final class BenchCommand implements Callable<Integer> {
         Map<String, Row> grace = new LinkedHashMap<>(); // method or group -> row
         Map<String, Map<String, Row>> ucxReg = new LinkedHashMap<>(); // size -> method -> row
         Map<String, Map<String, Row>> ucxPut = new LinkedHashMap<>(); // "transport size" -> method -> row
+        Map<String, Map<String, double[]>> storage = new LinkedHashMap<>(); // job -> engine -> {ios/s, cpu ns/io, B/op}
         for (RunResult r : results) {
             String label = r.getParams().getBenchmark();
             String method = label.substring(label.lastIndexOf('.') + 1);
@@ -168,6 +169,14 @@ final class BenchCommand implements Callable<Integer> {
                 ucxPut.computeIfAbsent(r.getParams().getParam("transport") + "/" + r.getParams().getParam("mode") + " " + size,
                         k -> new LinkedHashMap<>())
                         .put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
+            } else if (label.contains("UringBenchmark")) {
+                Result ios = r.getSecondaryResults().get("ios");
+                Result cpu = r.getSecondaryResults().get("cpuNs");
+                if (ios != null && cpu != null) {
+                    storage.computeIfAbsent(r.getParams().getParam("job"), k -> new LinkedHashMap<>())
+                            .put(r.getParams().getParam("engine"), new double[] {ios.getScore(), cpu.getScore() / ios.getScore(),
+                                    norm});
+                }
             } else if (label.contains("UcxRegistrationBenchmark")) {
                 Result p = r.getPrimaryResult();
                 ucxReg.computeIfAbsent(size, k -> new LinkedHashMap<>())
@@ -194,6 +203,7 @@ final class BenchCommand implements Callable<Integer> {
         printGrace(out, grace);
         printUcxRegistration(out, ucxReg);
         printUcxPut(out, ucxPut);
+        printStorage(out, storage);
         out.printf("%nJDK %s, %s %s, %d cores%n", Runtime.version(), System.getProperty("os.name"),
                 System.getProperty("os.arch"), Runtime.getRuntime().availableProcessors());
     }
@@ -350,6 +360,21 @@ final class BenchCommand implements Callable<Integer> {
             Row rd = e.getValue().get("readStreamed");
             out.printf(Locale.ROOT, "| %s | %s B | %s | %s | %s | %s |%n", key[0], key[1], rt == null ? "-" : fmt(rt),
                     st == null ? "-" : fmt(st), mbPerSecond(key[1], st), mbPerSecond(key[1], rd));
+        }
+    }
+
+    private static void printStorage(PrintStream out, Map<String, Map<String, double[]>> rows) {
+        if (rows.isEmpty()) {
+            return;
+        }
+        out.printf("%n### Storage: one file, queue depth 32 (bench/storage-compare.sh runs fio beside it)%n%n");
+        out.println("| job | engine | I/Os per s | CPU ns per I/O | B per I/O call |");
+        out.println("|---|---|---:|---:|---:|");
+        for (Map.Entry<String, Map<String, double[]>> e : rows.entrySet()) {
+            for (Map.Entry<String, double[]> x : e.getValue().entrySet()) {
+                double[] v = x.getValue();
+                out.printf(Locale.ROOT, "| %s | %s | %,.0f | %,.0f | %.0f |%n", e.getKey(), x.getKey(), v[0], v[1], v[2]);
+            }
         }
     }
 

@@ -79,6 +79,21 @@ final class DemoCommand implements Callable<Integer> {
             + "(ucx). Without it, --provider ucx starts one as a child process on the loopback.")
     String connect;
 
+    @Option(names = "--storage-mib", description = "Size of the storage part's file in MiB, 1 to 65536 (default: "
+            + "${DEFAULT-VALUE}; 0 skips the part).", defaultValue = "256")
+    long storageMib;
+
+    @Option(names = "--storage-calls", description = "Block reads of the storage part; a quarter as many writes "
+            + "(default: ${DEFAULT-VALUE}).", defaultValue = "10000")
+    long storageCalls;
+
+    @Option(names = "--storage-block", description = "Bytes per block, a multiple of 4096 up to 4 MiB (default: "
+            + "${DEFAULT-VALUE}).", defaultValue = "65536")
+    int storageBlock;
+
+    @Option(names = "--storage-depth", description = "Calls in flight, 1 to 64 (default: ${DEFAULT-VALUE}).", defaultValue = "16")
+    int storageDepth;
+
     @Option(names = "--quiet-progress", description = "No progress line (for logs and tests).")
     boolean quietProgress;
 
@@ -181,7 +196,14 @@ final class DemoCommand implements Callable<Integer> {
                 .range("--rpc-warmup", rpcWarmupSeconds, 0, 600)
                 .eachInRange("--rpc-payloads", rpcPayloads, 1, MAX_RPC_PAYLOAD)
                 .range("--rpc-concurrency", rpcConcurrency, 1, MAX_RPC_CONCURRENCY)
-                .oneOf("--provider", provider, providers(), "a known provider");
+                .oneOf("--provider", provider, providers(), "a known provider")
+                .range("--storage-mib", storageMib, 0, 65536)
+                .range("--storage-calls", storageCalls, 1, 1_000_000_000)
+                .range("--storage-block", storageBlock, 4096, 4 << 20)
+                .range("--storage-depth", storageDepth, 1, 64)
+                .rule(storageBlock % 4096 == 0, "--storage-block " + storageBlock + " is not a multiple of 4096")
+                .rule(storageMib == 0 || storageMib * (1 << 20) >= (long) storageBlock * storageDepth * 8,
+                        "--storage-mib " + storageMib + " holds fewer than 8 x --storage-depth blocks");
         if (rpcSeconds != null) {
             check.range("--rpc-duration", rpcSeconds, 1, 86_400);
         }
@@ -285,7 +307,10 @@ final class DemoCommand implements Callable<Integer> {
         LeakReport report = pool.closeAndReport();
         out.printf(Locale.ROOT, "%nClose: %s%n", report.describe().strip());
         boolean rdmaOk = rdmaRequests <= 0 || new RdmaDemo(out, rdmaRequests, rdmaSize, provider).run();
-        return report.clean() && rdmaOk && rpcOk ? 0 : 1;
+        boolean storageOk = storageMib <= 0 || !StorageDemo.available(out)
+                || new StorageDemo(out, provider, storageMib << 20, storageBlock, storageDepth, storageCalls,
+                        Math.max(1, storageCalls / 4), java.nio.file.Path.of(System.getProperty("java.io.tmpdir"))).run();
+        return report.clean() && rdmaOk && rpcOk && storageOk ? 0 : 1;
     }
 
     private long work(BufferPool pool, int me, SpscArrayQueue<PooledBuffer> inbox, SpscArrayQueue<PooledBuffer> next,

@@ -31,7 +31,8 @@ class DemoCommandTest {
     @Test
     void demoRunsAndReportsNoLeaks() {
         String out = runClean("demo", "--requests", "3000", "--safety", "PARANOID",
-                    "--rdma-requests", "500", "--rpc-calls", "3000", "--rpc-warmup", "0", "--quiet-progress");
+                    "--rdma-requests", "500", "--rpc-calls", "3000", "--rpc-warmup", "0", "--storage-mib", "32",
+                    "--storage-calls", "1000", "--storage-block", "16384", "--quiet-progress");
         assertThat(out).contains("RPC over RDMA (soft provider): 3,000 calls", "Replies checked byte by byte: 0 wrong",
                 "Requests free after the run: client 16/16, server requests free 16/16; rpc-server-buffers: no buffers leaked", "stale completions 0",
                 "Devices: no live objects; no live objects", "Chunks: each registered for its call only", "rpc-client-buffers: no buffers leaked",
@@ -39,7 +40,13 @@ class DemoCommandTest {
                 "allocations", "demo: no buffers leaked", "RDMA loopback on the soft provider: 500 requests",
                 "WRITE", "READ", "Registration cache of B: 501 gets, ", "misses (one per chunk)",
                 "Device A: no live objects; device B: no live objects",
-                "rdma-a: no buffers leaked; rdma-b: no buffers leaked");
+                "rdma-a: no buffers leaked; rdma-b: no buffers leaked",
+                "Storage: a 32 MiB file of known content", "Served on the soft provider, io_uring ",
+                "reads : 1,000 blocks READ_FIXED then RDMA WRITE", "writes: 250 blocks RDMA READ then WRITE_FIXED",
+                "Bytes checked: 20,480,000 read by the client, every byte (the 250 written blocks read back included); "
+                        + "the file afterwards: as written",
+                "Copies between file and wire on the server: 0 (1,500 blocks",
+                "Pools: storage-server: no buffers leaked; storage-client: no buffers leaked. Rings open: 0");
         assertThat(BufferPool.openPools()).isEmpty();
     }
 
@@ -52,19 +59,22 @@ class DemoCommandTest {
             throw e;
         }
         String out = runClean("demo", "--provider", "ucx", "--requests", "100",
-                    "--rdma-requests", "300", "--rpc-calls", "2000", "--rpc-warmup", "0", "--quiet-progress");
+                    "--rdma-requests", "300", "--rpc-calls", "2000", "--rpc-warmup", "0", "--storage-mib", "16",
+                    "--storage-calls", "400", "--quiet-progress");
         assertThat(out).contains("started the RPC server as a child process", "RPC over RDMA (ucx provider, server at 127.0.0.1:",
                 "): 2,000 calls", "client on one thread, server in its own process", "Replies checked byte by byte: 0 wrong",
                 "server: connection 1 ended; requests free 16/16; rpc-server-buffers-1: no buffers leaked",
                 "server: done; device: no live objects", "RDMA loopback on the ucx provider: 300 requests",
-                "Device A: no live objects; device B: no live objects", "rdma-a: no buffers leaked; rdma-b: no buffers leaked");
+                "Device A: no live objects; device B: no live objects", "rdma-a: no buffers leaked; rdma-b: no buffers leaked",
+                "Served on the ucx provider", "the file afterwards: as written", "Copies between file and wire on the server: 0",
+                "Rings open: 0");
         assertThat(BufferPool.openPools()).isEmpty();
     }
 
     @Test
     void theRpcPartOnTwoThreadsChecksItsDataAndLeaksNothing() {
         String out = runClean("demo", "--requests", "100", "--rdma-requests", "0",
-                    "--rpc-calls", "3000", "--rpc-warmup", "1", "--rpc-threads", "--quiet-progress");
+                    "--rpc-calls", "3000", "--rpc-warmup", "1", "--rpc-threads", "--storage-mib", "0", "--quiet-progress");
         assertThat(out).contains("3,000 calls", "client and server on a thread each",
                 "Measured after a warm-up of 1.0 s: ", "Replies checked byte by byte: 0 wrong",
                 "Requests free after the run: client 16/16, server requests free 16/16; rpc-server-buffers: no buffers leaked", "Devices: no live objects; no live objects");
@@ -105,6 +115,11 @@ class DemoCommandTest {
         "demo --rdma-requests -1            | --rdma-requests -1 | 0 to",
         "demo --rpc-concurrency 100000      | --rpc-concurrency 100000 | 1 to 1024",
         "demo --provider foo                | --provider 'foo' | known: soft",
+        "demo --storage-mib -1              | --storage-mib -1 | 0 to 65536",
+        "demo --storage-block 5000          | --storage-block 5000 | multiple of 4096",
+        "demo --storage-depth 65            | --storage-depth 65 | 1 to 64",
+        "demo --storage-calls 0             | --storage-calls 0 | 1 to",
+        "demo --storage-mib 1 --storage-block 1048576 | --storage-mib 1 | 8 x --storage-depth",
         "demo --connect 127.0.0.1:1         | --connect | --provider ucx",
         "serve --listen 127.0.0.1:1 --provider foo | --provider 'foo' | known: soft",
         "serve --listen 127.0.0.1:1 --rpc-concurrency 0 | --rpc-concurrency 0 | 1 to 1024",
