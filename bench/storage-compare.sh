@@ -16,6 +16,7 @@ echo "== regmem (UringBenchmark, $forks fork(s), file $file) =="
 echo "== fio 3.x, 10 s per job, iodepth 32, numjobs 1 (iops; cpu ns per I/O = (usr+sys) x runtime / I/Os) =="
 for job in randread-4k-direct randread-4k-buffered seqread-128k-direct randwrite-4k-direct; do
   IFS=- read -r rw bs mode <<<"$job"
+  [ "$rw" = seqread ] && rw=read   # fio's name for sequential reads
   direct=$([ "$mode" = direct ] && echo 1 || echo 0)
   for engine in "io_uring --fixedbufs" "io_uring" "psync"; do
     set -- $engine
@@ -27,9 +28,9 @@ import json, sys
 job, engine = sys.argv[1], sys.argv[2]
 j = json.load(sys.stdin)["jobs"][0]
 side = j["write"] if j["write"]["total_ios"] > 0 else j["read"]
-ios = side["total_ios"]; ms = j["job_runtime"]
-cpu_ns = (j["usr_cpu"] + j["sys_cpu"]) / 100.0 * ms * 1e6
-print(f"fio {job:22s} {engine:22s} iops {side[\"iops\"]:>12,.0f}  MB/s {side[\"bw_bytes\"]/1e6:>8,.0f}  cpu ns/io {cpu_ns/ios:>8,.0f}")
+ios = side["total_ios"]
+cpu_ns = (j["usr_cpu"] + j["sys_cpu"]) / 100.0 * j["job_runtime"] * 1e6
+print("fio %-22s %-22s iops %12.0f  MB/s %8.0f  cpu ns/io %8.0f" % (job, engine, side["iops"], side["bw_bytes"] / 1e6, cpu_ns / ios))
 ' "$job" "$engine"
   done
 done
