@@ -13,12 +13,7 @@ import java.lang.foreign.ValueLayout;
 import java.lang.invoke.VarHandle;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.BitSet;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
-import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * An io_uring instance: a submission queue and a completion queue shared with the kernel, a
@@ -53,21 +48,16 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class IoRing implements AutoCloseable {
     private static final VarHandle INT = ValueLayout.JAVA_INT.varHandle();
     /** Completion user data at or above this are tags of fixed buffers, not operations. */
-    private static final long TAG_BASE = 1L << 62;
+    static final long TAG_BASE = 1L << 62;
     /** The user data of the ring's own cancel request at close. */
     private static final long CANCEL_USER_DATA = 1L << 61;
 
     private final Thread owner;
-    private final int fd;
     private final Arena arena = Arena.ofShared();
     private final MemorySegment capture;
     private final MemorySegment scratch;
-    private final long sqMapAddr;
-    private final long sqMapLen;
-    private final long cqMapAddr;
-    private final long cqMapLen;
-    private final long sqesMapAddr;
-    private final long sqesMapLen;
+    private final RingMemory mem;
+    private final int fd;
     private final MemorySegment sq;
     private final MemorySegment cq;
     private final MemorySegment sqes;
@@ -80,8 +70,6 @@ public final class IoRing implements AutoCloseable {
     private final long cqTailOff;
     private final long cqesOff;
     private final int cqMask;
-    private final int setupFlags;
-    private final int features;
     private final boolean taskrunFlag;
     private int sqTail;
     private int cqHead;
@@ -101,18 +89,9 @@ public final class IoRing implements AutoCloseable {
     private int stashHead;
     private int stashCount;
 
-    // fixed buffers and files
-    private final int maxBuffers;
-    private final BitSet usedBuffers = new BitSet();
-    private final AtomicLong nextTag = new AtomicLong(1);
-    private final Map<Long, FixedSlot> awaitingTags = new HashMap<>();
-    private final int maxFiles;
-    private final BitSet usedFiles = new BitSet();
-    private final List<IoFile> files = new ArrayList<>();
+    private final FixedBuffers buffers;
+    private final FileTable files;
     private final List<IoRegistration> registrations = new java.util.concurrent.CopyOnWriteArrayList<>();
-    /** Work other threads left for the owner: chunks to register or retire. */
-    private final ConcurrentLinkedQueue<Deferred> deferred = new ConcurrentLinkedQueue<>();
-    private volatile boolean hasDeferred;
     private volatile boolean closed;
     private long submitted;
     private long completed;
@@ -120,83 +99,31 @@ public final class IoRing implements AutoCloseable {
     /** Rings open in this JVM, for {@link #openRings()}. */
     private static final java.util.Set<IoRing> OPEN = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
-    private record Deferred(FixedSlot slot, Runnable hold, boolean add) {
-    }
-
     private IoRing(Builder b) {
         Sys.requireBound();
         this.owner = Thread.currentThread();
         this.capture = arena.allocate(Sys.CAPTURE);
         this.scratch = arena.allocate(256, 8);
-        MemorySegment params = arena.allocate(PARAMS_SIZE, 8);
-        int[] attempts = b.singleIssuer
-                ? new int[] {SETUP_SINGLE_ISSUER | SETUP_DEFER_TASKRUN | SETUP_TASKRUN_FLAG | SETUP_SUBMIT_ALL,
-                        SETUP_COOP_TASKRUN | SETUP_TASKRUN_FLAG | SETUP_SUBMIT_ALL, 0}
-                : new int[] {SETUP_COOP_TASKRUN | SETUP_TASKRUN_FLAG | SETUP_SUBMIT_ALL, 0};
-        long rc = -1;
-        int errno = 0;
-        int flags = 0;
-        for (int extra : attempts) {
-            params.fill((byte) 0);
-            flags = extra | SETUP_CQSIZE | SETUP_CLAMP;
-            params.set(ValueLayout.JAVA_INT, PARAMS_FLAGS, flags);
-            params.set(ValueLayout.JAVA_INT, PARAMS_CQ_ENTRIES, b.entries * 2);
-            rc = Sys.syscall(capture, SYS_IO_URING_SETUP, b.entries, params.address(), 0, 0, 0, 0);
-            if (rc >= 0) {
-                break;
-            }
-            errno = Sys.errno(capture);
-            if (errno != Errno.EINVAL.value()) {
-                break;
-            }
-        }
-        if (rc < 0) {
+        try {
+            this.mem = new RingMemory(arena, capture, b.entries, b.singleIssuer);
+        } catch (RuntimeException e) {
             arena.close();
-            throw setupFailure(errno, b.entries);
+            throw e;
         }
-        this.fd = (int) rc;
-        this.setupFlags = flags;
-        this.taskrunFlag = (flags & SETUP_TASKRUN_FLAG) != 0;
-        this.features = params.get(ValueLayout.JAVA_INT, PARAMS_FEATURES);
-        this.sqEntries = params.get(ValueLayout.JAVA_INT, PARAMS_SQ_ENTRIES);
-        int cqEntries = params.get(ValueLayout.JAVA_INT, PARAMS_CQ_ENTRIES);
-        long sqOff = PARAMS_SQ_OFF;
-        long cqOff = PARAMS_CQ_OFF;
-        long sqRingBytes = params.get(ValueLayout.JAVA_INT, sqOff + SQ_OFF_ARRAY) + 4L * sqEntries;
-        long cqRingBytes = params.get(ValueLayout.JAVA_INT, cqOff + CQ_OFF_CQES) + CQE_SIZE * cqEntries;
-        boolean single = (features & FEAT_SINGLE_MMAP) != 0;
-        long sqLen = single ? Math.max(sqRingBytes, cqRingBytes) : sqRingBytes;
-        long sqAddr = mapOrClose(sqLen, OFF_SQ_RING, 0, 0);
-        long cqAddr = sqAddr;
-        long cqLen = 0;
-        if (!single) {
-            cqLen = cqRingBytes;
-            cqAddr = mapOrClose(cqLen, OFF_CQ_RING, sqAddr, sqLen);
-        }
-        long sqesLen = SQE_SIZE * sqEntries;
-        long sqesAddr = mapOrClose(sqesLen, OFF_SQES, sqAddr, sqLen);
-        this.sqMapAddr = sqAddr;
-        this.sqMapLen = sqLen;
-        this.cqMapAddr = single ? 0 : cqAddr;
-        this.cqMapLen = cqLen;
-        this.sqesMapAddr = sqesAddr;
-        this.sqesMapLen = sqesLen;
-        this.sq = MemorySegment.ofAddress(sqAddr).reinterpret(sqLen);
-        this.cq = MemorySegment.ofAddress(cqAddr).reinterpret(single ? sqLen : cqLen);
-        this.sqes = MemorySegment.ofAddress(sqesAddr).reinterpret(sqesLen);
-        this.sqHeadOff = params.get(ValueLayout.JAVA_INT, sqOff + SQ_OFF_HEAD);
-        this.sqTailOff = params.get(ValueLayout.JAVA_INT, sqOff + SQ_OFF_TAIL);
-        this.sqFlagsOff = params.get(ValueLayout.JAVA_INT, sqOff + SQ_OFF_FLAGS);
-        this.sqMask = sq.get(ValueLayout.JAVA_INT, params.get(ValueLayout.JAVA_INT, sqOff + SQ_OFF_RING_MASK));
-        this.cqHeadOff = params.get(ValueLayout.JAVA_INT, cqOff + CQ_OFF_HEAD);
-        this.cqTailOff = params.get(ValueLayout.JAVA_INT, cqOff + CQ_OFF_TAIL);
-        this.cqesOff = params.get(ValueLayout.JAVA_INT, cqOff + CQ_OFF_CQES);
-        this.cqMask = cq.get(ValueLayout.JAVA_INT, params.get(ValueLayout.JAVA_INT, cqOff + CQ_OFF_RING_MASK));
-        // the SQ array maps ring positions to SQE indexes: identity, written once
-        long array = params.get(ValueLayout.JAVA_INT, sqOff + SQ_OFF_ARRAY);
-        for (int i = 0; i < sqEntries; i++) {
-            sq.set(ValueLayout.JAVA_INT, array + 4L * i, i);
-        }
+        this.fd = mem.fd;
+        this.sq = mem.sq;
+        this.cq = mem.cq;
+        this.sqes = mem.sqes;
+        this.sqHeadOff = mem.sqHeadOff;
+        this.sqTailOff = mem.sqTailOff;
+        this.sqFlagsOff = mem.sqFlagsOff;
+        this.sqMask = mem.sqMask;
+        this.sqEntries = mem.sqEntries;
+        this.cqHeadOff = mem.cqHeadOff;
+        this.cqTailOff = mem.cqTailOff;
+        this.cqesOff = mem.cqesOff;
+        this.cqMask = mem.cqMask;
+        this.taskrunFlag = (mem.setupFlags & SETUP_TASKRUN_FLAG) != 0;
         this.sqTail = (int) INT.getAcquire(sq, sqTailOff);
         this.cqHead = (int) INT.getAcquire(cq, cqHeadOff);
         this.cqTailSeen = cqHead;
@@ -210,11 +137,11 @@ public final class IoRing implements AutoCloseable {
         this.freeTop = capacity;
         this.stashData = new long[capacity];
         this.stashRes = new int[capacity];
-        this.maxBuffers = b.fixedBuffers;
-        this.maxFiles = b.fixedFiles;
+        this.buffers = new FixedBuffers(this, fd, capture, scratch, b.fixedBuffers);
+        this.files = new FileTable(this, fd, arena, capture, scratch, b.fixedFiles);
         try {
-            registerSparse(REGISTER_BUFFERS2, maxBuffers, "fixed-buffer table");
-            registerSparse(REGISTER_FILES2, maxFiles, "fixed-file table");
+            registerSparse(REGISTER_BUFFERS2, b.fixedBuffers, "fixed-buffer table");
+            registerSparse(REGISTER_FILES2, b.fixedFiles, "fixed-file table");
         } catch (RuntimeException e) {
             unmapAndClose();
             throw e;
@@ -305,43 +232,12 @@ public final class IoRing implements AutoCloseable {
         }
     }
 
-    private long mapOrClose(long length, long offset, long undoAddr, long undoLen) {
-        long a = Sys.mmap(capture, length, Sys.PROT_READ | Sys.PROT_WRITE, Sys.MAP_SHARED | Sys.MAP_POPULATE, fd, offset);
-        if (a == -1L) {
-            int errno = Sys.errno(capture);
-            if (undoAddr != 0) {
-                Sys.munmap(capture, undoAddr, undoLen);
-            }
-            Sys.close(capture, fd);
-            arena.close();
-            throw new RdmaException(Errno.of(errno), "IoRing: mmap of the ring (" + length + " bytes at offset 0x"
-                    + Long.toHexString(offset) + ") failed with errno " + errno);
-        }
-        return a;
-    }
-
     static RdmaException setupFailure(int errno, int entries) {
-        if (errno == Errno.ENOSYS.value()) {
-            return new RdmaException(Errno.ENOSYS, "io_uring is not available: io_uring_setup failed with ENOSYS"
-                    + " (kernel without io_uring, kernel.io_uring_disabled=2, or a seccomp filter such as Docker's default)");
-        }
-        if (errno == Errno.EPERM.value()) {
-            return new RdmaException(Errno.EPERM, "io_uring is not permitted here: io_uring_setup failed with EPERM"
-                    + " (kernel.io_uring_disabled=1 without the io_uring group, or a seccomp filter)");
-        }
-        if (errno == Errno.ENOMEM.value()) {
-            return memlock("io_uring_setup of " + entries + " entries", -1);
-        }
-        return new RdmaException(Errno.of(errno), "IoRing: io_uring_setup(" + entries + ") failed with errno " + errno);
+        return RingMemory.setupFailure(errno, entries);
     }
 
     static RdmaException memlock(String what, long bytes) {
-        long limit = Sys.memlockLimit();
-        return new RdmaException(Errno.ENOMEM, "IoRing: " + what + " failed with ENOMEM: the locked-memory limit "
-                + "RLIMIT_MEMLOCK is " + Sys.describeLimit(limit)
-                + (bytes >= 0 ? " and this asked to pin " + bytes + " bytes more" : "")
-                + " (pinned pages are charged per ring, and released asynchronously after a ring closes);"
-                + " raise it (ulimit -l, LimitMEMLOCK=, docker --ulimit memlock=) or grant CAP_IPC_LOCK");
+        return RingMemory.memlock(what, bytes);
     }
 
     private void registerSparse(int opcode, int n, String what) {
@@ -394,28 +290,17 @@ public final class IoRing implements AutoCloseable {
 
     /** The setup flags the kernel accepted, by name ({@code "SINGLE_ISSUER|DEFER_TASKRUN|..."}). */
     public String setupFlags() {
-        StringBuilder s = new StringBuilder();
-        String[] names = {"SINGLE_ISSUER", "DEFER_TASKRUN", "COOP_TASKRUN", "TASKRUN_FLAG", "SUBMIT_ALL", "CQSIZE"};
-        int[] bits = {SETUP_SINGLE_ISSUER, SETUP_DEFER_TASKRUN, SETUP_COOP_TASKRUN, SETUP_TASKRUN_FLAG, SETUP_SUBMIT_ALL,
-                SETUP_CQSIZE};
-        for (int i = 0; i < bits.length; i++) {
-            if ((setupFlags & bits[i]) != 0) {
-                s.append(s.isEmpty() ? "" : "|").append(names[i]);
-            }
-        }
-        return s.toString();
+        return mem.flagNames();
     }
 
     /** Fixed-buffer slots in use (one per registered chunk, plus chunks whose tag is awaited). */
     public int fixedBuffersInUse() {
-        synchronized (usedBuffers) {
-            return usedBuffers.cardinality();
-        }
+        return buffers.inUse();
     }
 
     /** Files open on this ring. */
     public int openFiles() {
-        return files.size();
+        return files.open();
     }
 
     /** True once closed. */
@@ -441,76 +326,7 @@ public final class IoRing implements AutoCloseable {
      */
     public IoFile openFile(Path path, IoFile.Mode... modes) {
         checkOwner("openFile");
-        java.util.EnumSet<IoFile.Mode> m = java.util.EnumSet.noneOf(IoFile.Mode.class);
-        m.addAll(java.util.Arrays.asList(modes));
-        boolean rd = m.contains(IoFile.Mode.READ);
-        boolean wr = m.contains(IoFile.Mode.WRITE);
-        if (!rd && !wr) {
-            throw new RdmaException(Errno.EINVAL, this + ".openFile(" + path + "): modes " + m + " have neither READ nor WRITE");
-        }
-        int flags = (rd && wr ? Sys.O_RDWR : wr ? Sys.O_WRONLY : Sys.O_RDONLY) | Sys.O_CLOEXEC
-                | (m.contains(IoFile.Mode.CREATE) ? Sys.O_CREAT : 0) | (m.contains(IoFile.Mode.TRUNCATE) ? Sys.O_TRUNC : 0)
-                | (m.contains(IoFile.Mode.DIRECT) ? Sys.O_DIRECT : 0) | (m.contains(IoFile.Mode.DSYNC) ? Sys.O_DSYNC : 0);
-        String p = path.toAbsolutePath().toString();
-        int newFd = Sys.open(capture, p, flags);
-        if (newFd < 0) {
-            int errno = Sys.errno(capture);
-            throw new RdmaException(Errno.of(errno), this + ".openFile(" + path + ", " + m + "): open failed with errno " + errno
-                    + (errno == Errno.EINVAL.value() && m.contains(IoFile.Mode.DIRECT) ? " (O_DIRECT not supported here?)" : ""));
-        }
-        int memAlign = 1;
-        int offAlign = 1;
-        if (m.contains(IoFile.Mode.DIRECT)) {
-            MemorySegment st = arena.allocate(STATX_SIZE, 8);
-            int rc = Sys.statx(capture, p, STATX_BASIC_STATS | STATX_DIOALIGN, st);
-            int mask = rc == 0 ? st.get(ValueLayout.JAVA_INT, STATX_MASK) : 0;
-            if ((mask & STATX_DIOALIGN) != 0) {
-                memAlign = st.get(ValueLayout.JAVA_INT, STATX_DIO_MEM_ALIGN);
-                offAlign = st.get(ValueLayout.JAVA_INT, STATX_DIO_OFFSET_ALIGN);
-            } else {
-                memAlign = 4096; // the file system does not say: the strictest common rule
-                offAlign = 4096;
-            }
-            if (memAlign == 0 || offAlign == 0) {
-                Sys.close(capture, newFd);
-                throw new RdmaException(Errno.EINVAL, this + ".openFile(" + path + "): the file system does not support "
-                        + "O_DIRECT for this file (STATX_DIOALIGN is 0)");
-            }
-        }
-        int index;
-        synchronized (usedFiles) {
-            index = usedFiles.nextClearBit(0);
-            if (index >= maxFiles) {
-                Sys.close(capture, newFd);
-                throw new RdmaException(Errno.ENOMEM, this + ".openFile(" + path + "): all " + maxFiles
-                        + " fixed-file slots are taken (IoRing.Builder.fixedFiles)");
-            }
-            usedFiles.set(index);
-        }
-        long rc = updateFile(index, newFd);
-        if (rc < 0) {
-            int errno = (int) -rc;
-            Sys.close(capture, newFd);
-            synchronized (usedFiles) {
-                usedFiles.clear(index);
-            }
-            throw new RdmaException(Errno.of(errno), this + ".openFile(" + path + "): registering the file failed with errno " + errno);
-        }
-        IoFile f = new IoFile(this, path, newFd, index, rd, wr, m.contains(IoFile.Mode.DIRECT), memAlign, offAlign);
-        files.add(f);
-        return f;
-    }
-
-    /** Sets a fixed-file slot to {@code fileFd} (-1 clears it); 1, or -errno. */
-    private long updateFile(int index, int fileFd) {
-        MemorySegment u = scratch;
-        u.fill((byte) 0);
-        u.set(ValueLayout.JAVA_INT, 64, fileFd);
-        u.set(ValueLayout.JAVA_INT, RSRC_UPDATE2_OFFSET, index);
-        u.set(ValueLayout.JAVA_LONG, RSRC_UPDATE2_DATA, u.address() + 64);
-        u.set(ValueLayout.JAVA_INT, RSRC_UPDATE2_NR, 1);
-        long rc = Sys.syscall(capture, SYS_IO_URING_REGISTER, fd, REGISTER_FILES_UPDATE2, u.address(), RSRC_UPDATE2_SIZE, 0, 0);
-        return rc < 0 ? -Sys.errno(capture) : rc;
+        return files.open(path, modes);
     }
 
     void closeFile(IoFile f) {
@@ -522,13 +338,7 @@ public final class IoRing implements AutoCloseable {
             return;
         }
         checkOwner("IoFile.close");
-        updateFile(f.index, -1);
-        Sys.close(capture, f.fd);
-        synchronized (usedFiles) {
-            usedFiles.clear(f.index);
-        }
-        files.remove(f);
-        f.closed = true;
+        files.close(f);
     }
 
     /**
@@ -557,152 +367,17 @@ public final class IoRing implements AutoCloseable {
         registrations.remove(r);
     }
 
-    /** A new chunk of a registered pool (any thread): a slot now, the kernel's table on the owner. */
     FixedSlot addChunk(IoRegistration reg, Chunk chunk) {
-        if (closed) {
-            throw new RdmaException(Errno.EBADF, this + ": closed; " + chunk + " of pool " + reg.pool().name()
-                    + " cannot be registered");
-        }
-        if (chunk.size() > MAX_FIXED_BUFFER_BYTES) {
-            throw new RdmaException(Errno.EINVAL, this + ": " + chunk + " of pool " + reg.pool().name() + " is larger than "
-                    + "io_uring's 1 GiB per fixed buffer (build the pool with a smaller chunk size and maximum class)");
-        }
-        int index;
-        synchronized (usedBuffers) {
-            index = usedBuffers.nextClearBit(0);
-            if (index >= maxBuffers) {
-                throw new RdmaException(Errno.ENOMEM, this + ": all " + maxBuffers + " fixed-buffer slots are taken; "
-                        + chunk + " of pool " + reg.pool().name() + " cannot be registered (IoRing.Builder.fixedBuffers)");
-            }
-            usedBuffers.set(index);
-        }
-        FixedSlot s = new FixedSlot(this, reg, chunk, index, TAG_BASE | nextTag.getAndIncrement());
-        if (Thread.currentThread() == owner) {
-            try {
-                registerSlot(s);
-            } catch (RuntimeException e) {
-                freeIndex(index);
-                throw e;
-            }
-        } else {
-            defer(new Deferred(s, null, true));
-        }
-        return s;
+        return buffers.add(reg, chunk);
     }
 
-    private void registerSlot(FixedSlot s) {
-        MemorySegment u = scratch;
-        u.fill((byte) 0);
-        long iov = u.address() + 64;
-        long tag = u.address() + 80;
-        u.set(ValueLayout.JAVA_LONG, 64, s.start);
-        u.set(ValueLayout.JAVA_LONG, 72, s.end - s.start);
-        u.set(ValueLayout.JAVA_LONG, 80, s.tag);
-        u.set(ValueLayout.JAVA_INT, RSRC_UPDATE2_OFFSET, s.index);
-        u.set(ValueLayout.JAVA_LONG, RSRC_UPDATE2_DATA, iov);
-        u.set(ValueLayout.JAVA_LONG, RSRC_UPDATE2_TAGS, tag);
-        u.set(ValueLayout.JAVA_INT, RSRC_UPDATE2_NR, 1);
-        long rc = Sys.syscall(capture, SYS_IO_URING_REGISTER, fd, REGISTER_BUFFERS_UPDATE, u.address(), RSRC_UPDATE2_SIZE, 0, 0);
-        if (rc < 0) {
-            int errno = Sys.errno(capture);
-            String what = "registering " + s.chunk + " as fixed buffer " + s.index;
-            if (errno == Errno.ENOMEM.value()) {
-                throw memlock(what, s.end - s.start);
-            }
-            if (errno == Errno.EFAULT.value()) {
-                throw new RdmaException(Errno.EFAULT, this + ": " + what + " failed with EFAULT: the kernel cannot pin this "
-                        + "memory (file-backed shared mappings such as FileChannel.map cannot be fixed buffers)");
-            }
-            throw new RdmaException(Errno.of(errno), this + ": " + what + " failed with errno " + errno);
-        }
-        s.registered = true;
-    }
-
-    /** Clears a slot in the kernel's table; its tag completion follows once nothing uses the chunk. */
-    private void clearSlot(FixedSlot s) {
-        MemorySegment u = scratch;
-        u.fill((byte) 0);
-        u.set(ValueLayout.JAVA_INT, RSRC_UPDATE2_OFFSET, s.index);
-        u.set(ValueLayout.JAVA_LONG, RSRC_UPDATE2_DATA, u.address() + 64); // an empty iovec: the slot becomes sparse
-        u.set(ValueLayout.JAVA_LONG, RSRC_UPDATE2_TAGS, u.address() + 80); // tag 0 for the empty slot
-        u.set(ValueLayout.JAVA_INT, RSRC_UPDATE2_NR, 1);
-        long rc = Sys.syscall(capture, SYS_IO_URING_REGISTER, fd, REGISTER_BUFFERS_UPDATE, u.address(), RSRC_UPDATE2_SIZE, 0, 0);
-        if (rc < 0) {
-            int errno = Sys.errno(capture);
-            throw new RdmaException(Errno.of(errno), this + ": clearing " + s + " failed with errno " + errno);
-        }
-        s.cleared = true;
-        awaitingTags.put(s.tag, s);
-    }
-
-    /** A chunk leaves (any thread): no new operation may use it; the owner clears it and lets go when quiet. */
     void removeChunk(FixedSlot s, Runnable hold) {
-        s.removed = true;
-        if (closed) {
-            if (hold != null) {
-                hold.run();
-            }
-            return;
-        }
-        if (Thread.currentThread() == owner) {
-            retire(s, hold);
-        } else {
-            defer(new Deferred(s, hold, false));
-        }
+        buffers.remove(s, hold);
     }
 
-    /** On the owner: clears the slot and waits until the kernel and every operation are done with it. */
-    private void retire(FixedSlot s, Runnable hold) {
-        s.hold = hold;
-        if (s.registered && !s.cleared) {
-            clearSlot(s);
-        }
-        while (!s.quiet()) {
-            waitInternally();
-        }
-        finish(s);
-    }
-
-    private void finish(FixedSlot s) {
-        freeIndex(s.index);
-        Runnable h = s.hold;
-        s.hold = null;
-        if (h != null) {
-            h.run();
-        }
-    }
-
-    private void freeIndex(int index) {
-        synchronized (usedBuffers) {
-            usedBuffers.clear(index);
-        }
-    }
-
-    private void defer(Deferred d) {
-        deferred.add(d);
-        hasDeferred = true;
-    }
-
-    /** The owner's part of what other threads left: registrations and retirements. */
-    private void runDeferred() {
-        hasDeferred = false;
-        Deferred d;
-        while ((d = deferred.poll()) != null) {
-            FixedSlot s = d.slot();
-            if (d.add()) {
-                if (s.removed) {
-                    continue; // gone before it was registered: its retirement follows in the queue
-                }
-                try {
-                    registerSlot(s);
-                } catch (RdmaException e) {
-                    s.failure = e;
-                    s.removed = true;
-                }
-            } else {
-                retire(s, d.hold());
-            }
-        }
+    /** True on the owner thread. */
+    boolean onOwner() {
+        return Thread.currentThread() == owner;
     }
 
     // ---- operations ----------------------------------------------------------------------------
@@ -796,7 +471,7 @@ public final class IoRing implements AutoCloseable {
                     + why);
         }
         if (!s.registered) {
-            runDeferred(); // registered by another thread's allocation: do it now
+            buffers.runDeferred(); // registered by another thread's allocation: do it now
             if (!s.registered) {
                 throw new RdmaException(Errno.EFAULT, this + "." + what + ": " + s + " is not registered"
                         + (s.failure != null ? ": " + s.failure.getMessage() : ""));
@@ -874,8 +549,8 @@ public final class IoRing implements AutoCloseable {
      */
     public int submit() {
         checkOwner("submit");
-        if (hasDeferred) {
-            runDeferred();
+        if (buffers.hasDeferred()) {
+            buffers.runDeferred();
         }
         return enter(0, 0);
     }
@@ -919,8 +594,8 @@ public final class IoRing implements AutoCloseable {
      */
     public int poll(IoCompletionHandler handler) {
         checkOwner("poll");
-        if (hasDeferred) {
-            runDeferred();
+        if (buffers.hasDeferred()) {
+            buffers.runDeferred();
         }
         int n = drainStash(handler);
         n += reap(handler);
@@ -939,8 +614,8 @@ public final class IoRing implements AutoCloseable {
      */
     public int await(int minCompletions, IoCompletionHandler handler) {
         checkOwner("await");
-        if (hasDeferred) {
-            runDeferred();
+        if (buffers.hasDeferred()) {
+            buffers.runDeferred();
         }
         int n = drainStash(handler);
         n += reap(handler);
@@ -996,7 +671,7 @@ public final class IoRing implements AutoCloseable {
             INT.setRelease(cq, cqHeadOff, head + 1);
             if (ud >= CANCEL_USER_DATA) {
                 if (ud >= TAG_BASE) {
-                    tagArrived(ud);
+                    buffers.tagArrived(ud);
                 }
                 continue;
             }
@@ -1022,15 +697,8 @@ public final class IoRing implements AutoCloseable {
         }
     }
 
-    private void tagArrived(long tag) {
-        FixedSlot s = awaitingTags.remove(tag);
-        if (s != null) {
-            s.tagSeen = true;
-        }
-    }
-
     /** Waits for at least one completion of anything and reaps into the stash (the ring waiting for itself). */
-    private void waitInternally() {
+    void waitInternally() {
         enter(1, ENTER_GETEVENTS);
         reap(null);
     }
@@ -1071,8 +739,7 @@ public final class IoRing implements AutoCloseable {
             return;
         }
         checkOwnerForClose("close");
-        boolean onOwner = Thread.currentThread() == owner;
-        if (onOwner) {
+        if (onOwner()) {
             dropPrepared();
             if (inFlight > 0) {
                 cancelAll();
@@ -1080,14 +747,12 @@ public final class IoRing implements AutoCloseable {
                     waitInternally();
                 }
             }
-            runDeferred();
+            buffers.runDeferred();
             for (IoRegistration r : registrations) {
                 r.close();
             }
-            for (IoFile f : List.copyOf(files)) {
-                closeFile(f);
-            }
-            while (!awaitingTags.isEmpty()) {
+            files.closeAll(true);
+            while (buffers.awaitingTags()) {
                 waitInternally();
             }
             stashCount = 0; // completions nobody reaped before close are dropped, as documented
@@ -1097,17 +762,8 @@ public final class IoRing implements AutoCloseable {
             r.detachAll(); // owner gone: the kernel has no I/O of it left
         }
         registrations.clear();
-        Deferred d;
-        while ((d = deferred.poll()) != null) {
-            if (!d.add() && d.hold() != null) {
-                d.hold().run();
-            }
-        }
-        for (IoFile f : files) {
-            Sys.close(capture, f.fd);
-            f.closed = true;
-        }
-        files.clear();
+        buffers.releaseDeferred();
+        files.closeAll(false);
         unmapAndClose();
     }
 
@@ -1145,12 +801,7 @@ public final class IoRing implements AutoCloseable {
     }
 
     private void unmapAndClose() {
-        Sys.munmap(capture, sqesMapAddr, sqesMapLen);
-        if (cqMapAddr != 0) {
-            Sys.munmap(capture, cqMapAddr, cqMapLen);
-        }
-        Sys.munmap(capture, sqMapAddr, sqMapLen);
-        Sys.close(capture, fd);
+        mem.unmap(capture);
         closed = true;
         OPEN.remove(this);
         arena.close();
