@@ -47,6 +47,9 @@ final class BenchCommand implements Callable<Integer> {
     @Option(names = "--size", split = ",", description = "Override the benchmarks' size parameter, e.g. --size 4096.")
     String[] sizes;
 
+    @Option(names = "--param", description = "Set a benchmark parameter, NAME=V1[,V2...], e.g. --param job=randread-4k-direct.")
+    Map<String, String> params;
+
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
 
@@ -104,6 +107,9 @@ final class BenchCommand implements Callable<Integer> {
                 .shouldFailOnError(true);
         if (sizes != null && sizes.length > 0) {
             opts.param("size", sizes);
+        }
+        if (params != null) {
+            params.forEach((k, v) -> opts.param(k, v.split(",")));
         }
         if (json != null) {
             opts.resultFormat(ResultFormatType.JSON).result(json);

@@ -140,9 +140,13 @@ public class UringBenchmark extends BenchDefaults {
             }
         }
         blocks = Files.size(path) / block;
+        if (!direct) {
+            warmPageCache(path); // buffered jobs read from the page cache, as fio's with --invalidate=0 after a pre-read
+        }
         switch (engine) {
             case "fixed", "plain" -> {
-                ring = IoRing.builder().entries(Integer.highestOneBit(depth * 2 - 1)).build();
+                ring = IoRing.builder().entries(Integer.highestOneBit(depth * 2 - 1))
+                        .singleIssuer(!"0".equals(System.getenv("REGMEM_BENCH_SINGLE_ISSUER"))).build();
                 pool = BufferPool.builder().name("uring-bench").pageAligned().chunkSize(4 << 20).build();
                 reg = ring.register(pool);
                 file = direct ? ring.openFile(path, IoFile.Mode.READ, IoFile.Mode.WRITE, IoFile.Mode.DIRECT)
@@ -177,6 +181,18 @@ public class UringBenchmark extends BenchDefaults {
                 }
             }
             default -> throw new IllegalArgumentException("engine " + engine);
+        }
+    }
+
+    private static void warmPageCache(Path p) throws IOException {
+        try (FileChannel ch = FileChannel.open(p, StandardOpenOption.READ)) {
+            ByteBuffer b = ByteBuffer.allocateDirect(1 << 20);
+            for (long pos = 0; ; pos += b.capacity()) {
+                b.clear();
+                if (ch.read(b, pos) <= 0) {
+                    return;
+                }
+            }
         }
     }
 

@@ -288,4 +288,63 @@ class IoRegistrationTest {
         pool.close();
         assertThat(source.released.get()).isEqualTo(1);
     }
+
+    @Test
+    void thePoolRegisteredWithAPdAndARingSendsAFileBlockByRdmaFromTheSameMemory() throws Exception {
+        Path file = patternFile(dir.resolve("both"), 1 << 20);
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofShared();
+             io.regmem.registration.RdmaDevice dev = io.regmem.registration.RdmaDevice.open("soft");
+             IoRing ring = ring(8);
+             BufferPool pool = pool("both", ChunkSource.mmap())) {
+            MemorySegment remote = arena.allocate(BLOCK, 4096);
+            io.regmem.registration.ProtectionDomain pd = dev.allocPd();
+            io.regmem.registration.CompletionQueue cq = dev.createCq(16);
+            io.regmem.registration.MemoryRegion target = pd.register(remote, io.regmem.registration.Access.LOCAL_WRITE,
+                    io.regmem.registration.Access.REMOTE_WRITE);
+            io.regmem.registration.PoolRegistration rdma = pd.register(pool, io.regmem.registration.Access.LOCAL_WRITE);
+            IoRegistration fixed = ring.register(pool);
+            io.regmem.registration.CmId listener = dev.createCmId();
+            listener.listen("both");
+            io.regmem.registration.CmId active = dev.createCmId();
+            io.regmem.registration.QueuePair qp = active.createQp(pd, io.regmem.registration.QpInitAttributes.of(cq));
+            active.connect("both");
+            io.regmem.registration.CmId passive = listener.getRequest();
+            passive.createQp(pd, io.regmem.registration.QpInitAttributes.of(cq));
+            passive.accept();
+
+            IoFile f = ring.openFile(file, IoFile.Mode.READ, IoFile.Mode.DIRECT);
+            PooledBuffer block = pool.allocate(BLOCK);
+            assertThat(block.chunk().attachment()).as("the RDMA registration").isSameAs(rdma.region(block));
+            assertThat(fixed.bufferIndex(block.chunk())).as("the ring's").isGreaterThanOrEqualTo(0);
+            ring.readFixed(f, block, 0, BLOCK, 3L * BLOCK, 1);
+            ring.await(1, record);
+            assertThat(results).containsEntry(1L, BLOCK);
+            int rkey = qp.importRemoteKey(target.exportRemoteKey());
+            io.regmem.registration.WorkRequest wr = new io.regmem.registration.WorkRequest(1).wrId(2)
+                    .opcode(io.regmem.registration.Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(block.address(), BLOCK, rdma.lkey(block)).remote(remote.address(), rkey);
+            qp.postSend(wr);
+            io.regmem.registration.WorkCompletion[] wcs = {new io.regmem.registration.WorkCompletion()};
+            while (cq.poll(wcs) == 0) {
+                Thread.onSpinWait();
+            }
+            assertThat(wcs[0].status()).isEqualTo(io.regmem.registration.WcStatus.SUCCESS);
+            for (int k = 0; k < BLOCK; k += 509) {
+                assertThat(remote.get(ValueLayout.JAVA_BYTE, k)).isEqualTo(patternAt(3L * BLOCK + k));
+            }
+            block.close();
+            f.close();
+            active.disconnect();
+            active.destroyQp();
+            passive.destroyQp();
+            active.close();
+            passive.close();
+            listener.close();
+            fixed.close();
+            rdma.close();
+            target.close();
+            cq.close();
+            pd.close();
+        }
+    }
 }

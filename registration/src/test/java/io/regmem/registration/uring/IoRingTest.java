@@ -253,6 +253,24 @@ class IoRingTest {
         assertThat(IoRing.setupFailure(1, 8).getMessage()).contains("io_uring_disabled");
     }
 
+    @Test
+    void theReadmeSnippetReadsABlock() throws Exception {
+        Path path = patternFile(dir.resolve("blocks.dat"), 1 << 20); // README: Path.of("blocks.dat")
+        long[] got = new long[1];
+        try (IoRing ring = IoRing.builder().entries(64).build();         // owned by this thread
+             BufferPool pool = BufferPool.builder().name("blocks").pageAligned().build()) {
+            ring.register(pool);                                          // each chunk a fixed buffer, at birth
+            IoFile file = ring.openFile(path, IoFile.Mode.READ, IoFile.Mode.DIRECT);
+            PooledBuffer block = pool.allocate(65536);
+            ring.readFixed(file, block, 0, 65536, 0, 1);                  // prepared ...
+            ring.await(1, (userData, result) -> got[0] = result);         // ... submitted, reaped: bytes or -errno
+            assertThat(block.segment().get(ValueLayout.JAVA_BYTE, 777)).isEqualTo(patternAt(777));
+            block.close();
+            file.close();
+        }
+        assertThat(got[0]).isEqualTo(65536);
+    }
+
     static void expect(Errno errno, String text, Runnable call) {
         assertThatThrownBy(call::run).isInstanceOf(RdmaException.class).hasMessageContaining(text)
                 .satisfies(e -> assertThat(((RdmaException) e).errno()).isEqualTo(errno));
