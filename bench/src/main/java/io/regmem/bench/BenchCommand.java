@@ -135,6 +135,7 @@ final class BenchCommand implements Callable<Integer> {
         Map<String, Map<String, Row>> ucxReg = new LinkedHashMap<>(); // size -> method -> row
         Map<String, Map<String, Row>> ucxPut = new LinkedHashMap<>(); // "transport size" -> method -> row
         Map<String, Map<String, double[]>> storage = new LinkedHashMap<>(); // job -> engine -> {ios/s, cpu ns/io, B/op}
+        Map<String, Row> nops = new LinkedHashMap<>(); // method -> row
         for (RunResult r : results) {
             String label = r.getParams().getBenchmark();
             String method = label.substring(label.lastIndexOf('.') + 1);
@@ -175,6 +176,9 @@ final class BenchCommand implements Callable<Integer> {
                 ucxPut.computeIfAbsent(r.getParams().getParam("transport") + "/" + r.getParams().getParam("mode") + " " + size,
                         k -> new LinkedHashMap<>())
                         .put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
+            } else if (label.contains("UringNopBenchmark")) {
+                Result p = r.getPrimaryResult();
+                nops.put(method, new Row(method, null, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("UringBenchmark")) {
                 Result ios = r.getSecondaryResults().get("ios");
                 Result cpu = r.getSecondaryResults().get("cpuNs");
@@ -210,6 +214,10 @@ final class BenchCommand implements Callable<Integer> {
         printUcxRegistration(out, ucxReg);
         printUcxPut(out, ucxPut);
         printStorage(out, storage);
+        if (!nops.isEmpty()) {
+            out.printf("%n### io_uring: the ring's own cost per NOP (no device)%n%n| benchmark | ns/op, B/op |%n|---|---:|%n");
+            nops.forEach((m, row) -> out.printf(Locale.ROOT, "| %s | %s |%n", m, fmt(row)));
+        }
         out.printf("%nJDK %s, %s %s, %d cores%n", Runtime.version(), System.getProperty("os.name"),
                 System.getProperty("os.arch"), Runtime.getRuntime().availableProcessors());
     }

@@ -431,6 +431,22 @@ public final class IoRing implements AutoCloseable {
         commit(id, userData, null);
     }
 
+    /**
+     * Prepares {@code IORING_OP_NOP}: an operation that completes with result 0 without doing
+     * anything (a wake-up, or the ring's own overhead measured alone).
+     *
+     * @throws RdmaException {@link Errno#EPERM} off the owner thread, {@link Errno#EBADF} once
+     *                       closed, {@link Errno#EBUSY} when the queue is full
+     */
+    public void nop(long userData) {
+        checkOwner("nop");
+        int id = takeOp("nop");
+        long sqe = nextSqe();
+        writeSqe(sqe, OP_NOP, 0, 0, 0, 0, 0, id, 0);
+        sqes.set(ValueLayout.JAVA_BYTE, sqe + SQE_FLAGS, (byte) 0);
+        commit(id, userData, null);
+    }
+
     private void prepareRw(byte op, IoFile file, PooledBuffer buffer, long offset, int length, long fileOffset,
             long userData, String what) {
         checkOwner(what);

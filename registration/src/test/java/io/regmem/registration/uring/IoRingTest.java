@@ -254,6 +254,22 @@ class IoRingTest {
     }
 
     @Test
+    void nopsCompleteWithZeroAndCountAsOperations() {
+        try (IoRing ring = ring(8)) {
+            for (int i = 0; i < 8; i++) {
+                ring.nop(100 + i);
+            }
+            expect(Errno.EBUSY, "queue is full", () -> ring.nop(9));
+            assertThat(ring.await(8, record)).isEqualTo(8);
+            for (int i = 0; i < 8; i++) {
+                assertThat(results).containsEntry(100L + i, 0);
+            }
+            assertThat(ring.submitted()).isEqualTo(8);
+            assertThat(ring.completed()).isEqualTo(8);
+        }
+    }
+
+    @Test
     void theReadmeSnippetReadsABlock() throws Exception {
         Path path = patternFile(dir.resolve("blocks.dat"), 1 << 20); // README: Path.of("blocks.dat")
         long[] got = new long[1];
