@@ -159,6 +159,7 @@ public class UringBenchmark extends BenchDefaults {
                     }
                     completions++;
                     prepare((int) slot, fixed);
+                    ring.submit(); // each replacement at once, as fio submits (iodepth_batch_submit=1)
                 };
                 for (int i = 0; i < depth; i++) {
                     buffers[i] = pool.allocate(block);
@@ -245,7 +246,7 @@ public class UringBenchmark extends BenchDefaults {
         }
     }
 
-    /** Waits for at least one completion; each is replaced by a new I/O, submitted together. */
+    /** Waits for at least one completion; each is replaced by a new I/O, submitted at once. */
     @Benchmark
     public void io(Counters c) throws Exception {
         switch (engine) {

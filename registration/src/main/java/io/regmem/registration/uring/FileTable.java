@@ -13,7 +13,7 @@ import java.util.BitSet;
 import java.util.EnumSet;
 import java.util.List;
 
-/** A ring's fixed-file table and the files open in it; used by the ring's owner only. */
+/** The files open on a ring and its fixed-file table (for those opened REGISTERED); used by the ring's owner only. */
 final class FileTable {
     private final IoRing ring;
     private final int fd;
@@ -76,19 +76,22 @@ final class FileTable {
                         + "O_DIRECT for this file (STATX_DIOALIGN is 0)");
             }
         }
-        int index = used.nextClearBit(0);
-        if (index >= max) {
-            Sys.close(capture, newFd);
-            throw new RdmaException(Errno.ENOMEM, ring + ".openFile(" + path + "): all " + max
-                    + " fixed-file slots are taken (IoRing.Builder.fixedFiles)");
+        int index = -1;
+        if (m.contains(IoFile.Mode.REGISTERED)) {
+            index = used.nextClearBit(0);
+            if (index >= max) {
+                Sys.close(capture, newFd);
+                throw new RdmaException(Errno.ENOMEM, ring + ".openFile(" + path + "): all " + max
+                        + " fixed-file slots are taken (IoRing.Builder.fixedFiles)");
+            }
+            long rc = update(index, newFd);
+            if (rc < 0) {
+                Sys.close(capture, newFd);
+                throw new RdmaException(Errno.of((int) -rc), ring + ".openFile(" + path
+                        + "): registering the file failed with errno " + -rc);
+            }
+            used.set(index);
         }
-        long rc = update(index, newFd);
-        if (rc < 0) {
-            Sys.close(capture, newFd);
-            throw new RdmaException(Errno.of((int) -rc), ring + ".openFile(" + path + "): registering the file failed with errno "
-                    + -rc);
-        }
-        used.set(index);
         IoFile f = new IoFile(ring, path, newFd, index, rd, wr, direct, memAlign, offAlign);
         files.add(f);
         return f;
@@ -96,9 +99,11 @@ final class FileTable {
 
     /** Clears the file's slot and closes its descriptor. */
     void close(IoFile f) {
-        update(f.index, -1);
+        if (f.index >= 0) {
+            update(f.index, -1);
+            used.clear(f.index);
+        }
         Sys.close(capture, f.fd);
-        used.clear(f.index);
         files.remove(f);
         f.closed = true;
     }

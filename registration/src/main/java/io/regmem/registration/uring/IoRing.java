@@ -17,7 +17,8 @@ import java.util.List;
 
 /**
  * An io_uring instance: a submission queue and a completion queue shared with the kernel, a
- * fixed-buffer table for pool chunks ({@link #register(BufferPool)}) and a fixed-file table
+ * fixed-buffer table for pool chunks ({@link #register(BufferPool)}) and a fixed-file table for
+ * files opened {@link IoFile.Mode#REGISTERED}
  * ({@link #openFile(Path, IoFile.Mode...)}).
  *
  * <h2>One thread</h2>
@@ -71,6 +72,7 @@ public final class IoRing implements AutoCloseable {
     private final long cqesOff;
     private final int cqMask;
     private final boolean taskrunFlag;
+    private final boolean deferTaskrun;
     private int sqTail;
     private int cqHead;
     private int cqTailSeen;
@@ -124,6 +126,7 @@ public final class IoRing implements AutoCloseable {
         this.cqesOff = mem.cqesOff;
         this.cqMask = mem.cqMask;
         this.taskrunFlag = (mem.setupFlags & SETUP_TASKRUN_FLAG) != 0;
+        this.deferTaskrun = (mem.setupFlags & SETUP_DEFER_TASKRUN) != 0;
         this.sqTail = (int) INT.getAcquire(sq, sqTailOff);
         this.cqHead = (int) INT.getAcquire(cq, cqHeadOff);
         this.cqTailSeen = cqHead;
@@ -316,13 +319,13 @@ public final class IoRing implements AutoCloseable {
     // ---- files and pools -----------------------------------------------------------------------
 
     /**
-     * Opens a file and registers it in the fixed-file table.
+     * Opens a file; with {@link IoFile.Mode#REGISTERED} it also takes a slot of the fixed-file table.
      *
      * @param modes at least one of {@link IoFile.Mode#READ} and {@link IoFile.Mode#WRITE}
      * @throws RdmaException {@link Errno#EINVAL} for modes without READ or WRITE, or {@code DIRECT}
      *                       on a file system without {@code O_DIRECT}; the errno of {@code open}
      *                       ({@link Errno#ENOENT}, {@link Errno#EACCES}...); {@link Errno#ENOMEM}
-     *                       when every fixed-file slot is taken
+     *                       when every fixed-file slot is taken (REGISTERED)
      */
     public IoFile openFile(Path path, IoFile.Mode... modes) {
         checkOwner("openFile");
@@ -427,7 +430,8 @@ public final class IoRing implements AutoCloseable {
         checkFile(file, false, "fsync");
         int id = takeOp("fsync");
         long sqe = nextSqe();
-        writeSqe(sqe, OP_FSYNC, file.index, 0, 0, 0, dataOnly ? FSYNC_DATASYNC : 0, id, 0);
+        writeSqe(sqe, OP_FSYNC, file.sqeFd, 0, 0, 0, dataOnly ? FSYNC_DATASYNC : 0, id, 0);
+        sqes.set(ValueLayout.JAVA_BYTE, sqe + SQE_FLAGS, file.sqeFlags);
         commit(id, userData, null);
     }
 
@@ -474,7 +478,8 @@ public final class IoRing implements AutoCloseable {
         int id = takeOp(what);
         long sqe = nextSqe();
         boolean fixed = op == OP_READ_FIXED || op == OP_WRITE_FIXED;
-        writeSqe(sqe, op, file.index, fileOffset, address, length, 0, id, fixed ? s.index : 0);
+        writeSqe(sqe, op, file.sqeFd, fileOffset, address, length, 0, id, fixed ? s.index : 0);
+        sqes.set(ValueLayout.JAVA_BYTE, sqe + SQE_FLAGS, file.sqeFlags);
         commit(id, userData, s);
     }
 
@@ -526,7 +531,7 @@ public final class IoRing implements AutoCloseable {
         return (long) (sqTail & sqMask) * SQE_SIZE;
     }
 
-    private void writeSqe(long o, byte op, int fileIndex, long off, long addr, int len, int rwFlags, int id, int bufIndex) {
+    private void writeSqe(long o, byte op, int fileRef, long off, long addr, int len, int rwFlags, int id, int bufIndex) {
         MemorySegment q = sqes;
         q.set(ValueLayout.JAVA_LONG, o, 0L);
         q.set(ValueLayout.JAVA_LONG, o + 40, 0L);
@@ -534,7 +539,7 @@ public final class IoRing implements AutoCloseable {
         q.set(ValueLayout.JAVA_LONG, o + 56, 0L);
         q.set(ValueLayout.JAVA_BYTE, o + SQE_OPCODE, op);
         q.set(ValueLayout.JAVA_BYTE, o + SQE_FLAGS, SQE_FIXED_FILE);
-        q.set(ValueLayout.JAVA_INT, o + SQE_FD, fileIndex);
+        q.set(ValueLayout.JAVA_INT, o + SQE_FD, fileRef);
         q.set(ValueLayout.JAVA_LONG, o + SQE_OFF, off);
         q.set(ValueLayout.JAVA_LONG, o + SQE_ADDR, addr);
         q.set(ValueLayout.JAVA_INT, o + SQE_LEN, len);
@@ -579,8 +584,11 @@ public final class IoRing implements AutoCloseable {
         } else if (minComplete == 0 && flags == 0) {
             return 0;
         }
+        // On a DEFER_TASKRUN ring completion work runs only inside GETEVENTS: a submit asks for it
+        // too (waiting for nothing), so finished I/Os are posted in the same system call.
+        int f = deferTaskrun ? flags | ENTER_GETEVENTS : flags;
         while (true) {
-            long rc = Sys.syscall(capture, SYS_IO_URING_ENTER, fd, toSubmit, minComplete, flags, 0, 0);
+            long rc = Sys.syscall(capture, SYS_IO_URING_ENTER, fd, toSubmit, minComplete, f, 0, 0);
             if (rc >= 0) {
                 int n = (int) rc;
                 prepared -= n;

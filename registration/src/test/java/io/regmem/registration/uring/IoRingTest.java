@@ -50,9 +50,11 @@ class IoRingTest {
         for (boolean direct : new boolean[] {false, true}) {
             Path file = dir.resolve("rw-" + direct);
             try (IoRing ring = ring(32); BufferPool pool = pool("rw" + direct); IoRegistration reg = ring.register(pool)) {
-                IoFile f = direct
-                        ? ring.openFile(file, IoFile.Mode.READ, IoFile.Mode.WRITE, IoFile.Mode.CREATE, IoFile.Mode.DIRECT)
+                IoFile f = direct // the O_DIRECT file also registered in the fixed-file table
+                        ? ring.openFile(file, IoFile.Mode.READ, IoFile.Mode.WRITE, IoFile.Mode.CREATE, IoFile.Mode.DIRECT,
+                                IoFile.Mode.REGISTERED)
                         : ring.openFile(file, IoFile.Mode.READ, IoFile.Mode.WRITE, IoFile.Mode.CREATE);
+                assertThat(f.index()).isEqualTo(direct ? 0 : -1);
                 PooledBuffer out = pool.allocate(64 << 10);
                 PooledBuffer in = pool.allocate(64 << 10);
                 assertThat(reg.bufferIndex(out.chunk())).isGreaterThanOrEqualTo(0);
@@ -229,6 +231,27 @@ class IoRingTest {
         try (IoRing ring = ring(4)) {
             expect(Errno.ENOENT, "missing", () -> ring.openFile(dir.resolve("missing"), IoFile.Mode.READ));
             expect(Errno.EINVAL, "neither READ nor WRITE", () -> ring.openFile(dir.resolve("x"), IoFile.Mode.CREATE));
+            assertThat(ring.openFiles()).isZero();
+        }
+    }
+
+    @Test
+    void registeredFilesTakeSlotsAndGiveThemBack() throws Exception {
+        Path file = patternFile(dir.resolve("reg"), 8192);
+        try (IoRing ring = IoRing.builder().entries(4).fixedFiles(2).build()) {
+            IoFile a = ring.openFile(file, IoFile.Mode.READ, IoFile.Mode.REGISTERED);
+            IoFile b = ring.openFile(file, IoFile.Mode.READ, IoFile.Mode.REGISTERED);
+            assertThat(a.index()).isNotEqualTo(b.index());
+            expect(Errno.ENOMEM, "fixed-file slots are taken", () -> ring.openFile(file, IoFile.Mode.READ, IoFile.Mode.REGISTERED));
+            IoFile plain = ring.openFile(file, IoFile.Mode.READ); // no slot needed
+            assertThat(plain.index()).isEqualTo(-1);
+            assertThat(ring.openFiles()).isEqualTo(3);
+            a.close();
+            IoFile c = ring.openFile(file, IoFile.Mode.READ, IoFile.Mode.REGISTERED);
+            assertThat(c.index()).isEqualTo(a.index());
+            b.close();
+            c.close();
+            plain.close();
             assertThat(ring.openFiles()).isZero();
         }
     }
