@@ -75,7 +75,6 @@ public final class IoRing implements AutoCloseable {
     private final boolean deferTaskrun;
     private int sqTail;
     private int cqHead;
-    private int cqTailSeen;
 
     // operations: an id per prepared or in-flight operation (the SQE's user data)
     private final int capacity;
@@ -129,7 +128,6 @@ public final class IoRing implements AutoCloseable {
         this.deferTaskrun = (mem.setupFlags & SETUP_DEFER_TASKRUN) != 0;
         this.sqTail = (int) INT.getAcquire(sq, sqTailOff);
         this.cqHead = (int) INT.getAcquire(cq, cqHeadOff);
-        this.cqTailSeen = cqHead;
         this.capacity = sqEntries;
         this.opUserData = new long[capacity];
         this.opSlot = new FixedSlot[capacity];
@@ -679,14 +677,14 @@ public final class IoRing implements AutoCloseable {
     /** Reaps the completion queue; operations go to {@code handler}, or to the stash when it is null. */
     private int reap(IoCompletionHandler handler) {
         int n = 0;
+        // Only what was there when the call began: a handler that submits may make the kernel post
+        // more at once (page-cache reads complete inline), and a reap must return.
+        int end = (int) INT.getAcquire(cq, cqTailOff);
         while (true) {
             // fields, not locals: a handler (or a chunk retiring inside one) may reap in between
             int head = cqHead;
-            if (head == cqTailSeen) {
-                cqTailSeen = (int) INT.getAcquire(cq, cqTailOff);
-                if (head == cqTailSeen) {
-                    return n;
-                }
+            if (end - head <= 0) {
+                return n;
             }
             long o = cqesOff + (long) (head & cqMask) * CQE_SIZE;
             long ud = cq.get(ValueLayout.JAVA_LONG, o + CQE_USER_DATA);

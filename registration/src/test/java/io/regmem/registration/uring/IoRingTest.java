@@ -293,6 +293,47 @@ class IoRingTest {
     }
 
     @Test
+    void aHandlerThatResubmitsAtOnceDoesNotKeepAPollOrAwaitFromReturning() throws Exception {
+        Path file = patternFile(dir.resolve("cached"), 1 << 20); // in the page cache: reads complete inline
+        try (IoRing ring = ring(8); BufferPool pool = pool("resubmit"); IoRegistration reg = ring.register(pool)) {
+            IoFile f = ring.openFile(file, IoFile.Mode.READ);
+            PooledBuffer[] b = new PooledBuffer[8];
+            int[] inCall = {0};
+            long[] total = {0};
+            IoCompletionHandler again = (slot, res) -> {
+                assertThat(res).isEqualTo(4096);
+                if (++inCall[0] > 1000) {
+                    throw new IllegalStateException("one call delivered more than 1000 completions");
+                }
+                total[0]++;
+                ring.read(f, b[(int) slot], 0, 4096, (total[0] % 256) * 4096, slot);
+                ring.submit(); // completes at once, in this very system call
+            };
+            for (int i = 0; i < 8; i++) {
+                b[i] = pool.allocate(4096);
+                ring.read(f, b[i], 0, 4096, 0, i);
+            }
+            ring.submit();
+            for (int call = 0; call < 200; call++) {
+                inCall[0] = 0;
+                if (call % 2 == 0) {
+                    ring.await(1, again);
+                } else {
+                    ring.poll(again);
+                }
+            }
+            assertThat(total[0]).isGreaterThanOrEqualTo(100);
+            while (ring.inFlight() > 0) {
+                ring.await(1, (s, r) -> { });
+            }
+            for (PooledBuffer x : b) {
+                x.close();
+            }
+            f.close();
+        }
+    }
+
+    @Test
     void theReadmeSnippetReadsABlock() throws Exception {
         Path path = patternFile(dir.resolve("blocks.dat"), 1 << 20); // README: Path.of("blocks.dat")
         long[] got = new long[1];
