@@ -159,7 +159,9 @@ public class UringBenchmark extends BenchDefaults {
                     }
                     completions++;
                     prepare((int) slot, fixed);
-                    ring.submit(); // each replacement at once, as fio submits (iodepth_batch_submit=1)
+                    if (direct) {
+                        ring.submit(); // against the disk: each replacement at once, as fio submits
+                    } // against the page cache (CPU-bound): the replacements go out together at the end of await
                 };
                 for (int i = 0; i < depth; i++) {
                     buffers[i] = pool.allocate(block);
@@ -246,7 +248,10 @@ public class UringBenchmark extends BenchDefaults {
         }
     }
 
-    /** Waits for at least one completion; each is replaced by a new I/O, submitted at once. */
+    /**
+     * Waits for at least one completion; each is replaced by a new I/O, submitted at once against the
+     * disk (O_DIRECT jobs), together at the end of the call against the page cache.
+     */
     @Benchmark
     public void io(Counters c) throws Exception {
         switch (engine) {

@@ -576,6 +576,9 @@ public final class IoRing implements AutoCloseable {
 
     /** Publishes the prepared entries and enters the kernel; returns the entries it consumed. */
     private int enter(int minComplete, int flags) {
+        if (closed) {
+            return 0; // closed by a handler of this very call: nothing to enter
+        }
         int toSubmit = prepared;
         if (toSubmit > 0) {
             INT.setRelease(sq, sqTailOff, sqTail);
@@ -616,6 +619,9 @@ public final class IoRing implements AutoCloseable {
      */
     public int poll(IoCompletionHandler handler) {
         checkOwner("poll");
+        if (handler == null) {
+            throw new RdmaException(Errno.EINVAL, this + ".poll: handler is null");
+        }
         if (buffers.hasDeferred()) {
             buffers.runDeferred();
         }
@@ -636,6 +642,9 @@ public final class IoRing implements AutoCloseable {
      */
     public int await(int minCompletions, IoCompletionHandler handler) {
         checkOwner("await");
+        if (handler == null) {
+            throw new RdmaException(Errno.EINVAL, this + ".await: handler is null");
+        }
         if (buffers.hasDeferred()) {
             buffers.runDeferred();
         }
@@ -653,6 +662,9 @@ public final class IoRing implements AutoCloseable {
     }
 
     private boolean kernelHasWork() {
+        if (closed) {
+            return false;
+        }
         if (!taskrunFlag) {
             return true;
         }
@@ -679,11 +691,15 @@ public final class IoRing implements AutoCloseable {
         int n = 0;
         // Only what was there when the call began: a handler that submits may make the kernel post
         // more at once (page-cache reads complete inline), and a reap must return.
+        if (closed) {
+            return 0;
+        }
         int end = (int) INT.getAcquire(cq, cqTailOff);
         while (true) {
-            // fields, not locals: a handler (or a chunk retiring inside one) may reap in between
+            // fields, not locals: a handler (or a chunk retiring inside one) may reap in between;
+            // a handler may even close the ring, after which its memory is gone
             int head = cqHead;
-            if (end - head <= 0) {
+            if (closed || end - head <= 0) {
                 return n;
             }
             long o = cqesOff + (long) (head & cqMask) * CQE_SIZE;
