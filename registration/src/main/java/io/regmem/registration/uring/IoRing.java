@@ -327,6 +327,9 @@ public final class IoRing implements AutoCloseable {
      */
     public IoFile openFile(Path path, IoFile.Mode... modes) {
         checkOwner("openFile");
+        if (path == null || modes == null || java.util.Arrays.asList(modes).contains(null)) {
+            throw new RdmaException(Errno.EINVAL, this + ".openFile: path and modes must not be null");
+        }
         return files.open(path, modes);
     }
 
@@ -353,6 +356,9 @@ public final class IoRing implements AutoCloseable {
      */
     public IoRegistration register(BufferPool pool) {
         checkOwner("register");
+        if (pool == null) {
+            throw new RdmaException(Errno.EINVAL, this + ".register: pool is null");
+        }
         IoRegistration r = new IoRegistration(this, pool);
         registrations.add(r);
         try {
@@ -459,7 +465,10 @@ public final class IoRing implements AutoCloseable {
         }
         FixedSlot s = slotOf(buffer, what);
         long base = buffer.address(); // EBADF for a freed buffer
-        if (offset < 0 || length <= 0 || offset > buffer.capacity() - length) {
+        if (length <= 0) {
+            throw new RdmaException(Errno.EINVAL, this + "." + what + ": length " + length + " is not positive");
+        }
+        if (offset < 0 || offset > buffer.capacity() - length) {
             throw new RdmaException(Errno.EFAULT, this + "." + what + ": range [" + offset + ", +" + length
                     + ") lies outside the buffer's " + buffer.capacity() + " bytes at 0x" + Long.toHexString(base));
         }

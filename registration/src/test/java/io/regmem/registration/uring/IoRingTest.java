@@ -168,6 +168,11 @@ class IoRingTest {
             expect(Errno.EBADF, "not open for writing", () -> ring.writeFixed(ro, b, 0, 10, 0, 1));
             expect(Errno.EINVAL, "null", () -> ring.readFixed(null, b, 0, 10, 0, 1));
             expect(Errno.EINVAL, "null", () -> ring.readFixed(ro, null, 0, 10, 0, 1));
+            expect(Errno.EINVAL, "not positive", () -> ring.read(ro, b, 0, 0, 0, 1));
+            expect(Errno.EINVAL, "not positive", () -> ring.read(ro, b, 0, -4, 0, 1));
+            expect(Errno.EINVAL, "must not be null", () -> ring.openFile(null, IoFile.Mode.READ));
+            expect(Errno.EINVAL, "must not be null", () -> ring.openFile(file, (IoFile.Mode) null));
+            expect(Errno.EINVAL, "pool is null", () -> ring.register(null));
             assertThat(ring.prepared()).isZero();
             assertThat(ring.inFlight()).isZero();
             // a full queue
