@@ -104,6 +104,10 @@ final class StorageDemo {
         final int[] clientKey;
         final long[] ioAddr;
         final long[] rdmaAddr;
+        /** Blocks whose RDMA WRITE is under way, by the index in its work request id. */
+        final PooledBuffer[] sending;
+        final int[] freeSending;
+        int freeSendingTop;
         final int[] importedKeys = new int[64];
         final WorkRequest wr = new WorkRequest(1);
         final WorkRequest recv = new WorkRequest(1);
@@ -144,6 +148,12 @@ final class StorageDemo {
             this.clientKey = new int[depth];
             this.ioAddr = new long[depth];
             this.rdmaAddr = new long[depth];
+            this.sending = new PooledBuffer[2 * depth];
+            this.freeSending = new int[2 * depth];
+            for (int i = 0; i < freeSending.length; i++) {
+                freeSending[i] = i;
+            }
+            this.freeSendingTop = freeSending.length;
             for (int i = 0; i < replies.length; i++) {
                 replies[i] = pool.allocate(MSG);
             }
@@ -182,8 +192,9 @@ final class StorageDemo {
                 ioAddr[slot] = blocks[slot].address();
                 ring.writeFixed(file, blocks[slot], 0, length[slot], fileOffset[slot], slot);
             } else if (kind == WR_WRITE) {
-                blocks[slot].close(); // the NIC is done with it
-                blocks[slot] = null;
+                sending[slot].close(); // the transport is done with it (slot: its index in sending)
+                sending[slot] = null;
+                freeSending[freeSendingTop++] = slot;
             }
         }
 
@@ -229,7 +240,12 @@ final class StorageDemo {
                 bytesFromFile += result;
                 // the block leaves from the buffer READ_FIXED filled: no copy between file and wire
                 long source = b.address();
-                wr.reset().wrId(WR_WRITE | slot).opcode(Opcode.RDMA_WRITE).addSge(source, result, rdma.lkey(b))
+                // the block is the transport's until the WRITE completes, which may be after the
+                // client's next call on this slot arrives: it moves out of the slot
+                int out = freeSending[--freeSendingTop];
+                sending[out] = b;
+                blocks[slot] = null;
+                wr.reset().wrId(WR_WRITE | out).opcode(Opcode.RDMA_WRITE).addSge(source, result, rdma.lkey(b))
                         .remote(clientAddr[slot], clientKey[slot]);
                 qp.postSend(wr);
                 countSameMemory(slot, source, b);
@@ -258,10 +274,11 @@ final class StorageDemo {
             }
         }
 
-        /** Polls until every block's last RDMA WRITE completed (the client may have its reply first). */
+        /** Polls until every block's RDMA WRITE completed (the client may have its reply first). */
         void drain() {
             long deadline = System.nanoTime() + 10_000_000_000L;
-            while (java.util.Arrays.stream(blocks).anyMatch(java.util.Objects::nonNull)) {
+            while (java.util.Arrays.stream(blocks).anyMatch(java.util.Objects::nonNull)
+                    || java.util.Arrays.stream(sending).anyMatch(java.util.Objects::nonNull)) {
                 if (System.nanoTime() > deadline) {
                     throw new IllegalStateException("server: blocks still out after 10 s");
                 }
@@ -337,12 +354,14 @@ final class StorageDemo {
             client.phase(OP_READ, -1, server); // the written blocks, back through the pipeline
             server.drain();
             boolean fileOk = client.checkFile(path);
+            pair.disconnect(); // the receives still posted on both sides are flushed
+            drainFlushed(pair.cqA);
+            drainFlushed(pair.cqB);
             client.close();
             LeakReport clientLeaks = clientPool.closeAndReport();
             clientPool = null;
             clientReg.close();
             clientReg = null;
-            pair.disconnect();
             LeakReport serverLeaks = server.close();
             String ringFlags = server.ring.setupFlags();
             boolean direct = server.file.isDirect();
@@ -382,6 +401,14 @@ final class StorageDemo {
                 }
                 pair.forceClose();
             }
+        }
+    }
+
+    /** Polls away the flushed completions of receives still posted when the QPs were destroyed. */
+    private static void drainFlushed(io.regmem.registration.CompletionQueue cq) {
+        WorkCompletion[] wcs = {new WorkCompletion(), new WorkCompletion(), new WorkCompletion(), new WorkCompletion()};
+        while (cq.poll(wcs) > 0) {
+            // flushed receives: nothing to do
         }
     }
 
@@ -427,6 +454,16 @@ final class StorageDemo {
                 sends[i] = pool.allocate(KEY_MSG);
                 recvs[i] = pool.allocate(MSG);
             }
+            // a receive buffer per call in flight, each posted again once its reply is read: a reply
+            // lands in whichever receive is first, not in its call's
+            for (int i = 0; i < depth; i++) {
+                postRecv(i);
+            }
+        }
+
+        private void postRecv(int buffer) {
+            recv.reset().wrId(buffer).addSge(recvs[buffer].address(), MSG, reg.lkey(recvs[buffer]));
+            pair.qpB.postRecv(recv);
         }
 
         long serverSameMemory() {
@@ -466,9 +503,12 @@ final class StorageDemo {
                     if (wc.opcode() == Opcode.RECV) {
                         // receives are consumed in the order posted, replies come in the order served:
                         // the reply names its call
-                        MemorySegment reply = recvs[(int) wc.wrId()].segment();
+                        int buffer = (int) wc.wrId();
+                        MemorySegment reply = recvs[buffer].segment();
                         int slot = reply.get(ValueLayout.JAVA_INT, 0);
-                        finish(slot, reply.get(ValueLayout.JAVA_INT, 4), verify);
+                        int result = reply.get(ValueLayout.JAVA_INT, 4);
+                        postRecv(buffer); // read out: the buffer takes the next reply
+                        finish(slot, result, verify);
                         busy[slot] = false;
                         inFlight--;
                         done++;
@@ -529,8 +569,6 @@ final class StorageDemo {
             } else {
                 seg.fill((byte) 0);
             }
-            recv.reset().wrId(slot).addSge(recvs[slot].address(), MSG, reg.lkey(recvs[slot]));
-            pair.qpB.postRecv(recv);
             MemorySegment m = sends[slot].segment();
             m.set(ValueLayout.JAVA_INT, 0, kind);
             m.set(ValueLayout.JAVA_INT, 4, slot);
