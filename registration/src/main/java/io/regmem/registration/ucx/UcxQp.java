@@ -62,6 +62,8 @@ final class UcxQp implements ProviderQp {
     private volatile long started;
     /** One past the newest request reaped (execution lock). */
     private long reaped;
+    /** The sequence number of the last request started that is not a READ, or -1. */
+    private long lastNonRead = -1;
     /** A request failed before it started: nothing after it starts (execution lock). */
     private boolean halted;
 
@@ -138,9 +140,16 @@ final class UcxQp implements ProviderQp {
         while (started < tail) {
             PostedWr w = ctx.sendAt(started);
             Opcode op = w.opcode();
-            boolean fenced = op != Opcode.RDMA_WRITE;
-            if (fenced && !halted && ctx.state() == QueuePair.State.RTS && reaped < w.seq()) {
-                return; // waits for every earlier request to complete
+            // A READ waits only for the earlier requests that are not READs (it must see what they
+            // wrote; UCX orders neither a get after a put nor messages after gets): READs behind
+            // READs run together. Other requests but WRITEs wait for everything before them.
+            boolean waits = op == Opcode.RDMA_READ ? reaped <= lastNonRead
+                    : op != Opcode.RDMA_WRITE && reaped < w.seq();
+            if (waits && !halted && ctx.state() == QueuePair.State.RTS) {
+                return; // waits for the earlier requests it depends on to complete
+            }
+            if (op != Opcode.RDMA_READ) {
+                lastNonRead = w.seq();
             }
             if (!start(w)) {
                 return;
