@@ -4,12 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.registration.NoLeaks;
 import java.io.IOException;
-import java.io.InputStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -124,29 +122,7 @@ class UringLayoutTest {
         if (!ci) {
             Assumptions.assumeTrue(Files.exists(Path.of("/usr/include/linux/io_uring.h")), "Linux UAPI headers are not installed");
         }
-        Path src = dir.resolve("layout.c");
-        try (InputStream in = UringLayoutTest.class.getResourceAsStream("/uring/layout.c")) {
-            assertThat(in).as("test resource uring/layout.c").isNotNull();
-            Files.copy(in, src);
-        }
-        Path exe = dir.resolve("layout");
-        run(dir, "gcc", "-o", exe.toString(), src.toString());
-        String out = run(dir, exe.toString());
-        Map<String, Long> actual = new LinkedHashMap<>();
-        for (String line : out.split("\n")) {
-            int eq = line.indexOf('=');
-            if (eq > 0) {
-                actual.put(line.substring(0, eq), Long.parseLong(line.substring(eq + 1).strip()));
-            }
-        }
+        Map<String, Long> actual = io.regmem.registration.CLayout.measure("/uring/layout.c", dir);
         assertThat(actual).as("layout.c's output").containsAllEntriesOf(expected());
-    }
-
-    private static String run(Path dir, String... command) throws IOException, InterruptedException {
-        Process p = new ProcessBuilder(command).directory(dir.toFile()).redirectErrorStream(true).start();
-        String out = new String(p.getInputStream().readAllBytes());
-        assertThat(p.waitFor(60, TimeUnit.SECONDS)).as("%s finished", command[0]).isTrue();
-        assertThat(p.exitValue()).as("%s: %s", String.join(" ", command), out).isZero();
-        return out;
     }
 }
