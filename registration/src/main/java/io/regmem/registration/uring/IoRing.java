@@ -233,14 +233,6 @@ public final class IoRing implements AutoCloseable {
         }
     }
 
-    static RdmaException setupFailure(int errno, int entries) {
-        return RingMemory.setupFailure(errno, entries);
-    }
-
-    static RdmaException memlock(String what, long bytes) {
-        return RingMemory.memlock(what, bytes);
-    }
-
     private void registerSparse(int opcode, int n, String what) {
         MemorySegment r = scratch;
         r.fill((byte) 0);
@@ -250,7 +242,7 @@ public final class IoRing implements AutoCloseable {
         if (rc < 0) {
             int errno = Sys.errno(capture);
             if (errno == Errno.ENOMEM.value()) {
-                throw memlock("registering a sparse " + what + " of " + n + " slots", -1);
+                throw RingMemory.memlock("registering a sparse " + what + " of " + n + " slots", -1);
             }
             throw new RdmaException(Errno.of(errno), this + ": registering a sparse " + what + " of " + n
                     + " slots failed with errno " + errno);
@@ -434,8 +426,7 @@ public final class IoRing implements AutoCloseable {
         checkFile(file, false, "fsync");
         int id = takeOp("fsync");
         long sqe = nextSqe();
-        writeSqe(sqe, OP_FSYNC, file.sqeFd, 0, 0, 0, dataOnly ? FSYNC_DATASYNC : 0, id, 0);
-        sqes.set(ValueLayout.JAVA_BYTE, sqe + SQE_FLAGS, file.sqeFlags);
+        writeSqe(sqe, OP_FSYNC, file.sqeFlags, file.sqeFd, 0, 0, 0, dataOnly ? FSYNC_DATASYNC : 0, id, 0);
         commit(id, userData, null);
     }
 
@@ -450,8 +441,7 @@ public final class IoRing implements AutoCloseable {
         checkOwner("nop");
         int id = takeOp("nop");
         long sqe = nextSqe();
-        writeSqe(sqe, OP_NOP, 0, 0, 0, 0, 0, id, 0);
-        sqes.set(ValueLayout.JAVA_BYTE, sqe + SQE_FLAGS, (byte) 0);
+        writeSqe(sqe, OP_NOP, (byte) 0, 0, 0, 0, 0, 0, id, 0);
         commit(id, userData, null);
     }
 
@@ -485,8 +475,7 @@ public final class IoRing implements AutoCloseable {
         int id = takeOp(what);
         long sqe = nextSqe();
         boolean fixed = op == OP_READ_FIXED || op == OP_WRITE_FIXED;
-        writeSqe(sqe, op, file.sqeFd, fileOffset, address, length, 0, id, fixed ? s.index : 0);
-        sqes.set(ValueLayout.JAVA_BYTE, sqe + SQE_FLAGS, file.sqeFlags);
+        writeSqe(sqe, op, file.sqeFlags, file.sqeFd, fileOffset, address, length, 0, id, fixed ? s.index : 0);
         commit(id, userData, s);
     }
 
@@ -538,20 +527,21 @@ public final class IoRing implements AutoCloseable {
         return (long) (sqTail & sqMask) * SQE_SIZE;
     }
 
-    private void writeSqe(long o, byte op, int fileRef, long off, long addr, int len, int rwFlags, int id, int bufIndex) {
+    private void writeSqe(long o, byte op, byte flags, int fileRef, long off, long addr, int len, int rwFlags, long userData,
+            int bufIndex) {
         MemorySegment q = sqes;
         q.set(ValueLayout.JAVA_LONG, o, 0L);
         q.set(ValueLayout.JAVA_LONG, o + 40, 0L);
         q.set(ValueLayout.JAVA_LONG, o + 48, 0L);
         q.set(ValueLayout.JAVA_LONG, o + 56, 0L);
         q.set(ValueLayout.JAVA_BYTE, o + SQE_OPCODE, op);
-        q.set(ValueLayout.JAVA_BYTE, o + SQE_FLAGS, SQE_FIXED_FILE);
+        q.set(ValueLayout.JAVA_BYTE, o + SQE_FLAGS, flags);
         q.set(ValueLayout.JAVA_INT, o + SQE_FD, fileRef);
         q.set(ValueLayout.JAVA_LONG, o + SQE_OFF, off);
         q.set(ValueLayout.JAVA_LONG, o + SQE_ADDR, addr);
         q.set(ValueLayout.JAVA_INT, o + SQE_LEN, len);
         q.set(ValueLayout.JAVA_INT, o + SQE_RW_FLAGS, rwFlags);
-        q.set(ValueLayout.JAVA_LONG, o + SQE_USER_DATA, id);
+        q.set(ValueLayout.JAVA_LONG, o + SQE_USER_DATA, userData);
         q.set(ValueLayout.JAVA_SHORT, o + SQE_BUF_INDEX, (short) bufIndex);
     }
 
@@ -837,10 +827,7 @@ public final class IoRing implements AutoCloseable {
             return;
         }
         long o = (long) (sqTail & sqMask) * SQE_SIZE;
-        writeSqe(o, OP_ASYNC_CANCEL, 0, 0, 0, 0, ASYNC_CANCEL_ANY, 0, 0);
-        sqes.set(ValueLayout.JAVA_BYTE, o + SQE_FLAGS, (byte) 0);
-        sqes.set(ValueLayout.JAVA_INT, o + SQE_FD, -1);
-        sqes.set(ValueLayout.JAVA_LONG, o + SQE_USER_DATA, CANCEL_USER_DATA);
+        writeSqe(o, OP_ASYNC_CANCEL, (byte) 0, -1, 0, 0, 0, ASYNC_CANCEL_ANY, CANCEL_USER_DATA, 0);
         sqTail++;
         prepared++;
         enter(0, 0);

@@ -271,14 +271,14 @@ class IoRingTest {
 
     @Test
     void memlockAndUnavailableMessagesSayWhatToDo() {
-        RdmaException m = IoRing.memlock("registering a chunk", 4 << 20);
+        RdmaException m = RingMemory.memlock("registering a chunk", 4 << 20);
         assertThat(m.errno()).isEqualTo(Errno.ENOMEM);
         assertThat(m.getMessage()).contains("RLIMIT_MEMLOCK").contains("4194304 bytes").contains("ulimit -l")
                 .contains("CAP_IPC_LOCK");
-        assertThat(IoRing.setupFailure(38, 8).errno()).isEqualTo(Errno.ENOSYS);
-        assertThat(IoRing.setupFailure(38, 8).getMessage()).contains("io_uring is not available").contains("seccomp");
-        assertThat(IoRing.setupFailure(1, 8).errno()).isEqualTo(Errno.EPERM);
-        assertThat(IoRing.setupFailure(1, 8).getMessage()).contains("io_uring_disabled");
+        assertThat(RingMemory.setupFailure(38, 8).errno()).isEqualTo(Errno.ENOSYS);
+        assertThat(RingMemory.setupFailure(38, 8).getMessage()).contains("io_uring is not available").contains("seccomp");
+        assertThat(RingMemory.setupFailure(1, 8).errno()).isEqualTo(Errno.EPERM);
+        assertThat(RingMemory.setupFailure(1, 8).getMessage()).contains("io_uring_disabled");
     }
 
     @Test
