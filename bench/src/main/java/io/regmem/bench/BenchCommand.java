@@ -123,6 +123,7 @@ final class BenchCommand implements Callable<Integer> {
     record Row(String method, String size, double ns, double error, double bytesPerOp) {
     }
 
+    @SuppressWarnings("rawtypes") // JMH gives its secondary results as raw Result
     static void print(PrintStream out, Collection<RunResult> results) {
         Map<String, Map<String, Row>> bySize = new LinkedHashMap<>();
         List<Row> cross = new ArrayList<>();
@@ -142,64 +143,64 @@ final class BenchCommand implements Callable<Integer> {
             String size = r.getParams().getParam("size");
             double norm = gcNorm(r.getSecondaryResults());
             if (label.contains("CrossThreadBenchmark")) {
-                for (Map.Entry<String, Result> e : r.getSecondaryResults().entrySet()) {
+                for (var e : r.getSecondaryResults().entrySet()) {
                     if (e.getKey().endsWith("Allocate") || e.getKey().endsWith("Free")) {
                         cross.add(new Row(e.getKey(), size, e.getValue().getScore(), e.getValue().getScoreError(), norm));
                     }
                 }
             } else if (label.contains("RwContextBenchmark")) {
-                Result p = r.getPrimaryResult();
+                Result<?> p = r.getPrimaryResult();
                 String path = r.getParams().getParam("path");
                 rw.computeIfAbsent(r.getParams().getParam("entries"), k -> new LinkedHashMap<>())
                         .put(path, new Row(method, path, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("GracePeriodBenchmark")) {
-                Result p = r.getPrimaryResult();
+                Result<?> p = r.getPrimaryResult();
                 grace.put(method, new Row(method, p.getScoreUnit(), p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("RpcBufferBenchmark") || label.contains("SendCtxRingBenchmark")) {
-                Result p = r.getPrimaryResult();
+                Result<?> p = r.getPrimaryResult();
                 String requests = r.getParams().getParam("maxRequests"); // the ring's size, if the benchmark has one
                 String at = requests == null ? "" : "@" + requests;
                 rpc.put(method + at, new Row(method + at, p.getScoreUnit(), p.getScore(), p.getScoreError(), norm));
-                for (Map.Entry<String, Result> e : r.getSecondaryResults().entrySet()) {
+                for (var e : r.getSecondaryResults().entrySet()) {
                     if (e.getKey().startsWith("ring") || e.getKey().startsWith("spsc") || e.getKey().startsWith("signaled")) {
                         rpc.put(e.getKey() + at, new Row(e.getKey() + at, e.getValue().getScoreUnit(), e.getValue().getScore(),
                                 e.getValue().getScoreError(), norm));
                     }
                 }
             } else if (label.contains("RwWriteBenchmark")) {
-                Result p = r.getPrimaryResult();
+                Result<?> p = r.getPrimaryResult();
                 String path = r.getParams().getParam("path");
                 rwWrite.computeIfAbsent(path, k -> new LinkedHashMap<>())
                         .put(method, new Row(method, path, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("UcxPutBenchmark")) {
-                Result p = r.getPrimaryResult();
+                Result<?> p = r.getPrimaryResult();
                 ucxPut.computeIfAbsent(r.getParams().getParam("transport") + "/" + r.getParams().getParam("mode") + " " + size,
                         k -> new LinkedHashMap<>())
                         .put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("UringNopBenchmark")) {
-                Result p = r.getPrimaryResult();
+                Result<?> p = r.getPrimaryResult();
                 nops.put(method, new Row(method, null, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("UringBenchmark")) {
-                Result ios = r.getSecondaryResults().get("ios");
-                Result cpu = r.getSecondaryResults().get("cpuNs");
+                Result<?> ios = r.getSecondaryResults().get("ios");
+                Result<?> cpu = r.getSecondaryResults().get("cpuNs");
                 if (ios != null && cpu != null) {
                     storage.computeIfAbsent(r.getParams().getParam("job"), k -> new LinkedHashMap<>())
                             .put(r.getParams().getParam("engine"), new double[] {ios.getScore(), cpu.getScore() / ios.getScore(),
                                     norm});
                 }
             } else if (label.contains("UcxRegistrationBenchmark")) {
-                Result p = r.getPrimaryResult();
+                Result<?> p = r.getPrimaryResult();
                 ucxReg.computeIfAbsent(size, k -> new LinkedHashMap<>())
                         .put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("RegistrationCacheBenchmark")) {
-                Result p = r.getPrimaryResult();
+                Result<?> p = r.getPrimaryResult();
                 cacheRows.put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
             } else if (label.contains("SoftWriteBenchmark")) {
-                Result p = r.getPrimaryResult();
+                Result<?> p = r.getPrimaryResult();
                 soft.computeIfAbsent(size, k -> new LinkedHashMap<>())
                         .put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
             } else {
-                Result p = r.getPrimaryResult();
+                Result<?> p = r.getPrimaryResult();
                 bySize.computeIfAbsent(size, k -> new LinkedHashMap<>())
                         .put(method, new Row(method, size, p.getScore(), p.getScoreError(), norm));
             }
@@ -453,10 +454,10 @@ final class BenchCommand implements Callable<Integer> {
         }
     }
 
-    private static double gcNorm(Map<String, Result> secondary) {
-        for (Map.Entry<String, Result> e : secondary.entrySet()) {
+    private static double gcNorm(Map<String, ?> secondary) {
+        for (var e : secondary.entrySet()) {
             if (e.getKey().endsWith("gc.alloc.rate.norm")) {
-                return e.getValue().getScore();
+                return ((Result<?>) e.getValue()).getScore();
             }
         }
         return Double.NaN;

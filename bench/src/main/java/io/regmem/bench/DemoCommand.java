@@ -246,7 +246,7 @@ final class DemoCommand implements Callable<Integer> {
         out.printf(Locale.ROOT, "%nAllocator workload: %d workers x %d requests, safety %s, JDK %s%n", threads, requests, safety,
                 Runtime.version());
         BufferPool pool = BufferPool.builder().name("demo").safetyMode(safety).build();
-        @SuppressWarnings("unchecked")
+        @SuppressWarnings({"unchecked", "rawtypes"})
         SpscArrayQueue<PooledBuffer>[] handoff = new SpscArrayQueue[threads];
         for (int i = 0; i < threads; i++) {
             handoff[i] = new SpscArrayQueue<>(1 << 14);

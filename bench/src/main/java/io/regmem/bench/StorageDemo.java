@@ -643,7 +643,7 @@ final class StorageDemo {
 
     /** True if io_uring can be set up here; otherwise prints why in one line. */
     static boolean available(PrintStream out) {
-        try (IoRing r = IoRing.open(2)) {
+        try (IoRing _ = IoRing.open(2)) {
             return true;
         } catch (RdmaException e) {
             out.printf(Locale.ROOT, "%nStorage: skipped, %s%n", e.getMessage());

@@ -7,7 +7,6 @@ import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.RdmaDevice;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.HexFormat;
 import java.util.Map;
@@ -24,8 +23,7 @@ public final class UcxBenchPeer {
     }
 
     public static void main(String[] args) throws Exception {
-        try (Arena arena = Arena.ofShared();
-             RdmaDevice dev = RdmaDevice.open("ucx", Map.of("progressThread", "true",
+        try (RdmaDevice dev = RdmaDevice.open("ucx", Map.of("progressThread", "true",
                      "idleStrategy", args.length > 1 ? args[1] : "busy"))) {
             // Memory UCX allocates: a peer that trusts this one may put into it directly.
             io.regmem.core.ChunkSource source = dev.chunkSource();

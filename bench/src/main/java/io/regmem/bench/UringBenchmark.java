@@ -65,6 +65,19 @@ public class UringBenchmark extends BenchDefaults {
     private int block;
     private boolean write;
     private boolean sequential;
+    /** {@code com.sun.nio.file.ExtendedOpenOption.DIRECT}, looked up by name: javac warns about the JDK-internal class. */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    private static final OpenOption O_DIRECT = lookUpDirect();
+
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    private static OpenOption lookUpDirect() {
+        try {
+            return (OpenOption) Enum.valueOf((Class) Class.forName("com.sun.nio.file.ExtendedOpenOption"), "DIRECT");
+        } catch (ClassNotFoundException e) {
+            throw new IllegalStateException("this JDK has no O_DIRECT open option", e);
+        }
+    }
+
     private boolean direct;
     private long blocks;
     private long nextSeq;
@@ -171,7 +184,7 @@ public class UringBenchmark extends BenchDefaults {
             }
             case "channel", "vthreads" -> {
                 OpenOption[] opts = direct
-                        ? new OpenOption[] {StandardOpenOption.READ, StandardOpenOption.WRITE, com.sun.nio.file.ExtendedOpenOption.DIRECT}
+                        ? new OpenOption[] {StandardOpenOption.READ, StandardOpenOption.WRITE, O_DIRECT}
                         : new OpenOption[] {StandardOpenOption.READ, StandardOpenOption.WRITE};
                 channel = FileChannel.open(path, opts);
                 direct4 = new ByteBuffer[depth];

@@ -369,12 +369,17 @@ public final class BufferPool implements AutoCloseable {
 
     /**
      * Closes the pool as {@link #closeAndReport()} does and logs a warning (System.Logger) if
-     * buffers were still out.
+     * buffers were still out. Only the call that closes the pool logs; later calls do nothing.
      */
     @Override
     public void close() {
-        LeakReport report = closeAndReport();
-        if (!report.clean()) {
+        boolean wasOpen;
+        LeakReport report;
+        synchronized (closeLock) {
+            wasOpen = closeReport == null;
+            report = closeAndReport();
+        }
+        if (wasOpen && !report.clean()) {
             LOG.log(System.Logger.Level.WARNING, report.describe());
         }
     }

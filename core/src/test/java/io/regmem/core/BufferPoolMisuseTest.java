@@ -9,6 +9,10 @@ import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.logging.Handler;
+import java.util.logging.Level;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
 import org.assertj.core.api.ThrowableAssert.ThrowingCallable;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -116,6 +120,42 @@ class BufferPoolMisuseTest {
         assertRdma(b::asByteBuffer, Errno.EBADF, "used after free");
         assertRdma(b::asDirectBuffer, Errno.EBADF, "used after free");
         closeClean(pool);
+    }
+
+    @Test
+    void closeWithBuffersOutWarnsOnceNamingThePool() {
+        Logger logger = Logger.getLogger(BufferPool.class.getName());
+        List<LogRecord> records = new ArrayList<>();
+        Handler capture = new Handler() {
+            @Override
+            public void publish(LogRecord r) {
+                records.add(r);
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        boolean parents = logger.getUseParentHandlers();
+        logger.addHandler(capture);
+        logger.setUseParentHandlers(false); // captured and asserted here, not printed
+        try {
+            BufferPool pool = BufferPool.builder().name("leaky").build();
+            pool.allocate(64);
+            pool.close();
+            pool.close(); // already closed: nothing more to say
+            assertThat(records).singleElement().satisfies(r -> {
+                assertThat(r.getLevel()).isEqualTo(Level.WARNING);
+                assertThat(r.getMessage()).contains("leaky", "1 buffer(s), 64 bytes still allocated at close");
+            });
+        } finally {
+            logger.removeHandler(capture);
+            logger.setUseParentHandlers(parents);
+        }
     }
 
     @Test

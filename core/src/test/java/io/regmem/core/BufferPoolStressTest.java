@@ -33,7 +33,7 @@ class BufferPoolStressTest {
         BufferPool pool = BufferPool.builder().safetyMode(mode).chunkSize(1 << 20).slabSize(16 << 10)
                 .threadCacheBytes(16 << 10).build();
         ConcurrentHashMap<Long, Long> claims = new ConcurrentHashMap<>();
-        @SuppressWarnings("unchecked")
+        @SuppressWarnings({"unchecked", "rawtypes"})
         MpscArrayQueue<PooledBuffer>[] inboxes = new MpscArrayQueue[THREADS];
         for (int i = 0; i < THREADS; i++) {
             inboxes[i] = new MpscArrayQueue<>(1 << 16);

@@ -28,7 +28,7 @@ class SortedLongsTest {
         Arrays.sort(keys);
         int n = Math.min(prefix, keys.length);
         // Probe at, just below and just above existing keys as well as at random values.
-        long key = n > 0 && (probe & 1) == 0 ? keys[(int) Math.floorMod(probe, n)] + nudge : probe;
+        long key = n > 0 && (probe & 1) == 0 ? keys[Math.floorMod(probe, n)] + nudge : probe;
         assertThat(SortedLongs.floor(keys, n, key)).isEqualTo(naiveFloor(keys, n, key));
     }
 

@@ -35,8 +35,10 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     }
 
     private final int depth;
-    /** Preallocated entries; head counts polls (poll lock), tail pushes (producer side). */
-    /** A power of two at least {@code depth} long, so that a position is found with a mask, not a division. */
+    /**
+     * Preallocated entries; head counts polls (poll lock), tail pushes (producer side). A power of two
+     * at least {@code depth} long, so that a position is found with a mask, not a division.
+     */
     private final WorkCompletion[] ring;
     private final int mask;
     /** Orders pollers, and the slot accounting of the queues completing here, once the CQ is shared. */

@@ -44,7 +44,7 @@ final class KeyTable {
     private final ArrayDeque<Integer> freeSlots = new ArrayDeque<>();
     private int nextFresh = 1;
 
-    @SuppressWarnings("unchecked")
+    @SuppressWarnings({"unchecked", "rawtypes"})
     KeyTable() {
         pages = new AtomicReferenceArray[] {new AtomicReferenceArray<MemoryRegion>(PAGE)};
         generations[0] = new byte[PAGE];

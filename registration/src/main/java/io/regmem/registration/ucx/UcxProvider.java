@@ -50,14 +50,16 @@ public final class UcxProvider implements RdmaProvider {
     /** What a UCX device offers before options lower it: the usual limits, no iWARP, no signature offload. */
     static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false);
 
+    /** Options besides the {@link DeviceAttributes} components. */
+    private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "oneSided");
+
     /**
+     * Opens a UCX device: a UCP context and worker.
+     *
      * @throws RdmaException {@link Errno#ENODEV} if UCX is missing or too old (the message names the
      *                       package to install); {@link Errno#EINVAL} for an unknown option or a bad value;
      *                       {@link Errno#EOPNOTSUPP} for a capability UCX does not have
      */
-    /** Options besides the {@link DeviceAttributes} components. */
-    private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "oneSided");
-
     @Override
     public ProviderDevice open(Map<String, String> options) {
         for (String key : options.keySet()) {

@@ -50,7 +50,6 @@ final class UcxQp implements ProviderQp {
     final MemorySegment amParams;
     private final MemorySegment amIovParams;
     private final UcxKeyTable keys = new UcxKeyTable();
-    /** The endpoint to the peer's worker, or NULL before the connection and after it ends. Under the worker lock. */
     /** The device's endpoint to the peer's worker (shared with its other QPs to that worker), once connected. */
     private UcxEndpoint ep;
     private volatile int peerNumber = -1;

@@ -32,8 +32,10 @@ final class UcxReceiver {
     private final UcxInbox.Message m = new UcxInbox.Message();
     private final Segments src = new Segments();
     private final Segments dst = new Segments();
-    /** Reply headers (a ring; each must live until its send completed) and their requests. */
-    /** Each reply slot's header (slices made once: the data path allocates nothing). */
+    /**
+     * Each reply slot's header (a ring: each must live until its send completed; slices made once, so
+     * the data path allocates nothing).
+     */
     private final MemorySegment[] replyHeaders = new MemorySegment[REPLIES];
     /** The UCX request of each reply slot's send still under way, or 0. */
     private final long[] replyRequests = new long[REPLIES];

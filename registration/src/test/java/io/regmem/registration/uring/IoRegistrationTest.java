@@ -10,6 +10,7 @@ import io.regmem.core.BufferPool;
 import io.regmem.core.Chunk;
 import io.regmem.core.ChunkSource;
 import io.regmem.core.Errno;
+import io.regmem.core.LeakReport;
 import io.regmem.core.PooledBuffer;
 import io.regmem.registration.NoLeaks;
 import java.lang.foreign.MemorySegment;
@@ -21,6 +22,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
@@ -162,7 +164,8 @@ class IoRegistrationTest {
                 ring.readFixed(f, b, 0, BLOCK, at, i);
             }
             ring.submit();
-            pool.close(); // buffers still out: reported, and the chunks wait for the kernel
+            // buffers still out: reported, and the chunks wait for the kernel
+            assertThat(pool.closeAndReport().buffers()).isEqualTo(64);
             assertThat(source.released.get()).as("chunks back once the kernel let go").isGreaterThan(0);
             assertThat(source.problems).isEmpty();
             int got = 0;
@@ -190,8 +193,10 @@ class IoRegistrationTest {
                 ring.readFixed(f, b, 0, BLOCK, at, i);
             }
             ring.submit();
-            Thread closer = Thread.ofPlatform().name("closer").start(pool::close);
+            var report = new AtomicReference<LeakReport>();
+            Thread closer = Thread.ofPlatform().name("closer").start(() -> report.set(pool.closeAndReport()));
             closer.join();
+            assertThat(report.get().buffers()).as("the buffers still out are reported").isEqualTo(32);
             assertThat(source.released.get()).as("nothing goes back before the owner retires it").isZero();
             int got = 0;
             while (got < 32) {

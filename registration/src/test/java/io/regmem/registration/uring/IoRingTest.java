@@ -84,7 +84,7 @@ class IoRingTest {
     @Test
     void plainWriteAndReadUseTheSameMemoryWithoutTheIndex() throws Exception {
         Path file = patternFile(dir.resolve("p"), 1 << 20);
-        try (IoRing ring = ring(8); BufferPool pool = pool("plain"); IoRegistration reg = ring.register(pool)) {
+        try (IoRing ring = ring(8); BufferPool pool = pool("plain"); IoRegistration _ = ring.register(pool)) {
             IoFile f = ring.openFile(file, IoFile.Mode.READ, IoFile.Mode.WRITE);
             PooledBuffer b = pool.allocate(8192);
             ring.read(f, b, 0, 8192, 8192, 7);
@@ -104,7 +104,7 @@ class IoRingTest {
     @Test
     void batchesManyOperationsIntoOneSubmit() throws Exception {
         Path file = patternFile(dir.resolve("batch"), 4 << 20);
-        try (IoRing ring = ring(64); BufferPool pool = pool("batch"); IoRegistration reg = ring.register(pool)) {
+        try (IoRing ring = ring(64); BufferPool pool = pool("batch"); IoRegistration _ = ring.register(pool)) {
             IoFile f = ring.openFile(file, IoFile.Mode.READ, IoFile.Mode.DIRECT);
             List<PooledBuffer> bufs = new ArrayList<>();
             for (int i = 0; i < 64; i++) {
@@ -135,7 +135,7 @@ class IoRingTest {
 
     @Test
     void aFailedIoIsACompletionWithTheKernelsErrno() throws Exception {
-        try (IoRing ring = ring(8); BufferPool pool = pool("fail"); IoRegistration reg = ring.register(pool)) {
+        try (IoRing ring = ring(8); BufferPool pool = pool("fail"); IoRegistration _ = ring.register(pool)) {
             IoFile d = ring.openFile(dir, IoFile.Mode.READ); // a directory: read(2) says EISDIR
             PooledBuffer b = pool.allocate(4096);
             ring.readFixed(d, b, 0, 4096, 0, 99);
@@ -153,7 +153,7 @@ class IoRingTest {
     void badInputIsRefusedBeforeAnythingIsPrepared() throws Exception {
         Path file = patternFile(dir.resolve("bad"), 1 << 20);
         try (IoRing ring = ring(4); BufferPool pool = pool("bad"); BufferPool other = pool("unregistered");
-                IoRegistration reg = ring.register(pool)) {
+                IoRegistration _ = ring.register(pool)) {
             IoFile f = ring.openFile(file, IoFile.Mode.READ, IoFile.Mode.DIRECT);
             IoFile ro = ring.openFile(file, IoFile.Mode.READ);
             PooledBuffer b = pool.allocate(8192);
@@ -300,7 +300,7 @@ class IoRingTest {
     @Test
     void aHandlerThatResubmitsAtOnceDoesNotKeepAPollOrAwaitFromReturning() throws Exception {
         Path file = patternFile(dir.resolve("cached"), 1 << 20); // in the page cache: reads complete inline
-        try (IoRing ring = ring(8); BufferPool pool = pool("resubmit"); IoRegistration reg = ring.register(pool)) {
+        try (IoRing ring = ring(8); BufferPool pool = pool("resubmit"); IoRegistration _ = ring.register(pool)) {
             IoFile f = ring.openFile(file, IoFile.Mode.READ);
             PooledBuffer[] b = new PooledBuffer[8];
             int[] inCall = {0};
