@@ -235,6 +235,7 @@ public final class PooledBuffer implements AutoCloseable {
      * @return a Chronicle bytes store over this buffer's memory
      * @throws RdmaException {@link Errno#EOPNOTSUPP} if Chronicle Bytes is not on the class path
      */
+    @SuppressWarnings("exports") // Chronicle is optional: a caller of this method has it, others need not
     public net.openhft.chronicle.bytes.BytesStore<?, ?> asBytesStore() {
         checkLive();
         Object store = bytesStore;

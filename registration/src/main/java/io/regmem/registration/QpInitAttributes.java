@@ -17,6 +17,10 @@ public final class QpInitAttributes {
     private int maxRdmaCtxs;
     private boolean integrity;
 
+    /** Attributes with the defaults; set the completion queues before use. */
+    public QpInitAttributes() {
+    }
+
     /** Attributes whose send and receive completions go to {@code cq}. */
     public static QpInitAttributes of(CompletionQueue cq) {
         return new QpInitAttributes().sendCq(cq).recvCq(cq);

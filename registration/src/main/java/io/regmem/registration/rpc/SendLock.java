@@ -11,6 +11,10 @@ import java.util.concurrent.locks.ReentrantLock;
 public final class SendLock {
     private final ReentrantLock lock = new ReentrantLock();
 
+    /** A lock no thread holds. */
+    public SendLock() {
+    }
+
     /** Takes the lock. */
     public void lock() {
         lock.lock();

@@ -1,0 +1,18 @@
+/**
+ * regmem's allocator: {@link io.regmem.core.BufferPool} and its buffers, chunk sources and scatter
+ * lists, with no notion of a transport.
+ *
+ * <p>Memory comes from {@code mmap} through FFM: grant this module native access
+ * ({@code --enable-native-access=io.regmem.core}). {@code PooledBuffer.asDirectBuffer()} returns an
+ * Agrona buffer (Agrona is a dependency); {@code PooledBuffer.asBytesStore()} needs Chronicle Bytes,
+ * which is optional: add {@code net.openhft:chronicle-bytes} and, on the module path,
+ * {@code --add-modules chronicle.bytes}.
+ */
+module io.regmem.core {
+    requires transitive org.agrona;
+    requires org.jctools.core;
+    requires static chronicle.bytes;
+    requires jdk.jfr;
+
+    exports io.regmem.core;
+}

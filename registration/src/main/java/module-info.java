@@ -1,0 +1,28 @@
+/**
+ * Registration of regmem memory with a transport: devices, protection domains, memory regions with
+ * keys and rights, completion queues, queue pairs and CM IDs ({@code io.regmem.registration}); the
+ * registration cache, RDMA read/write contexts, the RPC-over-RDMA buffer machinery, io_uring fixed
+ * buffers, and the provider interface. The providers {@code soft} (in-process) and {@code ucx}
+ * (libucp through FFM) are found through {@link java.util.ServiceLoader}.
+ *
+ * <p>Grant native access to this module and to {@code io.regmem.core}:
+ * {@code --enable-native-access=io.regmem.core,io.regmem.registration}.
+ */
+module io.regmem.registration {
+    requires transitive io.regmem.core;
+    requires org.agrona;
+    requires jdk.net;
+    requires jdk.jfr;
+
+    exports io.regmem.registration;
+    exports io.regmem.registration.cache;
+    exports io.regmem.registration.rpc;
+    exports io.regmem.registration.rw;
+    exports io.regmem.registration.spi;
+    exports io.regmem.registration.uring;
+
+    uses io.regmem.registration.spi.RdmaProvider;
+
+    provides io.regmem.registration.spi.RdmaProvider
+            with io.regmem.registration.soft.SoftProvider, io.regmem.registration.ucx.UcxProvider;
+}
