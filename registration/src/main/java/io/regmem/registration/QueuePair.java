@@ -231,7 +231,7 @@ public final class QueuePair extends RdmaResource {
 
     /**
      * Imports a peer's exported remote key ({@link MemoryRegion#exportRemoteKey()}) for this QP's
-     * work requests: the result goes into {@link WorkRequest#rkey(int)}. On soft the exported form is
+     * work requests: the result goes into {@link WorkRequest#remote(long, int)}. On soft the exported form is
      * the rkey itself and this returns it; a transport whose keys are larger (UCX's packed keys)
      * unpacks it once here and returns a handle. Imported keys live as long as the QP; import each
      * key once per registration, not per request.

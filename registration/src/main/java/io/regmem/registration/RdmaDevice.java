@@ -151,7 +151,7 @@ public final class RdmaDevice implements AutoCloseable {
      * Where to get memory that this device's transport registers most cheaply: chunks the transport
      * allocates and registers itself (ucx: {@code UCP_MEM_MAP_ALLOCATE}; a region registered over
      * them reuses that registration, with no {@code ucp_mem_map} of its own), or anonymous
-     * {@code mmap} memory ({@link ChunkSource#mmap()}) for a provider that has none (soft). Give it to
+     * {@code mmap} memory ({@link io.regmem.core.ChunkSource#mmap()}) for a provider that has none (soft). Give it to
      * a pool and register the pool, or wrap it in a {@link RegisteredChunkSource}: the pool's buffers
      * are then registered at birth. Chunks must be released before the device closes.
      */
