@@ -151,6 +151,8 @@ final class RdmaDemo {
         }
         reportA = pair.devA.resources().report();
         reportB = pair.devB.resources().report();
+        String nameA = pair.devA.name();
+        String nameB = pair.devB.name();
         out.printf(Locale.ROOT, "%nRDMA loopback on the %s provider: %,d requests of %d B (WRITE, READ back, check, SEND) "
                 + "in %.2f s%n", provider, requests, size, elapsed / 1e9);
         out.printf(Locale.ROOT, "Latency (ns)       p50      p90      p99    p99.9      max%n");
@@ -161,7 +163,7 @@ final class RdmaDemo {
         out.printf(Locale.ROOT, "Registration cache of B: %,d gets, %.2f%% hits, %d misses (one per chunk), %d invalidations "
                 + "(chunks unmapped at pool close)%n", cacheStats.gets(), 100 * cacheStats.hitRate(), cacheStats.misses(),
                 cacheStats.invalidations());
-        out.printf(Locale.ROOT, "Device A: %s; device B: %s%n", reportA, reportB);
+        out.printf(Locale.ROOT, "Devices: %s (A): %s; %s (B): %s%n", nameA, reportA, nameB, reportB);
         out.printf(Locale.ROOT, "Pools: %s; %s%n", leaksA.describe().strip(), leaksB.describe().strip());
         return leaksA.clean() && leaksB.clean() && reportA.equals("no live objects") && reportB.equals("no live objects");
     }

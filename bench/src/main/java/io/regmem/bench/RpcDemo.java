@@ -301,10 +301,12 @@ final class RpcDemo {
         stagingCMap.close();
         LeakReport leaksC = rpcPoolC.closeAndReport();
         String devS = "in its own process";
+        String nameS = "server";
         if (pair != null) {
             pair.disconnect();
             pair.close();
             devS = pair.devB.resources().report();
+            nameS = pair.devB.name() + " (server)";
         } else {
             idC.disconnect();
             idC.destroyQp();
@@ -336,7 +338,7 @@ final class RpcDemo {
                 + "stale completions %d%n", reqsFreeC, reqs, serverReport, repsC, repsFreeC, stale);
         out.printf(Locale.ROOT, "Chunks: each registered for its call only (FRWR: REG_MR before the Send, LOCAL_INV before "
                 + "the call completes); %d MRs made%n", mrsMade);
-        out.printf(Locale.ROOT, "Devices: %s; %s%n", devCReport, devS);
+        out.printf(Locale.ROOT, "Devices: %s (client): %s; %s: %s%n", devC.name(), devCReport, nameS, devS);
         out.printf(Locale.ROOT, "Pools: %s%n", leaksC.describe().strip());
         return ok && client.errors() == 0 && !leakedReqs && reqsFreeC == reqs && serverClean[0] && leaksC.clean()
                 && devCReport.equals("no live objects") && (pair == null || devS.equals("no live objects"))

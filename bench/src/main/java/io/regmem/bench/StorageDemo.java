@@ -378,7 +378,8 @@ final class StorageDemo {
             long copies = client.readsDone + client.writesDone + client.verifyReads - client.serverSameMemory();
             out.printf(Locale.ROOT, "Copies between file and wire on the server: %d (%,d blocks moved by the kernel and the "
                     + "transport from the same pooled buffers, registered once with both)%n", copies, client.serverSameMemory());
-            out.printf(Locale.ROOT, "Devices: %s; %s. Pools: %s; %s. Rings open: %d%n", reportA, reportB,
+            out.printf(Locale.ROOT, "Devices: %s (server): %s; %s (client): %s. Pools: %s; %s. Rings open: %d%n",
+                    pair.devA.name(), reportA, pair.devB.name(), reportB,
                     serverLeaks.describe().strip(), clientLeaks.describe().strip(), IoRing.openRings().size());
             return fileOk && copies == 0 && serverLeaks.clean() && clientLeaks.clean()
                     && reportA.equals("no live objects") && reportB.equals("no live objects") && IoRing.openRings().isEmpty();

@@ -29,24 +29,32 @@ class DemoCommandTest {
     }
 
     @Test
-    void demoRunsAndReportsNoLeaks() {
+    void demoRunsAndReportsNoLeaks(@org.junit.jupiter.api.io.TempDir java.nio.file.Path dir) {
+        java.nio.file.Path jfr = dir.resolve("demo.jfr");
         String out = runClean("demo", "--requests", "3000", "--safety", "PARANOID",
                     "--rdma-requests", "500", "--rpc-calls", "3000", "--rpc-warmup", "0", "--storage-mib", "32",
-                    "--storage-calls", "1000", "--storage-block", "16384", "--quiet-progress");
+                    "--storage-calls", "1000", "--storage-block", "16384", "--jfr", jfr.toString());
         assertThat(out).contains("RPC over RDMA (soft provider): 3,000 calls", "Replies checked byte by byte: 0 wrong",
                 "Requests free after the run: client 16/16, server requests free 16/16; rpc-server-buffers: no buffers leaked", "stale completions 0",
-                "Devices: no live objects; no live objects", "Chunks: each registered for its call only", "rpc-client-buffers: no buffers leaked",
+                "Chunks: each registered for its call only", "rpc-client-buffers: no buffers leaked",
                 "Workload: 6,000 requests", "Latency (ns)", "Pool 'demo' (PARANOID",
                 "allocations", "demo: no buffers leaked", "RDMA loopback on the soft provider: 500 requests",
                 "WRITE", "READ", "Registration cache of B: 501 gets, ", "misses (one per chunk)",
-                "Device A: no live objects; device B: no live objects",
                 "rdma-a: no buffers leaked; rdma-b: no buffers leaked",
                 "Storage: a 32 MiB file of known content", "Served on the soft provider, io_uring ",
                 "reads : 1,000 blocks READ_FIXED then RDMA WRITE", "writes: 250 blocks RDMA READ then WRITE_FIXED",
                 "Bytes checked: 20,480,000 read by the client, every byte (the 250 written blocks read back included); "
                         + "the file afterwards: as written",
                 "Copies between file and wire on the server: 0 (1,500 blocks",
-                "Pools: storage-server: no buffers leaked; storage-client: no buffers leaked. Rings open: 0");
+                "Pools: storage-server: no buffers leaked; storage-client: no buffers leaked. Rings open: 0",
+                "JFR: ", "io.regmem.Registration", "io.regmem.ChunkMap", "io.regmem.Connection");
+        assertThat(out).containsPattern("Devices: soft\\d+ \\(client\\): no live objects; soft\\d+ \\(server\\): no live objects")
+                .containsPattern("Devices: soft\\d+ \\(A\\): no live objects; soft\\d+ \\(B\\): no live objects")
+                .containsPattern("Devices: soft\\d+ \\(server\\): no live objects; soft\\d+ \\(client\\): no live objects")
+                .endsWith("PASS: every byte checked, nothing leaked (RPC, allocator, RDMA loopback and storage parts as run above)"
+                        + System.lineSeparator())
+                .doesNotContain("\r");
+        assertThat(jfr).isNotEmptyFile();
         assertThat(BufferPool.openPools()).isEmpty();
     }
 
@@ -65,7 +73,7 @@ class DemoCommandTest {
                 "): 2,000 calls", "client on one thread, server in its own process", "Replies checked byte by byte: 0 wrong",
                 "server: connection 1 ended; requests free 16/16; rpc-server-buffers-1: no buffers leaked",
                 "server: done; device: no live objects", "RDMA loopback on the ucx provider: 300 requests",
-                "Device A: no live objects; device B: no live objects", "rdma-a: no buffers leaked; rdma-b: no buffers leaked",
+                "rdma-a: no buffers leaked; rdma-b: no buffers leaked", "PASS: ",
                 "Served on the ucx provider", "the file afterwards: as written", "Copies between file and wire on the server: 0",
                 "Rings open: 0");
         assertThat(BufferPool.openPools()).isEmpty();
@@ -77,7 +85,7 @@ class DemoCommandTest {
                     "--rpc-calls", "3000", "--rpc-warmup", "1", "--rpc-threads", "--storage-mib", "0", "--quiet-progress");
         assertThat(out).contains("3,000 calls", "client and server on a thread each",
                 "Measured after a warm-up of 1.0 s: ", "Replies checked byte by byte: 0 wrong",
-                "Requests free after the run: client 16/16, server requests free 16/16; rpc-server-buffers: no buffers leaked", "Devices: no live objects; no live objects");
+                "Requests free after the run: client 16/16, server requests free 16/16; rpc-server-buffers: no buffers leaked", "PASS: ");
         assertThat(BufferPool.openPools()).isEmpty();
     }
 

@@ -363,6 +363,15 @@ public final class BufferPool implements AutoCloseable {
             caches.removeCurrent();
             OPEN.remove(this);
             closeReport = report;
+            if (!report.clean()) {
+                PoolEvents.Leak event = new PoolEvents.Leak();
+                if (event.shouldCommit()) {
+                    event.pool = name;
+                    event.buffers = report.buffers();
+                    event.bytes = report.bytes();
+                    event.commit();
+                }
+            }
             return report;
         }
     }

@@ -48,7 +48,17 @@ final class Chunks {
             long r = reserved.get();
             long next = r + bytes;
             if (next > maxBytes || next < 0) {
-                throw new PoolExhaustedException(pool, maxBytes, r, inUse.getAsLong(), bytes);
+                long used = inUse.getAsLong();
+                PoolEvents.Exhausted event = new PoolEvents.Exhausted();
+                if (event.shouldCommit()) {
+                    event.pool = pool;
+                    event.limit = maxBytes;
+                    event.reserved = r;
+                    event.inUse = used;
+                    event.requested = bytes;
+                    event.commit();
+                }
+                throw new PoolExhaustedException(pool, maxBytes, r, used, bytes);
             }
             if (reserved.compareAndSet(r, next)) {
                 return;
@@ -59,12 +69,23 @@ final class Chunks {
     /** Reserves budget and a chunk of {@code bytes} from the source; undoes the budget if the source fails. */
     Chunk allocate(long bytes, LongSupplier inUse) {
         reserve(bytes, inUse);
+        PoolEvents.ChunkMap event = new PoolEvents.ChunkMap();
+        event.begin();
+        Chunk chunk;
         try {
-            return source.allocate(bytes, source.pageSize());
+            chunk = source.allocate(bytes, source.pageSize());
         } catch (RuntimeException e) {
             reserved.addAndGet(-bytes);
             throw e;
         }
+        if (event.shouldCommit()) {
+            event.pool = pool;
+            event.address = chunk.address();
+            event.size = chunk.size();
+            event.dedicated = bytes != chunkSize;
+            event.commit();
+        }
+        return chunk;
     }
 
     /**
@@ -166,12 +187,22 @@ final class Chunks {
     }
 
     private void giveBack(Chunk chunk) {
-        if (chunk.hasUncheckedViews()) {
+        PoolEvents.ChunkUnmap event = new PoolEvents.ChunkUnmap();
+        event.begin();
+        boolean retired = chunk.hasUncheckedViews();
+        if (retired) {
             source.retire(chunk);
         } else {
             source.release(chunk);
         }
         reserved.addAndGet(-chunk.size());
+        if (event.shouldCommit()) {
+            event.pool = pool;
+            event.address = chunk.address();
+            event.size = chunk.size();
+            event.retired = retired;
+            event.commit();
+        }
     }
 
     /**

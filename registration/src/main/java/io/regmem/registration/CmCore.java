@@ -52,19 +52,32 @@ final class CmCore extends ProviderState implements CmContext {
     public void established() {
         id.conn = CmId.ConnState.CONNECTED;
         id.leaveListener();
+        connectionEvent("ESTABLISHED");
         CmEvents.post(new CmEvent(CmEvent.Type.ESTABLISHED, id, null));
     }
 
     @Override
     public void rejected() {
         id.conn = CmId.ConnState.DISCONNECTED;
+        connectionEvent("REJECTED");
         CmEvents.post(new CmEvent(CmEvent.Type.REJECTED, id, null));
+    }
+
+    private void connectionEvent(String type) {
+        RegistrationEvents.Connection event = new RegistrationEvents.Connection();
+        if (event.shouldCommit()) {
+            event.id = id.toString();
+            event.device = id.device().name();
+            event.type = type;
+            event.commit();
+        }
     }
 
     @Override
     public void disconnected() {
         if (id.conn == CmId.ConnState.CONNECTED) {
             id.conn = CmId.ConnState.DISCONNECTED;
+            connectionEvent("DISCONNECTED");
             CmEvents.post(new CmEvent(CmEvent.Type.DISCONNECTED, id, null));
         }
     }

@@ -89,11 +89,34 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
      * is given back and the exception passes on: nothing was created.
      */
     private void attachProvider() {
+        RegistrationEvents.Register event = new RegistrationEvents.Register();
+        event.begin();
         try {
             provider = device.provider().registerMemory(new Registration());
         } catch (RuntimeException | Error e) {
             device.keys.release(slot, this);
             throw e;
+        }
+        if (event.shouldCommit()) {
+            event.region = toString();
+            event.address = address;
+            event.length = length;
+            event.access = Access.describe(access);
+            event.key = key;
+            event.commit();
+        }
+    }
+
+    /** Ends the provider's registration (waiting for copies through it) and records how long that took. */
+    private void detachProvider() {
+        RegistrationEvents.Deregister event = new RegistrationEvents.Deregister();
+        event.begin();
+        provider.deregister();
+        if (event.shouldCommit()) {
+            event.region = toString();
+            event.address = address;
+            event.length = length;
+            event.commit();
         }
     }
 
@@ -126,7 +149,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
      */
     void retireWindow() {
         valid = false;
-        provider.deregister();
+        detachProvider();
         device.keys.release(slot, this);
     }
 
@@ -486,7 +509,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         }
         // The provider waits out the copies that checked the region before it went invalid; then its
         // key slot is freed for reuse (a reader that resolved the key holds this object, whose check fails).
-        provider.deregister();
+        detachProvider();
         device.keys.release(slot, this);
     }
 }

@@ -203,7 +203,11 @@ public final class QueuePair extends RdmaResource {
 
     /** Error state, the provider stopped, both queues flushed (lock held). */
     void stopAndFlush() {
+        State was = state;
         state = State.ERROR;
+        if (was != State.ERROR) {
+            errorEvent(was, "drained");
+        }
         provider.stop();
         flush();
     }
@@ -292,7 +296,11 @@ public final class QueuePair extends RdmaResource {
         q.produced(seq);
         q.pop();
         if (!cq.push(this, recv, seq, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey)) {
+            State was = state;
             state = State.ERROR; // the CQ overran: the completion is lost and the QP can no longer be trusted
+            if (was != State.ERROR) {
+                errorEvent(was, "its completion queue overran");
+            }
             cq.retire(q, seq);
         }
     }
@@ -300,11 +308,24 @@ public final class QueuePair extends RdmaResource {
     /** In the error state: every queued request completes with WR_FLUSH_ERR; then the slots settle (lock held). */
     void flush() {
         Wqe w;
+        int sends = 0;
+        int receives = 0;
         while ((w = sq.peek()) != null) {
             complete(sq, sendCq, false, WcStatus.WR_FLUSH_ERR, w.opcode, 0, true, false, 0, false, 0);
+            sends++;
         }
         while (rq.peek() != null) {
             complete(rq, recvCq, true, WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, true, false, 0, false, 0);
+            receives++;
+        }
+        if (sends + receives > 0) {
+            RegistrationEvents.QpFlush event = new RegistrationEvents.QpFlush();
+            if (event.shouldCommit()) {
+                event.qp = toString();
+                event.sends = sends;
+                event.receives = receives;
+                event.commit();
+            }
         }
         sendCq.settle(sq);
         recvCq.settle(rq);
@@ -371,7 +392,21 @@ public final class QueuePair extends RdmaResource {
     }
 
     void state(State s) {
+        State was = this.state;
         this.state = s;
+        if (s == State.ERROR && was != State.ERROR) {
+            errorEvent(was, "a request failed or the provider stopped the queue pair");
+        }
+    }
+
+    private void errorEvent(State was, String cause) {
+        RegistrationEvents.QpError event = new RegistrationEvents.QpError();
+        if (event.shouldCommit()) {
+            event.qp = toString();
+            event.from = was.name();
+            event.cause = cause;
+            event.commit();
+        }
     }
 
     /** The provider's half (for the soft provider's tests and the verbs layer). */

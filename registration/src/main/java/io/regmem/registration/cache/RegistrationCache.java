@@ -194,6 +194,8 @@ public final class RegistrationCache implements AutoCloseable {
                 return again;
             }
             misses.increment();
+            CacheEvents.Miss missEvent = new CacheEvents.Miss();
+            missEvent.begin();
             RegionIndex ix = index;
             long lo = segment.address();
             long hi = lo + segment.byteSize();
@@ -221,6 +223,13 @@ public final class RegistrationCache implements AutoCloseable {
                 }
             }
             MemoryRegion region = pd.register(target, accessMask); // throws: nothing changed
+            if (missEvent.shouldCommit()) {
+                missEvent.cache = toString();
+                missEvent.address = segment.address();
+                missEvent.length = segment.byteSize();
+                missEvent.registered = target.byteSize();
+                missEvent.commit();
+            }
             created = new CacheEntry(this, region, target, accessMask);
             handle = created.handle(created.acquire(false)); // the caller's reference (not a hit)
             for (CacheEntry e : leaving) {
@@ -232,6 +241,7 @@ public final class RegistrationCache implements AutoCloseable {
                     ix.bytes() - bytesOf(leaving) + (created.end - created.start), e -> {
                         leftIndex(e);
                         evictions.increment();
+                        evicted(e);
                         dropped.add(e); // its count is already zero: disposeDropped deregisters it
                     });
             gone.addAll(leaving);
@@ -239,6 +249,16 @@ public final class RegistrationCache implements AutoCloseable {
         }
         disposeDropped(dropped);
         return handle;
+    }
+
+    private void evicted(CacheEntry e) {
+        CacheEvents.Eviction event = new CacheEvents.Eviction();
+        if (event.shouldCommit()) {
+            event.cache = toString();
+            event.address = e.start;
+            event.length = e.end - e.start;
+            event.commit();
+        }
     }
 
     private static MemorySegment lowest(List<CacheEntry> entries, long address) {
@@ -325,6 +345,14 @@ public final class RegistrationCache implements AutoCloseable {
                 }
             }
             invalidations.add(n);
+        }
+        if (n > 0) {
+            CacheEvents.Invalidation event = new CacheEvents.Invalidation();
+            if (event.shouldCommit()) {
+                event.cache = toString();
+                event.regions = n;
+                event.commit();
+            }
         }
         disposeDropped(dropped);
         return n;

@@ -1,0 +1,97 @@
+package io.regmem.core;
+
+import jdk.jfr.Category;
+import jdk.jfr.DataAmount;
+import jdk.jfr.Description;
+import jdk.jfr.Enabled;
+import jdk.jfr.Event;
+import jdk.jfr.Label;
+import jdk.jfr.MemoryAddress;
+import jdk.jfr.Name;
+import jdk.jfr.StackTrace;
+
+/**
+ * The pool's JDK Flight Recorder events. All are off unless a recording enables them (by name,
+ * {@code io.regmem.*}); when off, creating and committing one costs nothing measurable. None is on
+ * the allocate or free path: only chunk map/unmap, exhaustion and close.
+ */
+final class PoolEvents {
+    private PoolEvents() {
+    }
+
+    @Name("io.regmem.ChunkMap")
+    @Label("Pool Chunk Map")
+    @Category({"regmem", "Pool"})
+    @Description("A pool took a chunk of memory from its chunk source (mmap, huge pages, UCX, an arena)")
+    @Enabled(false)
+    @StackTrace(false)
+    static final class ChunkMap extends Event {
+        @Label("Pool")
+        String pool;
+        @Label("Address")
+        @MemoryAddress
+        long address;
+        @Label("Size")
+        @DataAmount
+        long size;
+        @Label("Dedicated")
+        @Description("A large buffer's own chunk rather than one shared by size classes")
+        boolean dedicated;
+    }
+
+    @Name("io.regmem.ChunkUnmap")
+    @Label("Pool Chunk Unmap")
+    @Category({"regmem", "Pool"})
+    @Description("A pool gave a chunk back to its source (retired: its pages dropped, the range kept readable)")
+    @Enabled(false)
+    @StackTrace(false)
+    static final class ChunkUnmap extends Event {
+        @Label("Pool")
+        String pool;
+        @Label("Address")
+        @MemoryAddress
+        long address;
+        @Label("Size")
+        @DataAmount
+        long size;
+        @Label("Retired")
+        boolean retired;
+    }
+
+    @Name("io.regmem.PoolExhausted")
+    @Label("Pool Exhausted")
+    @Category({"regmem", "Pool"})
+    @Description("An allocation failed because the pool's maxBytes limit was reached")
+    @Enabled(false)
+    static final class Exhausted extends Event {
+        @Label("Pool")
+        String pool;
+        @Label("Limit")
+        @DataAmount
+        long limit;
+        @Label("Reserved")
+        @DataAmount
+        long reserved;
+        @Label("In Use")
+        @DataAmount
+        long inUse;
+        @Label("Requested")
+        @DataAmount
+        long requested;
+    }
+
+    @Name("io.regmem.LeakReport")
+    @Label("Pool Leak Report")
+    @Category({"regmem", "Pool"})
+    @Description("A pool closed with buffers still allocated")
+    @Enabled(false)
+    static final class Leak extends Event {
+        @Label("Pool")
+        String pool;
+        @Label("Buffers")
+        long buffers;
+        @Label("Bytes")
+        @DataAmount
+        long bytes;
+    }
+}

@@ -1,0 +1,70 @@
+package io.regmem.registration.cache;
+
+import jdk.jfr.Category;
+import jdk.jfr.DataAmount;
+import jdk.jfr.Description;
+import jdk.jfr.Enabled;
+import jdk.jfr.Event;
+import jdk.jfr.Label;
+import jdk.jfr.MemoryAddress;
+import jdk.jfr.Name;
+import jdk.jfr.StackTrace;
+
+/**
+ * The registration cache's JDK Flight Recorder events: misses (with the registration's duration),
+ * evictions and invalidations. Off unless a recording enables them ({@code io.regmem.*}); a hit
+ * records nothing.
+ */
+final class CacheEvents {
+    private CacheEvents() {
+    }
+
+    @Name("io.regmem.CacheMiss")
+    @Label("Registration Cache Miss")
+    @Category({"regmem", "Registration Cache"})
+    @Description("A get found no usable region and registered one; the duration includes the registration")
+    @Enabled(false)
+    static final class Miss extends Event {
+        @Label("Cache")
+        String cache;
+        @Label("Address")
+        @MemoryAddress
+        long address;
+        @Label("Length")
+        @DataAmount
+        long length;
+        @Label("Registered Length")
+        @Description("The region registered: larger than asked when neighbours were merged in")
+        @DataAmount
+        long registered;
+    }
+
+    @Name("io.regmem.CacheEviction")
+    @Label("Registration Cache Eviction")
+    @Category({"regmem", "Registration Cache"})
+    @Description("An idle region left the cache to keep it within its limits (deregistered)")
+    @Enabled(false)
+    @StackTrace(false)
+    static final class Eviction extends Event {
+        @Label("Cache")
+        String cache;
+        @Label("Address")
+        @MemoryAddress
+        long address;
+        @Label("Length")
+        @DataAmount
+        long length;
+    }
+
+    @Name("io.regmem.CacheInvalidation")
+    @Label("Registration Cache Invalidation")
+    @Category({"regmem", "Registration Cache"})
+    @Description("Regions over memory that is going away lost their keys (invalidate by range or by arena)")
+    @Enabled(false)
+    static final class Invalidation extends Event {
+        @Label("Cache")
+        String cache;
+        @Label("Regions")
+        int regions;
+    }
+}
