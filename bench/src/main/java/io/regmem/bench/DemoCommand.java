@@ -321,6 +321,8 @@ final class DemoCommand implements Callable<Integer> {
         PoolStats stats = pool.stats();
         out.printf(Locale.ROOT, "%nWorkload: %,d requests in %.2f s (%,.0f requests/s), %,d MiB described in scatter lists%n",
                 (long) threads * requests, elapsed / 1e9, threads * (double) requests / (elapsed / 1e9), total >> 20);
+        out.printf(Locale.ROOT, "  (a request allocates a 64 B header and 1-16 pages, writes and describes them in one scatter "
+                + "list, checks and frees them: one request, several allocations)%n");
         out.printf(Locale.ROOT, "%nLatency (ns)       p50      p90      p99    p99.9      max%n");
         printLatency(out, "allocate", allocNs);
         printLatency(out, "free", freeNs);
@@ -328,7 +330,7 @@ final class DemoCommand implements Callable<Integer> {
         out.printf(Locale.ROOT, "  reserved      %,14d bytes in %d chunk(s) of %d MiB%n", stats.reservedBytes(), stats.chunks(),
                 pool.chunkSize() >> 20);
         out.printf(Locale.ROOT, "  in use        %,14d bytes in %d live buffers%n", stats.inUseBytes(), stats.liveBuffers());
-        out.printf(Locale.ROOT, "  allocations   %,14d   frees %,d%n", stats.allocations(), stats.frees());
+        out.printf(Locale.ROOT, "  allocations   %,14d   frees %,d (buffers)%n", stats.allocations(), stats.frees());
         out.printf(Locale.ROOT, "  cache hits    %13.2f%%%n", 100 * stats.cacheHitRate());
         out.printf(Locale.ROOT, "  size class     slots   live   allocations%n");
         for (PoolStats.ClassStats c : stats.classes()) {
@@ -403,7 +405,7 @@ final class DemoCommand implements Callable<Integer> {
     }
 
     private static void printLatency(PrintStream out, String what, Histogram h) {
-        out.printf(Locale.ROOT, "  %-10s %8d %8d %8d %8d %8d%n", what, h.getValueAtPercentile(50), h.getValueAtPercentile(90),
+        out.printf(Locale.ROOT, "  %-10s %8d %8d %8d %8d %,10d%n", what, h.getValueAtPercentile(50), h.getValueAtPercentile(90),
                 h.getValueAtPercentile(99), h.getValueAtPercentile(99.9), h.getMaxValue());
     }
 }

@@ -155,7 +155,7 @@ final class RdmaDemo {
         String nameB = pair.devB.name();
         out.printf(Locale.ROOT, "%nRDMA loopback on the %s provider: %,d requests of %d B (WRITE, READ back, check, SEND) "
                 + "in %.2f s%n", provider, requests, size, elapsed / 1e9);
-        out.printf(Locale.ROOT, "Latency (ns)       p50      p90      p99    p99.9      max%n");
+        out.printf(Locale.ROOT, "Latency (us)       p50      p90      p99    p99.9      max%n");
         print("WRITE", writeNs);
         print("READ", readNs);
         out.printf(Locale.ROOT, "Remote keys: B's %d chunk key(s) exported and imported on A's QP once each, not per request%n",
@@ -179,7 +179,8 @@ final class RdmaDemo {
     }
 
     private void print(String what, Histogram h) {
-        out.printf(Locale.ROOT, "  %-10s %8d %8d %8d %8d %8d%n", what, h.getValueAtPercentile(50), h.getValueAtPercentile(90),
-                h.getValueAtPercentile(99), h.getValueAtPercentile(99.9), h.getMaxValue());
+        out.printf(Locale.ROOT, "  %-10s %8.1f %8.1f %8.1f %8.1f %8.1f%n", what, h.getValueAtPercentile(50) / 1e3,
+                h.getValueAtPercentile(90) / 1e3, h.getValueAtPercentile(99) / 1e3, h.getValueAtPercentile(99.9) / 1e3,
+                h.getMaxValue() / 1e3);
     }
 }

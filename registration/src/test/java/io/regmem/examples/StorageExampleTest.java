@@ -6,12 +6,10 @@ import io.regmem.registration.NoLeaks;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-/** The storage guide's example runs, says what it should, and docs/storage.md quotes it as it is. */
+/** The storage guide's example runs and says what it should (DocsTest checks that docs/storage.md quotes it). */
 @ExtendWith(NoLeaks.class)
 class StorageExampleTest {
 
@@ -26,15 +24,5 @@ class StorageExampleTest {
             System.setOut(original);
         }
         assertThat(captured.toString(StandardCharsets.UTF_8)).isEqualTo("read 8192 bytes\nequal: true\n");
-    }
-
-    @Test
-    void theGuideQuotesTheExampleSource() throws Exception {
-        Path root = Path.of("").toAbsolutePath().getParent();
-        String source = Files.readString(root.resolve("registration/src/test/java/io/regmem/examples/StorageExample.java"));
-        String quoted = source.substring(source.indexOf("// example: storage\n") + "// example: storage\n".length(),
-                source.indexOf("// end example"));
-        String guide = Files.readString(root.resolve("docs/storage.md"));
-        assertThat(guide).as("docs/storage.md quotes StorageExample.java between its markers").contains(quoted);
     }
 }

@@ -1,0 +1,81 @@
+package io.regmem.examples;
+
+// example: rdma-write
+import io.regmem.registration.Access;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+/** One RDMA WRITE between two connected queue pairs of the embedded soft provider. */
+public final class RdmaWriteExample {
+    public static void main(String[] args) {
+        try (Arena arena = Arena.ofShared();                      // memory any thread may reach
+             RdmaDevice client = RdmaDevice.open("soft");
+             RdmaDevice server = RdmaDevice.open("soft")) {
+            MemorySegment source = arena.allocate(4096, 4096);
+            MemorySegment target = arena.allocate(4096, 4096);
+            source.setString(0, "hello, registered memory");
+
+            // The server registers its memory for remote writes and listens.
+            ProtectionDomain serverPd = server.allocPd();
+            CompletionQueue serverCq = server.createCq(16);
+            MemoryRegion targetMr = serverPd.register(target, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+            CmId listener = server.createCmId();
+            listener.listen("example");                           // soft: a name inside this JVM
+
+            // The client registers its source and connects.
+            ProtectionDomain clientPd = client.allocPd();
+            CompletionQueue clientCq = client.createCq(16);
+            MemoryRegion sourceMr = clientPd.register(source, Access.LOCAL_WRITE);
+            CmId active = client.createCmId();
+            QueuePair qp = active.createQp(clientPd, QpInitAttributes.of(clientCq));
+            active.connect("example");
+            CmId passive = listener.getRequest();
+            passive.createQp(serverPd, QpInitAttributes.of(serverCq));
+            passive.accept();                                      // both queue pairs are ready to send
+
+            // The server's key travels to the client once per registration (as bytes, in a message).
+            byte[] exported = targetMr.exportRemoteKey();
+            int rkey = qp.importRemoteKey(exported);
+            WorkRequest write = new WorkRequest(1)                 // reusable: posting copies it
+                    .wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(source.address(), 64, sourceMr.lkey())
+                    .remote(target.address(), rkey);
+            qp.postSend(write);
+            WorkCompletion[] wcs = {new WorkCompletion()};         // reusable: poll fills it
+            while (clientCq.poll(wcs) == 0) {
+                Thread.onSpinWait();                               // soft executes the work as the CQ is polled
+            }
+            System.out.println("completion: " + wcs[0].status() + ", " + wcs[0].byteLen() + " bytes");
+            System.out.println("server reads: " + target.getString(0));
+            if (wcs[0].status() != WcStatus.SUCCESS) {
+                throw new IllegalStateException("the write failed: " + wcs[0].status());
+            }
+
+            // Teardown in the verbs order: disconnect, destroy QPs, IDs, MRs, CQs, PDs.
+            active.disconnect();
+            active.destroyQp();
+            passive.destroyQp();
+            active.close();
+            passive.close();
+            listener.close();
+            sourceMr.close();
+            targetMr.close();
+            clientCq.close();
+            serverCq.close();
+            clientPd.close();
+            serverPd.close();
+        }   // a device closes only when nothing of it is left (else EBUSY, naming each survivor)
+    }
+}
+// end example
