@@ -29,7 +29,9 @@ class ApiFuzzTest {
             outcomes = fuzz.outcomes();
             connections = fuzz.connections();
         }
-        System.out.println("ApiFuzzTest: " + counts + ", " + connections + " connections; outcomes " + outcomes);
+        if (Boolean.getBoolean("regmem.fuzz.verbose")) { // what ran and how it ended: for soak runs, not every build
+            System.out.println("ApiFuzzTest: " + counts + ", " + connections + " connections; outcomes " + outcomes);
+        }
         assertThat(counts.keySet()).as("every kind of operation ran").contains("register", "deregister", "cache.get",
                 "cache", "pool.allocate", "pool", "RDMA_WRITE", "RDMA_READ", "RDMA_WRITE_WITH_IMM", "SEND", "recv",
                 "bad", "close", "free", "reconnect");
