@@ -115,8 +115,9 @@ class DeregistrationRaceTest {
     @Test
     void sourceRegionClose() throws InterruptedException {
         int midChain = 0;
+        StringBuilder seen = new StringBuilder(); // writes completed per round, for a failure's message
         long bound = 20_000_000; // the deregistration's delay bound, adapted to where the last one fell
-        for (int round = 0; round < ROUNDS || (midChain == 0 && round < 4 * ROUNDS); round++) {
+        for (int round = 0; round < ROUNDS || (midChain == 0 && round < 10 * ROUNDS); round++) {
             try (Loopback lb = new Loopback(java.util.Map.of(), 64, new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2),
                     new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2));
                  Arena arena = Arena.ofShared()) {
@@ -149,10 +150,12 @@ class DeregistrationRaceTest {
                 if (r.succeeded > 0 && r.succeeded < CHAIN) {
                     midChain++;
                 }
+                seen.append(r.succeeded).append('@').append(bound / 1000).append("us ");
                 bound = adapt(bound, r.succeeded);
             }
         }
-        assertThat(midChain).as("rounds whose deregistration fell in the middle of the chain").isPositive();
+        assertThat(midChain).as("rounds whose deregistration fell in the middle of the chain (writes completed "
+                + "@ delay bound, per round: %s)", seen).isPositive();
     }
 
     /**
@@ -178,7 +181,7 @@ class DeregistrationRaceTest {
     private static void race(java.util.Map<String, String> options, TargetFactory factory) throws InterruptedException {
         int midChain = 0;
         long chainNanos = 0;
-        for (int round = 0; round < ROUNDS || (midChain == 0 && round < 4 * ROUNDS); round++) {
+        for (int round = 0; round < ROUNDS || (midChain == 0 && round < 10 * ROUNDS); round++) {
             try (Loopback lb = new Loopback(options, 64, new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2),
                     new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2));
                  Arena arena = Arena.ofShared()) {
