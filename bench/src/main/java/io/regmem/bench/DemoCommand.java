@@ -237,7 +237,12 @@ final class DemoCommand implements Callable<Integer> {
         }
         FlightRecording recording = jfr == null ? null : FlightRecording.start(jfr);
         List<String> failures = new ArrayList<>();
-        int status = run(out, failures);
+        try {
+            run(out, failures);
+        } catch (RuntimeException e) { // a part that cannot go on: the verdict says which error stopped it
+            out.flush();
+            failures.add("stopped by " + e);
+        }
         if (recording != null) {
             recording.stopAndSummarize(out);
         }

@@ -80,6 +80,36 @@ class DemoCommandTest {
     }
 
     @Test
+    void aPartThatCannotRunEndsInOneFailLineAndStatusOne() throws Exception {
+        try (io.regmem.registration.RdmaDevice probe = io.regmem.registration.RdmaDevice.open("ucx")) {
+            assertThat(probe.providerName()).isEqualTo("ucx");
+        } catch (io.regmem.core.RdmaException e) {
+            org.junit.jupiter.api.Assumptions.assumeFalse(!"true".equals(System.getenv("CI")), "UCX is not installed");
+            throw e;
+        }
+        int closedPort;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+            closedPort = s.getLocalPort(); // nobody listens there once this closes
+        }
+        PrintStream original = System.out;
+        ByteArrayOutputStream captured = new ByteArrayOutputStream();
+        int status;
+        try {
+            System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
+            status = RegmemCommand.commandLine().execute("demo", "--provider", "ucx", "--connect", "127.0.0.1:" + closedPort,
+                    "--rpc-calls", "10", "--requests", "10", "--rdma-requests", "0", "--storage-mib", "0");
+        } finally {
+            System.setOut(original);
+        }
+        String out = captured.toString(StandardCharsets.UTF_8);
+        assertThat(status).as(out).isEqualTo(1);
+        String[] lines = out.strip().split("\n");
+        assertThat(lines[lines.length - 1]).as(out).startsWith("FAIL: ");
+        assertThat(out).doesNotContain("PASS: ");
+        assertThat(BufferPool.openPools()).isEmpty();
+    }
+
+    @Test
     void theRpcPartOnTwoThreadsChecksItsDataAndLeaksNothing() {
         String out = runClean("demo", "--requests", "100", "--rdma-requests", "0",
                     "--rpc-calls", "3000", "--rpc-warmup", "1", "--rpc-threads", "--storage-mib", "0", "--quiet-progress");
