@@ -5,7 +5,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import java.util.List;
-import java.util.Map;
 import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;
 import net.jqwik.api.ForAll;
@@ -22,17 +21,6 @@ import net.jqwik.api.lifecycle.AddLifecycleHook;
  */
 @AddLifecycleHook(NoLeaks.class)
 class CompletionAccountingPropertyTest {
-
-    private static Loopback loopback(int maxSendWr, int maxRecvWr, int cqDepth, boolean signalAll) {
-        QpInitAttributes a = new QpInitAttributes().maxSendWr(maxSendWr).maxRecvWr(maxRecvWr).signalAll(signalAll);
-        QpInitAttributes b = new QpInitAttributes().maxSendWr(maxSendWr).maxRecvWr(maxRecvWr).signalAll(signalAll);
-        return new Loopback(Map.of(), cqDepth, a, b);
-    }
-
-    private static WorkRequest write(Loopback lb, MemoryRegion local, MemoryRegion remote, long id, boolean signaled) {
-        return new WorkRequest(1).wrId(id).opcode(Opcode.RDMA_WRITE).signaled(signaled)
-                .addSge(local.address(), 64, local.lkey()).remote(remote.address() + 64 * (id % 64), lb.key(remote));
-    }
 
     /** One step of a random run: who posts or polls what. */
     record Step(int kind, boolean signaled, int count) {
@@ -55,7 +43,7 @@ class CompletionAccountingPropertyTest {
     void aCqAsDeepAsItsQueuesNeverOverruns(@ForAll("steps") List<Step> steps, @ForAll boolean smallQueues) {
         int sq = smallQueues ? 3 : 8;
         int rq = smallQueues ? 2 : 5;
-        try (Loopback lb = loopback(sq, rq, sq + rq, false)) {
+        try (Loopback lb = CompletionAccountingTest.loopback(sq, rq, sq + rq, false)) {
             MemoryRegion localA = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
             MemoryRegion localB = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
             WorkCompletion[] some = new WorkCompletion[6];
@@ -69,7 +57,7 @@ class CompletionAccountingPropertyTest {
             long id = 0;
             for (Step s : steps) {
                 switch (s.kind()) {
-                    case 0 -> post(lb.qpA, write(lb, localA, localB, id++, s.signaled()), sq);
+                    case 0 -> post(lb.qpA, CompletionAccountingTest.write(lb, localA, localB, id++, s.signaled()), sq);
                     case 1 -> {
                         if (recvsAtB > sendsToB && post(lb.qpA, new WorkRequest(1).wrId(id++).opcode(Opcode.SEND)
                                 .signaled(s.signaled()).addSge(localA.address(), 16, localA.lkey()), sq)) {

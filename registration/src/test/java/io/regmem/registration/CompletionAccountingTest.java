@@ -17,13 +17,15 @@ import org.junit.jupiter.api.extension.ExtendWith;
 @ExtendWith(NoLeaks.class)
 class CompletionAccountingTest {
 
-    private static Loopback loopback(int maxSendWr, int maxRecvWr, int cqDepth, boolean signalAll) {
+    /** Two connected QPs with these queue limits on CQs {@code cqDepth} deep (the property test uses it too). */
+    static Loopback loopback(int maxSendWr, int maxRecvWr, int cqDepth, boolean signalAll) {
         QpInitAttributes a = new QpInitAttributes().maxSendWr(maxSendWr).maxRecvWr(maxRecvWr).signalAll(signalAll);
         QpInitAttributes b = new QpInitAttributes().maxSendWr(maxSendWr).maxRecvWr(maxRecvWr).signalAll(signalAll);
         return new Loopback(Map.of(), cqDepth, a, b);
     }
 
-    private static WorkRequest write(Loopback lb, MemoryRegion local, MemoryRegion remote, long id, boolean signaled) {
+    /** A 64-byte WRITE, id {@code id}, into the id's slot of {@code remote}. */
+    static WorkRequest write(Loopback lb, MemoryRegion local, MemoryRegion remote, long id, boolean signaled) {
         return new WorkRequest(1).wrId(id).opcode(Opcode.RDMA_WRITE).signaled(signaled)
                 .addSge(local.address(), 64, local.lkey()).remote(remote.address() + 64 * (id % 64), lb.key(remote));
     }
