@@ -22,5 +22,5 @@ for tls in "sysv,posix,cma,self" "tcp,self"; do
     echo "== ucx_perftest UCX_TLS=$tls -t $1 -s $2 -n $n: $line"
   done
 done
-echo "(Final: iterations, latency us 50%ile / average / overall, bandwidth MB/s average / overall, msg/s average / overall;"
+echo "(Final: iterations, latency us 50%ile / average / overall, bandwidth MiB/s (2^20 bytes: ucx_perftest says MB/s) average / overall, msg/s average / overall;"
 echo " ucp_put_lat is half a round trip: each side puts and waits for the other's put)"
