@@ -210,15 +210,23 @@ public final class PooledBuffer implements AutoCloseable {
 
     /**
      * An Agrona {@link UnsafeBuffer} over the whole capacity, zero-copy. One object per slot, reused.
-     * Unchecked: see the class comment.
+     * Unchecked: see the class comment. Agrona 2.x reaches {@code jdk.internal.misc.Unsafe}, so the
+     * JVM must run with {@code --add-exports java.base/jdk.internal.misc=ALL-UNNAMED} (on the module
+     * path {@code =org.agrona}).
      *
-     * @throws RdmaException {@link Errno#ERANGE} if the capacity exceeds {@code Integer.MAX_VALUE}
+     * @throws RdmaException {@link Errno#ERANGE} if the capacity exceeds {@code Integer.MAX_VALUE};
+     *                       {@link Errno#EOPNOTSUPP}, naming the flag, if {@code jdk.internal.misc} is
+     *                       not exported to Agrona (nothing is made)
      */
     public UnsafeBuffer asDirectBuffer() {
         checkLive();
         UnsafeBuffer ub = directBuffer;
         if (ub == null) {
             requireIntCapacity("asDirectBuffer");
+            if (!AgronaAccess.USABLE) {
+                throw new RdmaException(Errno.EOPNOTSUPP, this + ": asDirectBuffer needs the JVM flag "
+                        + AgronaAccess.FLAG + " (Agrona's UnsafeBuffer uses jdk.internal.misc.Unsafe)");
+            }
             chunk.markUncheckedViews();
             ub = new UnsafeBuffer(address, (int) capacity);
             directBuffer = ub;
