@@ -38,8 +38,8 @@ import org.openjdk.jmh.annotations.TearDown;
 public class UcxPutBenchmark extends BenchDefaults {
     private static final int WINDOW = 16;
 
-    /** UCX_TLS of the child: shared memory or TCP. */
-    @Param({"sysv,posix,cma", "tcp"})
+    /** UCX_TLS of the child with '+' for ',' (JMH splits parameter values on commas): shared memory or TCP. */
+    @Param({"sysv+posix+cma", "tcp"})
     public String transport;
 
     /** How WRITEs travel: as messages the target executes and answers, or (oneSided=true) as UCX puts. */
@@ -78,7 +78,7 @@ public class UcxPutBenchmark extends BenchDefaults {
         ProcessBuilder b = new ProcessBuilder(javaBin, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
                 "-cp", System.getProperty("java.class.path"), UcxBenchPeer.class.getName(), address,
                 mode.equals("oneSided") ? "backoff" : "busy"); // one-sided WRITEs need no target progress
-        b.environment().put("UCX_TLS", transport);
+        b.environment().put("UCX_TLS", transport.replace('+', ','));
         b.redirectErrorStream(true);
         child = b.start();
         BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
