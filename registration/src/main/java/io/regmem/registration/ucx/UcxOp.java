@@ -42,10 +42,13 @@ final class UcxOp {
         respLength = 0;
         ack = ACK_PENDING;
         oneSided = false;
+        needsFlush = false;
     }
 
     /** Carried by UCX puts or gets alone (no message, no answer, nothing to place). */
     boolean oneSided;
+    /** A one-sided WRITE: complete only once an endpoint flush issued after its puts has finished. */
+    boolean needsFlush;
 
     void add(long req) {
         if (n == reqs.length) {

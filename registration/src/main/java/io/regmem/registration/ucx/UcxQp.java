@@ -65,6 +65,16 @@ final class UcxQp implements ProviderQp {
     private long lastNonRead = -1;
     /** A request failed before it started: nothing after it starts (execution lock). */
     private boolean halted;
+    /**
+     * The endpoint flush that one-sided WRITEs wait for: one flush covers every request started
+     * before it, so WRITEs in flight together share one instead of a flush each (execution lock).
+     */
+    private final UcxOp flushOp = new UcxOp();
+    /** Requests below this sequence number are covered by the flush issued last. */
+    private long flushIssuedThrough;
+    /** Requests below this are covered by a flush that finished, with {@link #flushStatus}. */
+    private long flushedThrough;
+    private int flushStatus = UcpLayout.UCS_OK;
 
     UcxQp(UcxDevice device, QpContext ctx, int number) {
         this.device = device;
@@ -277,8 +287,10 @@ final class UcxQp implements ProviderQp {
     }
 
     /**
-     * A WRITE as puts (then a flush: it completes once the bytes are at the target) or a READ as gets,
-     * one per local piece, straight between the local entries and the peer's memory. Worker lock held.
+     * A WRITE as puts or a READ as gets, one per local piece, straight between the local entries and
+     * the peer's memory. A WRITE completes only once an endpoint flush issued after its puts has
+     * finished (the bytes are at the target then): {@link #reap} issues that flush when the WRITE is
+     * the oldest request, for it and every request started with it. Worker lock held.
      */
     private void sendOneSided(PostedWr w, UcxOp op, boolean read, long rkey) {
         op.oneSided = true;
@@ -292,9 +304,39 @@ final class UcxQp implements ProviderQp {
             op.add(read ? device.ucp.get(ep, at, len, remote, rkey, params) : device.ucp.put(ep, at, len, remote, rkey, params));
             remote += len;
         }
-        if (!read) {
-            op.add(device.ucp.flush(ep, params));
+        op.needsFlush = !read;
+    }
+
+    /**
+     * True once a finished endpoint flush covers the one-sided WRITE {@code seq} (its status goes to
+     * {@code op}); otherwise issues one covering every request started so far, unless one that covers
+     * {@code seq} is under way. Execution lock held; requests are reaped in order, so at most one flush
+     * is under way, and it covers the oldest request.
+     */
+    private boolean flushed(long seq, UcxOp op) {
+        if (seq >= flushedThrough) {
+            if (seq >= flushIssuedThrough) {
+                device.lockWorker();
+                try {
+                    long ep = endpoint();
+                    flushOp.reset();
+                    flushOp.add(ep == 0 ? UcpLayout.UCS_ERR_CONNECTION_RESET // the peer's device closed
+                            : device.ucp.flush(ep, device.worker.noParams.address()));
+                } finally {
+                    device.workerLock.unlock();
+                }
+                flushIssuedThrough = started;
+            }
+            if (!flushOp.done(device, true)) {
+                return false;
+            }
+            flushedThrough = flushIssuedThrough;
+            flushStatus = flushOp.ucsStatus;
         }
+        if (op.ucsStatus == UcpLayout.UCS_OK) {
+            op.ucsStatus = flushStatus;
+        }
+        return true;
     }
 
     /** Sends a message: the header, then the local pieces (one buffer, or an iov list). Worker lock held. */
@@ -383,7 +425,7 @@ final class UcxQp implements ProviderQp {
         PostedWr w;
         while ((w = ctx.nextSend()) != null && w.seq() < started) {
             UcxOp op = ops[(int) w.seq() & mask];
-            if (!op.done(device, false)) {
+            if (!op.done(device, false) || (op.needsFlush && !flushed(w.seq(), op))) {
                 break;
             }
             reaped = w.seq() + 1;
@@ -491,6 +533,14 @@ final class UcxQp implements ProviderQp {
             release(op.respData);
             op.respData = 0;
         }
+        while (!flushOp.done(device, true)) { // a WRITEs' flush under way: ended or left to the worker too
+            if (System.nanoTime() > deadline) {
+                flushOp.abandon(device);
+                break;
+            }
+            device.progress();
+        }
+        flushedThrough = flushIssuedThrough = Math.max(flushIssuedThrough, started);
         reaped = Math.max(reaped, started);
     }
 

@@ -15,6 +15,8 @@ import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -84,6 +86,56 @@ class UcxOneSidedTest {
         assertThat(lb.memA.asSlice(1 << 19, 1000).mismatch(lb.memA.asSlice(0, 1000))).isEqualTo(-1);
         assertThat(lb.memA.asSlice((1 << 19) + 4096, 261144).mismatch(lb.memA.asSlice(1000, 261144))).isEqualTo(-1);
         assertThat(lb.cqB.pending()).as("the target saw nothing").isZero();
+    }
+
+    /**
+     * WRITEs in flight together share the endpoint flush issued when the oldest is reaped: each one
+     * still completes only with its bytes (and those of every WRITE before it) at the target, in
+     * order, and a READ behind them sees them all.
+     */
+    @Test
+    void writesInFlightTogetherEachCompleteWithTheirBytesAtTheTarget() {
+        for (int round = 0; round < 50; round++) {
+            for (int i = 0; i < 32; i++) {
+                lb.memA.asSlice(i * 4096L, 4096).fill((byte) (round * 31 + i));
+            }
+            for (int i = 0; i < 32; i++) {
+                lb.qpA.postSend(new WorkRequest(1).wrId(round * 100L + i).opcode(Opcode.RDMA_WRITE).signaled(true)
+                        .addSge(lb.memA.address() + i * 4096L, 4096, local.lkey()).remote(target.address() + i * 4096L, key));
+            }
+            lb.qpA.postSend(new WorkRequest(1).wrId(round * 100L + 99).opcode(Opcode.RDMA_READ).signaled(true)
+                    .addSge(lb.memA.address() + (1 << 19), 32 * 4096, local.lkey()).remote(target.address(), key));
+            WorkCompletion[] wcs = new WorkCompletion[8];
+            for (int i = 0; i < wcs.length; i++) {
+                wcs[i] = new WorkCompletion();
+            }
+            List<Long> ids = new ArrayList<>();
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (ids.size() < 33) {
+                int n = lb.cqA.poll(wcs);
+                for (int k = 0; k < n; k++) {
+                    assertThat(wcs[k].status()).as(wcs[k].toString()).isEqualTo(WcStatus.SUCCESS);
+                    ids.add(wcs[k].wrId());
+                    int i = (int) (wcs[k].wrId() - round * 100L);
+                    if (i < 32) { // this WRITE and every one before it are at the target now
+                        for (int j = 0; j <= i; j++) {
+                            assertThat(target.segment().asSlice(j * 4096L, 4096).mismatch(lb.memA.asSlice(j * 4096L, 4096)))
+                                    .as("round %d: WRITE %d at the target when WRITE %d completed", round, j, i).isEqualTo(-1);
+                        }
+                    }
+                }
+                assertThat(System.nanoTime()).isLessThan(deadline);
+            }
+            List<Long> expected = new ArrayList<>();
+            for (int i = 0; i < 32; i++) {
+                expected.add(round * 100L + i);
+            }
+            expected.add(round * 100L + 99);
+            assertThat(ids).as("completions in order").isEqualTo(expected);
+            assertThat(lb.memA.asSlice(1 << 19, 32 * 4096).mismatch(lb.memA.asSlice(0, 32 * 4096)))
+                    .as("the READ behind the WRITEs sees them").isEqualTo(-1);
+            assertThat(lb.qpA.outstandingSends()).isZero();
+        }
     }
 
     @Test
