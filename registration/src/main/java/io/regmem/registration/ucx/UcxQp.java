@@ -65,19 +65,12 @@ final class UcxQp implements ProviderQp {
     private long lastNonRead = -1;
     /** A request failed before it started: nothing after it starts (execution lock). */
     private boolean halted;
-    /**
-     * The endpoint flush that one-sided WRITEs wait for: one flush covers every request started
-     * before it, so WRITEs in flight together share one instead of a flush each (execution lock).
-     */
-    private final UcxOp flushOp = new UcxOp();
-    /** Requests below this sequence number are covered by the flush issued last. */
-    private long flushIssuedThrough;
-    /** Requests below this are covered by a flush that finished, with {@link #flushStatus}. */
-    private long flushedThrough;
-    private int flushStatus = UcpLayout.UCS_OK;
+    /** The endpoint flush this QP's one-sided WRITEs share (execution lock). */
+    private final UcxWriteFlush writeFlush;
 
     UcxQp(UcxDevice device, QpContext ctx, int number) {
         this.device = device;
+        this.writeFlush = new UcxWriteFlush(device);
         this.ctx = ctx;
         this.number = number;
         this.reader = device.grace.newReader();
@@ -307,38 +300,6 @@ final class UcxQp implements ProviderQp {
         op.needsFlush = !read;
     }
 
-    /**
-     * True once a finished endpoint flush covers the one-sided WRITE {@code seq} (its status goes to
-     * {@code op}); otherwise issues one covering every request started so far, unless one that covers
-     * {@code seq} is under way. Execution lock held; requests are reaped in order, so at most one flush
-     * is under way, and it covers the oldest request.
-     */
-    private boolean flushed(long seq, UcxOp op) {
-        if (seq >= flushedThrough) {
-            if (seq >= flushIssuedThrough) {
-                device.lockWorker();
-                try {
-                    long ep = endpoint();
-                    flushOp.reset();
-                    flushOp.add(ep == 0 ? UcpLayout.UCS_ERR_CONNECTION_RESET // the peer's device closed
-                            : device.ucp.flush(ep, device.worker.noParams.address()));
-                } finally {
-                    device.workerLock.unlock();
-                }
-                flushIssuedThrough = started;
-            }
-            if (!flushOp.done(device, true)) {
-                return false;
-            }
-            flushedThrough = flushIssuedThrough;
-            flushStatus = flushOp.ucsStatus;
-        }
-        if (op.ucsStatus == UcpLayout.UCS_OK) {
-            op.ucsStatus = flushStatus;
-        }
-        return true;
-    }
-
     /** Sends a message: the header, then the local pieces (one buffer, or an iov list). Worker lock held. */
     private void sendMessage(PostedWr w, UcxOp op, boolean rdma, int targetKey) {
         MemorySegment h = op.header;
@@ -425,7 +386,7 @@ final class UcxQp implements ProviderQp {
         PostedWr w;
         while ((w = ctx.nextSend()) != null && w.seq() < started) {
             UcxOp op = ops[(int) w.seq() & mask];
-            if (!op.done(device, false) || (op.needsFlush && !flushed(w.seq(), op))) {
+            if (!op.done(device, false) || (op.needsFlush && !writeFlush.covers(w.seq(), op, this, started))) {
                 break;
             }
             reaped = w.seq() + 1;
@@ -533,14 +494,7 @@ final class UcxQp implements ProviderQp {
             release(op.respData);
             op.respData = 0;
         }
-        while (!flushOp.done(device, true)) { // a WRITEs' flush under way: ended or left to the worker too
-            if (System.nanoTime() > deadline) {
-                flushOp.abandon(device);
-                break;
-            }
-            device.progress();
-        }
-        flushedThrough = flushIssuedThrough = Math.max(flushIssuedThrough, started);
+        writeFlush.drain(deadline, started); // a WRITEs' flush under way: ended or left to the worker too
         reaped = Math.max(reaped, started);
     }
 
