@@ -164,7 +164,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             q.postLock.lock(); // no post is in progress, and none starts (the QP is in the error state)
             q.lock.lock();
             try {
-                q.state(QueuePair.State.ERROR);
+                q.toError("destroyed");
                 q.provider().stop(); // nothing of the QP touches memory any more
             } finally {
                 q.lock.unlock();

@@ -65,7 +65,7 @@ final class QpCore extends ProviderState implements QpContext {
         boolean ok = status == WcStatus.SUCCESS;
         qp.complete(qp.sq, qp.sendCq(), false, status, w.opcode, ok ? bytes : 0, !ok || w.signaled, false, 0, false, 0);
         if (!ok) {
-            qp.state(QueuePair.State.ERROR);
+            qp.toError("a send request failed");
         }
     }
 
@@ -79,7 +79,7 @@ final class QpCore extends ProviderState implements QpContext {
                              boolean withInvalidate, int invalidatedRkey) {
         qp.complete(qp.rq, qp.recvCq(), true, status, opcode, bytes, true, withImm, immData, withInvalidate, invalidatedRkey);
         if (status != WcStatus.SUCCESS) {
-            qp.state(QueuePair.State.ERROR);
+            qp.toError("a receive failed");
         }
     }
 
@@ -90,12 +90,12 @@ final class QpCore extends ProviderState implements QpContext {
 
     @Override
     public void ready() {
-        qp.state(QueuePair.State.RTS);
+        qp.ready();
     }
 
     @Override
     public void toError() {
-        qp.state(QueuePair.State.ERROR);
+        qp.toError("the provider moved it to the error state (the peer or the transport failed)");
     }
 
     @Override

@@ -203,11 +203,7 @@ public final class QueuePair extends RdmaResource {
 
     /** Error state, the provider stopped, both queues flushed (lock held). */
     void stopAndFlush() {
-        State was = state;
-        state = State.ERROR;
-        if (was != State.ERROR) {
-            errorEvent(was, "drained");
-        }
+        toError("drained");
         provider.stop();
         flush();
     }
@@ -296,11 +292,7 @@ public final class QueuePair extends RdmaResource {
         q.produced(seq);
         q.pop();
         if (!cq.push(this, recv, seq, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey)) {
-            State was = state;
-            state = State.ERROR; // the CQ overran: the completion is lost and the QP can no longer be trusted
-            if (was != State.ERROR) {
-                errorEvent(was, "its completion queue overran");
-            }
+            toError("its completion queue overran"); // the completion is lost: the QP can no longer be trusted
             cq.retire(q, seq);
         }
     }
@@ -391,21 +383,23 @@ public final class QueuePair extends RdmaResource {
         return state;
     }
 
-    void state(State s) {
-        State was = this.state;
-        this.state = s;
-        if (s == State.ERROR && was != State.ERROR) {
-            errorEvent(was, "a request failed or the provider stopped the queue pair");
-        }
+    /** Moves to RTS (the connection is established). */
+    void ready() {
+        this.state = State.RTS;
     }
 
-    private void errorEvent(State was, String cause) {
-        RegistrationEvents.QpError event = new RegistrationEvents.QpError();
-        if (event.shouldCommit()) {
-            event.qp = toString();
-            event.from = was.name();
-            event.cause = cause;
-            event.commit();
+    /** Moves to the error state, recording why (a JFR event) when it was not there already. */
+    void toError(String cause) {
+        State was = this.state;
+        this.state = State.ERROR;
+        if (was != State.ERROR) {
+            RegistrationEvents.QpError event = new RegistrationEvents.QpError();
+            if (event.shouldCommit()) {
+                event.qp = toString();
+                event.from = was.name();
+                event.cause = cause;
+                event.commit();
+            }
         }
     }
 

@@ -98,6 +98,7 @@ class FlightRecorderEventsTest {
         RecordedEvent error = first(byName, "io.regmem.QpError", e -> true);
         assertThat(error.getString("from")).isEqualTo("RTS");
         assertThat(error.getString("qp")).contains("QueuePair#");
+        assertThat(byName.get("io.regmem.QpError")).extracting(e -> e.getString("cause")).contains("a send request failed");
         RecordedEvent flush = first(byName, "io.regmem.QpFlush", e -> true);
         assertThat(flush.getInt("sends")).isEqualTo(1);
         assertThat(byName.get("io.regmem.Connection")).extracting(e -> e.getString("type"))
