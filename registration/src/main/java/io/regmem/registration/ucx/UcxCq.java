@@ -74,15 +74,23 @@ final class UcxCq implements ProviderCq {
 
     private static void withLock(UcxQp qp, boolean deliver) {
         ReentrantLock l = qp.ctx.lock();
-        l.lock(); // reentrant: a poll of a CQ with one user already holds it
+        if (l.isHeldByCurrentThread()) { // a poll of a CQ with one user holds it already
+            run(qp, deliver);
+            return;
+        }
+        l.lock();
         try {
-            if (deliver) {
-                qp.deliver();
-            } else {
-                qp.reap();
-            }
+            run(qp, deliver);
         } finally {
             l.unlock();
+        }
+    }
+
+    private static void run(UcxQp qp, boolean deliver) {
+        if (deliver) {
+            qp.deliver();
+        } else {
+            qp.reap();
         }
     }
 

@@ -227,25 +227,17 @@ final class UcxQp implements ProviderQp {
                     return WcStatus.REM_ACCESS_ERR; // a handle this QP never gave out
                 }
             }
-            if (rdma) {
-                long rkey = oneSidedKey(w, opcode);
-                if (rkey != 0) {
-                    device.lockWorker();
-                    try {
-                        sendOneSided(w, op, read, rkey);
-                    } finally {
-                        device.workerLock.unlock();
-                    }
-                    op.bytes = w.totalLength();
-                    return null;
-                }
-            }
-            if (read) {
-                local.clear(); // the bytes come back in the response: the entries are resolved again then
-            }
             device.lockWorker();
             try {
-                sendMessage(w, op, rdma, targetKey);
+                long rkey = rdma ? oneSidedKey(w, opcode) : 0;
+                if (rkey != 0) {
+                    sendOneSided(w, op, read, rkey);
+                } else {
+                    if (read) {
+                        local.clear(); // the bytes come back in the response: the entries are resolved again then
+                    }
+                    sendMessage(w, op, rdma, targetKey);
+                }
             } finally {
                 device.workerLock.unlock();
             }
@@ -260,7 +252,7 @@ final class UcxQp implements ProviderQp {
     /**
      * The UCX remote key a WRITE or READ goes by as a put or get, or 0 when it goes as a message: only
      * on a device that trusts its peers, for a plain WRITE or READ through a key of memory the peer's
-     * UCX allocated (checked against the envelope already).
+     * UCX allocated (checked against the envelope already). Worker lock held.
      */
     private long oneSidedKey(PostedWr w, Opcode opcode) {
         if (!device.oneSided || (opcode != Opcode.RDMA_WRITE && opcode != Opcode.RDMA_READ)) {
@@ -270,13 +262,8 @@ final class UcxQp implements ProviderQp {
         if (k == null || (k.flags() & RemoteKeyEnvelope.ONE_SIDED) == 0 || k.packed().length == 0) {
             return 0;
         }
-        device.lockWorker();
-        try {
-            long ep = endpoint();
-            return ep == 0 ? 0 : keys.remoteKey(w.rkey(), device, ep);
-        } finally {
-            device.workerLock.unlock();
-        }
+        long ep = endpoint();
+        return ep == 0 ? 0 : keys.remoteKey(w.rkey(), device, ep);
     }
 
     /**
