@@ -59,6 +59,15 @@ final class UcxQp implements ProviderQp {
     volatile boolean destroyed;
     /** One past the newest request started (a sequence number; execution lock; any thread reads it). */
     private volatile long started;
+    private static final java.lang.invoke.VarHandle STARTED;
+
+    static {
+        try {
+            STARTED = java.lang.invoke.MethodHandles.lookup().findVarHandle(UcxQp.class, "started", long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
     /** One past the newest request reaped (execution lock). */
     private long reaped;
     /** The sequence number of the last request started that is not a READ, or -1. */
@@ -167,12 +176,15 @@ final class UcxQp implements ProviderQp {
             op.failed = UcxOp.ERR_NOT_STARTED; // flushed once the error state is seen
             return false;
         }
+        // Counted as started before its keys are checked: a quiesce that waited for the check's
+        // grace-period section to end then sees the request (busy()) until it is reaped. A release
+        // store: the section's entry, a volatile store, comes after it.
+        STARTED.setRelease(this, w.seq() + 1);
         WcStatus early = startChecked(w, op);
         if (early != null) {
             op.failed = early.ordinal();
             halted = true;
         }
-        started = w.seq() + 1;
         return true;
     }
 
