@@ -8,6 +8,8 @@ import io.regmem.registration.cache.CachedRegion;
 import io.regmem.registration.cache.RegistrationCache;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.SplittableRandom;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.Level;
@@ -21,12 +23,26 @@ import org.openjdk.jmh.annotations.TearDown;
  * What the registration cache saves on UCX: registering and deregistering a region of Java memory
  * ({@code ucp_mem_map} and the remote key's {@code ucp_rkey_pack}, then {@code ucp_mem_unmap} after
  * the grace period), over 1,024 different regions in turn, beside a cache hit on the same device
- * among 1,024 cached regions (find, take a reference, read the key, give it back), in one run.
+ * among 1,024 cached regions (find, take a reference, read the key, give it back), in one run; and
+ * the floor of any hit that counts its holders: a reference taken and given back on one word with
+ * the compare-and-set pattern a hit uses, and nothing else (no lookup, no checks).
  */
 @State(Scope.Benchmark)
 public class UcxRegistrationBenchmark extends BenchDefaults {
     private static final int REGIONS = 1024;
     private static final int PICKS = 1 << 16;
+    private static final VarHandle REFS;
+
+    static {
+        try {
+            REFS = MethodHandles.lookup().findVarHandle(UcxRegistrationBenchmark.class, "refs", long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    /** The floor's reference word. */
+    private volatile long refs = 1;
 
     /** Bytes per region. */
     @Param({"4096", "1048576"})
@@ -86,5 +102,18 @@ public class UcxRegistrationBenchmark extends BenchDefaults {
         int key = r.rkey();
         r.close();
         return key;
+    }
+
+    /** The floor of a counted hit: one compare-and-set taking a reference, one giving it back. */
+    @Benchmark
+    public long referenceFloor() {
+        long r;
+        do {
+            r = (long) REFS.getVolatile(this);
+        } while (!REFS.compareAndSet(this, r, r + 1));
+        do {
+            r = (long) REFS.getVolatile(this);
+        } while (!REFS.compareAndSet(this, r, r - 1));
+        return r;
     }
 }
