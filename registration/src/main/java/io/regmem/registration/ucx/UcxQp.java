@@ -1,10 +1,7 @@
 package io.regmem.registration.ucx;
 
-import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
-import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
-import io.regmem.registration.Access;
 import io.regmem.registration.GracePeriod;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.QueuePair;
@@ -18,12 +15,13 @@ import java.lang.foreign.MemorySegment;
 
 /**
  * A UCX queue pair, sending on its device's endpoint to the peer's worker ({@link UcxEndpoint},
- * shared with the device's other QPs to that worker; messages name their QPs). A posted request is started when its doorbell
- * rings ({@link #sendPosted}): local entries are checked through the verbs layer's key tables inside
- * a grace-period section; RDMA requests check the remote range against the exporter's envelope
- * (bounds, rights). Every request is an active message ({@link UcxAm}) that the target executes
- * against its own key tables and acknowledges (a READ's acknowledgement carries the bytes, placed
- * into the local entries, resolved again, when it is reaped).
+ * shared with the device's other QPs to that worker; messages name their QPs). A posted request is
+ * started when its doorbell rings ({@link #sendPosted}), by its {@link UcxSender}: local entries are
+ * checked through the verbs layer's key tables inside a grace-period section; RDMA requests check the
+ * remote range against the exporter's envelope (bounds, rights). A request is an active message
+ * ({@link UcxAm}) that the target executes against its own key tables and acknowledges (a READ's
+ * acknowledgement carries the bytes, placed into the local entries, resolved again, when it is
+ * reaped), or, on a device that trusts its peers, UCX puts and gets.
  *
  * <p>Order: WRITEs pipeline; a READ, SEND, SEND_WITH_INV or WRITE_WITH_IMM starts only once every
  * earlier request completed (so that it sees, or lands after, everything before it whatever lanes
@@ -48,8 +46,8 @@ final class UcxQp implements ProviderQp {
     private final int mask;
     /** Request parameters of an eager active message (the receiver keeps whole messages). */
     final MemorySegment amParams;
-    private final MemorySegment amIovParams;
     private final UcxKeyTable keys = new UcxKeyTable();
+    private final UcxSender sender;
     /** The device's endpoint to the peer's worker (shared with its other QPs to that worker), once connected. */
     private UcxEndpoint ep;
     private volatile int peerNumber = -1;
@@ -94,11 +92,7 @@ final class UcxQp implements ProviderQp {
         this.amParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
         amParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
         amParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.AM_SEND_FLAG_EAGER);
-        this.amIovParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
-        amIovParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS
-                | UcpLayout.OP_ATTR_FIELD_DATATYPE);
-        amIovParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.AM_SEND_FLAG_EAGER);
-        amIovParams.set(JAVA_LONG, UcpLayout.REQUEST_PARAM_DATATYPE, UcpLayout.DATATYPE_IOV);
+        this.sender = new UcxSender(this, keys, arena);
         this.receiver = new UcxReceiver(this, arena);
         ctx.attach(this);
     }
@@ -180,172 +174,12 @@ final class UcxQp implements ProviderQp {
         // grace-period section to end then sees the request (busy()) until it is reaped. A release
         // store: the section's entry, a volatile store, comes after it.
         STARTED.setRelease(this, w.seq() + 1);
-        WcStatus early = startChecked(w, op);
+        WcStatus early = sender.start(w, op);
         if (early != null) {
             op.failed = early.ordinal();
             halted = true;
         }
         return true;
-    }
-
-    /** Checks and issues one request: a failure status decided before anything moved, or null once it is under way. */
-    private WcStatus startChecked(PostedWr w, UcxOp op) {
-        Opcode opcode = w.opcode();
-        if (opcode == Opcode.REG_MR) {
-            reader.enter();
-            try {
-                WcStatus s = ctx.memory().fastRegister(ctx, w);
-                return s == WcStatus.SUCCESS ? null : s; // done at once: a local operation
-            } finally {
-                reader.exit();
-            }
-        }
-        if (opcode == Opcode.LOCAL_INV) {
-            io.regmem.registration.MemoryRegion mr = ctx.memory().invalidationTarget(ctx, w.invalidateRkey());
-            if (mr == null) {
-                return WcStatus.LOC_PROT_ERR;
-            }
-            ctx.memory().invalidate(mr);
-            device.grace.synchronize(); // no access through the key that began before is still running
-            return null;
-        }
-        boolean rdma = opcode == Opcode.RDMA_WRITE || opcode == Opcode.RDMA_READ || opcode == Opcode.RDMA_WRITE_WITH_IMM;
-        if (!rdma && opcode != Opcode.SEND && opcode != Opcode.SEND_WITH_INV) {
-            return WcStatus.REM_INV_REQ_ERR; // REG_MR_INTEGRITY and READ_WITH_INV: not carried by UCX
-        }
-        boolean read = opcode == Opcode.RDMA_READ;
-        reader.enter();
-        try {
-            local.clear();
-            if (!ctx.memory().gatherLocal(ctx, w, local, read)) {
-                return WcStatus.LOC_PROT_ERR;
-            }
-            int targetKey = 0;
-            if (rdma) {
-                // After the local keys, as a NIC checks its own SGEs before the responder sees the
-                // request: checked here from the exporter's envelope (nothing is sent for a request
-                // that cannot succeed) and again by the target against its tables. A raw key (a
-                // fast-reg MR's, or one never imported) is the target's alone to check.
-                RemoteKeyEnvelope.Decoded k = keys.get(w.rkey());
-                if (k != null) {
-                    if (!UcxKeyTable.mayAccess(k, w.remoteAddress(), w.totalLength(),
-                            read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
-                        return WcStatus.REM_ACCESS_ERR;
-                    }
-                    targetKey = k.rkey();
-                } else if (UcxKeyTable.isRaw(w.rkey())) {
-                    targetKey = w.rkey();
-                } else {
-                    return WcStatus.REM_ACCESS_ERR; // a handle this QP never gave out
-                }
-            }
-            device.lockWorker();
-            try {
-                long rkey = rdma ? oneSidedKey(w, opcode) : 0;
-                if (rkey != 0) {
-                    sendOneSided(w, op, read, rkey);
-                } else {
-                    if (read) {
-                        local.clear(); // the bytes come back in the response: the entries are resolved again then
-                    }
-                    sendMessage(w, op, rdma, targetKey);
-                }
-            } finally {
-                device.workerLock.unlock();
-            }
-            op.bytes = w.totalLength();
-            return null;
-        } finally {
-            local.clear();
-            reader.exit();
-        }
-    }
-
-    /**
-     * The UCX remote key a WRITE or READ goes by as a put or get, or 0 when it goes as a message: only
-     * on a device that trusts its peers, for a plain WRITE or READ through a key of memory the peer's
-     * UCX allocated (checked against the envelope already). Worker lock held.
-     */
-    private long oneSidedKey(PostedWr w, Opcode opcode) {
-        if (!device.oneSided || (opcode != Opcode.RDMA_WRITE && opcode != Opcode.RDMA_READ)) {
-            return 0;
-        }
-        RemoteKeyEnvelope.Decoded k = keys.get(w.rkey());
-        if (k == null || (k.flags() & RemoteKeyEnvelope.ONE_SIDED) == 0 || k.packed().length == 0) {
-            return 0;
-        }
-        long ep = endpoint();
-        return ep == 0 ? 0 : keys.remoteKey(w.rkey(), device, ep);
-    }
-
-    /**
-     * A WRITE as puts or a READ as gets, one per local piece, straight between the local entries and
-     * the peer's memory. A WRITE completes only once an endpoint flush issued after its puts has
-     * finished (the bytes are at the target then): {@link #reap} issues that flush when the WRITE is
-     * the oldest request, for it and every request started with it. Worker lock held.
-     */
-    private void sendOneSided(PostedWr w, UcxOp op, boolean read, long rkey) {
-        op.oneSided = true;
-        op.seq = w.seq();
-        long ep = endpoint();
-        long params = device.worker.noParams.address();
-        long remote = w.remoteAddress();
-        for (int i = 0; i < local.count(); i++) {
-            long at = local.segment(i).address() + local.offset(i);
-            long len = local.length(i);
-            op.add(read ? device.ucp.get(ep, at, len, remote, rkey, params) : device.ucp.put(ep, at, len, remote, rkey, params));
-            remote += len;
-        }
-        op.needsFlush = !read;
-    }
-
-    /** Sends a message: the header, then the local pieces (one buffer, or an iov list). Worker lock held. */
-    private void sendMessage(PostedWr w, UcxOp op, boolean rdma, int targetKey) {
-        MemorySegment h = op.header;
-        h.fill((byte) 0);
-        h.set(JAVA_INT, UcxAm.H_TYPE, UcxAm.TYPE_MSG);
-        h.set(JAVA_INT, UcxAm.H_DST, peerNumber);
-        h.set(JAVA_INT, UcxAm.H_SRC, number);
-        h.set(JAVA_INT, UcxAm.H_OPCODE, w.opcode().ordinal());
-        h.set(JAVA_LONG, UcxAm.H_SEQ, w.seq());
-        h.set(JAVA_INT, UcxAm.H_IMM, w.immData());
-        int inv = w.invalidateRkey();
-        if (w.opcode() == Opcode.SEND_WITH_INV) {
-            RemoteKeyEnvelope.Decoded ik = keys.get(inv); // a key imported on this QP: the exporter's own rkey
-            if (ik != null) {
-                inv = ik.rkey();
-            }
-        }
-        h.set(JAVA_INT, UcxAm.H_INV, inv);
-        if (rdma) {
-            h.set(JAVA_LONG, UcxAm.H_RADDR, w.remoteAddress());
-            h.set(JAVA_INT, UcxAm.H_RKEY, targetKey); // the exporter's own key: it checks it against its tables
-        }
-        h.set(JAVA_LONG, UcxAm.H_LENGTH, w.totalLength());
-        op.seq = w.seq();
-        op.awaitAck = true; // before the send: its acknowledgement may come at the next progress of any thread
-        int pieces = local.count();
-        long req;
-        long endpoint = endpoint();
-        if (endpoint == 0) {
-            req = UcpLayout.UCS_ERR_CONNECTION_RESET; // the peer's device closed: as a reset connection
-        } else if (pieces <= 1) {
-            long addr = pieces == 0 ? 0 : local.segment(0).address() + local.offset(0);
-            long len = pieces == 0 ? 0 : local.length(0);
-            req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, addr, len, amParams.address());
-        } else {
-            if (op.iov.byteSize() < pieces * UcpLayout.DT_IOV_SIZE) {
-                op.iov = arena.allocate(Math.max(8, Integer.highestOneBit(pieces) << 1) * UcpLayout.DT_IOV_SIZE, 8);
-            }
-            for (int i = 0; i < pieces; i++) {
-                op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_BUFFER,
-                        local.segment(i).address() + local.offset(i));
-                op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_LENGTH, local.length(i));
-            }
-            req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, op.iov.address(), pieces,
-                    amIovParams.address());
-        }
-        op.add(req);
     }
 
     /** The receiver's verdict on message {@code seq} (from the AM callback, worker lock held). */
