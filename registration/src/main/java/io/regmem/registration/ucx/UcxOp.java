@@ -50,7 +50,7 @@ final class UcxOp {
     /** A one-sided WRITE: complete only once an endpoint flush issued after its puts has finished. */
     boolean needsFlush;
 
-    /** Adds a UCX request, or a status it finished with at once (UCS_OK, 0, needs nothing more: not kept). */
+    /** Adds what a UCX call returned: a request to wait for, or an error status; 0 (done at once) is not kept. */
     void add(long req) {
         if (req == 0) {
             return;
