@@ -173,6 +173,24 @@ final class Ucp {
         amDataRelease = bind(linker, ucp, "ucp_am_data_release", FunctionDescriptor.ofVoid(PTR, PTR));
     }
 
+    /**
+     * The data path's downcalls as constants: static finals, which the JIT folds, so that a call
+     * compiles to the native call itself (an instance field's handle is called through a generic
+     * invoker). Initialized at the first data-path call, which needs a loaded library ({@link #get}).
+     */
+    private static final class Hot {
+        static final MethodHandle WORKER_PROGRESS = loaded.workerProgress;
+        static final MethodHandle PUT_NBX = loaded.putNbx;
+        static final MethodHandle GET_NBX = loaded.getNbx;
+        static final MethodHandle EP_FLUSH_NBX = loaded.epFlushNbx;
+        static final MethodHandle REQUEST_CHECK_STATUS = loaded.requestCheckStatus;
+        static final MethodHandle REQUEST_FREE = loaded.requestFree;
+        static final MethodHandle AM_SEND_NBX = loaded.amSendNbx;
+
+        private Hot() {
+        }
+    }
+
     private static MethodHandle bind(Linker linker, SymbolLookup lib, String name, FunctionDescriptor fd) {
         MemorySegment symbol = lib.find(name).orElseThrow(
                 () -> new RdmaException(Errno.ENODEV, "ucx: libucp has no " + name + ": install UCX 1.13 or later"));
@@ -272,7 +290,7 @@ final class Ucp {
     /** Progresses the worker: returns nonzero if it did something. */
     int workerProgress(long worker) {
         try {
-            return (int) workerProgress.invokeExact(worker);
+            return (int) Hot.WORKER_PROGRESS.invokeExact(worker);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -368,7 +386,7 @@ final class Ucp {
 
     long put(long ep, long buffer, long length, long remoteAddress, long rkey, long param) {
         try {
-            return (long) putNbx.invokeExact(ep, buffer, length, remoteAddress, rkey, param);
+            return (long) Hot.PUT_NBX.invokeExact(ep, buffer, length, remoteAddress, rkey, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -376,7 +394,7 @@ final class Ucp {
 
     long get(long ep, long buffer, long length, long remoteAddress, long rkey, long param) {
         try {
-            return (long) getNbx.invokeExact(ep, buffer, length, remoteAddress, rkey, param);
+            return (long) Hot.GET_NBX.invokeExact(ep, buffer, length, remoteAddress, rkey, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -384,7 +402,7 @@ final class Ucp {
 
     long flush(long ep, long param) {
         try {
-            return (long) epFlushNbx.invokeExact(ep, param);
+            return (long) Hot.EP_FLUSH_NBX.invokeExact(ep, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -392,7 +410,7 @@ final class Ucp {
 
     int requestStatus(long request) {
         try {
-            return (int) requestCheckStatus.invokeExact(request);
+            return (int) Hot.REQUEST_CHECK_STATUS.invokeExact(request);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -400,7 +418,7 @@ final class Ucp {
 
     void requestFree(long request) {
         try {
-            requestFree.invokeExact(request);
+            Hot.REQUEST_FREE.invokeExact(request);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -424,7 +442,7 @@ final class Ucp {
 
     long amSend(long ep, int id, long header, long headerLength, long buffer, long count, long param) {
         try {
-            return (long) amSendNbx.invokeExact(ep, id, header, headerLength, buffer, count, param);
+            return (long) Hot.AM_SEND_NBX.invokeExact(ep, id, header, headerLength, buffer, count, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }
