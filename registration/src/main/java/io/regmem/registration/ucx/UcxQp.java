@@ -174,7 +174,13 @@ final class UcxQp implements ProviderQp {
         // grace-period section to end then sees the request (busy()) until it is reaped. A release
         // store: the section's entry, a volatile store, comes after it.
         STARTED.setRelease(this, w.seq() + 1);
-        WcStatus early = sender.start(w, op);
+        WcStatus early;
+        try {
+            early = sender.start(w, op);
+        } catch (RuntimeException e) {
+            STARTED.setRelease(this, w.seq()); // not started after all (the device closed under it): stays queued
+            throw e;
+        }
         if (early != null) {
             op.failed = early.ordinal();
             halted = true;
