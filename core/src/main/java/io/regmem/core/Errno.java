@@ -40,6 +40,8 @@ public enum Errno {
     ENOSYS(38),
     /** The operation is not supported by this provider or configuration. */
     EOPNOTSUPP(95),
+    /** Connection reset by peer: the other end went away in the middle of an exchange. */
+    ECONNRESET(104),
     /** Timed out: a peer did not answer within the stated bound. */
     ETIMEDOUT(110);
 

@@ -32,13 +32,15 @@ final class CmCore extends ProviderState implements CmContext {
     }
 
     @Override
-    public CmContext newRequest() {
+    public CmContext newRequest(byte[] privateData, String peerAddress) {
         // Not under this (the listener's) device lock: the caller may hold another device's.
         // The tracker is concurrent.
         CmId request = new CmId(id.device());
         request.conn = CmId.ConnState.REQUESTED;
         request.listener = id;
         request.handler = id.handler; // a request inherits its listener's handler
+        request.peerData = privateData == null ? new byte[0] : privateData.clone();
+        request.peerAddress = peerAddress;
         request.attachProvider();
         id.device().tracker.add(request);
         synchronized (id.requests) {
@@ -49,7 +51,8 @@ final class CmCore extends ProviderState implements CmContext {
     }
 
     @Override
-    public void established() {
+    public void established(byte[] privateData) {
+        peerData(privateData);
         id.conn = CmId.ConnState.CONNECTED;
         id.leaveListener();
         connectionEvent("ESTABLISHED");
@@ -57,10 +60,17 @@ final class CmCore extends ProviderState implements CmContext {
     }
 
     @Override
-    public void rejected() {
+    public void rejected(byte[] privateData) {
+        peerData(privateData);
         id.conn = CmId.ConnState.DISCONNECTED;
         connectionEvent("REJECTED");
         CmEvents.post(new CmEvent(CmEvent.Type.REJECTED, id, null));
+    }
+
+    private void peerData(byte[] data) {
+        if (data != null) {
+            id.peerData = data.clone();
+        }
     }
 
     private void connectionEvent(String type) {

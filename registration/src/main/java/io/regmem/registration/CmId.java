@@ -29,8 +29,23 @@ public final class CmId extends RdmaResource implements AutoCloseable {
         DISCONNECTED
     }
 
+    /**
+     * The most private data {@link #connect(String, byte[])} carries: 56 bytes, as {@code rdma_connect}
+     * on InfiniBand (the CM REQ's 92 bytes less the RDMA CM header).
+     */
+    public static final int MAX_CONNECT_PRIVATE_DATA = 56;
+    /** The most private data {@link #accept(byte[])} carries: 196 bytes (the CM REP's), as on InfiniBand. */
+    public static final int MAX_ACCEPT_PRIVATE_DATA = 196;
+    /** The most private data {@link #reject(byte[])} carries: 148 bytes (the CM REJ's), as on InfiniBand. */
+    public static final int MAX_REJECT_PRIVATE_DATA = 148;
+    private static final byte[] NO_DATA = new byte[0];
+
     private volatile QueuePair qp;
     volatile ConnState conn = ConnState.IDLE;
+    /** What the peer sent with its connection request, accept or reject (never null). */
+    volatile byte[] peerData = NO_DATA;
+    /** The peer's address: what {@link #connect} was given, or what the provider reported for a request. */
+    volatile String peerAddress;
     /** Requests that came through this listening ID and were not yet taken or answered. Guarded by itself. */
     final java.util.ArrayDeque<CmId> requests = new java.util.ArrayDeque<>();
     /** For a request: the listener it came through. */
@@ -206,14 +221,30 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     }
 
     /**
-     * Asks the ID listening at {@code address} for a connection ({@code rdma_connect}). This ID must
-     * have its QP. The listener sees a new ID in {@link #getRequest()}; once that one accepts, both
-     * QPs are ready to send.
+     * Asks the ID listening at {@code address} for a connection ({@code rdma_connect}), with no
+     * private data: {@link #connect(String, byte[])}.
      *
-     * @throws RdmaException {@link Errno#ENOENT} if nobody listens there; {@link Errno#EINVAL}
-     *                       without a QP, when not idle, or for a null address
+     * @throws RdmaException as {@link #connect(String, byte[])}
      */
     public void connect(String address) {
+        connect(address, null);
+    }
+
+    /**
+     * Asks the ID listening at {@code address} for a connection ({@code rdma_connect}), carrying
+     * {@code privateData} ({@code rdma_conn_param.private_data}; null or empty for none), which the
+     * listener reads from the request ID's {@link #privateData()} before it accepts or rejects. This
+     * ID must have its QP. The listener sees a new ID in {@link #getRequest()}; once that one
+     * accepts, both QPs are ready to send and this ID's {@link #privateData()} is what the acceptor
+     * sent (or, after a rejection, what the rejecter sent). The bytes are copied.
+     *
+     * @throws RdmaException {@link Errno#ENOENT} if nobody listens there; {@link Errno#EINVAL}
+     *                       without a QP, when not idle, for a null address, or for private data over
+     *                       {@link #MAX_CONNECT_PRIVATE_DATA} bytes; {@link Errno#EACCES} (ucx) if the
+     *                       listener's handshake does not prove it holds this device's secret
+     */
+    public void connect(String address, byte[] privateData) {
+        byte[] data = checkedData(privateData, MAX_CONNECT_PRIVATE_DATA, "connect");
         CmEvents.begin();
         try {
             synchronized (device.lock) {
@@ -223,10 +254,12 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                             + conn + ")");
                 }
                 conn = ConnState.CONNECTING;
+                peerAddress = address;
                 try {
-                    provider.connect(address);
+                    provider.connect(address, data);
                 } catch (RuntimeException e) {
                     conn = ConnState.IDLE;
+                    peerAddress = null;
                     throw e;
                 }
             }
@@ -248,12 +281,27 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     }
 
     /**
-     * Accepts a connection request ({@code rdma_accept}): links the two QPs and moves both to RTS.
+     * Accepts a connection request ({@code rdma_accept}) with no private data: {@link #accept(byte[])}.
      *
-     * @throws RdmaException {@link Errno#EINVAL} unless this is a pending request with a QP whose
-     *                       requester still waits
+     * @throws RdmaException as {@link #accept(byte[])}
      */
     public void accept() {
+        accept(null);
+    }
+
+    /**
+     * Accepts a connection request ({@code rdma_accept}): links the two QPs and moves both to RTS;
+     * the requester's {@link #privateData()} becomes {@code privateData} (null or empty for none;
+     * copied).
+     *
+     * @throws RdmaException {@link Errno#EINVAL} unless this is a pending request with a QP whose
+     *                       requester still waits, or for private data over
+     *                       {@link #MAX_ACCEPT_PRIVATE_DATA} bytes; (ucx) {@link Errno#ETIMEDOUT} if the
+     *                       requester does not confirm within the handshake's time (its QP is then in
+     *                       the error state); {@link Errno#EIO} if UCX cannot reach the requester
+     */
+    public void accept(byte[] privateData) {
+        byte[] data = checkedData(privateData, MAX_ACCEPT_PRIVATE_DATA, "accept");
         CmEvents.begin();
         try {
             synchronized (device.lock) {
@@ -262,15 +310,28 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                     throw new RdmaException(Errno.EINVAL, this + ": accept needs a pending request, a QP, and a "
                             + "requester that still waits (state " + conn + ")");
                 }
-                provider.accept();
+                provider.accept(data);
             }
         } finally {
             CmEvents.end();
         }
     }
 
-    /** Rejects a pending request ({@code rdma_reject}): the requester ends DISCONNECTED. */
+    /** Rejects a pending request ({@code rdma_reject}) with no private data: {@link #reject(byte[])}. */
     public void reject() {
+        reject(null);
+    }
+
+    /**
+     * Rejects a pending request ({@code rdma_reject}): the requester ends DISCONNECTED with a
+     * {@code REJECTED} event, and its {@link #privateData()} is {@code privateData} (null or empty
+     * for none; copied: say why, so that the requester can tell the user).
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for an ID that is not a pending request or for
+     *                       private data over {@link #MAX_REJECT_PRIVATE_DATA} bytes
+     */
+    public void reject(byte[] privateData) {
+        byte[] data = checkedData(privateData, MAX_REJECT_PRIVATE_DATA, "reject");
         CmEvents.begin();
         try {
             synchronized (device.lock) {
@@ -278,7 +339,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 if (conn != ConnState.REQUESTED) {
                     throw new RdmaException(Errno.EINVAL, this + ": reject of a non-request (state " + conn + ")");
                 }
-                provider.reject();
+                provider.reject(data);
                 conn = ConnState.DISCONNECTED;
                 leaveListener();
             }
@@ -356,6 +417,37 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             destroyQp();
         }
         close();
+    }
+
+    /**
+     * The private data the peer sent ({@code event->param.conn.private_data}): on a request ID,
+     * the requester's (from {@link #connect(String, byte[])}); on a connecting ID, the acceptor's
+     * once it is {@code CONNECTED}, or the rejecter's once it is rejected. Empty when none came.
+     * A copy.
+     */
+    public byte[] privateData() {
+        return peerData.clone();
+    }
+
+    /**
+     * The peer's address ({@code rdma_get_peer_addr}): on a connecting or connected ID, the address
+     * it connected to; on a request ID, where the request came from (ucx: the requester's
+     * {@code ip:port}; soft: the requesting device's name). Null on an ID that never connected.
+     */
+    public String peerAddress() {
+        return peerAddress;
+    }
+
+    /** Private data checked against its limit and copied; the empty array for null. */
+    private byte[] checkedData(byte[] data, int max, String call) {
+        if (data == null || data.length == 0) {
+            return NO_DATA;
+        }
+        if (data.length > max) {
+            throw new RdmaException(Errno.EINVAL, this + ": " + call + " with " + data.length + " bytes of private data "
+                    + "(at most " + max + ")");
+        }
+        return data.clone();
     }
 
     /** Where this ID stands in connection setup. */

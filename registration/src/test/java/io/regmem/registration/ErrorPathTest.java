@@ -310,6 +310,86 @@ class ErrorPathTest {
     }
 
     @Test
+    void privateDataTravelsWithConnectAcceptAndRejectWithinItsLimits() {
+        ProtectionDomain pd = lb.devA.allocPd();
+        CompletionQueue cq = lb.devA.createCq(8);
+        ProtectionDomain pdB = lb.devB.allocPd();
+        CompletionQueue cqB = lb.devB.createCq(8);
+        CmId listener = lb.devB.createCmId();
+        String address = Providers.address("svc-private-data");
+        listener.listen(address);
+        CmId active = lb.devA.createCmId();
+        active.createQp(pd, QpInitAttributes.of(cq));
+        assertRdma(() -> active.connect(address, new byte[CmId.MAX_CONNECT_PRIVATE_DATA + 1]), Errno.EINVAL,
+                "57 bytes of private data (at most 56)");
+        assertThat(active.connState()).as("a refused connect changes nothing").isEqualTo(CmId.ConnState.IDLE);
+        assertThat(active.peerAddress()).isNull();
+        byte[] asked = new byte[CmId.MAX_CONNECT_PRIVATE_DATA];
+        for (int i = 0; i < asked.length; i++) {
+            asked[i] = (byte) (i + 1);
+        }
+        active.connect(address, asked);
+        asked[0] = 99; // copied at the call
+        assertThat(active.peerAddress()).isEqualTo(address);
+        CmId request = first(listener);
+        byte[] got = request.privateData();
+        assertThat(got).hasSize(CmId.MAX_CONNECT_PRIVATE_DATA).startsWith(1, 2, 3).endsWith(56);
+        got[1] = 0; // a copy
+        assertThat(request.privateData()[1]).isEqualTo((byte) 2);
+        assertThat(request.peerAddress()).isNotNull();
+        assertRdma(() -> request.reject(new byte[CmId.MAX_REJECT_PRIVATE_DATA + 1]), Errno.EINVAL, "at most 148");
+        assertThat(request.connState()).isEqualTo(CmId.ConnState.REQUESTED);
+        request.reject("no room".getBytes());
+        awaitConnState(active, CmId.ConnState.DISCONNECTED);
+        assertThat(new String(active.privateData())).isEqualTo("no room");
+        request.close();
+        active.destroyQp();
+        active.close();
+
+        CmId again = lb.devA.createCmId();
+        again.createQp(pd, QpInitAttributes.of(cq));
+        again.connect(address);
+        CmId second = first(listener);
+        assertThat(second.privateData()).isEmpty();
+        second.createQp(pdB, QpInitAttributes.of(cqB));
+        assertRdma(() -> second.accept(new byte[CmId.MAX_ACCEPT_PRIVATE_DATA + 1]), Errno.EINVAL, "at most 196");
+        byte[] answer = new byte[CmId.MAX_ACCEPT_PRIVATE_DATA];
+        answer[195] = 7;
+        second.accept(answer);
+        awaitConnState(again, CmId.ConnState.CONNECTED);
+        assertThat(again.privateData()).hasSize(196).endsWith(7);
+        again.disconnect();
+        again.destroyQp();
+        second.destroyQp();
+        again.close();
+        second.close();
+        listener.close();
+        cq.close();
+        pd.close();
+        cqB.close();
+        pdB.close();
+    }
+
+    /** The next request of {@code listener}, waiting up to 10 s (ucx delivers requests from a thread of its own). */
+    static CmId first(CmId listener) {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        CmId r;
+        while ((r = listener.getRequest()) == null) {
+            assertThat(System.nanoTime()).as("a connection request within 10 s").isLessThan(deadline);
+            Thread.onSpinWait();
+        }
+        return r;
+    }
+
+    static void awaitConnState(CmId id, CmId.ConnState state) {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (id.connState() != state) {
+            assertThat(System.nanoTime()).as("%s reaches %s (it is %s)", id, state, id.connState()).isLessThan(deadline);
+            Thread.onSpinWait();
+        }
+    }
+
+    @Test
     void closingAListenerRefusesItsPendingRequests() {
         ProtectionDomain pd = lb.devA.allocPd();
         CompletionQueue cq = lb.devA.createCq(8);

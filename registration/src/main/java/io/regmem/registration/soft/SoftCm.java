@@ -35,20 +35,20 @@ final class SoftCm implements ProviderCm {
     }
 
     @Override
-    public void connect(String address) {
+    public void connect(String address, byte[] privateData) {
         synchronized (SoftWire.CM) {
             SoftCm listener = SoftWire.LISTENERS.get(address);
             if (listener == null) {
                 throw new RdmaException(Errno.ENOENT, ctx.cmId() + ": nobody listens under '" + address + "'");
             }
-            SoftCm request = (SoftCm) listener.ctx.newRequest().attachment();
+            SoftCm request = (SoftCm) listener.ctx.newRequest(privateData, ctx.cmId().device().name()).attachment();
             request.remote = this;
             remote = request;
         }
     }
 
     @Override
-    public void accept() {
+    public void accept(byte[] privateData) {
         synchronized (SoftWire.CM) {
             SoftCm active = remote;
             if (active == null || active.ctx.cmId().isDestroyed() || active.ctx.qp() == null
@@ -57,8 +57,8 @@ final class SoftCm implements ProviderCm {
                         + "requester that still waits (state " + ctx.state() + ")");
             }
             SoftQueuePair.link(queuePair(ctx.qp()), queuePair(active.ctx.qp()));
-            active.ctx.established();
-            ctx.established();
+            active.ctx.established(privateData);
+            ctx.established(null);
         }
     }
 
@@ -67,12 +67,12 @@ final class SoftCm implements ProviderCm {
     }
 
     @Override
-    public void reject() {
+    public void reject(byte[] privateData) {
         synchronized (SoftWire.CM) {
             SoftCm active = remote;
             if (active != null) {
                 active.remote = null;
-                active.ctx.rejected();
+                active.ctx.rejected(privateData);
             }
             remote = null;
         }
@@ -109,7 +109,7 @@ final class SoftCm implements ProviderCm {
                     other.remote = null;
                 }
                 if (other.ctx.state() == CmId.ConnState.CONNECTING) {
-                    other.ctx.rejected(); // a request that was never accepted is refused
+                    other.ctx.rejected(null); // a request that was never accepted is refused
                 }
             }
             remote = null;

@@ -22,14 +22,25 @@ public interface CmContext {
      * On a listening ID: a new request ID on this ID's device, in state {@code REQUESTED}, queued for
      * {@code getRequest()}, with this ID's handler, and a {@code CONNECT_REQUEST} event. Its provider
      * half is created by {@link ProviderDevice#createCmId} of this device; it is returned here.
+     *
+     * @param privateData what the requester sent with its connect (null: none); copied
+     * @param peerAddress where the request came from, as {@code CmId.peerAddress()} reports it
      */
-    CmContext newRequest();
+    CmContext newRequest(byte[] privateData, String peerAddress);
 
-    /** The connection is up: state {@code CONNECTED} and an {@code ESTABLISHED} event. */
-    void established();
+    /**
+     * The connection is up: state {@code CONNECTED} and an {@code ESTABLISHED} event.
+     *
+     * @param privateData on the active side, what the acceptor sent (copied); null on the passive side
+     */
+    void established(byte[] privateData);
 
-    /** The peer refused (or went away before accepting): state {@code DISCONNECTED} and a {@code REJECTED} event. */
-    void rejected();
+    /**
+     * The peer refused (or went away before accepting): state {@code DISCONNECTED} and a {@code REJECTED} event.
+     *
+     * @param privateData what the rejecter sent (copied), or null
+     */
+    void rejected(byte[] privateData);
 
     /** The peer disconnected: state {@code DISCONNECTED} and a {@code DISCONNECTED} event, if it was connected. */
     void disconnected();

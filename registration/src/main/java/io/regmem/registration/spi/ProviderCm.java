@@ -17,29 +17,36 @@ public interface ProviderCm {
 
     /**
      * Asks the listener at {@code address} for a connection; the QP is attached. The listener's
-     * provider makes a request ID ({@link CmContext#newRequest()}).
+     * provider makes a request ID ({@link CmContext#newRequest}) that carries {@code privateData}.
      *
+     * @param privateData checked against its limit by the verbs layer; empty for none, never null
      * @throws io.regmem.core.RdmaException {@link io.regmem.core.Errno#ENOENT} if nobody listens there
      */
-    void connect(String address);
+    void connect(String address, byte[] privateData);
 
     /**
      * Accepts this request: connects the two QPs, moves them to RTS ({@link QpContext#ready()}) and
-     * reports {@link CmContext#established()} for both ends, the active end first.
+     * reports {@link CmContext#established} for both ends, the active end first (with
+     * {@code privateData}).
      *
+     * @param privateData checked by the verbs layer; empty for none, never null
      * @throws io.regmem.core.RdmaException {@link io.regmem.core.Errno#EINVAL} if the requester no longer waits
      */
-    void accept();
+    void accept(byte[] privateData);
 
-    /** Rejects this request: the requester is told ({@link CmContext#rejected()}). */
-    void reject();
+    /**
+     * Rejects this request: the requester is told ({@link CmContext#rejected}, with {@code privateData}).
+     *
+     * @param privateData checked by the verbs layer; empty for none, never null
+     */
+    void reject(byte[] privateData);
 
     /** Disconnects: both QPs move to the error state; the other end is told ({@link CmContext#disconnected()}). */
     void disconnect();
 
     /**
      * The ID is destroyed: stop listening; a request that was never accepted is refused (its
-     * requester is told {@link CmContext#rejected()}).
+     * requester is told {@link CmContext#rejected}).
      */
     void destroy();
 }

@@ -23,11 +23,14 @@ import java.util.Arrays;
  * grace-period section, exactly as the soft provider does, so a key that was revoked, a region that
  * was deregistered or a range outside it fails with REM_ACCESS_ERR and touches nothing.
  *
- * <p>Every message is one AM (id {@link #ID}) with a 56-byte header:
+ * <p>Every message is one AM (id {@link #ID}) with a 64-byte header:
  * <pre>
  *   0 type (MSG 1, ACK 2, READ_RESPONSE 3)   4 destination QP number   8 source QP number
  *  12 opcode ordinal   16 sender's sequence   24 immediate   28 rkey to invalidate
  *  32 remote address   40 target rkey   44 status (ACK, READ_RESPONSE)   48 length (READ)
+ *  56 connection token: the random number the destination QP gave its peer in the authenticated
+ *     handshake; a message without it is dropped, so no other connection (nor anybody who only
+ *     knows a worker address) can speak for this one
  * </pre>
  * Native byte order: both ends are the same kind of machine (UCX's own wire formats assume it too).
  * The callback ({@link #received}) runs inside {@code ucp_worker_progress}, under the receiving
@@ -35,7 +38,7 @@ import java.util.Arrays;
  */
 final class UcxAm {
     static final int ID = 7;
-    static final long HEADER = 56;
+    static final long HEADER = 64;
     static final int TYPE_MSG = 1;
     static final int TYPE_ACK = 2;
     /** An RDMA READ's answer: the status and, on success, the bytes. */
@@ -51,6 +54,7 @@ final class UcxAm {
     static final long H_RKEY = 40;
     static final long H_STATUS = 44;
     static final long H_LENGTH = 48;
+    static final long H_TOKEN = 56;
 
     /** The opcodes and statuses by ordinal, read on the data path ({@code values()} copies its array each call). */
     static final io.regmem.registration.Opcode[] OPCODES = io.regmem.registration.Opcode.values();

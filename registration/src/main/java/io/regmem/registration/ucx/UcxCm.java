@@ -19,8 +19,20 @@ import java.util.concurrent.ConcurrentHashMap;
  * process dies) moves the QP to the error state and reports {@code DISCONNECTED}.
  * In-process steps run under one JVM-wide lock, never on the data path; socket reads run on
  * virtual threads of their own.
+ *
+ * <p>A listener takes a connection from another process only through the authenticated handshake
+ * ({@link UcxLink}): a peer that does not prove it holds the device's secret, sends anything
+ * malformed or too long, or takes longer than the handshake's time, costs the listener one log line
+ * (System.Logger {@code io.regmem.registration.ucx}, WARNING) and a closed socket, and nothing of what
+ * it sent reaches UCX. At most {@link #MAX_PENDING_HANDSHAKES} handshakes run at once per listener; a
+ * connection beyond them is closed at once.
  */
 final class UcxCm implements ProviderCm {
+    private static final System.Logger LOG = System.getLogger("io.regmem.registration.ucx");
+    /** Handshakes a listener runs at once; more connections are closed at once (a flood costs nothing more). */
+    static final int MAX_PENDING_HANDSHAKES = 128;
+    /** The listening socket's backlog: connections the kernel holds until the accept loop takes them. */
+    private static final int BACKLOG = 1024;
     private static final Object CM = new Object();
     private static final ConcurrentHashMap<String, UcxCm> LISTENERS = new ConcurrentHashMap<>();
 
@@ -35,8 +47,12 @@ final class UcxCm implements ProviderCm {
     private volatile UcxLink link;
     /** A request from another process: what its requester sent. */
     private UcxLink.Peer peer;
+    private final UcxDevice device;
+    /** Handshakes under way on this listener. */
+    private final java.util.concurrent.atomic.AtomicInteger handshakes = new java.util.concurrent.atomic.AtomicInteger();
 
-    UcxCm(CmContext ctx) {
+    UcxCm(UcxDevice device, CmContext ctx) {
+        this.device = device;
         this.ctx = ctx;
         ctx.attach(this);
     }
@@ -74,6 +90,7 @@ final class UcxCm implements ProviderCm {
     @Override
     public void listen(String address) {
         String a = checked(address);
+        byte[] secret = device.secret(); // before anything is bound: a listener without one takes nobody
         synchronized (CM) {
             if (LISTENERS.putIfAbsent(a, this) != null) {
                 throw new RdmaException(Errno.EBUSY, ctx.cmId() + ": '" + a + "' is already listened on");
@@ -82,7 +99,7 @@ final class UcxCm implements ProviderCm {
             try {
                 s = new java.net.ServerSocket();
                 s.setReuseAddress(true);
-                s.bind(new java.net.InetSocketAddress(host(a), port(a)));
+                s.bind(new java.net.InetSocketAddress(host(a), port(a)), BACKLOG);
             } catch (java.io.IOException | RuntimeException e) {
                 LISTENERS.remove(a, this);
                 closeQuietly(s);
@@ -92,7 +109,7 @@ final class UcxCm implements ProviderCm {
             listenAddress = a;
             server = s;
             java.net.ServerSocket listening = s;
-            Thread.ofVirtual().name("regmem-ucx-listen-" + a).start(() -> acceptLoop(listening));
+            Thread.ofVirtual().name("regmem-ucx-listen-" + a).start(() -> acceptLoop(listening, secret));
         }
     }
 
@@ -107,7 +124,7 @@ final class UcxCm implements ProviderCm {
     }
 
     /** Takes connections from other processes until the socket closes; each handshake on a thread of its own. */
-    private void acceptLoop(java.net.ServerSocket s) {
+    private void acceptLoop(java.net.ServerSocket s, byte[] secret) {
         while (!s.isClosed()) {
             java.net.Socket socket;
             try {
@@ -115,27 +132,62 @@ final class UcxCm implements ProviderCm {
             } catch (java.io.IOException closed) {
                 return;
             }
-            Thread.ofVirtual().name("regmem-ucx-hello").start(() -> hello(s, socket));
+            if (handshakes.incrementAndGet() > MAX_PENDING_HANDSHAKES) {
+                handshakes.decrementAndGet();
+                refused(socket.getRemoteSocketAddress(), MAX_PENDING_HANDSHAKES + " handshakes are under way already");
+                closeQuietly(socket);
+                continue;
+            }
+            Thread.ofVirtual().name("regmem-ucx-hello").start(() -> {
+                try {
+                    hello(s, socket, secret);
+                } finally {
+                    handshakes.decrementAndGet();
+                }
+            });
         }
     }
 
-    /** Reads a requester's HELLO and makes its request ID (or drops a connection that is not one). */
-    private void hello(java.net.ServerSocket s, java.net.Socket socket) {
+    private void refused(Object peer, String why) {
+        LOG.log(System.Logger.Level.WARNING, "regmem ucx: " + listenAddressForLog() + " refused a connection from "
+                + peer + ": " + why);
+    }
+
+    private String listenAddressForLog() {
+        String a = listenAddress;
+        return "listener " + (a == null ? ctx.cmId().toString() : a);
+    }
+
+    /**
+     * The listener's side of the handshake up to the request: challenge, then the requester's
+     * authenticated HELLO; then the request ID (or, for a connection that is not a regmem peer with
+     * the secret, a log line and a closed socket).
+     */
+    private void hello(java.net.ServerSocket s, java.net.Socket socket, byte[] secret) {
         UcxLink l;
         UcxLink.Peer p;
+        Object from = socket.getRemoteSocketAddress();
         try {
-            l = new UcxLink(socket);
-            p = l.readHello();
+            l = new UcxLink(socket, secret, device.handshakeMillis());
         } catch (java.io.IOException e) {
             closeQuietly(socket);
-            return; // not a regmem peer, or gone before it said who it is
+            return; // gone before anything was said
+        }
+        try {
+            long deadline = l.deadline();
+            l.sendChallenge();
+            p = l.readHello(deadline);
+        } catch (java.io.IOException | RuntimeException e) {
+            refused(from, e.getMessage());
+            l.close();
+            return;
         }
         synchronized (CM) {
             if (server != s || ctx.cmId().isDestroyed()) {
                 l.close(); // stopped listening meanwhile: the requester sees a rejection
                 return;
             }
-            UcxCm request = (UcxCm) ctx.newRequest().attachment();
+            UcxCm request = (UcxCm) ctx.newRequest(p.privateData(), l.peerAddress()).attachment();
             request.link = l;
             request.peer = p;
             // A requester that goes away before the answer: the request stays until accept or reject fails on it.
@@ -143,59 +195,66 @@ final class UcxCm implements ProviderCm {
     }
 
     @Override
-    public void connect(String address) {
+    public void connect(String address, byte[] privateData) {
         String a = checked(address);
         synchronized (CM) {
             UcxCm listener = LISTENERS.get(a);
             if (listener != null) {
-                UcxCm request = (UcxCm) listener.ctx.newRequest().attachment();
+                UcxCm request = (UcxCm) listener.ctx.newRequest(privateData, ctx.cmId().device().name()).attachment();
                 request.remote = this;
                 remote = request;
                 return;
             }
         }
+        byte[] secret = device.secret();
         UcxQp mine = qp(ctx.qp());
-        UcxLink l = UcxLink.connect(ctx.cmId().toString(), host(a), port(a));
-        try {
-            l.sendHello(mine.number, mine.device.workerAddress());
-        } catch (java.io.IOException e) {
-            l.close();
-            throw new RdmaException(Errno.ENOENT, ctx.cmId() + ": the listener at '" + a + "' closed the connection: "
-                    + e.getMessage(), e);
-        }
+        UcxLink l = UcxLink.connect(ctx.cmId().toString(), host(a), port(a), secret, device.handshakeMillis());
         link = l;
-        Thread.ofVirtual().name("regmem-ucx-connect-" + a).start(() -> awaitAnswer(l, mine));
+        Thread.ofVirtual().name("regmem-ucx-connect-" + a).start(() -> handshake(l, mine, a, privateData));
     }
 
-    /** The requester's side of the handshake, then its life line: ACCEPT (connect, READY) or REJECT, then the end. */
-    private void awaitAnswer(UcxLink l, UcxQp mine) {
+    /**
+     * The requester's side of the handshake, then its life line: the listener's challenge, HELLO,
+     * then an authenticated ACCEPT (connect the QP, READY) or REJECT; then the end. A listener that
+     * does not prove it holds the secret is a rejection, and a log line; its worker address never
+     * reaches UCX.
+     */
+    private void handshake(UcxLink l, UcxQp mine, String address, byte[] privateData) {
         try {
-            int type = l.readType(() -> progressQuietly(mine.device)); // the acceptor's wire-up needs this worker
-            if (type != UcxLink.ACCEPT) {
+            long deadline = l.deadline();
+            l.readChallenge(deadline);
+            l.sendHello(mine.number, mine.localToken, mine.device.workerAddress(), privateData);
+            // The answer waits for the listener's application to accept; its wire-up needs this worker.
+            Object answer = l.readAnswer(l.deadline(), () -> progressQuietly(mine.device));
+            if (answer instanceof UcxLink.Rejected r) {
                 l.close();
-                rejectedIfWaiting();
+                rejectedIfWaiting(r.privateData());
                 return;
             }
-            UcxLink.Peer p = l.readAccept();
+            UcxLink.Peer p = (UcxLink.Peer) answer;
             if (ctx.cmId().isDestroyed() || ctx.state() != CmId.ConnState.CONNECTING) {
                 l.close();
                 return;
             }
-            mine.connect(p.worker(), p.qp());
-            l.sendByte(UcxLink.READY);
-            ctx.established();
-        } catch (java.io.IOException | RdmaException e) {
+            mine.connect(p.worker(), p.qp(), p.token());
+            l.sendReady();
+            ctx.established(p.privateData());
+        } catch (java.io.IOException | RuntimeException e) {
             l.close();
-            rejectedIfWaiting(); // the listener went away (or sent something else) before the connection was up
+            if (!ctx.cmId().isDestroyed() && ctx.state() == CmId.ConnState.CONNECTING) {
+                LOG.log(System.Logger.Level.WARNING, "regmem ucx: " + ctx.cmId() + ": connecting to " + address
+                        + " failed: " + e.getMessage());
+            }
+            rejectedIfWaiting(null); // the listener went away, refused us, or is not one we may trust
             return;
         }
         l.awaitEnd();
         peerGone();
     }
 
-    private void rejectedIfWaiting() {
+    private void rejectedIfWaiting(byte[] privateData) {
         if (!ctx.cmId().isDestroyed() && ctx.state() == CmId.ConnState.CONNECTING) {
-            ctx.rejected();
+            ctx.rejected(privateData);
         }
     }
 
@@ -241,10 +300,10 @@ final class UcxCm implements ProviderCm {
     static final long VERDICT_GRACE_NANOS = 200_000_000L;
 
     @Override
-    public void accept() {
+    public void accept(byte[] privateData) {
         UcxLink l = link();
         if (l != null) {
-            acceptRemote(l);
+            acceptRemote(l, privateData);
             return;
         }
         synchronized (CM) {
@@ -258,33 +317,36 @@ final class UcxCm implements ProviderCm {
             UcxQp theirs = qp(active.ctx.qp());
             byte[] myWorker = mine.device.workerAddress();
             byte[] theirWorker = theirs.device.workerAddress();
-            theirs.connect(myWorker, mine.number);
-            mine.connect(theirWorker, theirs.number);
+            theirs.connect(myWorker, mine.number, mine.localToken);
+            mine.connect(theirWorker, theirs.number, theirs.localToken);
             theirs.localPeer = mine;
             mine.localPeer = theirs;
-            active.ctx.established();
-            ctx.established();
+            active.ctx.established(privateData);
+            ctx.established(null);
         }
     }
 
     /**
-     * Accepts a request from another process: connects the QP, answers ACCEPT and waits for READY
-     * (at most {@link UcxLink#HANDSHAKE_MILLIS}); then the link is watched for its end.
+     * Accepts a request from another process: connects the QP (the requester's worker address was
+     * authenticated with its HELLO), answers ACCEPT and waits for the authenticated READY (at most
+     * the handshake's time); then the link is watched for its end. A failure closes the link (the
+     * requester sees a rejection) and leaves the QP in the error state.
      */
-    private void acceptRemote(UcxLink l) {
+    private void acceptRemote(UcxLink l, byte[] privateData) {
         UcxQp mine = qp(ctx.qp());
         try {
-            mine.connect(peer.worker(), peer.qp());
-            l.sendAccept(mine.number, mine.device.workerAddress());
-            if (l.readType(() -> progressQuietly(mine.device)) != UcxLink.READY) {
-                throw new java.io.IOException("no READY");
-            }
-        } catch (java.io.IOException e) {
+            mine.connect(peer.worker(), peer.qp(), peer.token());
+            l.sendAccept(mine.number, mine.localToken, mine.device.workerAddress(), privateData);
+            l.awaitReady(l.deadline(), () -> progressQuietly(mine.device));
+        } catch (java.io.IOException | RuntimeException e) {
             ctx.qp().toError();
             l.close();
-            throw new RdmaException(Errno.EINVAL, ctx.cmId() + ": accept: the requester went away (" + e.getMessage() + ")", e);
+            Errno errno = e instanceof java.net.SocketTimeoutException ? Errno.ETIMEDOUT
+                    : e instanceof RdmaException r ? r.errno() : Errno.ECONNRESET;
+            throw new RdmaException(errno, ctx.cmId() + ": accept of the request from " + l.peerAddress() + " failed: "
+                    + e.getMessage(), e);
         }
-        ctx.established();
+        ctx.established(null);
         Thread.ofVirtual().name("regmem-ucx-link").start(() -> {
             l.awaitEnd();
             peerGone();
@@ -304,11 +366,11 @@ final class UcxCm implements ProviderCm {
     }
 
     @Override
-    public void reject() {
+    public void reject(byte[] privateData) {
         UcxLink l = link();
         if (l != null) {
             try {
-                l.sendByte(UcxLink.REJECT);
+                l.sendReject(privateData);
             } catch (java.io.IOException gone) {
                 // the requester went away: nothing to tell
             }
@@ -319,7 +381,7 @@ final class UcxCm implements ProviderCm {
             UcxCm active = remote;
             if (active != null) {
                 active.remote = null;
-                active.ctx.rejected();
+                active.ctx.rejected(privateData);
             }
             remote = null;
         }
@@ -371,7 +433,7 @@ final class UcxCm implements ProviderCm {
                     other.remote = null;
                 }
                 if (other.ctx.state() == CmId.ConnState.CONNECTING) {
-                    other.ctx.rejected();
+                    other.ctx.rejected(null);
                 }
             }
             remote = null;

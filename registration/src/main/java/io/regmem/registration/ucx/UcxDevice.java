@@ -58,13 +58,20 @@ final class UcxDevice implements ProviderDevice {
     /** Endpoints to peer workers, one per peer. */
     final UcxEndpoints endpoints = new UcxEndpoints(this);
 
+    /** The handshake secret the options or environment named, or null for the user's default file. */
+    private byte[] secret;
+    /** How long each half of a connection's handshake may take. */
+    private final int handshakeMillis;
+
     /** The progress thread, or null. */
     private Thread progressThread;
     private volatile boolean stopping;
 
-    UcxDevice(Ucp ucp, DeviceAttributes attributes, String name) {
+    UcxDevice(Ucp ucp, DeviceAttributes attributes, String name, byte[] secret, int handshakeMillis) {
         this.ucp = ucp;
         this.attributes = attributes;
+        this.secret = secret;
+        this.handshakeMillis = handshakeMillis;
         this.context = new UcpContext(ucp, name);
         UcpWorker w;
         try {
@@ -282,8 +289,8 @@ final class UcxDevice implements ProviderDevice {
      */
     boolean onMessage(MemorySegment h, long data, long length, boolean persistent) {
         UcxQp qp = qp(h.get(U_INT, UcxAm.H_DST));
-        if (qp == null) {
-            return false; // the QP is gone: dropped
+        if (qp == null || h.get(U_LONG, UcxAm.H_TOKEN) != qp.localToken) {
+            return false; // the QP is gone, or the message is not from its connection: dropped
         }
         int type = h.get(U_INT, UcxAm.H_TYPE);
         if (type == UcxAm.TYPE_ACK) {
@@ -312,7 +319,25 @@ final class UcxDevice implements ProviderDevice {
 
     @Override
     public ProviderCm createCmId(CmContext id) {
-        return new UcxCm(id);
+        return new UcxCm(this, id);
+    }
+
+    /**
+     * The secret that authenticates this device's connections to other processes: the configured
+     * one, or the user's default ({@link UcxSecret#defaultSecret()}, read or made on first use).
+     *
+     * @throws RdmaException {@link Errno#EACCES} if the default file cannot be made or read
+     */
+    synchronized byte[] secret() {
+        if (secret == null) {
+            secret = UcxSecret.defaultSecret();
+        }
+        return secret;
+    }
+
+    /** How long each half of a connection's handshake may take, in milliseconds. */
+    int handshakeMillis() {
+        return handshakeMillis;
     }
 
     /**

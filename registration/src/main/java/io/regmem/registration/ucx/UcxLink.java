@@ -2,43 +2,74 @@ package io.regmem.registration.ucx;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
+import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.OutputStream;
 import java.net.ConnectException;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
+import java.security.SecureRandom;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 
 /**
  * The bootstrap connection between two processes for one CM connection: a TCP socket that carries
- * the handshake (worker addresses and QP numbers) and then stays open as the connection's life
- * line. Closing it is the disconnect; its end (EOF or reset, which the kernel also delivers when
- * the peer process dies, SIGKILL included) tells the other side that its peer is gone.
+ * an authenticated handshake (worker addresses, QP numbers, connection tokens, private data) and
+ * then stays open as the connection's life line. Closing it is the disconnect; its end (EOF or
+ * reset, which the kernel also delivers when the peer process dies, SIGKILL included) tells the
+ * other side that its peer is gone.
  *
- * <p>Messages, big-endian: HELLO = magic, version, QP number, worker address (length + bytes);
- * ACCEPT = type, QP number, worker address; REJECT = type; READY = type. Everything read is checked
- * (magic, version, lengths up to 64 KiB) before it is used; a peer that sends anything else is
- * treated as gone.
+ * <p>The handshake proves to each side that the other holds the same secret ({@link UcxSecret}),
+ * with fresh random challenges so that nothing recorded can be replayed, before any byte of it
+ * reaches UCX: a worker address goes to {@code ucp_ep_create} only once its message's HMAC checked.
+ * Every length is checked against its bound before anything is read or allocated from it, and the
+ * whole handshake has one deadline, however slowly the peer trickles its bytes. Messages, big-endian:
+ * <pre>
+ * CHALLENGE  listener to requester, first:  magic u32 "RMCM", version u16, listener nonce [16]
+ * HELLO      requester: magic u32, version u16, requester nonce [16], QP u32, token u64,
+ *            worker length u32 (1..65536), private length u16 (0..56), worker [n], private [n],
+ *            HMAC-SHA256 [32] of "regmem hello" + listener nonce + every byte above
+ * ACCEPT     listener: type u8 = 1, QP u32, token u64, worker length u32, private length u16 (0..196),
+ *            worker, private, HMAC of "regmem accept" + requester nonce + listener nonce + the bytes above
+ * REJECT     listener: type u8 = 2, private length u16 (0..148), private,
+ *            HMAC of "regmem reject" + requester nonce + listener nonce + the bytes above
+ * READY      requester: type u8 = 3, HMAC of "regmem ready" + listener nonce + requester nonce
+ * </pre>
+ * A message that is not what the step expects, too long, damaged or not authentic ends the
+ * handshake with {@link IOException} (its message says which rule failed); the socket is closed.
  */
 final class UcxLink implements AutoCloseable {
     static final int MAGIC = 0x524D_434D; // "RMCM"
-    static final short VERSION = 1;
+    static final short VERSION = 2;
     static final byte ACCEPT = 1;
     static final byte REJECT = 2;
     static final byte READY = 3;
-    private static final int MAX_WORKER_ADDRESS = 65536;
-    /** How long a handshake step may take (connect, each reply). */
+    static final int NONCE = 16;
+    static final int MAC = 32;
+    /** The longest worker address taken: UCX's are hundreds of bytes (more with many NICs). */
+    static final int MAX_WORKER_ADDRESS = 65536;
+    /** How long a whole handshake may take by default (connect, challenge, hello; accept, ready). */
     static final int HANDSHAKE_MILLIS = 10_000;
+    private static final SecureRandom RANDOM = new SecureRandom();
 
     private final Socket socket;
-    private final DataInputStream in;
-    private final DataOutputStream out;
+    private final InputStream in;
+    private final OutputStream out;
+    private final int timeoutMillis;
+    private final SecretKeySpec key;
+    /** The listener's and the requester's challenges (this side made one, the other side sent one). */
+    private byte[] listenerNonce;
+    private byte[] requesterNonce;
 
     /** What a HELLO or ACCEPT carries. */
-    record Peer(int qp, byte[] worker) {
+    record Peer(int qp, long token, byte[] worker, byte[] privateData) {
     }
 
     /** TCP keepalive on the life line: probes after 5 s of silence, every 1 s, 3 unanswered end it. */
@@ -46,10 +77,16 @@ final class UcxLink implements AutoCloseable {
     static final int KEEPALIVE_INTERVAL_SECONDS = 1;
     static final int KEEPALIVE_PROBES = 3;
 
-    UcxLink(Socket socket) throws IOException {
+    /**
+     * @param secret        the handshake's secret (null: the link only carries a life line, for tests)
+     * @param timeoutMillis how long each half of the handshake may take
+     */
+    UcxLink(Socket socket, byte[] secret, int timeoutMillis) throws IOException {
         this.socket = socket;
+        this.timeoutMillis = timeoutMillis;
+        this.key = secret == null ? null : new SecretKeySpec(secret, "HmacSHA256");
         socket.setTcpNoDelay(true);
-        socket.setSoTimeout(HANDSHAKE_MILLIS);
+        socket.setSoTimeout(timeoutMillis);
         // A peer host that vanishes (power loss, a partition) sends no FIN: keepalive probes find
         // out within about 8 s and end the life line as a reset would.
         socket.setKeepAlive(true);
@@ -60,8 +97,8 @@ final class UcxLink implements AutoCloseable {
         } catch (UnsupportedOperationException notHere) {
             // the platform's defaults (Linux: 2 hours) then
         }
-        this.in = new DataInputStream(socket.getInputStream());
-        this.out = new DataOutputStream(socket.getOutputStream());
+        this.in = socket.getInputStream();
+        this.out = socket.getOutputStream();
     }
 
     /**
@@ -70,11 +107,11 @@ final class UcxLink implements AutoCloseable {
      * @throws RdmaException {@link Errno#ENOENT} if nobody listens there; {@link Errno#EINVAL} for a host
      *                       that does not resolve; {@link Errno#ETIMEDOUT} if the connect takes too long
      */
-    static UcxLink connect(String who, String host, int port) {
+    static UcxLink connect(String who, String host, int port, byte[] secret, int timeoutMillis) {
         Socket s = new Socket();
         try {
-            s.connect(new InetSocketAddress(host, port), HANDSHAKE_MILLIS);
-            return new UcxLink(s);
+            s.connect(new InetSocketAddress(host, port), timeoutMillis);
+            return new UcxLink(s, secret, timeoutMillis);
         } catch (UnknownHostException e) {
             closeQuietly(s);
             throw new RdmaException(Errno.EINVAL, who + ": unknown host '" + host + "'", e);
@@ -85,77 +122,284 @@ final class UcxLink implements AutoCloseable {
         } catch (SocketTimeoutException e) {
             closeQuietly(s);
             throw new RdmaException(Errno.ETIMEDOUT, who + ": no answer from '" + host + ":" + port + "' within "
-                    + HANDSHAKE_MILLIS + " ms", e);
+                    + timeoutMillis + " ms", e);
         } catch (IOException e) {
             closeQuietly(s);
             throw new RdmaException(Errno.EIO, who + ": cannot reach '" + host + ":" + port + "': " + e.getMessage(), e);
         }
     }
 
-    void sendHello(int qp, byte[] worker) throws IOException {
-        out.writeInt(MAGIC);
-        out.writeShort(VERSION);
-        out.writeInt(qp);
-        writeBytes(worker);
+    /** The peer's {@code ip:port}. */
+    String peerAddress() {
+        java.net.SocketAddress a = socket.getRemoteSocketAddress();
+        if (a instanceof InetSocketAddress i) {
+            return i.getAddress().getHostAddress() + ":" + i.getPort();
+        }
+        return String.valueOf(a);
+    }
+
+    /** A deadline {@code timeoutMillis} from now, for one half of the handshake. */
+    long deadline() {
+        return System.nanoTime() + timeoutMillis * 1_000_000L;
+    }
+
+    // ---- the listener's side ----
+
+    /** Sends the listener's challenge (the first message on a new connection). */
+    void sendChallenge() throws IOException {
+        listenerNonce = nonce();
+        ByteBuffer b = ByteBuffer.allocate(6 + NONCE);
+        b.putInt(MAGIC).putShort(VERSION).put(listenerNonce);
+        out.write(b.array());
         out.flush();
     }
 
-    Peer readHello() throws IOException {
-        if (in.readInt() != MAGIC) {
+    /** Reads and authenticates the requester's HELLO: only then is anything of it used. */
+    Peer readHello(long deadline) throws IOException {
+        byte[] fixed = new byte[4 + 2 + NONCE + 4 + 8 + 4 + 2];
+        readFully(fixed, deadline, "HELLO");
+        ByteBuffer f = ByteBuffer.wrap(fixed);
+        if (f.getInt() != MAGIC) {
             throw new IOException("not a regmem ucx peer (bad magic)");
         }
-        short v = in.readShort();
+        short v = f.getShort();
         if (v != VERSION) {
-            throw new IOException("peer speaks version " + v + ", this is version " + VERSION);
+            throw new IOException("the peer speaks handshake version " + v + ", this is version " + VERSION);
         }
-        return new Peer(in.readInt(), readBytes());
+        byte[] nonce = new byte[NONCE];
+        f.get(nonce);
+        int qp = f.getInt();
+        long token = f.getLong();
+        int workerLength = f.getInt();
+        int privateLength = Short.toUnsignedInt(f.getShort());
+        checkLength("worker address", workerLength, 1, MAX_WORKER_ADDRESS);
+        checkLength("private data", privateLength, 0, io.regmem.registration.CmId.MAX_CONNECT_PRIVATE_DATA);
+        byte[] worker = new byte[workerLength];
+        byte[] data = new byte[privateLength];
+        byte[] mac = new byte[MAC];
+        readFully(worker, deadline, "HELLO");
+        readFully(data, deadline, "HELLO");
+        readFully(mac, deadline, "HELLO");
+        verify(mac, "HELLO", "regmem hello", listenerNonce, fixed, worker, data);
+        requesterNonce = nonce;
+        if (qp < 0) {
+            throw new IOException("HELLO names QP " + qp);
+        }
+        return new Peer(qp, token, worker, data);
     }
 
-    void sendAccept(int qp, byte[] worker) throws IOException {
-        out.writeByte(ACCEPT);
-        out.writeInt(qp);
-        writeBytes(worker);
-        out.flush();
+    /** Answers ACCEPT: this side's QP, token, worker address and private data. */
+    void sendAccept(int qp, long token, byte[] worker, byte[] privateData) throws IOException {
+        ByteBuffer b = ByteBuffer.allocate(1 + 4 + 8 + 4 + 2 + worker.length + privateData.length + MAC);
+        b.put(ACCEPT).putInt(qp).putLong(token).putInt(worker.length).putShort((short) privateData.length)
+                .put(worker).put(privateData);
+        sendSigned(b, "regmem accept", requesterNonce, listenerNonce);
     }
 
-    void sendByte(byte type) throws IOException {
-        out.writeByte(type);
-        out.flush();
-    }
-
-    /** The reply type (ACCEPT, REJECT, READY); -1 at the end of the stream. */
-    int readType() throws IOException {
-        return in.read();
+    /** Answers REJECT with {@code privateData}. */
+    void sendReject(byte[] privateData) throws IOException {
+        ByteBuffer b = ByteBuffer.allocate(1 + 2 + privateData.length + MAC);
+        b.put(REJECT).putShort((short) privateData.length).put(privateData);
+        sendSigned(b, "regmem reject", requesterNonce, listenerNonce);
     }
 
     /**
-     * The reply type, running {@code progress} every few milliseconds while it has not come (the
-     * worker must answer the peer's wire-up meanwhile); -1 at the end of the stream.
+     * Waits for the requester's authenticated READY, running {@code progress} every few milliseconds
+     * (the worker must answer the requester's wire-up meanwhile).
      *
-     * @throws SocketTimeoutException after {@link #HANDSHAKE_MILLIS}
+     * @throws SocketTimeoutException if it does not come by {@code deadline}
      */
-    int readType(Runnable progress) throws IOException {
-        long deadline = System.nanoTime() + HANDSHAKE_MILLIS * 1_000_000L;
+    void awaitReady(long deadline, Runnable progress) throws IOException {
+        int type = readType(deadline, progress);
+        if (type != READY) {
+            throw new IOException(type < 0 ? "the requester closed the connection before READY"
+                    : "message type " + type + " where READY was due");
+        }
+        byte[] mac = new byte[MAC];
+        readFully(mac, deadline, "READY");
+        verify(mac, "READY", "regmem ready", listenerNonce, requesterNonce, new byte[] {READY});
+    }
+
+    // ---- the requester's side ----
+
+    /** Reads the listener's challenge. */
+    void readChallenge(long deadline) throws IOException {
+        byte[] b = new byte[6 + NONCE];
+        readFully(b, deadline, "CHALLENGE");
+        ByteBuffer f = ByteBuffer.wrap(b);
+        if (f.getInt() != MAGIC) {
+            throw new IOException("not a regmem ucx listener (bad magic)");
+        }
+        short v = f.getShort();
+        if (v != VERSION) {
+            throw new IOException("the listener speaks handshake version " + v + ", this is version " + VERSION);
+        }
+        listenerNonce = new byte[NONCE];
+        f.get(listenerNonce);
+    }
+
+    /** Sends HELLO: this side's QP, token, worker address and private data, signed. */
+    void sendHello(int qp, long token, byte[] worker, byte[] privateData) throws IOException {
+        requesterNonce = nonce();
+        ByteBuffer b = ByteBuffer.allocate(4 + 2 + NONCE + 4 + 8 + 4 + 2 + worker.length + privateData.length + MAC);
+        b.putInt(MAGIC).putShort(VERSION).put(requesterNonce).putInt(qp).putLong(token).putInt(worker.length)
+                .putShort((short) privateData.length).put(worker).put(privateData);
+        sendSigned(b, "regmem hello", listenerNonce);
+    }
+
+    /** The listener's answer: an authenticated ACCEPT (a Peer) or REJECT (its private data, as {@link Rejected}). */
+    Object readAnswer(long deadline, Runnable progress) throws IOException {
+        int type = readType(deadline, progress);
+        if (type == ACCEPT) {
+            byte[] fixed = new byte[4 + 8 + 4 + 2];
+            readFully(fixed, deadline, "ACCEPT");
+            ByteBuffer f = ByteBuffer.wrap(fixed);
+            int qp = f.getInt();
+            long token = f.getLong();
+            int workerLength = f.getInt();
+            int privateLength = Short.toUnsignedInt(f.getShort());
+            checkLength("worker address", workerLength, 1, MAX_WORKER_ADDRESS);
+            checkLength("private data", privateLength, 0, io.regmem.registration.CmId.MAX_ACCEPT_PRIVATE_DATA);
+            byte[] worker = new byte[workerLength];
+            byte[] data = new byte[privateLength];
+            byte[] mac = new byte[MAC];
+            readFully(worker, deadline, "ACCEPT");
+            readFully(data, deadline, "ACCEPT");
+            readFully(mac, deadline, "ACCEPT");
+            verify(mac, "ACCEPT", "regmem accept", requesterNonce, listenerNonce, new byte[] {ACCEPT}, fixed, worker, data);
+            if (qp < 0) {
+                throw new IOException("ACCEPT names QP " + qp);
+            }
+            return new Peer(qp, token, worker, data);
+        }
+        if (type == REJECT) {
+            byte[] length = new byte[2];
+            readFully(length, deadline, "REJECT");
+            int privateLength = Short.toUnsignedInt(ByteBuffer.wrap(length).getShort());
+            checkLength("private data", privateLength, 0, io.regmem.registration.CmId.MAX_REJECT_PRIVATE_DATA);
+            byte[] data = new byte[privateLength];
+            byte[] mac = new byte[MAC];
+            readFully(data, deadline, "REJECT");
+            readFully(mac, deadline, "REJECT");
+            verify(mac, "REJECT", "regmem reject", requesterNonce, listenerNonce, new byte[] {REJECT}, length, data);
+            return new Rejected(data);
+        }
+        throw new IOException(type < 0 ? "the listener closed the connection without an answer"
+                : "message type " + type + " where ACCEPT or REJECT was due");
+    }
+
+    /** An authenticated REJECT. */
+    record Rejected(byte[] privateData) {
+    }
+
+    /** Sends READY, signed. */
+    void sendReady() throws IOException {
+        ByteBuffer b = ByteBuffer.allocate(1 + MAC);
+        b.put(READY);
+        byte[] mac = mac("regmem ready", listenerNonce, requesterNonce, new byte[] {READY});
+        b.put(mac);
+        out.write(b.array());
+        out.flush();
+    }
+
+    // ---- the wire ----
+
+    /**
+     * One byte, the next message's type, running {@code progress} every few milliseconds while it has
+     * not come; -1 at the end of the stream.
+     */
+    private int readType(long deadline, Runnable progress) throws IOException {
         socket.setSoTimeout(2);
         try {
             while (true) {
                 try {
                     return in.read();
                 } catch (SocketTimeoutException notYet) {
-                    if (System.nanoTime() > deadline) {
-                        throw notYet;
+                    if (System.nanoTime() - deadline > 0) {
+                        throw new SocketTimeoutException("no answer within " + timeoutMillis + " ms");
                     }
                     progress.run();
                 }
             }
         } finally {
-            socket.setSoTimeout(HANDSHAKE_MILLIS);
+            socket.setSoTimeout(timeoutMillis);
         }
     }
 
-    /** The rest of an ACCEPT. */
-    Peer readAccept() throws IOException {
-        return new Peer(in.readInt(), readBytes());
+    /** Reads exactly {@code b.length} bytes by {@code deadline}, however the peer splits them. */
+    private void readFully(byte[] b, long deadline, String message) throws IOException {
+        int off = 0;
+        while (off < b.length) {
+            long left = (deadline - System.nanoTime()) / 1_000_000L;
+            if (left <= 0) {
+                throw new SocketTimeoutException(message + " did not arrive whole within " + timeoutMillis + " ms");
+            }
+            socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, left));
+            int n;
+            try {
+                n = in.read(b, off, b.length - off);
+            } catch (SocketTimeoutException e) {
+                throw new SocketTimeoutException(message + " did not arrive whole within " + timeoutMillis + " ms");
+            }
+            if (n < 0) {
+                throw new EOFException(message + " ended after " + off + " of its bytes");
+            }
+            off += n;
+        }
+    }
+
+    private static void checkLength(String what, int n, int min, int max) throws IOException {
+        if (n < min || n > max) {
+            throw new IOException(what + " of " + n + " bytes (" + min + " to " + max + ")");
+        }
+    }
+
+    private void sendSigned(ByteBuffer b, String label, byte[]... context) throws IOException {
+        int body = b.position();
+        byte[][] parts = new byte[context.length + 1][];
+        System.arraycopy(context, 0, parts, 0, context.length);
+        parts[context.length] = java.util.Arrays.copyOf(b.array(), body);
+        b.put(mac(label, parts));
+        out.write(b.array());
+        out.flush();
+    }
+
+    private void verify(byte[] mac, String message, String label, byte[]... parts) throws IOException {
+        if (!MessageDigest.isEqual(mac, mac(label, parts))) {
+            throw new IOException(message + " is not authentic (its HMAC does not match this side's secret)");
+        }
+    }
+
+    private byte[] mac(String label, byte[]... parts) {
+        if (key == null) {
+            throw new IllegalStateException("a link without a secret carries no handshake");
+        }
+        try {
+            Mac m = Mac.getInstance("HmacSHA256");
+            m.init(key);
+            m.update(label.getBytes(StandardCharsets.US_ASCII));
+            for (byte[] p : parts) {
+                m.update(p);
+            }
+            return m.doFinal();
+        } catch (GeneralSecurityException e) {
+            throw new IllegalStateException("HmacSHA256 is part of every JDK", e);
+        }
+    }
+
+    private static byte[] nonce() {
+        byte[] n = new byte[NONCE];
+        RANDOM.nextBytes(n);
+        return n;
+    }
+
+    /** A random connection token (never 0: 0 marks "none"). */
+    static long token() {
+        long t;
+        do {
+            t = RANDOM.nextLong();
+        } while (t == 0);
+        return t;
     }
 
     /**
@@ -165,29 +409,13 @@ final class UcxLink implements AutoCloseable {
     void awaitEnd() {
         try {
             socket.setSoTimeout(0);
-            InputStream s = socket.getInputStream();
             byte[] sink = new byte[64];
-            while (s.read(sink) >= 0) {
+            while (in.read(sink) >= 0) {
                 // nothing more is sent after the handshake; anything that comes is ignored
             }
         } catch (IOException gone) {
             // reset or closed here: the connection is over either way
         }
-    }
-
-    private void writeBytes(byte[] b) throws IOException {
-        out.writeInt(b.length);
-        out.write(b);
-    }
-
-    private byte[] readBytes() throws IOException {
-        int n = in.readInt();
-        if (n < 1 || n > MAX_WORKER_ADDRESS) {
-            throw new IOException("worker address of " + n + " bytes (1 to " + MAX_WORKER_ADDRESS + ")");
-        }
-        byte[] b = new byte[n];
-        in.readFully(b);
-        return b;
     }
 
     /** The socket's keepalive settings: on, idle seconds, interval seconds, probes (for tests). */

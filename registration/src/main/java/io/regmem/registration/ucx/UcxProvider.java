@@ -30,7 +30,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@code progressThread=true} runs the device without anybody polling (a target that only serves
  * RDMA READs and WRITEs needs nobody to poll it), idling as {@code idleStrategy} says:
  * {@code busy} (spin), {@code yield}, {@code backoff} (the default: spin, yield, then park from 1 us
- * up to 1 ms) or {@code sleep} (park 100 us).
+ * up to 1 ms) or {@code sleep} (park 100 us). {@code secret=TEXT} or {@code secretFile=PATH} give the
+ * secret that authenticates connections between processes (else {@code REGMEM_SECRET},
+ * {@code REGMEM_SECRET_FILE}, or the user's {@code ~/.regmem/secret}: {@link UcxSecret});
+ * {@code handshakeTimeoutMillis} (default 10000) bounds each half of a connection's handshake.
  */
 public final class UcxProvider implements RdmaProvider {
     private static final AtomicInteger DEVICES = new AtomicInteger();
@@ -51,7 +54,8 @@ public final class UcxProvider implements RdmaProvider {
     static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false);
 
     /** Options besides the {@link DeviceAttributes} components. */
-    private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "oneSided");
+    private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "oneSided", "secret",
+            "secretFile", "handshakeTimeoutMillis");
 
     /**
      * Opens a UCX device: a UCP context and worker.
@@ -78,6 +82,19 @@ public final class UcxProvider implements RdmaProvider {
         if (!oneSided.equals("true") && !oneSided.equals("false")) {
             throw new RdmaException(Errno.EINVAL, "ucx: oneSided must be true or false, got " + oneSided);
         }
+        byte[] secret = UcxSecret.configured(options, System.getenv());
+        int handshakeMillis = UcxLink.HANDSHAKE_MILLIS;
+        String timeout = options.get("handshakeTimeoutMillis");
+        if (timeout != null) {
+            try {
+                handshakeMillis = Integer.parseInt(timeout);
+            } catch (NumberFormatException e) {
+                handshakeMillis = -1;
+            }
+            if (handshakeMillis < 1 || handshakeMillis > 600_000) {
+                throw new RdmaException(Errno.EINVAL, "ucx: handshakeTimeoutMillis must be 1 to 600000, got " + timeout);
+            }
+        }
         java.util.HashMap<String, String> limits = new java.util.HashMap<>(options);
         limits.keySet().removeAll(OWN_OPTIONS);
         DeviceAttributes attributes = DEFAULTS.with(limits);
@@ -91,7 +108,7 @@ public final class UcxProvider implements RdmaProvider {
         }
         Ucp ucp = Ucp.get();
         UcxDevice device = new UcxDevice(ucp, attributes, "regmem-" + ProcessHandle.current().pid() + "-"
-                + DEVICES.incrementAndGet());
+                + DEVICES.incrementAndGet(), secret, handshakeMillis);
         device.oneSided = Boolean.parseBoolean(oneSided);
         return Boolean.parseBoolean(progress) ? device.startProgressThread(idle) : device;
     }

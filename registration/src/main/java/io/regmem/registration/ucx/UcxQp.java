@@ -51,6 +51,12 @@ final class UcxQp implements ProviderQp {
     /** The device's endpoint to the peer's worker (shared with its other QPs to that worker), once connected. */
     private UcxEndpoint ep;
     private volatile int peerNumber = -1;
+    /**
+     * The random token this QP's peer must put in every message to it (sent in the handshake), and
+     * the one the peer gave for messages to it.
+     */
+    final long localToken = UcxLink.token();
+    private volatile long peerToken;
     /** The peer QP when it is in this JVM (in-process connections), else null: a poll progresses it too. */
     volatile UcxQp localPeer;
     /** Set once the QP is destroyed: an in-process peer's poll leaves it alone. */
@@ -97,11 +103,20 @@ final class UcxQp implements ProviderQp {
         ctx.attach(this);
     }
 
-    /** Connects to the peer QP {@code peer} of the worker at {@code peerWorker}; then the QP is ready. */
-    void connect(byte[] peerWorker, int peer) {
+    /**
+     * Connects to the peer QP {@code peer} of the worker at {@code peerWorker}, whose messages carry
+     * {@code token}; then the QP is ready.
+     */
+    void connect(byte[] peerWorker, int peer, long token) {
         ep = device.endpointTo(peerWorker);
         peerNumber = peer;
+        peerToken = token;
         ctx.ready();
+    }
+
+    /** The token messages to the peer carry. */
+    long peerToken() {
+        return peerToken;
     }
 
     /** The endpoint's handle, or 0 if there is none (not connected, or closed with its peer). Worker lock held. */

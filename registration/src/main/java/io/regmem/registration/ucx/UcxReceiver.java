@@ -250,6 +250,7 @@ final class UcxReceiver {
             h.set(JAVA_INT, UcxAm.H_SRC, qp.number);
             h.set(JAVA_LONG, UcxAm.H_SEQ, seq);
             h.set(JAVA_INT, UcxAm.H_STATUS, status.ordinal());
+            h.set(JAVA_LONG, UcxAm.H_TOKEN, qp.peerToken());
             long r = qp.device.ucp.amSend(ep, UcxAm.ID, h.address(), UcxAm.HEADER,
                     bytes == 0 ? 0 : replyBuffers[slot].address(), bytes, qp.amParams.address());
             if (r != 0 && !Ucp.isError(r)) {

@@ -180,6 +180,7 @@ final class UcxSender {
             h.set(JAVA_INT, UcxAm.H_RKEY, targetKey); // the exporter's own key: it checks it against its tables
         }
         h.set(JAVA_LONG, UcxAm.H_LENGTH, w.totalLength());
+        h.set(JAVA_LONG, UcxAm.H_TOKEN, qp.peerToken());
         op.seq = w.seq();
         op.awaitAck = true; // before the send: its acknowledgement may come at the next progress of any thread
         int pieces = local.count();

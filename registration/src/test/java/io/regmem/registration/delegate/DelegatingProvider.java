@@ -214,18 +214,18 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
-        public void connect(String address) {
-            inner.connect(address);
+        public void connect(String address, byte[] privateData) {
+            inner.connect(address, privateData);
         }
 
         @Override
-        public void accept() {
-            inner.accept();
+        public void accept(byte[] privateData) {
+            inner.accept(privateData);
         }
 
         @Override
-        public void reject() {
-            inner.reject();
+        public void reject(byte[] privateData) {
+            inner.reject(privateData);
         }
 
         @Override

@@ -53,7 +53,14 @@ public final class UcxPeerMain {
             }
             commands.add("END");
         });
-        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("ucx")) {
+        // A third argument: the device's options, "k=v,k=v" (handshakeTimeoutMillis=500, say).
+        java.util.Map<String, String> options = new java.util.HashMap<>();
+        if (args.length > 2 && !args[2].isEmpty()) {
+            for (String kv : args[2].split(",")) {
+                options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
+            }
+        }
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("ucx", options)) {
             // "chunk" as second argument: the region lies in memory UCX allocated (device.chunkSource()),
             // which a peer opened with oneSided=true puts into directly.
             boolean chunkMemory = args.length > 1 && args[1].equals("chunk");

@@ -18,19 +18,14 @@ import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.SplittableRandom;
-import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.AfterEach;
@@ -54,7 +49,7 @@ class UcxProcessTest {
     /** How long a killed peer may take to fail everything that was sent to it (README states 5 s). */
     private static final long KILL_BOUND_NANOS = 5_000_000_000L;
 
-    private final List<Child> children = new ArrayList<>();
+    private final List<UcxChild> children = new ArrayList<>();
     private final Arena arena = Arena.ofShared();
     private RdmaDevice dev;
     private ProtectionDomain pd;
@@ -62,66 +57,6 @@ class UcxProcessTest {
     private MemorySegment mem;
     private MemoryRegion mr;
     private final WorkCompletion[] one = {new WorkCompletion()};
-
-    /** The child JVM and what it says. */
-    private static final class Child {
-        final Process process;
-        final String address;
-        final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
-        final StringBuilder all = new StringBuilder();
-
-        Child(String tls) throws IOException {
-            this(tls, "arena");
-        }
-
-        Child(String tls, String memory) throws IOException {
-            address = "127.0.0.1:" + PORTS.incrementAndGet();
-            String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-            ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-cp",
-                    System.getProperty("java.class.path"), UcxPeerMain.class.getName(), address, memory);
-            b.environment().put("UCX_TLS", tls);
-            b.redirectErrorStream(true);
-            process = b.start();
-            Thread.ofPlatform().daemon().start(() -> {
-                try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream()))) {
-                    for (String line; (line = r.readLine()) != null; ) {
-                        synchronized (all) {
-                            all.append(line).append('\n');
-                        }
-                        if (line.startsWith("REGMEM ")) {
-                            lines.add(line.substring(7));
-                        }
-                    }
-                } catch (IOException ignored) {
-                    // the child is gone
-                }
-            });
-        }
-
-        /** The child's next line, which must start with {@code prefix}. */
-        String expect(String prefix) throws InterruptedException {
-            String line = lines.poll(30, TimeUnit.SECONDS);
-            synchronized (all) {
-                assertThat(line).as("the child's next line (its output so far:\n%s)", all).isNotNull().startsWith(prefix);
-            }
-            return line;
-        }
-
-        void command(String c) throws IOException {
-            process.getOutputStream().write((c + "\n").getBytes());
-            process.getOutputStream().flush();
-        }
-
-        /** Closes its input: it tears down, says whether it left anything, and exits. */
-        void finish() throws Exception {
-            process.getOutputStream().close();
-            expect("CLEAN");
-            assertThat(process.waitFor(30, TimeUnit.SECONDS)).isTrue();
-            synchronized (all) {
-                assertThat(process.exitValue()).as("the child's exit (its output:\n%s)", all).isZero();
-            }
-        }
-    }
 
     /** A connection to a child: the ID, QP and the key it exported. */
     private record Conn(CmId id, QueuePair qp, int key, long remote) {
@@ -140,14 +75,14 @@ class UcxProcessTest {
         mr = pd.register(mem, Access.LOCAL_WRITE);
     }
 
-    private Child child(String tls) throws Exception {
-        Child c = new Child(tls);
+    private UcxChild child(String tls) throws Exception {
+        UcxChild c = new UcxChild(tls, PORTS.incrementAndGet());
         children.add(c);
         c.expect("LISTENING");
         return c;
     }
 
-    private Conn connect(Child c) throws Exception {
+    private Conn connect(UcxChild c) throws Exception {
         CmId id = dev.createCmId();
         QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(128).maxRecvWr(16).maxSendSge(4));
         id.connect(c.address);
@@ -181,7 +116,7 @@ class UcxProcessTest {
 
     @AfterEach
     void tearDown() throws Exception {
-        for (Child c : children) {
+        for (UcxChild c : children) {
             c.process.destroyForcibly();
             c.process.waitFor(30, TimeUnit.SECONDS);
         }
@@ -225,7 +160,7 @@ class UcxProcessTest {
     @ValueSource(strings = {"tcp", "sysv,posix,cma"})
     void writeReadAndSendCrossByteExact(String tls) throws Exception {
         open();
-        Child child = child(tls);
+        UcxChild child = child(tls);
         Conn c = connect(child);
         readsThePattern(c, 1000);
         // WRITE 256 KiB of random bytes in four pieces, READ them back into other memory
@@ -262,7 +197,7 @@ class UcxProcessTest {
     @ValueSource(strings = {"tcp", "sysv,posix,cma"})
     void wrongForgedAndStaleKeysAreRefusedByTheOtherProcess(String tls) throws Exception {
         open();
-        Child child = child(tls);
+        UcxChild child = child(tls);
         Conn c = connect(child);
         // a forged envelope never reaches UCX
         byte[] forged = new byte[64];
@@ -291,7 +226,7 @@ class UcxProcessTest {
     @ValueSource(strings = {"tcp", "sysv,posix,cma"})
     void aPeerKilledMidTransferFailsWhatWasLeftAndANewPeerWorks(String tls) throws Exception {
         open();
-        Child child = child(tls);
+        UcxChild child = child(tls);
         Conn c = connect(child);
         int posted = 100;
         for (int i = 0; i < posted; i++) {
@@ -323,7 +258,7 @@ class UcxProcessTest {
         assertThat(c.qp().state()).isEqualTo(QueuePair.State.ERROR);
         close(c);
 
-        Child next = child(tls);
+        UcxChild next = child(tls);
         Conn d = connect(next);
         d.qp().postSend(new WorkRequest(1).wrId(7).opcode(Opcode.RDMA_READ).signaled(true)
                 .addSge(mem.address(), 4096, mr.lkey()).remote(d.remote(), d.key()));
@@ -337,7 +272,7 @@ class UcxProcessTest {
     @Test
     void oneSidedPutsAndGetsReachTheOtherProcessAndAKilledOneFailsNothingOfOurs() throws Exception {
         open(java.util.Map.of("oneSided", "true"));
-        Child child = new Child("sysv,posix,cma", "chunk");
+        UcxChild child = new UcxChild("sysv,posix,cma", PORTS.incrementAndGet(), "chunk", java.util.Map.of());
         children.add(child);
         child.expect("LISTENING");
         Conn c = connect(child);

@@ -42,11 +42,11 @@ class UcxProviderTest {
     @Test
     void theBootstrapSocketProbesAPeerThatFallsSilent() throws Exception {
         try (java.net.ServerSocket server = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress());
-             UcxLink link = UcxLink.connect("test", "127.0.0.1", server.getLocalPort());
+             UcxLink link = UcxLink.connect("test", "127.0.0.1", server.getLocalPort(), null, UcxLink.HANDSHAKE_MILLIS);
              java.net.Socket accepted = server.accept()) {
             assertThat(link.keepalive()).as("on, idle s, interval s, probes").containsExactly(1,
                     UcxLink.KEEPALIVE_IDLE_SECONDS, UcxLink.KEEPALIVE_INTERVAL_SECONDS, UcxLink.KEEPALIVE_PROBES);
-            assertThat(new UcxLink(accepted).keepalive()[0]).isEqualTo(1);
+            assertThat(new UcxLink(accepted, null, UcxLink.HANDSHAKE_MILLIS).keepalive()[0]).isEqualTo(1);
         }
     }
 }
