@@ -331,7 +331,7 @@ class ErrorPathTest {
         active.connect(address, asked);
         asked[0] = 99; // copied at the call
         assertThat(active.peerAddress()).isEqualTo(address);
-        CmId request = first(listener);
+        CmId request = Providers.awaitRequest(listener);
         byte[] got = request.privateData();
         assertThat(got).hasSize(CmId.MAX_CONNECT_PRIVATE_DATA).startsWith(1, 2, 3).endsWith(56);
         got[1] = 0; // a copy
@@ -340,7 +340,7 @@ class ErrorPathTest {
         assertRdma(() -> request.reject(new byte[CmId.MAX_REJECT_PRIVATE_DATA + 1]), Errno.EINVAL, "at most 148");
         assertThat(request.connState()).isEqualTo(CmId.ConnState.REQUESTED);
         request.reject("no room".getBytes());
-        awaitConnState(active, CmId.ConnState.DISCONNECTED);
+        Providers.awaitState(active, CmId.ConnState.DISCONNECTED);
         assertThat(new String(active.privateData())).isEqualTo("no room");
         request.close();
         active.destroyQp();
@@ -349,14 +349,14 @@ class ErrorPathTest {
         CmId again = lb.devA.createCmId();
         again.createQp(pd, QpInitAttributes.of(cq));
         again.connect(address);
-        CmId second = first(listener);
+        CmId second = Providers.awaitRequest(listener);
         assertThat(second.privateData()).isEmpty();
         second.createQp(pdB, QpInitAttributes.of(cqB));
         assertRdma(() -> second.accept(new byte[CmId.MAX_ACCEPT_PRIVATE_DATA + 1]), Errno.EINVAL, "at most 196");
         byte[] answer = new byte[CmId.MAX_ACCEPT_PRIVATE_DATA];
         answer[195] = 7;
         second.accept(answer);
-        awaitConnState(again, CmId.ConnState.CONNECTED);
+        Providers.awaitState(again, CmId.ConnState.CONNECTED);
         assertThat(again.privateData()).hasSize(196).endsWith(7);
         again.disconnect();
         again.destroyQp();
@@ -368,25 +368,6 @@ class ErrorPathTest {
         pd.close();
         cqB.close();
         pdB.close();
-    }
-
-    /** The next request of {@code listener}, waiting up to 10 s (ucx delivers requests from a thread of its own). */
-    static CmId first(CmId listener) {
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        CmId r;
-        while ((r = listener.getRequest()) == null) {
-            assertThat(System.nanoTime()).as("a connection request within 10 s").isLessThan(deadline);
-            Thread.onSpinWait();
-        }
-        return r;
-    }
-
-    static void awaitConnState(CmId id, CmId.ConnState state) {
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (id.connState() != state) {
-            assertThat(System.nanoTime()).as("%s reaches %s (it is %s)", id, state, id.connState()).isLessThan(deadline);
-            Thread.onSpinWait();
-        }
     }
 
     @Test

@@ -74,4 +74,26 @@ public final class Providers {
     public static int key(QueuePair qp, MemoryRegion mr) {
         return qp.importRemoteKey(mr.exportRemoteKey());
     }
+
+    /** The next request of {@code listener}, waiting up to 10 s (ucx delivers requests from a thread of its own). */
+    public static CmId awaitRequest(CmId listener) {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        CmId r;
+        while ((r = listener.getRequest()) == null) {
+            org.assertj.core.api.Assertions.assertThat(System.nanoTime()).as("a connection request within 10 s")
+                    .isLessThan(deadline);
+            Thread.onSpinWait();
+        }
+        return r;
+    }
+
+    /** Waits up to 10 s until {@code id} is in {@code state}. */
+    public static void awaitState(CmId id, CmId.ConnState state) {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (id.connState() != state) {
+            org.assertj.core.api.Assertions.assertThat(System.nanoTime())
+                    .as("%s reaches %s (it is %s)", id, state, id.connState()).isLessThan(deadline);
+            Thread.onSpinWait();
+        }
+    }
 }

@@ -2,8 +2,6 @@ package io.regmem.registration.rpc;
 
 import io.regmem.registration.MemoryRegion;
 import java.util.ArrayDeque;
-import java.util.ArrayList;
-import java.util.List;
 
 /**
  * A transport's fast-registration MRs ({@code rb_mrs}, {@code rb_all_mrs} and {@code frwr_ops.c}'s
@@ -16,7 +14,8 @@ final class FrwrMrs {
     private final int pages;
     private final int perRefresh;
     private final ArrayDeque<MemoryRegion> free = new ArrayDeque<>();
-    private final List<MemoryRegion> all = new ArrayList<>();
+    /** Every MR this transport made and has not destroyed (identity: {@link #put} checks membership). */
+    private final java.util.Set<MemoryRegion> all = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
 
     FrwrMrs(RpcBuffer buffer, int pages, int perRefresh) {
         this.buffer = buffer;
@@ -39,6 +38,19 @@ final class FrwrMrs {
     }
 
     void put(Req req, MemoryRegion mr) {
+        if (req == null || mr == null) {
+            throw new io.regmem.core.RdmaException(io.regmem.core.Errno.EINVAL, "RpcTransport.mrPut(" + req + ", " + mr
+                    + "): needs a request and an MR");
+        }
+        synchronized (this) {
+            if (!all.contains(mr)) {
+                if (mr.isDestroyed()) {
+                    return; // destroyed with the transport's MRs (a flush): its state is unknown, it is not reused
+                }
+                throw new io.regmem.core.RdmaException(io.regmem.core.Errno.EINVAL, "RpcTransport.mrPut: " + mr
+                        + " is not one of this transport's MRs");
+            }
+        }
         req.mrs.push(mr);
     }
 
@@ -62,7 +74,9 @@ final class FrwrMrs {
                 if (all.isEmpty()) {
                     break;
                 }
-                mr = all.remove(all.size() - 1);
+                java.util.Iterator<MemoryRegion> it = all.iterator();
+                mr = it.next();
+                it.remove();
                 free.remove(mr);
             }
             if (!mr.isDestroyed()) {

@@ -64,6 +64,18 @@ public final class RpcTransport {
         /** The connection failed (a completion with an error); called once. */
         default void disconnected(WcStatus cause) {
         }
+
+        /**
+         * {@code req}'s RPC can never complete: the connection was flushed ({@link
+         * RpcTransport#flushDisconnect}) before its reply (or, for a message with no reply, its Send's
+         * completion) arrived. Nothing can touch its buffers any more; its MRs were destroyed with the
+         * transport's. Called once per such request, after the flushed completions were handled. By
+         * default the request is handed to {@link #completed}; override to tell the two apart (put the
+         * request back, and fail the RPC).
+         */
+        default void aborted(Req req) {
+            completed(req);
+        }
     }
 
     private final QueuePair qp;
@@ -114,7 +126,7 @@ public final class RpcTransport {
         }
         buffer.onSendReleased(sc -> {
             if (sc.holdsRef && sc.owner() instanceof Req req) {
-                drop(req);
+                release(req);
             }
         });
         List<Req> taken = new ArrayList<>();
@@ -266,21 +278,39 @@ public final class RpcTransport {
             }
             return true;
         } catch (RuntimeException e) {
+            req.refs.set(0); // nothing was posted: the request is the caller's again, as before the call
             ring.ungetLocked(sc); // nothing was posted: no completion would ever release the slot
             throw e instanceof RdmaException r && r.errno() == Errno.EIO ? r
                     : new RdmaException(Errno.EIO, this + ": Send of " + req + " failed: " + e.getMessage(), e);
         }
     }
 
-    /** The reply to {@code req} was handled: the RPC completes ({@link Handler#completed}). */
+    /**
+     * The reply to {@code req} was handled: the RPC completes ({@link Handler#completed}).
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a request that waits for no reply (not sent as a
+     *                       call, done already, or ended by {@link #flushDisconnect}): nothing changes
+     */
     public void replyDone(Req req) {
-        drop(req);
+        if (req == null || !release(req)) {
+            throw new RdmaException(Errno.EINVAL, this + ": replyDone(" + req + "): the request waits for no reply "
+                    + "(replyDone twice, never sent as a call, or ended by a flush)");
+        }
     }
 
-    private void drop(Req req) {
-        if (req.refs.decrementAndGet() == 0) {
+    /** Drops one reference of {@code req}; the last one completes the RPC. False if it held none. */
+    private boolean release(Req req) {
+        int r;
+        do {
+            r = req.refs.get();
+            if (r <= 0) {
+                return false;
+            }
+        } while (!req.refs.compareAndSet(r, r - 1));
+        if (r == 1) {
             handler.completed(req);
         }
+        return true;
     }
 
     // ---- completions -----------------------------------------------------------------------------
@@ -393,7 +423,13 @@ public final class RpcTransport {
         return mrs.get(req, connected);
     }
 
-    /** Gives an MR back to the request's cache (after its LOCAL_INV completed, or it was never posted). */
+    /**
+     * Gives an MR back to the request's cache (after its LOCAL_INV completed, or it was never posted).
+     * An MR the transport already destroyed ({@link #flushDisconnect}) is dropped.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a null request or MR, or an MR this transport
+     *                       did not make: nothing changes
+     */
     public void mrPut(Req req, MemoryRegion mr) {
         mrs.put(req, mr);
     }
@@ -448,11 +484,28 @@ public final class RpcTransport {
                 });
                 buffer.forEachRep(rep -> rep.buffer.unmap());
                 mrsDestroy();
+                abortUnfinished();
             } finally {
                 sendLock.unlock();
             }
         } finally {
             pollRole.release();
+        }
+    }
+
+    /**
+     * After the flush: every request still in an RPC (its reference not dropped: no reply came, or
+     * no Send completion for a message) is ended once, through {@link Handler#aborted}.
+     */
+    private void abortUnfinished() {
+        List<Req> unfinished = new ArrayList<>();
+        buffer.forEachReq(r -> {
+            if (r.refs.getAndSet(0) > 0) {
+                unfinished.add(r);
+            }
+        });
+        for (Req r : unfinished) {
+            handler.aborted(r);
         }
     }
 

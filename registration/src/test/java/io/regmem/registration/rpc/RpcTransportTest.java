@@ -57,6 +57,8 @@ class RpcTransportTest {
         final SendLock lockS = new SendLock();
         final Req[] inflight = new Req[1 << 16];
         final AtomicInteger completed = new AtomicInteger();
+        /** Calls the flush ended before their reply came ({@link RpcTransport.Handler#aborted}). */
+        final AtomicInteger aborted = new AtomicInteger();
         final AtomicInteger disconnects = new AtomicInteger();
         final List<Integer> wrongReplies = new ArrayList<>();
         long lastRecvWrId;
@@ -94,6 +96,12 @@ class RpcTransportTest {
                 public void completed(Req req) {
                     completed.incrementAndGet();
                     bufC.put(req); // also gives its reply back
+                }
+
+                @Override
+                public void aborted(Req req) {
+                    aborted.incrementAndGet();
+                    bufC.put(req);
                 }
 
                 @Override
@@ -389,17 +397,9 @@ class RpcTransportTest {
             p.client.flushDisconnect();
             p.server.flushDisconnect();
             assertThat(p.disconnects.get()).as("told at most once").isLessThanOrEqualTo(1);
-            // RPCs whose reply will never come: the upper layer gives up on them, once each.
-            List<Req> waiting = new ArrayList<>();
-            p.bufC.forEachReq(r -> {
-                if (r.isOwned()) {
-                    waiting.add(r);
-                }
-            });
-            for (Req r : waiting) {
-                p.client.replyDone(r);
-            }
-            assertThat(p.completed.get()).as("every call completed exactly once").isEqualTo(sent);
+            // RPCs whose reply will never come were ended by the flush, once each
+            assertThat(p.aborted.get()).as("calls in flight when the QP broke").isPositive();
+            assertThat(p.completed.get() + p.aborted.get()).as("every call ended exactly once").isEqualTo(sent);
             assertThat(p.bufC.freeRequests()).isEqualTo(MAX);
             assertThat(p.bufS.freeRequests()).isEqualTo(MAX);
             assertFlushed(p, p.client, p.bufC, p.qpC);
@@ -476,19 +476,21 @@ class RpcTransportTest {
             }
             assertThat(p.completed).hasValue(0);
             assertThat(p.bufC.freeRequests()).as("a call that times out keeps its buffers").isZero();
-            p.client.flushDisconnect();
-            p.server.flushDisconnect();
-            assertThat(p.bufC.freeRequests()).as("still owned by their RPCs after the flush").isZero();
             List<Req> waiting = new ArrayList<>();
             p.bufC.forEachReq(r -> {
                 if (r.isOwned()) {
                     waiting.add(r);
                 }
             });
-            assertThat(waiting).hasSize(sent);
-            waiting.forEach(p.client::replyDone); // the upper layer gives up on each, once
-            assertThat(p.completed).hasValue(sent);
+            p.client.flushDisconnect();
+            p.server.flushDisconnect();
+            assertThat(p.completed).as("no call completed").hasValue(0);
+            assertThat(p.aborted).as("the flush ended each waiting call once").hasValue(sent);
             assertThat(p.bufC.freeRequests()).isEqualTo(MAX);
+            for (Req r : waiting) { // the upper layer cannot end them a second time
+                org.assertj.core.api.Assertions.assertThatThrownBy(() -> p.client.replyDone(r))
+                        .isInstanceOf(RdmaException.class).hasMessageContaining("waits for no reply");
+            }
             assertFlushed(p, p.client, p.bufC, p.qpC);
             assertThat(p.bufS.freeReplies()).isEqualTo(p.bufS.replies());
         }

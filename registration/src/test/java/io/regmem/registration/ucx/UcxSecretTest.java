@@ -22,6 +22,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Where a UCX device's handshake secret comes from ({@link UcxSecret}); needs no UCX. */
+@org.junit.jupiter.api.extension.ExtendWith(io.regmem.registration.NoLeaks.class)
 class UcxSecretTest {
     @TempDir
     Path home;
