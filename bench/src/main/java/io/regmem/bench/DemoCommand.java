@@ -83,6 +83,12 @@ final class DemoCommand implements Callable<Integer> {
             defaultValue = "soft")
     String provider;
 
+    @Option(names = "--device-option", paramLabel = "KEY=VALUE", description = "An option for every device the demo "
+            + "opens (and its child server), as RdmaDevice.open(provider, options) takes it; repeatable. ucx: "
+            + "secret=TEXT, secretFile=PATH (the connection secret; else REGMEM_SECRET or ~/.regmem/secret), "
+            + "handshakeTimeoutMillis=N, progressThread=true, ...")
+    java.util.Map<String, String> deviceOptions = new java.util.LinkedHashMap<>();
+
     @Option(names = "--connect", description = "host:port of a 'regmem serve': the RPC part's server runs there "
             + "(ucx). Without it, --provider ucx starts one as a child process on the loopback.")
     String connect;
@@ -140,6 +146,7 @@ final class DemoCommand implements Callable<Integer> {
                 RegmemCommand.class.getName(), "serve", "--provider", provider, "--listen", address, "--connections", "1",
                 "--rpc-concurrency", Integer.toString(rpcConcurrency), "--rpc-payloads",
                 java.util.Arrays.stream(rpcPayloads).mapToObj(Integer::toString).collect(java.util.stream.Collectors.joining(",")));
+        deviceOptions.forEach((k, v) -> b.command().addAll(java.util.List.of("--device-option", k + "=" + v)));
         b.redirectErrorStream(true);
         Process p = b.start();
         Thread.ofPlatform().daemon().name("regmem-demo-server-output").start(() -> {
@@ -253,6 +260,9 @@ final class DemoCommand implements Callable<Integer> {
         return failures.isEmpty() ? 0 : 1;
     }
 
+    /** Why the RPC part failed, when it knows. */
+    private String rpcFailure;
+
     private int run(PrintStream out, List<String> failures) throws Exception {
         boolean rpcOk = true;
         boolean rpc = rpcCalls > 0 || rpcSeconds != null;
@@ -273,7 +283,8 @@ final class DemoCommand implements Callable<Integer> {
             RpcDemo demo = new RpcDemo(out, rpcCalls, rpcSeconds == null ? 0 : rpcSeconds * 1000L,
                     rpcWarmupSeconds * 1000L, rpcPayloads, rpcConcurrency,
                     !quietProgress, rpcThreads, provider);
-            rpcOk = (server == null ? demo : demo.connectTo(server)).run();
+            rpcOk = (server == null ? demo : demo.connectTo(server)).withDeviceOptions(deviceOptions).run();
+            rpcFailure = demo.failure();
             if (child != null) {
                 rpcOk &= awaitServer(out, child);
             }
@@ -343,12 +354,13 @@ final class DemoCommand implements Callable<Integer> {
         }
         LeakReport report = pool.closeAndReport();
         out.printf(Locale.ROOT, "%nClose: %s%n", report.describe().strip());
-        boolean rdmaOk = rdmaRequests <= 0 || new RdmaDemo(out, rdmaRequests, rdmaSize, provider).run();
+        boolean rdmaOk = rdmaRequests <= 0 || new RdmaDemo(out, rdmaRequests, rdmaSize, provider).withDeviceOptions(deviceOptions).run();
         boolean storageOk = storageMib <= 0 || !StorageDemo.available(out)
                 || new StorageDemo(out, provider, storageMib << 20, storageBlock, storageDepth, storageCalls,
-                        Math.max(1, storageCalls / 4), java.nio.file.Path.of(System.getProperty("java.io.tmpdir"))).run();
+                        Math.max(1, storageCalls / 4), java.nio.file.Path.of(System.getProperty("java.io.tmpdir")))
+                        .withDeviceOptions(deviceOptions).run();
         if (!rpcOk) {
-            failures.add("the RPC part failed (see its report above)");
+            failures.add(rpcFailure != null ? "the RPC part failed: " + rpcFailure : "the RPC part failed (see its report above)");
         }
         if (!report.clean()) {
             failures.add("the allocator pool closed with buffers still out");

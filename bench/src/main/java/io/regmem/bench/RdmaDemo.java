@@ -36,6 +36,14 @@ final class RdmaDemo {
     private final int requests;
     private final int size;
     private final String provider;
+    /** Options for every device this part opens ({@code --device-option}). */
+    private Map<String, String> deviceOptions = Map.of();
+
+    /** Opens this part's devices with {@code options} (the provider's device options). */
+    RdmaDemo withDeviceOptions(Map<String, String> options) {
+        this.deviceOptions = Map.copyOf(options);
+        return this;
+    }
 
     RdmaDemo(PrintStream out, int requests, int size) {
         this(out, requests, size, "soft");
@@ -61,7 +69,7 @@ final class RdmaDemo {
         LeakReport leaksB;
         CacheStats cacheStats;
         int keysImported;
-        SoftPair pair = new SoftPair(provider, Map.of(), 1024, new QpInitAttributes().maxSendSge(2), new QpInitAttributes());
+        SoftPair pair = new SoftPair(provider, deviceOptions, 1024, new QpInitAttributes().maxSendSge(2), new QpInitAttributes());
         boolean tornDown = false;
         try {
             ProtectionDomain pdA = pair.pdA;

@@ -19,6 +19,10 @@ public final class RegmemCommand implements Runnable {
 
     /** Runs the command line; exits with its status. */
     public static void main(String[] args) {
+        // regmem's log lines (a refused connection, a pool closed with buffers out) one line each
+        if (System.getProperty("java.util.logging.SimpleFormatter.format") == null) {
+            System.setProperty("java.util.logging.SimpleFormatter.format", "%4$s %3$s: %5$s%6$s%n");
+        }
         System.exit(commandLine().execute(args));
     }
 
@@ -27,7 +31,14 @@ public final class RegmemCommand implements Runnable {
      * error and exit status 2.
      */
     static CommandLine commandLine() {
-        return new CommandLine(new RegmemCommand()).setParameterExceptionHandler(OptionCheck.handler());
+        return new CommandLine(new RegmemCommand()).setParameterExceptionHandler(OptionCheck.handler())
+                .setExecutionExceptionHandler((e, cl, parsed) -> {
+                    // a command that cannot go on (a device that does not open, an address taken): one line
+                    cl.getErr().println("regmem " + cl.getCommandName() + ": " + (e instanceof io.regmem.core.RdmaException
+                            ? e.getMessage() : e.toString()));
+                    cl.getErr().flush();
+                    return 1;
+                });
     }
 
     @Override

@@ -59,6 +59,14 @@ final class RpcDemo {
     private final boolean threads;
     private final long warmupNanos;
     private final String provider;
+    /** Options for every device this part opens ({@code --device-option}). */
+    private Map<String, String> deviceOptions = Map.of();
+
+    /** Opens this part's devices with {@code options} (the provider's device options). */
+    RpcDemo withDeviceOptions(Map<String, String> options) {
+        this.deviceOptions = Map.copyOf(options);
+        return this;
+    }
 
     /**
      * @param warmupMillis how long the calls run before the measured run starts (0: none); they are
@@ -146,6 +154,50 @@ final class RpcDemo {
         return this;
     }
 
+    /**
+     * What a client asks of a server and what a server offers: calls in flight and the largest
+     * payload. The client sends its terms as the private data of its connect; a server that cannot
+     * serve them rejects the request with its own, so that both sides can say what differs.
+     */
+    record Terms(int concurrency, int maxPayload) {
+        private static final int MAGIC = 0x524D_5250; // "RMRP"
+        private static final byte VERSION = 1;
+
+        byte[] bytes() {
+            return java.nio.ByteBuffer.allocate(13).putInt(MAGIC).put(VERSION).putInt(concurrency).putInt(maxPayload).array();
+        }
+
+        /** The terms in private data, or null if it holds none (not a regmem demo peer, or another version). */
+        static Terms parse(byte[] data) {
+            if (data == null || data.length != 13) {
+                return null;
+            }
+            java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(data);
+            if (b.getInt() != MAGIC || b.get() != VERSION) {
+                return null;
+            }
+            return new Terms(b.getInt(), b.getInt());
+        }
+
+        /** True if a server offering {@code server} can serve a client asking for these. */
+        boolean fitIn(Terms server) {
+            return concurrency >= 1 && maxPayload >= 1 && requestsFor(concurrency) <= requestsFor(server.concurrency)
+                    && maxPayload <= server.maxPayload;
+        }
+
+        @Override
+        public String toString() {
+            return "--rpc-concurrency " + concurrency + " with payloads up to " + maxPayload + " B";
+        }
+    }
+
+    /** Why the run failed, for the verdict line, when the reason is known (else null). */
+    private String failureReason;
+
+    String failure() {
+        return failureReason;
+    }
+
     static int requestsFor(int concurrency) {
         return Math.max(4, concurrency);
     }
@@ -184,9 +236,13 @@ final class RpcDemo {
             server = new RpcDemoServer(qp, cq, buf, new SendLock(), staging, reqs, slotBytes);
         }
 
-        /** After the connection: the transport flushed, buffers and memory given back; the report's parts. */
+        /**
+         * After the connection (ended in any way): the transport flushed, the rw contexts of calls that
+         * never finished destroyed, buffers and memory given back; the report's parts.
+         */
         String close(boolean[] clean) {
             server.transport().flushDisconnect();
+            server.releaseContexts();
             int free = buf.freeRequests();
             boolean leaked = !buf.destroy().isEmpty();
             stagingMap.close();
@@ -207,30 +263,38 @@ final class RpcDemo {
         io.regmem.registration.CmId idC = null;
         io.regmem.registration.QueuePair qpC;
         if (connect == null) {
-            pair = new SoftPair(provider, Map.of(), 8192, clientQp, serverQp(reqs));
+            pair = new SoftPair(provider, deviceOptions, 8192, clientQp, serverQp(reqs));
             devC = pair.devA;
             pdC = pair.pdA;
             cqC = pair.cqA;
             qpC = pair.qpA;
         } else {
-            devC = io.regmem.registration.RdmaDevice.open(provider);
+            devC = io.regmem.registration.RdmaDevice.open(provider, deviceOptions);
             pdC = devC.allocPd();
             cqC = devC.createCq(8192);
             idC = devC.createCmId();
             qpC = idC.createQp(pdC, clientQp.sendCq(cqC).recvCq(cqC));
+            Terms mine = new Terms(concurrency, maxPayload);
             try {
-                idC.connect(connect);
-                long deadline = System.nanoTime() + 10_000_000_000L;
+                idC.connect(connect, mine.bytes());
+                long deadline = System.nanoTime() + 30_000_000_000L;
                 while (idC.connState() == io.regmem.registration.CmId.ConnState.CONNECTING && System.nanoTime() < deadline) {
-                    Thread.onSpinWait();
+                    Thread.sleep(1);
                 }
-            } catch (RuntimeException e) {
-                out.println("regmem demo: cannot connect to " + connect + ": " + e.getMessage());
+            } catch (RuntimeException | InterruptedException e) {
+                failureReason = "cannot connect to the server at " + connect + ": " + e.getMessage();
+                out.println("regmem demo: " + failureReason);
                 devC.forceClose();
                 return false;
             }
             if (idC.connState() != io.regmem.registration.CmId.ConnState.CONNECTED) {
-                out.println("regmem demo: the server at " + connect + " did not accept (" + idC.connState() + ")");
+                Terms theirs = Terms.parse(idC.privateData());
+                failureReason = theirs != null
+                        ? "the server at " + connect + " refused the connection: it serves " + theirs + ", this client asks "
+                                + "for " + mine + " (give both sides the same --rpc-concurrency and --rpc-payloads)"
+                        : "the server at " + connect + " did not accept the connection (" + idC.connState()
+                                + "; a regmem serve that has the same connection secret?)";
+                out.println("regmem demo: " + failureReason);
                 devC.forceClose();
                 return false;
             }
@@ -273,7 +337,9 @@ final class RpcDemo {
             start = System.nanoTime();
             ok = drive(client, transports, failure, calls, durationNanos, progress);
         } catch (RuntimeException e) {
-            out.println("regmem demo: " + e);
+            failureReason = connect != null && !client.transport().isConnected()
+                    ? "the server at " + connect + " went away (" + e.getMessage() + ")" : String.valueOf(e);
+            out.println("regmem demo: " + failureReason);
             ok = false;
         }
         long elapsed = System.nanoTime() - start;
@@ -333,7 +399,8 @@ final class RpcDemo {
         out.printf(Locale.ROOT, "Call latency (us)   p50 %d   p90 %d   p99 %d   p99.9 %d   max %d%n",
                 latency.getValueAtPercentile(50), latency.getValueAtPercentile(90), latency.getValueAtPercentile(99),
                 latency.getValueAtPercentile(99.9), latency.getMaxValue());
-        out.printf(Locale.ROOT, "Replies checked byte by byte: %,d wrong%n", client.errors());
+        out.printf(Locale.ROOT, "Replies checked byte by byte: %,d wrong; calls ended by a failed connection: %,d%n",
+                client.errors(), client.failed());
         out.printf(Locale.ROOT, "Requests free after the run: client %d/%d, server %s; client replies %d made, %d free; "
                 + "stale completions %d%n", reqsFreeC, reqs, serverReport, repsC, repsFreeC, stale);
         out.printf(Locale.ROOT, "Chunks: each registered for its call only (FRWR: REG_MR before the Send, LOCAL_INV before "
@@ -378,7 +445,9 @@ final class RpcDemo {
                 throw new IllegalStateException("a poller failed", failure.get());
             }
             if (!transports[0].isConnected() || (transports.length > 1 && !transports[1].isConnected())) {
-                out.println("regmem demo: the connection failed");
+                failureReason = connect != null ? "the server at " + connect + " went away (the connection failed with "
+                        + client.calls() + " calls in flight)" : "the connection failed";
+                out.println("regmem demo: " + failureReason);
                 return false;
             }
             long now = System.nanoTime();

@@ -32,6 +32,12 @@ import org.HdrHistogram.Histogram;
  * call completes, so a late or stray access by the server fails.
  */
 final class RpcDemoClient implements RpcTransport.Handler {
+    /**
+     * Marks the first LOCAL_INV of a call's pair: its completion comes only when it is flushed (it is
+     * unsignaled), and the pair's second one, signaled, always completes too; the call is finished by
+     * that one, exactly once.
+     */
+    private static final long FIRST_INV = 1L << 40;
     /** The rights a read chunk gets: the server may read it, nothing else. */
     private static final int READ_ONLY = Access.mask(Access.REMOTE_READ);
     /** The rights a write chunk gets: the server may write it. */
@@ -46,6 +52,8 @@ final class RpcDemoClient implements RpcTransport.Handler {
         Req req;
         int xid;
         boolean chunks;
+        /** Its reply arrived (a second one for the same call is the server's error). */
+        boolean replied;
         int size;
         long started;
         final MemorySegment argsArea;
@@ -75,6 +83,7 @@ final class RpcDemoClient implements RpcTransport.Handler {
     private final Histogram latency = new ConcurrentHistogram(3);
     private final AtomicLong errors = new AtomicLong();
     private final AtomicLong done = new AtomicLong();
+    private final AtomicLong failed = new AtomicLong();
     private final AtomicLong bytes = new AtomicLong();
     private final AtomicInteger credits = new AtomicInteger(1);
 
@@ -109,6 +118,7 @@ final class RpcDemoClient implements RpcTransport.Handler {
         }
         Call c = byReq[req.id()];
         c.req = req;
+        c.replied = false;
         c.xid = xid;
         c.size = size;
         c.chunks = size > RpcDemo.INLINE;
@@ -125,26 +135,29 @@ final class RpcDemoClient implements RpcTransport.Handler {
             sendBytes = size;
         } else {
             if (!openChunks(c)) {
+                c.req = null;
                 buf.put(req);
                 return false;
             }
             before = c.regArgs;
         }
         transport.postRecvs(receives);
+        boolean sent = false;
         lock.lock();
         try {
-            if (transport.send(req, HEADER, sendBytes, true, before)) {
-                return true;
-            }
+            sent = transport.send(req, HEADER, sendBytes, true, before);
         } finally {
             lock.unlock();
+            if (!sent) { // no room in the ring, or the post was refused (then rethrown): nothing was posted
+                if (c.chunks) {
+                    transport.mrPut(req, c.argMr);
+                    transport.mrPut(req, c.resultMr);
+                }
+                c.req = null;
+                buf.put(req);
+            }
         }
-        if (c.chunks) {
-            transport.mrPut(req, c.argMr);
-            transport.mrPut(req, c.resultMr);
-        }
-        buf.put(req);
-        return false;
+        return sent;
     }
 
     /**
@@ -184,10 +197,16 @@ final class RpcDemoClient implements RpcTransport.Handler {
     public void received(Rep rep, long n) {
         MemorySegment h = rep.buffer().segment();
         int xid = h.get(ValueLayout.JAVA_INT, RpcDemo.H_XID);
-        credits.set(h.get(ValueLayout.JAVA_INT, RpcDemo.H_CREDITS));
+        credits.set(Math.clamp(h.get(ValueLayout.JAVA_INT, RpcDemo.H_CREDITS), 1, byReq.length));
         Call c = byReq[reqOfXid[xid & (reqOfXid.length - 1)]];
+        if (c.req == null || c.xid != xid || c.replied) { // no such call waits: a reply the server should not have sent
+            errors.incrementAndGet();
+            buf.repPut(rep);
+            return;
+        }
+        c.replied = true;
         MemorySegment result = c.chunks ? c.resultArea : h.asSlice(HEADER, c.size);
-        if (c.xid != xid || !RpcDemo.check(pattern, result, xid, c.size)) {
+        if (n < HEADER + (c.chunks ? 0 : c.size) || !RpcDemo.check(pattern, result, xid, c.size)) {
             errors.incrementAndGet();
         }
         latency.recordValue(Math.max(1, (System.nanoTime() - c.started) / 1000));
@@ -201,28 +220,58 @@ final class RpcDemoClient implements RpcTransport.Handler {
         c.invArgs.reset().opcode(Opcode.LOCAL_INV).invalidateRkey(c.argMr.rkey()).next(c.invResult);
         c.invResult.reset().opcode(Opcode.LOCAL_INV).invalidateRkey(c.resultMr.rkey()).signaled(true)
                 .wrId(RpcTransport.USER_TAG | c.req.id());
-        c.invArgs.wrId(RpcTransport.USER_TAG | c.req.id());
+        c.invArgs.wrId(RpcTransport.USER_TAG | FIRST_INV | c.req.id());
         qp.postSend(c.invArgs);
         c.invArgs.next(null);
     }
 
     @Override
     public void rwCompleted(long id, WcStatus status) {
-        Call c = byReq[(int) id]; // both LOCAL_INVs done: the MRs go back to the request's cache
-        transport.mrPut(c.req, c.argMr);
-        transport.mrPut(c.req, c.resultMr);
+        if ((id & FIRST_INV) != 0) {
+            return; // the first LOCAL_INV of a pair, flushed: the second one's completion finishes the call
+        }
+        Call c = byReq[(int) id];
+        if (status == WcStatus.SUCCESS) { // both LOCAL_INVs done: the MRs go back to the request's cache
+            transport.mrPut(c.req, c.argMr);
+            transport.mrPut(c.req, c.resultMr);
+        } else {
+            failed.incrementAndGet(); // the connection failed: the MRs' state is unknown, the flush destroys them
+        }
         c.argMr = null;
         c.resultMr = null;
-        if (status != WcStatus.SUCCESS) {
-            errors.incrementAndGet();
-        }
         transport.replyDone(c.req);
     }
 
     @Override
     public void completed(Req req) {
         done.incrementAndGet();
+        byReq[req.id()].req = null;
         buf.put(req);
+    }
+
+    /** A call whose reply never came (the connection was flushed first): its request goes back, not counted as done. */
+    @Override
+    public void aborted(Req req) {
+        failed.incrementAndGet();
+        Call c = byReq[req.id()];
+        c.req = null;
+        c.argMr = null; // destroyed with the transport's MRs
+        c.resultMr = null;
+        buf.put(req);
+    }
+
+    /** Calls started and not yet finished. */
+    int calls() {
+        int n = 0;
+        for (Call c : byReq) {
+            n += c.req != null ? 1 : 0;
+        }
+        return n;
+    }
+
+    /** Calls that ended without their answer because the connection failed. */
+    long failed() {
+        return failed.get();
     }
 
     /** Starts the measured run: latencies and bytes so far are forgotten (errors and calls done are kept). */

@@ -18,7 +18,11 @@ import picocli.CommandLine.Option;
  * {@code regmem demo --connect host:port} in another process or on another host. Serves one
  * connection after another (each: its QP, request buffers and staging memory, torn down and
  * checked when the client disconnects), until {@code --connections} were served or the process
- * is stopped. Give both sides the same {@code --rpc-payloads} and {@code --rpc-concurrency}.
+ * is stopped. Give both sides the same {@code --rpc-payloads} and {@code --rpc-concurrency} (a client
+ * asking for more calls in flight or larger payloads than this server serves is refused, with both
+ * sides' values in one line). A connection that fails in any way (a client that vanishes or stalls at
+ * any step, breaks the protocol, or cannot be reached) is one line naming the client and the reason;
+ * its resources are given back and the server goes on. Only a signal or a listener error ends it.
  */
 @Command(name = "serve", mixinStandardHelpOptions = true,
         description = "Run the RPC demo's server (for regmem demo --connect).")
@@ -37,6 +41,11 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--rpc-concurrency", description = "Calls in flight per client, 1 to 1024 (default: ${DEFAULT-VALUE}).",
             defaultValue = "16")
     int rpcConcurrency;
+
+    @Option(names = "--device-option", paramLabel = "KEY=VALUE", description = "An option for the device, as "
+            + "RdmaDevice.open(provider, options) takes it; repeatable. ucx: secret=TEXT or secretFile=PATH (the "
+            + "connection secret clients must hold; else REGMEM_SECRET or ~/.regmem/secret), handshakeTimeoutMillis=N.")
+    java.util.Map<String, String> deviceOptions = new java.util.LinkedHashMap<>();
 
     @Option(names = "--connections", description = "Serve this many connections, then exit (default: ${DEFAULT-VALUE}: "
             + "until stopped).", defaultValue = "0")
@@ -58,8 +67,9 @@ final class ServeCommand implements Callable<Integer> {
         }
         int reqs = RpcDemo.requestsFor(rpcConcurrency);
         long slotBytes = Math.max(RpcDemo.maxPayload(rpcPayloads), 64);
+        RpcDemo.Terms offered = new RpcDemo.Terms(rpcConcurrency, RpcDemo.maxPayload(rpcPayloads));
         boolean allClean = true;
-        try (RdmaDevice dev = RdmaDevice.open(provider)) {
+        try (RdmaDevice dev = RdmaDevice.open(provider, deviceOptions)) {
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(8192);
             CmId listener = dev.createCmId();
@@ -72,7 +82,7 @@ final class ServeCommand implements Callable<Integer> {
                 while ((id = listener.getRequest()) == null) {
                     Thread.sleep(1);
                 }
-                allClean &= serve(out, pd, cq, id, reqs, slotBytes, served + 1);
+                allClean &= serve(out, pd, cq, id, offered, reqs, slotBytes, served + 1);
             }
             listener.close();
             cq.close();
@@ -84,16 +94,35 @@ final class ServeCommand implements Callable<Integer> {
         return allClean ? 0 : 1;
     }
 
-    /** One connection: accept, serve until the client disconnects, tear down; true if nothing was left. */
-    private static boolean serve(PrintStream out, ProtectionDomain pd, CompletionQueue cq, CmId id, int reqs, long slotBytes,
-                                 int number) {
-        QueuePair qp = id.createQp(pd, RpcDemo.serverQp(reqs).sendCq(cq).recvCq(cq));
-        boolean[] clean = {false};
-        String report;
-        try (Arena arena = Arena.ofShared()) {
-            RpcDemo.ServerEnd end = new RpcDemo.ServerEnd(pd, qp, cq, arena, reqs, slotBytes, "rpc-server-buffers-" + number);
+    /**
+     * One connection: check the client's terms (or refuse it with this server's), accept, serve until
+     * the client disconnects or goes away, tear down. Whatever fails on the way (the client vanishes,
+     * stalls, breaks the protocol, UCX cannot reach it) is one line naming the client and the reason;
+     * everything of the connection is given back either way. True if nothing was left behind.
+     */
+    private static boolean serve(PrintStream out, ProtectionDomain pd, CompletionQueue cq, CmId id, RpcDemo.Terms offered,
+                                 int reqs, long slotBytes, int number) {
+        String peer = id.peerAddress();
+        RpcDemo.Terms asked = RpcDemo.Terms.parse(id.privateData());
+        if (asked == null || !asked.fitIn(offered)) {
+            id.reject(offered.bytes());
+            id.close();
+            out.printf(Locale.ROOT, "regmem serve: connection %d from %s refused: %s%n", number, peer, asked == null
+                    ? "its request carries no demo terms (not a regmem demo client, or another version)"
+                    : "it asks for " + asked + ", this server serves " + offered);
+            out.flush();
+            return true;
+        }
+        boolean[] clean = {true};
+        String report = "nothing was set up";
+        String failure = null;
+        Arena arena = Arena.ofShared();
+        RpcDemo.ServerEnd end = null;
+        try {
+            QueuePair qp = id.createQp(pd, RpcDemo.serverQp(reqs).sendCq(cq).recvCq(cq));
+            end = new RpcDemo.ServerEnd(pd, qp, cq, arena, reqs, slotBytes, "rpc-server-buffers-" + number);
             id.accept();
-            out.printf(Locale.ROOT, "regmem serve: connection %d accepted%n", number);
+            out.printf(Locale.ROOT, "regmem serve: connection %d from %s accepted%n", number, peer);
             out.flush();
             int idle = 0;
             while (end.server.transport().isConnected() && qp.state() != QueuePair.State.ERROR) {
@@ -103,11 +132,30 @@ final class ServeCommand implements Callable<Integer> {
                     Thread.yield();
                 }
             }
-            report = end.close(clean);
+        } catch (RuntimeException e) {
+            failure = e.getMessage() == null ? e.toString() : e.getMessage();
+        } finally {
+            try {
+                if (id.connState() == CmId.ConnState.CONNECTED) {
+                    id.disconnect();
+                }
+                if (end != null) {
+                    report = end.close(clean);
+                }
+                if (id.qp() != null) {
+                    id.destroyQp();
+                }
+                id.close();
+            } finally {
+                arena.close();
+            }
         }
-        id.destroyQp();
-        id.close();
-        out.printf(Locale.ROOT, "regmem serve: connection %d ended; %s%n", number, report);
+        if (failure != null) {
+            out.printf(Locale.ROOT, "regmem serve: connection %d from %s failed: %s; %s%n", number, peer,
+                    failure.replace('\n', ' '), report);
+        } else {
+            out.printf(Locale.ROOT, "regmem serve: connection %d ended; %s%n", number, report);
+        }
         out.flush();
         return clean[0];
     }

@@ -57,6 +57,14 @@ final class StorageDemo {
 
     private final PrintStream out;
     private final String provider;
+    /** Options for every device this part opens ({@code --device-option}). */
+    private Map<String, String> deviceOptions = Map.of();
+
+    /** Opens this part's devices with {@code options} (the provider's device options). */
+    StorageDemo withDeviceOptions(Map<String, String> options) {
+        this.deviceOptions = Map.copyOf(options);
+        return this;
+    }
     private final long fileBytes;
     private final int block;
     private final int depth;
@@ -325,7 +333,7 @@ final class StorageDemo {
     }
 
     private boolean serve(Path path) throws IOException {
-        SoftPair pair = new SoftPair(provider, Map.of(), 4 * depth + 8, new QpInitAttributes().maxSendWr(2 * depth + 4)
+        SoftPair pair = new SoftPair(provider, deviceOptions, 4 * depth + 8, new QpInitAttributes().maxSendWr(2 * depth + 4)
                 .maxRecvWr(depth + 1), new QpInitAttributes().maxSendWr(depth + 4).maxRecvWr(depth + 1));
         boolean tornDown = false;
         Server server = null;
