@@ -118,6 +118,91 @@ class ErrorPathTest {
         assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
     }
 
+    /**
+     * verbs: the first request that fails moves the QP to the error state, and nothing posted after
+     * it executes at the target, however many were pipelined behind it: they complete WR_FLUSH_ERR
+     * (also one the target would refuse for its own reason), and the target's memory stays as it was.
+     */
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.EnumSource(value = Opcode.class, names = {"SEND", "RDMA_WRITE_WITH_IMM"})
+    void nothingPipelinedBehindAFailedRequestExecutesAtTheTarget(Opcode first) {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion target = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        int key = lb.key(target);
+        lb.memA.asSlice(0, 65536).fill((byte) 0x5A);
+        WorkRequest w = new WorkRequest(1);
+        // no receive posted at B: the first fails RNR_RETRY_EXC_ERR
+        lb.qpA.postSend(w.reset().wrId(1).opcode(first).signaled(true).immData(7).addSge(lb.memA.address(), 64, local.lkey())
+                .remote(lb.memB.address(), key));
+        for (int i = 0; i < 8; i++) { // WRITEs behind it, pipelined (posted before anything completed)
+            lb.qpA.postSend(w.reset().wrId(10 + i).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(lb.memA.address(), 4096, local.lkey()).remote(lb.memB.address() + 4096L * i, key));
+        }
+        lb.qpA.postSend(w.reset().wrId(20).opcode(Opcode.RDMA_WRITE).signaled(true) // one the target would refuse itself
+                .addSge(lb.memA.address(), 64, local.lkey()).remote(lb.memB.address() + (1 << 20) - 32, key));
+        lb.qpA.postSend(w.reset().wrId(21).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(lb.memA.address() + 65536, 64, local.lkey()).remote(lb.memB.address(), key));
+        java.util.List<WcStatus> statuses = new java.util.ArrayList<>();
+        java.util.List<Long> ids = new java.util.ArrayList<>();
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (statuses.size() < 11) {
+            int n = lb.cqA.poll(lb.wcs);
+            for (int i = 0; i < n; i++) {
+                statuses.add(lb.wcs[i].status());
+                ids.add(lb.wcs[i].wrId());
+            }
+            lb.cqB.poll(lb.wcs);
+            assertThat(System.nanoTime()).as("11 completions within 10 s, got %s", statuses).isLessThan(deadline);
+        }
+        assertThat(ids).containsExactly(1L, 10L, 11L, 12L, 13L, 14L, 15L, 16L, 17L, 20L, 21L);
+        assertThat(statuses.get(0)).isEqualTo(WcStatus.RNR_RETRY_EXC_ERR);
+        assertThat(statuses.subList(1, 11)).as("everything behind the failure is flushed").containsOnly(WcStatus.WR_FLUSH_ERR);
+        assertThat(lb.memB.asSlice(0, 65536).mismatch(java.lang.foreign.MemorySegment.ofArray(new byte[65536])))
+                .as("no byte landed at the target").isEqualTo(-1);
+        assertThat(lb.memA.asSlice(65536, 64).mismatch(java.lang.foreign.MemorySegment.ofArray(new byte[64]))).isEqualTo(-1);
+        assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
+    }
+
+    /**
+     * A responder whose QP went to the error state on its own (a request of its own failed locally)
+     * while the requester is still ready: a request to it completes, as verbs' retries running out
+     * (RETRY_EXC_ERR), moves no byte, and the requester's deregistrations do not wait on it.
+     */
+    @Test
+    void aRequestToAResponderInTheErrorStateCompletesAndMovesNothing() {
+        lb.close(); // ucx: answers only, no timeout to fall back on (the responder must say so itself)
+        lb = new Loopback(Providers.NAME.equals("ucx") ? Map.of("answerTimeoutMillis", "0") : Map.of(),
+                Loopback.QpInitAttributesSpec.DEFAULT);
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion target = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        int key = lb.key(target);
+        lb.qpB.postSend(new WorkRequest(1).wrId(99).opcode(Opcode.SEND).signaled(true)
+                .addSge(lb.memB.address(), 8, local.lkey() ^ 0x5A5A00)); // not B's key: a local protection error at B
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (lb.qpB.state() != QueuePair.State.ERROR) {
+            lb.cqB.poll(lb.wcs);
+            assertThat(System.nanoTime()).as("B fails its own request").isLessThan(deadline);
+        }
+        assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.RTS);
+        lb.memA.asSlice(0, 4096).fill((byte) 0x77);
+        lb.qpA.postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(lb.memA.address(), 4096, local.lkey()).remote(lb.memB.address(), key));
+        WorkCompletion wc = null;
+        while (wc == null) {
+            if (lb.cqA.poll(lb.wcs) > 0) {
+                wc = lb.wcs[0];
+            }
+            lb.cqB.poll(new WorkCompletion[] {new WorkCompletion()});
+            assertThat(System.nanoTime()).as("the request completes within 10 s").isLessThan(deadline);
+        }
+        assertThat(wc.wrId()).isEqualTo(1);
+        assertThat(wc.status()).isEqualTo(WcStatus.RETRY_EXC_ERR);
+        assertThat(lb.memB.asSlice(0, 4096).mismatch(java.lang.foreign.MemorySegment.ofArray(new byte[4096]))).isEqualTo(-1);
+        long start = System.nanoTime();
+        local.close(); // nothing of the device waits on the broken peer
+        assertThat((System.nanoTime() - start) / 1_000_000).isLessThan(5_000);
+    }
+
     @Test
     void tooSmallAReceiveFailsBothEnds() {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);

@@ -62,6 +62,11 @@ final class UcxDevice implements ProviderDevice {
     private byte[] secret;
     /** How long each half of a connection's handshake may take. */
     private final int handshakeMillis;
+    /**
+     * How long a request waits for its target's answer before it completes RETRY_EXC_ERR (0: for
+     * ever). Set once, before any QP exists.
+     */
+    long answerTimeoutNanos = UcxProvider.ANSWER_TIMEOUT_MILLIS * 1_000_000L;
 
     /** The progress thread, or null. */
     private Thread progressThread;
@@ -402,21 +407,30 @@ final class UcxDevice implements ProviderDevice {
     /**
      * Waits until no access that began before this call is in progress: every data-path section
      * that may have checked a key before the caller invalidated it has ended (its UCX requests are
-     * started), and every started request of every QP has finished.
+     * started), and no started request's UCX requests still read or write its local memory. A request
+     * that only waits for its target's answer uses no local memory (a READ's bytes are placed at its
+     * completion, through keys resolved again then), so a deregistration never waits on a peer.
+     *
+     * @throws RdmaException {@link Errno#EIO} if UCX has not finished a request after 10 s
      */
     @Override
     public void quiesce() {
         grace.synchronize();
         long deadline = System.nanoTime() + 10_000_000_000L;
         for (UcxQp qp : qps) {
-            while (qp.busy()) {
+            while (true) {
                 ReentrantLock l = qp.ctx.lock();
                 if (l.tryLock()) {
                     try {
                         qp.reap();
+                        if (!qp.usesLocalMemory()) {
+                            break;
+                        }
                     } finally {
                         l.unlock();
                     }
+                } else if (!qp.busy()) {
+                    break; // (another thread runs the QP: nothing started is left to look at)
                 }
                 progress();
                 UcxCq.progressPeer(qp); // an in-process peer answers only when its worker progresses

@@ -33,7 +33,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  * up to 1 ms) or {@code sleep} (park 100 us). {@code secret=TEXT} or {@code secretFile=PATH} give the
  * secret that authenticates connections between processes (else {@code REGMEM_SECRET},
  * {@code REGMEM_SECRET_FILE}, or the user's {@code ~/.regmem/secret}: {@link UcxSecret});
- * {@code handshakeTimeoutMillis} (default 10000) bounds each half of a connection's handshake.
+ * {@code handshakeTimeoutMillis} (default 10000) bounds each half of a connection's handshake;
+ * {@code answerTimeoutMillis} (default 5000; 0: wait for ever) is how long a request waits for its
+ * target's answer before it completes {@code RETRY_EXC_ERR} and its QP moves to the error state, as a
+ * NIC's retries running out.
  */
 public final class UcxProvider implements RdmaProvider {
     private static final AtomicInteger DEVICES = new AtomicInteger();
@@ -55,7 +58,9 @@ public final class UcxProvider implements RdmaProvider {
 
     /** Options besides the {@link DeviceAttributes} components. */
     private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "oneSided", "secret",
-            "secretFile", "handshakeTimeoutMillis");
+            "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis");
+    /** The default of {@code answerTimeoutMillis}. */
+    static final long ANSWER_TIMEOUT_MILLIS = 5_000;
 
     /**
      * Opens a UCX device: a UCP context and worker.
@@ -83,18 +88,8 @@ public final class UcxProvider implements RdmaProvider {
             throw new RdmaException(Errno.EINVAL, "ucx: oneSided must be true or false, got " + oneSided);
         }
         byte[] secret = UcxSecret.configured(options, System.getenv());
-        int handshakeMillis = UcxLink.HANDSHAKE_MILLIS;
-        String timeout = options.get("handshakeTimeoutMillis");
-        if (timeout != null) {
-            try {
-                handshakeMillis = Integer.parseInt(timeout);
-            } catch (NumberFormatException e) {
-                handshakeMillis = -1;
-            }
-            if (handshakeMillis < 1 || handshakeMillis > 600_000) {
-                throw new RdmaException(Errno.EINVAL, "ucx: handshakeTimeoutMillis must be 1 to 600000, got " + timeout);
-            }
-        }
+        int handshakeMillis = (int) millis(options, "handshakeTimeoutMillis", UcxLink.HANDSHAKE_MILLIS, 1);
+        long answerMillis = millis(options, "answerTimeoutMillis", ANSWER_TIMEOUT_MILLIS, 0);
         java.util.HashMap<String, String> limits = new java.util.HashMap<>(options);
         limits.keySet().removeAll(OWN_OPTIONS);
         DeviceAttributes attributes = DEFAULTS.with(limits);
@@ -110,7 +105,26 @@ public final class UcxProvider implements RdmaProvider {
         UcxDevice device = new UcxDevice(ucp, attributes, "regmem-" + ProcessHandle.current().pid() + "-"
                 + DEVICES.incrementAndGet(), secret, handshakeMillis);
         device.oneSided = Boolean.parseBoolean(oneSided);
+        device.answerTimeoutNanos = answerMillis * 1_000_000L;
         return Boolean.parseBoolean(progress) ? device.startProgressThread(idle) : device;
+    }
+
+    /** A millisecond option in [{@code min}, 600000], or its default. */
+    private static long millis(Map<String, String> options, String name, long dflt, long min) {
+        String v = options.get(name);
+        if (v == null) {
+            return dflt;
+        }
+        long ms;
+        try {
+            ms = Long.parseLong(v);
+        } catch (NumberFormatException e) {
+            ms = -1;
+        }
+        if (ms < min || ms > 600_000) {
+            throw new RdmaException(Errno.EINVAL, "ucx: " + name + " must be " + min + " to 600000, got " + v);
+        }
+        return ms;
     }
 
     private static org.agrona.concurrent.IdleStrategy idleStrategy(String name) {

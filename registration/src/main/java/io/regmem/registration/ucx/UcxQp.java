@@ -241,7 +241,11 @@ final class UcxQp implements ProviderQp {
         while ((w = ctx.nextSend()) != null && w.seq() < started) {
             UcxOp op = ops[(int) w.seq() & mask];
             if (!op.done(device, false) || (op.needsFlush && !writeFlush.covers(w.seq(), op, this, started))) {
-                break;
+                if (!unanswered(op, w.seq())) {
+                    break;
+                }
+                op.failed = WcStatus.RETRY_EXC_ERR.ordinal(); // the target never answered: as a NIC's retries run out
+                op.awaitAck = false; // a late answer is dropped
             }
             reaped = w.seq() + 1;
             WcStatus status = op.failed >= 0 ? UcxAm.STATUSES[op.failed]
@@ -251,11 +255,14 @@ final class UcxQp implements ProviderQp {
                 status = placeReadResponse(w, op, status);
             }
             ctx.completeSend(status, status == WcStatus.SUCCESS ? op.bytes : 0);
-            if (status == WcStatus.REM_ACCESS_ERR || status == WcStatus.REM_OP_ERR || status == WcStatus.REM_INV_REQ_ERR) {
-                UcxQp peer = localPeer;
-                if (peer != null) {
-                    peer.ctx.toError(); // a NAKed protection or request error breaks the connection at both ends
+            if (status != WcStatus.SUCCESS) {
+                if (status == WcStatus.REM_ACCESS_ERR || status == WcStatus.REM_OP_ERR || status == WcStatus.REM_INV_REQ_ERR) {
+                    UcxQp peer = localPeer;
+                    if (peer != null) {
+                        peer.ctx.toError(); // a NAKed protection or request error breaks the connection at both ends
+                    }
                 }
+                break; // the QP is in the error state: everything behind the failure is flushed, whatever its target said
             }
         }
         if (ctx.state() == QueuePair.State.ERROR) {
@@ -264,6 +271,38 @@ final class UcxQp implements ProviderQp {
         } else {
             startMore();
         }
+    }
+
+    /** The head request whose answer is awaited, the polls that found it so, and when the wait was first timed. */
+    private long stalledSeq = -1;
+    private int stalledPolls;
+    private long stalledSince;
+
+    /**
+     * True once the head request {@code seq} has waited longer than the device's answer timeout for
+     * its target's answer, all of its UCX requests done (so nothing of UCX uses its memory any more).
+     * Cheap on the data path: the clock is read only every 256th poll that finds the same request
+     * still waiting, and the wait is timed from the first such read.
+     */
+    private boolean unanswered(UcxOp op, long seq) {
+        if (!op.awaitAck || op.n > 0 || op.ack != UcxOp.ACK_PENDING || device.answerTimeoutNanos == 0) {
+            return false;
+        }
+        if (seq != stalledSeq) {
+            stalledSeq = seq;
+            stalledPolls = 0;
+            stalledSince = 0;
+            return false;
+        }
+        if ((++stalledPolls & 255) != 0) {
+            return false;
+        }
+        long now = System.nanoTime();
+        if (stalledSince == 0) {
+            stalledSince = now;
+            return false;
+        }
+        return now - stalledSince > device.answerTimeoutNanos;
     }
 
     /** Copies a READ's response into its local entries, resolved again now (execution lock held); releases it. */
@@ -315,7 +354,7 @@ final class UcxQp implements ProviderQp {
     /** Places what arrived into the posted receives (execution lock held). */
     void deliver() {
         if (ctx.state() == QueuePair.State.ERROR) {
-            receiver.dropAll();
+            receiver.refuseAll(); // answered, unexecuted: their senders do not wait on this QP
             drain();
             ctx.flush();
             return;
@@ -359,6 +398,20 @@ final class UcxQp implements ProviderQp {
      */
     private static final long ABANDON_NANOS = 2_000_000_000L;
 
+    /**
+     * True while a started request's UCX requests may still read or write its local memory (a send
+     * not yet sent, a get not yet landed); one that only waits for its target's answer does not.
+     * Execution lock held.
+     */
+    boolean usesLocalMemory() {
+        for (long seq = reaped; seq < started; seq++) {
+            if (!ops[(int) seq & mask].done(device, true)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** True if requests were started and not yet reaped (any thread). */
     boolean busy() {
         return started > reaped;
@@ -371,6 +424,7 @@ final class UcxQp implements ProviderQp {
 
     @Override
     public void stop() {
+        receiver.refuseAll();
         receiver.dropAll();
         drain();
     }

@@ -22,6 +22,13 @@ import java.lang.foreign.MemorySegment;
  * sender's completion status. The rules are the soft provider's: no receive posted is
  * RNR_RETRY_EXC_ERR, a receive too short is LOC_LEN_ERR here and REM_INV_REQ_ERR at the sender, a
  * bad target range is REM_ACCESS_ERR, a SEND_WITH_INV naming no MR of this PD is REM_INV_REQ_ERR.
+ *
+ * <p>As a verbs responder discards what follows a request it NAKed: once a message was refused,
+ * every later one of the connection is answered WR_FLUSH_ERR and not executed, however many the
+ * sender pipelined behind it (its QP is in the error state by then and flushes them). A QP that is
+ * not ready to receive (the error state, or stopped) executes nothing and answers every message
+ * with RETRY_EXC_ERR, what a requester's NIC reports when its responder is in that state, so the
+ * requester never waits on it.
  */
 final class UcxReceiver {
     private static final int REPLIES = 64;
@@ -46,6 +53,8 @@ final class UcxReceiver {
     private final MemorySegment[] replyBuffers = new MemorySegment[REPLIES];
     private final Arena arena;
     private long replies;
+    /** The sequence number of the first message refused, or -1: it and everything after are not executed. */
+    private long refusedFrom = -1;
 
     UcxReceiver(UcxQp qp, Arena arena) {
         this.qp = qp;
@@ -61,18 +70,43 @@ final class UcxReceiver {
     void deliver() {
         while (inbox.peek(m)) {
             if (ctx.state() != QueuePair.State.RTS) {
-                dropAll(); // the connection is gone: the receives are flushed, the sender's QP fails on its own
+                refuseAll(); // nothing executes at a QP in the error state; the sender hears so at once
                 return;
             }
             Opcode op = UcxAm.OPCODES[m.opcode];
             inbox.pop();
+            if (refusedFrom >= 0 && m.seq > refusedFrom) { // behind a refused message: discarded, as verbs' responder does
+                answerUnexecuted(WcStatus.WR_FLUSH_ERR);
+                continue;
+            }
             if (op == Opcode.RDMA_READ) {
                 read();
                 continue;
             }
             WcStatus senderStatus = op == Opcode.RDMA_WRITE ? write() : place();
             release(m.data);
+            if (senderStatus != WcStatus.SUCCESS && refusedFrom < 0) {
+                refusedFrom = m.seq;
+            }
             send(claimSlot(), m.seq, senderStatus, UcxAm.TYPE_ACK, 0);
+        }
+    }
+
+    /** Answers the message in {@link #m} (popped) with {@code status} without executing it, and releases its data. */
+    private void answerUnexecuted(WcStatus status) {
+        release(m.data);
+        boolean read = UcxAm.OPCODES[m.opcode] == Opcode.RDMA_READ;
+        send(claimSlot(), m.seq, status, read ? UcxAm.TYPE_READ_RESPONSE : UcxAm.TYPE_ACK, 0);
+    }
+
+    /**
+     * The QP cannot receive (the error state, or it stops): every message waiting is answered
+     * RETRY_EXC_ERR, unexecuted, and released (execution lock held).
+     */
+    void refuseAll() {
+        while (inbox.peek(m)) {
+            inbox.pop();
+            answerUnexecuted(WcStatus.RETRY_EXC_ERR);
         }
     }
 
@@ -131,6 +165,9 @@ final class UcxReceiver {
         if (status != WcStatus.SUCCESS) {
             bytes = 0;
             ctx.toError();
+            if (refusedFrom < 0) {
+                refusedFrom = m.seq;
+            }
         }
         send(slot, m.seq, status, UcxAm.TYPE_READ_RESPONSE, bytes);
     }

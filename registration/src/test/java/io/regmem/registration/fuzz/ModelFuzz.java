@@ -169,6 +169,8 @@ final class ModelFuzz implements AutoCloseable {
     private final List<PBuf> pbufs = new ArrayList<>();
     private final ArrayDeque<Recv> recvsAtB = new ArrayDeque<>();
     private boolean aError;
+    /** Requests are being posted back to back ({@link #postPipeline}): the completions are awaited after the last. */
+    private boolean pipelining;
     private boolean bError;
     /** Completions the model expects on each CQ, in order: {wrId, status, opcode, byteLen or -1}. */
     private final List<long[]> expectA = new ArrayList<>();
@@ -270,6 +272,8 @@ final class ModelFuzz implements AutoCloseable {
             } else if (k < 52) {
                 postOneSided(rnd.nextInt(3) == 0 ? Opcode.RDMA_READ : rnd.nextInt(4) == 0 ? Opcode.RDMA_WRITE_WITH_IMM
                         : Opcode.RDMA_WRITE);
+            } else if (k < 57) {
+                postPipeline();
             } else if (k < 62) {
                 postRecv();
             } else if (k < 72) {
@@ -799,6 +803,34 @@ final class ModelFuzz implements AutoCloseable {
         } else if (status != WcStatus.WR_FLUSH_ERR) {
             failA(status);
         }
+        if (!pipelining) {
+            settle();
+        }
+    }
+
+    /**
+     * Two to six requests posted back to back, nothing awaited between them (SENDs, WRITEs,
+     * WRITE_WITH_IMMs, a READ only last: verbs orders nothing after a READ without a fence), good
+     * and bad as {@link #postOneSided} and {@link #postSend} pick them. The model is verbs' rule:
+     * the first that fails breaks the QP, and everything behind it, pipelined or not, completes
+     * WR_FLUSH_ERR and moves no byte.
+     */
+    private void postPipeline() {
+        int k = 2 + rnd.nextInt(5);
+        note("pipeline of " + k);
+        pipelining = true;
+        try {
+            for (int i = 0; i < k; i++) {
+                int c = rnd.nextInt(i == k - 1 ? 4 : 3);
+                if (c == 0) {
+                    postSend();
+                } else {
+                    postOneSided(c == 1 ? Opcode.RDMA_WRITE : c == 2 ? Opcode.RDMA_WRITE_WITH_IMM : Opcode.RDMA_READ);
+                }
+            }
+        } finally {
+            pipelining = false;
+        }
         settle();
     }
 
@@ -892,7 +924,9 @@ final class ModelFuzz implements AutoCloseable {
         if (status != WcStatus.SUCCESS && status != WcStatus.WR_FLUSH_ERR) {
             failA(status);
         }
-        settle();
+        if (!pipelining) {
+            settle();
+        }
     }
 
     /** The model of a failed request at A: A breaks; a NAKed remote error breaks B too (flushing its receives). */

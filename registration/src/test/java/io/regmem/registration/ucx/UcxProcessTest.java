@@ -269,6 +269,47 @@ class UcxProcessTest {
         next.finish();
     }
 
+    /**
+     * A peer process that stops (SIGSTOP: its sockets stay open, it answers nothing): a request to
+     * it completes RETRY_EXC_ERR once the answer timeout (1 s here) is over, as a NIC's retries run
+     * out, and a deregistration meanwhile does not wait for the answer (its memory is no longer in
+     * use once UCX sent the bytes). The peer, continued, sees the disconnect and ends clean.
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void aStoppedPeerIsATimeoutAndADeregistrationDoesNotWaitForIt(String tls) throws Exception {
+        open(java.util.Map.of("answerTimeoutMillis", "1000"));
+        UcxChild child = child(tls);
+        Conn c = connect(child);
+        readsThePattern(c, 0);
+        MemoryRegion source = pd.register(mem.asSlice(1 << 20, 65536), Access.LOCAL_WRITE);
+        signal("STOP", child);
+        try {
+            c.qp().postSend(new WorkRequest(1).wrId(5).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(mem.address() + (1 << 20), 65536, source.lkey()).remote(c.remote(), c.key()));
+            Thread.sleep(50);
+            source.close(); // returns without the answer
+            assertThat(cq.poll(one)).as("the WRITE still waits for its answer after the deregistration returned").isZero();
+            long start = System.nanoTime();
+            WorkCompletion wc = await();
+            assertThat(wc.wrId()).isEqualTo(5);
+            assertThat(wc.status()).isEqualTo(WcStatus.RETRY_EXC_ERR);
+            assertThat(System.nanoTime() - start).isLessThan(KILL_BOUND_NANOS);
+            assertThat(c.qp().state()).isEqualTo(QueuePair.State.ERROR);
+        } finally {
+            signal("CONT", child);
+        }
+        close(c);
+        child.expect("GONE");
+        child.finish();
+    }
+
+    private static void signal(String name, UcxChild child) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(child.process.pid())).inheritIO().start();
+        assertThat(kill.waitFor(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(kill.exitValue()).isZero();
+    }
+
     @Test
     void oneSidedPutsAndGetsReachTheOtherProcessAndAKilledOneFailsNothingOfOurs() throws Exception {
         open(java.util.Map.of("oneSided", "true"));
