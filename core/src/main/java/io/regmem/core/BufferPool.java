@@ -164,7 +164,8 @@ public final class BufferPool implements AutoCloseable {
      * @param buffer a live buffer of this pool
      * @throws RdmaException {@link Errno#EINVAL} for a buffer of another pool or a double free
      *                       (detected in checked modes, and always for buffers above the largest class);
-     *                       {@link Errno#EBADF} if the pool is closed. The pool is unchanged.
+     *                       {@link Errno#EBUSY} for a {@linkplain PooledBuffer#pin() pinned} buffer (every
+     *                       mode); {@link Errno#EBADF} if the pool is closed. The pool is unchanged.
      */
     public void free(PooledBuffer buffer) {
         if (buffer.pool != this) {
@@ -179,14 +180,19 @@ public final class BufferPool implements AutoCloseable {
             return;
         }
         if (checked) {
-            if (!buffer.markFreeChecked()) {
-                throw new RdmaException(Errno.EINVAL, name + ": double free of " + buffer);
+            int was = buffer.markFreeChecked();
+            if (was != PooledBuffer.LIVE) {
+                throw was == PooledBuffer.FREE ? new RdmaException(Errno.EINVAL, name + ": double free of " + buffer)
+                        : buffer.pinnedException(name);
             }
             if (paranoid) {
                 buffer.allocationSite = null;
                 buffer.segmentForPool().fill(POISON);
             }
         } else {
+            if (buffer.pinnedPlain()) {
+                throw buffer.pinnedException(name); // even FAST never hands out memory an I/O still uses
+            }
             buffer.markFreePlain();
         }
         int cls = buffer.sizeClass;

@@ -49,11 +49,13 @@ final class LargeBuffers {
     /**
      * Frees a large buffer: always checked, since a second unmap could hit someone else's mapping.
      *
-     * @throws RdmaException {@link Errno#EINVAL} on a double free
+     * @throws RdmaException {@link Errno#EINVAL} on a double free; {@link Errno#EBUSY} while pinned
      */
     void free(PooledBuffer b, String pool) {
-        if (!b.markFreeChecked()) {
-            throw new RdmaException(Errno.EINVAL, pool + ": double free of " + b);
+        int was = b.markFreeChecked();
+        if (was != PooledBuffer.LIVE) {
+            throw was == PooledBuffer.FREE ? new RdmaException(Errno.EINVAL, pool + ": double free of " + b)
+                    : b.pinnedException(pool);
         }
         if (live.remove(b)) {
             frees.incrementAndGet();

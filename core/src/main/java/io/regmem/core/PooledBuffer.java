@@ -35,6 +35,8 @@ import org.agrona.concurrent.UnsafeBuffer;
 public final class PooledBuffer implements AutoCloseable {
     static final int FREE = 0;
     static final int LIVE = 1;
+    /** What each {@link #pin()} adds to the state: a live buffer's state is {@code LIVE + PIN * pins}. */
+    static final int PIN = 2;
     static final int LARGE_CLASS = -1;
 
     private static final VarHandle STATE;
@@ -89,14 +91,30 @@ public final class PooledBuffer implements AutoCloseable {
         }
     }
 
-    /** FAST mode: records the free without checking. */
+    /** FAST mode: records the free without checking (but a pinned buffer: {@link #refuseFreeWhilePinned}). */
     void markFreePlain() {
         STATE.setOpaque(this, FREE);
     }
 
-    /** CHECKED modes: true iff this call moved the handle from live to free. */
-    boolean markFreeChecked() {
-        return STATE.compareAndSet(this, LIVE, FREE);
+    /** FAST mode's one check: true if the buffer is pinned (a plain read of the state). */
+    boolean pinnedPlain() {
+        return (int) STATE.getOpaque(this) > LIVE;
+    }
+
+    /**
+     * CHECKED modes: moves the handle from live and unpinned to free; returns the state found
+     * ({@link #LIVE} when this call freed it, {@link #FREE} on a double free, above {@code LIVE}
+     * while pinned).
+     */
+    int markFreeChecked() {
+        return (int) STATE.compareAndExchange(this, LIVE, FREE);
+    }
+
+    /** The exception of a free refused because the buffer is pinned: nothing changes. */
+    RdmaException pinnedException(String pool) {
+        int pins = (int) STATE.getOpaque(this) >>> 1;
+        return new RdmaException(Errno.EBUSY, pool + ": cannot free " + this + ": " + pins + " I/O operation(s) still use "
+                + "its memory (pinned); free it after their completions");
     }
 
     /** The slot's segment without the liveness check, for the pool's own use (poisoning). */
@@ -105,7 +123,7 @@ public final class PooledBuffer implements AutoCloseable {
     }
 
     boolean isLive() {
-        return (int) STATE.getOpaque(this) == LIVE;
+        return ((int) STATE.getOpaque(this) & LIVE) != 0;
     }
 
     // ---- public face -------------------------------------------------------------------------
@@ -173,7 +191,9 @@ public final class PooledBuffer implements AutoCloseable {
      * Returns the buffer to its pool. The buffer must not be used afterwards.
      *
      * @throws RdmaException {@link Errno#EINVAL} on a double free (checked modes, and always for
-     *                       buffers above the largest size class); {@link Errno#EBADF} if the pool is closed
+     *                       buffers above the largest size class); {@link Errno#EBUSY} while it is
+     *                       {@linkplain #pin() pinned} (an I/O in flight uses it; every mode); {@link
+     *                       Errno#EBADF} if the pool is closed. A refused close changes nothing.
      */
     @Override
     public void close() {
@@ -189,6 +209,46 @@ public final class PooledBuffer implements AutoCloseable {
     public void close(int expectedGeneration) {
         checkGeneration(expectedGeneration);
         pool.free(this);
+    }
+
+    /**
+     * Marks the buffer's memory as in use by an I/O engine (the kernel, a device) until
+     * {@link #unpin()}: while it is pinned, {@link #close()} is refused with {@link Errno#EBUSY}
+     * and changes nothing, so the memory is never handed to a new owner while the engine may still
+     * read or write it. Pins count: each {@code pin()} needs its own {@code unpin()}. io_uring
+     * operations ({@code IoRing}) pin their buffers from prepare to completion; an application
+     * may pin a buffer for as long as a posted work request uses it. One compare-and-set.
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the buffer is free
+     */
+    public void pin() {
+        int s;
+        do {
+            s = (int) STATE.getVolatile(this);
+            if ((s & LIVE) == 0) {
+                throw new RdmaException(Errno.EBADF, pool.name() + ": pin of a freed " + this);
+            }
+        } while (!STATE.compareAndSet(this, s, s + PIN));
+    }
+
+    /**
+     * Ends one {@link #pin()}.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} if the buffer is not pinned (nothing changes)
+     */
+    public void unpin() {
+        int s;
+        do {
+            s = (int) STATE.getVolatile(this);
+            if (s < LIVE + PIN) {
+                throw new RdmaException(Errno.EINVAL, pool.name() + ": unpin of " + this + ", which is not pinned");
+            }
+        } while (!STATE.compareAndSet(this, s, s - PIN));
+    }
+
+    /** How many pins the buffer holds now (0 when free). */
+    public int pins() {
+        return (int) STATE.getOpaque(this) >>> 1;
     }
 
     /**
@@ -274,6 +334,6 @@ public final class PooledBuffer implements AutoCloseable {
     @Override
     public String toString() {
         return "PooledBuffer[0x" + Long.toHexString(address) + ", length " + length + ", capacity " + capacity
-                + ", generation " + generation + (isLive() ? "" : ", free") + "]";
+                + ", generation " + generation + (isLive() ? "" : ", free") + (pins() > 0 ? ", pinned" : "") + "]";
     }
 }

@@ -55,6 +55,59 @@ class BufferPoolMisuseTest {
         assertThat(BufferPool.openPools()).isEmpty();
     }
 
+    /**
+     * A pinned buffer (an I/O engine still uses its memory) cannot be freed in any mode, small or
+     * above the largest class: EBUSY, nothing changes, its memory is not handed out again; once
+     * unpinned it frees normally.
+     */
+    @ParameterizedTest
+    @org.junit.jupiter.params.provider.EnumSource(SafetyMode.class)
+    void aPinnedBufferCannotBeFreedInAnyModeAndIsNotHandedOutAgain(SafetyMode mode) {
+        BufferPool pool = BufferPool.builder().name("pinned").safetyMode(mode).build();
+        for (long size : new long[] {4096, 8L << 20}) {
+            PooledBuffer b = pool.allocate(size);
+            int generation = b.generation();
+            b.pin();
+            PoolStats before = pool.stats();
+            assertRdma(b::close, Errno.EBUSY, "pinned", "1 I/O operation(s) still use its memory");
+            assertRdma(() -> pool.free(b), Errno.EBUSY, "pinned");
+            assertThat(pool.stats()).as("a refused free changes nothing").isEqualTo(before);
+            assertThat(b.generation()).isEqualTo(generation);
+            b.checkGeneration(generation);
+            List<PooledBuffer> others = new ArrayList<>();
+            for (int i = 0; i < 64; i++) {
+                PooledBuffer o = pool.allocate(size);
+                assertThat(o.address()).as("the pinned buffer's memory is not handed out").isNotEqualTo(b.address());
+                others.add(o);
+                if (size > 4096) {
+                    break;
+                }
+            }
+            others.forEach(PooledBuffer::close);
+            b.unpin();
+            b.close();
+        }
+        closeClean(pool);
+    }
+
+    @Test
+    void pinAndUnpinRefuseWhatTheyCannotDo() {
+        BufferPool pool = BufferPool.builder().name("pins").build();
+        PooledBuffer b = pool.allocate(64);
+        assertRdma(b::unpin, Errno.EINVAL, "not pinned");
+        b.pin();
+        b.pin();
+        assertThat(b.pins()).isEqualTo(2);
+        assertThat(b.toString()).contains("pinned");
+        b.unpin();
+        b.unpin();
+        assertThat(b.pins()).isZero();
+        b.close();
+        assertRdma(b::pin, Errno.EBADF, "pin of a freed");
+        assertThat(b.pins()).isZero();
+        closeClean(pool);
+    }
+
     @Test
     void doubleFreeIsDetectedAndThePoolIsUnharmed() {
         BufferPool pool = BufferPool.builder().name("df").build();

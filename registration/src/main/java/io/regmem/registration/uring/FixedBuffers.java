@@ -31,6 +31,8 @@ final class FixedBuffers {
     private final AtomicLong nextTag = new AtomicLong(1);
     /** Owner only: cleared slots whose tag completion is due. */
     private final Map<Long, FixedSlot> awaiting = new HashMap<>();
+    /** Owner only: slots of chunks that left, cleared, whose operations or tag completion are still due. */
+    private final java.util.List<FixedSlot> retiring = new java.util.ArrayList<>();
     /** Work other threads left for the owner: chunks to register or retire. */
     private final ConcurrentLinkedQueue<Deferred> deferred = new ConcurrentLinkedQueue<>();
     private volatile boolean hasDeferred;
@@ -56,6 +58,11 @@ final class FixedBuffers {
     /** True while a cleared slot's tag completion has not arrived. */
     boolean awaitingTags() {
         return !awaiting.isEmpty();
+    }
+
+    /** True while a chunk that left waits for its operations or its tag (owner). */
+    boolean retiring() {
+        return !retiring.isEmpty();
     }
 
     /** True when another thread left work for the owner (a volatile read). */
@@ -136,6 +143,10 @@ final class FixedBuffers {
 
     /** The ring closed without its owner: let every held chunk go (the kernel has no I/O of the owner left). */
     void releaseDeferred() {
+        for (FixedSlot s : retiring) {
+            finish(s);
+        }
+        retiring.clear();
         Deferred d;
         while ((d = deferred.poll()) != null) {
             if (!d.add() && d.hold() != null) {
@@ -149,6 +160,7 @@ final class FixedBuffers {
         FixedSlot s = awaiting.remove(tag);
         if (s != null) {
             s.tagSeen = true;
+            finishRetired();
         }
     }
 
@@ -198,15 +210,37 @@ final class FixedBuffers {
         return rc < 0 ? -Sys.errno(capture) : rc;
     }
 
-    /** On the owner: clears the slot and waits until the kernel and every operation are done with it. */
+    /**
+     * On the owner: clears the slot; once the kernel and every operation are done with the chunk,
+     * its index is free and its memory let go. Never waits: operations still using the chunk are
+     * cancelled where the kernel can, and the retirement ends at the completion that makes the slot
+     * quiet ({@link #finishRetired}), reaped by whichever call of the owner's comes next.
+     */
     private void retire(FixedSlot s, Runnable hold) {
         s.hold = hold;
         if (s.registered && !s.cleared) {
             clear(s);
         }
-        while (!s.quiet()) {
-            ring.waitInternally();
+        if (s.quiet()) {
+            finish(s);
+            return;
         }
+        retiring.add(s);
+        ring.cancelOn(s);
+    }
+
+    /** Ends the retirements whose slots became quiet (owner). */
+    void finishRetired() {
+        for (int i = retiring.size() - 1; i >= 0; i--) {
+            FixedSlot s = retiring.get(i);
+            if (s.quiet()) {
+                retiring.remove(i);
+                finish(s);
+            }
+        }
+    }
+
+    private void finish(FixedSlot s) {
         freeIndex(s.index);
         Runnable h = s.hold;
         s.hold = null;

@@ -80,6 +80,10 @@ public final class IoRing implements AutoCloseable {
     private final int capacity;
     private final long[] opUserData;
     private final FixedSlot[] opSlot;
+    /** The buffer each operation pinned (from prepare to completion), or null. */
+    private final PooledBuffer[] opBuffer;
+    /** Whether each operation id is prepared or in flight. */
+    private final boolean[] opBusy;
     private final int[] freeOps;
     private int freeTop;
     private int inFlight;
@@ -131,6 +135,8 @@ public final class IoRing implements AutoCloseable {
         this.capacity = sqEntries;
         this.opUserData = new long[capacity];
         this.opSlot = new FixedSlot[capacity];
+        this.opBuffer = new PooledBuffer[capacity];
+        this.opBusy = new boolean[capacity];
         this.freeOps = new int[capacity];
         for (int i = 0; i < capacity; i++) {
             freeOps[i] = capacity - 1 - i;
@@ -427,7 +433,7 @@ public final class IoRing implements AutoCloseable {
         int id = takeOp("fsync");
         long sqe = nextSqe();
         writeSqe(sqe, OP_FSYNC, file.sqeFlags, file.sqeFd, 0, 0, 0, dataOnly ? FSYNC_DATASYNC : 0, id, 0);
-        commit(id, userData, null);
+        commit(id, userData, null, null);
     }
 
     /**
@@ -442,7 +448,7 @@ public final class IoRing implements AutoCloseable {
         int id = takeOp("nop");
         long sqe = nextSqe();
         writeSqe(sqe, OP_NOP, (byte) 0, 0, 0, 0, 0, 0, id, 0);
-        commit(id, userData, null);
+        commit(id, userData, null, null);
     }
 
     private void prepareRw(byte op, IoFile file, PooledBuffer buffer, long offset, int length, long fileOffset,
@@ -474,9 +480,10 @@ public final class IoRing implements AutoCloseable {
         }
         int id = takeOp(what);
         long sqe = nextSqe();
+        buffer.pin(); // (EBADF if another thread freed it meanwhile: nothing prepared) unpinned when it completes
         boolean fixed = op == OP_READ_FIXED || op == OP_WRITE_FIXED;
         writeSqe(sqe, op, file.sqeFlags, file.sqeFd, fileOffset, address, length, 0, id, fixed ? s.index : 0);
-        commit(id, userData, s);
+        commit(id, userData, s, buffer);
     }
 
     private FixedSlot slotOf(PooledBuffer buffer, String what) {
@@ -545,10 +552,12 @@ public final class IoRing implements AutoCloseable {
         q.set(ValueLayout.JAVA_SHORT, o + SQE_BUF_INDEX, (short) bufIndex);
     }
 
-    private void commit(int id, long userData, FixedSlot s) {
+    private void commit(int id, long userData, FixedSlot s, PooledBuffer buffer) {
         freeTop--;
         opUserData[id] = userData;
         opSlot[id] = s;
+        opBuffer[id] = buffer;
+        opBusy[id] = true;
         if (s != null) {
             s.inFlight++;
         }
@@ -626,7 +635,9 @@ public final class IoRing implements AutoCloseable {
         }
         int n = drainStash(handler);
         n += reap(handler);
-        if (n == 0 && inFlight > prepared && kernelHasWork()) {
+        // A cleared fixed buffer's tag completion may need the ring's task work run to be posted:
+        // enter (without waiting) while one is due, as for operations in flight.
+        if (n == 0 && ((inFlight > prepared && kernelHasWork()) || (buffers.awaitingTags() && !closed))) {
             enter(0, ENTER_GETEVENTS);
             n += reap(handler);
         }
@@ -716,10 +727,14 @@ public final class IoRing implements AutoCloseable {
             long userData = opUserData[id];
             FixedSlot s = opSlot[id];
             opSlot[id] = null;
+            unpin(id);
             freeOps[freeTop++] = id;
             inFlight--;
             if (s != null) {
                 s.inFlight--;
+                if (s.removed) {
+                    buffers.finishRetired(); // the last operation on a chunk that left its pool
+                }
             }
             if (handler == null) {
                 int at = (stashHead + stashCount) % stashData.length;
@@ -731,6 +746,79 @@ public final class IoRing implements AutoCloseable {
                 n++;
                 handler.onComplete(userData, res);
             }
+        }
+    }
+
+    /** Lets go of operation {@code id}'s buffer: the kernel is done with its memory. */
+    private void unpin(int id) {
+        opBusy[id] = false;
+        PooledBuffer b = opBuffer[id];
+        if (b != null) {
+            opBuffer[id] = null;
+            b.unpin();
+        }
+    }
+
+    /**
+     * Asks the kernel to cancel every operation prepared or in flight whose user data is
+     * {@code userData} ({@code IORING_OP_ASYNC_CANCEL}, submitted at once with whatever else is
+     * prepared): an I/O that waits (a pipe, a socket, a device that does not answer) then completes
+     * with {@code -ECANCELED}; one the kernel has already started completes as it would have. Each
+     * is still delivered by {@link #poll} or {@link #await}, and its buffer stays pinned until then.
+     *
+     * @return the operations asked to cancel (0 when none has that user data)
+     * @throws RdmaException {@link Errno#EPERM} off the owner thread, {@link Errno#EBADF} once closed,
+     *                       {@link Errno#EBUSY} when the submission queue has no room for the cancels
+     */
+    public int cancel(long userData) {
+        checkOwner("cancel");
+        int n = 0;
+        for (int id = 0; id < capacity; id++) {
+            if (isOp(id) && opUserData[id] == userData) {
+                n += prepareCancel(id, true) ? 1 : 0;
+            }
+        }
+        if (n > 0) {
+            enter(0, 0);
+        }
+        return n;
+    }
+
+    /** True if operation id {@code id} is prepared or in flight. */
+    private boolean isOp(int id) {
+        return opBusy[id];
+    }
+
+    /** Prepares a cancel of operation {@code id}; false (or EBUSY when {@code strict}) if the queue is full. */
+    private boolean prepareCancel(int id, boolean strict) {
+        int head = (int) INT.getAcquire(sq, sqHeadOff);
+        if (sqTail - head >= sqEntries) {
+            if (strict) {
+                throw new RdmaException(Errno.EBUSY, this + ".cancel: the submission queue is full (" + sqEntries
+                        + " entries); submit() first");
+            }
+            return false;
+        }
+        long o = (long) (sqTail & sqMask) * SQE_SIZE;
+        writeSqe(o, OP_ASYNC_CANCEL, (byte) 0, -1, 0, id, 0, 0, CANCEL_USER_DATA, 0);
+        sqTail++;
+        prepared++;
+        return true;
+    }
+
+    /**
+     * A chunk left its pool while operations use it (owner): asks the kernel to cancel them, so that
+     * the chunk's retirement ends soon; its memory is held until they completed.
+     */
+    void cancelOn(FixedSlot s) {
+        int n = 0;
+        for (int id = 0; id < capacity; id++) {
+            if (opSlot[id] == s && prepareCancel(id, false)) {
+                n++;
+            }
+        }
+        if (n > 0) {
+            enter(0, 0);
         }
     }
 
@@ -789,12 +877,15 @@ public final class IoRing implements AutoCloseable {
                 r.close();
             }
             files.closeAll(true);
-            while (buffers.awaitingTags()) {
+            while (buffers.awaitingTags() || buffers.retiring()) {
                 waitInternally();
             }
             stashCount = 0; // completions nobody reaped before close are dropped, as documented
         }
         closed = true;
+        for (int id = 0; id < capacity; id++) {
+            unpin(id); // owner gone: the kernel has no I/O of it left (on the owner, none is left anyway)
+        }
         for (IoRegistration r : registrations) {
             r.detachAll(); // owner gone: the kernel has no I/O of it left
         }
@@ -813,6 +904,7 @@ public final class IoRing implements AutoCloseable {
             int id = (int) sqes.get(ValueLayout.JAVA_LONG, o + SQE_USER_DATA);
             FixedSlot s = opSlot[id];
             opSlot[id] = null;
+            unpin(id);
             if (s != null) {
                 s.inFlight--;
             }
