@@ -36,6 +36,24 @@ class RemoteKeyTest {
         return lb.one(lb.cqA).status();
     }
 
+    /**
+     * A fast-reg MR's exported key is its 32-bit rkey as 4 bytes, big-endian (network order), on soft
+     * and on ucx alike, so that a peer of either provider, or an RPC header written by hand, reads the
+     * same key. (The test-only delegate provider carries keys of a format of its own.)
+     */
+    @Test
+    void aFastRegKeyExportsAsFourBigEndianBytesOnEveryProvider() {
+        org.junit.jupiter.api.Assumptions.assumeFalse(Providers.NAME.equals("delegate"), "delegate's keys are its own format");
+        MemoryRegion mr = lb.pdB.allocMr(4);
+        int key = MemoryRegion.incRkey(mr.rkey());
+        java.lang.foreign.MemorySegment four = lb.arena.allocate(4);
+        assertThat(mr.exportedKeySize()).isEqualTo(4);
+        mr.exportRemoteKey(key, four);
+        assertThat(four.get(ValueLayout.JAVA_INT_UNALIGNED.withOrder(java.nio.ByteOrder.BIG_ENDIAN), 0)).isEqualTo(key);
+        assertThat(four.get(ValueLayout.JAVA_BYTE, 0)).isEqualTo((byte) (key >>> 24));
+        mr.close();
+    }
+
     @Test
     void anImportedKeyReachesTheRegionAndEveryFormOfExportAgrees() {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);

@@ -94,14 +94,20 @@ final class UcxCq implements ProviderCq {
         }
     }
 
-    /** The in-process peer's worker progresses and its receives are placed (its lock only tried); false if none. */
+    /**
+     * The in-process peer's worker progresses and its receives are placed (its lock only tried), also
+     * when the peer is a QP of the same device whose receives complete on another CQ (a loopback
+     * pair of one device: polling the send CQ is enough, as on soft); false if there is no peer.
+     */
     static boolean progressPeer(UcxQp qp) {
         UcxQp peer = qp.localPeer;
-        if (peer == null || peer.device == qp.device) {
+        if (peer == null) {
             return false;
         }
         try {
-            peer.device.progress();
+            if (peer.device != qp.device) {
+                peer.device.progress();
+            }
             ReentrantLock l = peer.ctx.lock();
             if (!peer.destroyed && l.tryLock()) {
                 try {

@@ -227,6 +227,11 @@ final class UcxDevice implements ProviderDevice {
         return busy;
     }
 
+    /** True if this device's chunk source holds {@code [address, address + length)} (worker lock held). */
+    boolean ownsAllocation(long address, long length) {
+        return chunkSource.allocationOf(address, length) != null;
+    }
+
     /** Whether the device is closed (worker lock held). */
     boolean isClosed() {
         return closed;

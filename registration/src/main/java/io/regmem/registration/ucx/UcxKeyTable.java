@@ -19,6 +19,8 @@ import java.util.Arrays;
  */
 final class UcxKeyTable {
     private static final int TAG = 0x5C00_0000;
+    /** A 4-byte exported key: big-endian (network order), on every provider. */
+    static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(java.nio.ByteOrder.BIG_ENDIAN);
     private static final int MAX = 0xFF_FFFE;
 
     /** One imported key: the envelope's bytes and what they say. */
@@ -40,7 +42,7 @@ final class UcxKeyTable {
     int importKey(MemorySegment exported, String who) {
         RemoteKeyEnvelope.Decoded d;
         if (exported.byteSize() == Integer.BYTES) {
-            int rkey = exported.get(ValueLayout.JAVA_INT_UNALIGNED, 0);
+            int rkey = exported.get(BE_INT, 0);
             if (isRaw(rkey)) {
                 return rkey;
             }
@@ -66,27 +68,68 @@ final class UcxKeyTable {
         }
     }
 
+    /** {@code unpacked} of a key UCX could not unpack (its memory is gone): it goes as messages from then on. */
+    private static final long UNPACK_FAILED = -1;
+
     /**
      * The UCX remote key of a {@link RemoteKeyEnvelope#ONE_SIDED} handle for endpoint {@code ep},
-     * unpacked at its first use (worker lock held); 0 if the handle names no such key.
+     * unpacked at its first use (worker lock held); 0 if the handle names no such key, or if UCX
+     * cannot (or must not) unpack it, and the request goes as a message the target checks.
+     *
+     * <p>UCX 1.13 crashes the process in {@code ucp_ep_rkey_unpack} (its error path, in
+     * {@code uct_rkey_release}) for a key of memory that another worker of the same process has
+     * already given back. So for a peer in this JVM ({@code exporter}) the key is unpacked only while
+     * that device's worker lock is held and its chunk source still holds the key's range (its
+     * memory cannot go meanwhile; the lock only tried: if it is busy, this request goes as a
+     * message); for a peer in another process UCX reports the failure (a shared-memory error) and the
+     * key is marked: its requests go as messages.
      */
-    long remoteKey(int handle, UcxDevice device, long ep) {
+    long remoteKey(int handle, UcxDevice device, long ep, UcxDevice exporter) {
         Entry[] ks = keys;
         int i = (handle ^ TAG) - 1;
         if ((handle & 0xFF00_0000) != TAG || i < 0 || i >= ks.length) {
             return 0;
         }
         Entry e = ks[i];
-        if (e.unpacked()[0] == 0) {
-            e.unpacked()[0] = device.worker.unpack(java.lang.foreign.MemorySegment.ofAddress(ep), e.key().packed()).address();
+        long u = e.unpacked()[0];
+        if (u == UNPACK_FAILED) {
+            return 0;
         }
-        return e.unpacked()[0];
+        if (u == 0) {
+            RemoteKeyEnvelope.Decoded k = e.key();
+            if (exporter != null) {
+                if (!exporter.workerLock.tryLock()) {
+                    return 0;
+                }
+                try {
+                    if (exporter.isClosed() || !exporter.ownsAllocation(k.address(), k.length())) {
+                        e.unpacked()[0] = UNPACK_FAILED;
+                        return 0;
+                    }
+                    u = unpack(device, ep, k);
+                } finally {
+                    exporter.workerLock.unlock();
+                }
+            } else {
+                u = unpack(device, ep, k);
+            }
+            e.unpacked()[0] = u;
+        }
+        return u == UNPACK_FAILED ? 0 : u;
+    }
+
+    private static long unpack(UcxDevice device, long ep, RemoteKeyEnvelope.Decoded k) {
+        try {
+            return device.worker.unpack(java.lang.foreign.MemorySegment.ofAddress(ep), k.packed()).address();
+        } catch (RdmaException gone) {
+            return UNPACK_FAILED; // the peer gave the memory back (a shared-memory error): messages from now on
+        }
     }
 
     /** Destroys the UCX remote keys unpacked for this table (worker lock held): the QP ends. */
     void destroyRemoteKeys(Ucp ucp) {
         for (Entry e : keys) {
-            if (e.unpacked()[0] != 0) {
+            if (e.unpacked()[0] != 0 && e.unpacked()[0] != UNPACK_FAILED) {
                 ucp.rkeyDestroy(java.lang.foreign.MemorySegment.ofAddress(e.unpacked()[0]));
                 e.unpacked()[0] = 0;
             }

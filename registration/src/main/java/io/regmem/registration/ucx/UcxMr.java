@@ -32,7 +32,8 @@ final class UcxMr implements ProviderMr {
     }
 
     /**
-     * A fast-reg MR's or window's key exports as its 4 bytes alone (native order), as soft's do: its
+     * A fast-reg MR's or window's key exports as its 4 bytes alone, big-endian (network order, as an
+     * rkey travels in RPC-over-RDMA headers), exactly as soft's do: its
      * rights and range are set by a REG_MR or bind that may come after the export and only the target
      * checks them, so there is nothing else to carry, and an RPC puts a fresh one in every call's
      * header. A registered region's key exports as a {@link RemoteKeyEnvelope}.
@@ -45,7 +46,7 @@ final class UcxMr implements ProviderMr {
     @Override
     public void exportRemoteKey(int rkey, MemorySegment to) {
         if (flags == RemoteKeyEnvelope.TARGET_CHECKS) {
-            to.set(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, 0, rkey);
+            to.set(UcxKeyTable.BE_INT, 0, rkey);
         } else {
             RemoteKeyEnvelope.encode(rkey, region.access(), region.address(), region.length(), flags, packed, to);
         }

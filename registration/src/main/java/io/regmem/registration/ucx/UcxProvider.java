@@ -25,8 +25,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>Options: the {@link DeviceAttributes} limits ({@code maxSendSge=4}, ...), which lower what the
  * device accepts; {@code iWarp=true} and {@code integrityHandover=true} are refused with
  * {@link Errno#EOPNOTSUPP} (UCX offers neither iWARP READ semantics nor T10-PI offload);
- * {@code oneSided=true} trusts peers: RDMA WRITE and READ into peer memory from the peer's
- * {@code chunkSource()} go as UCX puts and gets, which the target does not check (see README);
+ * {@code oneSided=true} (UCX 1.19 or later; {@link Errno#EOPNOTSUPP} before) trusts peers: RDMA WRITE and
+ * READ into peer memory from the peer's {@code chunkSource()} go as UCX puts and gets, which the target
+ * does not check (see README);
  * {@code progressThread=true} runs the device without anybody polling (a target that only serves
  * RDMA READs and WRITEs needs nobody to poll it), idling as {@code idleStrategy} says:
  * {@code busy} (spin), {@code yield}, {@code backoff} (the default: spin, yield, then park from 1 us
@@ -59,6 +60,8 @@ public final class UcxProvider implements RdmaProvider {
     /** Options besides the {@link DeviceAttributes} components. */
     private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "oneSided", "secret",
             "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis");
+    /** The UCX minor version (1.x) whose remote-key unpack survives a key of memory that is gone. */
+    static final int ONE_SIDED_MINOR = 19;
     /** The default of {@code answerTimeoutMillis}. */
     static final long ANSWER_TIMEOUT_MILLIS = 5_000;
 
@@ -102,6 +105,13 @@ public final class UcxProvider implements RdmaProvider {
                     + "T10-PI signature offload)");
         }
         Ucp ucp = Ucp.get();
+        if (Boolean.parseBoolean(oneSided) && (ucp.major < 1 || (ucp.major == 1 && ucp.minor < ONE_SIDED_MINOR))) {
+            throw new RdmaException(Errno.EOPNOTSUPP, "ucx: oneSided=true needs UCX 1." + ONE_SIDED_MINOR + " or later, this is "
+                    + ucp.major + "." + ucp.minor + "." + ucp.release + ": before 1.19, ucp_ep_rkey_unpack crashes the process "
+                    + "when a peer's key names memory the peer has already given back (a peer that exits, or frees a "
+                    + "pool), which a one-sided request unpacks at its first use (UCX commit 8721af17, 'Keep md_map "
+                    + "consistent with tl_rkey'); every request goes as a checked message without it");
+        }
         UcxDevice device = new UcxDevice(ucp, attributes, "regmem-" + ProcessHandle.current().pid() + "-"
                 + DEVICES.incrementAndGet(), secret, handshakeMillis);
         device.oneSided = Boolean.parseBoolean(oneSided);

@@ -193,8 +193,12 @@ final class UcxQp implements ProviderQp {
         try {
             early = sender.start(w, op);
         } catch (RuntimeException e) {
-            STARTED.setRelease(this, w.seq()); // not started after all (the device closed under it): stays queued
-            throw e;
+            // Not started after all (the device closed under it): it stays queued, the QP moves to the
+            // error state and flushes it; neither the post nor a poll throws for a transport's failure.
+            STARTED.setRelease(this, w.seq());
+            halted = true;
+            ctx.toError();
+            return false;
         }
         if (early != null) {
             op.failed = early.ordinal();

@@ -133,7 +133,8 @@ final class UcxSender {
             return 0;
         }
         long ep = qp.endpoint();
-        return ep == 0 ? 0 : keys.remoteKey(w.rkey(), device, ep);
+        UcxQp peer = qp.localPeer;
+        return ep == 0 ? 0 : keys.remoteKey(w.rkey(), device, ep, peer == null ? null : peer.device);
     }
 
     /**

@@ -106,6 +106,55 @@ class UcxDataPathTest {
         }
     }
 
+    /**
+     * Two QPs of one device connected to each other, each with a CQ of its own: a WRITE completes
+     * polling the send CQ alone (the target QP's delivery is driven from its peer's poll), as on soft.
+     */
+    @Test
+    void aLoopbackPairOfOneDeviceCompletesPollingTheSendCqAlone() {
+        io.regmem.registration.RdmaDevice dev = lb.devA;
+        CompletionQueue send = dev.createCq(16);
+        CompletionQueue recv = dev.createCq(16);
+        ProtectionDomain pd = dev.allocPd();
+        MemorySegment src = lb.arena.allocate(4096, 4096);
+        MemorySegment dst = lb.arena.allocate(4096, 4096);
+        MemoryRegion srcMr = pd.register(src, Access.LOCAL_WRITE);
+        MemoryRegion dstMr = pd.register(dst, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        CmId listener = dev.createCmId();
+        String address = io.regmem.registration.Providers.address("ucx", "same-device");
+        listener.listen(address);
+        CmId a = dev.createCmId();
+        QueuePair qa = a.createQp(pd, QpInitAttributes.of(send));
+        a.connect(address);
+        CmId b = io.regmem.registration.Providers.awaitRequest(listener);
+        b.createQp(pd, QpInitAttributes.of(recv));
+        b.accept();
+        fill(src, 5);
+        qa.postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(src.address(), 4096, srcMr.lkey()).remote(dst.address(), qa.importRemoteKey(dstMr.exportRemoteKey())));
+        WorkCompletion[] one = {new WorkCompletion()};
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (send.poll(one) == 0) { // only the send CQ
+            assertThat(System.nanoTime()).as("completed by polling the send CQ alone").isLessThan(deadline);
+        }
+        assertThat(one[0].status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(dst.mismatch(src)).isEqualTo(-1);
+        a.disconnect();
+        while (send.poll(one) > 0 || recv.poll(one) > 0) {
+            // flushed
+        }
+        a.destroyQp();
+        b.destroyQp();
+        a.close();
+        b.close();
+        listener.close();
+        srcMr.close();
+        dstMr.close();
+        send.close();
+        recv.close();
+        pd.close();
+    }
+
     @Test
     void aWriteLandsByteExactWhenItCompletesAndAReadBringsItBack() {
         fill(memA, 1);
@@ -513,11 +562,11 @@ class UcxDataPathTest {
         byte[] k = new byte[4];
         for (int i = 0; i < 100_000; i++) { // an RPC's fresh fast-reg key per call: nothing grows
             int rkey = (i << 8) | 0x11;
-            MemorySegment.ofArray(k).set(ValueLayout.JAVA_INT_UNALIGNED, 0, rkey);
+            MemorySegment.ofArray(k).set(UcxKeyTable.BE_INT, 0, rkey); // exported keys are big-endian
             assertThat(qpA.importRemoteKey(k)).isEqualTo(rkey);
         }
         int lookalike = 0x5C00_0101; // the top byte of this QP's handles: an entry of the table names it
-        MemorySegment.ofArray(k).set(ValueLayout.JAVA_INT_UNALIGNED, 0, lookalike);
+        MemorySegment.ofArray(k).set(UcxKeyTable.BE_INT, 0, lookalike);
         int handle = qpA.importRemoteKey(k);
         assertThat(handle).isNotEqualTo(lookalike).isEqualTo(qpA.importRemoteKey(k));
         int envelope = qpA.importRemoteKey(mrB.exportRemoteKey());

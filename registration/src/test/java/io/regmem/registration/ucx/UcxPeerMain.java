@@ -93,6 +93,14 @@ public final class UcxPeerMain {
                         mr.close();
                         mr = null;
                         say("DEREGISTERED");
+                    } else if (c.equals("FREECHUNK") && chunk != null) { // the region's UCX memory goes back to UCX
+                        if (mr != null) {
+                            mr.close();
+                            mr = null;
+                        }
+                        dev.chunkSource().release(chunk);
+                        chunk = null;
+                        say("FREED");
                     }
                 }
                 if (id == null) {

@@ -289,7 +289,8 @@ class UcxProcessTest {
                     .addSge(mem.address() + (1 << 20), 65536, source.lkey()).remote(c.remote(), c.key()));
             Thread.sleep(50);
             source.close(); // returns without the answer
-            assertThat(cq.poll(one)).as("the WRITE still waits for its answer after the deregistration returned").isZero();
+            assertThat(cq.poll(one)).as("the WRITE still waits for its answer after the deregistration returned (%s)",
+                    one[0]).isZero();
             long start = System.nanoTime();
             WorkCompletion wc = await();
             assertThat(wc.wrId()).isEqualTo(5);
@@ -304,14 +305,54 @@ class UcxProcessTest {
         child.finish();
     }
 
+    /**
+     * {@code oneSided=true}, over shared memory: the peer gives the memory behind a key back to UCX
+     * before the key's first use, so UCX cannot unpack it. The post does not throw, the request goes
+     * as a message the peer refuses (REM_ACCESS_ERR), the QP flushes what follows, and no poll throws.
+     */
+    @Test
+    void oneSidedToMemoryThePeerGaveBackIsACompletionNeverAnException() throws Exception {
+        UcxAvailable.requireOneSided();
+        open(java.util.Map.of("oneSided", "true"));
+        UcxChild child = new UcxChild("sysv,posix,cma", PORTS.incrementAndGet(), "chunk", java.util.Map.of());
+        children.add(child);
+        child.expect("LISTENING");
+        Conn c = connect(child); // the key is imported; UCX unpacks it at its first use
+        child.command("FREECHUNK");
+        child.expect("FREED");
+        for (int i = 0; i < 3; i++) {
+            c.qp().postSend(new WorkRequest(1).wrId(i).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(mem.address(), 4096, mr.lkey()).remote(c.remote(), c.key()));
+        }
+        for (int i = 0; i < 3; i++) {
+            WorkCompletion wc = await();
+            assertThat(wc.wrId()).isEqualTo(i);
+            assertThat(wc.status()).isEqualTo(i == 0 ? WcStatus.REM_ACCESS_ERR : WcStatus.WR_FLUSH_ERR);
+        }
+        assertThat(c.qp().outstandingSends()).isZero();
+        assertThat(cq.poll(one)).isZero();
+        close(c);
+        child.expect("GONE");
+        child.finish();
+    }
+
     private static void signal(String name, UcxChild child) throws Exception {
         Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(child.process.pid())).inheritIO().start();
         assertThat(kill.waitFor(10, TimeUnit.SECONDS)).isTrue();
         assertThat(kill.exitValue()).isZero();
+        if (name.equals("STOP")) { // the signal is delivered asynchronously: wait until every thread stopped
+            java.nio.file.Path stat = java.nio.file.Path.of("/proc", Long.toString(child.process.pid()), "stat");
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (!java.nio.file.Files.readString(stat).replaceFirst("^.*\\) ", "").startsWith("T")) {
+                assertThat(System.nanoTime()).as("the child stopped").isLessThan(deadline);
+                Thread.sleep(1);
+            }
+        }
     }
 
     @Test
     void oneSidedPutsAndGetsReachTheOtherProcessAndAKilledOneFailsNothingOfOurs() throws Exception {
+        UcxAvailable.requireOneSided();
         open(java.util.Map.of("oneSided", "true"));
         UcxChild child = new UcxChild("sysv,posix,cma", PORTS.incrementAndGet(), "chunk", java.util.Map.of());
         children.add(child);

@@ -24,6 +24,19 @@ class UcxProviderTest {
         }
     }
 
+    /** Before UCX 1.19 a one-sided request could crash the process (see UcxProvider): the option is refused there. */
+    @Test
+    void oneSidedIsRefusedOnAUcxWhoseKeyUnpackCanCrash() {
+        Ucp u = UcxAvailable.require();
+        org.junit.jupiter.api.Assumptions.assumeTrue(u.major == 1 && u.minor < UcxProvider.ONE_SIDED_MINOR, "UCX is new enough");
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> RdmaDevice.open("ucx", java.util.Map.of("oneSided", "true")))
+                .isInstanceOf(io.regmem.core.RdmaException.class).hasMessageContaining("needs UCX 1.19 or later")
+                .matches(e -> ((io.regmem.core.RdmaException) e).errno() == io.regmem.core.Errno.EOPNOTSUPP);
+        try (RdmaDevice d = RdmaDevice.open("ucx", java.util.Map.of("oneSided", "false"))) {
+            assertThat(d.providerName()).isEqualTo("ucx");
+        }
+    }
+
     @Test
     void withoutUcxOpeningFailsWithThePackageToInstallAndSoftStillWorks(@TempDir Path empty) throws Exception {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
