@@ -70,6 +70,7 @@ final class Ucp {
     private final MethodHandle statusString;
     private final MethodHandle setAmHandler;
     private final MethodHandle amSendNbx;
+    private final MethodHandle amSendNbxCritical;
     private final MethodHandle amDataRelease;
     /** The version of the library that was loaded: major, minor, release. */
     final int major;
@@ -160,17 +161,19 @@ final class Ucp {
         epCloseNbx = bind(linker, ucp, "ucp_ep_close_nbx", FunctionDescriptor.of(PTR, PTR, PTR));
         epRkeyUnpack = bind(linker, ucp, "ucp_ep_rkey_unpack", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
         rkeyDestroy = bind(linker, ucp, "ucp_rkey_destroy", FunctionDescriptor.ofVoid(ADDRESS));
-        putNbx = bind(linker, ucp, "ucp_put_nbx", FunctionDescriptor.of(PTR, PTR, PTR, JAVA_LONG, JAVA_LONG, PTR, PTR));
-        getNbx = bind(linker, ucp, "ucp_get_nbx", FunctionDescriptor.of(PTR, PTR, PTR, JAVA_LONG, JAVA_LONG, PTR, PTR));
-        epFlushNbx = bind(linker, ucp, "ucp_ep_flush_nbx", FunctionDescriptor.of(PTR, PTR, PTR));
-        requestCheckStatus = bind(linker, ucp, "ucp_request_check_status", FunctionDescriptor.of(JAVA_INT, PTR));
-        requestFree = bind(linker, ucp, "ucp_request_free", FunctionDescriptor.ofVoid(PTR));
+        putNbx = bindCritical(linker, ucp, "ucp_put_nbx", FunctionDescriptor.of(PTR, PTR, PTR, JAVA_LONG, JAVA_LONG, PTR, PTR));
+        getNbx = bindCritical(linker, ucp, "ucp_get_nbx", FunctionDescriptor.of(PTR, PTR, PTR, JAVA_LONG, JAVA_LONG, PTR, PTR));
+        epFlushNbx = bindCritical(linker, ucp, "ucp_ep_flush_nbx", FunctionDescriptor.of(PTR, PTR, PTR));
+        requestCheckStatus = bindCritical(linker, ucp, "ucp_request_check_status", FunctionDescriptor.of(JAVA_INT, PTR));
+        requestFree = bindCritical(linker, ucp, "ucp_request_free", FunctionDescriptor.ofVoid(PTR));
         requestCancel = bind(linker, ucp, "ucp_request_cancel", FunctionDescriptor.ofVoid(PTR, PTR));
         statusString = bind(linker, ucs, "ucs_status_string", FunctionDescriptor.of(ADDRESS, JAVA_INT));
         setAmHandler = bind(linker, ucp, "ucp_worker_set_am_recv_handler", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
         amSendNbx = bind(linker, ucp, "ucp_am_send_nbx",
                 FunctionDescriptor.of(PTR, PTR, JAVA_INT, PTR, JAVA_LONG, PTR, JAVA_LONG, PTR));
-        amDataRelease = bind(linker, ucp, "ucp_am_data_release", FunctionDescriptor.ofVoid(PTR, PTR));
+        amSendNbxCritical = bindCritical(linker, ucp, "ucp_am_send_nbx",
+                FunctionDescriptor.of(PTR, PTR, JAVA_INT, PTR, JAVA_LONG, PTR, JAVA_LONG, PTR));
+        amDataRelease = bindCritical(linker, ucp, "ucp_am_data_release", FunctionDescriptor.ofVoid(PTR, PTR));
     }
 
     /**
@@ -186,9 +189,22 @@ final class Ucp {
         static final MethodHandle REQUEST_CHECK_STATUS = loaded.requestCheckStatus;
         static final MethodHandle REQUEST_FREE = loaded.requestFree;
         static final MethodHandle AM_SEND_NBX = loaded.amSendNbx;
+        static final MethodHandle AM_SEND_NBX_CRITICAL = loaded.amSendNbxCritical;
 
         private Hot() {
         }
+    }
+
+    /**
+     * A downcall without the thread-state transition ({@code Linker.Option.critical}): for the data
+     * path's calls that return at once and never call back into Java (sends, puts, gets, flush
+     * starts, request checks and releases; not the worker's progress, which runs the AM callback).
+     * The transition's fences cost more than UCX's own work for a small request.
+     */
+    private static MethodHandle bindCritical(Linker linker, SymbolLookup lib, String name, FunctionDescriptor fd) {
+        MemorySegment symbol = lib.find(name).orElseThrow(
+                () -> new RdmaException(Errno.ENODEV, "ucx: libucp has no " + name + ": install UCX 1.13 or later"));
+        return linker.downcallHandle(symbol, fd, Linker.Option.critical(false));
     }
 
     private static MethodHandle bind(Linker linker, SymbolLookup lib, String name, FunctionDescriptor fd) {
@@ -440,9 +456,16 @@ final class Ucp {
         }
     }
 
-    long amSend(long ep, int id, long header, long headerLength, long buffer, long count, long param) {
+    /**
+     * {@code ucp_am_send_nbx}. {@code toSelf}: the endpoint leads to this very worker, whose loopback
+     * transport runs the receiver's AM callback inside the send (an upcall), so the call must make
+     * the thread-state transition; to any other worker the send never calls back and goes as a
+     * critical downcall.
+     */
+    long amSend(long ep, int id, long header, long headerLength, long buffer, long count, long param, boolean toSelf) {
         try {
-            return (long) Hot.AM_SEND_NBX.invokeExact(ep, id, header, headerLength, buffer, count, param);
+            return toSelf ? (long) Hot.AM_SEND_NBX.invokeExact(ep, id, header, headerLength, buffer, count, param)
+                    : (long) Hot.AM_SEND_NBX_CRITICAL.invokeExact(ep, id, header, headerLength, buffer, count, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }

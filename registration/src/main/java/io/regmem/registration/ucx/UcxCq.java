@@ -13,6 +13,8 @@ import java.util.concurrent.locks.ReentrantLock;
  */
 final class UcxCq implements ProviderCq {
     private static final UcxQp[] NONE = new UcxQp[0];
+    /** Looks that find the peer's own thread gone quiet before this side runs the peer again. */
+    static final int PEER_QUIET = 64;
     private final UcxDevice device;
     /** The QPs whose send queue completes here: replaced, never mutated, under {@code this}. */
     private volatile UcxQp[] qps = NONE;
@@ -51,14 +53,29 @@ final class UcxCq implements ProviderCq {
      */
     @Override
     public void progress() {
+        Thread me = Thread.currentThread();
+        for (UcxQp qp : qps) {
+            qp.polledBy(me);
+        }
+        for (UcxQp qp : receivers) {
+            qp.polledBy(me);
+        }
+        progressRounds();
+    }
+
+    private void progressRounds() {
         boolean peers = false;
         for (int round = 0; round < 3; round++) {
             device.progress();
             for (UcxQp qp : receivers) {
-                withLock(qp, true);
+                if (qp.receiveWork()) {
+                    withLock(qp, true);
+                }
             }
             for (UcxQp qp : qps) {
-                withLock(qp, false);
+                if (qp.sendWork()) {
+                    withLock(qp, false);
+                }
             }
             for (UcxQp qp : qps) {
                 peers |= progressPeer(qp);
@@ -78,7 +95,7 @@ final class UcxCq implements ProviderCq {
             run(qp, deliver);
             return;
         }
-        l.lock();
+        UcxDevice.lockSpinning(l); // its holder: an in-process peer's poll running it, for a moment
         try {
             run(qp, deliver);
         } finally {
@@ -104,9 +121,23 @@ final class UcxCq implements ProviderCq {
         if (peer == null) {
             return false;
         }
+        Thread poller = peer.lastPoller();
+        if (poller != null && poller != Thread.currentThread()) {
+            long polls = peer.polls();
+            if (polls != qp.peerPollsSeen) {
+                qp.peerPollsSeen = polls;
+                qp.peerQuiet = 0;
+            }
+            if (qp.peerQuiet++ < PEER_QUIET) {
+                // Another thread polls the peer's own CQ (one thread per end): it runs the peer, and
+                // doing its work from here too would only make the two threads meet on its locks.
+                // Once that thread has not polled it for a while, the peer is run from here again.
+                return false;
+            }
+        }
         try {
             if (peer.device != qp.device) {
-                peer.device.progress();
+                peer.device.tryProgress(); // busy: its own thread progresses it (waiting would park this one)
             }
             ReentrantLock l = peer.ctx.lock();
             if (!peer.destroyed && l.tryLock()) {

@@ -133,7 +133,7 @@ final class UcxDevice implements ProviderDevice {
         }
         for (UcxQp qp : qps) {
             ReentrantLock l = qp.ctx.lock();
-            if (!qp.destroyed && l.tryLock()) {
+            if (!qp.destroyed && (qp.receiveWork() || qp.sendWork()) && l.tryLock()) {
                 try {
                     if (!qp.destroyed) {
                         work += qp.inbox().isEmpty() ? 0 : 1;
@@ -317,8 +317,16 @@ final class UcxDevice implements ProviderDevice {
         }
         // A READ carries no bytes: its length travels in the header, in the length slot of the inbox.
         boolean read = opcode == Opcode.RDMA_READ.ordinal();
-        qp.inbox().add(length > 0 ? data : 0, read ? h.get(U_LONG, UcxAm.H_LENGTH) : length, h.get(U_LONG, UcxAm.H_SEQ), opcode,
-                h.get(U_INT, UcxAm.H_IMM), h.get(U_INT, UcxAm.H_INV), h.get(U_LONG, UcxAm.H_RADDR), h.get(U_INT, UcxAm.H_RKEY));
+        long len = read ? h.get(U_LONG, UcxAm.H_LENGTH) : length;
+        long seq = h.get(U_LONG, UcxAm.H_SEQ);
+        int imm = h.get(U_INT, UcxAm.H_IMM);
+        int inv = h.get(U_INT, UcxAm.H_INV);
+        long raddr = h.get(U_LONG, UcxAm.H_RADDR);
+        int rkey = h.get(U_INT, UcxAm.H_RKEY);
+        if (qp.executeNow(length > 0 ? data : 0, len, seq, opcode, imm, inv, raddr, rkey)) {
+            return false; // executed and answered in this callback: nothing kept
+        }
+        qp.inbox().add(length > 0 ? data : 0, len, seq, opcode, imm, inv, raddr, rkey);
         return length > 0;
     }
 
@@ -351,12 +359,41 @@ final class UcxDevice implements ProviderDevice {
     }
 
     /**
+     * Takes the worker lock unless this thread holds it already (the AM callback runs inside the
+     * worker's progress, under it): true if this call took it, and its caller unlocks it then. A
+     * reentrant acquisition would cost a fence for nothing.
+     *
+     * @throws RdmaException {@link Errno#ENODEV} if the device was closed
+     */
+    boolean lockWorkerUnlessHeld() {
+        if (workerLock.isHeldByCurrentThread()) {
+            return false;
+        }
+        lockWorker();
+        return true;
+    }
+
+    /**
+     * Takes {@code l}, spinning a while before parking: its holders keep it for a moment (a worker
+     * progress, a QP's delivery), and waking from a park costs tens of microseconds on these machines.
+     */
+    static void lockSpinning(ReentrantLock l) {
+        for (int i = 0; i < 1024; i++) {
+            if (l.tryLock()) {
+                return;
+            }
+            Thread.onSpinWait();
+        }
+        l.lock();
+    }
+
+    /**
      * Takes the worker lock, for a worker that is still there.
      *
      * @throws RdmaException {@link Errno#ENODEV} if the device was closed (by another thread, racing this one)
      */
     void lockWorker() {
-        workerLock.lock();
+        lockSpinning(workerLock);
         if (closed) {
             workerLock.unlock();
             throw new RdmaException(Errno.ENODEV, "ucx: the device was closed");
@@ -388,6 +425,26 @@ final class UcxDevice implements ProviderDevice {
     void abandon(long request) {
         if (request != 0 && !Ucp.isError(request)) {
             ucp.requestFree(request);
+        }
+    }
+
+    /**
+     * Progresses the worker if its lock is free (another thread holds it: that one is progressing
+     * it); never waits. For a peer's progress driven from this JVM's other threads.
+     */
+    void tryProgress() {
+        if (!workerLock.tryLock()) {
+            return;
+        }
+        try {
+            if (closed) {
+                return;
+            }
+            for (int i = 0; i < 64 && worker.progress(); i++) {
+                // keep going while UCX reports work
+            }
+        } finally {
+            workerLock.unlock();
         }
     }
 

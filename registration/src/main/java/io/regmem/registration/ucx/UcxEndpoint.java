@@ -15,9 +15,12 @@ final class UcxEndpoint {
     final byte[] peer;
     /** The {@code ucp_ep_h}, or 0 once closed. */
     long handle;
+    /** The endpoint leads to its own worker (UCX's loopback transport: sends run the AM callback inline). */
+    final boolean toSelf;
 
-    UcxEndpoint(byte[] peer, long handle) {
+    UcxEndpoint(byte[] peer, long handle, boolean toSelf) {
         this.peer = peer;
         this.handle = handle;
+        this.toSelf = toSelf;
     }
 }

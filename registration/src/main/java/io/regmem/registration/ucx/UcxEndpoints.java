@@ -33,7 +33,8 @@ final class UcxEndpoints {
             if (e != null) {
                 return e;
             }
-            e = new UcxEndpoint(key.array(), device.worker.connect(peer, false).address());
+            e = new UcxEndpoint(key.array(), device.worker.connect(peer, false).address(),
+                    java.util.Arrays.equals(peer, device.address()));
             endpoints.put(key, e);
             flush = device.ucp.flush(e.handle, device.worker.noParams.address());
         } finally {

@@ -16,10 +16,18 @@ final class UcxInbox {
     private int[] invalidate = new int[16];
     private int[] rkey = new int[16];
     private int head;
-    private int size;
+    /** Written under the monitor; read without it to find the inbox empty at the cost of a plain load. */
+    private volatile int size;
 
     /** The oldest message, copied into {@code m}; false if there is none. */
-    synchronized boolean peek(Message m) {
+    boolean peek(Message m) {
+        if (size == 0) {
+            return false; // the common case, without the monitor
+        }
+        return peekLocked(m);
+    }
+
+    private synchronized boolean peekLocked(Message m) {
         if (size == 0) {
             return false;
         }
@@ -57,7 +65,16 @@ final class UcxInbox {
         size++;
     }
 
-    synchronized boolean isEmpty() {
+    boolean isEmpty() {
+        return size == 0;
+    }
+
+    /**
+     * True if empty, read without the monitor: for the AM callback holding the worker lock and the
+     * QP's execution lock, which excludes every add (callbacks run under the worker lock) and every pop
+     * (deliveries run under the execution lock) and orders it after them.
+     */
+    boolean isEmptyHeld() {
         return size == 0;
     }
 

@@ -72,6 +72,50 @@ final class UcxQp implements ProviderQp {
             throw new ExceptionInInitializerError(e);
         }
     }
+    /**
+     * The thread that last polled one of this QP's own CQs, and how many such polls ran: hints
+     * (opaque, no fence on the poll path) read by its in-process peer's polls, which leave this QP
+     * to a thread of its own (see {@link UcxCq#progressPeer}).
+     */
+    @SuppressWarnings("unused") // through LAST_POLLER
+    private Thread lastPoller;
+    @SuppressWarnings("unused") // through POLLS
+    private long polls;
+    private static final java.lang.invoke.VarHandle LAST_POLLER;
+    private static final java.lang.invoke.VarHandle POLLS;
+
+    static {
+        try {
+            java.lang.invoke.MethodHandles.Lookup l = java.lang.invoke.MethodHandles.lookup();
+            LAST_POLLER = l.findVarHandle(UcxQp.class, "lastPoller", Thread.class);
+            POLLS = l.findVarHandle(UcxQp.class, "polls", long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    /** A poll of one of this QP's CQs, on {@code t}, runs it now. */
+    void polledBy(Thread t) {
+        if (LAST_POLLER.getOpaque(this) != t) { // a reference store has a GC barrier: only when it changes
+            LAST_POLLER.setOpaque(this, t);
+        }
+        POLLS.setOpaque(this, (long) POLLS.getOpaque(this) + 1);
+    }
+
+    /** The thread that last polled one of this QP's own CQs, or null. */
+    Thread lastPoller() {
+        return (Thread) LAST_POLLER.getOpaque(this);
+    }
+
+    /** How many polls of this QP's own CQs ran it. */
+    long polls() {
+        return (long) POLLS.getOpaque(this);
+    }
+
+    /** The peer's {@link #polls()} when this QP's poll last looked, and how many looks found it unchanged. */
+    long peerPollsSeen = -1;
+    int peerQuiet;
+
     /** One past the newest request reaped (execution lock). */
     private long reaped;
     /** The sequence number of the last request started that is not a READ, or -1. */
@@ -117,6 +161,12 @@ final class UcxQp implements ProviderQp {
     /** The token messages to the peer carry. */
     long peerToken() {
         return peerToken;
+    }
+
+    /** True if this QP's endpoint leads to its own device's worker (a loopback pair of one device). */
+    boolean toSelf() {
+        UcxEndpoint e = ep;
+        return e == null || e.toSelf;
     }
 
     /** The endpoint's handle, or 0 if there is none (not connected, or closed with its peer). Worker lock held. */
@@ -355,6 +405,24 @@ final class UcxQp implements ProviderQp {
         }
     }
 
+    /**
+     * Executes a message inside the AM callback that brought it (worker lock held), when nothing
+     * stands in its way: the QP's execution lock free, the QP ready, nothing waiting before it in the
+     * inbox. False if it must wait in the inbox for the QP's next delivery.
+     */
+    boolean executeNow(long data, long length, long seq, int opcode, int imm, int invalidate, long remoteAddress, int rkey) {
+        java.util.concurrent.locks.ReentrantLock l = ctx.lock();
+        if (!l.tryLock()) { // (tried only: the worker lock is held, and the order is execution lock first)
+            return false;
+        }
+        try {
+            return !destroyed && ctx.state() == QueuePair.State.RTS && receiver.inbox.isEmptyHeld()
+                    && receiver.executeNow(data, length, seq, opcode, imm, invalidate, remoteAddress, rkey);
+        } finally {
+            l.unlock();
+        }
+    }
+
     /** Places what arrived into the posted receives (execution lock held). */
     void deliver() {
         if (ctx.state() == QueuePair.State.ERROR) {
@@ -414,6 +482,20 @@ final class UcxQp implements ProviderQp {
             }
         }
         return false;
+    }
+
+    /**
+     * True if a poll must run this QP's sending side: requests started and not reaped, requests
+     * posted and not started (they wait for earlier ones), or the error state to flush. A cheap
+     * test of the idle case (volatile loads only), so that a poll of an idle QP takes no lock.
+     */
+    boolean sendWork() {
+        return started > reaped || ctx.sendTail() > started || ctx.state() != QueuePair.State.RTS;
+    }
+
+    /** True if a poll must run this QP's receiving side: messages waiting, or the error state to flush. */
+    boolean receiveWork() {
+        return !receiver.inbox.isEmpty() || ctx.state() != QueuePair.State.RTS;
     }
 
     /** True if requests were started and not yet reaped (any thread). */

@@ -73,28 +73,76 @@ final class UcxReceiver {
                 refuseAll(); // nothing executes at a QP in the error state; the sender hears so at once
                 return;
             }
-            Opcode op = UcxAm.OPCODES[m.opcode];
             inbox.pop();
-            if (refusedFrom >= 0 && m.seq > refusedFrom) { // behind a refused message: discarded, as verbs' responder does
-                answerUnexecuted(WcStatus.WR_FLUSH_ERR);
-                continue;
-            }
-            if (op == Opcode.RDMA_READ) {
-                read();
-                continue;
-            }
-            WcStatus senderStatus = op == Opcode.RDMA_WRITE ? write() : place();
-            release(m.data);
-            if (senderStatus != WcStatus.SUCCESS && refusedFrom < 0) {
-                refusedFrom = m.seq;
-            }
-            send(claimSlot(), m.seq, senderStatus, UcxAm.TYPE_ACK, 0);
+            execute(true);
         }
     }
 
-    /** Answers the message in {@link #m} (popped) with {@code status} without executing it, and releases its data. */
-    private void answerUnexecuted(WcStatus status) {
-        release(m.data);
+    /**
+     * Executes the message in {@link #m} and answers it (execution lock held). {@code kept}: its data
+     * is UCX's persistent data, released here; else it lives only as long as the AM callback that
+     * runs this.
+     */
+    private void execute(boolean kept) {
+        Opcode op = UcxAm.OPCODES[m.opcode];
+        if (refusedFrom >= 0 && m.seq > refusedFrom) { // behind a refused message: discarded, as verbs' responder does
+            answerUnexecuted(WcStatus.WR_FLUSH_ERR, kept);
+            return;
+        }
+        if (op == Opcode.RDMA_READ) {
+            read();
+            return;
+        }
+        WcStatus senderStatus = op == Opcode.RDMA_WRITE ? write() : place();
+        if (kept) {
+            release(m.data);
+        }
+        if (senderStatus != WcStatus.SUCCESS && refusedFrom < 0) {
+            refusedFrom = m.seq;
+        }
+        send(claimSlot(), m.seq, senderStatus, UcxAm.TYPE_ACK, 0);
+    }
+
+    /**
+     * Executes a message at once, inside the AM callback that brought it (worker lock held, the QP's
+     * execution lock held, nothing waiting in the inbox before it): no inbox, no data kept, no hand-off
+     * to another thread. False, having done nothing, for what cannot run there: a SEND_WITH_INV (its
+     * invalidation waits for a grace period, which must not be waited for under the worker lock) or
+     * a message whose reply slot is still being sent (waiting for it needs the worker's progress,
+     * which a callback must not call).
+     */
+    boolean executeNow(long data, long length, long seq, int opcode, int imm, int invalidate, long remoteAddress, int rkey) {
+        if (opcode == Opcode.SEND_WITH_INV.ordinal() || !nextSlotFree()) {
+            return false;
+        }
+        m.data = data;
+        m.length = length;
+        m.seq = seq;
+        m.opcode = opcode;
+        m.imm = imm;
+        m.invalidate = invalidate;
+        m.remoteAddress = remoteAddress;
+        m.rkey = rkey;
+        execute(false);
+        return true;
+    }
+
+    /** True if the next reply slot's previous reply has been sent (worker lock held; never progresses). */
+    private boolean nextSlotFree() {
+        int slot = (int) (replies % REPLIES);
+        long r = replyRequests[slot];
+        if (r != 0 && qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+            return false;
+        }
+        replyRequests[slot] = 0;
+        return true;
+    }
+
+    /** Answers the message in {@link #m} (popped) with {@code status} without executing it, and releases kept data. */
+    private void answerUnexecuted(WcStatus status, boolean kept) {
+        if (kept) {
+            release(m.data);
+        }
         boolean read = UcxAm.OPCODES[m.opcode] == Opcode.RDMA_READ;
         send(claimSlot(), m.seq, status, read ? UcxAm.TYPE_READ_RESPONSE : UcxAm.TYPE_ACK, 0);
     }
@@ -106,7 +154,7 @@ final class UcxReceiver {
     void refuseAll() {
         while (inbox.peek(m)) {
             inbox.pop();
-            answerUnexecuted(WcStatus.RETRY_EXC_ERR);
+            answerUnexecuted(WcStatus.RETRY_EXC_ERR, true);
         }
     }
 
@@ -260,11 +308,13 @@ final class UcxReceiver {
     /** The next reply slot, its previous reply sent (so its header and buffer may be reused). */
     private int claimSlot() {
         int slot = (int) (replies++ % REPLIES);
-        qp.device.lockWorker();
+        boolean took = qp.device.lockWorkerUnlessHeld();
         try {
             finish(slot);
         } finally {
-            qp.device.workerLock.unlock();
+            if (took) {
+                qp.device.workerLock.unlock();
+            }
         }
         return slot;
     }
@@ -274,7 +324,7 @@ final class UcxReceiver {
      * and, for a READ, the first {@code bytes} bytes of the slot's buffer.
      */
     private void send(int slot, long seq, WcStatus status, int type, long bytes) {
-        qp.device.lockWorker();
+        boolean took = qp.device.lockWorkerUnlessHeld();
         try {
             long ep = qp.endpoint();
             if (ep == 0) {
@@ -289,12 +339,14 @@ final class UcxReceiver {
             h.set(JAVA_INT, UcxAm.H_STATUS, status.ordinal());
             h.set(JAVA_LONG, UcxAm.H_TOKEN, qp.peerToken());
             long r = qp.device.ucp.amSend(ep, UcxAm.ID, h.address(), UcxAm.HEADER,
-                    bytes == 0 ? 0 : replyBuffers[slot].address(), bytes, qp.amParams.address());
+                    bytes == 0 ? 0 : replyBuffers[slot].address(), bytes, qp.amParams.address(), qp.toSelf());
             if (r != 0 && !Ucp.isError(r)) {
                 replyRequests[slot] = r;
             }
         } finally {
-            qp.device.workerLock.unlock();
+            if (took) {
+                qp.device.workerLock.unlock();
+            }
         }
     }
 
@@ -311,11 +363,13 @@ final class UcxReceiver {
         if (data == 0) {
             return;
         }
-        qp.device.lockWorker();
+        boolean took = qp.device.lockWorkerUnlessHeld();
         try {
             qp.device.ucp.amDataRelease(qp.device.worker.address, data);
         } finally {
-            qp.device.workerLock.unlock();
+            if (took) {
+                qp.device.workerLock.unlock();
+            }
         }
     }
 

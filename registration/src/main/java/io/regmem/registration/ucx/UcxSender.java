@@ -192,7 +192,7 @@ final class UcxSender {
         } else if (pieces <= 1) {
             long addr = pieces == 0 ? 0 : local.segment(0).address() + local.offset(0);
             long len = pieces == 0 ? 0 : local.length(0);
-            req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, addr, len, qp.amParams.address());
+            req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, addr, len, qp.amParams.address(), qp.toSelf());
         } else {
             if (op.iov.byteSize() < pieces * UcpLayout.DT_IOV_SIZE) {
                 op.iov = arena.allocate(Math.max(8, Integer.highestOneBit(pieces) << 1) * UcpLayout.DT_IOV_SIZE, 8);
@@ -203,7 +203,7 @@ final class UcxSender {
                 op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_LENGTH, local.length(i));
             }
             req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, op.iov.address(), pieces,
-                    amIovParams.address());
+                    amIovParams.address(), qp.toSelf());
         }
         op.add(req);
     }

@@ -1,0 +1,148 @@
+package io.regmem.bench;
+
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.QpInitAttributes;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.lang.foreign.Arena;
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+
+/**
+ * A SEND/RECV ping-pong over the public verbs API ({@link VerbsEcho}): the benchmark thread posts a
+ * SEND of {@code size} bytes and polls its CQ until the answer's receive completes; the echo side (a
+ * thread of this JVM, or a child process for {@code ucx-process}) polls, SENDs back and posts the
+ * receive again. One busy-polling thread per end, default device options, no progress threads. The
+ * peer in the same run: {@link AeronPingPongBenchmark} (Aeron IPC, two busy-spinning threads).
+ * Sampled: p50, p99 and p99.9 of the round trip.
+ */
+@State(Scope.Benchmark)
+@BenchmarkMode(Mode.SampleTime)
+@OutputTimeUnit(TimeUnit.NANOSECONDS)
+public class PingPongBenchmark extends BenchDefaults {
+    /** soft: two soft devices of this JVM; ucx: two ucx devices of this JVM; ucx-process: the echo in a child JVM. */
+    @Param({"soft", "ucx", "ucx-process"})
+    public String pair;
+
+    /** Bytes per message. */
+    @Param({"64"})
+    public int size;
+
+    private SoftPair devices;
+    private Arena arena;
+    private VerbsEcho mine;
+    private VerbsEcho theirs;
+    private Thread echo;
+    private final AtomicBoolean stop = new AtomicBoolean();
+    private Process child;
+    private io.regmem.registration.RdmaDevice dev;
+    private io.regmem.registration.CmId id;
+    private CompletionQueue cq;
+    private io.regmem.registration.ProtectionDomain pd;
+
+    /** Queue sizes of both ends: room for the unsignaled SENDs between two signaled ones. */
+    static QpInitAttributes attributes(CompletionQueue cq) {
+        QpInitAttributes a = new QpInitAttributes().maxSendWr(4 * VerbsEcho.SIGNAL_EVERY).maxRecvWr(VerbsEcho.RECVS)
+                .signalAll(false);
+        return cq == null ? a : a.sendCq(cq).recvCq(cq); // (null: SoftPair fills the CQs in)
+    }
+
+    @Setup(Level.Trial)
+    public void setUp() throws Exception {
+        arena = Arena.ofShared();
+        if (pair.equals("ucx-process")) {
+            String address;
+            try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+                address = "127.0.0.1:" + s.getLocalPort();
+            }
+            String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+            ProcessBuilder b = new ProcessBuilder(javaBin, "--enable-native-access=ALL-UNNAMED",
+                    "--sun-misc-unsafe-memory-access=allow", "-cp", System.getProperty("java.class.path"),
+                    PingPongPeer.class.getName(), address);
+            b.redirectErrorStream(true);
+            child = b.start();
+            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
+            expect(out, "LISTENING");
+            dev = io.regmem.registration.RdmaDevice.open("ucx");
+            pd = dev.allocPd();
+            cq = dev.createCq(256);
+            id = dev.createCmId();
+            var qp = id.createQp(pd, attributes(cq));
+            mine = new VerbsEcho(pd, qp, cq, arena);
+            id.connect(address);
+            expect(out, "READY");
+            while (id.connState() != io.regmem.registration.CmId.ConnState.CONNECTED) {
+                Thread.onSpinWait();
+            }
+            Thread.ofPlatform().daemon().start(() -> {
+                try {
+                    while (out.readLine() != null) {
+                        // drain
+                    }
+                } catch (java.io.IOException ignored) {
+                    // gone
+                }
+            });
+            return;
+        }
+        devices = new SoftPair(pair, Map.of(), 256, attributes(null), attributes(null));
+        mine = new VerbsEcho(devices.pdA, devices.qpA, devices.cqA, arena);
+        theirs = new VerbsEcho(devices.pdB, devices.qpB, devices.cqB, arena);
+        echo = Thread.ofPlatform().name("ping-pong-echo").start(() -> theirs.echo(stop::get));
+    }
+
+    private static String expect(BufferedReader out, String prefix) throws java.io.IOException {
+        StringBuilder seen = new StringBuilder();
+        for (String line; (line = out.readLine()) != null; ) {
+            if (line.startsWith(prefix)) {
+                return line;
+            }
+            seen.append(line).append('\n');
+        }
+        throw new IllegalStateException("the echo process ended before saying " + prefix + "; it said:\n" + seen);
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() throws Exception {
+        stop.set(true);
+        if (child != null) {
+            child.getOutputStream().close();
+            id.disconnect();
+            mine.close();
+            id.destroyQp();
+            id.close();
+            cq.close();
+            pd.close();
+            dev.close();
+            if (!child.waitFor(30, TimeUnit.SECONDS)) {
+                child.destroyForcibly();
+            }
+        } else {
+            echo.join();
+            devices.disconnect();
+            mine.close();
+            theirs.close();
+            devices.close();
+        }
+        arena.close();
+    }
+
+    /** One round trip: a SEND of {@code size} bytes and the answer's receive. */
+    @Benchmark
+    public int roundTrip() {
+        mine.ping(size);
+        return mine.awaitMessage();
+    }
+}
