@@ -24,7 +24,8 @@ public final class UcxBenchPeer {
 
     public static void main(String[] args) throws Exception {
         try (RdmaDevice dev = RdmaDevice.open("ucx", Map.of("progressThread", "true",
-                     "idleStrategy", args.length > 1 ? args[1] : "busy"))) {
+                     "idleStrategy", args.length > 1 ? args[1] : "busy",
+                     "rndvThreshold", args.length > 2 ? args[2] : "65536"))) {
             // Memory UCX allocates: a peer that trusts this one may put into it directly.
             io.regmem.core.ChunkSource source = dev.chunkSource();
             io.regmem.core.Chunk chunk = source.allocate(16 << 20, 4096);

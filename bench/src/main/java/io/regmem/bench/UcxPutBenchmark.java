@@ -46,6 +46,10 @@ public class UcxPutBenchmark extends BenchDefaults {
     @Param({"message", "oneSided"})
     public String mode;
 
+    /** The rndvThreshold of both ucx devices (this side's WRITEs go by it, the child's READ answers). */
+    @Param({"65536"})
+    public String rndvThreshold;
+
     /** Bytes per WRITE. */
     @Param({"8", "65536", "1048576"})
     public int size;
@@ -77,14 +81,15 @@ public class UcxPutBenchmark extends BenchDefaults {
         String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         ProcessBuilder b = new ProcessBuilder(javaBin, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
                 "-cp", System.getProperty("java.class.path"), UcxBenchPeer.class.getName(), address,
-                mode.equals("oneSided") ? "backoff" : "busy"); // one-sided WRITEs need no target progress
+                mode.equals("oneSided") ? "backoff" : "busy", rndvThreshold); // one-sided WRITEs need no target progress
         b.environment().put("UCX_TLS", transport.replace('+', ','));
         b.redirectErrorStream(true);
         child = b.start();
         BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
         expect(out, "LISTENING");
         arena = Arena.ofShared();
-        dev = RdmaDevice.open("ucx", java.util.Map.of("oneSided", Boolean.toString(mode.equals("oneSided"))));
+        dev = RdmaDevice.open("ucx", java.util.Map.of("oneSided", Boolean.toString(mode.equals("oneSided")),
+                "rndvThreshold", rndvThreshold));
         pd = dev.allocPd();
         cq = dev.createCq(1024);
         MemorySegment memory = arena.allocate(16 << 20, 4096);

@@ -44,7 +44,17 @@ public final class Providers {
 
     /** A device of the provider under test. */
     public static RdmaDevice open() {
-        return RdmaDevice.open(NAME);
+        return RdmaDevice.open(NAME, defaults(NAME));
+    }
+
+    /**
+     * The device options the suites run {@code provider} with: on ucx, {@code rndvThreshold} from
+     * {@code -Dregmem.ucx.rndvThreshold} when set (the build sets it low, so that the contract suites
+     * and the fuzz run the rendezvous path too, not only eager messages), else none.
+     */
+    public static Map<String, String> defaults(String provider) {
+        String t = System.getProperty("regmem.ucx.rndvThreshold");
+        return provider.equals("ucx") && t != null ? Map.of("rndvThreshold", t) : Map.of();
     }
 
     /**
@@ -58,8 +68,10 @@ public final class Providers {
 
     /** As {@link #open(Map)}, on the named provider. */
     public static RdmaDevice open(String provider, Map<String, String> options) {
+        Map<String, String> all = new java.util.HashMap<>(defaults(provider));
+        all.putAll(options);
         try {
-            return RdmaDevice.open(provider, options);
+            return RdmaDevice.open(provider, all);
         } catch (RdmaException e) {
             Assumptions.assumeFalse(e.getMessage().contains("unknown option") || e.errno() == io.regmem.core.Errno.EOPNOTSUPP,
                     () -> provider + " has no such device option: " + e.getMessage());

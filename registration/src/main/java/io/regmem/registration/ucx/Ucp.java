@@ -72,6 +72,8 @@ final class Ucp {
     private final MethodHandle amSendNbx;
     private final MethodHandle amSendNbxCritical;
     private final MethodHandle amDataRelease;
+    private final MethodHandle amRecvDataNbx;
+    private final MethodHandle epQuery;
     /** The version of the library that was loaded: major, minor, release. */
     final int major;
     final int minor;
@@ -167,6 +169,7 @@ final class Ucp {
         requestCheckStatus = bindCritical(linker, ucp, "ucp_request_check_status", FunctionDescriptor.of(JAVA_INT, PTR));
         requestFree = bindCritical(linker, ucp, "ucp_request_free", FunctionDescriptor.ofVoid(PTR));
         requestCancel = bind(linker, ucp, "ucp_request_cancel", FunctionDescriptor.ofVoid(PTR, PTR));
+        epQuery = bind(linker, ucp, "ucp_ep_query", FunctionDescriptor.of(JAVA_INT, PTR, PTR));
         statusString = bind(linker, ucs, "ucs_status_string", FunctionDescriptor.of(ADDRESS, JAVA_INT));
         setAmHandler = bind(linker, ucp, "ucp_worker_set_am_recv_handler", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
         amSendNbx = bind(linker, ucp, "ucp_am_send_nbx",
@@ -174,6 +177,8 @@ final class Ucp {
         amSendNbxCritical = bindCritical(linker, ucp, "ucp_am_send_nbx",
                 FunctionDescriptor.of(PTR, PTR, JAVA_INT, PTR, JAVA_LONG, PTR, JAVA_LONG, PTR));
         amDataRelease = bindCritical(linker, ucp, "ucp_am_data_release", FunctionDescriptor.ofVoid(PTR, PTR));
+        amRecvDataNbx = bindCritical(linker, ucp, "ucp_am_recv_data_nbx",
+                FunctionDescriptor.of(PTR, PTR, PTR, PTR, JAVA_LONG, PTR));
     }
 
     /**
@@ -440,6 +445,15 @@ final class Ucp {
         }
     }
 
+    /** {@code ucp_ep_query(ep, attr)}: a ucs_status_t. */
+    int epQuery(long ep, long attr) {
+        try {
+            return (int) epQuery.invokeExact(ep, attr);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
     void requestCancel(long worker, long request) {
         try {
             requestCancel.invokeExact(worker, request);
@@ -466,6 +480,19 @@ final class Ucp {
         try {
             return toSelf ? (long) Hot.AM_SEND_NBX.invokeExact(ep, id, header, headerLength, buffer, count, param)
                     : (long) Hot.AM_SEND_NBX_CRITICAL.invokeExact(ep, id, header, headerLength, buffer, count, param);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /**
+     * {@code ucp_am_recv_data_nbx}: receives a rendezvous message's data (the descriptor its AM
+     * callback got) into {@code buffer} ({@code count} bytes, or {@code count} iov entries with an iov
+     * datatype in {@code param}); 0 when done at once, an error pointer, or the request to poll.
+     */
+    long amRecvData(long worker, long desc, long buffer, long count, long param) {
+        try {
+            return (long) amRecvDataNbx.invokeExact(worker, desc, buffer, count, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }

@@ -38,16 +38,20 @@ final class UcpContext implements AutoCloseable {
     }
 
     /**
-     * Registers {@code [address, address + length)} of this process's memory ({@code ucp_mem_map}).
+     * Registers {@code [address, address + length)} of this process's memory ({@code ucp_mem_map})
+     * with the rights {@code prot} ({@code UCP_MEM_MAP_PROT_*}): what a NIC enforces for the key's
+     * one-sided accesses on a transport that registers memory with it.
      *
      * @throws RdmaException {@link Errno#EFAULT} if UCX refuses the range
      */
-    MemorySegment map(long address, long length) {
+    MemorySegment map(long address, long length, int prot) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment params = a.allocate(UcpLayout.MEM_MAP_PARAMS_SIZE, 8);
-            params.set(JAVA_LONG, UcpLayout.MEM_MAP_FIELD_MASK, UcpLayout.MEM_MAP_PARAM_FIELD_ADDRESS | UcpLayout.MEM_MAP_PARAM_FIELD_LENGTH);
+            params.set(JAVA_LONG, UcpLayout.MEM_MAP_FIELD_MASK, UcpLayout.MEM_MAP_PARAM_FIELD_ADDRESS | UcpLayout.MEM_MAP_PARAM_FIELD_LENGTH
+                    | UcpLayout.MEM_MAP_PARAM_FIELD_PROT);
             params.set(JAVA_LONG, UcpLayout.MEM_MAP_ADDRESS, address);
             params.set(JAVA_LONG, UcpLayout.MEM_MAP_LENGTH, length);
+            params.set(java.lang.foreign.ValueLayout.JAVA_INT, UcpLayout.MEM_MAP_PROT, prot);
             MemorySegment memhOut = a.allocate(ADDRESS);
             ucp.check(ucp.memMap(handle, params, memhOut), Errno.EFAULT,
                     "ucx: ucp_mem_map of " + length + " bytes at 0x" + Long.toHexString(address));

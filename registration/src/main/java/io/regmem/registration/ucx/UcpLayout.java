@@ -49,6 +49,13 @@ final class UcpLayout {
     static final long MEM_MAP_PARAM_FIELD_ADDRESS = 1;
     static final long MEM_MAP_PARAM_FIELD_LENGTH = 2;
     static final long MEM_MAP_PARAM_FIELD_FLAGS = 4;
+    static final long MEM_MAP_PARAM_FIELD_PROT = 8;
+    /** ucp_mem_map_params_t.prot (unsigned, after flags). */
+    static final long MEM_MAP_PROT = 28;
+    static final int MEM_MAP_PROT_LOCAL_READ = 1;
+    static final int MEM_MAP_PROT_LOCAL_WRITE = 2;
+    static final int MEM_MAP_PROT_REMOTE_READ = 1 << 8;
+    static final int MEM_MAP_PROT_REMOTE_WRITE = 1 << 9;
     static final int MEM_MAP_ALLOCATE = 2;
 
     // ucp_mem_attr_t
@@ -108,6 +115,7 @@ final class UcpLayout {
     static final int AM_FLAG_WHOLE_MSG = 1;
     static final int AM_FLAG_PERSISTENT_DATA = 2;
     static final int AM_SEND_FLAG_EAGER = 2;
+    static final int AM_SEND_FLAG_RNDV = 4;
     static final long AM_RECV_PARAM_RECV_ATTR = 0;
     static final long AM_RECV_ATTR_FLAG_DATA = 65536;
     static final long AM_RECV_ATTR_FLAG_RNDV = 131072;

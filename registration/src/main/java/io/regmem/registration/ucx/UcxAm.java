@@ -33,6 +33,10 @@ import java.util.Arrays;
  *     knows a worker address) can speak for this one
  * </pre>
  * Native byte order: both ends are the same kind of machine (UCX's own wire formats assume it too).
+ * An RDMA WRITE or a READ's answer of at least the device's rendezvous threshold travels by UCX's
+ * rendezvous protocol: the header arrives first, the target checks it exactly as an eager message's,
+ * and only then has UCX move the bytes, once, straight into the checked range (a WRITE) or out of it
+ * (a READ's answer, received straight into the initiator's entries).
  * The callback ({@link #received}) runs inside {@code ucp_worker_progress}, under the receiving
  * device's worker lock: it only records, never takes a QP lock, and never throws.
  */
@@ -124,7 +128,9 @@ final class UcxAm {
 
     /**
      * The AM callback: finds the device and hands it the message. Returns {@code UCS_INPROGRESS} when
-     * the data is kept (released later with {@code ucp_am_data_release}), else {@code UCS_OK}.
+     * the data is kept (released later with {@code ucp_am_data_release}, or, a rendezvous message's
+     * descriptor, received later with {@code ucp_am_recv_data_nbx}), else {@code UCS_OK} (a
+     * rendezvous descriptor neither received nor kept is dropped, and its sender's send completes).
      */
     @SuppressWarnings("unused") // called by UCX through the upcall stub
     private static int received(long arg, long header, long headerLength, long data, long length, long param) {
@@ -137,10 +143,11 @@ final class UcxAm {
             }
             long attr = Ucp.NATIVE.get(JAVA_LONG_UNALIGNED, param + UcpLayout.AM_RECV_PARAM_RECV_ATTR);
             boolean persistent = (attr & UcpLayout.AM_RECV_ATTR_FLAG_DATA) != 0;
+            boolean rndv = (attr & UcpLayout.AM_RECV_ATTR_FLAG_RNDV) != 0;
             UcxDevice device = d[(int) number];
             MemorySegment h = device.amHeader; // worker lock held: the device's one header buffer is free
             MemorySegment.copy(Ucp.NATIVE, header, h, 0, HEADER);
-            return device.onMessage(h, data, length, persistent) ? UcpLayout.UCS_INPROGRESS : UcpLayout.UCS_OK;
+            return device.onMessage(h, data, length, persistent, rndv) ? UcpLayout.UCS_INPROGRESS : UcpLayout.UCS_OK;
         } catch (Throwable t) {
             return UcpLayout.UCS_OK; // never let an exception unwind into UCX (it would kill the JVM)
         }

@@ -67,6 +67,12 @@ final class UcxDevice implements ProviderDevice {
      * ever). Set once, before any QP exists.
      */
     long answerTimeoutNanos = UcxProvider.ANSWER_TIMEOUT_MILLIS * 1_000_000L;
+    /**
+     * WRITEs and READ answers of at least this many bytes go by UCX's rendezvous (one movement of
+     * the bytes, straight into or out of the checked range); smaller ones eagerly with the header.
+     * Set once, before any QP exists.
+     */
+    long rndvThreshold = UcxProvider.RNDV_THRESHOLD;
 
     /** The progress thread, or null. */
     private Thread progressThread;
@@ -173,7 +179,12 @@ final class UcxDevice implements ProviderDevice {
                 shared.regions++;
                 return new UcxMr(this, mr.region(), shared.memh, shared.packed, shared);
             }
-            MemorySegment memh = context.map(segment.address(), segment.byteSize());
+            int access = mr.region().access();
+            int prot = UcpLayout.MEM_MAP_PROT_LOCAL_READ | UcpLayout.MEM_MAP_PROT_LOCAL_WRITE
+                    | ((access & io.regmem.registration.Access.REMOTE_READ.bit()) != 0 ? UcpLayout.MEM_MAP_PROT_REMOTE_READ : 0)
+                    | ((access & (io.regmem.registration.Access.REMOTE_WRITE.bit() | io.regmem.registration.Access.REMOTE_ATOMIC.bit())) != 0
+                            ? UcpLayout.MEM_MAP_PROT_REMOTE_WRITE : 0);
+            MemorySegment memh = context.map(segment.address(), segment.byteSize(), prot); // (a NIC enforces these rights)
             try {
                 return new UcxMr(this, mr.region(), memh, context.packRemoteKey(memh), null);
             } catch (RuntimeException e) {
@@ -294,10 +305,11 @@ final class UcxDevice implements ProviderDevice {
 
     /**
      * An active message arrived (the AM callback, inside the worker's progress, worker lock held):
-     * an acknowledgement goes to its sender QP; a message into its QP's inbox. True if the data is
-     * kept (released after it was placed).
+     * an acknowledgement goes to its sender QP; a message is executed at once if nothing stands in
+     * its way, else into its QP's inbox. True if the data (or a rendezvous descriptor) is kept, to
+     * be released or received later.
      */
-    boolean onMessage(MemorySegment h, long data, long length, boolean persistent) {
+    boolean onMessage(MemorySegment h, long data, long length, boolean persistent, boolean rndv) {
         UcxQp qp = qp(h.get(U_INT, UcxAm.H_DST));
         if (qp == null || h.get(U_LONG, UcxAm.H_TOKEN) != qp.localToken) {
             return false; // the QP is gone, or the message is not from its connection: dropped
@@ -308,12 +320,13 @@ final class UcxDevice implements ProviderDevice {
             return false;
         }
         if (type == UcxAm.TYPE_READ_RESPONSE) {
-            return (length == 0 || persistent)
-                    && qp.readResponse(h.get(U_LONG, UcxAm.H_SEQ), h.get(U_INT, UcxAm.H_STATUS), length > 0 ? data : 0, length);
+            return (length == 0 || persistent || rndv)
+                    && qp.readResponse(h.get(U_LONG, UcxAm.H_SEQ), h.get(U_INT, UcxAm.H_STATUS), length > 0 ? data : 0, length, rndv);
         }
         int opcode = h.get(U_INT, UcxAm.H_OPCODE);
-        if (type != UcxAm.TYPE_MSG || (length > 0 && !persistent) || opcode < 0 || opcode >= UcxAm.OPCODES.length) {
-            return false; // not a message this provider sends (its sends are eager: the data always persists)
+        if (type != UcxAm.TYPE_MSG || opcode < 0 || opcode >= UcxAm.OPCODES.length
+                || (length > 0 && !persistent && !(rndv && opcode == Opcode.RDMA_WRITE.ordinal()))) {
+            return false; // not a message this provider sends (eager data persists; only WRITEs go by rendezvous)
         }
         // A READ carries no bytes: its length travels in the header, in the length slot of the inbox.
         boolean read = opcode == Opcode.RDMA_READ.ordinal();
@@ -323,10 +336,11 @@ final class UcxDevice implements ProviderDevice {
         int inv = h.get(U_INT, UcxAm.H_INV);
         long raddr = h.get(U_LONG, UcxAm.H_RADDR);
         int rkey = h.get(U_INT, UcxAm.H_RKEY);
-        if (qp.executeNow(length > 0 ? data : 0, len, seq, opcode, imm, inv, raddr, rkey)) {
-            return false; // executed and answered in this callback: nothing kept
+        long d = length > 0 ? data : 0;
+        if (qp.executeNow(d, len, seq, opcode, imm, inv, raddr, rkey, rndv)) {
+            return false; // executed (or, by rendezvous, its receive started) in this callback: nothing kept
         }
-        qp.inbox().add(length > 0 ? data : 0, len, seq, opcode, imm, inv, raddr, rkey);
+        qp.inbox().add(d, len, seq, opcode, imm, inv, raddr, rkey, rndv);
         return length > 0;
     }
 
@@ -422,6 +436,15 @@ final class UcxDevice implements ProviderDevice {
      * the worker frees it then or at its destruction. UCX 1.13 asserts, killing the process, if a
      * worker is destroyed with a request that was never released.
      */
+    /** Arenas of destroyed QPs whose memory UCX may still use (requests left to the worker): closed after it. */
+    private final java.util.concurrent.ConcurrentLinkedQueue<java.lang.foreign.Arena> closeLater =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
+
+    /** Closes {@code a} when the device closes, after its worker is destroyed (nothing of UCX's uses it then). */
+    void closeLater(java.lang.foreign.Arena a) {
+        closeLater.add(a);
+    }
+
     void abandon(long request) {
         if (request != 0 && !Ucp.isError(request)) {
             ucp.requestFree(request);
@@ -543,6 +566,9 @@ final class UcxDevice implements ProviderDevice {
         }
         UcxAm.uninstall(amNumber);
         context.close();
+        for (java.lang.foreign.Arena a; (a = closeLater.poll()) != null; ) {
+            a.close();
+        }
         arena.close();
     }
 }

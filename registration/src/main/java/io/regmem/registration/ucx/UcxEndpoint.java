@@ -17,6 +17,12 @@ final class UcxEndpoint {
     long handle;
     /** The endpoint leads to its own worker (UCX's loopback transport: sends run the AM callback inline). */
     final boolean toSelf;
+    /**
+     * Null if the endpoint runs on transports whose NIC enforces remote keys (its WRITEs and READs go
+     * as puts and gets), else why they go as messages the target checks ({@link UcxTransports}). Set
+     * once its wire-up is done.
+     */
+    volatile String messagesBecause = "its transports are not known yet";
 
     UcxEndpoint(byte[] peer, long handle, boolean toSelf) {
         this.peer = peer;

@@ -10,6 +10,7 @@ import io.regmem.core.RdmaException;
  * under the device's worker lock.
  */
 final class UcxEndpoints {
+    private static final System.Logger LOG = System.getLogger("io.regmem.registration.ucx");
     private final UcxDevice device;
     private final java.util.HashMap<java.nio.ByteBuffer, UcxEndpoint> endpoints = new java.util.HashMap<>();
 
@@ -41,6 +42,20 @@ final class UcxEndpoints {
             device.workerLock.unlock();
         }
         awaitWireup(e, flush);
+        device.lockWorker();
+        try {
+            if (e.handle != 0) {
+                java.util.List<String> tls = UcxTransports.of(device.ucp, e.handle);
+                e.messagesBecause = UcxTransports.whyNotOneSided(device.ucp.major, device.ucp.minor, tls);
+                String why = e.messagesBecause;
+                LOG.log(System.Logger.Level.DEBUG, () -> "regmem ucx: endpoint on "
+                        + (tls == null ? "transports UCX does not tell" : tls.toString())
+                        + (why == null ? ": WRITE and READ go as NIC-checked puts and gets"
+                                : ": WRITE and READ go as messages the target checks (" + why + ")"));
+            }
+        } finally {
+            device.workerLock.unlock();
+        }
         return e;
     }
 

@@ -15,6 +15,8 @@ final class UcxInbox {
     private int[] imm = new int[16];
     private int[] invalidate = new int[16];
     private int[] rkey = new int[16];
+    /** Whether each message is a rendezvous message (its data a UCX descriptor to receive). */
+    private boolean[] rndv = new boolean[16];
     private int head;
     /** Written under the monitor; read without it to find the inbox empty at the cost of a plain load. */
     private volatile int size;
@@ -40,6 +42,7 @@ final class UcxInbox {
         m.imm = imm[i];
         m.invalidate = invalidate[i];
         m.rkey = rkey[i];
+        m.rndv = rndv[i];
         return true;
     }
 
@@ -49,7 +52,8 @@ final class UcxInbox {
         size--;
     }
 
-    synchronized void add(long dataAddress, long len, long sequence, int op, int immData, int inv, long raddr, int key) {
+    synchronized void add(long dataAddress, long len, long sequence, int op, int immData, int inv, long raddr, int key,
+            boolean rendezvous) {
         if (size == data.length) {
             grow();
         }
@@ -62,6 +66,7 @@ final class UcxInbox {
         invalidate[i] = inv;
         remoteAddress[i] = raddr;
         rkey[i] = key;
+        rndv[i] = rendezvous;
         size++;
     }
 
@@ -92,6 +97,11 @@ final class UcxInbox {
         imm = regrow(imm, order);
         invalidate = regrow(invalidate, order);
         rkey = regrow(rkey, order);
+        boolean[] r = new boolean[rndv.length * 2];
+        for (int k = 0; k < order.length; k++) {
+            r[k] = rndv[order[k]];
+        }
+        rndv = r;
         head = 0;
     }
 
@@ -121,5 +131,7 @@ final class UcxInbox {
         int imm;
         int invalidate;
         int rkey;
+        /** A rendezvous message: {@code data} is UCX's descriptor, its bytes not yet received. */
+        boolean rndv;
     }
 }

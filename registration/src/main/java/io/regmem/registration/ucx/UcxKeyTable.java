@@ -82,9 +82,11 @@ final class UcxKeyTable {
      * that device's worker lock is held and its chunk source still holds the key's range (its
      * memory cannot go meanwhile; the lock only tried: if it is busy, this request goes as a
      * message); for a peer in another process UCX reports the failure (a shared-memory error) and the
-     * key is marked: its requests go as messages.
+     * key is marked: its requests go as messages. {@code anyRegistered}: the key of any registration
+     * the exporter still has will do (a connection on NIC transports, UCX 1.19 or later, whose
+     * unpack survives a stale key).
      */
-    long remoteKey(int handle, UcxDevice device, long ep, UcxDevice exporter) {
+    long remoteKey(int handle, UcxDevice device, long ep, UcxDevice exporter, boolean anyRegistered) {
         Entry[] ks = keys;
         int i = (handle ^ TAG) - 1;
         if ((handle & 0xFF00_0000) != TAG || i < 0 || i >= ks.length) {
@@ -102,7 +104,7 @@ final class UcxKeyTable {
                     return 0;
                 }
                 try {
-                    if (exporter.isClosed() || !exporter.ownsAllocation(k.address(), k.length())) {
+                    if (exporter.isClosed() || (!anyRegistered && !exporter.ownsAllocation(k.address(), k.length()))) {
                         e.unpacked()[0] = UNPACK_FAILED;
                         return 0;
                     }

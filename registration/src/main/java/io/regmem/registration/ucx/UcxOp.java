@@ -31,6 +31,18 @@ final class UcxOp {
     /** A READ's response bytes (UCX's persistent data, released after they are placed), or 0. */
     long respData;
     long respLength;
+    /** The answer came by rendezvous: its bytes were received into {@link #stage} (placed by the reap). */
+    boolean respRndv;
+    /**
+     * A bounce buffer of the QP's {@link UcxStaging} that this request's UCX requests use (a
+     * rendezvous WRITE's bytes, a READ's rendezvous answer), or null; given back when they are done.
+     */
+    MemorySegment stage;
+    /**
+     * Its UCX requests touch no memory of the application's (a READ's header, a rendezvous WRITE from
+     * its bounce buffer): a deregistration does not wait for them.
+     */
+    boolean ownMemoryOnly;
 
     void reset() {
         n = 0;
@@ -40,6 +52,9 @@ final class UcxOp {
         awaitAck = false;
         respData = 0;
         respLength = 0;
+        respRndv = false;
+        stage = null;
+        ownMemoryOnly = false;
         ack = ACK_PENDING;
         oneSided = false;
         needsFlush = false;
@@ -63,6 +78,9 @@ final class UcxOp {
 
     /** True once every UCX request of this request finished and, unless ignored, its acknowledgement came. */
     boolean done(UcxDevice device, boolean ignoreAck) {
+        // Read first: the AM callback adds an answer's own UCX request (a rendezvous receive) before
+        // it publishes the answer, so an answer seen here has its request among those polled below.
+        boolean answered = ack != ACK_PENDING;
         if (n > 0) {
             device.lockWorker();
             try {
@@ -85,7 +103,7 @@ final class UcxOp {
                 device.workerLock.unlock();
             }
         }
-        return ignoreAck || !awaitAck || ucsStatus != UcpLayout.UCS_OK || ack != ACK_PENDING;
+        return ignoreAck || !awaitAck || ucsStatus != UcpLayout.UCS_OK || answered;
     }
 
     /** Hands this request's unfinished UCX requests to the device (a peer that never answers). */

@@ -37,7 +37,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@code handshakeTimeoutMillis} (default 10000) bounds each half of a connection's handshake;
  * {@code answerTimeoutMillis} (default 5000; 0: wait for ever) is how long a request waits for its
  * target's answer before it completes {@code RETRY_EXC_ERR} and its QP moves to the error state, as a
- * NIC's retries running out.
+ * NIC's retries running out; {@code rndvThreshold} (default 65536) is the size from which a WRITE,
+ * and a READ's answer, go by UCX's rendezvous protocol rather than eagerly with the header (through a
+ * bounce buffer of the QP's at each end, so a peer never holds the application's memory).
  */
 public final class UcxProvider implements RdmaProvider {
     private static final AtomicInteger DEVICES = new AtomicInteger();
@@ -59,7 +61,9 @@ public final class UcxProvider implements RdmaProvider {
 
     /** Options besides the {@link DeviceAttributes} components. */
     private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "oneSided", "secret",
-            "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis");
+            "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis", "rndvThreshold");
+    /** The default of {@code rndvThreshold}, in bytes. */
+    static final long RNDV_THRESHOLD = 65536;
     /** The UCX minor version (1.x) whose remote-key unpack survives a key of memory that is gone. */
     static final int ONE_SIDED_MINOR = 19;
     /** The default of {@code answerTimeoutMillis}. */
@@ -116,7 +120,26 @@ public final class UcxProvider implements RdmaProvider {
                 + DEVICES.incrementAndGet(), secret, handshakeMillis);
         device.oneSided = Boolean.parseBoolean(oneSided);
         device.answerTimeoutNanos = answerMillis * 1_000_000L;
+        device.rndvThreshold = bytes(options, "rndvThreshold", RNDV_THRESHOLD);
         return Boolean.parseBoolean(progress) ? device.startProgressThread(idle) : device;
+    }
+
+    /** A byte-count option, 1 to 2^31, or its default. */
+    private static long bytes(Map<String, String> options, String name, long dflt) {
+        String v = options.get(name);
+        if (v == null) {
+            return dflt;
+        }
+        long n;
+        try {
+            n = Long.parseLong(v);
+        } catch (NumberFormatException e) {
+            n = -1;
+        }
+        if (n < 1 || n > 1L << 31) {
+            throw new RdmaException(Errno.EINVAL, "ucx: " + name + " must be 1 to 2147483648 bytes, got " + v);
+        }
+        return n;
     }
 
     /** A millisecond option in [{@code min}, 600000], or its default. */

@@ -46,10 +46,24 @@ final class UcxQp implements ProviderQp {
     private final int mask;
     /** Request parameters of an eager active message (the receiver keeps whole messages). */
     final MemorySegment amParams;
+    /** Receive parameters of a READ's rendezvous answer (into a bounce buffer). */
+    private final MemorySegment respRecvParams;
+    /** Bounce buffers of rendezvous transfers (the sender's WRITEs, READs' answers, the receiver's WRITEs). */
+    final UcxStaging staging = new UcxStaging(arena);
+    /**
+     * Set once a UCX request that may still use this QP's own memory (a header, a bounce buffer, a
+     * reply buffer) was left to the worker: the QP's memory then lives until the device closes.
+     */
+    volatile boolean leftToWorker;
     private final UcxKeyTable keys = new UcxKeyTable();
-    private final UcxSender sender;
+    final UcxSender sender;
     /** The device's endpoint to the peer's worker (shared with its other QPs to that worker), once connected. */
     private UcxEndpoint ep;
+
+    /** Its endpoint, or null before it connected (for its package's tests). */
+    UcxEndpoint endpointObject() {
+        return ep;
+    }
     private volatile int peerNumber = -1;
     /**
      * The random token this QP's peer must put in every message to it (sent in the handshake), and
@@ -142,6 +156,7 @@ final class UcxQp implements ProviderQp {
         this.amParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
         amParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
         amParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.AM_SEND_FLAG_EAGER);
+        this.respRecvParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
         this.sender = new UcxSender(this, keys, arena);
         this.receiver = new UcxReceiver(this, arena);
         ctx.attach(this);
@@ -167,6 +182,18 @@ final class UcxQp implements ProviderQp {
     boolean toSelf() {
         UcxEndpoint e = ep;
         return e == null || e.toSelf;
+    }
+
+    /** This QP for its package's tests ({@code qp.unwrap(UcxQp.class)}; the class is not public). */
+    @Override
+    public <T> T unwrap(Class<T> type) {
+        return type == UcxQp.class ? type.cast(this) : null;
+    }
+
+    /** True if this QP's WRITEs and READs go as NIC-checked puts and gets ({@link UcxTransports}). */
+    boolean nicOneSided() {
+        UcxEndpoint e = ep;
+        return e != null && e.messagesBecause == null;
     }
 
     /** The endpoint's handle, or 0 if there is none (not connected, or closed with its peer). Worker lock held. */
@@ -272,16 +299,28 @@ final class UcxQp implements ProviderQp {
      * success, the bytes, kept until the reap places them. False if the data is not kept (no READ
      * waits for it any more).
      */
-    boolean readResponse(long seq, int status, long data, long length) {
+    boolean readResponse(long seq, int status, long data, long length, boolean rndv) {
         if (seq < 0 || status < 0 || status >= UcxAm.STATUSES.length) {
             return false;
         }
         UcxOp op = ops[(int) seq & mask];
         if (!op.awaitAck || op.seq != seq || op.ack != UcxOp.ACK_PENDING) {
+            return false; // (a rendezvous answer nobody waits for: its descriptor is dropped, its sender's send completes)
+        }
+        op.respLength = length;
+        if (rndv && data != 0) {
+            // The bytes are still at the target: received now into a bounce buffer (the reap places
+            // them into the entries, resolved again then); the READ is done once the receive is.
+            op.respRndv = true;
+            if (status == WcStatus.SUCCESS.ordinal() && length == op.bytes) {
+                MemorySegment b = staging.take(length);
+                op.stage = b;
+                op.add(device.ucp.amRecvData(device.worker.address, data, b.address(), length, respRecvParams.address()));
+            } // (else the descriptor is dropped: the reap fails the READ)
+            op.ack = status; // publishes the above
             return false;
         }
         op.respData = data;
-        op.respLength = length;
         op.ack = status; // publishes the two above
         return data != 0;
     }
@@ -299,7 +338,17 @@ final class UcxQp implements ProviderQp {
                     break;
                 }
                 op.failed = WcStatus.RETRY_EXC_ERR.ordinal(); // the target never answered: as a NIC's retries run out
-                op.awaitAck = false; // a late answer is dropped
+                device.lockWorker();
+                try {
+                    op.awaitAck = false; // a late answer is dropped
+                } finally {
+                    device.workerLock.unlock();
+                }
+                if (op.n > 0) { // (its UCX requests use only the QP's memory: a rendezvous the peer never pulled)
+                    op.abandon(device);
+                    leftToWorker = true;
+                    op.stage = null; // not given back: the peer may still pull it
+                }
             }
             reaped = w.seq() + 1;
             WcStatus status = op.failed >= 0 ? UcxAm.STATUSES[op.failed]
@@ -307,6 +356,10 @@ final class UcxQp implements ProviderQp {
                     : op.awaitAck ? UcxAm.STATUSES[op.ack] : WcStatus.SUCCESS;
             if (op.respData != 0 || (status == WcStatus.SUCCESS && w.opcode() == Opcode.RDMA_READ && !op.oneSided)) {
                 status = placeReadResponse(w, op, status);
+            }
+            if (op.stage != null) {
+                staging.give(op.stage); // its UCX requests are done
+                op.stage = null;
             }
             ctx.completeSend(status, status == WcStatus.SUCCESS ? op.bytes : 0);
             if (status != WcStatus.SUCCESS) {
@@ -334,12 +387,14 @@ final class UcxQp implements ProviderQp {
 
     /**
      * True once the head request {@code seq} has waited longer than the device's answer timeout for
-     * its target's answer, all of its UCX requests done (so nothing of UCX uses its memory any more).
+     * its target's answer, all of its UCX requests done or using only the QP's own memory (a
+     * rendezvous from a bounce buffer that a stopped peer never pulls), so nothing of UCX's uses the
+     * application's memory any more.
      * Cheap on the data path: the clock is read only every 256th poll that finds the same request
      * still waiting, and the wait is timed from the first such read.
      */
     private boolean unanswered(UcxOp op, long seq) {
-        if (!op.awaitAck || op.n > 0 || op.ack != UcxOp.ACK_PENDING || device.answerTimeoutNanos == 0) {
+        if (!op.awaitAck || (op.n > 0 && !op.ownMemoryOnly) || op.ack != UcxOp.ACK_PENDING || device.answerTimeoutNanos == 0) {
             return false;
         }
         if (seq != stalledSeq) {
@@ -367,7 +422,7 @@ final class UcxQp implements ProviderQp {
             if (status != WcStatus.SUCCESS) {
                 return status;
             }
-            if (op.respLength != w.totalLength() || (data == 0 && op.respLength > 0)) {
+            if (op.respLength != w.totalLength() || (op.respRndv ? op.stage == null : data == 0 && op.respLength > 0)) {
                 return WcStatus.REM_OP_ERR;
             }
             if (op.respLength == 0) {
@@ -380,7 +435,11 @@ final class UcxQp implements ProviderQp {
                     return WcStatus.LOC_PROT_ERR;
                 }
                 responseBytes.clear();
-                responseBytes.add(Ucp.NATIVE, data, op.respLength, null, null);
+                if (op.respRndv) {
+                    responseBytes.add(op.stage, 0, op.respLength, null, null);
+                } else {
+                    responseBytes.add(Ucp.NATIVE, data, op.respLength, null, null);
+                }
                 return Segments.copy(reader, responseBytes, local) == Segments.COPIED ? WcStatus.SUCCESS : WcStatus.LOC_PROT_ERR;
             } finally {
                 local.clear();
@@ -410,14 +469,15 @@ final class UcxQp implements ProviderQp {
      * stands in its way: the QP's execution lock free, the QP ready, nothing waiting before it in the
      * inbox. False if it must wait in the inbox for the QP's next delivery.
      */
-    boolean executeNow(long data, long length, long seq, int opcode, int imm, int invalidate, long remoteAddress, int rkey) {
+    boolean executeNow(long data, long length, long seq, int opcode, int imm, int invalidate, long remoteAddress, int rkey,
+            boolean rndv) {
         java.util.concurrent.locks.ReentrantLock l = ctx.lock();
         if (!l.tryLock()) { // (tried only: the worker lock is held, and the order is execution lock first)
             return false;
         }
         try {
             return !destroyed && ctx.state() == QueuePair.State.RTS && receiver.inbox.isEmptyHeld()
-                    && receiver.executeNow(data, length, seq, opcode, imm, invalidate, remoteAddress, rkey);
+                    && receiver.executeNow(data, length, seq, opcode, imm, invalidate, remoteAddress, rkey, rndv);
         } finally {
             l.unlock();
         }
@@ -447,17 +507,29 @@ final class UcxQp implements ProviderQp {
         long deadline = System.nanoTime() + ABANDON_NANOS;
         for (long seq = reaped; seq < started; seq++) {
             UcxOp op = ops[(int) seq & mask];
+            device.lockWorker();
+            try {
+                op.awaitAck = false; // under the worker lock: no answer (nor its rendezvous receive) is taken after this
+            } finally {
+                device.workerLock.unlock();
+            }
+            boolean done = true;
             while (!op.done(device, true)) {
                 if (System.nanoTime() > deadline) {
                     op.abandon(device);
+                    leftToWorker = true; // its header (and bounce buffer) stay until the device closes
+                    done = false;
                     break;
                 }
                 device.progress();
                 UcxCq.progressPeer(this);
             }
-            op.awaitAck = false; // a late answer is dropped (readResponse keeps nothing for it)
-            release(op.respData);
+            release(op.respData); // (a late answer is dropped: readResponse keeps nothing for it)
             op.respData = 0;
+            if (op.stage != null && done) {
+                staging.give(op.stage);
+            }
+            op.stage = null;
         }
         writeFlush.drain(deadline, started); // a WRITEs' flush under way: ended or left to the worker too
         reaped = Math.max(reaped, started);
@@ -477,7 +549,8 @@ final class UcxQp implements ProviderQp {
      */
     boolean usesLocalMemory() {
         for (long seq = reaped; seq < started; seq++) {
-            if (!ops[(int) seq & mask].done(device, true)) {
+            UcxOp op = ops[(int) seq & mask];
+            if (!op.ownMemoryOnly && !op.done(device, true)) {
                 return true;
             }
         }
@@ -495,8 +568,9 @@ final class UcxQp implements ProviderQp {
 
     /** True if a poll must run this QP's receiving side: messages waiting, or the error state to flush. */
     boolean receiveWork() {
-        return !receiver.inbox.isEmpty() || ctx.state() != QueuePair.State.RTS;
+        return !receiver.inbox.isEmpty() || receiver.rendezvousBusy() || ctx.state() != QueuePair.State.RTS;
     }
+
 
     /** True if requests were started and not yet reaped (any thread). */
     boolean busy() {
@@ -543,6 +617,10 @@ final class UcxQp implements ProviderQp {
         }
         reader.close();
         device.removeQp(this);
-        arena.close();
+        if (leftToWorker) {
+            device.closeLater(arena); // UCX may still use some of it: freed once the worker is gone
+        } else {
+            arena.close();
+        }
     }
 }

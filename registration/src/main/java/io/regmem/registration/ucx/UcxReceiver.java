@@ -56,6 +56,28 @@ final class UcxReceiver {
     /** The sequence number of the first message refused, or -1: it and everything after are not executed. */
     private long refusedFrom = -1;
 
+    /**
+     * Each reply slot's bounce buffer of a READ answered by rendezvous (from the QP's staging), or
+     * null; given back once the slot's send completed.
+     */
+    private final MemorySegment[] replyStages = new MemorySegment[REPLIES];
+
+    // ---- the rendezvous WRITE under way (at most one: the messages after it wait behind it) ----
+    /** Its UCX request (the receive of its bytes into {@link #rndvStage}), or 0. */
+    private long rndvRequest;
+    /** Set while it is under way (read by the QP's pollers). */
+    private volatile boolean rndvBusy;
+    /** Its message: sequence number, target range and key. */
+    private long rndvSeq;
+    private long rndvAddress;
+    private long rndvLength;
+    private int rndvKey;
+    /** The bounce buffer its bytes arrive in (copied into the checked range from there). */
+    private MemorySegment rndvStage;
+    /** Receive parameters (contiguous, into a bounce buffer); send parameters of a rendezvous READ answer. */
+    private final MemorySegment recvParams;
+    private final MemorySegment rndvSendParams;
+
     UcxReceiver(UcxQp qp, Arena arena) {
         this.qp = qp;
         this.ctx = qp.ctx;
@@ -64,17 +86,35 @@ final class UcxReceiver {
         for (int i = 0; i < REPLIES; i++) {
             replyHeaders[i] = headers.asSlice(i * UcxAm.HEADER, UcxAm.HEADER);
         }
+        this.recvParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
+        this.rndvSendParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
+        rndvSendParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
+        rndvSendParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.AM_SEND_FLAG_RNDV);
+    }
+
+    /** True while a rendezvous WRITE's bytes are on their way in (any thread): a poll must finish it. */
+    boolean rendezvousBusy() {
+        return rndvBusy;
     }
 
     /** Executes what arrived (execution lock held). */
     void deliver() {
+        if (!rendezvousDone()) {
+            return; // the messages after a rendezvous transfer wait until its bytes have moved
+        }
         while (inbox.peek(m)) {
             if (ctx.state() != QueuePair.State.RTS) {
                 refuseAll(); // nothing executes at a QP in the error state; the sender hears so at once
                 return;
             }
+            if (!slotFree()) {
+                return; // its answer's slot still holds a reply going out: it waits (never for the peer here)
+            }
             inbox.pop();
             execute(true);
+            if (rndvRequest != 0) {
+                return;
+            }
         }
     }
 
@@ -91,6 +131,10 @@ final class UcxReceiver {
         }
         if (op == Opcode.RDMA_READ) {
             read();
+            return;
+        }
+        if (m.rndv) {
+            writeByRendezvous(kept); // answered now (refused, or done at once) or when its bytes are in
             return;
         }
         WcStatus senderStatus = op == Opcode.RDMA_WRITE ? write() : place();
@@ -111,10 +155,12 @@ final class UcxReceiver {
      * a message whose reply slot is still being sent (waiting for it needs the worker's progress,
      * which a callback must not call).
      */
-    boolean executeNow(long data, long length, long seq, int opcode, int imm, int invalidate, long remoteAddress, int rkey) {
-        if (opcode == Opcode.SEND_WITH_INV.ordinal() || !nextSlotFree()) {
+    boolean executeNow(long data, long length, long seq, int opcode, int imm, int invalidate, long remoteAddress, int rkey,
+            boolean rndv) {
+        if (opcode == Opcode.SEND_WITH_INV.ordinal() || rndvRequest != 0 || !nextSlotFree()) {
             return false;
         }
+        m.rndv = rndv;
         m.data = data;
         m.length = length;
         m.seq = seq;
@@ -127,6 +173,18 @@ final class UcxReceiver {
         return true;
     }
 
+    /** True if the next reply slot's previous reply has been sent (never progresses: never waits for a peer). */
+    private boolean slotFree() {
+        boolean took = qp.device.lockWorkerUnlessHeld();
+        try {
+            return nextSlotFree();
+        } finally {
+            if (took) {
+                qp.device.workerLock.unlock();
+            }
+        }
+    }
+
     /** True if the next reply slot's previous reply has been sent (worker lock held; never progresses). */
     private boolean nextSlotFree() {
         int slot = (int) (replies % REPLIES);
@@ -135,7 +193,17 @@ final class UcxReceiver {
             return false;
         }
         replyRequests[slot] = 0;
+        freeStage(slot);
         return true;
+    }
+
+    /** Gives back slot {@code slot}'s bounce buffer, if it has one (its send is done). */
+    private void freeStage(int slot) {
+        MemorySegment b = replyStages[slot];
+        if (b != null) {
+            replyStages[slot] = null;
+            qp.staging.give(b);
+        }
     }
 
     /** Answers the message in {@link #m} (popped) with {@code status} without executing it, and releases kept data. */
@@ -152,7 +220,7 @@ final class UcxReceiver {
      * RETRY_EXC_ERR, unexecuted, and released (execution lock held).
      */
     void refuseAll() {
-        while (inbox.peek(m)) {
+        while (inbox.peek(m) && slotFree()) {
             inbox.pop();
             answerUnexecuted(WcStatus.RETRY_EXC_ERR, true);
         }
@@ -196,7 +264,14 @@ final class UcxReceiver {
             qp.reader.enter();
             try {
                 if (ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_READ, src)) {
-                    dst.add(buffer(slot, m.length), 0, m.length, null, null);
+                    MemorySegment b;
+                    if (m.length >= qp.device.rndvThreshold) { // answered by rendezvous, from a bounce buffer
+                        b = qp.staging.take(m.length);
+                        replyStages[slot] = b;
+                    } else {
+                        b = buffer(slot, m.length);
+                    }
+                    dst.add(b, 0, m.length, null, null);
                     bytes = m.length;
                     if (Segments.copy(qp.reader, src, dst) != Segments.COPIED) {
                         status = WcStatus.REM_ACCESS_ERR;
@@ -218,6 +293,145 @@ final class UcxReceiver {
             }
         }
         send(slot, m.seq, status, UcxAm.TYPE_READ_RESPONSE, bytes);
+    }
+
+    /**
+     * An RDMA WRITE by rendezvous: its header came first, its bytes are still at the sender. The
+     * target range is checked against this side's keys inside a grace-period section, as an eager
+     * WRITE's; a refused WRITE moves no byte: its descriptor is dropped (released here if
+     * {@code kept}, else by the callback's return) and REM_ACCESS_ERR goes back at once. An accepted
+     * one has UCX receive the bytes into a bounce buffer of the QP's; once they are in, they are
+     * copied into the range, checked again then inside a section (what a deregistration waits for:
+     * never for the peer, whose transfer touches only the bounce buffer). Execution lock held.
+     */
+    private void writeByRendezvous(boolean kept) {
+        boolean accepted;
+        dst.clear();
+        qp.reader.enter();
+        try {
+            accepted = m.length > 0 && ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst);
+        } finally {
+            qp.reader.exit();
+            dst.clear();
+        }
+        if (!accepted) {
+            if (kept) {
+                release(m.data);
+            }
+            if (refusedFrom < 0) {
+                refusedFrom = m.seq;
+            }
+            ctx.toError(); // a NAKed protection error breaks the connection at both ends
+            send(claimSlot(), m.seq, WcStatus.REM_ACCESS_ERR, UcxAm.TYPE_ACK, 0);
+            return;
+        }
+        MemorySegment b = qp.staging.take(m.length);
+        boolean took = qp.device.lockWorkerUnlessHeld();
+        try {
+            rndvRequest = qp.device.ucp.amRecvData(qp.device.worker.address, m.data, b.address(), m.length, recvParams.address());
+        } finally {
+            if (took) {
+                qp.device.workerLock.unlock();
+            }
+        }
+        rndvStage = b; // UCX owns the descriptor now, whatever it returned
+        rndvSeq = m.seq;
+        rndvAddress = m.remoteAddress;
+        rndvLength = m.length;
+        rndvKey = m.rkey;
+        rndvBusy = true;
+        if (rndvRequest == 0) {
+            rndvRequest = -1; // (done at once: finished below)
+        }
+        rendezvousDone();
+    }
+
+    /**
+     * True if no rendezvous WRITE is under way (one that was has finished now: its bytes copied into
+     * the range, checked again, and answered with the verdict; RETRY_EXC_ERR if the transport failed).
+     * Execution lock held; polls without progressing.
+     */
+    private boolean rendezvousDone() {
+        long r = rndvRequest;
+        if (r == 0) {
+            return true;
+        }
+        if (!slotFree()) {
+            return false; // (its answer waits for a reply slot)
+        }
+        int status = UcpLayout.UCS_OK;
+        if (r != -1) {
+            boolean took = qp.device.lockWorkerUnlessHeld();
+            try {
+                status = qp.device.worker.poll(r);
+            } finally {
+                if (took) {
+                    qp.device.workerLock.unlock();
+                }
+            }
+            if (status == UcpLayout.UCS_INPROGRESS) {
+                return false;
+            }
+        }
+        rndvRequest = 0;
+        WcStatus verdict = WcStatus.RETRY_EXC_ERR;
+        if (status == UcpLayout.UCS_OK) {
+            src.clear();
+            dst.clear();
+            src.add(rndvStage, 0, rndvLength, null, null);
+            qp.reader.enter();
+            try {
+                verdict = ctx.memory().resolveRemote(ctx, rndvAddress, rndvLength, rndvKey, Access.REMOTE_WRITE, dst)
+                        && Segments.copy(qp.reader, src, dst) == Segments.COPIED ? WcStatus.SUCCESS : WcStatus.REM_ACCESS_ERR;
+            } finally {
+                qp.reader.exit();
+                src.clear();
+                dst.clear();
+            }
+            if (verdict != WcStatus.SUCCESS) {
+                ctx.toError(); // (its key went away while the bytes were on their way: refused, as a NIC's late check)
+            }
+        }
+        qp.staging.give(rndvStage);
+        rndvStage = null;
+        rndvBusy = false;
+        if (verdict != WcStatus.SUCCESS && refusedFrom < 0) {
+            refusedFrom = rndvSeq;
+        }
+        send(claimSlot(), rndvSeq, verdict, UcxAm.TYPE_ACK, 0);
+        return true;
+    }
+
+    /**
+     * Ends a rendezvous WRITE still under way (the QP stops): waits for its receive at most until
+     * {@code deadline} ({@link System#nanoTime()}); one still running then (UCX 1.13 cannot cancel an
+     * active message's receive) is left to the worker with its bounce buffer, and the QP's memory
+     * lives until the device closes. Nothing of the application's is touched by it. Execution lock held.
+     */
+    void cancelRendezvous(long deadline) {
+        long r = rndvRequest;
+        rndvRequest = 0;
+        if (r != 0 && r != -1 && !Ucp.isError(r)) {
+            qp.device.lockWorker();
+            try {
+                while (qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+                    if (System.nanoTime() > deadline) {
+                        qp.device.abandon(r);
+                        qp.leftToWorker = true;
+                        rndvStage = null; // (not given back: UCX may still write it)
+                        break;
+                    }
+                    qp.device.worker.progress();
+                }
+            } finally {
+                qp.device.workerLock.unlock();
+            }
+        }
+        if (rndvStage != null) {
+            qp.staging.give(rndvStage);
+            rndvStage = null;
+        }
+        rndvBusy = false;
     }
 
     /** Slot {@code slot}'s READ buffer, at least {@code length} bytes long (grown by doubling). */
@@ -338,8 +552,12 @@ final class UcxReceiver {
             h.set(JAVA_LONG, UcxAm.H_SEQ, seq);
             h.set(JAVA_INT, UcxAm.H_STATUS, status.ordinal());
             h.set(JAVA_LONG, UcxAm.H_TOKEN, qp.peerToken());
-            long r = qp.device.ucp.amSend(ep, UcxAm.ID, h.address(), UcxAm.HEADER,
-                    bytes == 0 ? 0 : replyBuffers[slot].address(), bytes, qp.amParams.address(), qp.toSelf());
+            MemorySegment stage = replyStages[slot];
+            long r = stage != null && bytes > 0
+                    ? qp.device.ucp.amSend(ep, UcxAm.ID, h.address(), UcxAm.HEADER, stage.address(), bytes,
+                            rndvSendParams.address(), qp.toSelf())
+                    : qp.device.ucp.amSend(ep, UcxAm.ID, h.address(), UcxAm.HEADER,
+                            bytes == 0 ? 0 : replyBuffers[slot].address(), bytes, qp.amParams.address(), qp.toSelf());
             if (r != 0 && !Ucp.isError(r)) {
                 replyRequests[slot] = r;
             }
@@ -357,6 +575,7 @@ final class UcxReceiver {
             qp.device.worker.progress(); // the ring came round to a reply still being sent: let it go out
         }
         replyRequests[slot] = 0;
+        freeStage(slot);
     }
 
     private void release(long data) {
@@ -375,21 +594,35 @@ final class UcxReceiver {
 
     /** Releases every message still waiting and every reply still being sent (execution lock held). */
     void dropAll() {
+        cancelRendezvous(System.nanoTime() + 2_000_000_000L);
         while (inbox.peek(m)) {
             inbox.pop();
             release(m.data);
         }
         qp.device.lockWorker();
         try {
+            long deadline = System.nanoTime() + 2_000_000_000L;
             for (int i = 0; i < REPLIES; i++) {
                 long r = replyRequests[i];
+                replyRequests[i] = 0;
+                boolean done = true;
                 if (r != 0 && qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
                     qp.device.ucp.requestCancel(qp.device.worker.address, r);
                     while (qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+                        if (System.nanoTime() > deadline) { // a peer that does not take it (stopped): left to the worker
+                            qp.device.abandon(r);
+                            qp.leftToWorker = true; // its header and buffer stay until the device closes
+                            done = false;
+                            break;
+                        }
                         qp.device.worker.progress();
                     }
                 }
-                replyRequests[i] = 0;
+                if (done) {
+                    freeStage(i);
+                } else {
+                    replyStages[i] = null;
+                }
             }
         } finally {
             qp.device.workerLock.unlock();

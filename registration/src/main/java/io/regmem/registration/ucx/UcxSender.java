@@ -31,6 +31,12 @@ final class UcxSender {
     private final Segments local = new Segments();
     /** Request parameters of an eager active message whose data is an iov list. */
     private final MemorySegment amIovParams;
+    /** Request parameters of a rendezvous active message (from a bounce buffer). */
+    private final MemorySegment amRndvParams;
+    /** WRITEs and READs started as puts and gets (for tests; under the QP's locks). */
+    long oneSidedStarted;
+    /** A bounce buffer as the destination of a copy. */
+    private final Segments staged = new Segments();
 
     UcxSender(UcxQp qp, UcxKeyTable keys, Arena arena) {
         this.qp = qp;
@@ -44,6 +50,22 @@ final class UcxSender {
                 | UcpLayout.OP_ATTR_FIELD_DATATYPE);
         amIovParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.AM_SEND_FLAG_EAGER);
         amIovParams.set(JAVA_LONG, UcpLayout.REQUEST_PARAM_DATATYPE, UcpLayout.DATATYPE_IOV);
+        this.amRndvParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
+        amRndvParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
+        amRndvParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.AM_SEND_FLAG_RNDV);
+    }
+
+    /** {@code pieces} as a UCX iov list in {@code op}'s own iov buffer (grown when needed), alive while op's requests run. */
+    private MemorySegment iov(Segments pieces, UcxOp op) {
+        int n = pieces.count();
+        if (op.iov.byteSize() < n * UcpLayout.DT_IOV_SIZE) {
+            op.iov = arena.allocate(Math.max(8, Integer.highestOneBit(n) << 1) * UcpLayout.DT_IOV_SIZE, 8);
+        }
+        for (int i = 0; i < n; i++) {
+            op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_BUFFER, pieces.segment(i).address() + pieces.offset(i));
+            op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_LENGTH, pieces.length(i));
+        }
+        return op.iov;
     }
 
     /** Checks and issues one request: a failure status decided before anything moved, or null once it is under way. */
@@ -97,6 +119,13 @@ final class UcxSender {
                     return WcStatus.REM_ACCESS_ERR; // a handle this QP never gave out
                 }
             }
+            // A WRITE of at least the rendezvous threshold goes by UCX's rendezvous, from a bounce
+            // buffer the bytes are copied into here, inside the section: the peer pulls them on its
+            // own schedule, and what it pulls is never the application's memory.
+            boolean rndv = opcode == Opcode.RDMA_WRITE && w.totalLength() >= device.rndvThreshold;
+            if (rndv && !device.oneSided && !qp.nicOneSided() && !stage(op)) {
+                return WcStatus.LOC_PROT_ERR; // the memory went away under the copy (freed without a deregistration)
+            }
             device.lockWorker();
             try {
                 long rkey = rdma ? oneSidedKey(w, opcode) : 0;
@@ -105,6 +134,10 @@ final class UcxSender {
                 } else {
                     if (read) {
                         local.clear(); // the bytes come back in the response: the entries are resolved again then
+                        op.ownMemoryOnly = true; // (the header only: the answer is received into a buffer of the QP's)
+                    }
+                    if (rndv && op.stage == null && !stage(op)) { // (a device that may go one-sided stages here)
+                        return WcStatus.LOC_PROT_ERR;
                     }
                     sendMessage(w, op, rdma, targetKey);
                 }
@@ -120,21 +153,44 @@ final class UcxSender {
     }
 
     /**
-     * The UCX remote key a WRITE or READ goes by as a put or get, or 0 when it goes as a message: only
-     * on a device that trusts its peers, for a plain WRITE or READ through a key of memory the peer's
-     * UCX allocated (checked against the envelope already). Worker lock held.
+     * Copies the local entries (resolved, inside the section) into a bounce buffer of the QP's, which
+     * becomes the request's: false, with nothing taken, if their memory went away under the copy.
+     */
+    private boolean stage(UcxOp op) {
+        long total = local.total();
+        MemorySegment b = qp.staging.take(total);
+        staged.clear();
+        staged.add(b, 0, total, null, null);
+        boolean copied = Segments.copy(reader, local, staged) == Segments.COPIED;
+        staged.clear();
+        if (!copied) {
+            qp.staging.give(b);
+            return false;
+        }
+        op.stage = b;
+        op.ownMemoryOnly = true;
+        return true;
+    }
+
+    /**
+     * The UCX remote key a WRITE or READ goes by as a put or get, or 0 when it goes as a message: for a
+     * plain WRITE or READ through a key UCX registered, on a connection whose transports' NIC enforces
+     * remote keys ({@link UcxTransports}); or on a device that trusts its peers, through a key of
+     * memory the peer's UCX allocated (checked against the envelope already). Worker lock held.
      */
     private long oneSidedKey(PostedWr w, Opcode opcode) {
-        if (!device.oneSided || (opcode != Opcode.RDMA_WRITE && opcode != Opcode.RDMA_READ)) {
+        boolean nic = qp.nicOneSided();
+        if ((!device.oneSided && !nic) || (opcode != Opcode.RDMA_WRITE && opcode != Opcode.RDMA_READ)) {
             return 0;
         }
         RemoteKeyEnvelope.Decoded k = keys.get(w.rkey());
-        if (k == null || (k.flags() & RemoteKeyEnvelope.ONE_SIDED) == 0 || k.packed().length == 0) {
-            return 0;
+        if (k == null || k.packed().length == 0 || (k.flags() & RemoteKeyEnvelope.TARGET_CHECKS) != 0
+                || (!nic && (k.flags() & RemoteKeyEnvelope.ONE_SIDED) == 0)) {
+            return 0; // (a NIC checks any key UCX registered; trusting peers covers memory UCX allocated only)
         }
         long ep = qp.endpoint();
         UcxQp peer = qp.localPeer;
-        return ep == 0 ? 0 : keys.remoteKey(w.rkey(), device, ep, peer == null ? null : peer.device);
+        return ep == 0 ? 0 : keys.remoteKey(w.rkey(), device, ep, peer == null ? null : peer.device, nic);
     }
 
     /**
@@ -144,6 +200,7 @@ final class UcxSender {
      * the oldest request, for it and every request started with it. Worker lock held.
      */
     private void sendOneSided(PostedWr w, UcxOp op, boolean read, long rkey) {
+        oneSidedStarted++;
         op.oneSided = true;
         op.seq = w.seq();
         long ep = qp.endpoint();
@@ -189,21 +246,20 @@ final class UcxSender {
         long endpoint = qp.endpoint();
         if (endpoint == 0) {
             req = UcpLayout.UCS_ERR_CONNECTION_RESET; // the peer's device closed: as a reset connection
-        } else if (pieces <= 1) {
-            long addr = pieces == 0 ? 0 : local.segment(0).address() + local.offset(0);
-            long len = pieces == 0 ? 0 : local.length(0);
-            req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, addr, len, qp.amParams.address(), qp.toSelf());
         } else {
-            if (op.iov.byteSize() < pieces * UcpLayout.DT_IOV_SIZE) {
-                op.iov = arena.allocate(Math.max(8, Integer.highestOneBit(pieces) << 1) * UcpLayout.DT_IOV_SIZE, 8);
+            MemorySegment stage = op.stage;
+            if (stage != null) { // by rendezvous, from the bounce buffer: the target checks the header first
+                req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, stage.address(), w.totalLength(),
+                        amRndvParams.address(), qp.toSelf());
+            } else if (pieces <= 1) {
+                long addr = pieces == 0 ? 0 : local.segment(0).address() + local.offset(0);
+                long len = pieces == 0 ? 0 : local.length(0);
+                req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, addr, len, qp.amParams.address(),
+                        qp.toSelf());
+            } else {
+                req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, iov(local, op).address(), pieces,
+                        amIovParams.address(), qp.toSelf());
             }
-            for (int i = 0; i < pieces; i++) {
-                op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_BUFFER,
-                        local.segment(i).address() + local.offset(i));
-                op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_LENGTH, local.length(i));
-            }
-            req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, op.iov.address(), pieces,
-                    amIovParams.address(), qp.toSelf());
         }
         op.add(req);
     }

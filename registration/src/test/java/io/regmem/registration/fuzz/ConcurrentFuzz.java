@@ -71,8 +71,8 @@ final class ConcurrentFuzz implements AutoCloseable {
     ConcurrentFuzz(long seed, String provider) {
         this.seed = seed;
         this.rnd = new SplittableRandom(seed);
-        devA = RdmaDevice.open(provider);
-        devB = RdmaDevice.open(provider);
+        devA = RdmaDevice.open(provider, io.regmem.registration.Providers.defaults(provider));
+        devB = RdmaDevice.open(provider, io.regmem.registration.Providers.defaults(provider));
         pdA = devA.allocPd();
         pdB = devB.allocPd();
         cqA = devA.createCq(4 * QUEUE);

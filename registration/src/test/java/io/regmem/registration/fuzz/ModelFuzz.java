@@ -186,8 +186,8 @@ final class ModelFuzz implements AutoCloseable {
         for (int i = 0; i < wcs.length; i++) {
             wcs[i] = new WorkCompletion();
         }
-        devA = RdmaDevice.open(provider);
-        devB = RdmaDevice.open(provider);
+        devA = RdmaDevice.open(provider, io.regmem.registration.Providers.defaults(provider));
+        devB = RdmaDevice.open(provider, io.regmem.registration.Providers.defaults(provider));
         pdA = devA.allocPd();
         pdB = devB.allocPd();
         pdA2 = devA.allocPd();

@@ -63,7 +63,7 @@ class UcpBindingTest {
             for (long i = 0; i < size; i++) {
                 src.set(ValueLayout.JAVA_BYTE, i, (byte) rnd.nextInt());
             }
-            MemorySegment memhB = ctxB.map(dst.address(), size);
+            MemorySegment memhB = ctxB.map(dst.address(), size, UcpLayout.MEM_MAP_PROT_LOCAL_READ | UcpLayout.MEM_MAP_PROT_LOCAL_WRITE | UcpLayout.MEM_MAP_PROT_REMOTE_WRITE);
             byte[] packed = ctxB.packRemoteKey(memhB);
             assertThat(packed).isNotEmpty();
             MemorySegment ab = a.connect(b.address(), true);

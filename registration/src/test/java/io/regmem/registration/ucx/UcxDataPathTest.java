@@ -107,6 +107,51 @@ class UcxDataPathTest {
     }
 
     /**
+     * The transport selection, wired: a connection whose endpoint runs on NIC transports (a stand-in:
+     * this machine has none, so the endpoint is given the decision {@link UcxTransports} makes for
+     * {@code rc_mlx5}) sends WRITE and READ as UCX puts and gets through any key UCX registered, byte
+     * exact; the same connection with its checked decision sends them as messages.
+     */
+    @Test
+    void aConnectionOnNicTransportsSendsWriteAndReadAsPutsAndGets() {
+        UcxQp a = qpA.unwrap(UcxQp.class);
+        assertThat(a).isNotNull();
+        assertThat(a.nicOneSided()).as("shared memory or TCP: checked messages").isFalse();
+        int key = lb.key(mrB);
+        fill(memA.asSlice(0, 16384), 3);
+        qpA.postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(memA.address(), 4096, mrA.lkey()).remote(memB.address(), key));
+        await(1);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(a.sender.oneSidedStarted).isZero();
+        UcxEndpoint ep = a.endpointObject();
+        String checked = ep.messagesBecause;
+        assertThat(UcxTransports.whyNotOneSided(1, 19, java.util.List.of("rc_mlx5", "ud_mlx5"))).isNull();
+        ep.messagesBecause = UcxTransports.whyNotOneSided(1, 19, java.util.List.of("rc_mlx5", "ud_mlx5"));
+        try {
+            assertThat(a.nicOneSided()).isTrue();
+            qpA.postSend(new WorkRequest(1).wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(memA.address(), 16384, mrA.lkey()).remote(memB.address() + 65536, key));
+            await(1);
+            assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+            qpA.postSend(new WorkRequest(1).wrId(3).opcode(Opcode.RDMA_READ).signaled(true)
+                    .addSge(memA.address() + 131072, 16384, mrA.lkey()).remote(memB.address() + 65536, key));
+            await(1);
+            assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+            assertThat(a.sender.oneSidedStarted).as("both as a put and a get").isEqualTo(2);
+            assertThat(memB.asSlice(65536, 16384).mismatch(memA.asSlice(0, 16384))).isEqualTo(-1);
+            assertThat(memA.asSlice(131072, 16384).mismatch(memA.asSlice(0, 16384))).isEqualTo(-1);
+        } finally {
+            ep.messagesBecause = checked;
+        }
+        qpA.postSend(new WorkRequest(1).wrId(4).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(memA.address(), 4096, mrA.lkey()).remote(memB.address(), key));
+        await(1);
+        assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(a.sender.oneSidedStarted).as("checked again: a message").isEqualTo(2);
+    }
+
+    /**
      * Two QPs of one device connected to each other, each with a CQ of its own: a WRITE completes
      * polling the send CQ alone (the target QP's delivery is driven from its peer's poll), as on soft.
      */

@@ -26,12 +26,16 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * serves one connection after another: it executes what the peer sends (its CQ is polled all the
  * time), echoes every message it receives back with a SEND, and tells the test on stdout what it
  * needs ({@code REGMEM LISTENING}, {@code REGMEM KEY <hex> <address>}, {@code REGMEM DEREGISTERED}).
- * Commands on stdin: {@code DEREG} deregisters the region; end of input tears everything down and
+ * Commands on stdin: {@code DEREG} deregisters the region; {@code DEREGWATCH} deregisters it and
+ * fills it with {@link #WATCH}, and {@code CHECK} then says {@code INTACT} if nothing wrote it since
+ * (else {@code CHANGED at <offset>}); end of input tears everything down and
  * prints {@code REGMEM CLEAN} when nothing was left.
  */
 public final class UcxPeerMain {
     private static final int RECVS = 16;
     private static final int RECV_SIZE = 8192;
+    /** What DEREGWATCH fills the deregistered region with. */
+    static final byte WATCH = 0x5A;
 
     private UcxPeerMain() {
     }
@@ -93,6 +97,21 @@ public final class UcxPeerMain {
                         mr.close();
                         mr = null;
                         say("DEREGISTERED");
+                    } else if (c.equals("DEREGWATCH") && mr != null) {
+                        // Deregisters, then fills the region with WATCH: after the close returned nothing
+                        // may write it (CHECK says whether it still holds WATCH only) or read it.
+                        mr.close();
+                        mr = null;
+                        region.fill(WATCH);
+                        say("DEREGISTERED");
+                    } else if (c.equals("CHECK")) {
+                        long at = -1;
+                        for (long i = 0; i < region.byteSize() && at < 0; i++) {
+                            if (region.get(ValueLayout.JAVA_BYTE, i) != WATCH) {
+                                at = i;
+                            }
+                        }
+                        say(at < 0 ? "INTACT" : "CHANGED at " + at);
                     } else if (c.equals("FREECHUNK") && chunk != null) { // the region's UCX memory goes back to UCX
                         if (mr != null) {
                             mr.close();

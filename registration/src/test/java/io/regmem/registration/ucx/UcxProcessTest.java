@@ -59,7 +59,7 @@ class UcxProcessTest {
     private final WorkCompletion[] one = {new WorkCompletion()};
 
     /** A connection to a child: the ID, QP and the key it exported. */
-    private record Conn(CmId id, QueuePair qp, int key, long remote) {
+    private record Conn(CmId id, QueuePair qp, int key, long remote, byte[] exported) {
     }
 
     private void open() {
@@ -93,8 +93,12 @@ class UcxProcessTest {
             Thread.sleep(1);
         }
         assertThat(qp.state()).isEqualTo(QueuePair.State.RTS);
-        int handle = qp.importRemoteKey(MemorySegment.ofArray(HexFormat.of().parseHex(key[1])));
-        return new Conn(id, qp, handle, Long.parseLong(key[2]));
+        if (key[1].equals("none")) { // (the child's region is deregistered)
+            return new Conn(id, qp, 0, 0, null);
+        }
+        byte[] exported = HexFormat.of().parseHex(key[1]);
+        int handle = qp.importRemoteKey(MemorySegment.ofArray(exported));
+        return new Conn(id, qp, handle, Long.parseLong(key[2]), exported);
     }
 
     private WorkCompletion await() {
@@ -331,6 +335,158 @@ class UcxProcessTest {
         }
         assertThat(c.qp().outstandingSends()).isZero();
         assertThat(cq.poll(one)).isZero();
+        close(c);
+        child.expect("GONE");
+        child.finish();
+    }
+
+    /**
+     * Rendezvous WRITEs (128 KiB, into the first half of the child's region) and READs (128 KiB, of
+     * its second half) stream while the child deregisters the region and then fills it with
+     * {@link UcxPeerMain#WATCH}: every request completes; those that succeeded moved exact bytes (a
+     * READ never sees the WATCH bytes written after the deregistration returned); the first failure
+     * is REM_ACCESS_ERR and everything behind it WR_FLUSH_ERR; and once everything completed, nothing
+     * wrote the deregistered memory (CHECK). Then a rendezvous WRITE through the stale key, on a new
+     * connection, is refused and moves no byte either.
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void aDeregistrationAtTheTargetRacingRendezvousWritesAndReadsLeavesItsMemoryAlone(String tls) throws Exception {
+        open();
+        UcxChild child = child(tls);
+        Conn c = connect(child);
+        int chunk = 131072;
+        mem.asSlice(0, chunk).fill((byte) 0x11);
+        int posted = 0;
+        int completed = 0;
+        WcStatus firstFailure = null;
+        boolean deregistered = false;
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        while (completed < posted || firstFailure == null) {
+            assertThat(System.nanoTime()).as("the stream ends within 60 s (%d of %d done)", completed, posted).isLessThan(deadline);
+            if (firstFailure == null && posted - completed < 8) {
+                int i = posted++;
+                boolean read = (i & 1) == 1;
+                long remote = c.remote() + (read ? 524288 : 0) + (i / 2 % 4) * (long) chunk;
+                WorkRequest wr = new WorkRequest(1).wrId(i).opcode(read ? Opcode.RDMA_READ : Opcode.RDMA_WRITE).signaled(true)
+                        .remote(remote, c.key());
+                wr.addSge(read ? mem.address() + (1 << 20) + (i % 8) * (long) chunk : mem.address(), chunk, mr.lkey());
+                c.qp().postSend(wr);
+            }
+            if (posted == 40 && !deregistered) {
+                child.command("DEREGWATCH");
+                deregistered = true;
+            }
+            if (cq.poll(one) == 1) {
+                WorkCompletion wc = one[0];
+                assertThat(wc.wrId()).as("completions in order").isEqualTo(completed);
+                int i = completed++;
+                if (firstFailure == null && wc.status() != WcStatus.SUCCESS) {
+                    firstFailure = wc.status();
+                    assertThat(wc.status()).as("the first failure (request %d)", i).isEqualTo(WcStatus.REM_ACCESS_ERR);
+                } else if (firstFailure != null) {
+                    assertThat(wc.status()).as("request %d, behind the failure", i).isEqualTo(WcStatus.WR_FLUSH_ERR);
+                } else if ((i & 1) == 1) {
+                    long at = (1 << 20) + (i % 8) * (long) chunk;
+                    long from = 524288 + (i / 2 % 4) * (long) chunk;
+                    for (int k = 0; k < chunk; k += 61) {
+                        assertThat(mem.get(ValueLayout.JAVA_BYTE, at + k)).as("READ %d, byte %d", i, k)
+                                .isEqualTo(UcxPeerMain.pattern(from + k));
+                    }
+                }
+            }
+            if (posted > 100_000) {
+                throw new AssertionError("the deregistration never took effect");
+            }
+        }
+        child.expect("DEREGISTERED");
+        child.expect("GONE"); // (a refused request breaks the connection at both ends)
+        System.out.printf("UcxProcessTest: %s: %d requests succeeded before the deregistration refused them%n", tls,
+                completed - 1 - (posted - completed));
+        Thread.sleep(200); // (anything late would land now)
+        child.command("CHECK");
+        child.expect("INTACT");
+        close(c);
+
+        Conn d = connect(child); // the key is stale now: a rendezvous WRITE through it is refused
+        int stale = d.qp().importRemoteKey(MemorySegment.ofArray(c.exported()));
+        d.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(mem.address(), chunk, mr.lkey()).remote(c.remote(), stale));
+        assertThat(await().status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        child.expect("GONE");
+        Thread.sleep(100);
+        child.command("CHECK");
+        child.expect("INTACT");
+        close(d);
+        child.finish();
+    }
+
+    /**
+     * This side deregisters the source of its rendezvous WRITEs and the sink of its rendezvous READs
+     * while they stream, then writes a marker into both: once everything completed, the sink still
+     * holds only the marker (no READ's bytes landed after the deregistration returned), every request
+     * either succeeded or failed LOC_PROT_ERR (the first) or WR_FLUSH_ERR (behind it).
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void aLocalDeregistrationRacingRendezvousWritesAndReadsLeavesItsMemoryAlone(String tls) throws Exception {
+        open();
+        UcxChild child = child(tls);
+        Conn c = connect(child);
+        int chunk = 131072;
+        MemorySegment src = mem.asSlice(0, chunk);
+        MemorySegment sink = mem.asSlice(1 << 20, 8L * chunk);
+        MemoryRegion srcMr = pd.register(src, Access.LOCAL_WRITE);
+        MemoryRegion sinkMr = pd.register(sink, Access.LOCAL_WRITE);
+        src.fill((byte) 0x22);
+        int posted = 0;
+        int completed = 0;
+        boolean failed = false;
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        while (posted < 64 || completed < posted) {
+            assertThat(System.nanoTime()).as("the stream ends within 60 s").isLessThan(deadline);
+            if (posted < 64 && posted - completed < 8) {
+                int i = posted++;
+                boolean read = (i & 1) == 1;
+                WorkRequest wr = new WorkRequest(1).wrId(i).opcode(read ? Opcode.RDMA_READ : Opcode.RDMA_WRITE).signaled(true)
+                        .remote(c.remote() + (read ? 524288 : 0), c.key());
+                wr.addSge(read ? sink.address() + (i % 8) * (long) chunk : src.address(), chunk,
+                        read ? sinkMr.lkey() : srcMr.lkey());
+                try {
+                    c.qp().postSend(wr);
+                } catch (RdmaException e) { // (the QP is in the error state already: as verbs, the post is flushed)
+                    posted--;
+                    break;
+                }
+                if (i == 20) {
+                    srcMr.close();
+                    sinkMr.close();
+                    sink.fill(UcxPeerMain.WATCH);
+                    src.fill(UcxPeerMain.WATCH);
+                }
+            }
+            if (cq.poll(one) == 1) {
+                WorkCompletion wc = one[0];
+                assertThat(wc.wrId()).isEqualTo(completed++);
+                if (!failed && wc.status() != WcStatus.SUCCESS) {
+                    failed = true;
+                    assertThat(wc.status()).as("the first failure").isEqualTo(WcStatus.LOC_PROT_ERR);
+                } else if (failed) {
+                    assertThat(wc.status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+                }
+            }
+        }
+        while (completed < posted) {
+            assertThat(System.nanoTime()).isLessThan(deadline);
+            if (cq.poll(one) == 1) {
+                completed++;
+            }
+        }
+        assertThat(failed).as("requests after the deregistration failed").isTrue();
+        Thread.sleep(200);
+        for (long k = 0; k < sink.byteSize(); k++) {
+            assertThat(sink.get(ValueLayout.JAVA_BYTE, k)).as("sink byte %d", k).isEqualTo(UcxPeerMain.WATCH);
+        }
         close(c);
         child.expect("GONE");
         child.finish();

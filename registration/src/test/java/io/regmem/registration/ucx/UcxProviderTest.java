@@ -38,6 +38,19 @@ class UcxProviderTest {
     }
 
     @Test
+    void rndvThresholdMustBeABytecountFromOneTo2GiB() {
+        UcxAvailable.require();
+        for (String bad : new String[] {"0", "-1", "2147483649", "16k", ""}) {
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> RdmaDevice.open("ucx", java.util.Map.of("rndvThreshold", bad)))
+                    .isInstanceOf(io.regmem.core.RdmaException.class).hasMessageContaining("rndvThreshold")
+                    .matches(e -> ((io.regmem.core.RdmaException) e).errno() == io.regmem.core.Errno.EINVAL);
+        }
+        try (RdmaDevice d = RdmaDevice.open("ucx", java.util.Map.of("rndvThreshold", "1"))) {
+            assertThat(d.isClosed()).isFalse();
+        }
+    }
+
+    @Test
     void withoutUcxOpeningFailsWithThePackageToInstallAndSoftStillWorks(@TempDir Path empty) throws Exception {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         Process p = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-D" + Ucp.LIBDIR + "=" + empty,
