@@ -396,9 +396,9 @@ final class RpcDemo {
             out.printf(Locale.ROOT, "Measured after a warm-up of %.1f s: %,d calls before it, checked the same way, not counted%n",
                     warmupNanos / 1e9, measuredFrom);
         }
-        out.printf(Locale.ROOT, "Call latency (us)   p50 %d   p90 %d   p99 %d   p99.9 %d   max %d%n",
-                latency.getValueAtPercentile(50), latency.getValueAtPercentile(90), latency.getValueAtPercentile(99),
-                latency.getValueAtPercentile(99.9), latency.getMaxValue());
+        out.printf(Locale.ROOT, "Call latency (us)   p50 %.2f   p90 %.2f   p99 %.2f   p99.9 %.2f   max %.1f%n",
+                latency.getValueAtPercentile(50) / 1e3, latency.getValueAtPercentile(90) / 1e3,
+                latency.getValueAtPercentile(99) / 1e3, latency.getValueAtPercentile(99.9) / 1e3, latency.getMaxValue() / 1e3);
         out.printf(Locale.ROOT, "Replies checked byte by byte: %,d wrong; calls ended by a failed connection: %,d%n",
                 client.errors(), client.failed());
         out.printf(Locale.ROOT, "Requests free after the run: client %d/%d, server %s; client replies %d made, %d free; "

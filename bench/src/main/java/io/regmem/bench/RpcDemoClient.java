@@ -209,7 +209,7 @@ final class RpcDemoClient implements RpcTransport.Handler {
         if (n < HEADER + (c.chunks ? 0 : c.size) || !RpcDemo.check(pattern, result, xid, c.size)) {
             errors.incrementAndGet();
         }
-        latency.recordValue(Math.max(1, (System.nanoTime() - c.started) / 1000));
+        latency.recordValue(Math.max(1, System.nanoTime() - c.started));
         bytes.addAndGet(2L * c.size);
         c.req.attachReply(rep);
         if (!c.chunks) {
@@ -305,7 +305,7 @@ final class RpcDemoClient implements RpcTransport.Handler {
         return bytes.get();
     }
 
-    /** Call latency in microseconds, from start to reply. */
+    /** Call latency in nanoseconds, from start to reply. */
     Histogram latency() {
         return latency;
     }

@@ -31,8 +31,11 @@ import org.openjdk.jmh.annotations.TearDown;
  * whose UCX is restricted to {@code transport}), every WRITE from the same local buffer to the same
  * remote address as {@code ucx_perftest}'s puts: the round trip of one WRITE of {@code size} bytes
  * (post it, poll until its completion: the target executed it and answered), and, with up to 16
- * WRITEs in flight, the time per WRITE once the pipe is full (bytes / time = bandwidth). The native
- * peer, {@code ucx_perftest} on the same transport, runs beside it from {@code bench/ucx-compare.sh}.
+ * WRITEs in flight, the time per WRITE once the pipe is full (bytes / time = bandwidth). One
+ * busy-polling thread per process, as {@code ucx_perftest} runs: this side's benchmark thread (no
+ * progress thread), the child's progress thread (which executes what arrives; its main thread
+ * blocks on its input). The native peers, {@code ucx_perftest} on the same transport, run beside it
+ * from {@code bench/ucx-compare.sh}.
  */
 @State(Scope.Benchmark)
 public class UcxPutBenchmark extends BenchDefaults {
@@ -42,8 +45,12 @@ public class UcxPutBenchmark extends BenchDefaults {
     @Param({"sysv+posix+cma", "tcp"})
     public String transport;
 
-    /** How WRITEs travel: as messages the target executes and answers, or (oneSided=true) as UCX puts. */
-    @Param({"message", "oneSided"})
+    /**
+     * How WRITEs travel: as messages the target checks, executes and answers (the default, checked
+     * path), or ({@code --param mode=oneSided}, the device option oneSided=true, UCX 1.19 or later)
+     * as UCX puts and gets the target does not check.
+     */
+    @Param({"message"})
     public String mode;
 
     /** The rndvThreshold of both ucx devices (this side's WRITEs go by it, the child's READ answers). */
