@@ -38,6 +38,15 @@ final class Ucp {
      * data) is read through it at that address as offset, where a segment per message would allocate.
      */
     static final MemorySegment NATIVE = MemorySegment.NULL.reinterpret(Long.MAX_VALUE);
+    /**
+     * Every endpoint's error callback: UCX's own no-op ({@code ucs_empty_function}, which UCX uses as
+     * a callback of any signature itself). An endpoint without one makes UCX 1.13 abort the process
+     * when a transport fails under it: a shared-memory pull ({@code process_vm_readv}) from a peer
+     * that died or unmapped what it offered ends in {@code ucs_fatal}. With it, UCX fails the
+     * endpoint and its requests instead, which regmem turns into completions with errors. It is
+     * native code, not an upcall: UCX may call it inside a critical downcall.
+     */
+    final MemorySegment ignoreErrors;
 
     /** The oldest UCX regmem runs on: the API these layouts and calls were written against. */
     static final int MIN_MAJOR = 1;
@@ -74,6 +83,10 @@ final class Ucp {
     private final MethodHandle amDataRelease;
     private final MethodHandle amRecvDataNbx;
     private final MethodHandle epQuery;
+    private final MethodHandle epPrintInfo;
+    private final MethodHandle openMemstream;
+    private final MethodHandle fclose;
+    private final MethodHandle free;
     /** The version of the library that was loaded: major, minor, release. */
     final int major;
     final int minor;
@@ -170,6 +183,13 @@ final class Ucp {
         requestFree = bindCritical(linker, ucp, "ucp_request_free", FunctionDescriptor.ofVoid(PTR));
         requestCancel = bind(linker, ucp, "ucp_request_cancel", FunctionDescriptor.ofVoid(PTR, PTR));
         epQuery = bind(linker, ucp, "ucp_ep_query", FunctionDescriptor.of(JAVA_INT, PTR, PTR));
+        epPrintInfo = bind(linker, ucp, "ucp_ep_print_info", FunctionDescriptor.ofVoid(PTR, PTR));
+        ignoreErrors = ucs.find("ucs_empty_function").orElseThrow(
+                () -> new RdmaException(Errno.ENODEV, "ucx: libucs has no ucs_empty_function: install UCX 1.13 or later"));
+        SymbolLookup libc = linker.defaultLookup();
+        openMemstream = linker.downcallHandle(libc.find("open_memstream").orElseThrow(), FunctionDescriptor.of(PTR, PTR, PTR));
+        fclose = linker.downcallHandle(libc.find("fclose").orElseThrow(), FunctionDescriptor.of(JAVA_INT, PTR));
+        free = linker.downcallHandle(libc.find("free").orElseThrow(), FunctionDescriptor.ofVoid(PTR));
         statusString = bind(linker, ucs, "ucs_status_string", FunctionDescriptor.of(ADDRESS, JAVA_INT));
         setAmHandler = bind(linker, ucp, "ucp_worker_set_am_recv_handler", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
         amSendNbx = bind(linker, ucp, "ucp_am_send_nbx",
@@ -440,6 +460,34 @@ final class Ucp {
     void requestFree(long request) {
         try {
             Hot.REQUEST_FREE.invokeExact(request);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /**
+     * What {@code ucp_ep_print_info} says of endpoint {@code ep} (its configuration: lanes,
+     * transports, protocol thresholds), or null if it could not be captured. Worker lock held.
+     */
+    String epInfo(long ep) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment ptr = a.allocate(JAVA_LONG);
+            MemorySegment size = a.allocate(JAVA_LONG);
+            long f = (long) openMemstream.invokeExact(ptr.address(), size.address());
+            if (f == 0) {
+                return null;
+            }
+            epPrintInfo.invokeExact(ep, f);
+            int closed = (int) fclose.invokeExact(f);
+            long buf = ptr.get(JAVA_LONG, 0);
+            long n = size.get(JAVA_LONG, 0);
+            try {
+                return closed != 0 || buf == 0 || n < 0 || n > (1 << 20) ? null
+                        : new String(MemorySegment.ofAddress(buf).reinterpret(n).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
+                                java.nio.charset.StandardCharsets.UTF_8);
+            } finally {
+                free.invokeExact(buf);
+            }
         } catch (Throwable t) {
             throw rethrow(t);
         }

@@ -71,7 +71,9 @@ final class UcpWorker implements AutoCloseable {
             MemorySegment address = a.allocate(peerAddress.length, 8);
             MemorySegment.copy(peerAddress, 0, address, JAVA_BYTE, 0, peerAddress.length);
             MemorySegment params = a.allocate(UcpLayout.EP_PARAMS_SIZE, 8);
-            params.set(JAVA_LONG, UcpLayout.EP_PARAMS_FIELD_MASK, UcpLayout.EP_PARAM_FIELD_REMOTE_ADDRESS | UcpLayout.EP_PARAM_FIELD_ERR_HANDLING_MODE);
+            params.set(JAVA_LONG, UcpLayout.EP_PARAMS_FIELD_MASK, UcpLayout.EP_PARAM_FIELD_REMOTE_ADDRESS
+                    | UcpLayout.EP_PARAM_FIELD_ERR_HANDLING_MODE | UcpLayout.EP_PARAM_FIELD_ERR_HANDLER);
+            params.set(ADDRESS, UcpLayout.EP_PARAMS_ERR_HANDLER, ucp.ignoreErrors); // (its arg stays NULL)
             params.set(ADDRESS, UcpLayout.EP_PARAMS_ADDRESS, address);
             params.set(JAVA_INT, UcpLayout.EP_PARAMS_ERR_MODE,
                     peerErrors ? UcpLayout.ERR_HANDLING_MODE_PEER : UcpLayout.ERR_HANDLING_MODE_NONE);

@@ -23,6 +23,8 @@ final class UcxEndpoint {
      * once its wire-up is done.
      */
     volatile String messagesBecause = "its transports are not known yet";
+    /** Large transfers go eagerly all the same (a TCP-only endpoint: {@link UcxTransports#rendezvousPays}). */
+    volatile boolean eagerOnly;
 
     UcxEndpoint(byte[] peer, long handle, boolean toSelf) {
         this.peer = peer;

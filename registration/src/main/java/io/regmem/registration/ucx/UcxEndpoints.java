@@ -47,9 +47,12 @@ final class UcxEndpoints {
             if (e.handle != 0) {
                 java.util.List<String> tls = UcxTransports.of(device.ucp, e.handle);
                 e.messagesBecause = UcxTransports.whyNotOneSided(device.ucp.major, device.ucp.minor, tls);
+                java.util.List<String> lanes = UcxTransports.lanes(device.ucp.epInfo(e.handle));
+                e.eagerOnly = !UcxTransports.rendezvousPays(lanes);
                 String why = e.messagesBecause;
-                LOG.log(System.Logger.Level.DEBUG, () -> "regmem ucx: endpoint on "
-                        + (tls == null ? "transports UCX does not tell" : tls.toString())
+                UcxEndpoint made = e;
+                LOG.log(System.Logger.Level.DEBUG, () -> "regmem ucx: endpoint on lanes " + lanes
+                        + (tls == null ? "" : ", transports " + tls) + (made.eagerOnly ? ", large transfers eager" : "")
                         + (why == null ? ": WRITE and READ go as NIC-checked puts and gets"
                                 : ": WRITE and READ go as messages the target checks (" + why + ")"));
             }

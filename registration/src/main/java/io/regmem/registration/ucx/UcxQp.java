@@ -190,6 +190,12 @@ final class UcxQp implements ProviderQp {
         return type == UcxQp.class ? type.cast(this) : null;
     }
 
+    /** True if a transfer of {@code length} bytes goes by rendezvous on this QP's connection. */
+    boolean rendezvous(long length) {
+        UcxEndpoint e = ep;
+        return length >= device.rndvThreshold && (e == null || !e.eagerOnly);
+    }
+
     /** True if this QP's WRITEs and READs go as NIC-checked puts and gets ({@link UcxTransports}). */
     boolean nicOneSided() {
         UcxEndpoint e = ep;

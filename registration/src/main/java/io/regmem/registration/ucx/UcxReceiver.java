@@ -265,7 +265,7 @@ final class UcxReceiver {
             try {
                 if (ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_READ, src)) {
                     MemorySegment b;
-                    if (m.length >= qp.device.rndvThreshold) { // answered by rendezvous, from a bounce buffer
+                    if (qp.rendezvous(m.length)) { // answered by rendezvous, from a bounce buffer
                         b = qp.staging.take(m.length);
                         replyStages[slot] = b;
                     } else {
@@ -391,6 +391,8 @@ final class UcxReceiver {
             if (verdict != WcStatus.SUCCESS) {
                 ctx.toError(); // (its key went away while the bytes were on their way: refused, as a NIC's late check)
             }
+        } else {
+            ctx.toError(); // (the transport failed under it: the peer died, or offered bytes it did not have)
         }
         qp.staging.give(rndvStage);
         rndvStage = null;

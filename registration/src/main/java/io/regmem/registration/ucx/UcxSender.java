@@ -119,11 +119,11 @@ final class UcxSender {
                     return WcStatus.REM_ACCESS_ERR; // a handle this QP never gave out
                 }
             }
-            // A WRITE of at least the rendezvous threshold goes by UCX's rendezvous, from a bounce
-            // buffer the bytes are copied into here, inside the section: the peer pulls them on its
-            // own schedule, and what it pulls is never the application's memory.
-            boolean rndv = opcode == Opcode.RDMA_WRITE && w.totalLength() >= device.rndvThreshold;
-            if (rndv && !device.oneSided && !qp.nicOneSided() && !stage(op)) {
+            // A WRITE of at least the rendezvous threshold goes by UCX's rendezvous (eagerly on TCP
+            // alone), from a bounce buffer the bytes are copied into here, inside the section: the peer
+            // takes them on its own schedule, and what it takes is never the application's memory.
+            boolean staged = opcode == Opcode.RDMA_WRITE && w.totalLength() >= device.rndvThreshold;
+            if (staged && !device.oneSided && !qp.nicOneSided() && !stage(op)) {
                 return WcStatus.LOC_PROT_ERR; // the memory went away under the copy (freed without a deregistration)
             }
             device.lockWorker();
@@ -136,7 +136,7 @@ final class UcxSender {
                         local.clear(); // the bytes come back in the response: the entries are resolved again then
                         op.ownMemoryOnly = true; // (the header only: the answer is received into a buffer of the QP's)
                     }
-                    if (rndv && op.stage == null && !stage(op)) { // (a device that may go one-sided stages here)
+                    if (staged && op.stage == null && !stage(op)) { // (a device that may go one-sided stages here)
                         return WcStatus.LOC_PROT_ERR;
                     }
                     sendMessage(w, op, rdma, targetKey);
@@ -248,9 +248,9 @@ final class UcxSender {
             req = UcpLayout.UCS_ERR_CONNECTION_RESET; // the peer's device closed: as a reset connection
         } else {
             MemorySegment stage = op.stage;
-            if (stage != null) { // by rendezvous, from the bounce buffer: the target checks the header first
+            if (stage != null) { // from the bounce buffer: by rendezvous (the target checks the header first), or eagerly on TCP alone
                 req = device.ucp.amSend(endpoint, UcxAm.ID, h.address(), UcxAm.HEADER, stage.address(), w.totalLength(),
-                        amRndvParams.address(), qp.toSelf());
+                        (qp.rendezvous(w.totalLength()) ? amRndvParams : qp.amParams).address(), qp.toSelf());
             } else if (pieces <= 1) {
                 long addr = pieces == 0 ? 0 : local.segment(0).address() + local.offset(0);
                 long len = pieces == 0 ? 0 : local.length(0);

@@ -55,6 +55,42 @@ final class UcxTransports {
         return rma ? null : "no transport of the endpoint carries puts and gets (" + transports + ")";
     }
 
+    private static final java.util.regex.Pattern LANE = java.util.regex.Pattern.compile("lane\\[\\d+\\]:\\s*\\d+:([A-Za-z0-9_]+)/");
+
+    /**
+     * The transport of each lane in {@code ucp_ep_print_info}'s description of an endpoint (its lines
+     * {@code lane[0]:  3:posix/memory.0 md[1] -> ...}), or null if it names none.
+     */
+    static List<String> lanes(String info) {
+        if (info == null) {
+            return null;
+        }
+        List<String> tls = new ArrayList<>();
+        java.util.regex.Matcher m = LANE.matcher(info);
+        while (m.find()) {
+            tls.add(m.group(1));
+        }
+        return tls.isEmpty() ? null : tls;
+    }
+
+    /**
+     * True if large transfers on an endpoint whose lanes run {@code lanes} (null: unknown) should go
+     * by UCX's rendezvous: everywhere but on TCP alone, where UCX 1.13's rendezvous adds a round trip
+     * and moves the bytes through the same socket anyway (eager messages there measured 2-3x the
+     * bandwidth of rendezvous ones).
+     */
+    static boolean rendezvousPays(List<String> lanes) {
+        if (lanes == null) {
+            return true;
+        }
+        for (String t : lanes) {
+            if (!t.equals("tcp")) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** The most transports asked for. */
     private static final int MAX = 32;
     // ucp_ep_attr_t (UCX 1.19): field_mask, name[32], local and remote sockaddr_storage (128 each),

@@ -536,6 +536,40 @@ class UcxDataPathTest {
         assertThat(mappings() - before).as("mappings added by 450 registrations").isLessThan(100);
     }
 
+    /**
+     * A peer whose rendezvous WRITE offers memory it took away after posting (a stand-in for a hostile
+     * or dying process: the bounce buffer of A's QP is memory the test maps, then protects from any
+     * access, as if unmapped): B's
+     * pull over shared memory ({@code process_vm_readv}) fails. Nothing aborts; the WRITE fails, moves
+     * no byte, and the connection breaks.
+     */
+    @Test
+    void aRendezvousOfMemoryUnmappedUnderItFailsTheWriteAndMovesNoByte() throws Throwable {
+        int length = 512 << 10;
+        int key = qpA.importRemoteKey(mrB.exportRemoteKey());
+        memB.fill((byte) 0x5A);
+        memA.fill((byte) 0x77);
+        MemorySegment bounce = UcxPeerMain.mapAnonymous(length);
+        qpA.unwrap(UcxQp.class).staging.give(bounce); // the next bounce buffer of that size
+        qpA.postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(memA.address(), length, mrA.lkey()).remote(memB.address(), key));
+        UcxPeerMain.protectNone(bounce); // before B saw the offer: B did not progress since the post
+        WorkCompletion[] one = {new WorkCompletion()};
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (cqA.poll(one) == 0) {
+            cqB.poll(new WorkCompletion[] {new WorkCompletion()});
+            assertThat(System.nanoTime()).as("the WRITE completes within 10 s").isLessThan(deadline);
+        }
+        assertThat(one[0].status()).isIn(WcStatus.RETRY_EXC_ERR, WcStatus.WR_FLUSH_ERR, WcStatus.REM_OP_ERR);
+        for (long k = 0; k < length; k += 509) {
+            assertThat(memB.get(ValueLayout.JAVA_BYTE, k)).as("B's byte %d", k).isEqualTo((byte) 0x5A);
+        }
+        assertThat(lb.qpB.state()).isEqualTo(QueuePair.State.ERROR);
+        lb.close(); // (UCX holds nothing of the bounce buffer once both devices closed)
+        lb = null;
+        UcxPeerMain.unmap(bounce);
+    }
+
     @Test
     void aPeerDeviceClosingMidTransferFailsWhatIsLeftAndANewPeerWorks() {
         int key = qpA.importRemoteKey(mrB.exportRemoteKey());

@@ -29,7 +29,8 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * Commands on stdin: {@code DEREG} deregisters the region; {@code DEREGWATCH} deregisters it and
  * fills it with {@link #WATCH}, and {@code CHECK} then says {@code INTACT} if nothing wrote it since
  * (else {@code CHANGED at <offset>}); end of input tears everything down and
- * prints {@code REGMEM CLEAN} when nothing was left.
+ * prints {@code REGMEM CLEAN} when nothing was left. With {@code writer} as second argument it is a
+ * client instead, which WRITEs into the test's memory ({@link #writer}).
  */
 public final class UcxPeerMain {
     private static final int RECVS = 16;
@@ -45,7 +46,7 @@ public final class UcxPeerMain {
         return (byte) (i * 31 + 7);
     }
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) throws Throwable {
         ConcurrentLinkedQueue<String> commands = new ConcurrentLinkedQueue<>();
         Thread.ofPlatform().daemon().start(() -> {
             try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
@@ -63,6 +64,10 @@ public final class UcxPeerMain {
             for (String kv : args[2].split(",")) {
                 options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
             }
+        }
+        if (args.length > 1 && args[1].equals("writer")) {
+            writer(args[0], options, commands);
+            return;
         }
         try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("ucx", options)) {
             // "chunk" as second argument: the region lies in memory UCX allocated (device.chunkSource()),
@@ -187,6 +192,113 @@ public final class UcxPeerMain {
             } else {
                 say("LEFT " + dev.resources().report());
             }
+        }
+    }
+
+    /**
+     * The writer mode ({@code writer} as second argument): connects to the listener at {@code address},
+     * says {@code CONNECTED}; on {@code WRITE <key hex> <address> <length> <count>} it WRITEs 8 bytes
+     * to {@code address + length}, says {@code WARM <status>} once that completed, and on {@code GO}
+     * posts {@code count} WRITEs of {@code length} bytes (0x77) to {@code address}, progresses for
+     * 200 ms and says {@code POSTED} with what completed meanwhile; then it waits to be killed.
+     */
+    private static void writer(String address, java.util.Map<String, String> options, ConcurrentLinkedQueue<String> commands)
+            throws Exception {
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("ucx", options)) {
+            MemorySegment mem = arena.allocate(1 << 20, 4096);
+            mem.fill((byte) 0x77);
+            ProtectionDomain pd = dev.allocPd();
+            CompletionQueue cq = dev.createCq(256);
+            MemoryRegion mr = pd.register(mem, Access.LOCAL_WRITE);
+            CmId id = dev.createCmId();
+            QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(64).maxRecvWr(1));
+            id.connect(address);
+            WorkCompletion[] wcs = {new WorkCompletion()};
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (id.connState() != CmId.ConnState.CONNECTED && System.nanoTime() < deadline) {
+                cq.poll(wcs);
+                Thread.sleep(1);
+            }
+            say("CONNECTED");
+            int key = 0;
+            long remote = 0;
+            int length = 0;
+            int count = 0;
+            while (true) {
+                String c = commands.poll();
+                if (c == null) {
+                    cq.poll(wcs);
+                    Thread.sleep(1);
+                    continue;
+                }
+                if (c.equals("END")) {
+                    return; // (the test kills it before)
+                }
+                if (c.equals("GO")) {
+                    for (int i = 0; i < count; i++) {
+                        qp.postSend(new WorkRequest(1).wrId(i).opcode(Opcode.RDMA_WRITE).signaled(true)
+                                .addSge(mem.address(), length, mr.lkey()).remote(remote, key));
+                    }
+                    long until = System.nanoTime() + 200_000_000L;
+                    StringBuilder done = new StringBuilder();
+                    while (System.nanoTime() < until) {
+                        if (cq.poll(wcs) == 1) {
+                            done.append(' ').append(wcs[0].status());
+                        }
+                    }
+                    say("POSTED" + done);
+                    continue;
+                }
+                String[] w = c.split(" ");
+                key = qp.importRemoteKey(MemorySegment.ofArray(HexFormat.of().parseHex(w[1])));
+                remote = Long.parseLong(w[2]);
+                length = Integer.parseInt(w[3]);
+                count = Integer.parseInt(w[4]);
+                // One small WRITE first (behind the big ones' range), completed: the connection is up at both ends.
+                qp.postSend(new WorkRequest(1).wrId(-1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                        .addSge(mem.address(), 8, mr.lkey()).remote(remote + length, key));
+                long until = System.nanoTime() + 10_000_000_000L;
+                while (cq.poll(wcs) == 0 && System.nanoTime() < until) {
+                    Thread.onSpinWait();
+                }
+                say("WARM " + wcs[0].status());
+            }
+        }
+    }
+
+    private static final java.lang.foreign.Linker LINKER = java.lang.foreign.Linker.nativeLinker();
+
+    /** {@code length} bytes of fresh anonymous memory ({@code mmap}), for tests that unmap it under UCX. */
+    static MemorySegment mapAnonymous(long length) throws Throwable {
+        java.lang.invoke.MethodHandle mmap = LINKER.downcallHandle(LINKER.defaultLookup().find("mmap").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG,
+                        ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_LONG));
+        MemorySegment m = (MemorySegment) mmap.invokeExact(MemorySegment.NULL, length, 3, 0x22, -1, 0L); // RW, PRIVATE|ANONYMOUS
+        if (m.address() == -1L) {
+            throw new IllegalStateException("mmap failed");
+        }
+        return m.reinterpret(length);
+    }
+
+    static void unmap(MemorySegment m) throws Throwable {
+        java.lang.invoke.MethodHandle munmap = LINKER.downcallHandle(LINKER.defaultLookup().find("munmap").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
+        if ((int) munmap.invokeExact(m, m.byteSize()) != 0) {
+            throw new IllegalStateException("munmap failed");
+        }
+    }
+
+    /**
+     * Takes every right from memory {@link #mapAnonymous} gave ({@code mprotect(PROT_NONE)}): any
+     * access to it fails as to unmapped memory, and its addresses stay reserved (nothing else is
+     * mapped there meanwhile, as after an {@code munmap}).
+     */
+    static void protectNone(MemorySegment m) throws Throwable {
+        java.lang.invoke.MethodHandle mprotect = LINKER.downcallHandle(LINKER.defaultLookup().find("mprotect").orElseThrow(),
+                java.lang.foreign.FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG,
+                        ValueLayout.JAVA_INT));
+        if ((int) mprotect.invokeExact(m, m.byteSize(), 0) != 0) {
+            throw new IllegalStateException("mprotect failed");
         }
     }
 

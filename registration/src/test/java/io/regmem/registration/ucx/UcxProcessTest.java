@@ -167,6 +167,9 @@ class UcxProcessTest {
         UcxChild child = child(tls);
         Conn c = connect(child);
         readsThePattern(c, 1000);
+        UcxEndpoint ep = c.qp().unwrap(UcxQp.class).endpointObject();
+        assertThat(ep.eagerOnly).as("large transfers eager on TCP alone, by rendezvous over shared memory")
+                .isEqualTo(tls.equals("tcp"));
         // WRITE 256 KiB of random bytes in four pieces, READ them back into other memory
         fillRandom(7);
         c.qp().postSend(new WorkRequest(4).wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
@@ -266,7 +269,10 @@ class UcxProcessTest {
         Conn d = connect(next);
         d.qp().postSend(new WorkRequest(1).wrId(7).opcode(Opcode.RDMA_READ).signaled(true)
                 .addSge(mem.address(), 4096, mr.lkey()).remote(d.remote(), d.key()));
-        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        long readAt = System.nanoTime();
+        WcStatus read = await().status();
+        assertThat(read).as("the READ from the new peer (completed after %d ms; the peer said:%n%s)",
+                (System.nanoTime() - readAt) / 1_000_000, next.output()).isEqualTo(WcStatus.SUCCESS);
         assertThat(mem.get(ValueLayout.JAVA_BYTE, 100)).isEqualTo(UcxPeerMain.pattern(100));
         close(d);
         next.expect("GONE");
@@ -490,6 +496,131 @@ class UcxProcessTest {
         close(c);
         child.expect("GONE");
         child.finish();
+    }
+
+    /**
+     * The peer answers a 1 MiB READ by rendezvous and is killed before this side pulls the answer
+     * (this side does not progress until the peer is gone): UCX's pull then finds no process behind
+     * the answer. This process lives on, the READ fails within the bound, its sink holds no byte of
+     * the answer, and a new peer works.
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void aPeerKilledBeforeItsRendezvousAnswerIsPulledFailsTheReadAndThisProcessLives(String tls) throws Exception {
+        open();
+        UcxChild child = child(tls);
+        Conn c = connect(child);
+        readsThePattern(c, 0);
+        MemorySegment sink = mem.asSlice(1 << 20, 1 << 20);
+        sink.fill(UcxPeerMain.WATCH);
+        c.qp().postSend(new WorkRequest(1).wrId(9).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(sink.address(), sink.byteSize(), mr.lkey()).remote(c.remote(), c.key()));
+        Thread.sleep(300); // (the peer answers meanwhile; nothing here progresses)
+        child.process.destroyForcibly();
+        assertThat(child.process.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        long start = System.nanoTime();
+        WorkCompletion wc = await();
+        assertThat(wc.wrId()).isEqualTo(9);
+        assertThat(wc.status()).isIn(WcStatus.RETRY_EXC_ERR, WcStatus.WR_FLUSH_ERR, WcStatus.REM_OP_ERR);
+        assertThat(System.nanoTime() - start).isLessThan(KILL_BOUND_NANOS);
+        for (long k = 0; k < sink.byteSize(); k += 509) {
+            assertThat(sink.get(ValueLayout.JAVA_BYTE, k)).as("sink byte %d", k).isEqualTo(UcxPeerMain.WATCH);
+        }
+        close(c);
+
+        UcxChild next = child(tls);
+        Conn d = connect(next);
+        readsThePattern(d, 0);
+        close(d);
+        next.expect("GONE");
+        next.finish();
+    }
+
+    /** A writer child connected to a listener of this side's, warmed up (its small WRITE completed). */
+    private record Writer(UcxChild child, CmId listener, CmId id, QueuePair qp, MemoryRegion mr, MemorySegment target) {
+    }
+
+    /**
+     * Starts a writer child ({@link UcxPeerMain}'s writer mode) against a listener of this side's and
+     * hands it the key of {@code target} (1 MiB filled with WATCH; the 4 KiB behind it take its warm-up).
+     */
+    private Writer writer(String tls) throws Exception {
+        MemorySegment target = mem.asSlice(1 << 20, 1 << 20);
+        target.fill(UcxPeerMain.WATCH);
+        MemoryRegion targetMr = pd.register(mem.asSlice(1 << 20, (1 << 20) + 4096), Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        int port = PORTS.incrementAndGet();
+        CmId listener = dev.createCmId();
+        listener.listen("127.0.0.1:" + port);
+        UcxChild writer = new UcxChild(tls, port, "writer", java.util.Map.of());
+        children.add(writer);
+        CmId id = null;
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (id == null) {
+            assertThat(System.nanoTime()).as("the writer connects within 10 s").isLessThan(deadline);
+            id = listener.getRequest();
+            Thread.sleep(1);
+        }
+        QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(16).maxRecvWr(1));
+        id.accept();
+        writer.expect("CONNECTED");
+        writer.command("WRITE " + HexFormat.of().formatHex(targetMr.exportRemoteKey()) + " " + target.address() + " "
+                + target.byteSize() + " 4");
+        while (writer.lines.isEmpty()) { // (its small WRITE completes while this side progresses)
+            cq.poll(one);
+            assertThat(System.nanoTime()).as("the writer warms up within 10 s").isLessThan(deadline + 10_000_000_000L);
+        }
+        assertThat(writer.expect("WARM")).isEqualTo("WARM SUCCESS");
+        return new Writer(writer, listener, id, qp, targetMr, target);
+    }
+
+    /**
+     * Once the writer posted (this side not progressing): the connection fails within the bound, no
+     * byte of the writer's lands, and this side then tears down and still works with a new peer.
+     */
+    private void failsAloneAndThisSideLives(Writer w, String tls) throws Exception {
+        long start = System.nanoTime();
+        while (w.qp().state() != QueuePair.State.ERROR) {
+            cq.poll(one);
+            assertThat(System.nanoTime() - start).as("the connection fails within the bound (the writer said:%n%s)",
+                    w.child().output()).isLessThan(KILL_BOUND_NANOS);
+            Thread.sleep(1);
+        }
+        for (long k = 0; k < w.target().byteSize(); k += 509) {
+            assertThat(w.target().get(ValueLayout.JAVA_BYTE, k)).as("target byte %d", k).isEqualTo(UcxPeerMain.WATCH);
+        }
+        w.child().process.destroyForcibly();
+        w.id().disconnect();
+        while (cq.poll(one) > 0) {
+            // flushed
+        }
+        w.id().destroyQp();
+        w.id().close();
+        w.listener().close();
+        w.mr().close();
+
+        UcxChild next = child(tls);
+        Conn d = connect(next);
+        readsThePattern(d, 0);
+        close(d);
+        next.expect("GONE");
+        next.finish();
+    }
+
+    /**
+     * The other way round: a peer posts 1 MiB rendezvous WRITEs into this side's memory and is killed
+     * before this side (which does not progress meanwhile) pulls them: no byte of them lands, the
+     * connection fails within the bound, and this process goes on.
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void aWriterKilledBeforeItsRendezvousWritesArePulledMovesNoByteAndThisProcessLives(String tls) throws Exception {
+        open();
+        Writer w = writer(tls);
+        w.child().command("GO"); // from here on this side does not progress until the writer is gone
+        assertThat(w.child().expect("POSTED")).as("nothing completed: this side pulled nothing").isEqualTo("POSTED");
+        w.child().process.destroyForcibly();
+        assertThat(w.child().process.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        failsAloneAndThisSideLives(w, tls);
     }
 
     private static void signal(String name, UcxChild child) throws Exception {

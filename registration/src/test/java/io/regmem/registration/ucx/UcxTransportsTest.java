@@ -43,6 +43,29 @@ class UcxTransportsTest {
         assertThat(UcxTransports.whyNotOneSided(1, 19, List.of())).contains("did not say");
     }
 
+    /** The lines of {@code ucp_ep_print_info} (UCX 1.13) that name the lanes' transports. */
+    @Test
+    void theLanesOfAnEndpointComeFromItsPrintedInfo() {
+        String shm = """
+                #
+                # UCP endpoint
+                #
+                #               peer: <no debug data>
+                #                 lane[0]:  3:posix/memory.0 md[1]          -> md[1]/posix/sysdev[255] am am_bw#0
+                #                 lane[1]:  6:cma/memory md[3]              -> md[3]/cma/sysdev[255] rma_bw#0 rkey_ptr
+                #
+                """;
+        assertThat(UcxTransports.lanes(shm)).containsExactly("posix", "cma");
+        assertThat(UcxTransports.rendezvousPays(UcxTransports.lanes(shm))).isTrue();
+        String tcp = "#                 lane[0]:  2:tcp/lo.0 md[0]              -> md[0]/tcp/sysdev[255] am am_bw#0\n"
+                + "#                 lane[1]:  2:tcp/lo.0 md[0]              -> md[0]/tcp/sysdev[255] rma_bw#0\n";
+        assertThat(UcxTransports.lanes(tcp)).containsExactly("tcp", "tcp");
+        assertThat(UcxTransports.rendezvousPays(UcxTransports.lanes(tcp))).as("TCP alone: eager").isFalse();
+        assertThat(UcxTransports.lanes("no lanes here")).isNull();
+        assertThat(UcxTransports.lanes(null)).isNull();
+        assertThat(UcxTransports.rendezvousPays(null)).as("unknown: rendezvous").isTrue();
+    }
+
     @Test
     void thisUcxTellsNothingBefore119() {
         UcxAvailable.require();
