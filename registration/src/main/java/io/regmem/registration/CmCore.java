@@ -21,6 +21,21 @@ final class CmCore extends ProviderState implements CmContext {
     }
 
     @Override
+    public String name() {
+        return cmId().toString();
+    }
+
+    @Override
+    public boolean isDestroyed() {
+        return cmId().isDestroyed();
+    }
+
+    @Override
+    public String deviceName() {
+        return cmId().device().name();
+    }
+
+    @Override
     public QpContext qp() {
         QueuePair q = id.qp();
         return q == null ? null : q.context;

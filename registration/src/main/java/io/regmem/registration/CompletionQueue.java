@@ -281,10 +281,5 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
 
     /** The CQ as its provider sees it. */
     final class Context extends ProviderState implements CqContext {
-        @Override
-        public CompletionQueue completionQueue() {
-            return CompletionQueue.this;
-        }
-
     }
 }

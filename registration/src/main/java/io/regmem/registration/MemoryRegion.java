@@ -128,6 +128,21 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         }
 
         @Override
+        public String name() {
+            return MemoryRegion.this.toString();
+        }
+
+        @Override
+        public int access() {
+            return MemoryRegion.this.access();
+        }
+
+        @Override
+        public boolean isIntegrity() {
+            return MemoryRegion.this.isIntegrity();
+        }
+
+        @Override
         public java.lang.foreign.MemorySegment segment() {
             return segment;
         }

@@ -20,6 +20,21 @@ final class QpCore extends ProviderState implements QpContext {
     }
 
     @Override
+    public String name() {
+        return qp.toString();
+    }
+
+    @Override
+    public boolean isDestroyed() {
+        return qp.isDestroyed();
+    }
+
+    @Override
+    public int maxSendWr() {
+        return qp.maxSendWr();
+    }
+
+    @Override
     public ReentrantLock lock() {
         return qp.lock;
     }

@@ -28,7 +28,7 @@ final class SoftCm implements ProviderCm {
     public void listen(String address) {
         synchronized (SoftWire.CM) {
             if (SoftWire.LISTENERS.putIfAbsent(address, this) != null) {
-                throw new RdmaException(Errno.EBUSY, ctx.cmId() + ": '" + address + "' is already listened on");
+                throw new RdmaException(Errno.EBUSY, ctx.name() + ": '" + address + "' is already listened on");
             }
             listenName = address;
         }
@@ -39,9 +39,9 @@ final class SoftCm implements ProviderCm {
         synchronized (SoftWire.CM) {
             SoftCm listener = SoftWire.LISTENERS.get(address);
             if (listener == null) {
-                throw new RdmaException(Errno.ENOENT, ctx.cmId() + ": nobody listens under '" + address + "'");
+                throw new RdmaException(Errno.ENOENT, ctx.name() + ": nobody listens under '" + address + "'");
             }
-            SoftCm request = (SoftCm) listener.ctx.newRequest(privateData, ctx.cmId().device().name()).attachment();
+            SoftCm request = (SoftCm) listener.ctx.newRequest(privateData, ctx.deviceName()).attachment();
             request.remote = this;
             remote = request;
         }
@@ -51,9 +51,9 @@ final class SoftCm implements ProviderCm {
     public void accept(byte[] privateData) {
         synchronized (SoftWire.CM) {
             SoftCm active = remote;
-            if (active == null || active.ctx.cmId().isDestroyed() || active.ctx.qp() == null
+            if (active == null || active.ctx.isDestroyed() || active.ctx.qp() == null
                     || active.ctx.state() != CmId.ConnState.CONNECTING) {
-                throw new RdmaException(Errno.EINVAL, ctx.cmId() + ": accept needs a pending request, a QP, and a "
+                throw new RdmaException(Errno.EINVAL, ctx.name() + ": accept needs a pending request, a QP, and a "
                         + "requester that still waits (state " + ctx.state() + ")");
             }
             SoftQueuePair.link(queuePair(ctx.qp()), queuePair(active.ctx.qp()));

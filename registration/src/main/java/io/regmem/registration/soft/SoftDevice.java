@@ -126,7 +126,7 @@ final class SoftDevice implements ProviderDevice {
     private static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
 
     /** Reads a soft exported key (4 bytes, big-endian). */
-    static int importKey(MemorySegment exported, Object who) {
+    static int importKey(MemorySegment exported, String who) {
         if (exported.byteSize() != 4) {
             throw new RdmaException(Errno.EINVAL, who + ": a soft remote key is 4 bytes, got " + exported.byteSize());
         }

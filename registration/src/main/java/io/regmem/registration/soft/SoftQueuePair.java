@@ -91,7 +91,7 @@ final class SoftQueuePair implements ProviderQp {
 
     @Override
     public int importRemoteKey(java.lang.foreign.MemorySegment exported) {
-        return SoftDevice.importKey(exported, ctx.queuePair());
+        return SoftDevice.importKey(exported, ctx.name());
     }
 
     @Override
@@ -272,7 +272,7 @@ final class SoftQueuePair implements ProviderQp {
     /** The connected peer if it can take requests, else null. */
     private SoftQueuePair livePeer() {
         SoftQueuePair p = peer;
-        return p == null || p.ctx.queuePair().isDestroyed() || p.ctx.state() == QueuePair.State.ERROR ? null : p;
+        return p == null || p.ctx.isDestroyed() || p.ctx.state() == QueuePair.State.ERROR ? null : p;
     }
 
     private WcStatus write(PostedWr w, SoftQueuePair locked) {

@@ -9,8 +9,17 @@ import io.regmem.registration.CmId;
  */
 public interface CmContext {
 
-    /** The public ID. */
+    /** The public ID, for the verbs layer's own helpers; a provider uses the values below instead. */
     CmId cmId();
+
+    /** The ID's name, for messages. */
+    String name();
+
+    /** True once the ID was destroyed. */
+    boolean isDestroyed();
+
+    /** The name of the ID's device. */
+    String deviceName();
 
     /** The attached QP's context, or null. */
     QpContext qp();

@@ -14,8 +14,20 @@ import java.util.concurrent.locks.ReentrantLock;
  */
 public interface QpContext {
 
-    /** The public queue pair (its PD, CQs, limits, device, name). */
+    /**
+     * The public queue pair (its PD, CQs, limits, device, name), for the verbs layer's own helpers;
+     * a provider uses the values below instead.
+     */
     QueuePair queuePair();
+
+    /** The QP's name, for messages ({@code dev/QueuePair#n}). */
+    String name();
+
+    /** True once the QP was destroyed. */
+    boolean isDestroyed();
+
+    /** The send queue's depth ({@code maxSendWr}). */
+    int maxSendWr();
 
     /** The lock guarding this QP's queues and state. */
     ReentrantLock lock();

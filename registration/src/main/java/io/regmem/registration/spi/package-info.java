@@ -10,5 +10,19 @@
  * which it executes requests, completes them and reports connection events. The soft provider
  * ({@code io.regmem.registration.soft}) is written against this package alone, as the test tree's
  * {@code DelegatingProvider} is.
+ *
+ * <p>A provider reads what it needs of a verbs object from its context as values (a QP's
+ * {@link io.regmem.registration.spi.QpContext#name() name},
+ * {@link io.regmem.registration.spi.QpContext#isDestroyed() destroyed} flag and
+ * {@link io.regmem.registration.spi.QpContext#maxSendWr() depth}; a region's
+ * {@link io.regmem.registration.spi.MrContext#access() rights} and
+ * {@link io.regmem.registration.spi.MrContext#isIntegrity() kind}; an ID's name and device), never
+ * through the public objects the contexts' {@code queuePair()}, {@code region()} and {@code cmId()}
+ * return, which serve the verbs layer's own helpers (a build test, {@code ProviderLayeringTest},
+ * holds soft and ucx to this).
+ *
+ * <p>This package is the provider ABI of this release, as rdma-core's {@code IBVERBS_PRIVATE}
+ * symbols are: it is public so that providers in other modules can implement it, and it carries no
+ * compatibility promise to applications, which use the verbs classes only.
  */
 package io.regmem.registration.spi;

@@ -69,7 +69,7 @@ final class UcxCm implements ProviderCm {
             }
         }
         if (port < 1 || port > 65535) {
-            throw new RdmaException(Errno.EINVAL, ctx.cmId() + ": ucx address '" + address + "' is not host:port "
+            throw new RdmaException(Errno.EINVAL, ctx.name() + ": ucx address '" + address + "' is not host:port "
                     + "(a host and a port in [1, 65535])");
         }
         return address;
@@ -93,7 +93,7 @@ final class UcxCm implements ProviderCm {
         byte[] secret = device.secret(); // before anything is bound: a listener without one takes nobody
         synchronized (CM) {
             if (LISTENERS.putIfAbsent(a, this) != null) {
-                throw new RdmaException(Errno.EBUSY, ctx.cmId() + ": '" + a + "' is already listened on");
+                throw new RdmaException(Errno.EBUSY, ctx.name() + ": '" + a + "' is already listened on");
             }
             java.net.ServerSocket s = null;
             try {
@@ -104,7 +104,7 @@ final class UcxCm implements ProviderCm {
                 LISTENERS.remove(a, this);
                 closeQuietly(s);
                 throw new RdmaException(e instanceof java.net.BindException ? Errno.EBUSY : Errno.EINVAL,
-                        ctx.cmId() + ": cannot listen at '" + a + "': " + e.getMessage(), e);
+                        ctx.name() + ": cannot listen at '" + a + "': " + e.getMessage(), e);
             }
             listenAddress = a;
             server = s;
@@ -155,7 +155,7 @@ final class UcxCm implements ProviderCm {
 
     private String listenAddressForLog() {
         String a = listenAddress;
-        return "listener " + (a == null ? ctx.cmId().toString() : a);
+        return "listener " + (a == null ? ctx.name() : a);
     }
 
     /**
@@ -183,7 +183,7 @@ final class UcxCm implements ProviderCm {
             return;
         }
         synchronized (CM) {
-            if (server != s || ctx.cmId().isDestroyed()) {
+            if (server != s || ctx.isDestroyed()) {
                 l.close(); // stopped listening meanwhile: the requester sees a rejection
                 return;
             }
@@ -200,7 +200,7 @@ final class UcxCm implements ProviderCm {
         synchronized (CM) {
             UcxCm listener = LISTENERS.get(a);
             if (listener != null) {
-                UcxCm request = (UcxCm) listener.ctx.newRequest(privateData, ctx.cmId().device().name()).attachment();
+                UcxCm request = (UcxCm) listener.ctx.newRequest(privateData, ctx.deviceName()).attachment();
                 request.remote = this;
                 remote = request;
                 return;
@@ -208,7 +208,7 @@ final class UcxCm implements ProviderCm {
         }
         byte[] secret = device.secret();
         UcxQp mine = qp(ctx.qp());
-        UcxLink l = UcxLink.connect(ctx.cmId().toString(), host(a), port(a), secret, device.handshakeMillis());
+        UcxLink l = UcxLink.connect(ctx.name(), host(a), port(a), secret, device.handshakeMillis());
         link = l;
         Thread.ofVirtual().name("regmem-ucx-connect-" + a).start(() -> handshake(l, mine, a, privateData));
     }
@@ -232,7 +232,7 @@ final class UcxCm implements ProviderCm {
                 return;
             }
             UcxLink.Peer p = (UcxLink.Peer) answer;
-            if (ctx.cmId().isDestroyed() || ctx.state() != CmId.ConnState.CONNECTING) {
+            if (ctx.isDestroyed() || ctx.state() != CmId.ConnState.CONNECTING) {
                 l.close();
                 return;
             }
@@ -241,8 +241,8 @@ final class UcxCm implements ProviderCm {
             ctx.established(p.privateData());
         } catch (java.io.IOException | RuntimeException e) {
             l.close();
-            if (!ctx.cmId().isDestroyed() && ctx.state() == CmId.ConnState.CONNECTING) {
-                LOG.log(System.Logger.Level.WARNING, "regmem ucx: " + ctx.cmId() + ": connecting to " + address
+            if (!ctx.isDestroyed() && ctx.state() == CmId.ConnState.CONNECTING) {
+                LOG.log(System.Logger.Level.WARNING, "regmem ucx: " + ctx.name() + ": connecting to " + address
                         + " failed: " + e.getMessage());
             }
             rejectedIfWaiting(null); // the listener went away, refused us, or is not one we may trust
@@ -253,7 +253,7 @@ final class UcxCm implements ProviderCm {
     }
 
     private void rejectedIfWaiting(byte[] privateData) {
-        if (!ctx.cmId().isDestroyed() && ctx.state() == CmId.ConnState.CONNECTING) {
+        if (!ctx.isDestroyed() && ctx.state() == CmId.ConnState.CONNECTING) {
             ctx.rejected(privateData);
         }
     }
@@ -266,14 +266,14 @@ final class UcxCm implements ProviderCm {
      * verdict rather than a flush; a killed peer answers nothing and the wait runs out.
      */
     private void peerGone() {
-        if (ctx.cmId().isDestroyed()) {
+        if (ctx.isDestroyed()) {
             return;
         }
         QpContext qp = ctx.qp();
         if (qp != null) {
             UcxQp mine = qp(qp);
             long deadline = System.nanoTime() + VERDICT_GRACE_NANOS;
-            while (mine.busy() && System.nanoTime() < deadline && !ctx.cmId().isDestroyed()) {
+            while (mine.busy() && System.nanoTime() < deadline && !ctx.isDestroyed()) {
                 java.util.concurrent.locks.LockSupport.parkNanos(1_000_000L);
             }
             qp.toError();
@@ -308,9 +308,9 @@ final class UcxCm implements ProviderCm {
         }
         synchronized (CM) {
             UcxCm active = remote;
-            if (active == null || active.ctx.cmId().isDestroyed() || active.ctx.qp() == null
+            if (active == null || active.ctx.isDestroyed() || active.ctx.qp() == null
                     || active.ctx.state() != CmId.ConnState.CONNECTING) {
-                throw new RdmaException(Errno.EINVAL, ctx.cmId() + ": accept needs a pending request, a QP, and a "
+                throw new RdmaException(Errno.EINVAL, ctx.name() + ": accept needs a pending request, a QP, and a "
                         + "requester that still waits (state " + ctx.state() + ")");
             }
             UcxQp mine = qp(ctx.qp());
@@ -343,7 +343,7 @@ final class UcxCm implements ProviderCm {
             l.close();
             Errno errno = e instanceof java.net.SocketTimeoutException ? Errno.ETIMEDOUT
                     : e instanceof RdmaException r ? r.errno() : Errno.ECONNRESET;
-            throw new RdmaException(errno, ctx.cmId() + ": accept of the request from " + l.peerAddress() + " failed: "
+            throw new RdmaException(errno, ctx.name() + ": accept of the request from " + l.peerAddress() + " failed: "
                     + e.getMessage(), e);
         }
         ctx.established(null);

@@ -162,31 +162,31 @@ final class UcxDevice implements ProviderDevice {
 
     @Override
     public ProviderMr registerMemory(MrContext mr) {
-        if (mr.region().isIntegrity()) {
-            throw new RdmaException(Errno.EOPNOTSUPP, mr.region() + ": ucx: integrity (signature) MRs are not supported "
+        if (mr.isIntegrity()) {
+            throw new RdmaException(Errno.EOPNOTSUPP, mr.name() + ": ucx: integrity (signature) MRs are not supported "
                     + "(T10-PI offload is a soft provider feature)");
         }
         MemorySegment segment = mr.segment();
         if (segment == null || mr.isWindow()) {
             // Fast-reg MRs and windows: every access is checked by the target against the verbs key
             // tables, which REG_MR, LOCAL_INV and window binds update; UCX needs no registration.
-            return new UcxMr(this, mr.region(), MemorySegment.NULL, new byte[0], null);
+            return new UcxMr(this, mr, MemorySegment.NULL, new byte[0], null);
         }
         lockWorker(); // context calls too: the worker uses the context's registrations
         try {
             UcxChunkSource.Allocation shared = chunkSource.allocationOf(segment.address(), segment.byteSize());
             if (shared != null) { // memory UCX allocated and registered: its registration serves the region
                 shared.regions++;
-                return new UcxMr(this, mr.region(), shared.memh, shared.packed, shared);
+                return new UcxMr(this, mr, shared.memh, shared.packed, shared);
             }
-            int access = mr.region().access();
+            int access = mr.access();
             int prot = UcpLayout.MEM_MAP_PROT_LOCAL_READ | UcpLayout.MEM_MAP_PROT_LOCAL_WRITE
                     | ((access & io.regmem.registration.Access.REMOTE_READ.bit()) != 0 ? UcpLayout.MEM_MAP_PROT_REMOTE_READ : 0)
                     | ((access & (io.regmem.registration.Access.REMOTE_WRITE.bit() | io.regmem.registration.Access.REMOTE_ATOMIC.bit())) != 0
                             ? UcpLayout.MEM_MAP_PROT_REMOTE_WRITE : 0);
             MemorySegment memh = context.map(segment.address(), segment.byteSize(), prot); // (a NIC enforces these rights)
             try {
-                return new UcxMr(this, mr.region(), memh, context.packRemoteKey(memh), null);
+                return new UcxMr(this, mr, memh, context.packRemoteKey(memh), null);
             } catch (RuntimeException e) {
                 context.unmap(memh);
                 throw e;
@@ -520,7 +520,7 @@ final class UcxDevice implements ProviderDevice {
                 progress();
                 UcxCq.progressPeer(qp); // an in-process peer answers only when its worker progresses
                 if (System.nanoTime() > deadline) {
-                    throw new RdmaException(Errno.EIO, qp.ctx.queuePair() + ": ucx requests still running after 10 s");
+                    throw new RdmaException(Errno.EIO, qp.ctx.name() + ": ucx requests still running after 10 s");
                 }
             }
         }

@@ -1,6 +1,6 @@
 package io.regmem.registration.ucx;
 
-import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.ProviderMr;
 import java.lang.foreign.MemorySegment;
 
@@ -13,7 +13,7 @@ import java.lang.foreign.MemorySegment;
  */
 final class UcxMr implements ProviderMr {
     private final UcxDevice device;
-    private final MemoryRegion region;
+    private final MrContext region;
     /** UCX's registration, or NULL for a fast-reg MR or a window (the verbs key tables alone govern them). */
     private final MemorySegment memh;
     private final byte[] packed;
@@ -21,7 +21,7 @@ final class UcxMr implements ProviderMr {
     /** The chunk UCX allocated whose registration this region shares, or null if it has its own. */
     private final UcxChunkSource.Allocation shared;
 
-    UcxMr(UcxDevice device, MemoryRegion region, MemorySegment memh, byte[] packed, UcxChunkSource.Allocation shared) {
+    UcxMr(UcxDevice device, MrContext region, MemorySegment memh, byte[] packed, UcxChunkSource.Allocation shared) {
         this.shared = shared;
         this.device = device;
         this.region = region;
@@ -48,7 +48,8 @@ final class UcxMr implements ProviderMr {
         if (flags == RemoteKeyEnvelope.TARGET_CHECKS) {
             to.set(UcxKeyTable.BE_INT, 0, rkey);
         } else {
-            RemoteKeyEnvelope.encode(rkey, region.access(), region.address(), region.length(), flags, packed, to);
+            RemoteKeyEnvelope.encode(rkey, region.access(), region.segment().address(), region.segment().byteSize(), flags,
+                    packed, to);
         }
     }
 

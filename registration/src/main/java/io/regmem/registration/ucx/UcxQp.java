@@ -145,7 +145,7 @@ final class UcxQp implements ProviderQp {
         this.ctx = ctx;
         this.number = number;
         this.reader = device.grace.newReader();
-        int depth = Integer.highestOneBit(Math.max(1, ctx.queuePair().maxSendWr() - 1)) << 1;
+        int depth = Integer.highestOneBit(Math.max(1, ctx.maxSendWr() - 1)) << 1;
         this.ops = new UcxOp[depth];
         MemorySegment headers = arena.allocate(UcxAm.HEADER * depth, 8);
         for (int i = 0; i < depth; i++) {
@@ -597,7 +597,7 @@ final class UcxQp implements ProviderQp {
 
     @Override
     public int importRemoteKey(MemorySegment exported) {
-        return keys.importKey(exported, ctx.queuePair().toString());
+        return keys.importKey(exported, ctx.name());
     }
 
     @Override

@@ -256,6 +256,21 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public String name() {
+            return real.name();
+        }
+
+        @Override
+        public boolean isDestroyed() {
+            return real.isDestroyed();
+        }
+
+        @Override
+        public int maxSendWr() {
+            return real.maxSendWr();
+        }
+
+        @Override
         public ReentrantLock lock() {
             return real.lock();
         }
