@@ -47,6 +47,11 @@ final class CmCore extends ProviderState implements CmContext {
     }
 
     @Override
+    public boolean isConnecting() {
+        return id.connState() == CmId.ConnState.CONNECTING;
+    }
+
+    @Override
     public CmContext newRequest(byte[] privateData, String peerAddress) {
         // Not under this (the listener's) device lock: the caller may hold another device's.
         // The tracker is concurrent.

@@ -92,7 +92,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         RegistrationEvents.Register event = new RegistrationEvents.Register();
         event.begin();
         try {
-            provider = device.provider().registerMemory(new Registration());
+            provider = device.provider().registerMemory(registration);
         } catch (RuntimeException | Error e) {
             device.keys.release(slot, this);
             throw e;
@@ -118,6 +118,14 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
             event.length = length;
             event.commit();
         }
+    }
+
+    /** What the provider is told about this region (one per region: providers compare it by identity). */
+    private final Registration registration = new Registration();
+
+    /** The region as its provider sees it. */
+    MrContext context() {
+        return registration;
     }
 
     /** What the provider is told about this region. */

@@ -104,6 +104,16 @@ final class QpCore extends ProviderState implements QpContext {
     }
 
     @Override
+    public boolean isReady() {
+        return qp.state() == QueuePair.State.RTS;
+    }
+
+    @Override
+    public boolean isError() {
+        return qp.state() == QueuePair.State.ERROR;
+    }
+
+    @Override
     public void ready() {
         qp.ready();
     }

@@ -2,6 +2,7 @@ package io.regmem.registration;
 
 import io.regmem.registration.spi.IntegrityView;
 import io.regmem.registration.spi.MemoryAccess;
+import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
@@ -146,15 +147,15 @@ final class Translation implements MemoryAccess {
     }
 
     @Override
-    public MemoryRegion invalidationTarget(QpContext ctx, int rkey) {
+    public MrContext invalidationTarget(QpContext ctx, int rkey) {
         QueuePair qp = ctx.queuePair();
         MemoryRegion mr = qp.device.keys.current(rkey);
-        return mr == null || !mr.isFastReg() || mr.pd() != qp.pd() ? null : mr;
+        return mr == null || !mr.isFastReg() || mr.pd() != qp.pd() ? null : mr.context();
     }
 
     @Override
-    public void invalidate(MemoryRegion mr) {
-        mr.invalidate();
+    public void invalidate(MrContext mr) {
+        mr.region().invalidate();
     }
 
     @Override

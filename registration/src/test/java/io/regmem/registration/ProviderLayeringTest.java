@@ -16,13 +16,17 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * The providers (soft, ucx) reach the verbs layer through the spi's contexts and their values only:
  * no provider source calls a context's {@code queuePair()}, {@code region()} or {@code cmId()}, which
- * hand out the public verbs objects and are there for the verbs layer's own helpers. The one
+ * hand out the public verbs objects and are there for the verbs layer's own helpers, nor names those
+ * objects' types ({@code QueuePair}, {@code CmId}, {@code CompletionQueue}, {@code MemoryRegion};
+ * their public constants, e.g. {@code CmId.MAX_CONNECT_PRIVATE_DATA}, are values). The one
  * exception is {@code SoftQp}, the fault-injection view, which names the public QP it is a view of.
  * A new upward call fails here, naming the file and line.
  */
 @ExtendWith(NoLeaks.class)
 class ProviderLayeringTest {
     private static final Pattern UPWARD = Pattern.compile("\\.(queuePair|region|cmId)\\(\\)");
+    /** The verbs objects by name (their public constants, such as {@code CmId.MAX_*}, are values). */
+    private static final Pattern VERBS_TYPE = Pattern.compile("\\b(QueuePair|CmId|CompletionQueue|MemoryRegion)\\b(?!\\.MAX_)");
 
     @Test
     void providersUseTheContextsValuesNotThePublicObjects() throws IOException {
@@ -46,6 +50,10 @@ class ProviderLayeringTest {
                         Matcher m = UPWARD.matcher(line);
                         if (m.find()) {
                             upward.add(f + ":" + (i + 1) + ": " + m.group());
+                        }
+                        Matcher t = VERBS_TYPE.matcher(line);
+                        if (t.find()) {
+                            upward.add(f + ":" + (i + 1) + ": " + t.group());
                         }
                     }
                 }

@@ -2,7 +2,6 @@ package io.regmem.registration.soft;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.CmId;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.QpContext;
@@ -52,7 +51,7 @@ final class SoftCm implements ProviderCm {
         synchronized (SoftWire.CM) {
             SoftCm active = remote;
             if (active == null || active.ctx.isDestroyed() || active.ctx.qp() == null
-                    || active.ctx.state() != CmId.ConnState.CONNECTING) {
+                    || !active.ctx.isConnecting()) {
                 throw new RdmaException(Errno.EINVAL, ctx.name() + ": accept needs a pending request, a QP, and a "
                         + "requester that still waits (state " + ctx.state() + ")");
             }
@@ -108,7 +107,7 @@ final class SoftCm implements ProviderCm {
                 if (other.remote == this) {
                     other.remote = null;
                 }
-                if (other.ctx.state() == CmId.ConnState.CONNECTING) {
+                if (other.ctx.isConnecting()) {
                     other.ctx.rejected(null); // a request that was never accepted is refused
                 }
             }

@@ -2,11 +2,10 @@ package io.regmem.registration.soft;
 
 import io.regmem.registration.Access;
 import io.regmem.registration.GracePeriod;
-import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
-import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.spi.MemoryAccess;
+import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
@@ -56,7 +55,7 @@ final class SoftQueuePair implements ProviderQp {
     private final Segments src = new Segments(integrity);
     private final Segments dst = new Segments(integrity);
     /** A fast-reg MR that the request invalidates once its data is placed (READ_WITH_INV, SEND_WITH_INV). */
-    private MemoryRegion pendingInvalidate;
+    private MrContext pendingInvalidate;
     /** The connected peer, or null; changed under both QPs' locks. */
     volatile SoftQueuePair peer;
     final SoftQp faults = new SoftQp(this);
@@ -191,8 +190,7 @@ final class SoftQueuePair implements ProviderQp {
     private void run() {
         PostedWr w;
         while ((w = ctx.nextSend()) != null) {
-            QueuePair.State state = ctx.state();
-            if (state != QueuePair.State.RTS || faults.paused) {
+            if (!ctx.isReady() || faults.paused) {
                 break;
             }
             long seq = w.seq();
@@ -220,7 +218,7 @@ final class SoftQueuePair implements ProviderQp {
                 }
             }
         }
-        if (ctx.state() == QueuePair.State.ERROR) {
+        if (ctx.isError()) {
             ctx.flush();
         }
     }
@@ -249,7 +247,7 @@ final class SoftQueuePair implements ProviderQp {
             dst.clear();
             integrity.clearPending();
         }
-        MemoryRegion invalidate = pendingInvalidate;
+        MrContext invalidate = pendingInvalidate;
         pendingInvalidate = null;
         if (invalidate != null) {
             // After the data is placed (verbs order), outside the section: wait out the other readers.
@@ -260,7 +258,7 @@ final class SoftQueuePair implements ProviderQp {
     }
 
     private WcStatus localInv(PostedWr w) {
-        MemoryRegion mr = memory.invalidationTarget(ctx, w.invalidateRkey());
+        MrContext mr = memory.invalidationTarget(ctx, w.invalidateRkey());
         if (mr == null) {
             return WcStatus.LOC_PROT_ERR;
         }
@@ -272,7 +270,7 @@ final class SoftQueuePair implements ProviderQp {
     /** The connected peer if it can take requests, else null. */
     private SoftQueuePair livePeer() {
         SoftQueuePair p = peer;
-        return p == null || p.ctx.isDestroyed() || p.ctx.state() == QueuePair.State.ERROR ? null : p;
+        return p == null || p.ctx.isDestroyed() || p.ctx.isError() ? null : p;
     }
 
     private WcStatus write(PostedWr w, SoftQueuePair locked) {
@@ -344,7 +342,7 @@ final class SoftQueuePair implements ProviderQp {
         if (dst.total() < total) {
             return failReceive(p, WcStatus.LOC_LEN_ERR, WcStatus.REM_INV_REQ_ERR);
         }
-        MemoryRegion invalidated = null;
+        MrContext invalidated = null;
         if (w.opcode() == Opcode.SEND_WITH_INV) {
             invalidated = memory.invalidationTarget(p.ctx, w.invalidateRkey());
             if (invalidated == null) {

@@ -24,8 +24,11 @@ public interface CmContext {
     /** The attached QP's context, or null. */
     QpContext qp();
 
-    /** Where the ID stands. */
+    /** Where the ID stands, for the verbs layer and messages; a provider asks the one below. */
     CmId.ConnState state();
+
+    /** True while the ID's connection is being set up (CONNECTING: a request sent, or one to answer). */
+    boolean isConnecting();
 
     /**
      * On a listening ID: a new request ID on this ID's device, in state {@code REQUESTED}, queued for

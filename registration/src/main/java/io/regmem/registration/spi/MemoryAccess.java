@@ -34,13 +34,13 @@ public interface MemoryAccess {
     WcStatus fastRegister(QpContext qp, PostedWr w);
 
     /** The fast-reg MR of {@code qp}'s PD whose current key is {@code rkey} (valid or not), or null. */
-    MemoryRegion invalidationTarget(QpContext qp, int rkey);
+    MrContext invalidationTarget(QpContext qp, int rkey);
 
     /**
      * Makes a fast-reg MR's mapping invalid (LOCAL_INV, SEND_WITH_INV, READ_WITH_INV). The caller
      * then waits, outside its grace-period section, until no access through it is in progress.
      */
-    void invalidate(MemoryRegion mr);
+    void invalidate(MrContext mr);
 
     /** The signature mapping of an integrity MR, or null. */
     IntegrityView integrity(MemoryRegion mr);

@@ -86,8 +86,14 @@ public interface QpContext {
     void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData, boolean withInvalidate,
                       int invalidatedRkey);
 
-    /** The QP's state (any thread). */
+    /** The QP's state (any thread), for the verbs layer and messages; a provider asks the two below. */
     QueuePair.State state();
+
+    /** True while the QP is ready to send (RTS; any thread). */
+    boolean isReady();
+
+    /** True once the QP is in the error state (any thread). */
+    boolean isError();
 
     /** Moves a connected QP to RTS (the provider's connection setup). */
     void ready();

@@ -16,10 +16,14 @@
  * {@link io.regmem.registration.spi.QpContext#isDestroyed() destroyed} flag and
  * {@link io.regmem.registration.spi.QpContext#maxSendWr() depth}; a region's
  * {@link io.regmem.registration.spi.MrContext#access() rights} and
- * {@link io.regmem.registration.spi.MrContext#isIntegrity() kind}; an ID's name and device), never
+ * {@link io.regmem.registration.spi.MrContext#isIntegrity() kind}; an ID's name and device; whether a
+ * QP {@link io.regmem.registration.spi.QpContext#isReady() is ready} or
+ * {@link io.regmem.registration.spi.QpContext#isError() in error}, whether an ID
+ * {@link io.regmem.registration.spi.CmContext#isConnecting() is connecting}; the fast-reg MR a
+ * request invalidates as the {@link io.regmem.registration.spi.MrContext} it was registered with), never
  * through the public objects the contexts' {@code queuePair()}, {@code region()} and {@code cmId()}
  * return, which serve the verbs layer's own helpers (a build test, {@code ProviderLayeringTest},
- * holds soft and ucx to this).
+ * holds soft and ucx to this, and to naming none of the verbs objects' types).
  *
  * <p>This package is the provider ABI of this release, as rdma-core's {@code IBVERBS_PRIVATE}
  * symbols are: it is public so that providers in other modules can implement it, and it carries no

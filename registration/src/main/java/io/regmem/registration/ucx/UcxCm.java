@@ -2,7 +2,6 @@ package io.regmem.registration.ucx;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.CmId;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.QpContext;
@@ -232,7 +231,7 @@ final class UcxCm implements ProviderCm {
                 return;
             }
             UcxLink.Peer p = (UcxLink.Peer) answer;
-            if (ctx.isDestroyed() || ctx.state() != CmId.ConnState.CONNECTING) {
+            if (ctx.isDestroyed() || !ctx.isConnecting()) {
                 l.close();
                 return;
             }
@@ -241,7 +240,7 @@ final class UcxCm implements ProviderCm {
             ctx.established(p.privateData());
         } catch (java.io.IOException | RuntimeException e) {
             l.close();
-            if (!ctx.isDestroyed() && ctx.state() == CmId.ConnState.CONNECTING) {
+            if (!ctx.isDestroyed() && ctx.isConnecting()) {
                 LOG.log(System.Logger.Level.WARNING, "regmem ucx: " + ctx.name() + ": connecting to " + address
                         + " failed: " + e.getMessage());
             }
@@ -253,7 +252,7 @@ final class UcxCm implements ProviderCm {
     }
 
     private void rejectedIfWaiting(byte[] privateData) {
-        if (!ctx.isDestroyed() && ctx.state() == CmId.ConnState.CONNECTING) {
+        if (!ctx.isDestroyed() && ctx.isConnecting()) {
             ctx.rejected(privateData);
         }
     }
@@ -309,7 +308,7 @@ final class UcxCm implements ProviderCm {
         synchronized (CM) {
             UcxCm active = remote;
             if (active == null || active.ctx.isDestroyed() || active.ctx.qp() == null
-                    || active.ctx.state() != CmId.ConnState.CONNECTING) {
+                    || !active.ctx.isConnecting()) {
                 throw new RdmaException(Errno.EINVAL, ctx.name() + ": accept needs a pending request, a QP, and a "
                         + "requester that still waits (state " + ctx.state() + ")");
             }
@@ -432,7 +431,7 @@ final class UcxCm implements ProviderCm {
                 if (other.remote == this) {
                     other.remote = null;
                 }
-                if (other.ctx.state() == CmId.ConnState.CONNECTING) {
+                if (other.ctx.isConnecting()) {
                     other.ctx.rejected(null);
                 }
             }

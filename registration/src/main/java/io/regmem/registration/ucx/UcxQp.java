@@ -4,7 +4,6 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 
 import io.regmem.registration.GracePeriod;
 import io.regmem.registration.Opcode;
-import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.ProviderQp;
@@ -248,7 +247,7 @@ final class UcxQp implements ProviderQp {
             // READs run together. Other requests but WRITEs wait for everything before them.
             boolean waits = op == Opcode.RDMA_READ ? reaped <= lastNonRead
                     : op != Opcode.RDMA_WRITE && reaped < w.seq();
-            if (waits && !halted && ctx.state() == QueuePair.State.RTS) {
+            if (waits && !halted && ctx.isReady()) {
                 return; // waits for the earlier requests it depends on to complete
             }
             if (op != Opcode.RDMA_READ) {
@@ -264,7 +263,7 @@ final class UcxQp implements ProviderQp {
     private boolean start(PostedWr w) {
         UcxOp op = ops[(int) w.seq() & mask];
         op.reset();
-        if (halted || ctx.state() != QueuePair.State.RTS) {
+        if (halted || !ctx.isReady()) {
             op.failed = UcxOp.ERR_NOT_STARTED; // flushed once the error state is seen
             return false;
         }
@@ -378,7 +377,7 @@ final class UcxQp implements ProviderQp {
                 break; // the QP is in the error state: everything behind the failure is flushed, whatever its target said
             }
         }
-        if (ctx.state() == QueuePair.State.ERROR) {
+        if (ctx.isError()) {
             drain();
             ctx.flush();
         } else {
@@ -482,7 +481,7 @@ final class UcxQp implements ProviderQp {
             return false;
         }
         try {
-            return !destroyed && ctx.state() == QueuePair.State.RTS && receiver.inbox.isEmptyHeld()
+            return !destroyed && ctx.isReady() && receiver.inbox.isEmptyHeld()
                     && receiver.executeNow(data, length, seq, opcode, imm, invalidate, remoteAddress, rkey, rndv);
         } finally {
             l.unlock();
@@ -491,7 +490,7 @@ final class UcxQp implements ProviderQp {
 
     /** Places what arrived into the posted receives (execution lock held). */
     void deliver() {
-        if (ctx.state() == QueuePair.State.ERROR) {
+        if (ctx.isError()) {
             receiver.refuseAll(); // answered, unexecuted: their senders do not wait on this QP
             drain();
             ctx.flush();
@@ -569,12 +568,12 @@ final class UcxQp implements ProviderQp {
      * test of the idle case (volatile loads only), so that a poll of an idle QP takes no lock.
      */
     boolean sendWork() {
-        return started > reaped || ctx.sendTail() > started || ctx.state() != QueuePair.State.RTS;
+        return started > reaped || ctx.sendTail() > started || !ctx.isReady();
     }
 
     /** True if a poll must run this QP's receiving side: messages waiting, or the error state to flush. */
     boolean receiveWork() {
-        return !receiver.inbox.isEmpty() || receiver.rendezvousBusy() || ctx.state() != QueuePair.State.RTS;
+        return !receiver.inbox.isEmpty() || receiver.rendezvousBusy() || !ctx.isReady();
     }
 
 

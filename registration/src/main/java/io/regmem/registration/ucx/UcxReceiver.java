@@ -5,10 +5,9 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import io.regmem.registration.Access;
 import io.regmem.registration.GracePeriod;
-import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
-import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
+import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
@@ -103,7 +102,7 @@ final class UcxReceiver {
             return; // the messages after a rendezvous transfer wait until its bytes have moved
         }
         while (inbox.peek(m)) {
-            if (ctx.state() != QueuePair.State.RTS) {
+            if (!ctx.isReady()) {
                 refuseAll(); // nothing executes at a QP in the error state; the sender hears so at once
                 return;
             }
@@ -490,7 +489,7 @@ final class UcxReceiver {
                 ctx.completeRecv(WcStatus.LOC_LEN_ERR, Opcode.RECV, 0, false, 0, false, 0);
                 return WcStatus.REM_INV_REQ_ERR;
             }
-            MemoryRegion invalidated = null;
+            MrContext invalidated = null;
             if (op == Opcode.SEND_WITH_INV) {
                 invalidated = ctx.memory().invalidationTarget(ctx, m.invalidate);
                 if (invalidated == null) {

@@ -81,7 +81,7 @@ final class UcxSender {
             }
         }
         if (opcode == Opcode.LOCAL_INV) {
-            io.regmem.registration.MemoryRegion mr = ctx.memory().invalidationTarget(ctx, w.invalidateRkey());
+            io.regmem.registration.spi.MrContext mr = ctx.memory().invalidationTarget(ctx, w.invalidateRkey());
             if (mr == null) {
                 return WcStatus.LOC_PROT_ERR;
             }

@@ -271,6 +271,16 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public boolean isReady() {
+            return real.isReady();
+        }
+
+        @Override
+        public boolean isError() {
+            return real.isError();
+        }
+
+        @Override
         public ReentrantLock lock() {
             return real.lock();
         }
