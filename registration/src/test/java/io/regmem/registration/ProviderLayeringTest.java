@@ -18,7 +18,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * no provider source calls a context's {@code queuePair()}, {@code region()} or {@code cmId()}, which
  * hand out the public verbs objects and are there for the verbs layer's own helpers, nor names those
  * objects' types ({@code QueuePair}, {@code CmId}, {@code CompletionQueue}, {@code MemoryRegion};
- * their public constants, e.g. {@code CmId.MAX_CONNECT_PRIVATE_DATA}, are values). The one
+ * their public constants, e.g. {@code CmId.MAX_CONNECT_PRIVATE_DATA}, are values); and a context's
+ * attachment is read in one helper per provider ({@code SoftContexts}, {@code UcxContexts}). The one
  * exception is {@code SoftQp}, the fault-injection view, which names the public QP it is a view of.
  * A new upward call fails here, naming the file and line.
  */
@@ -50,6 +51,9 @@ class ProviderLayeringTest {
                         Matcher m = UPWARD.matcher(line);
                         if (m.find()) {
                             upward.add(f + ":" + (i + 1) + ": " + m.group());
+                        }
+                        if (line.contains("attachment()") && !f.getFileName().toString().endsWith("Contexts.java")) {
+                            upward.add(f + ":" + (i + 1) + ": attachment() outside the provider's Contexts helper");
                         }
                         Matcher t = VERBS_TYPE.matcher(line);
                         if (t.find()) {

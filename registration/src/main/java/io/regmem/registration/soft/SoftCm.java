@@ -40,7 +40,7 @@ final class SoftCm implements ProviderCm {
             if (listener == null) {
                 throw new RdmaException(Errno.ENOENT, ctx.name() + ": nobody listens under '" + address + "'");
             }
-            SoftCm request = (SoftCm) listener.ctx.newRequest(privateData, ctx.deviceName()).attachment();
+            SoftCm request = SoftContexts.cm(listener.ctx.newRequest(privateData, ctx.deviceName()));
             request.remote = this;
             remote = request;
         }
@@ -62,7 +62,7 @@ final class SoftCm implements ProviderCm {
     }
 
     private static SoftQueuePair queuePair(QpContext qp) {
-        return (SoftQueuePair) qp.attachment();
+        return SoftContexts.qp(qp);
     }
 
     @Override

@@ -60,8 +60,8 @@ final class SoftDevice implements ProviderDevice {
             next[qps.length] = qp;
             qps = next;
         }
-        ((SoftCq) ctx.sendCq().attachment()).addSender(qp);
-        ((SoftCq) ctx.recvCq().attachment()).addReceiver(qp);
+        SoftContexts.cq(ctx.sendCq()).addSender(qp);
+        SoftContexts.cq(ctx.recvCq()).addReceiver(qp);
         return qp;
     }
 
@@ -69,8 +69,8 @@ final class SoftDevice implements ProviderDevice {
         synchronized (this) {
             qps = Arrays.stream(qps).filter(q -> q != qp).toArray(SoftQueuePair[]::new);
         }
-        ((SoftCq) qp.ctx.sendCq().attachment()).remove(qp);
-        ((SoftCq) qp.ctx.recvCq().attachment()).remove(qp);
+        SoftContexts.cq(qp.ctx.sendCq()).remove(qp);
+        SoftContexts.cq(qp.ctx.recvCq()).remove(qp);
     }
 
     @Override

@@ -66,7 +66,7 @@ final class SoftQueuePair implements ProviderQp {
         this.device = device;
         this.ctx = ctx;
         this.memory = ctx.memory();
-        this.sendCq = (SoftCq) ctx.sendCq().attachment();
+        this.sendCq = SoftContexts.cq(ctx.sendCq());
         ctx.attach(this);
     }
 

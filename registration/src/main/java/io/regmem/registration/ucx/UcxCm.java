@@ -186,7 +186,7 @@ final class UcxCm implements ProviderCm {
                 l.close(); // stopped listening meanwhile: the requester sees a rejection
                 return;
             }
-            UcxCm request = (UcxCm) ctx.newRequest(p.privateData(), l.peerAddress()).attachment();
+            UcxCm request = UcxContexts.cm(ctx.newRequest(p.privateData(), l.peerAddress()));
             request.link = l;
             request.peer = p;
             // A requester that goes away before the answer: the request stays until accept or reject fails on it.
@@ -199,7 +199,7 @@ final class UcxCm implements ProviderCm {
         synchronized (CM) {
             UcxCm listener = LISTENERS.get(a);
             if (listener != null) {
-                UcxCm request = (UcxCm) listener.ctx.newRequest(privateData, ctx.deviceName()).attachment();
+                UcxCm request = UcxContexts.cm(listener.ctx.newRequest(privateData, ctx.deviceName()));
                 request.remote = this;
                 remote = request;
                 return;
@@ -361,7 +361,7 @@ final class UcxCm implements ProviderCm {
     }
 
     private static UcxQp qp(QpContext qp) {
-        return (UcxQp) qp.attachment();
+        return UcxContexts.qp(qp);
     }
 
     @Override

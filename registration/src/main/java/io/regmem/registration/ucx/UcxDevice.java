@@ -276,8 +276,8 @@ final class UcxDevice implements ProviderDevice {
             next[qps.length] = qp;
             qps = next;
         }
-        ((UcxCq) ctx.sendCq().attachment()).addSender(qp);
-        ((UcxCq) ctx.recvCq().attachment()).addReceiver(qp);
+        UcxContexts.cq(ctx.sendCq()).addSender(qp);
+        UcxContexts.cq(ctx.recvCq()).addReceiver(qp);
         return qp;
     }
 
@@ -285,8 +285,8 @@ final class UcxDevice implements ProviderDevice {
         synchronized (this) {
             qps = Arrays.stream(qps).filter(q -> q != qp).toArray(UcxQp[]::new);
         }
-        ((UcxCq) qp.ctx.sendCq().attachment()).remove(qp);
-        ((UcxCq) qp.ctx.recvCq().attachment()).remove(qp);
+        UcxContexts.cq(qp.ctx.sendCq()).remove(qp);
+        UcxContexts.cq(qp.ctx.recvCq()).remove(qp);
     }
 
     /** Header fields arrive at any alignment (UCX places the header where the transport put it). */

@@ -1,0 +1,12 @@
+/**
+ * RPC over RDMA, after the kernel's xprtrdma ({@code net/sunrpc/xprtrdma}):
+ * {@link io.regmem.registration.rpc.RpcTransport} is one end of a connection (credits, receive
+ * posting, the Send path, completion handling, FRWR MRs, the flush at disconnect) and
+ * {@link io.regmem.registration.rpc.RpcBuffer} its pools of requests, replies and send contexts.
+ * Every buffer, send context and MR the device may still touch goes back to its pool only after its
+ * completion or flush; work-request ids carry generations, so a stale completion is counted and
+ * dropped, never applied. Provider-neutral: it uses the public verbs API only. The lock-free pieces
+ * are JCTools queues where one fits, and {@code SendCtxRing} (proved with Lincheck and stress tests)
+ * where none does.
+ */
+package io.regmem.registration.rpc;

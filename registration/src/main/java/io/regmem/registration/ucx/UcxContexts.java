@@ -1,0 +1,27 @@
+package io.regmem.registration.ucx;
+
+import io.regmem.registration.spi.CmContext;
+import io.regmem.registration.spi.CqContext;
+import io.regmem.registration.spi.QpContext;
+
+/**
+ * From a verbs object's context to the ucx provider's half of it: the one place that downcasts an
+ * attachment, as rdma-core's {@code to_rqp()} is for rxe. Each ucx object attaches itself to its
+ * context when it is made, so the casts cannot fail for a context of this provider.
+ */
+final class UcxContexts {
+    private UcxContexts() {
+    }
+
+    static UcxCq cq(CqContext ctx) {
+        return (UcxCq) ctx.attachment();
+    }
+
+    static UcxQp qp(QpContext ctx) {
+        return (UcxQp) ctx.attachment();
+    }
+
+    static UcxCm cm(CmContext ctx) {
+        return (UcxCm) ctx.attachment();
+    }
+}
