@@ -16,6 +16,7 @@ module io.regmem.registration {
 
     exports io.regmem.registration;
     exports io.regmem.registration.cache;
+    exports io.regmem.registration.faults;
     exports io.regmem.registration.rpc;
     exports io.regmem.registration.rw;
     exports io.regmem.registration.spi;

@@ -261,7 +261,7 @@ public final class QueuePair extends RdmaResource {
 
     /**
      * A provider-specific capability of this QP, or null when its provider has none of that type:
-     * {@code qp.unwrap(io.regmem.registration.soft.SoftQp.class)} gives the soft provider's fault
+     * {@code qp.unwrap(io.regmem.registration.faults.QpFaults.class)} gives the soft provider's fault
      * injection.
      */
     public <T> T unwrap(Class<T> type) {

@@ -61,6 +61,63 @@ class ModulePathTest {
     }
 
     /**
+     * The soft provider's fault injection is reachable from an application module: the exported
+     * {@code io.regmem.registration.faults.QpFaults}, through {@code qp.unwrap(QpFaults.class)}.
+     */
+    @Test
+    void faultInjectionIsReachableOnTheModulePath() throws Exception {
+        String modulePath = String.join(File.pathSeparator, regmemModulePath());
+        Path src = dir.resolve("src");
+        Path pkg = Files.createDirectories(src.resolve("faultsapp"));
+        Files.writeString(src.resolve("module-info.java"), "module faults.app { requires io.regmem.registration; }\n");
+        Files.writeString(pkg.resolve("Main.java"), """
+                package faultsapp;
+
+                import io.regmem.registration.CmId;
+                import io.regmem.registration.CompletionQueue;
+                import io.regmem.registration.ProtectionDomain;
+                import io.regmem.registration.QpInitAttributes;
+                import io.regmem.registration.QueuePair;
+                import io.regmem.registration.RdmaDevice;
+                import io.regmem.registration.faults.QpFaults;
+
+                public class Main {
+                    public static void main(String[] args) {
+                        try (RdmaDevice d = RdmaDevice.open("soft")) {
+                            ProtectionDomain pd = d.allocPd();
+                            CompletionQueue cq = d.createCq(16);
+                            CmId id = d.createCmId();
+                            QueuePair qp = id.createQp(pd, QpInitAttributes.of(cq));
+                            QpFaults faults = qp.unwrap(QpFaults.class);
+                            System.out.println("faults: " + (faults != null && faults.queuePair() == qp));
+                            id.destroyQp();
+                            id.close();
+                            cq.close();
+                            pd.close();
+                        }
+                    }
+                }
+                """);
+        Path out = dir.resolve("out");
+        JavaCompiler javac = ToolProvider.getSystemJavaCompiler();
+        int rc = javac.run(null, null, null, "-d", out.toString(), "--module-path", modulePath,
+                src.resolve("module-info.java").toString(), pkg.resolve("Main.java").toString());
+        assertThat(rc).as("javac of the module").isZero();
+        Path java = Path.of(System.getProperty("java.home"), "bin", "java");
+        Process p = new ProcessBuilder(java.toString(),
+                "--module-path", out + File.pathSeparator + modulePath,
+                "--enable-native-access=io.regmem.core,io.regmem.registration",
+                "--sun-misc-unsafe-memory-access=allow",
+                "-m", "faults.app/faultsapp.Main")
+                .redirectError(dir.resolve("stderr").toFile()).start();
+        String stdout = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        String stderr = Files.readString(dir.resolve("stderr"));
+        assertThat(p.exitValue()).as(stderr).isZero();
+        assertThat(stdout).isEqualTo("faults: true\n");
+    }
+
+    /**
      * regmem's two modules and what they require, from this test JVM's class path: the
      * registration module's classes (with its module-info.class), the core jar or classes, Agrona
      * and JCTools.

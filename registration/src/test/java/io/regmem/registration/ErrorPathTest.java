@@ -68,7 +68,7 @@ class ErrorPathTest {
     void drainFlushesBothQueuesAndTheSlotsFreeAsTheFlushesArePolled() {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
         MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-        lb.qpA.unwrap(io.regmem.registration.soft.SoftQp.class).pause(true);
+        lb.qpA.unwrap(io.regmem.registration.faults.QpFaults.class).pause(true);
         lb.qpA.postSend(writeChain(3, local, remote));
         lb.qpA.postRecv(new WorkRequest(1).wrId(1));
         lb.qpA.postRecv(new WorkRequest(1).wrId(2));
@@ -94,7 +94,7 @@ class ErrorPathTest {
         lb = new Loopback(Map.of(), new Loopback.QpInitAttributesSpec(4, 4, 1, true, 64));
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
         MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-        lb.qpA.unwrap(io.regmem.registration.soft.SoftQp.class).pause(true);
+        lb.qpA.unwrap(io.regmem.registration.faults.QpFaults.class).pause(true);
         lb.qpA.postSend(writeChain(2, local, remote));
         assertRdma(() -> lb.qpA.postSend(writeChain(3, local, remote)), Errno.ENOMEM, "send queue full", "bad WR index 2");
         assertThat(lb.qpA.outstandingSends()).isEqualTo(2);
@@ -105,7 +105,7 @@ class ErrorPathTest {
         }
         assertRdma(() -> lb.qpB.postRecv(recvs), Errno.ENOMEM, "receive queue full", "bad WR index 4");
         assertThat(lb.qpB.outstandingRecvs()).isZero();
-        lb.qpA.unwrap(io.regmem.registration.soft.SoftQp.class).pause(false);
+        lb.qpA.unwrap(io.regmem.registration.faults.QpFaults.class).pause(false);
         assertThat(lb.poll(lb.cqA)).isEqualTo(2);
     }
 
@@ -223,7 +223,7 @@ class ErrorPathTest {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
         MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
         lb.memA.set(ValueLayout.JAVA_LONG, 0, 42);
-        lb.qpA.unwrap(io.regmem.registration.soft.SoftQp.class).injectFailure(2, WcStatus.GENERAL_ERR);
+        lb.qpA.unwrap(io.regmem.registration.faults.QpFaults.class).injectFailure(2, WcStatus.GENERAL_ERR);
         lb.qpA.postSend(writeChain(3, local, remote));
         assertThat(lb.poll(lb.cqA)).isEqualTo(3);
         assertThat(lb.wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
@@ -235,11 +235,27 @@ class ErrorPathTest {
 
     @org.junit.jupiter.api.Tag("soft-only")
     @Test
+    void anInjectedFailureNeedsAnErrorStatusAndAPositiveNthAndABadOneChangesNothing() {
+        io.regmem.registration.faults.QpFaults faults = lb.qpA.unwrap(io.regmem.registration.faults.QpFaults.class);
+        assertThat(faults.queuePair()).isSameAs(lb.qpA);
+        assertRdma(() -> faults.injectFailure(0, WcStatus.GENERAL_ERR), Errno.EINVAL, "nth");
+        assertRdma(() -> faults.injectFailure(1, null), Errno.EINVAL, "error status");
+        assertRdma(() -> faults.injectFailure(1, WcStatus.SUCCESS), Errno.EINVAL, "error status");
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        lb.qpA.postSend(writeChain(2, local, remote));
+        assertThat(lb.poll(lb.cqA)).isEqualTo(2);
+        assertThat(lb.wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(lb.wcs[1].status()).isEqualTo(WcStatus.SUCCESS);
+    }
+
+    @org.junit.jupiter.api.Tag("soft-only")
+    @Test
     void breakQpAndDisconnectFlushEverything() {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
         MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
         lb.qpB.postRecv(new WorkRequest(1).wrId(77));
-        lb.qpA.unwrap(io.regmem.registration.soft.SoftQp.class).breakQp();
+        lb.qpA.unwrap(io.regmem.registration.faults.QpFaults.class).breakQp();
         lb.qpA.postSend(writeChain(2, local, remote));
         assertThat(lb.poll(lb.cqA)).isEqualTo(2);
         assertThat(lb.wcs[1].status()).isEqualTo(WcStatus.WR_FLUSH_ERR);

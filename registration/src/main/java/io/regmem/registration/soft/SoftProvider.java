@@ -20,7 +20,7 @@ import java.util.stream.Collectors;
  *
  * <p>Its data path checks keys, bounds and rights exactly as a NIC does and moves bytes with
  * {@code MemorySegment.copy} through the registered segments themselves; connections link two QPs
- * of this JVM by a listener name. Fault injection for tests: {@link SoftQp}.
+ * of this JVM by a listener name. Fault injection for tests: {@link io.regmem.registration.faults.QpFaults}.
  */
 public final class SoftProvider implements RdmaProvider {
 

@@ -1,14 +1,13 @@
 package io.regmem.registration.soft;
 
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
 import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
-import java.util.Objects;
+import io.regmem.registration.faults.QpFaults;
 
-/**
- * The soft provider's fault injection for one queue pair, for tests:
- * {@code qp.unwrap(SoftQp.class)} on a QP of a soft device (null on other providers).
- */
-public final class SoftQp {
+/** The soft provider's {@link QpFaults} for one queue pair ({@code qp.unwrap(QpFaults.class)}). */
+final class SoftQp implements QpFaults {
     private final SoftQueuePair qp;
     /** The send request that fails, and how (written by the test, read by the executor). */
     private volatile long failSeq = -1;
@@ -19,31 +18,29 @@ public final class SoftQp {
         this.qp = qp;
     }
 
-    /**
-     * Makes the {@code nth} send WR posted from now on (1 = the next) fail with {@code status}, as a
-     * NIC error would: it completes with that status and the QP moves to the error state (a remote
-     * access, operation or request error breaks the peer too).
-     */
+    @Override
     public void injectFailure(int nth, WcStatus status) {
-        Objects.requireNonNull(status, "status");
+        if (status == null || status == WcStatus.SUCCESS) {
+            throw new RdmaException(Errno.EINVAL, qp.ctx.name() + ": an injected failure needs an error status, got " + status);
+        }
         if (nth < 1) {
-            throw new IllegalArgumentException("nth must be at least 1, got " + nth);
+            throw new RdmaException(Errno.EINVAL, qp.ctx.name() + ": an injected failure's nth must be at least 1, got " + nth);
         }
         failStatus = status;
         failSeq = qp.ctx.sendTail() + nth - 1;
     }
 
-    /** Moves the QP to the error state now, as a fatal NIC or link error would. */
+    @Override
     public void breakQp() {
         qp.ctx.toError();
     }
 
-    /** While paused, posted sends wait: completions are delayed until {@code pause(false)}. */
+    @Override
     public void pause(boolean pause) {
         paused = pause;
     }
 
-    /** The queue pair this controls. */
+    @Override
     public QueuePair queuePair() {
         return qp.ctx.queuePair();
     }

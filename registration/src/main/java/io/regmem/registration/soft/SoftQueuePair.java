@@ -4,6 +4,7 @@ import io.regmem.registration.Access;
 import io.regmem.registration.GracePeriod;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.WcStatus;
+import io.regmem.registration.faults.QpFaults;
 import io.regmem.registration.spi.MemoryAccess;
 import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
@@ -102,7 +103,7 @@ final class SoftQueuePair implements ProviderQp {
 
     @Override
     public <T> T unwrap(Class<T> type) {
-        return type == SoftQp.class ? type.cast(faults) : ProviderQp.super.unwrap(type);
+        return type == QpFaults.class ? type.cast(faults) : ProviderQp.super.unwrap(type);
     }
 
     /**

@@ -43,7 +43,7 @@ public interface ProviderQp {
     void destroy();
 
     /**
-     * A provider-specific capability of this QP (soft: {@code SoftQp} with fault injection), or null.
+     * A provider-specific capability of this QP (soft: {@link io.regmem.registration.faults.QpFaults}), or null.
      */
     default <T> T unwrap(Class<T> type) {
         return type.isInstance(this) ? type.cast(this) : null;

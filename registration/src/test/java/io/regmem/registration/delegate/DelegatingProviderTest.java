@@ -15,7 +15,7 @@ import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
-import io.regmem.registration.soft.SoftQp;
+import io.regmem.registration.faults.QpFaults;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -77,7 +77,7 @@ class DelegatingProviderTest {
             assertThat(cqA.poll(wcs)).isEqualTo(1);
             assertThat(wcs[0].status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
             assertThat(qpA.unwrap(DelegatingProviderTest.class)).isNull();
-            assertThat(qpA.unwrap(SoftQp.class)).as("capabilities pass through the wrapper").isNotNull();
+            assertThat(qpA.unwrap(QpFaults.class)).as("capabilities pass through the wrapper").isNotNull();
 
             idA.disconnect();
             idA.destroyQp();

@@ -392,7 +392,7 @@ class RpcTransportTest {
             while (sent - p.completed.get() < MAX && p.call(sent)) { // calls in flight, then the QP breaks
                 sent++;
             }
-            p.qpC.unwrap(io.regmem.registration.soft.SoftQp.class).breakQp();
+            p.qpC.unwrap(io.regmem.registration.faults.QpFaults.class).breakQp();
             p.pollBoth();
             p.client.flushDisconnect();
             p.server.flushDisconnect();

@@ -148,7 +148,7 @@ class RwEdgeCasesTest {
         try (RwFixture f = new RwFixture(Map.of(RdmaDevice.RW_FORCE_MR, "true"), 4, 1)) {
             ScatterList sg = f.pages(2, PAGE);
             f.fillLocal(sg, 21);
-            f.qp.unwrap(io.regmem.registration.soft.SoftQp.class).pause(true); // completions wait: the send queue fills
+            f.qp.unwrap(io.regmem.registration.faults.QpFaults.class).pause(true); // completions wait: the send queue fills
             int depth = f.qp.maxSendWr();
             WorkRequest filler = new WorkRequest(1).opcode(Opcode.RDMA_WRITE).signaled(true) // slots free on poll
                     .remote(f.remoteAddr() + (2 << 20), f.rkey())
@@ -164,7 +164,7 @@ class RwEdgeCasesTest {
             assertThat(f.qp.rdmaMrs().key(0)).isEqualTo(key);
             assertThat(f.qp.rdmaMrs().needInval(0)).isEqualTo(inval);
             assertThat(ctx.isPosted()).isFalse();
-            f.qp.unwrap(io.regmem.registration.soft.SoftQp.class).pause(false);
+            f.qp.unwrap(io.regmem.registration.faults.QpFaults.class).pause(false);
             while (f.qp.outstandingSends() > 0) {
                 f.cqA.poll(f.wcs);
             }
