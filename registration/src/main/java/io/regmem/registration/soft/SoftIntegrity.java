@@ -2,7 +2,6 @@ package io.regmem.registration.soft;
 
 import io.regmem.registration.SignatureAttrs;
 import io.regmem.registration.SignatureError;
-import io.regmem.registration.T10Dif;
 import io.regmem.registration.spi.IntegrityView;
 import io.regmem.registration.spi.Segments;
 import io.regmem.registration.spi.SignatureOffload;

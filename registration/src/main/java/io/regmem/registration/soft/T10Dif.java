@@ -1,4 +1,4 @@
-package io.regmem.registration;
+package io.regmem.registration.soft;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -7,7 +7,7 @@ import java.lang.foreign.ValueLayout;
  * CRC-16/T10-DIF, the guard of T10 protection information: polynomial 0x8BB7, initial value 0,
  * no reflection, no final XOR (check value of "123456789": 0xD0DB). Table-driven, one byte at a time.
  */
-public final class T10Dif {
+final class T10Dif {
     private static final int[] TABLE = new int[256];
 
     static {
@@ -24,7 +24,7 @@ public final class T10Dif {
     }
 
     /** The guard of {@code [offset, offset + length)} of {@code segment}. */
-    public static int crc16(MemorySegment segment, long offset, long length) {
+    static int crc16(MemorySegment segment, long offset, long length) {
         int crc = 0;
         for (long i = 0; i < length; i++) {
             int b = segment.get(ValueLayout.JAVA_BYTE, offset + i) & 0xFF;
@@ -34,7 +34,7 @@ public final class T10Dif {
     }
 
     /** The guard of a byte array. */
-    public static int crc16(byte[] bytes) {
+    static int crc16(byte[] bytes) {
         return crc16(MemorySegment.ofArray(bytes), 0, bytes.length);
     }
 }
