@@ -3,7 +3,6 @@ package io.regmem.registration;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.spi.ProviderQp;
-import io.regmem.registration.spi.QpContext;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
