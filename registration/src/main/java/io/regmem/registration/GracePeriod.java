@@ -4,6 +4,7 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import org.agrona.collections.ArrayUtil;
 
 /**
  * Grace periods between the data path, which reaches registered memory without a lock, and the
@@ -71,31 +72,14 @@ public final class GracePeriod {
     public Reader newReader() {
         Reader r = new Reader(this);
         synchronized (registry) {
-            Reader[] old = readers;
-            Reader[] next = java.util.Arrays.copyOf(old, old.length + 1);
-            next[old.length] = r;
-            readers = next;
+            readers = ArrayUtil.add(readers, r);
         }
         return r;
     }
 
     private void remove(Reader r) {
         synchronized (registry) {
-            Reader[] old = readers;
-            int at = -1;
-            for (int i = 0; i < old.length; i++) {
-                if (old[i] == r) {
-                    at = i;
-                    break;
-                }
-            }
-            if (at < 0) {
-                return;
-            }
-            Reader[] next = new Reader[old.length - 1];
-            System.arraycopy(old, 0, next, 0, at);
-            System.arraycopy(old, at + 1, next, at, old.length - at - 1);
-            readers = next;
+            readers = ArrayUtil.remove(readers, r); // (the same array if r is not in it)
         }
     }
 

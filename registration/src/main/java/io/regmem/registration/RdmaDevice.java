@@ -8,6 +8,7 @@ import java.util.Map;
 import java.util.ServiceLoader;
 import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.RdmaProvider;
+import org.agrona.collections.ArrayUtil;
 
 /**
  * An RDMA device opened through a provider: the root of the verbs object tree
@@ -129,16 +130,14 @@ public final class RdmaDevice implements AutoCloseable {
                 throw new RdmaException(Errno.EEXIST, "RdmaDevice: a device named '" + name + "' is open already");
             }
             RdmaDevice d = new RdmaDevice(backend, provider, name);
-            RdmaDevice[] next = java.util.Arrays.copyOf(open, open.length + 1);
-            next[open.length] = d;
-            open = next;
+            open = ArrayUtil.add(open, d);
             return d;
         }
     }
 
     private static void remove(RdmaDevice d) {
         synchronized (OPEN_LOCK) {
-            open = java.util.Arrays.stream(open).filter(x -> x != d).toArray(RdmaDevice[]::new);
+            open = ArrayUtil.remove(open, d);
         }
     }
 

@@ -1,7 +1,7 @@
 package io.regmem.registration.soft;
 
 import io.regmem.registration.spi.ProviderCq;
-import java.util.Arrays;
+import org.agrona.collections.ArrayUtil;
 
 /**
  * A soft CQ knows the QPs whose work completes on it: those that use it as their send CQ (their
@@ -14,23 +14,18 @@ final class SoftCq implements ProviderCq {
     private volatile SoftQueuePair[] receivers = NONE;
 
     synchronized void addSender(SoftQueuePair qp) {
-        senders = plus(senders, qp);
+        senders = ArrayUtil.add(senders, qp);
     }
 
     synchronized void addReceiver(SoftQueuePair qp) {
-        receivers = plus(receivers, qp);
+        receivers = ArrayUtil.add(receivers, qp);
     }
 
     synchronized void remove(SoftQueuePair qp) {
-        senders = Arrays.stream(senders).filter(q -> q != qp).toArray(SoftQueuePair[]::new);
-        receivers = Arrays.stream(receivers).filter(q -> q != qp).toArray(SoftQueuePair[]::new);
+        senders = ArrayUtil.remove(senders, qp);
+        receivers = ArrayUtil.remove(receivers, qp);
     }
 
-    private static SoftQueuePair[] plus(SoftQueuePair[] a, SoftQueuePair qp) {
-        SoftQueuePair[] next = Arrays.copyOf(a, a.length + 1);
-        next[a.length] = qp;
-        return next;
-    }
 
     /**
      * Executes the QPs whose requests complete here and the peers of those whose receives complete

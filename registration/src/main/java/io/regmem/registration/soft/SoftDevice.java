@@ -15,8 +15,8 @@ import io.regmem.registration.spi.QpContext;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
-import java.util.Arrays;
 import java.util.concurrent.locks.LockSupport;
+import org.agrona.collections.ArrayUtil;
 
 /** A soft device: its limits, its queue pairs and, if asked for, its progress thread. */
 final class SoftDevice implements ProviderDevice {
@@ -56,9 +56,7 @@ final class SoftDevice implements ProviderDevice {
     public ProviderQp createQp(QpContext ctx) {
         SoftQueuePair qp = new SoftQueuePair(this, ctx);
         synchronized (this) {
-            SoftQueuePair[] next = Arrays.copyOf(qps, qps.length + 1);
-            next[qps.length] = qp;
-            qps = next;
+            qps = ArrayUtil.add(qps, qp);
         }
         SoftContexts.cq(ctx.sendCq()).addSender(qp);
         SoftContexts.cq(ctx.recvCq()).addReceiver(qp);
@@ -67,7 +65,7 @@ final class SoftDevice implements ProviderDevice {
 
     void removeQp(SoftQueuePair qp) {
         synchronized (this) {
-            qps = Arrays.stream(qps).filter(q -> q != qp).toArray(SoftQueuePair[]::new);
+            qps = ArrayUtil.remove(qps, qp);
         }
         SoftContexts.cq(qp.ctx.sendCq()).remove(qp);
         SoftContexts.cq(qp.ctx.recvCq()).remove(qp);

@@ -2,8 +2,8 @@ package io.regmem.registration.ucx;
 
 import io.regmem.registration.spi.CqContext;
 import io.regmem.registration.spi.ProviderCq;
-import java.util.Arrays;
 import java.util.concurrent.locks.ReentrantLock;
+import org.agrona.collections.ArrayUtil;
 
 /**
  * A UCX completion queue: polling it progresses the device's worker (which also serves the peers'
@@ -27,22 +27,16 @@ final class UcxCq implements ProviderCq {
     }
 
     synchronized void addSender(UcxQp qp) {
-        qps = plus(qps, qp);
+        qps = ArrayUtil.add(qps, qp);
     }
 
     synchronized void addReceiver(UcxQp qp) {
-        receivers = plus(receivers, qp);
-    }
-
-    private static UcxQp[] plus(UcxQp[] a, UcxQp qp) {
-        UcxQp[] next = Arrays.copyOf(a, a.length + 1);
-        next[a.length] = qp;
-        return next;
+        receivers = ArrayUtil.add(receivers, qp);
     }
 
     synchronized void remove(UcxQp qp) {
-        qps = Arrays.stream(qps).filter(q -> q != qp).toArray(UcxQp[]::new);
-        receivers = Arrays.stream(receivers).filter(q -> q != qp).toArray(UcxQp[]::new);
+        qps = ArrayUtil.remove(qps, qp);
+        receivers = ArrayUtil.remove(receivers, qp);
     }
 
     /**

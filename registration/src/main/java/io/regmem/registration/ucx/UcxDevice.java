@@ -15,9 +15,9 @@ import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.GracePeriod;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.Arena;
-import java.util.Arrays;
 import io.regmem.registration.Opcode;
 import java.util.concurrent.locks.ReentrantLock;
+import org.agrona.collections.ArrayUtil;
 
 /**
  * A UCX device: one UCP context and one worker. Every call on the worker is made under
@@ -272,9 +272,7 @@ final class UcxDevice implements ProviderDevice {
         UcxQp qp;
         synchronized (this) {
             qp = new UcxQp(this, ctx, nextQpNumber++);
-            UcxQp[] next = Arrays.copyOf(qps, qps.length + 1);
-            next[qps.length] = qp;
-            qps = next;
+            qps = ArrayUtil.add(qps, qp);
         }
         UcxContexts.cq(ctx.sendCq()).addSender(qp);
         UcxContexts.cq(ctx.recvCq()).addReceiver(qp);
@@ -283,7 +281,7 @@ final class UcxDevice implements ProviderDevice {
 
     void removeQp(UcxQp qp) {
         synchronized (this) {
-            qps = Arrays.stream(qps).filter(q -> q != qp).toArray(UcxQp[]::new);
+            qps = ArrayUtil.remove(qps, qp);
         }
         UcxContexts.cq(qp.ctx.sendCq()).remove(qp);
         UcxContexts.cq(qp.ctx.recvCq()).remove(qp);

@@ -6,6 +6,7 @@ import io.regmem.registration.Access;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
+import org.agrona.collections.ArrayUtil;
 
 /**
  * The remote keys imported on one UCX QP: each peer envelope, checked once, under the 32-bit handle
@@ -61,9 +62,7 @@ final class UcxKeyTable {
             if (ks.length >= MAX) {
                 throw new RdmaException(Errno.ENOMEM, who + ": importRemoteKey: " + ks.length + " keys imported");
             }
-            Entry[] next = Arrays.copyOf(ks, ks.length + 1);
-            next[ks.length] = new Entry(bytes, d);
-            keys = next;
+            keys = ArrayUtil.add(ks, new Entry(bytes, d));
             return TAG | (ks.length + 1);
         }
     }
