@@ -262,9 +262,13 @@ public final class QueuePair extends RdmaResource {
      * A provider-specific capability of this QP, or null when its provider has none of that type:
      * {@code qp.unwrap(io.regmem.registration.faults.QpFaults.class)} gives the soft provider's fault
      * injection.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} if {@code type} is null
      */
     public <T> T unwrap(Class<T> type) {
-        java.util.Objects.requireNonNull(type, "type");
+        if (type == null) {
+            throw new RdmaException(Errno.EINVAL, this + ": unwrap needs a type, got null");
+        }
         return provider.unwrap(type);
     }
 

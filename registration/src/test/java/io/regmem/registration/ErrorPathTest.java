@@ -238,6 +238,8 @@ class ErrorPathTest {
     void anInjectedFailureNeedsAnErrorStatusAndAPositiveNthAndABadOneChangesNothing() {
         io.regmem.registration.faults.QpFaults faults = lb.qpA.unwrap(io.regmem.registration.faults.QpFaults.class);
         assertThat(faults.queuePair()).isSameAs(lb.qpA);
+        assertRdma(() -> lb.qpA.unwrap(null), Errno.EINVAL, "unwrap");
+        assertThat(lb.qpA.unwrap(String.class)).as("a capability the provider does not have").isNull();
         assertRdma(() -> faults.injectFailure(0, WcStatus.GENERAL_ERR), Errno.EINVAL, "nth");
         assertRdma(() -> faults.injectFailure(1, null), Errno.EINVAL, "error status");
         assertRdma(() -> faults.injectFailure(1, WcStatus.SUCCESS), Errno.EINVAL, "error status");
