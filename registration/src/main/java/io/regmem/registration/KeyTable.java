@@ -50,6 +50,18 @@ final class KeyTable {
         generations[0] = new byte[PAGE];
     }
 
+    /**
+     * Moves {@link #nextFresh} past slots whose keys would carry
+     * {@link io.regmem.registration.spi.ProviderQp#HANDLE_TAG_BYTE} as their top byte (one slot in 256:
+     * those values are a provider's imported-key handles); returns it.
+     */
+    private int skipReserved() {
+        while (nextFresh < MAX_SLOTS && (permute(nextFresh) >>> 16) == io.regmem.registration.spi.ProviderQp.HANDLE_TAG_BYTE) {
+            nextFresh++;
+        }
+        return nextFresh;
+    }
+
     /** The key for a slot and key byte. */
     int key(int slot, int keyByte) {
         return (permute(slot) << 8) | (keyByte & 0xFF);
@@ -96,7 +108,7 @@ final class KeyTable {
         if (!freeSlots.isEmpty() && (nextFresh >= MAX_SLOTS || freeSlots.size() > 64)) {
             // Reuse only once a few slots are free, so a just-freed key is not handed out again at once.
             slot = freeSlots.pollFirst();
-        } else if (nextFresh < MAX_SLOTS) {
+        } else if (skipReserved() < MAX_SLOTS) {
             slot = nextFresh++;
             ensurePage(slot);
         } else {

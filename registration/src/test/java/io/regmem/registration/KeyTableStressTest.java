@@ -21,6 +21,21 @@ import org.junit.jupiter.api.extension.ExtendWith;
 @ExtendWith(NoLeaks.class)
 class KeyTableStressTest {
 
+    /**
+     * One slot in 256 would give a key whose top byte is a provider's handle tag (ucx reads such a
+     * raw rkey as the handle of a key its QP imported, and refuses it): the table never issues one.
+     */
+    @Test
+    void noIssuedKeyLooksLikeAProvidersImportedKeyHandle() {
+        KeyTable table = new KeyTable();
+        for (int i = 0; i < 20_000; i++) {
+            int slot = table.allocate();
+            int key = table.key(slot, table.generation(slot));
+            assertThat(key >>> 24).as("key %08x of slot %d", key, slot)
+                    .isNotEqualTo(io.regmem.registration.spi.ProviderQp.HANDLE_TAG_BYTE);
+        }
+    }
+
     @Test
     void lookupsNeverResolveAKeyToARegionItWasNotIssuedFor() throws Exception {
         try (Arena arena = Arena.ofShared(); RdmaDevice device = Providers.open()) {

@@ -30,6 +30,13 @@ public interface ProviderQp {
     void stop();
 
     /**
+     * The top byte no memory region's key ever has (the keys work requests name, on every provider): a
+     * provider may give the handles {@link #importRemoteKey} returns this top byte, and tell them
+     * from a target's own keys sent as they are.
+     */
+    int HANDLE_TAG_BYTE = 0x5C;
+
+    /**
      * Imports a peer's exported remote key ({@link ProviderMr#exportRemoteKey}) for use in this QP's
      * work requests: returns the 32-bit handle a {@code WorkRequest} carries as its rkey. Imported
      * keys live as long as the QP.

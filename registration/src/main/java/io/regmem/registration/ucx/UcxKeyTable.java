@@ -19,7 +19,7 @@ import org.agrona.collections.ArrayUtil;
  * is the tag gets an entry, so that handles stay unambiguous.
  */
 final class UcxKeyTable {
-    private static final int TAG = 0x5C00_0000;
+    private static final int TAG = io.regmem.registration.spi.ProviderQp.HANDLE_TAG_BYTE << 24;
     /** A 4-byte exported key: big-endian (network order), on every provider. */
     static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(java.nio.ByteOrder.BIG_ENDIAN);
     private static final int MAX = 0xFF_FFFE;
