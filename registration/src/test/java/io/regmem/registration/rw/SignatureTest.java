@@ -20,14 +20,14 @@ import io.regmem.registration.NoLeaks;
 
 /** Signature (T10-PI, DIF type 1) contexts: insertion, checking, stripping, pass-through and errors. */
 @ExtendWith(NoLeaks.class)
-class SignatureTest {
+public class SignatureTest {
     private static final int BLOCK = 512;
     private static final int BLOCKS = 2 * PAGE / BLOCK; // two data pages
     private static final ValueLayout.OfShort BE_SHORT = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
     private static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
 
-    /** A bit-by-bit CRC-16/T10-DIF, independent of the table-driven one under test. */
-    static int referenceCrc(MemorySegment s, long off, long len) {
+    /** A bit-by-bit CRC-16/T10-DIF, independent of the table-driven one under test (T10DifTest uses it too). */
+    public static int referenceCrc(MemorySegment s, long off, long len) {
         int crc = 0;
         for (long i = 0; i < len; i++) {
             crc ^= (s.get(ValueLayout.JAVA_BYTE, off + i) & 0xFF) << 8;

@@ -152,6 +152,23 @@ class UcxProcessTest {
         }
     }
 
+    /** A new child on {@code tls} connects, and a READ of its pattern comes back byte-exact; it then ends clean. */
+    private void aNewPeerWorks(String tls) throws Exception {
+        UcxChild next = child(tls);
+        Conn d = connect(next);
+        readsThePattern(d, 0);
+        close(d);
+        next.expect("GONE");
+        next.finish();
+    }
+
+    /** Every 509th byte of {@code s} (which the test filled with WATCH) still holds WATCH: no transfer landed in it. */
+    private static void holdsOnlyWatch(MemorySegment s, String what) {
+        for (long k = 0; k < s.byteSize(); k += 509) {
+            assertThat(s.get(ValueLayout.JAVA_BYTE, k)).as("%s byte %d", what, k).isEqualTo(UcxPeerMain.WATCH);
+        }
+    }
+
     /** The first 256 KiB of local memory: random bytes from {@code seed}. */
     private void fillRandom(long seed) {
         SplittableRandom r = new SplittableRandom(seed);
@@ -523,17 +540,10 @@ class UcxProcessTest {
         assertThat(wc.wrId()).isEqualTo(9);
         assertThat(wc.status()).isIn(WcStatus.RETRY_EXC_ERR, WcStatus.WR_FLUSH_ERR, WcStatus.REM_OP_ERR);
         assertThat(System.nanoTime() - start).isLessThan(KILL_BOUND_NANOS);
-        for (long k = 0; k < sink.byteSize(); k += 509) {
-            assertThat(sink.get(ValueLayout.JAVA_BYTE, k)).as("sink byte %d", k).isEqualTo(UcxPeerMain.WATCH);
-        }
+        holdsOnlyWatch(sink, "sink");
         close(c);
 
-        UcxChild next = child(tls);
-        Conn d = connect(next);
-        readsThePattern(d, 0);
-        close(d);
-        next.expect("GONE");
-        next.finish();
+        aNewPeerWorks(tls);
     }
 
     /** A writer child connected to a listener of this side's, warmed up (its small WRITE completed). */
@@ -585,9 +595,7 @@ class UcxProcessTest {
                     w.child().output()).isLessThan(KILL_BOUND_NANOS);
             Thread.sleep(1);
         }
-        for (long k = 0; k < w.target().byteSize(); k += 509) {
-            assertThat(w.target().get(ValueLayout.JAVA_BYTE, k)).as("target byte %d", k).isEqualTo(UcxPeerMain.WATCH);
-        }
+        holdsOnlyWatch(w.target(), "target");
         w.child().process.destroyForcibly();
         w.id().disconnect();
         while (cq.poll(one) > 0) {
@@ -598,12 +606,7 @@ class UcxProcessTest {
         w.listener().close();
         w.mr().close();
 
-        UcxChild next = child(tls);
-        Conn d = connect(next);
-        readsThePattern(d, 0);
-        close(d);
-        next.expect("GONE");
-        next.finish();
+        aNewPeerWorks(tls);
     }
 
     /**
