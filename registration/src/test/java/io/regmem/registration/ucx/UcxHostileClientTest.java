@@ -51,7 +51,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @ExtendWith(NoLeaks.class)
 class UcxHostileClientTest {
-    private static final AtomicInteger PORTS = new AtomicInteger(31_000 + (int) (ProcessHandle.current().pid() % 2000));
+    private static final AtomicInteger PORTS = new AtomicInteger(29_500 + (int) (ProcessHandle.current().pid() % 2000)); // (listen ports stay below the kernel's ephemeral range, 32768-60999, which outgoing sockets take)
     private static final String SECRET = "the hostile-client suite's secret";
     private static final Map<String, String> OPTIONS = Map.of("secret", SECRET, "handshakeTimeoutMillis", "500");
 
