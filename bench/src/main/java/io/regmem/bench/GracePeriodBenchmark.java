@@ -1,6 +1,6 @@
 package io.regmem.bench;
 
-import io.regmem.registration.GracePeriod;
+import io.regmem.registration.spi.GracePeriod;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.concurrent.locks.StampedLock;
 import org.openjdk.jmh.annotations.Benchmark;

@@ -15,8 +15,7 @@ final class CmCore extends ProviderState implements CmContext {
         this.id = id;
     }
 
-    @Override
-    public CmId cmId() {
+    CmId cmId() {
         return id;
     }
 
@@ -41,10 +40,6 @@ final class CmCore extends ProviderState implements CmContext {
         return q == null ? null : q.context;
     }
 
-    @Override
-    public CmId.ConnState state() {
-        return id.connState();
-    }
 
     @Override
     public boolean isConnecting() {

@@ -2,6 +2,7 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.spi.Guard;
 import java.lang.foreign.MemorySegment;
 
 /**
@@ -12,6 +13,8 @@ import java.lang.foreign.MemorySegment;
  */
 public final class DmaMapping extends RdmaResource implements AutoCloseable {
     private final MemorySegment segment;
+    /** What a software data path checks between copy pieces: false once unmapped. */
+    final Guard guard = () -> !isDestroyed();
 
     DmaMapping(RdmaDevice device, MemorySegment segment) {
         super(device, "DmaMapping", null, true);

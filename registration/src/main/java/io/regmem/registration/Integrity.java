@@ -75,8 +75,7 @@ final class Integrity implements IntegrityView {
         mr.commitIntegrityMapping(iova, bytes, end);
     }
 
-    @Override
-    public MemoryRegion region() {
+    MemoryRegion region() {
         return mr;
     }
 

@@ -128,11 +128,20 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         return registration;
     }
 
+    /** The region behind one of its contexts (a context the verbs layer made: {@link #context()}). */
+    static MemoryRegion of(MrContext context) {
+        return ((Registration) context).region();
+    }
+
     /** What the provider is told about this region. */
     private final class Registration implements MrContext {
-        @Override
-        public MemoryRegion region() {
+        MemoryRegion region() {
             return MemoryRegion.this;
+        }
+
+        @Override
+        public boolean isValid() {
+            return MemoryRegion.this.isValid();
         }
 
         @Override

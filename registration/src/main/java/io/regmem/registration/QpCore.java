@@ -9,14 +9,11 @@ import java.util.concurrent.locks.ReentrantLock;
 /** A queue pair as its provider sees it ({@link QpContext}): its queues, completions and state. */
 final class QpCore extends ProviderState implements QpContext {
     private final QueuePair qp;
+    private final Translation memory;
 
     QpCore(QueuePair qp) {
         this.qp = qp;
-    }
-
-    @Override
-    public QueuePair queuePair() {
-        return qp;
+        this.memory = new Translation(qp);
     }
 
     @Override
@@ -99,11 +96,6 @@ final class QpCore extends ProviderState implements QpContext {
     }
 
     @Override
-    public QueuePair.State state() {
-        return qp.state();
-    }
-
-    @Override
     public boolean isReady() {
         return qp.state() == QueuePair.State.RTS;
     }
@@ -130,6 +122,6 @@ final class QpCore extends ProviderState implements QpContext {
 
     @Override
     public MemoryAccess memory() {
-        return Translation.INSTANCE;
+        return memory;
     }
 }

@@ -1,27 +1,26 @@
 package io.regmem.registration;
 
-import io.regmem.registration.spi.IntegrityView;
 import io.regmem.registration.spi.MemoryAccess;
 import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
-import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
 import java.lang.foreign.MemorySegment;
 
 /**
- * The verbs layer's memory translation for software data paths ({@link MemoryAccess}): keys to
- * regions, regions and fast-reg pages to segments, with the checks a NIC makes. Stateless.
+ * The verbs layer's memory translation for software data paths ({@link MemoryAccess}) of one QP:
+ * keys to regions, regions and fast-reg pages to segments, with the checks a NIC makes. No state
+ * beyond the QP it serves.
  */
 final class Translation implements MemoryAccess {
-    static final Translation INSTANCE = new Translation();
+    private final QueuePair qp;
 
-    private Translation() {
+    Translation(QueuePair qp) {
+        this.qp = qp;
     }
 
     @Override
-    public boolean gatherLocal(QpContext ctx, PostedWr w, Segments out, boolean write) {
+    public boolean gatherLocal(PostedWr w, Segments out, boolean write) {
         out.clear();
-        QueuePair qp = ctx.queuePair();
         RdmaDevice device = qp.device;
         int dmaKey = device.keys.dmaKey();
         for (int i = 0; i < w.numSge(); i++) {
@@ -33,7 +32,7 @@ final class Translation implements MemoryAccess {
                 if (m == null) {
                     return false;
                 }
-                out.add(m.segment(), addr - m.address(), len, null, m);
+                out.add(m.segment(), addr - m.address(), len, null, m.guard);
                 continue;
             }
             MemoryRegion mr = device.keys.lookup(lkey, false);
@@ -52,11 +51,10 @@ final class Translation implements MemoryAccess {
     }
 
     @Override
-    public boolean resolveRemote(QpContext target, long addr, long len, int rkey, Access right, Segments out) {
+    public boolean resolveRemote(long addr, long len, int rkey, Access right, Segments out) {
         out.clear();
-        QueuePair peer = target.queuePair();
-        MemoryRegion mr = peer.device.keys.lookup(rkey, true);
-        if (mr == null || mr.pd() != peer.pd() || !Access.has(mr.access(), right)) {
+        MemoryRegion mr = qp.device.keys.lookup(rkey, true);
+        if (mr == null || mr.pd() != qp.pd() || !Access.has(mr.access(), right)) {
             return false;
         }
         long a = Access.has(mr.access(), Access.ZERO_BASED) ? mr.address() + addr : addr;
@@ -74,7 +72,7 @@ final class Translation implements MemoryAccess {
             if (!seg.scope().isAlive()) {
                 return false;
             }
-            out.add(seg, off, len, mr, null);
+            out.add(seg, off, len, mr.context(), null);
             return true;
         }
         return pagePieces(mr, 0, mr.address(), off, len, out);
@@ -104,7 +102,7 @@ final class Translation implements MemoryAccess {
             if (!seg.scope().isAlive() || segOff + n > seg.byteSize()) {
                 return false;
             }
-            out.add(seg, segOff, n, mr, m);
+            out.add(seg, segOff, n, mr.context(), m.guard);
             inPage += n;
             len -= n;
         }
@@ -112,9 +110,8 @@ final class Translation implements MemoryAccess {
     }
 
     @Override
-    public WcStatus fastRegister(QpContext ctx, PostedWr w) {
-        QueuePair qp = ctx.queuePair();
-        MemoryRegion mr = w.regMr();
+    public WcStatus fastRegister(PostedWr w) {
+        MemoryRegion mr = MemoryRegion.of(w.regMr());
         if (mr.isDestroyed() || !mr.isFastReg() || mr.pd() != qp.pd() || (w.regKey() >>> 8) != (mr.lkey() >>> 8)) {
             return WcStatus.LOC_PROT_ERR;
         }
@@ -147,19 +144,13 @@ final class Translation implements MemoryAccess {
     }
 
     @Override
-    public MrContext invalidationTarget(QpContext ctx, int rkey) {
-        QueuePair qp = ctx.queuePair();
+    public MrContext invalidationTarget(int rkey) {
         MemoryRegion mr = qp.device.keys.current(rkey);
         return mr == null || !mr.isFastReg() || mr.pd() != qp.pd() ? null : mr.context();
     }
 
     @Override
     public void invalidate(MrContext mr) {
-        mr.region().invalidate();
-    }
-
-    @Override
-    public IntegrityView integrity(MemoryRegion mr) {
-        return mr.integrity;
+        MemoryRegion.of(mr).invalidate();
     }
 }

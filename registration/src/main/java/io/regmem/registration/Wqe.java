@@ -1,5 +1,6 @@
 package io.regmem.registration;
 
+import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
 
 /**
@@ -18,7 +19,7 @@ final class Wqe implements PostedWr {
     int rkey;
     int immData;
     int invalidateRkey;
-    MemoryRegion regMr;
+    MrContext regMr;
     int regKey;
     int regAccess;
     /** The request's sequence number in its queue. */
@@ -44,7 +45,7 @@ final class Wqe implements PostedWr {
         rkey = wr.rkey();
         immData = wr.immData();
         invalidateRkey = wr.invalidateRkey();
-        regMr = wr.regMr();
+        regMr = wr.regMr() == null ? null : wr.regMr().context();
         regKey = wr.regKey();
         regAccess = wr.regAccess();
     }
@@ -114,7 +115,7 @@ final class Wqe implements PostedWr {
     }
 
     @Override
-    public MemoryRegion regMr() {
+    public MrContext regMr() {
         return regMr;
     }
 

@@ -89,7 +89,7 @@ class ModulePathTest {
                             CmId id = d.createCmId();
                             QueuePair qp = id.createQp(pd, QpInitAttributes.of(cq));
                             QpFaults faults = qp.unwrap(QpFaults.class);
-                            System.out.println("faults: " + (faults != null && faults.queuePair() == qp));
+                            System.out.println("faults: " + (faults != null));
                             id.destroyQp();
                             id.close();
                             cq.close();

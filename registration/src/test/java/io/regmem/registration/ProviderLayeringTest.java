@@ -7,6 +7,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
@@ -14,19 +15,24 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * The providers (soft, ucx) reach the verbs layer through the spi's contexts and their values only:
- * no provider source calls a context's {@code queuePair()}, {@code region()} or {@code cmId()}, which
- * hand out the public verbs objects and are there for the verbs layer's own helpers, nor names those
- * objects' types ({@code QueuePair}, {@code CmId}, {@code CompletionQueue}, {@code MemoryRegion};
- * their public constants, e.g. {@code CmId.MAX_CONNECT_PRIVATE_DATA}, are values); and a context's
- * attachment is read in one helper per provider ({@code SoftContexts}, {@code UcxContexts}). The one
- * exception is {@code SoftQp}, the fault-injection view, which names the public QP it is a view of.
- * A new upward call fails here, naming the file and line.
+ * The arrows between the verbs layer, the spi and the providers point one way. The spi imports only
+ * value types of the verbs package ({@link #SPI_VALUE_TYPES}), and those import nothing of the spi,
+ * so no class-level import circle runs through it. The providers (soft, ucx) reach the verbs layer
+ * through the spi's contexts and their values only: no provider source calls {@code queuePair()},
+ * {@code region()} or {@code cmId()} on anything, nor names the verbs objects' types
+ * ({@code QueuePair}, {@code CmId}, {@code CompletionQueue}, {@code MemoryRegion}; their public
+ * constants, e.g. {@code CmId.MAX_CONNECT_PRIVATE_DATA}, are values); and a context's attachment is
+ * read in one helper per provider ({@code SoftContexts}, {@code UcxContexts}). A new upward arrow
+ * fails here, naming the file and line.
  */
 @ExtendWith(NoLeaks.class)
 class ProviderLayeringTest {
     private static final Pattern UPWARD = Pattern.compile("\\.(queuePair|region|cmId)\\(\\)");
     /** The verbs objects by name (their public constants, such as {@code CmId.MAX_*}, are values). */
+    /** What the spi may import from the verbs package: values, not objects with a lifecycle. */
+    static final Set<String> SPI_VALUE_TYPES = Set.of("Access", "Opcode", "WcStatus", "DeviceAttributes", "SignatureAttrs",
+            "SignatureError");
+    private static final Pattern VERBS_IMPORT = Pattern.compile("io\\.regmem\\.registration\\.([A-Z]\\w*)");
     private static final Pattern VERBS_TYPE = Pattern.compile("\\b(QueuePair|CmId|CompletionQueue|MemoryRegion)\\b(?!\\.MAX_)");
 
     @Test
@@ -38,9 +44,6 @@ class ProviderLayeringTest {
         for (String provider : new String[] {"soft", "ucx"}) {
             try (Stream<Path> files = Files.walk(root.resolve(provider))) {
                 for (Path f : files.filter(p -> p.toString().endsWith(".java")).toList()) {
-                    if (f.getFileName().toString().equals("SoftQp.java")) {
-                        continue;
-                    }
                     checked++;
                     List<String> lines = Files.readAllLines(f);
                     for (int i = 0; i < lines.size(); i++) {
@@ -65,5 +68,33 @@ class ProviderLayeringTest {
         }
         assertThat(checked).as("provider sources found").isGreaterThan(20);
         assertThat(upward).as("provider code that reaches the public verbs objects through a context").isEmpty();
+    }
+
+    @Test
+    void theSpiNamesOnlyValueTypesOfTheVerbsLayerAndTheyNameNothingOfTheSpi() throws IOException {
+        Path root = Path.of("src/main/java/io/regmem/registration");
+        List<String> upward = new ArrayList<>();
+        int checked = 0;
+        try (Stream<Path> files = Files.list(root.resolve("spi"))) {
+            for (Path f : files.filter(p -> p.toString().endsWith(".java")).toList()) {
+                checked++;
+                List<String> lines = Files.readAllLines(f);
+                for (int i = 0; i < lines.size(); i++) {
+                    Matcher m = VERBS_IMPORT.matcher(lines.get(i));
+                    while (m.find()) {
+                        if (!SPI_VALUE_TYPES.contains(m.group(1))) {
+                            upward.add(f + ":" + (i + 1) + ": " + m.group());
+                        }
+                    }
+                }
+            }
+        }
+        assertThat(checked).as("spi sources found").isGreaterThan(10);
+        assertThat(upward).as("spi sources naming a verbs class that is not a value type (in code or Javadoc)").isEmpty();
+        for (String value : SPI_VALUE_TYPES) {
+            assertThat(Files.readString(root.resolve(value + ".java")))
+                    .as("%s is a value type the spi imports: it must not name the spi back", value)
+                    .doesNotContain("io.regmem.registration.spi");
+        }
     }
 }

@@ -1,6 +1,5 @@
 package io.regmem.registration.faults;
 
-import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 
 /**
@@ -26,7 +25,4 @@ public interface QpFaults {
 
     /** While paused, posted sends wait: their completions are delayed until {@code pause(false)}. */
     void pause(boolean pause);
-
-    /** The queue pair this controls. */
-    QueuePair queuePair();
 }

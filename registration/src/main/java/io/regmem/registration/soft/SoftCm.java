@@ -53,7 +53,7 @@ final class SoftCm implements ProviderCm {
             if (active == null || active.ctx.isDestroyed() || active.ctx.qp() == null
                     || !active.ctx.isConnecting()) {
                 throw new RdmaException(Errno.EINVAL, ctx.name() + ": accept needs a pending request, a QP, and a "
-                        + "requester that still waits (state " + ctx.state() + ")");
+                        + "requester that still waits");
             }
             SoftQueuePair.link(queuePair(ctx.qp()), queuePair(active.ctx.qp()));
             active.ctx.established(privateData);

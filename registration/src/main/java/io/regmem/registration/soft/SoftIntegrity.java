@@ -56,7 +56,7 @@ final class SoftIntegrity implements SignatureOffload {
             }
             outbound(mr, s, protAt, wireAt);
         }
-        out.add(s, wireAt, len, null, null);
+        out.add(s, wireAt, len);
         return true;
     }
 
@@ -84,7 +84,7 @@ final class SoftIntegrity implements SignatureOffload {
         if (!mr.dataPieces(pages)) {
             return false;
         }
-        flat.add(s, 0, mr.dataBytes(), null, null);
+        flat.add(s, 0, mr.dataBytes());
         if (!copy(fromPages)) {
             return false;
         }
@@ -96,7 +96,7 @@ final class SoftIntegrity implements SignatureOffload {
         if (!mr.protPieces(pages)) {
             return false;
         }
-        flat.add(s, protAt, mr.protBytes(), null, null);
+        flat.add(s, protAt, mr.protBytes());
         return copy(fromPages);
     }
 

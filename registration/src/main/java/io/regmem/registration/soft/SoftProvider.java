@@ -3,6 +3,7 @@ package io.regmem.registration.soft;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.DeviceAttributes;
+import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.RdmaProvider;
 import java.lang.reflect.RecordComponent;
@@ -37,7 +38,7 @@ public final class SoftProvider implements RdmaProvider {
      * The grace-period domain of the soft data path, shared by every soft device of this JVM (one
      * reader per live soft QP): its counters show how often deregistration had to wait.
      */
-    public static io.regmem.registration.GracePeriod gracePeriod() {
+    public static GracePeriod gracePeriod() {
         return SoftWire.GRACE;
     }
 

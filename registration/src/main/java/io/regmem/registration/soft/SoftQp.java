@@ -2,7 +2,6 @@ package io.regmem.registration.soft;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.faults.QpFaults;
 
@@ -38,11 +37,6 @@ final class SoftQp implements QpFaults {
     @Override
     public void pause(boolean pause) {
         paused = pause;
-    }
-
-    @Override
-    public QueuePair queuePair() {
-        return qp.ctx.queuePair();
     }
 
     /** The injected status of request {@code seq}, once, or null (QP lock held). */

@@ -1,10 +1,10 @@
 package io.regmem.registration.soft;
 
 import io.regmem.registration.Access;
-import io.regmem.registration.GracePeriod;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.faults.QpFaults;
+import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.MemoryAccess;
 import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
@@ -236,7 +236,7 @@ final class SoftQueuePair implements ProviderQp {
         reader.enter();
         try {
             status = switch (w.opcode()) {
-                case REG_MR, REG_MR_INTEGRITY -> memory.fastRegister(ctx, w);
+                case REG_MR, REG_MR_INTEGRITY -> memory.fastRegister(w);
                 case RDMA_WRITE, RDMA_WRITE_WITH_IMM -> write(w, locked);
                 case RDMA_READ, RDMA_READ_WITH_INV -> read(w);
                 case SEND, SEND_WITH_INV -> send(w, locked);
@@ -259,7 +259,7 @@ final class SoftQueuePair implements ProviderQp {
     }
 
     private WcStatus localInv(PostedWr w) {
-        MrContext mr = memory.invalidationTarget(ctx, w.invalidateRkey());
+        MrContext mr = memory.invalidationTarget(w.invalidateRkey());
         if (mr == null) {
             return WcStatus.LOC_PROT_ERR;
         }
@@ -275,7 +275,7 @@ final class SoftQueuePair implements ProviderQp {
     }
 
     private WcStatus write(PostedWr w, SoftQueuePair locked) {
-        if (!memory.gatherLocal(ctx, w, src, false)) {
+        if (!memory.gatherLocal(w, src, false)) {
             return WcStatus.LOC_PROT_ERR;
         }
         SoftQueuePair p = livePeer();
@@ -283,7 +283,7 @@ final class SoftQueuePair implements ProviderQp {
             return WcStatus.RETRY_EXC_ERR;
         }
         long total = w.totalLength();
-        if (!memory.resolveRemote(p.ctx, w.remoteAddress(), total, w.rkey(), Access.REMOTE_WRITE, dst)) {
+        if (!p.memory.resolveRemote(w.remoteAddress(), total, w.rkey(), Access.REMOTE_WRITE, dst)) {
             return WcStatus.REM_ACCESS_ERR;
         }
         boolean imm = w.opcode() == Opcode.RDMA_WRITE_WITH_IMM;
@@ -301,14 +301,14 @@ final class SoftQueuePair implements ProviderQp {
     }
 
     private WcStatus read(PostedWr w) {
-        if (!memory.gatherLocal(ctx, w, dst, true)) {
+        if (!memory.gatherLocal(w, dst, true)) {
             return WcStatus.LOC_PROT_ERR;
         }
         SoftQueuePair p = livePeer();
         if (p == null) {
             return WcStatus.RETRY_EXC_ERR;
         }
-        if (!memory.resolveRemote(p.ctx, w.remoteAddress(), w.totalLength(), w.rkey(), Access.REMOTE_READ, src)) {
+        if (!p.memory.resolveRemote(w.remoteAddress(), w.totalLength(), w.rkey(), Access.REMOTE_READ, src)) {
             return WcStatus.REM_ACCESS_ERR;
         }
         int copied = Segments.copy(reader, src, dst);
@@ -319,13 +319,13 @@ final class SoftQueuePair implements ProviderQp {
             return WcStatus.LOC_PROT_ERR;
         }
         if (w.opcode() == Opcode.RDMA_READ_WITH_INV) {
-            pendingInvalidate = memory.invalidationTarget(ctx, w.sgeLkey(0));
+            pendingInvalidate = memory.invalidationTarget(w.sgeLkey(0));
         }
         return WcStatus.SUCCESS;
     }
 
     private WcStatus send(PostedWr w, SoftQueuePair locked) {
-        if (!memory.gatherLocal(ctx, w, src, false)) {
+        if (!memory.gatherLocal(w, src, false)) {
             return WcStatus.LOC_PROT_ERR;
         }
         SoftQueuePair p = livePeer();
@@ -337,7 +337,7 @@ final class SoftQueuePair implements ProviderQp {
             return WcStatus.RNR_RETRY_EXC_ERR;
         }
         long total = w.totalLength();
-        if (!memory.gatherLocal(p.ctx, recv, dst, true)) {
+        if (!p.memory.gatherLocal(recv, dst, true)) {
             return failReceive(p, WcStatus.LOC_PROT_ERR, WcStatus.REM_OP_ERR);
         }
         if (dst.total() < total) {
@@ -345,7 +345,7 @@ final class SoftQueuePair implements ProviderQp {
         }
         MrContext invalidated = null;
         if (w.opcode() == Opcode.SEND_WITH_INV) {
-            invalidated = memory.invalidationTarget(p.ctx, w.invalidateRkey());
+            invalidated = p.memory.invalidationTarget(w.invalidateRkey());
             if (invalidated == null) {
                 return WcStatus.REM_INV_REQ_ERR;
             }

@@ -1,6 +1,6 @@
 package io.regmem.registration.soft;
 
-import io.regmem.registration.GracePeriod;
+import io.regmem.registration.spi.GracePeriod;
 import java.util.HashMap;
 import java.util.Map;
 

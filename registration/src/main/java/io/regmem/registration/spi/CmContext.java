@@ -1,16 +1,11 @@
 package io.regmem.registration.spi;
 
-import io.regmem.registration.CmId;
-
 /**
  * What the verbs layer offers a provider for one connection-manager ID. The methods that report an
  * event queue it; the verbs layer runs the ID's handler outside every lock, on the thread that
  * made the call (or at once, when a provider's own thread reports it).
  */
 public interface CmContext {
-
-    /** The public ID, for the verbs layer's own helpers; a provider uses the values below instead. */
-    CmId cmId();
 
     /** The ID's name, for messages. */
     String name();
@@ -23,9 +18,6 @@ public interface CmContext {
 
     /** The attached QP's context, or null. */
     QpContext qp();
-
-    /** Where the ID stands, for the verbs layer and messages; a provider asks the one below. */
-    CmId.ConnState state();
 
     /** True while the ID's connection is being set up (CONNECTING: a request sent, or one to answer). */
     boolean isConnecting();

@@ -1,6 +1,5 @@
 package io.regmem.registration.spi;
 
-import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.SignatureAttrs;
 import io.regmem.registration.SignatureError;
 
@@ -9,9 +8,6 @@ import io.regmem.registration.SignatureError;
  * offload sees it: the data, the protection information, and where the first error is kept.
  */
 public interface IntegrityView {
-
-    /** The MR. */
-    MemoryRegion region();
 
     /** The signature attributes of the last mapping, or null before one. */
     SignatureAttrs attrs();

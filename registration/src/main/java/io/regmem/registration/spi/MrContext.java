@@ -1,21 +1,14 @@
 package io.regmem.registration.spi;
 
-import io.regmem.registration.MemoryRegion;
 import java.lang.foreign.MemorySegment;
 
 /** What the verbs layer tells a provider about a region it registers. */
-public interface MrContext {
-
-    /**
-     * The public region (PD, access, keys), for the verbs layer's own helpers; a provider uses the
-     * values below instead.
-     */
-    MemoryRegion region();
+public interface MrContext extends Guard {
 
     /** The region's name, for messages. */
     String name();
 
-    /** Its rights ({@link io.regmem.registration.Access} bits). */
+    /** Its rights ({@code Access} bits). */
     int access();
 
     /** True for an integrity (signature) MR. */
@@ -26,4 +19,8 @@ public interface MrContext {
 
     /** True for a memory window's view of part of another region. */
     boolean isWindow();
+
+    /** True while the region is registered and its mapping valid (false once deregistered or invalidated). */
+    @Override
+    boolean isValid();
 }

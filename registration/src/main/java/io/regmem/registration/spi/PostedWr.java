@@ -1,6 +1,5 @@
 package io.regmem.registration.spi;
 
-import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
 
 /** A posted work request as its queue keeps it: the verbs layer's copy of a {@code WorkRequest}. */
@@ -42,7 +41,7 @@ public interface PostedWr {
     int invalidateRkey();
 
     /** REG_MR: the MR. */
-    MemoryRegion regMr();
+    MrContext regMr();
 
     /** REG_MR: the key. */
     int regKey();

@@ -51,7 +51,7 @@ public interface ProviderDevice {
     /**
      * Memory the transport allocates itself, registered with it from birth (UCX:
      * {@code UCP_MEM_MAP_ALLOCATE}), or null if the provider has none: the source behind
-     * {@link io.regmem.registration.RdmaDevice#chunkSource()}. A region registered over such memory
+     * {@code RdmaDevice.chunkSource()}. A region registered over such memory
      * reuses the transport's registration instead of making one.
      */
     default io.regmem.core.ChunkSource chunkSource() {

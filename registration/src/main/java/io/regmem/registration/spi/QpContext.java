@@ -1,7 +1,6 @@
 package io.regmem.registration.spi;
 
 import io.regmem.registration.Opcode;
-import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -13,12 +12,6 @@ import java.util.concurrent.locks.ReentrantLock;
  * Completions go to the QP's CQs in the order they are made.
  */
 public interface QpContext {
-
-    /**
-     * The public queue pair (its PD, CQs, limits, device, name), for the verbs layer's own helpers;
-     * a provider uses the values below instead.
-     */
-    QueuePair queuePair();
 
     /** The QP's name, for messages ({@code dev/QueuePair#n}). */
     String name();
@@ -86,9 +79,6 @@ public interface QpContext {
     void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData, boolean withInvalidate,
                       int invalidatedRkey);
 
-    /** The QP's state (any thread), for the verbs layer and messages; a provider asks the two below. */
-    QueuePair.State state();
-
     /** True while the QP is ready to send (RTS; any thread). */
     boolean isReady();
 
@@ -113,6 +103,9 @@ public interface QpContext {
     /** Attaches the provider's own state, for a provider that reaches the QP through its context. */
     void attach(Object state);
 
-    /** Memory translation for providers that move bytes in software. */
+    /**
+     * Memory translation for providers that move bytes in software, bound to this QP: its device's
+     * keys and DMA mappings, its PD. One object per QP, for its lifetime.
+     */
     MemoryAccess memory();
 }

@@ -4,7 +4,7 @@ import java.util.Map;
 
 /**
  * A transport provider, found through {@link java.util.ServiceLoader} by its {@link #name()}
- * ({@code soft}, {@code ucx}): {@link io.regmem.registration.RdmaDevice#open(String, Map)} calls it.
+ * ({@code soft}, {@code ucx}): {@code RdmaDevice.open(name, options)} calls it.
  * Register an implementation in {@code META-INF/services/io.regmem.registration.spi.RdmaProvider}
  * (or with {@code provides} in a module).
  */

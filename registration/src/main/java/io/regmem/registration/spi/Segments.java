@@ -1,9 +1,7 @@
 package io.regmem.registration.spi;
 
-import io.regmem.registration.DmaMapping;
-import io.regmem.registration.GracePeriod;
-import io.regmem.registration.MemoryRegion;
 import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
 
 /**
  * A reusable list of (segment, offset, length) pieces that a request's scatter/gather entries
@@ -29,8 +27,8 @@ public final class Segments {
     private MemorySegment[] seg = new MemorySegment[16];
     private long[] off = new long[16];
     private long[] len = new long[16];
-    private MemoryRegion[] region = new MemoryRegion[16];
-    private DmaMapping[] mapping = new DmaMapping[16];
+    private Guard[] region = new Guard[16];
+    private Guard[] mapping = new Guard[16];
     private int n;
     private final SignatureOffload offload;
 
@@ -78,19 +76,24 @@ public final class Segments {
         n = 0;
     }
 
+    /** Adds a piece of memory the provider owns (a staging buffer, a transport's receive data): no guard. */
+    public void add(MemorySegment s, long o, long l) {
+        add(s, o, l, null, null);
+    }
+
     /**
      * Adds a piece and the registrations that make it reachable (re-checked between copy pieces).
      *
-     * @param r the memory region the piece resolved through, or null
-     * @param m the DMA mapping it resolved through, or null
+     * @param r the memory region's guard the piece resolved through, or null
+     * @param m the DMA mapping's guard it resolved through, or null
      */
-    public void add(MemorySegment s, long o, long l, MemoryRegion r, DmaMapping m) {
+    public void add(MemorySegment s, long o, long l, Guard r, Guard m) {
         if (n == seg.length) {
-            seg = java.util.Arrays.copyOf(seg, n * 2);
-            off = java.util.Arrays.copyOf(off, n * 2);
-            len = java.util.Arrays.copyOf(len, n * 2);
-            region = java.util.Arrays.copyOf(region, n * 2);
-            mapping = java.util.Arrays.copyOf(mapping, n * 2);
+            seg = Arrays.copyOf(seg, n * 2);
+            off = Arrays.copyOf(off, n * 2);
+            len = Arrays.copyOf(len, n * 2);
+            region = Arrays.copyOf(region, n * 2);
+            mapping = Arrays.copyOf(mapping, n * 2);
         }
         seg[n] = s;
         off[n] = o;
@@ -103,9 +106,9 @@ public final class Segments {
     /** True while every piece's region is valid, its mapping alive and its memory's scope alive. */
     public boolean stillValid() {
         for (int k = 0; k < n; k++) {
-            MemoryRegion r = region[k];
-            DmaMapping m = mapping[k];
-            if ((r != null && !r.isValid()) || (m != null && m.isDestroyed()) || !seg[k].scope().isAlive()) {
+            Guard r = region[k];
+            Guard m = mapping[k];
+            if ((r != null && !r.isValid()) || (m != null && !m.isValid()) || !seg[k].scope().isAlive()) {
                 return false;
             }
         }

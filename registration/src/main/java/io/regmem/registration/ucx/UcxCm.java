@@ -310,7 +310,7 @@ final class UcxCm implements ProviderCm {
             if (active == null || active.ctx.isDestroyed() || active.ctx.qp() == null
                     || !active.ctx.isConnecting()) {
                 throw new RdmaException(Errno.EINVAL, ctx.name() + ": accept needs a pending request, a QP, and a "
-                        + "requester that still waits (state " + ctx.state() + ")");
+                        + "requester that still waits");
             }
             UcxQp mine = qp(ctx.qp());
             UcxQp theirs = qp(active.ctx.qp());

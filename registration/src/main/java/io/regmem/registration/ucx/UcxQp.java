@@ -2,9 +2,9 @@ package io.regmem.registration.ucx;
 
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 
-import io.regmem.registration.GracePeriod;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.WcStatus;
+import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
@@ -436,14 +436,14 @@ final class UcxQp implements ProviderQp {
             reader.enter();
             try {
                 local.clear();
-                if (!ctx.memory().gatherLocal(ctx, w, local, true)) {
+                if (!ctx.memory().gatherLocal(w, local, true)) {
                     return WcStatus.LOC_PROT_ERR;
                 }
                 responseBytes.clear();
                 if (op.respRndv) {
-                    responseBytes.add(op.stage, 0, op.respLength, null, null);
+                    responseBytes.add(op.stage, 0, op.respLength);
                 } else {
-                    responseBytes.add(Ucp.NATIVE, data, op.respLength, null, null);
+                    responseBytes.add(Ucp.NATIVE, data, op.respLength);
                 }
                 return Segments.copy(reader, responseBytes, local) == Segments.COPIED ? WcStatus.SUCCESS : WcStatus.LOC_PROT_ERR;
             } finally {

@@ -4,9 +4,9 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import io.regmem.registration.Access;
-import io.regmem.registration.GracePeriod;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.WcStatus;
+import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.QpContext;
@@ -232,10 +232,10 @@ final class UcxReceiver {
         }
         src.clear();
         dst.clear();
-        src.add(Ucp.NATIVE, m.data, m.length, null, null);
+        src.add(Ucp.NATIVE, m.data, m.length);
         qp.reader.enter();
         try {
-            if (ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst)
+            if (ctx.memory().resolveRemote(m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst)
                     && Segments.copy(qp.reader, src, dst) == Segments.COPIED) {
                 return WcStatus.SUCCESS;
             }
@@ -262,7 +262,7 @@ final class UcxReceiver {
             src.clear();
             qp.reader.enter();
             try {
-                if (ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_READ, src)) {
+                if (ctx.memory().resolveRemote(m.remoteAddress, m.length, m.rkey, Access.REMOTE_READ, src)) {
                     MemorySegment b;
                     if (qp.rendezvous(m.length)) { // answered by rendezvous, from a bounce buffer
                         b = qp.staging.take(m.length);
@@ -270,7 +270,7 @@ final class UcxReceiver {
                     } else {
                         b = buffer(slot, m.length);
                     }
-                    dst.add(b, 0, m.length, null, null);
+                    dst.add(b, 0, m.length);
                     bytes = m.length;
                     if (Segments.copy(qp.reader, src, dst) != Segments.COPIED) {
                         status = WcStatus.REM_ACCESS_ERR;
@@ -308,7 +308,7 @@ final class UcxReceiver {
         dst.clear();
         qp.reader.enter();
         try {
-            accepted = m.length > 0 && ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst);
+            accepted = m.length > 0 && ctx.memory().resolveRemote(m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst);
         } finally {
             qp.reader.exit();
             dst.clear();
@@ -377,10 +377,10 @@ final class UcxReceiver {
         if (status == UcpLayout.UCS_OK) {
             src.clear();
             dst.clear();
-            src.add(rndvStage, 0, rndvLength, null, null);
+            src.add(rndvStage, 0, rndvLength);
             qp.reader.enter();
             try {
-                verdict = ctx.memory().resolveRemote(ctx, rndvAddress, rndvLength, rndvKey, Access.REMOTE_WRITE, dst)
+                verdict = ctx.memory().resolveRemote(rndvAddress, rndvLength, rndvKey, Access.REMOTE_WRITE, dst)
                         && Segments.copy(qp.reader, src, dst) == Segments.COPIED ? WcStatus.SUCCESS : WcStatus.REM_ACCESS_ERR;
             } finally {
                 qp.reader.exit();
@@ -460,14 +460,14 @@ final class UcxReceiver {
         src.clear();
         dst.clear();
         if (m.length > 0) {
-            src.add(Ucp.NATIVE, m.data, m.length, null, null);
+            src.add(Ucp.NATIVE, m.data, m.length);
         }
         GracePeriod.Reader reader = qp.reader;
         reader.enter();
         boolean inside = true;
         try {
             if (imm) {
-                if (!ctx.memory().resolveRemote(ctx, m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst)) {
+                if (!ctx.memory().resolveRemote(m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst)) {
                     ctx.toError(); // a NAKed protection error breaks the connection at both ends
                     return WcStatus.REM_ACCESS_ERR;
                 }
@@ -481,7 +481,7 @@ final class UcxReceiver {
                 ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV_RDMA_WITH_IMM, m.length, true, m.imm, false, 0);
                 return WcStatus.SUCCESS;
             }
-            if (!ctx.memory().gatherLocal(ctx, recv, dst, true)) {
+            if (!ctx.memory().gatherLocal(recv, dst, true)) {
                 ctx.completeRecv(WcStatus.LOC_PROT_ERR, Opcode.RECV, 0, false, 0, false, 0);
                 return WcStatus.REM_OP_ERR;
             }
@@ -491,7 +491,7 @@ final class UcxReceiver {
             }
             MrContext invalidated = null;
             if (op == Opcode.SEND_WITH_INV) {
-                invalidated = ctx.memory().invalidationTarget(ctx, m.invalidate);
+                invalidated = ctx.memory().invalidationTarget(m.invalidate);
                 if (invalidated == null) {
                     return WcStatus.REM_INV_REQ_ERR;
                 }

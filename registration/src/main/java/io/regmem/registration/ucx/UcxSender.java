@@ -4,9 +4,10 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import io.regmem.registration.Access;
-import io.regmem.registration.GracePeriod;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.WcStatus;
+import io.regmem.registration.spi.GracePeriod;
+import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
@@ -74,14 +75,14 @@ final class UcxSender {
         if (opcode == Opcode.REG_MR) {
             reader.enter();
             try {
-                WcStatus s = ctx.memory().fastRegister(ctx, w);
+                WcStatus s = ctx.memory().fastRegister(w);
                 return s == WcStatus.SUCCESS ? null : s; // done at once: a local operation
             } finally {
                 reader.exit();
             }
         }
         if (opcode == Opcode.LOCAL_INV) {
-            io.regmem.registration.spi.MrContext mr = ctx.memory().invalidationTarget(ctx, w.invalidateRkey());
+            MrContext mr = ctx.memory().invalidationTarget(w.invalidateRkey());
             if (mr == null) {
                 return WcStatus.LOC_PROT_ERR;
             }
@@ -97,7 +98,7 @@ final class UcxSender {
         reader.enter();
         try {
             local.clear();
-            if (!ctx.memory().gatherLocal(ctx, w, local, read)) {
+            if (!ctx.memory().gatherLocal(w, local, read)) {
                 return WcStatus.LOC_PROT_ERR;
             }
             int targetKey = 0;
@@ -160,7 +161,7 @@ final class UcxSender {
         long total = local.total();
         MemorySegment b = qp.staging.take(total);
         staged.clear();
-        staged.add(b, 0, total, null, null);
+        staged.add(b, 0, total);
         boolean copied = Segments.copy(reader, local, staged) == Segments.COPIED;
         staged.clear();
         if (!copied) {

@@ -3,9 +3,7 @@ package io.regmem.registration.delegate;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.DeviceAttributes;
-import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
-import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.soft.SoftProvider;
 import io.regmem.registration.spi.CmContext;
@@ -251,11 +249,6 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
-        public QueuePair queuePair() {
-            return real.queuePair();
-        }
-
-        @Override
         public String name() {
             return real.name();
         }
@@ -334,11 +327,6 @@ public final class DelegatingProvider implements RdmaProvider {
         public void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData,
                                  boolean withInvalidate, int invalidatedRkey) {
             real.completeRecv(status, opcode, bytes, withImm, immData, withInvalidate, invalidatedRkey);
-        }
-
-        @Override
-        public QueuePair.State state() {
-            return real.state();
         }
 
         @Override
@@ -448,7 +436,7 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
-        public MemoryRegion regMr() {
+        public MrContext regMr() {
             return w.regMr();
         }
 

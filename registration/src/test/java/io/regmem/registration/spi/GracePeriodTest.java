@@ -1,5 +1,6 @@
-package io.regmem.registration;
+package io.regmem.registration.spi;
 
+import io.regmem.registration.NoLeaks;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 

@@ -1,4 +1,4 @@
-package io.regmem.registration;
+package io.regmem.registration.spi;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
