@@ -130,8 +130,10 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             scq.retain();
             rcq.retain();
             scq.attach(created);
+            scq.provider.attach(created.provider, true, rcq == scq);
             if (rcq != scq) {
                 rcq.attach(created);
+                rcq.provider.attach(created.provider, false, true);
             }
             qp = created;
             device.tracker.add(created);
@@ -186,6 +188,10 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 q.postLock.unlock();
             }
             q.provider().destroy(); // the provider unlinks it (the peer loses its connection) and never runs it again
+            q.sendCq().provider.detach(q.provider()); // no poll runs it any more
+            if (q.recvCq() != q.sendCq()) {
+                q.recvCq().provider.detach(q.provider());
+            }
             q.destroyMrPools();
             q.markDestroyed();
             q.pd().release();

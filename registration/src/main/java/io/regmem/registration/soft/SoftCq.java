@@ -1,7 +1,8 @@
 package io.regmem.registration.soft;
 
+import io.regmem.registration.spi.CqMembers;
 import io.regmem.registration.spi.ProviderCq;
-import org.agrona.collections.ArrayUtil;
+import io.regmem.registration.spi.ProviderQp;
 
 /**
  * A soft CQ knows the QPs whose work completes on it: those that use it as their send CQ (their
@@ -9,23 +10,17 @@ import org.agrona.collections.ArrayUtil;
  * by their peers' requests). Polling it executes those QPs and their peers, nothing else.
  */
 final class SoftCq implements ProviderCq {
-    private static final SoftQueuePair[] NONE = new SoftQueuePair[0];
-    private volatile SoftQueuePair[] senders = NONE;
-    private volatile SoftQueuePair[] receivers = NONE;
+    private final CqMembers<SoftQueuePair> members = new CqMembers<>(new SoftQueuePair[0]);
 
-    synchronized void addSender(SoftQueuePair qp) {
-        senders = ArrayUtil.add(senders, qp);
+    @Override
+    public void attach(ProviderQp qp, boolean sends, boolean receives) {
+        members.add((SoftQueuePair) qp, sends, receives);
     }
 
-    synchronized void addReceiver(SoftQueuePair qp) {
-        receivers = ArrayUtil.add(receivers, qp);
+    @Override
+    public void detach(ProviderQp qp) {
+        members.remove((SoftQueuePair) qp);
     }
-
-    synchronized void remove(SoftQueuePair qp) {
-        senders = ArrayUtil.remove(senders, qp);
-        receivers = ArrayUtil.remove(receivers, qp);
-    }
-
 
     /**
      * Executes the QPs whose requests complete here and the peers of those whose receives complete
@@ -34,8 +29,8 @@ final class SoftCq implements ProviderCq {
      */
     @Override
     public void progress() {
-        SoftQueuePair[] s = senders;
-        SoftQueuePair[] r = receivers;
+        SoftQueuePair[] s = members.senders();
+        SoftQueuePair[] r = members.receivers();
         // A poll holds a QP's lock only when that QP is the CQ's one user: then it is among the first.
         SoftQueuePair first = s.length > 0 ? s[0] : r.length > 0 ? r[0] : null;
         SoftQueuePair held = first != null && first.lock().isHeldByCurrentThread() ? first : null;
@@ -57,12 +52,12 @@ final class SoftCq implements ProviderCq {
 
     @Override
     public boolean idle() {
-        for (SoftQueuePair qp : senders) {
+        for (SoftQueuePair qp : members.senders()) {
             if (!qp.ctx.idle()) {
                 return false;
             }
         }
-        for (SoftQueuePair qp : receivers) {
+        for (SoftQueuePair qp : members.receivers()) {
             SoftQueuePair peer = qp.peer;
             if (!qp.ctx.idle() || (peer != null && !peer.ctx.idle())) {
                 return false;

@@ -58,8 +58,6 @@ final class SoftDevice implements ProviderDevice {
         synchronized (this) {
             qps = ArrayUtil.add(qps, qp);
         }
-        SoftContexts.cq(ctx.sendCq()).addSender(qp);
-        SoftContexts.cq(ctx.recvCq()).addReceiver(qp);
         return qp;
     }
 
@@ -67,8 +65,6 @@ final class SoftDevice implements ProviderDevice {
         synchronized (this) {
             qps = ArrayUtil.remove(qps, qp);
         }
-        SoftContexts.cq(qp.ctx.sendCq()).remove(qp);
-        SoftContexts.cq(qp.ctx.recvCq()).remove(qp);
     }
 
     @Override

@@ -1,5 +1,8 @@
 package io.regmem.registration.spi;
 
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+
 /**
  * The provider's half of a connection-manager ID: connection setup by an address the provider
  * understands (soft: a name within the JVM; UCX: {@code host:port}). The verbs layer checks the
@@ -11,7 +14,7 @@ public interface ProviderCm {
     /**
      * Listens under {@code address}.
      *
-     * @throws io.regmem.core.RdmaException {@link io.regmem.core.Errno#EBUSY} if the address is taken
+     * @throws RdmaException {@link Errno#EBUSY} if the address is taken
      */
     void listen(String address);
 
@@ -20,7 +23,7 @@ public interface ProviderCm {
      * provider makes a request ID ({@link CmContext#newRequest}) that carries {@code privateData}.
      *
      * @param privateData checked against its limit by the verbs layer; empty for none, never null
-     * @throws io.regmem.core.RdmaException {@link io.regmem.core.Errno#ENOENT} if nobody listens there
+     * @throws RdmaException {@link Errno#ENOENT} if nobody listens there
      */
     void connect(String address, byte[] privateData);
 
@@ -30,7 +33,7 @@ public interface ProviderCm {
      * {@code privateData}).
      *
      * @param privateData checked by the verbs layer; empty for none, never null
-     * @throws io.regmem.core.RdmaException {@link io.regmem.core.Errno#EINVAL} if the requester no longer waits
+     * @throws RdmaException {@link Errno#EINVAL} if the requester no longer waits
      */
     void accept(byte[] privateData);
 
@@ -49,4 +52,13 @@ public interface ProviderCm {
      * requester is told {@link CmContext#rejected}).
      */
     void destroy();
+
+    /**
+     * This ID's end of its provider's in-JVM rendezvous ({@link LocalRendezvous#end}), for a provider
+     * that connects IDs of one JVM that way; null (the default) for one that does not. A provider
+     * that wraps another returns the wrapped one's.
+     */
+    default LocalRendezvous.End localEnd() {
+        return null;
+    }
 }

@@ -23,6 +23,19 @@ public interface ProviderCq {
         return false;
     }
 
+    /**
+     * The verbs layer: {@code qp} (a QP this provider made, {@link ProviderDevice#createQp}) completes
+     * its sends here ({@code sends}) and/or its receives ({@code receives}); called once per CQ when
+     * the QP is created, before its first post. {@link CqMembers} keeps the set.
+     */
+    void attach(ProviderQp qp, boolean sends, boolean receives);
+
+    /**
+     * The verbs layer: {@code qp} no longer completes here; called when it is destroyed, once
+     * {@link ProviderQp#destroy()} returned. A QP that was never attached is ignored.
+     */
+    void detach(ProviderQp qp);
+
     /** The CQ is destroyed (no QP uses it any more). */
     void destroy();
 }

@@ -3,9 +3,9 @@ package io.regmem.registration.ucx;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.spi.CmContext;
+import io.regmem.registration.spi.LocalRendezvous;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.QpContext;
-import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * UCX connection setup by {@code host:port}. A listener binds a TCP socket there (and enters a
@@ -33,13 +33,14 @@ final class UcxCm implements ProviderCm {
     /** The listening socket's backlog: connections the kernel holds until the accept loop takes them. */
     private static final int BACKLOG = 1024;
     private static final Object CM = new Object();
-    private static final ConcurrentHashMap<String, UcxCm> LISTENERS = new ConcurrentHashMap<>();
+    /** Connection setup between ucx IDs of this JVM (no socket: the two QPs connect directly). */
+    private static final LocalRendezvous LOCAL = new LocalRendezvous();
 
     private final CmContext ctx;
     /** Guarded by {@link #CM}. */
     private String listenAddress;
-    /** The other end: for a request, the active ID; for the active ID, its request. Guarded by CM. */
-    private UcxCm remote;
+    /** This ID's end of the in-JVM rendezvous. */
+    private final LocalRendezvous.End local;
     /** The listening socket, while listening. Guarded by CM. */
     private java.net.ServerSocket server;
     /** The bootstrap connection to another process (a request made by one, or a connect to one). */
@@ -53,7 +54,13 @@ final class UcxCm implements ProviderCm {
     UcxCm(UcxDevice device, CmContext ctx) {
         this.device = device;
         this.ctx = ctx;
+        this.local = LOCAL.end(ctx);
         ctx.attach(this);
+    }
+
+    @Override
+    public LocalRendezvous.End localEnd() {
+        return local;
     }
 
     /** Checks {@code host:port}: a non-empty host and a port in [1, 65535]. */
@@ -90,17 +97,15 @@ final class UcxCm implements ProviderCm {
     public void listen(String address) {
         String a = checked(address);
         byte[] secret = device.secret(); // before anything is bound: a listener without one takes nobody
+        local.listen(a); // EBUSY if an ID of this JVM listens there
         synchronized (CM) {
-            if (LISTENERS.putIfAbsent(a, this) != null) {
-                throw new RdmaException(Errno.EBUSY, ctx.name() + ": '" + a + "' is already listened on");
-            }
             java.net.ServerSocket s = null;
             try {
                 s = new java.net.ServerSocket();
                 s.setReuseAddress(true);
                 s.bind(new java.net.InetSocketAddress(host(a), port(a)), BACKLOG);
             } catch (java.io.IOException | RuntimeException e) {
-                LISTENERS.remove(a, this);
+                local.unlisten();
                 closeQuietly(s);
                 throw new RdmaException(e instanceof java.net.BindException ? Errno.EBUSY : Errno.EINVAL,
                         ctx.name() + ": cannot listen at '" + a + "': " + e.getMessage(), e);
@@ -196,14 +201,8 @@ final class UcxCm implements ProviderCm {
     @Override
     public void connect(String address, byte[] privateData) {
         String a = checked(address);
-        synchronized (CM) {
-            UcxCm listener = LISTENERS.get(a);
-            if (listener != null) {
-                UcxCm request = UcxContexts.cm(listener.ctx.newRequest(privateData, ctx.deviceName()));
-                request.remote = this;
-                remote = request;
-                return;
-            }
+        if (local.connect(a, privateData)) {
+            return; // an ID of this JVM listens there
         }
         byte[] secret = device.secret();
         UcxQp mine = qp(ctx.qp());
@@ -305,24 +304,19 @@ final class UcxCm implements ProviderCm {
             acceptRemote(l, privateData);
             return;
         }
-        synchronized (CM) {
-            UcxCm active = remote;
-            if (active == null || active.ctx.isDestroyed() || active.ctx.qp() == null
-                    || !active.ctx.isConnecting()) {
-                throw new RdmaException(Errno.EINVAL, ctx.name() + ": accept needs a pending request, a QP, and a "
-                        + "requester that still waits");
-            }
-            UcxQp mine = qp(ctx.qp());
-            UcxQp theirs = qp(active.ctx.qp());
-            byte[] myWorker = mine.device.workerAddress();
-            byte[] theirWorker = theirs.device.workerAddress();
-            theirs.connect(myWorker, mine.number, mine.localToken);
-            mine.connect(theirWorker, theirs.number, theirs.localToken);
-            theirs.localPeer = mine;
-            mine.localPeer = theirs;
-            active.ctx.established(privateData);
-            ctx.established(null);
-        }
+        local.accept(privateData, UcxCm::linkLocal);
+    }
+
+    /** Connects two QPs of this JVM (an accepted in-JVM request) to each other's workers. */
+    private static void linkLocal(QpContext passive, QpContext active) {
+        UcxQp mine = qp(passive);
+        UcxQp theirs = qp(active);
+        byte[] myWorker = mine.device.workerAddress();
+        byte[] theirWorker = theirs.device.workerAddress();
+        theirs.connect(myWorker, mine.number, mine.localToken);
+        mine.connect(theirWorker, theirs.number, theirs.localToken);
+        theirs.localPeer = mine;
+        mine.localPeer = theirs;
     }
 
     /**
@@ -376,14 +370,7 @@ final class UcxCm implements ProviderCm {
             l.close();
             return;
         }
-        synchronized (CM) {
-            UcxCm active = remote;
-            if (active != null) {
-                active.remote = null;
-                active.ctx.rejected(privateData);
-            }
-            remote = null;
-        }
+        local.reject(privateData);
     }
 
     @Override
@@ -397,20 +384,7 @@ final class UcxCm implements ProviderCm {
             l.close(); // the peer's link ends: its QP errs and its ID reports DISCONNECTED
             return;
         }
-        synchronized (CM) {
-            QpContext qp = ctx.qp();
-            if (qp != null) {
-                qp.toError();
-            }
-            UcxCm other = remote;
-            if (other != null) {
-                QpContext peer = other.ctx.qp();
-                if (peer != null) {
-                    peer.toError(); // the peer loses its connection, as a disconnect request would tell it
-                }
-                other.ctx.disconnected();
-            }
-        }
+        local.disconnect();
     }
 
     @Override
@@ -419,23 +393,13 @@ final class UcxCm implements ProviderCm {
         if (l != null) {
             l.close();
         }
+        local.destroy();
         synchronized (CM) {
             if (listenAddress != null) {
-                LISTENERS.remove(listenAddress, this);
                 listenAddress = null;
                 closeQuietly(server);
                 server = null;
             }
-            UcxCm other = remote;
-            if (other != null) {
-                if (other.remote == this) {
-                    other.remote = null;
-                }
-                if (other.ctx.isConnecting()) {
-                    other.ctx.rejected(null);
-                }
-            }
-            remote = null;
         }
     }
 }

@@ -1,7 +1,6 @@
 package io.regmem.registration.ucx;
 
 import io.regmem.registration.spi.CmContext;
-import io.regmem.registration.spi.CqContext;
 import io.regmem.registration.spi.QpContext;
 
 /**
@@ -11,10 +10,6 @@ import io.regmem.registration.spi.QpContext;
  */
 final class UcxContexts {
     private UcxContexts() {
-    }
-
-    static UcxCq cq(CqContext ctx) {
-        return (UcxCq) ctx.attachment();
     }
 
     static UcxQp qp(QpContext ctx) {

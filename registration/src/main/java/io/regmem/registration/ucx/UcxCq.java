@@ -1,9 +1,10 @@
 package io.regmem.registration.ucx;
 
-import io.regmem.registration.spi.CqContext;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.spi.CqMembers;
 import io.regmem.registration.spi.ProviderCq;
+import io.regmem.registration.spi.ProviderQp;
 import java.util.concurrent.locks.ReentrantLock;
-import org.agrona.collections.ArrayUtil;
 
 /**
  * A UCX completion queue: polling it progresses the device's worker (which also serves the peers'
@@ -12,31 +13,24 @@ import org.agrona.collections.ArrayUtil;
  * of the QPs whose sends complete here.
  */
 final class UcxCq implements ProviderCq {
-    private static final UcxQp[] NONE = new UcxQp[0];
     /** Looks that find the peer's own thread gone quiet before this side runs the peer again. */
     static final int PEER_QUIET = 64;
     private final UcxDevice device;
-    /** The QPs whose send queue completes here: replaced, never mutated, under {@code this}. */
-    private volatile UcxQp[] qps = NONE;
-    /** The QPs whose receive queue completes here. */
-    private volatile UcxQp[] receivers = NONE;
+    /** The QPs whose send and receive queues complete here. */
+    private final CqMembers<UcxQp> members = new CqMembers<>(new UcxQp[0]);
 
-    UcxCq(UcxDevice device, CqContext ctx) {
+    UcxCq(UcxDevice device) {
         this.device = device;
-        ctx.attach(this);
     }
 
-    synchronized void addSender(UcxQp qp) {
-        qps = ArrayUtil.add(qps, qp);
+    @Override
+    public void attach(ProviderQp qp, boolean sends, boolean receives) {
+        members.add((UcxQp) qp, sends, receives);
     }
 
-    synchronized void addReceiver(UcxQp qp) {
-        receivers = ArrayUtil.add(receivers, qp);
-    }
-
-    synchronized void remove(UcxQp qp) {
-        qps = ArrayUtil.remove(qps, qp);
-        receivers = ArrayUtil.remove(receivers, qp);
+    @Override
+    public void detach(ProviderQp qp) {
+        members.remove((UcxQp) qp);
     }
 
     /**
@@ -48,16 +42,18 @@ final class UcxCq implements ProviderCq {
     @Override
     public void progress() {
         Thread me = Thread.currentThread();
+        UcxQp[] qps = members.senders();
+        UcxQp[] receivers = members.receivers();
         for (UcxQp qp : qps) {
             qp.polledBy(me);
         }
         for (UcxQp qp : receivers) {
             qp.polledBy(me);
         }
-        progressRounds();
+        progressRounds(qps, receivers);
     }
 
-    private void progressRounds() {
+    private void progressRounds(UcxQp[] qps, UcxQp[] receivers) {
         boolean peers = false;
         for (int round = 0; round < 3; round++) {
             device.progress();
@@ -144,7 +140,7 @@ final class UcxCq implements ProviderCq {
                     l.unlock();
                 }
             }
-        } catch (io.regmem.core.RdmaException closed) {
+        } catch (RdmaException closed) {
             return false; // the peer's device is closing: nothing of it to progress
         }
         return true;

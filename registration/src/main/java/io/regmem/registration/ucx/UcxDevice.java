@@ -274,8 +274,6 @@ final class UcxDevice implements ProviderDevice {
             qp = new UcxQp(this, ctx, nextQpNumber++);
             qps = ArrayUtil.add(qps, qp);
         }
-        UcxContexts.cq(ctx.sendCq()).addSender(qp);
-        UcxContexts.cq(ctx.recvCq()).addReceiver(qp);
         return qp;
     }
 
@@ -283,8 +281,6 @@ final class UcxDevice implements ProviderDevice {
         synchronized (this) {
             qps = ArrayUtil.remove(qps, qp);
         }
-        UcxContexts.cq(qp.ctx.sendCq()).remove(qp);
-        UcxContexts.cq(qp.ctx.recvCq()).remove(qp);
     }
 
     /** Header fields arrive at any alignment (UCX places the header where the transport put it). */
@@ -344,7 +340,7 @@ final class UcxDevice implements ProviderDevice {
 
     @Override
     public ProviderCq createCq(CqContext cq) {
-        return new UcxCq(this, cq);
+        return new UcxCq(this);
     }
 
     @Override

@@ -8,6 +8,7 @@ import io.regmem.registration.WcStatus;
 import io.regmem.registration.soft.SoftProvider;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.CqContext;
+import io.regmem.registration.spi.LocalRendezvous;
 import io.regmem.registration.spi.MemoryAccess;
 import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
@@ -200,12 +201,27 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public void attach(ProviderQp qp, boolean sends, boolean receives) {
+            inner.attach(counted(((Qp) qp).inner()), sends, receives); // soft's own QP, not this wrapper
+        }
+
+        @Override
+        public void detach(ProviderQp qp) {
+            inner.detach(((Qp) qp).inner());
+        }
+
+        @Override
         public void destroy() {
             inner.destroy();
         }
     }
 
     private record Cm(ProviderCm inner) implements ProviderCm {
+        @Override
+        public LocalRendezvous.End localEnd() {
+            return inner.localEnd();
+        }
+
         @Override
         public void listen(String address) {
             inner.listen(address);

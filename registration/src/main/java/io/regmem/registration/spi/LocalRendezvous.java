@@ -1,0 +1,177 @@
+package io.regmem.registration.spi;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * Connection setup between IDs of one provider in this JVM, the part every provider shares: the
+ * names IDs listen under, the request a connect makes at the listener, and the accept, reject,
+ * disconnect and destroy rules between the two ends. A provider keeps one rendezvous (its namespace
+ * of listeners) and one {@link End} per CM ID, and links the two QPs its own way when a request is
+ * accepted ({@link QpLinker}). Never on the data path: one lock serialises the whole rendezvous.
+ */
+public final class LocalRendezvous {
+    private final Object lock = new Object();
+    /** Listening ends by name. Guarded by {@link #lock}. */
+    private final Map<String, End> listeners = new HashMap<>();
+
+    /** What a provider does when a request is accepted: connect its two QPs to each other. */
+    @FunctionalInterface
+    public interface QpLinker {
+        /** Connects the accepting side's QP ({@code passive}) and the requester's ({@code active}); both are this provider's. */
+        void link(QpContext passive, QpContext active);
+    }
+
+    /** A new end for one CM ID of this rendezvous. */
+    public End end(CmContext ctx) {
+        return new End(ctx);
+    }
+
+    /** One CM ID's side of the rendezvous. */
+    public final class End {
+        private final CmContext ctx;
+        /** Guarded by {@link #lock}. */
+        private String listenName;
+        /** The other end: for a request, the requester; for the requester, its request. Guarded by lock. */
+        private End remote;
+
+        private End(CmContext ctx) {
+            this.ctx = ctx;
+        }
+
+        private LocalRendezvous owner() {
+            return LocalRendezvous.this;
+        }
+
+        /**
+         * Listens under {@code address}.
+         *
+         * @throws RdmaException {@link Errno#EBUSY} if an ID of this rendezvous listens there already
+         */
+        public void listen(String address) {
+            synchronized (lock) {
+                if (listeners.putIfAbsent(address, this) != null) {
+                    throw new RdmaException(Errno.EBUSY, ctx.name() + ": '" + address + "' is already listened on");
+                }
+                listenName = address;
+            }
+        }
+
+        /** Stops listening (no effect if not listening). */
+        public void unlisten() {
+            synchronized (lock) {
+                if (listenName != null) {
+                    listeners.remove(listenName, this);
+                    listenName = null;
+                }
+            }
+        }
+
+        /**
+         * Connects to the ID listening under {@code address} in this JVM, if there is one: a request
+         * ID ({@link CmContext#newRequest}) at the listener, linked to this end.
+         *
+         * @return false if nobody of this rendezvous listens there (nothing changed)
+         */
+        public boolean connect(String address, byte[] privateData) {
+            synchronized (lock) {
+                End listener = listeners.get(address);
+                if (listener == null) {
+                    return false;
+                }
+                End request = endOf(listener.ctx.newRequest(privateData, ctx.deviceName()));
+                request.remote = this;
+                remote = request;
+                return true;
+            }
+        }
+
+        /** True if this end is a request from, or a connect to, an ID of this rendezvous. */
+        public boolean isLinked() {
+            synchronized (lock) {
+                return remote != null;
+            }
+        }
+
+        /**
+         * Accepts the pending request: links the QPs, then the requester is ESTABLISHED with
+         * {@code privateData} and this end too.
+         *
+         * @throws RdmaException {@link Errno#EINVAL} without a pending request whose requester still
+         *                       waits and has a QP (nothing changed)
+         */
+        public void accept(byte[] privateData, QpLinker linker) {
+            synchronized (lock) {
+                End active = remote;
+                if (active == null || active.ctx.isDestroyed() || active.ctx.qp() == null || !active.ctx.isConnecting()) {
+                    throw new RdmaException(Errno.EINVAL, ctx.name() + ": accept needs a pending request, a QP, and a "
+                            + "requester that still waits");
+                }
+                linker.link(ctx.qp(), active.ctx.qp());
+                active.ctx.established(privateData);
+                ctx.established(null);
+            }
+        }
+
+        /** Refuses the pending request: the requester is REJECTED with {@code privateData}; no effect without one. */
+        public void reject(byte[] privateData) {
+            synchronized (lock) {
+                End active = remote;
+                if (active != null) {
+                    active.remote = null;
+                    active.ctx.rejected(privateData);
+                }
+                remote = null;
+            }
+        }
+
+        /** This end's QP and the other end's go to the error state; the other end reports DISCONNECTED. */
+        public void disconnect() {
+            synchronized (lock) {
+                QpContext qp = ctx.qp();
+                if (qp != null) {
+                    qp.toError();
+                }
+                End other = remote;
+                if (other != null) {
+                    QpContext peer = other.ctx.qp();
+                    if (peer != null) {
+                        peer.toError(); // the peer loses its connection, as a disconnect request would tell it
+                    }
+                    other.ctx.disconnected();
+                }
+            }
+        }
+
+        /** Stops listening and unlinks; a request of this end's that was never accepted is refused. */
+        public void destroy() {
+            synchronized (lock) {
+                if (listenName != null) {
+                    listeners.remove(listenName, this);
+                    listenName = null;
+                }
+                End other = remote;
+                if (other != null) {
+                    if (other.remote == this) {
+                        other.remote = null;
+                    }
+                    if (other.ctx.isConnecting()) {
+                        other.ctx.rejected(null);
+                    }
+                }
+                remote = null;
+            }
+        }
+    }
+
+    /** The end a provider made for {@code ctx} ({@link ProviderCm#localEnd()}). */
+    private End endOf(CmContext ctx) {
+        End e = ctx.provider().localEnd();
+        if (e == null || e.owner() != this) {
+            throw new IllegalStateException(ctx.name() + ": its provider half has no end of this rendezvous");
+        }
+        return e;
+    }
+}
