@@ -11,6 +11,10 @@
 module io.regmem.core {
     requires transitive org.agrona;
     requires org.jctools.core;
+    // JCTools reaches sun.misc.Unsafe but only "requires static" jdk.unsupported, which resolves
+    // nothing at run time: without this, an application of core alone fails with NoClassDefFoundError
+    // on the module path (regmem's own code does not use it).
+    requires jdk.unsupported;
     requires static chronicle.bytes;
     requires jdk.jfr;
 

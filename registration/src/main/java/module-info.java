@@ -1,9 +1,10 @@
 /**
  * Registration of regmem memory with a transport: devices, protection domains, memory regions with
  * keys and rights, completion queues, queue pairs and CM IDs ({@code io.regmem.registration}); the
- * registration cache, RDMA read/write contexts, the RPC-over-RDMA buffer machinery, io_uring fixed
- * buffers, and the provider interface. The providers {@code soft} (in-process) and {@code ucx}
- * (libucp through FFM) are found through {@link java.util.ServiceLoader}.
+ * registration cache, RDMA read/write contexts, the RPC-over-RDMA buffer machinery, and the provider
+ * interface ({@code spi}, the provider ABI). The in-process provider {@code soft} is built in; other
+ * providers (the {@code io.regmem.ucx} module's {@code ucx}) are found through
+ * {@link java.util.ServiceLoader}.
  *
  * <p>Grant native access to this module and to {@code io.regmem.core}:
  * {@code --enable-native-access=io.regmem.core,io.regmem.registration}.
@@ -11,7 +12,6 @@
 module io.regmem.registration {
     requires transitive io.regmem.core;
     requires org.agrona;
-    requires jdk.net;
     requires jdk.jfr;
 
     exports io.regmem.registration;
@@ -20,10 +20,8 @@ module io.regmem.registration {
     exports io.regmem.registration.rpc;
     exports io.regmem.registration.rw;
     exports io.regmem.registration.spi;
-    exports io.regmem.registration.uring;
 
     uses io.regmem.registration.spi.RdmaProvider;
 
-    provides io.regmem.registration.spi.RdmaProvider
-            with io.regmem.registration.soft.SoftProvider, io.regmem.registration.ucx.UcxProvider;
+    provides io.regmem.registration.spi.RdmaProvider with io.regmem.registration.soft.SoftProvider;
 }

@@ -1,5 +1,6 @@
 package io.regmem.bench;
 
+import io.regmem.cli.OptionCheck;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.Collection;

@@ -1,5 +1,6 @@
 package io.regmem.bench;
 
+import io.regmem.cli.FlightRecording;
 import io.regmem.core.BufferPool;
 import io.regmem.core.PooledBuffer;
 import io.regmem.registration.Access;

@@ -1,5 +1,6 @@
 package io.regmem.bench;
 
+import io.regmem.cli.SoftPair;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.QpInitAttributes;
 import java.io.BufferedReader;

@@ -1,5 +1,6 @@
 package io.regmem.bench;
 
+import io.regmem.cli.SoftPair;
 import io.regmem.registration.Access;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;

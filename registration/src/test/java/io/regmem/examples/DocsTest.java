@@ -2,6 +2,7 @@ package io.regmem.examples;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.regmem.registration.testkit.NoLeaks;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -11,7 +12,6 @@ import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
-import io.regmem.registration.NoLeaks;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -24,6 +24,9 @@ import org.junit.jupiter.api.extension.ExtendWith;
 class DocsTest {
     static final Path ROOT = Path.of("").toAbsolutePath().getParent();
     static final Path EXAMPLES = ROOT.resolve("registration/src/test/java/io/regmem/examples");
+    /** Every module's examples (the ucx and io_uring ones live with their modules). */
+    static final List<Path> ALL_EXAMPLES = List.of(EXAMPLES, ROOT.resolve("ucx/src/test/java/io/regmem/examples"),
+            ROOT.resolve("uring/src/test/java/io/regmem/examples"));
 
     /** Which documents quote which example. */
     static final Map<String, List<String>> QUOTED_IN = Map.of(
@@ -38,20 +41,24 @@ class DocsTest {
     @Test
     void everyExampleIsQuotedVerbatimWhereItIsDocumented() throws IOException {
         List<String> found = new ArrayList<>();
-        try (Stream<Path> files = Files.list(EXAMPLES)) {
-            for (Path f : files.filter(p -> p.toString().endsWith("Example.java")).toList()) {
-                String source = Files.readString(f);
-                Matcher m = Pattern.compile("// example: ([a-z-]+)\n").matcher(source);
-                assertThat(m.find()).as("%s has an // example: marker", f.getFileName()).isTrue();
-                String name = m.group(1);
-                found.add(name);
-                String quoted = source.substring(m.end(), source.indexOf("// end example"));
-                assertThat(QUOTED_IN).as("a document for example %s", name).containsKey(name);
-                for (String doc : QUOTED_IN.get(name)) {
-                    assertThat(Files.readString(ROOT.resolve(doc)))
-                            .as("%s quotes %s verbatim (copy it again from the source)", doc, f.getFileName())
-                            .contains("```java\n" + quoted + "```");
-                }
+        List<Path> examples = new ArrayList<>();
+        for (Path dir : ALL_EXAMPLES) {
+            try (Stream<Path> files = Files.list(dir)) {
+                files.filter(p -> p.toString().endsWith("Example.java")).forEach(examples::add);
+            }
+        }
+        for (Path f : examples) {
+            String source = Files.readString(f);
+            Matcher m = Pattern.compile("// example: ([a-z-]+)\n").matcher(source);
+            assertThat(m.find()).as("%s has an // example: marker", f.getFileName()).isTrue();
+            String name = m.group(1);
+            found.add(name);
+            String quoted = source.substring(m.end(), source.indexOf("// end example"));
+            assertThat(QUOTED_IN).as("a document for example %s", name).containsKey(name);
+            for (String doc : QUOTED_IN.get(name)) {
+                assertThat(Files.readString(ROOT.resolve(doc)))
+                        .as("%s quotes %s verbatim (copy it again from the source)", doc, f.getFileName())
+                        .contains("```java\n" + quoted + "```");
             }
         }
         assertThat(found).containsExactlyInAnyOrderElementsOf(QUOTED_IN.keySet());

@@ -3,8 +3,7 @@ package io.regmem.examples;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.core.BufferPool;
-import io.regmem.registration.NoLeaks;
-import io.regmem.registration.ucx.UcxAvailable;
+import io.regmem.registration.testkit.NoLeaks;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -75,14 +74,5 @@ class ExamplesTest {
         }
         assertThat(run(RpcExample::main)).isEqualTo(RpcExample.CALLS + " calls answered, sum of squares " + sum
                 + "\nrequests still out: 0 + 0\n");
-    }
-
-    @Test
-    void ucx() throws Exception {
-        UcxAvailable.assumeInstalled();
-        assertThat(run(UcxExample::main)).isEqualTo("""
-                completion: SUCCESS, 64 bytes
-                server reads: hello, registered memory
-                """);
     }
 }

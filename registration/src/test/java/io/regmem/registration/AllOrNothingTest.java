@@ -4,6 +4,8 @@ import static io.regmem.registration.ObjectModelTest.assertRdma;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.core.Errno;
+import io.regmem.registration.testkit.Loopback;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;

@@ -2,6 +2,8 @@ package io.regmem.registration;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.regmem.registration.testkit.Loopback;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.ValueLayout;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicReference;

@@ -7,6 +7,8 @@ import io.regmem.core.PooledBuffer;
 import io.regmem.core.ScatterList;
 import io.regmem.registration.cache.CachedRegion;
 import io.regmem.registration.cache.RegistrationCache;
+import io.regmem.registration.testkit.Loopback;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;

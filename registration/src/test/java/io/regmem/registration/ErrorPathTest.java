@@ -5,6 +5,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.core.Errno;
 import io.regmem.core.ScatterList;
+import io.regmem.registration.testkit.Loopback;
+import io.regmem.registration.testkit.NoLeaks;
+import io.regmem.registration.testkit.Providers;
 import java.lang.foreign.ValueLayout;
 import java.util.Map;
 import org.junit.jupiter.api.AfterEach;

@@ -8,6 +8,8 @@ import io.regmem.core.PoolExhaustedException;
 import io.regmem.core.PooledBuffer;
 import io.regmem.registration.cache.CachedRegion;
 import io.regmem.registration.cache.RegistrationCache;
+import io.regmem.registration.testkit.Loopback;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.List;

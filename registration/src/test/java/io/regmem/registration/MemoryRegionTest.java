@@ -7,6 +7,8 @@ import io.regmem.core.BufferPool;
 import io.regmem.core.Errno;
 import io.regmem.core.PooledBuffer;
 import io.regmem.core.ScatterList;
+import io.regmem.registration.testkit.NoLeaks;
+import io.regmem.registration.testkit.Providers;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;

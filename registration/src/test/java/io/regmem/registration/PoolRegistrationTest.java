@@ -6,6 +6,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.regmem.core.BufferPool;
 import io.regmem.core.Errno;
 import io.regmem.core.PooledBuffer;
+import io.regmem.registration.testkit.Loopback;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.List;

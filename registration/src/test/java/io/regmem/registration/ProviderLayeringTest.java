@@ -2,6 +2,7 @@ package io.regmem.registration;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.regmem.registration.testkit.NoLeaks;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -42,7 +43,9 @@ class ProviderLayeringTest {
         List<String> upward = new ArrayList<>();
         int checked = 0;
         for (String provider : new String[] {"soft", "ucx"}) {
-            try (Stream<Path> files = Files.walk(root.resolve(provider))) {
+            Path dir = provider.equals("ucx") ? Path.of("../ucx/src/main/java/io/regmem/registration/ucx") : root.resolve(provider);
+            assertThat(dir).as("the %s provider's sources", provider).isDirectory();
+            try (Stream<Path> files = Files.walk(dir)) {
                 for (Path f : files.filter(p -> p.toString().endsWith(".java")).toList()) {
                     checked++;
                     List<String> lines = Files.readAllLines(f);

@@ -7,6 +7,8 @@ import io.regmem.core.BufferPool;
 import io.regmem.core.ChunkSource;
 import io.regmem.core.Errno;
 import io.regmem.core.PooledBuffer;
+import io.regmem.registration.testkit.Loopback;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.ValueLayout;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;

@@ -1,6 +1,6 @@
 package io.regmem.registration.cache;
 
-import io.regmem.registration.Providers;
+import io.regmem.registration.testkit.Providers;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -12,10 +12,10 @@ import io.regmem.registration.Access;
 import io.regmem.registration.PoolRegistration;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.testkit.NoLeaks;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import io.regmem.registration.NoLeaks;
 
 /** A pool registered through the cache: each chunk got once at birth, invalidated before it is unmapped. */
 @ExtendWith(NoLeaks.class)

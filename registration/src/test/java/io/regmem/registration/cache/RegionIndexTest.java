@@ -2,6 +2,7 @@ package io.regmem.registration.cache;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
@@ -12,7 +13,6 @@ import net.jqwik.api.Property;
 import net.jqwik.api.constraints.IntRange;
 import net.jqwik.api.constraints.Size;
 import net.jqwik.api.lifecycle.AddLifecycleHook;
-import io.regmem.registration.NoLeaks;
 
 /**
  * The two-level index against a TreeMap model, over enough regions to split leaves many times:

@@ -1,6 +1,7 @@
 package io.regmem.registration.cache;
 
-import io.regmem.registration.Providers;
+import io.regmem.registration.testkit.NoLeaks;
+import io.regmem.registration.testkit.Providers;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -20,7 +21,7 @@ import org.junit.jupiter.api.Test;
  * covers its request and is valid when handed out. Holders on both cores never share a handle, and
  * every release of a held acquisition is accepted (none was taken by another holder's release).
  */
-@org.junit.jupiter.api.extension.ExtendWith(io.regmem.registration.NoLeaks.class)
+@org.junit.jupiter.api.extension.ExtendWith(NoLeaks.class)
 class RegistrationCacheConcurrencyTest {
 
     @Test

@@ -1,6 +1,6 @@
 package io.regmem.registration.cache;
 
-import io.regmem.registration.Providers;
+import io.regmem.registration.testkit.Providers;
 
 import io.regmem.registration.LincheckBudget;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -8,6 +8,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.regmem.registration.Access;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -18,7 +19,6 @@ import org.jetbrains.lincheck.datastructures.Operation;
 import org.jetbrains.lincheck.datastructures.Param;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import io.regmem.registration.NoLeaks;
 
 /**
  * Lincheck model checking of the cache's concurrent get/put/invalidate: every interleaving it

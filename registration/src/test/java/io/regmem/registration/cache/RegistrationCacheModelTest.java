@@ -1,12 +1,13 @@
 package io.regmem.registration.cache;
 
-import io.regmem.registration.Providers;
+import io.regmem.registration.testkit.Providers;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.registration.Access;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -18,7 +19,6 @@ import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
 import net.jqwik.api.lifecycle.AddLifecycleHook;
-import io.regmem.registration.NoLeaks;
 
 /**
  * Random chains of get, put and invalidate against a naive model (the list of what each user

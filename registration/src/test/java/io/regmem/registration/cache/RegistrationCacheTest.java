@@ -1,6 +1,6 @@
 package io.regmem.registration.cache;
 
-import io.regmem.registration.Providers;
+import io.regmem.registration.testkit.Providers;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -11,6 +11,7 @@ import io.regmem.registration.Access;
 import io.regmem.registration.CacheStats;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -18,7 +19,6 @@ import java.util.List;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import io.regmem.registration.NoLeaks;
 
 @ExtendWith(NoLeaks.class)
 class RegistrationCacheTest {

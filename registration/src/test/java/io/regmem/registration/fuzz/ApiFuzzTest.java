@@ -2,7 +2,7 @@ package io.regmem.registration.fuzz;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.regmem.registration.NoLeaks;
+import io.regmem.registration.testkit.NoLeaks;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 

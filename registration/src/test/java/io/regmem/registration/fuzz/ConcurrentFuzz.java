@@ -16,6 +16,7 @@ import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import io.regmem.registration.cache.CachedRegion;
 import io.regmem.registration.cache.RegistrationCache;
+import io.regmem.registration.testkit.Providers;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -71,14 +72,14 @@ final class ConcurrentFuzz implements AutoCloseable {
     ConcurrentFuzz(long seed, String provider) {
         this.seed = seed;
         this.rnd = new SplittableRandom(seed);
-        devA = RdmaDevice.open(provider, io.regmem.registration.Providers.defaults(provider));
-        devB = RdmaDevice.open(provider, io.regmem.registration.Providers.defaults(provider));
+        devA = RdmaDevice.open(provider, Providers.defaults(provider));
+        devB = RdmaDevice.open(provider, Providers.defaults(provider));
         pdA = devA.allocPd();
         pdB = devB.allocPd();
         cqA = devA.createCq(4 * QUEUE);
         cqB = devB.createCq(4 * QUEUE);
         listener = devB.createCmId();
-        listenName = io.regmem.registration.Providers.address(provider, "concurrent-fuzz-" + seed + "-" + System.nanoTime());
+        listenName = Providers.address(provider, "concurrent-fuzz-" + seed + "-" + System.nanoTime());
         listener.listen(listenName);
         cache = RegistrationCache.of(pdB);
     }

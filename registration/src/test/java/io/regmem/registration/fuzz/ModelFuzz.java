@@ -19,6 +19,7 @@ import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import io.regmem.registration.cache.CachedRegion;
 import io.regmem.registration.cache.RegistrationCache;
+import io.regmem.registration.testkit.Providers;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
@@ -186,8 +187,8 @@ final class ModelFuzz implements AutoCloseable {
         for (int i = 0; i < wcs.length; i++) {
             wcs[i] = new WorkCompletion();
         }
-        devA = RdmaDevice.open(provider, io.regmem.registration.Providers.defaults(provider));
-        devB = RdmaDevice.open(provider, io.regmem.registration.Providers.defaults(provider));
+        devA = RdmaDevice.open(provider, Providers.defaults(provider));
+        devB = RdmaDevice.open(provider, Providers.defaults(provider));
         pdA = devA.allocPd();
         pdB = devB.allocPd();
         pdA2 = devA.allocPd();
@@ -195,7 +196,7 @@ final class ModelFuzz implements AutoCloseable {
         cqA = devA.createCq(64);
         cqB = devB.createCq(64);
         listener = devB.createCmId();
-        listenName = io.regmem.registration.Providers.address(provider, "fuzz-" + seed + "-" + System.nanoTime());
+        listenName = Providers.address(provider, "fuzz-" + seed + "-" + System.nanoTime());
         listener.listen(listenName);
         connect();
         cache = RegistrationCache.builder(pdB).maxRegions(16).build();

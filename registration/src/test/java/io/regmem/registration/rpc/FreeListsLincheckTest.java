@@ -1,6 +1,7 @@
 package io.regmem.registration.rpc;
 
 import io.regmem.registration.LincheckBudget;
+import io.regmem.registration.testkit.NoLeaks;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.jetbrains.lincheck.datastructures.IntGen;
 import org.jetbrains.lincheck.datastructures.ModelCheckingOptions;
@@ -8,7 +9,6 @@ import org.jetbrains.lincheck.datastructures.Operation;
 import org.jetbrains.lincheck.datastructures.Param;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import io.regmem.registration.NoLeaks;
 
 /**
  * Lincheck model checking of the request free list and the reply free list of {@link RpcBuffer}

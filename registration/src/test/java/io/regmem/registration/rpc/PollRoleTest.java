@@ -5,12 +5,12 @@ import static org.assertj.core.api.Assertions.catchThrowableOfType;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.testkit.NoLeaks;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import io.regmem.registration.NoLeaks;
 
 /** The poll role on its own: one holder, re-entry refused, a bounded wait that gives up cleanly. */
 @ExtendWith(NoLeaks.class)

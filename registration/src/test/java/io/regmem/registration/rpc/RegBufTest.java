@@ -1,6 +1,6 @@
 package io.regmem.registration.rpc;
 
-import io.regmem.registration.Providers;
+import io.regmem.registration.testkit.Providers;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -12,11 +12,11 @@ import io.regmem.registration.DmaDirection;
 import io.regmem.registration.DmaMapping;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.ValueLayout;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import io.regmem.registration.NoLeaks;
 
 /** Invariant 12: regbufs map lazily, NONE never maps, realloc keeps everything on failure and unmaps on success. */
 @ExtendWith(NoLeaks.class)

@@ -1,6 +1,6 @@
 package io.regmem.registration.rpc;
 
-import io.regmem.registration.Providers;
+import io.regmem.registration.testkit.Providers;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -15,6 +15,7 @@ import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.QueuePair;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.List;
@@ -25,7 +26,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import io.regmem.registration.NoLeaks;
 
 /**
  * Calls and replies over two soft transports: receive posting with credits (invariant 15), Sends
@@ -68,7 +68,7 @@ class RpcTransportTest {
         final RpcTransport server;
 
         Pair() {
-            String name = io.regmem.registration.Providers.address("rpc-" + (++names));
+            String name = Providers.address("rpc-" + (++names));
             listener.listen(name);
             QpInitAttributes attrs = QpInitAttributes.of(cqC).maxSendWr(4 * MAX).maxRecvWr(MAX + 8).signalAll(false);
             qpC = idC.createQp(pdC, attrs);

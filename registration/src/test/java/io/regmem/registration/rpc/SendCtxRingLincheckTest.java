@@ -1,6 +1,7 @@
 package io.regmem.registration.rpc;
 
 import io.regmem.registration.LincheckBudget;
+import io.regmem.registration.testkit.NoLeaks;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
@@ -10,7 +11,6 @@ import org.jetbrains.lincheck.datastructures.ModelCheckingOptions;
 import org.jetbrains.lincheck.datastructures.Operation;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import io.regmem.registration.NoLeaks;
 
 /**
  * Lincheck model checking of the send-context ring in its roles, as the transport uses it: the

@@ -2,6 +2,7 @@ package io.regmem.registration.rpc;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.regmem.registration.testkit.NoLeaks;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
@@ -10,7 +11,6 @@ import net.jqwik.api.Property;
 import net.jqwik.api.constraints.IntRange;
 import net.jqwik.api.constraints.Size;
 import net.jqwik.api.lifecycle.AddLifecycleHook;
-import io.regmem.registration.NoLeaks;
 
 /**
  * Random chains of ring operations, one thread playing both roles, against a naive model (the

@@ -10,11 +10,11 @@ import io.regmem.registration.DmaDirection;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WorkRequest;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.MemorySegment;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import io.regmem.registration.NoLeaks;
 
 /** The edge-case rows of kernel-semantics.md section 5 for rw contexts, and misuse of the lifecycle. */
 @ExtendWith(NoLeaks.class)

@@ -1,6 +1,6 @@
 package io.regmem.registration.rw;
 
-import io.regmem.registration.Providers;
+import io.regmem.registration.testkit.Providers;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.core.ScatterList;
@@ -9,7 +9,6 @@ import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.DmaDirection;
 import io.regmem.registration.DmaMapping;
-import io.regmem.registration.Loopback;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
@@ -17,6 +16,7 @@ import io.regmem.registration.QueuePair;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.testkit.Loopback;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;

@@ -1,6 +1,6 @@
 package io.regmem.registration.rw;
 
-import io.regmem.registration.Providers;
+import io.regmem.registration.testkit.Providers;
 
 import static io.regmem.registration.rw.RwFixture.PAGE;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -15,11 +15,11 @@ import io.regmem.registration.MrPool;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WorkRequest;
+import io.regmem.registration.testkit.NoLeaks;
 import java.util.Map;
 import org.assertj.core.api.ThrowableAssert.ThrowingCallable;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import io.regmem.registration.NoLeaks;
 
 /** Invariants 5-11 of kernel-semantics.md section 5, one test each. */
 @ExtendWith(NoLeaks.class)

@@ -9,6 +9,7 @@ import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WorkRequest;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
@@ -21,7 +22,6 @@ import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
 import net.jqwik.api.lifecycle.AddLifecycleHook;
-import io.regmem.registration.NoLeaks;
 
 /**
  * For random scatter lists, offsets, SGE limits and page-list lengths: the WRs a context builds

@@ -10,13 +10,13 @@ import io.regmem.registration.DmaDirection;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.SignatureAttrs;
 import io.regmem.registration.SignatureError;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import io.regmem.registration.NoLeaks;
 
 /** Signature (T10-PI, DIF type 1) contexts: insertion, checking, stripping, pass-through and errors. */
 @ExtendWith(NoLeaks.class)

@@ -1,6 +1,6 @@
 package io.regmem.registration.rw;
 
-import io.regmem.registration.Providers;
+import io.regmem.registration.testkit.Providers;
 
 import static io.regmem.registration.rw.RwFixture.PAGE;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -11,10 +11,10 @@ import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WorkRequest;
+import io.regmem.registration.testkit.NoLeaks;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
-import io.regmem.registration.NoLeaks;
 
 /**
  * The worked examples A-G of kernel-semantics.md section 2, each on a soft device configured with

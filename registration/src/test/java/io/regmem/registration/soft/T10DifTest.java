@@ -2,8 +2,8 @@ package io.regmem.registration.soft;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.regmem.registration.NoLeaks;
 import io.regmem.registration.rw.SignatureTest;
+import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.charset.StandardCharsets;

@@ -1,7 +1,7 @@
 package io.regmem.registration.spi;
 
 import io.regmem.registration.LincheckBudget;
-import io.regmem.registration.NoLeaks;
+import io.regmem.registration.testkit.NoLeaks;
 import org.jetbrains.lincheck.datastructures.ModelCheckingOptions;
 import org.jetbrains.lincheck.datastructures.Operation;
 import org.junit.jupiter.api.Test;

@@ -1,6 +1,6 @@
 package io.regmem.registration.spi;
 
-import io.regmem.registration.NoLeaks;
+import io.regmem.registration.testkit.NoLeaks;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 

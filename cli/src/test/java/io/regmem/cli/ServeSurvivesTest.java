@@ -1,0 +1,446 @@
+package io.regmem.cli;
+
+import io.regmem.registration.testkit.NoLeaks;
+import org.junit.jupiter.api.extension.ExtendWith;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.regmem.core.BufferPool;
+import io.regmem.registration.Access;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.io.BufferedReader;
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@code regmem serve --provider ucx} in a process of its own survives every one connection's
+ * failure: clients that are not regmem peers with the secret (garbage, a handshake with random
+ * worker bytes, truncated, absurd lengths, slow-loris), a client that stalls after its handshake,
+ * one whose options do not fit, one that breaks the RPC protocol, one that disconnects at once, one
+ * killed mid-run. Each is at most one line naming the peer and the reason; then a real client's
+ * demo passes byte-exact and the server, after the connections it was told to serve, reports that
+ * nothing was left and exits 0.
+ */
+@ExtendWith(NoLeaks.class)
+class ServeSurvivesTest {
+    private static final String SECRET = "the serve test's connection secret";
+    private static final int MAGIC = 0x524D_434D;
+    private static final short VERSION = 2;
+
+    private Process serve;
+    private Process killedClient;
+    private final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
+    private final StringBuilder all = new StringBuilder();
+
+    @AfterEach
+    void tearDown() throws InterruptedException {
+        for (Process p : new Process[] {serve, killedClient}) {
+            if (p != null && p.isAlive()) {
+                p.destroyForcibly();
+                p.waitFor(30, TimeUnit.SECONDS);
+            }
+        }
+    }
+
+    private static void requireUcx() {
+        try (RdmaDevice probe = RdmaDevice.open("ucx")) {
+            assertThat(probe.providerName()).isEqualTo("ucx");
+        } catch (io.regmem.core.RdmaException e) {
+            Assumptions.assumeFalse(!"true".equals(System.getenv("CI")), "UCX is not installed");
+            throw e;
+        }
+    }
+
+    private static int freePort() throws IOException {
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            return s.getLocalPort();
+        }
+    }
+
+    private static ProcessBuilder regmem(String... args) {
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
+                "-cp", System.getProperty("java.class.path"), RegmemCommand.class.getName());
+        b.command().addAll(List.of(args));
+        b.environment().put("REGMEM_SECRET", SECRET);
+        b.redirectErrorStream(true);
+        return b;
+    }
+
+    private String expectLine(String contains) throws InterruptedException {
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (System.nanoTime() < deadline) {
+            String line = lines.poll(100, TimeUnit.MILLISECONDS);
+            if (line != null && line.contains(contains)) {
+                return line;
+            }
+        }
+        synchronized (all) {
+            throw new AssertionError("serve never said '" + contains + "'; it said:\n" + all);
+        }
+    }
+
+    @Test
+    void serveSurvivesEveryFailedConnectionThenServesARealClientAndEndsClean() throws Exception {
+        requireUcx();
+        int port = freePort();
+        String address = "127.0.0.1:" + port;
+        serve = regmem("serve", "--provider", "ucx", "--listen", address, "--connections", "6",
+                "--device-option", "handshakeTimeoutMillis=1000").start();
+        Thread.ofPlatform().daemon().start(() -> {
+            try (BufferedReader r = new BufferedReader(new InputStreamReader(serve.getInputStream()))) {
+                for (String line; (line = r.readLine()) != null; ) {
+                    synchronized (all) {
+                        all.append(line).append('\n');
+                    }
+                    lines.add(line);
+                }
+            } catch (IOException ignored) {
+                // ended
+            }
+        });
+        expectLine("regmem serve: listening at " + address);
+
+        // not regmem peers with the secret: never a connection, one log line each
+        int hostile = 0;
+        hostile += attack(port, random(1000, 1), false);
+        hostile += attack(port, random(64, 2), true);
+        hostile += attack(port, hello("not this server's secret at all".getBytes(), 0, random(300, 3)), true);
+        hostile += attack(port, java.util.Arrays.copyOf(hello(SECRET.getBytes(), 0, random(300, 4)), 40), true);
+        hostile += attack(port, header(Integer.MAX_VALUE), true);
+        hostile += attack(port, header(-7), true);
+        hostile += slowLoris(port);
+        for (int i = 0; i < hostile; i++) {
+            expectLine("refused a connection from /127.0.0.1:");
+        }
+        assertThat(serve.isAlive()).isTrue();
+
+        try (Arena arena = Arena.ofShared();
+             RdmaDevice dev = RdmaDevice.open("ucx", Map.of("secret", SECRET))) {
+            ProtectionDomain pd = dev.allocPd();
+            CompletionQueue cq = dev.createCq(64);
+            AtomicBoolean stop = new AtomicBoolean();
+            Thread progress = Thread.ofPlatform().daemon().start(() -> { // the worker answers serve's wire-up
+                WorkCompletion[] wc = {new WorkCompletion()};
+                while (!stop.get()) {
+                    cq.poll(wc);
+                    Thread.onSpinWait();
+                }
+            });
+            try {
+                // 1. an authentic handshake, then no READY: serve's accept gives up after 1 s
+                stallAfterHello(port, workerAddressOf(dev));
+                expectLine("regmem serve: connection 1 from 127.0.0.1:");
+                assertThat(lastLine("connection 1 ")).contains("failed: ", "no answer within 1000 ms");
+
+                // 2. options that do not fit: refused with both sides' values
+                CmId greedy = dev.createCmId();
+                greedy.createQp(pd, QpInitAttributes.of(cq));
+                greedy.connect(address, new RpcDemo.Terms(64, 65536).bytes());
+                awaitState(greedy, CmId.ConnState.DISCONNECTED);
+                assertThat(RpcDemo.Terms.parse(greedy.privateData())).isEqualTo(new RpcDemo.Terms(16, 65536));
+                String refused = expectLine("regmem serve: connection 2 from 127.0.0.1:");
+                assertThat(refused).contains("refused: it asks for --rpc-concurrency 64 with payloads up to 65536 B, "
+                        + "this server serves --rpc-concurrency 16 with payloads up to 65536 B");
+                greedy.destroyQp();
+                greedy.close();
+
+                // 3. a call that breaks the protocol (10 MiB of arguments): serve ends that connection
+                protocolBreaker(dev, pd, cq, arena, address);
+                expectLine("regmem serve: connection 3 from 127.0.0.1:"); // accepted
+                assertThat(expectLine("regmem serve: connection 3 from 127.0.0.1:")).contains("failed: a call of 10485760 bytes of arguments",
+                        "requests free 16/16; rpc-server-buffers-3: no buffers leaked");
+
+                // 4. connected, then gone at once
+                CmId brief = dev.createCmId();
+                brief.createQp(pd, QpInitAttributes.of(cq));
+                brief.connect(address, new RpcDemo.Terms(16, 65536).bytes());
+                awaitState(brief, CmId.ConnState.CONNECTED);
+                brief.disconnect();
+                brief.destroyQp();
+                brief.close();
+                expectLine("regmem serve: connection 4 ended; requests free 16/16");
+            } finally {
+                stop.set(true);
+                progress.join();
+            }
+            cq.close();
+            pd.close();
+        }
+
+        // 5. a client process killed mid-run
+        killedClient = regmem("demo", "--provider", "ucx", "--connect", address, "--rpc-duration", "30", "--rpc-warmup", "0",
+                "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0", "--quiet-progress").start();
+        expectLine("regmem serve: connection 5 from 127.0.0.1:");
+        Thread.sleep(500); // calls are flowing
+        killedClient.destroyForcibly();
+        expectLine("regmem serve: connection 5 ended; requests free 16/16; rpc-server-buffers-5: no buffers leaked");
+
+        // 6. a real client: every byte checked, nothing leaked on either side
+        String out = runDemo("demo", "--provider", "ucx", "--connect", address, "--device-option", "secret=" + SECRET,
+                "--rpc-calls", "3000", "--rpc-warmup", "0", "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0",
+                "--quiet-progress");
+        assertThat(out).contains("): 3,000 calls", "Replies checked byte by byte: 0 wrong", "PASS: ");
+        expectLine("regmem serve: connection 6 ended; requests free 16/16; rpc-server-buffers-6: no buffers leaked");
+        expectLine("regmem serve: done; device: no live objects");
+        assertThat(serve.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        synchronized (all) {
+            assertThat(serve.exitValue()).as(all.toString()).isZero();
+            assertThat(all.toString()).doesNotContain("Exception", "\tat ");
+        }
+        assertThat(BufferPool.openPools()).isEmpty();
+    }
+
+    /**
+     * The client's side: a server killed at random points of a run gives one FAIL line saying the
+     * server went away, with every request, reply, MR and buffer back and the device closed clean
+     * (several rounds); a server whose options do not fit gives one naming both sides' values.
+     */
+    @Test
+    void aKilledOrMismatchedServerIsOneClearFailLineAndTheClientLeaksNothing() throws Exception {
+        requireUcx();
+        SplittableRandom random = new SplittableRandom(2026);
+        for (int round = 0; round < 4; round++) {
+            String address = startServe();
+            String[] out = new String[1];
+            Thread client = Thread.ofPlatform().start(() -> runDemo(out, "demo", "--provider", "ucx", "--connect", address,
+                    "--device-option", "secret=" + SECRET, "--rpc-duration", "30", "--rpc-warmup", "0", "--rpc-payloads",
+                    "64,4096,65536", "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0", "--quiet-progress"));
+            expectLine("accepted");
+            Thread.sleep(100 + random.nextInt(900));
+            serve.destroyForcibly(); // SIGKILL: mid-Send, mid-READ/WRITE of a chunk or mid-LOCAL_INV, wherever it is
+            client.join(60_000);
+            assertThat(client.isAlive()).isFalse();
+            assertThat(out[0]).as(out[0])
+                    .contains("FAIL: the RPC part failed: the server at " + address + " went away",
+                            "Replies checked byte by byte: 0 wrong", "Requests free after the run: client 16/16",
+                            "rpc-client-buffers: no buffers leaked", "(client): no live objects")
+                    .containsPattern("client replies (\\d+) made, \\1 free")
+                    .doesNotContain("Exception");
+            serve.waitFor(30, TimeUnit.SECONDS);
+            lines.clear();
+        }
+        String address = startServe();
+        String[] out = new String[1];
+        assertThat(runDemo(out, "demo", "--provider", "ucx", "--connect", address, "--device-option", "secret=" + SECRET,
+                "--rpc-concurrency", "64", "--rpc-calls", "100", "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0"))
+                .isEqualTo(1);
+        assertThat(out[0]).contains("FAIL: the RPC part failed: the server at " + address + " refused the connection: it serves "
+                + "--rpc-concurrency 16 with payloads up to 65536 B, this client asks for --rpc-concurrency 64 with payloads up "
+                + "to 65536 B (give both sides the same --rpc-concurrency and --rpc-payloads)");
+        assertThat(BufferPool.openPools()).isEmpty();
+    }
+
+    /** Starts {@code regmem serve} (until killed) on a free port; its address once it listens. */
+    private String startServe() throws Exception {
+        String address = "127.0.0.1:" + freePort();
+        serve = regmem("serve", "--provider", "ucx", "--listen", address).start();
+        Process p = serve;
+        Thread.ofPlatform().daemon().start(() -> {
+            try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream()))) {
+                for (String line; (line = r.readLine()) != null; ) {
+                    synchronized (all) {
+                        all.append(line).append('\n');
+                    }
+                    lines.add(line);
+                }
+            } catch (IOException ignored) {
+                // ended
+            }
+        });
+        expectLine("regmem serve: listening at " + address);
+        return address;
+    }
+
+    private String lastLine(String containing) {
+        synchronized (all) {
+            return all.toString().lines().filter(l -> l.contains(containing)).reduce((a, b) -> b).orElse("");
+        }
+    }
+
+    private static String runDemo(String... args) {
+        String[] out = new String[1];
+        assertThat(runDemo(out, args)).as(out[0] == null ? "" : out[0]).isZero();
+        return out[0];
+    }
+
+    /** Runs the command line in this JVM with its output captured into {@code out[0]}; its exit status. */
+    private static int runDemo(String[] out, String... args) {
+        PrintStream original = System.out;
+        ByteArrayOutputStream captured = new ByteArrayOutputStream();
+        int status;
+        try {
+            System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
+            status = RegmemCommand.commandLine().execute(args);
+        } finally {
+            System.setOut(original);
+        }
+        out[0] = captured.toString(StandardCharsets.UTF_8);
+        return status;
+    }
+
+    private static void awaitState(CmId id, CmId.ConnState state) throws InterruptedException {
+        long deadline = System.nanoTime() + 15_000_000_000L;
+        while (id.connState() != state) {
+            assertThat(System.nanoTime()).as("%s reaches %s (it is %s)", id, state, id.connState()).isLessThan(deadline);
+            Thread.sleep(1);
+        }
+    }
+
+    /** Connects with good terms, then sends a call header claiming 10 MiB of arguments. */
+    private static void protocolBreaker(RdmaDevice dev, ProtectionDomain pd, CompletionQueue cq, Arena arena, String address)
+            throws InterruptedException {
+        MemorySegment call = arena.allocate(RpcDemo.HEADER, 64);
+        MemoryRegion mr = pd.register(call, Access.LOCAL_WRITE);
+        CmId id = dev.createCmId();
+        QueuePair qp = id.createQp(pd, QpInitAttributes.of(cq));
+        id.connect(address, new RpcDemo.Terms(16, 65536).bytes());
+        awaitState(id, CmId.ConnState.CONNECTED);
+        call.set(ValueLayout.JAVA_INT, RpcDemo.H_XID, 1);
+        call.set(ValueLayout.JAVA_INT, RpcDemo.H_FLAGS, 0);
+        call.set(ValueLayout.JAVA_LONG, RpcDemo.H_SIZE, 10L << 20);
+        qp.postSend(new WorkRequest(1).wrId(1).opcode(Opcode.SEND).addSge(call.address(), RpcDemo.HEADER, mr.lkey()));
+        awaitState(id, CmId.ConnState.DISCONNECTED);
+        id.destroyQp();
+        id.close();
+        mr.close();
+    }
+
+    /** The UCX worker address of a ucx device (test-only reflection: a real address for an authentic HELLO). */
+    private static byte[] workerAddressOf(RdmaDevice dev) throws ReflectiveOperationException {
+        java.lang.reflect.Method provider = RdmaDevice.class.getDeclaredMethod("provider");
+        provider.setAccessible(true);
+        Object ucx = provider.invoke(dev);
+        java.lang.reflect.Method address = ucx.getClass().getDeclaredMethod("workerAddress");
+        address.setAccessible(true);
+        return (byte[]) address.invoke(ucx);
+    }
+
+    /** Sends an authentic HELLO, then stays silent until serve closes the connection. */
+    private static void stallAfterHello(int port, byte[] worker) throws IOException {
+        try (Socket s = new Socket("127.0.0.1", port)) {
+            s.setSoTimeout(15_000);
+            byte[] nonce = challenge(s);
+            s.getOutputStream().write(helloFor(SECRET.getBytes(), nonce, 0, worker, new RpcDemo.Terms(16, 65536).bytes()));
+            s.getOutputStream().flush();
+            awaitClosed(s.getInputStream());
+        }
+    }
+
+    /** One hostile connection: {@code bytes} sent (after reading the challenge, or blind), then the close awaited. */
+    private static int attack(int port, byte[] bytes, boolean afterChallenge) throws IOException {
+        try (Socket s = new Socket("127.0.0.1", port)) {
+            s.setSoTimeout(10_000);
+            if (afterChallenge) {
+                challenge(s);
+            }
+            s.getOutputStream().write(bytes);
+            s.getOutputStream().flush();
+            s.shutdownOutput();
+            awaitClosed(s.getInputStream());
+        }
+        return 1;
+    }
+
+    private static int slowLoris(int port) throws IOException, InterruptedException {
+        try (Socket s = new Socket("127.0.0.1", port)) {
+            s.setSoTimeout(10_000);
+            challenge(s);
+            long start = System.nanoTime();
+            try {
+                for (int i = 0; i < 40 && System.nanoTime() - start < 5_000_000_000L; i++) {
+                    s.getOutputStream().write(0x52);
+                    s.getOutputStream().flush();
+                    Thread.sleep(100);
+                }
+            } catch (IOException closed) {
+                // serve closed it
+            }
+            awaitClosed(s.getInputStream());
+            assertThat((System.nanoTime() - start) / 1_000_000).as("closed after the 1 s handshake time").isLessThan(4_000);
+        }
+        return 1;
+    }
+
+    private static void awaitClosed(InputStream in) throws IOException {
+        try {
+            while (in.read() >= 0) {
+                // until the close
+            }
+        } catch (SocketTimeoutException e) {
+            throw new AssertionError("serve did not close the connection");
+        } catch (IOException reset) {
+            // closed
+        }
+    }
+
+    private static byte[] challenge(Socket s) throws IOException {
+        byte[] c = s.getInputStream().readNBytes(22);
+        assertThat(c).hasSize(22);
+        return java.util.Arrays.copyOfRange(c, 6, 22);
+    }
+
+    private static byte[] random(int n, long seed) {
+        byte[] b = new byte[n];
+        new SplittableRandom(seed).nextBytes(b);
+        return b;
+    }
+
+    private static byte[] header(int workerLength) {
+        return ByteBuffer.allocate(40).putInt(MAGIC).putShort(VERSION).put(new byte[16]).putInt(0).putLong(1)
+                .putInt(workerLength).putShort((short) 0).array();
+    }
+
+    /** A HELLO for an unknown challenge (its HMAC cannot be right). */
+    private static byte[] hello(byte[] secret, int qp, byte[] worker) {
+        return helloFor(secret, new byte[16], qp, worker, new byte[0]);
+    }
+
+    private static byte[] helloFor(byte[] secret, byte[] nonce, int qp, byte[] worker, byte[] data) {
+        ByteBuffer b = ByteBuffer.allocate(40 + worker.length + data.length + 32);
+        b.putInt(MAGIC).putShort(VERSION).put(random(16, 5)).putInt(qp).putLong(77).putInt(worker.length)
+                .putShort((short) data.length).put(worker).put(data);
+        try {
+            Mac m = Mac.getInstance("HmacSHA256");
+            m.init(new SecretKeySpec(secret, "HmacSHA256"));
+            m.update("regmem hello".getBytes(StandardCharsets.US_ASCII));
+            m.update(nonce);
+            m.update(b.array(), 0, b.position());
+            b.put(m.doFinal());
+        } catch (java.security.GeneralSecurityException e) {
+            throw new AssertionError(e);
+        }
+        return b.array();
+    }
+}

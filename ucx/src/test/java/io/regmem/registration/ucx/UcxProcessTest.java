@@ -1,0 +1,688 @@
+package io.regmem.registration.ucx;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.Access;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import io.regmem.registration.testkit.NoLeaks;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * RDMA between two processes: this JVM and a child JVM ({@link UcxPeerMain}) connected over the
+ * loopback by {@code host:port}, once with UCX restricted to TCP in the child and once to shared
+ * memory. Bytes cross exactly both ways (WRITE, READ, SEND/RECV); keys that are wrong, forged or
+ * stale are refused at the target; a child killed with SIGKILL mid-transfer fails what was left
+ * within a stated bound, leaks nothing, and a new child then works. With {@code oneSided=true} and
+ * the child's memory from its {@code chunkSource()}: puts and gets cross byte-exact without the
+ * child's checks, and a child killed under puts fails nothing of ours.
+ */
+@ExtendWith(NoLeaks.class)
+class UcxProcessTest {
+    private static final AtomicInteger PORTS = new AtomicInteger(27_000 + (int) (ProcessHandle.current().pid() % 2000));
+    /** How long a killed peer may take to fail everything that was sent to it (README states 5 s). */
+    private static final long KILL_BOUND_NANOS = 5_000_000_000L;
+
+    private final List<UcxChild> children = new ArrayList<>();
+    private final Arena arena = Arena.ofShared();
+    private RdmaDevice dev;
+    private ProtectionDomain pd;
+    private CompletionQueue cq;
+    private MemorySegment mem;
+    private MemoryRegion mr;
+    private final WorkCompletion[] one = {new WorkCompletion()};
+
+    /** A connection to a child: the ID, QP and the key it exported. */
+    private record Conn(CmId id, QueuePair qp, int key, long remote, byte[] exported) {
+    }
+
+    private void open() {
+        open(java.util.Map.of());
+    }
+
+    private void open(java.util.Map<String, String> options) {
+        UcxAvailable.require();
+        dev = RdmaDevice.open("ucx", options);
+        pd = dev.allocPd();
+        cq = dev.createCq(256);
+        mem = arena.allocate(4 << 20, 4096);
+        mr = pd.register(mem, Access.LOCAL_WRITE);
+    }
+
+    private UcxChild child(String tls) throws Exception {
+        UcxChild c = new UcxChild(tls, PORTS.incrementAndGet());
+        children.add(c);
+        c.expect("LISTENING");
+        return c;
+    }
+
+    private Conn connect(UcxChild c) throws Exception {
+        CmId id = dev.createCmId();
+        QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(128).maxRecvWr(16).maxSendSge(4));
+        id.connect(c.address);
+        String[] key = c.expect("KEY ").split(" ");
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (id.connState() != CmId.ConnState.CONNECTED) {
+            assertThat(System.nanoTime()).as("connected within 10 s (state %s)", id.connState()).isLessThan(deadline);
+            Thread.sleep(1);
+        }
+        assertThat(qp.state()).isEqualTo(QueuePair.State.RTS);
+        if (key[1].equals("none")) { // (the child's region is deregistered)
+            return new Conn(id, qp, 0, 0, null);
+        }
+        byte[] exported = HexFormat.of().parseHex(key[1]);
+        int handle = qp.importRemoteKey(MemorySegment.ofArray(exported));
+        return new Conn(id, qp, handle, Long.parseLong(key[2]), exported);
+    }
+
+    private WorkCompletion await() {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (cq.poll(one) == 0) {
+            assertThat(System.nanoTime()).as("a completion within 10 s").isLessThan(deadline);
+        }
+        return one[0];
+    }
+
+    private void close(Conn c) {
+        c.id().disconnect();
+        while (cq.poll(one) > 0) {
+            // flushed
+        }
+        c.id().destroyQp();
+        c.id().close();
+    }
+
+    @AfterEach
+    void tearDown() throws Exception {
+        for (UcxChild c : children) {
+            c.process.destroyForcibly();
+            c.process.waitFor(30, TimeUnit.SECONDS);
+        }
+        if (dev != null) {
+            if (mr != null && !mr.isDestroyed()) {
+                mr.close();
+            }
+            for (CmId id : dev.resources().survivors(CmId.class)) {
+                if (id.qp() != null) {
+                    id.destroyQp();
+                }
+                id.close();
+            }
+            cq.close();
+            pd.close();
+            assertThat(dev.resources().survivors()).as(dev.resources().report()).isEmpty();
+            dev.close();
+        }
+        arena.close();
+    }
+
+    /** READs 64 KiB of the child's pattern from {@code offset} and checks every byte. */
+    private void readsThePattern(Conn c, long offset) {
+        c.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(mem.address(), 65536, mr.lkey()).remote(c.remote() + offset, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        for (int i = 0; i < 65536; i++) {
+            assertThat(mem.get(ValueLayout.JAVA_BYTE, i)).as("byte %d", i).isEqualTo(UcxPeerMain.pattern(offset + i));
+        }
+    }
+
+    /** A new child on {@code tls} connects, and a READ of its pattern comes back byte-exact; it then ends clean. */
+    private void aNewPeerWorks(String tls) throws Exception {
+        UcxChild next = child(tls);
+        Conn d = connect(next);
+        readsThePattern(d, 0);
+        close(d);
+        next.expect("GONE");
+        next.finish();
+    }
+
+    /** Every 509th byte of {@code s} (which the test filled with WATCH) still holds WATCH: no transfer landed in it. */
+    private static void holdsOnlyWatch(MemorySegment s, String what) {
+        for (long k = 0; k < s.byteSize(); k += 509) {
+            assertThat(s.get(ValueLayout.JAVA_BYTE, k)).as("%s byte %d", what, k).isEqualTo(UcxPeerMain.WATCH);
+        }
+    }
+
+    /** The first 256 KiB of local memory: random bytes from {@code seed}. */
+    private void fillRandom(long seed) {
+        SplittableRandom r = new SplittableRandom(seed);
+        for (long i = 0; i < 262144; i += 8) {
+            mem.set(ValueLayout.JAVA_LONG, i, r.nextLong());
+        }
+    }
+
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void writeReadAndSendCrossByteExact(String tls) throws Exception {
+        open();
+        UcxChild child = child(tls);
+        Conn c = connect(child);
+        readsThePattern(c, 1000);
+        UcxEndpoint ep = c.qp().unwrap(UcxQp.class).endpointObject();
+        assertThat(ep.eagerOnly).as("large transfers eager on TCP alone, by rendezvous over shared memory")
+                .isEqualTo(tls.equals("tcp"));
+        // WRITE 256 KiB of random bytes in four pieces, READ them back into other memory
+        fillRandom(7);
+        c.qp().postSend(new WorkRequest(4).wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(mem.address(), 65536, mr.lkey()).addSge(mem.address() + 65536, 65536, mr.lkey())
+                .addSge(mem.address() + 131072, 65536, mr.lkey()).addSge(mem.address() + 196608, 65536, mr.lkey())
+                .remote(c.remote() + 4096, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        c.qp().postSend(new WorkRequest(1).wrId(3).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(mem.address() + (1 << 20), 262144, mr.lkey()).remote(c.remote() + 4096, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(mem.asSlice(1 << 20, 262144).mismatch(mem.asSlice(0, 262144))).isEqualTo(-1);
+        // SEND: the child echoes it; the echo lands in a posted receive
+        c.qp().postRecv(new WorkRequest(1).wrId(9).addSge(mem.address() + (2 << 20), 8192, mr.lkey()));
+        c.qp().postSend(new WorkRequest(1).wrId(4).opcode(Opcode.SEND).signaled(true)
+                .addSge(mem.address() + 333, 5000, mr.lkey()));
+        record Seen(WcStatus status, Opcode opcode, long bytes) {
+        }
+        List<Seen> got = new ArrayList<>();
+        while (got.size() < 2) {
+            WorkCompletion wc = await();
+            got.add(new Seen(wc.status(), wc.opcode(), wc.byteLen()));
+        }
+        assertThat(got).extracting(Seen::status).containsOnly(WcStatus.SUCCESS);
+        assertThat(got).contains(new Seen(WcStatus.SUCCESS, Opcode.RECV, 5000));
+        assertThat(mem.asSlice(2 << 20, 5000).mismatch(mem.asSlice(333, 5000))).isEqualTo(-1);
+        close(c);
+        child.expect("GONE"); // the child saw the disconnect
+        child.finish();
+    }
+
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void wrongForgedAndStaleKeysAreRefusedByTheOtherProcess(String tls) throws Exception {
+        open();
+        UcxChild child = child(tls);
+        Conn c = connect(child);
+        // a forged envelope never reaches UCX
+        byte[] forged = new byte[64];
+        assertThatThrownBy(() -> c.qp().importRemoteKey(MemorySegment.ofArray(forged)))
+                .isInstanceOf(RdmaException.class).matches(e -> ((RdmaException) e).errno() == Errno.EINVAL);
+        // past the region: refused before it is sent, nothing moves
+        c.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(mem.address(), 4096, mr.lkey()).remote(c.remote() + (1 << 20) - 100, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        close(c);
+        child.expect("GONE");
+
+        // stale: the child deregisters; a WRITE through the old key is refused there
+        Conn d = connect(child);
+        child.command("DEREG");
+        child.expect("DEREGISTERED");
+        d.qp().postSend(new WorkRequest(1).wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(mem.address(), 4096, mr.lkey()).remote(d.remote(), d.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        close(d);
+        child.expect("GONE");
+        child.finish();
+    }
+
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void aPeerKilledMidTransferFailsWhatWasLeftAndANewPeerWorks(String tls) throws Exception {
+        open();
+        UcxChild child = child(tls);
+        Conn c = connect(child);
+        int posted = 100;
+        for (int i = 0; i < posted; i++) {
+            c.qp().postSend(new WorkRequest(1).wrId(i).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(mem.address() + (i % 32) * 65536L, 65536, mr.lkey()).remote(c.remote() + (i % 16) * 65536L, c.key()));
+        }
+        child.process.destroyForcibly(); // SIGKILL
+        long start = System.nanoTime();
+        int done = 0;
+        int failed = 0;
+        while (done < posted) {
+            if (cq.poll(one) == 1) {
+                assertThat(one[0].wrId()).isEqualTo(done);
+                failed += one[0].status() == WcStatus.SUCCESS ? 0 : 1;
+                assertThat(one[0].status()).isIn(WcStatus.SUCCESS, WcStatus.WR_FLUSH_ERR, WcStatus.RETRY_EXC_ERR);
+                done++;
+            }
+            assertThat(System.nanoTime() - start).as("every request completes within the bound (%d done)", done)
+                    .isLessThan(KILL_BOUND_NANOS);
+        }
+        System.out.printf("UcxProcessTest: %s: %d of %d requests failed, all completed %d ms after the kill%n", tls, failed,
+                posted, (System.nanoTime() - start) / 1_000_000);
+        assertThat(failed).as("the killed peer cannot have acknowledged everything").isPositive();
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (c.id().connState() != CmId.ConnState.DISCONNECTED) {
+            assertThat(System.nanoTime()).as("DISCONNECTED reported").isLessThan(deadline);
+            Thread.sleep(1);
+        }
+        assertThat(c.qp().state()).isEqualTo(QueuePair.State.ERROR);
+        close(c);
+
+        UcxChild next = child(tls);
+        Conn d = connect(next);
+        d.qp().postSend(new WorkRequest(1).wrId(7).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(mem.address(), 4096, mr.lkey()).remote(d.remote(), d.key()));
+        long readAt = System.nanoTime();
+        WcStatus read = await().status();
+        assertThat(read).as("the READ from the new peer (completed after %d ms; the peer said:%n%s)",
+                (System.nanoTime() - readAt) / 1_000_000, next.output()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(mem.get(ValueLayout.JAVA_BYTE, 100)).isEqualTo(UcxPeerMain.pattern(100));
+        close(d);
+        next.expect("GONE");
+        next.finish();
+    }
+
+    /**
+     * A peer process that stops (SIGSTOP: its sockets stay open, it answers nothing): a request to
+     * it completes RETRY_EXC_ERR once the answer timeout (1 s here) is over, as a NIC's retries run
+     * out, and a deregistration meanwhile does not wait for the answer (its memory is no longer in
+     * use once UCX sent the bytes). The peer, continued, sees the disconnect and ends clean.
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void aStoppedPeerIsATimeoutAndADeregistrationDoesNotWaitForIt(String tls) throws Exception {
+        open(java.util.Map.of("answerTimeoutMillis", "1000"));
+        UcxChild child = child(tls);
+        Conn c = connect(child);
+        readsThePattern(c, 0);
+        MemoryRegion source = pd.register(mem.asSlice(1 << 20, 65536), Access.LOCAL_WRITE);
+        signal("STOP", child);
+        try {
+            c.qp().postSend(new WorkRequest(1).wrId(5).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(mem.address() + (1 << 20), 65536, source.lkey()).remote(c.remote(), c.key()));
+            Thread.sleep(50);
+            source.close(); // returns without the answer
+            assertThat(cq.poll(one)).as("the WRITE still waits for its answer after the deregistration returned (%s)",
+                    one[0]).isZero();
+            long start = System.nanoTime();
+            WorkCompletion wc = await();
+            assertThat(wc.wrId()).isEqualTo(5);
+            assertThat(wc.status()).isEqualTo(WcStatus.RETRY_EXC_ERR);
+            assertThat(System.nanoTime() - start).isLessThan(KILL_BOUND_NANOS);
+            assertThat(c.qp().state()).isEqualTo(QueuePair.State.ERROR);
+        } finally {
+            signal("CONT", child);
+        }
+        close(c);
+        child.expect("GONE");
+        child.finish();
+    }
+
+    /**
+     * {@code oneSided=true}, over shared memory: the peer gives the memory behind a key back to UCX
+     * before the key's first use, so UCX cannot unpack it. The post does not throw, the request goes
+     * as a message the peer refuses (REM_ACCESS_ERR), the QP flushes what follows, and no poll throws.
+     */
+    @Test
+    void oneSidedToMemoryThePeerGaveBackIsACompletionNeverAnException() throws Exception {
+        UcxAvailable.requireOneSided();
+        open(java.util.Map.of("oneSided", "true"));
+        UcxChild child = new UcxChild("sysv,posix,cma", PORTS.incrementAndGet(), "chunk", java.util.Map.of());
+        children.add(child);
+        child.expect("LISTENING");
+        Conn c = connect(child); // the key is imported; UCX unpacks it at its first use
+        child.command("FREECHUNK");
+        child.expect("FREED");
+        for (int i = 0; i < 3; i++) {
+            c.qp().postSend(new WorkRequest(1).wrId(i).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(mem.address(), 4096, mr.lkey()).remote(c.remote(), c.key()));
+        }
+        for (int i = 0; i < 3; i++) {
+            WorkCompletion wc = await();
+            assertThat(wc.wrId()).isEqualTo(i);
+            assertThat(wc.status()).isEqualTo(i == 0 ? WcStatus.REM_ACCESS_ERR : WcStatus.WR_FLUSH_ERR);
+        }
+        assertThat(c.qp().outstandingSends()).isZero();
+        assertThat(cq.poll(one)).isZero();
+        close(c);
+        child.expect("GONE");
+        child.finish();
+    }
+
+    /**
+     * Rendezvous WRITEs (128 KiB, into the first half of the child's region) and READs (128 KiB, of
+     * its second half) stream while the child deregisters the region and then fills it with
+     * {@link UcxPeerMain#WATCH}: every request completes; those that succeeded moved exact bytes (a
+     * READ never sees the WATCH bytes written after the deregistration returned); the first failure
+     * is REM_ACCESS_ERR and everything behind it WR_FLUSH_ERR; and once everything completed, nothing
+     * wrote the deregistered memory (CHECK). Then a rendezvous WRITE through the stale key, on a new
+     * connection, is refused and moves no byte either.
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void aDeregistrationAtTheTargetRacingRendezvousWritesAndReadsLeavesItsMemoryAlone(String tls) throws Exception {
+        open();
+        UcxChild child = child(tls);
+        Conn c = connect(child);
+        int chunk = 131072;
+        mem.asSlice(0, chunk).fill((byte) 0x11);
+        int posted = 0;
+        int completed = 0;
+        WcStatus firstFailure = null;
+        boolean deregistered = false;
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        while (completed < posted || firstFailure == null) {
+            assertThat(System.nanoTime()).as("the stream ends within 60 s (%d of %d done)", completed, posted).isLessThan(deadline);
+            if (firstFailure == null && posted - completed < 8) {
+                int i = posted++;
+                boolean read = (i & 1) == 1;
+                long remote = c.remote() + (read ? 524288 : 0) + (i / 2 % 4) * (long) chunk;
+                WorkRequest wr = new WorkRequest(1).wrId(i).opcode(read ? Opcode.RDMA_READ : Opcode.RDMA_WRITE).signaled(true)
+                        .remote(remote, c.key());
+                wr.addSge(read ? mem.address() + (1 << 20) + (i % 8) * (long) chunk : mem.address(), chunk, mr.lkey());
+                c.qp().postSend(wr);
+            }
+            if (posted == 40 && !deregistered) {
+                child.command("DEREGWATCH");
+                deregistered = true;
+            }
+            if (cq.poll(one) == 1) {
+                WorkCompletion wc = one[0];
+                assertThat(wc.wrId()).as("completions in order").isEqualTo(completed);
+                int i = completed++;
+                if (firstFailure == null && wc.status() != WcStatus.SUCCESS) {
+                    firstFailure = wc.status();
+                    assertThat(wc.status()).as("the first failure (request %d)", i).isEqualTo(WcStatus.REM_ACCESS_ERR);
+                } else if (firstFailure != null) {
+                    assertThat(wc.status()).as("request %d, behind the failure", i).isEqualTo(WcStatus.WR_FLUSH_ERR);
+                } else if ((i & 1) == 1) {
+                    long at = (1 << 20) + (i % 8) * (long) chunk;
+                    long from = 524288 + (i / 2 % 4) * (long) chunk;
+                    for (int k = 0; k < chunk; k += 61) {
+                        assertThat(mem.get(ValueLayout.JAVA_BYTE, at + k)).as("READ %d, byte %d", i, k)
+                                .isEqualTo(UcxPeerMain.pattern(from + k));
+                    }
+                }
+            }
+            if (posted > 100_000) {
+                throw new AssertionError("the deregistration never took effect");
+            }
+        }
+        child.expect("DEREGISTERED");
+        child.expect("GONE"); // (a refused request breaks the connection at both ends)
+        System.out.printf("UcxProcessTest: %s: %d requests succeeded before the deregistration refused them%n", tls,
+                completed - 1 - (posted - completed));
+        Thread.sleep(200); // (anything late would land now)
+        child.command("CHECK");
+        child.expect("INTACT");
+        close(c);
+
+        Conn d = connect(child); // the key is stale now: a rendezvous WRITE through it is refused
+        int stale = d.qp().importRemoteKey(MemorySegment.ofArray(c.exported()));
+        d.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(mem.address(), chunk, mr.lkey()).remote(c.remote(), stale));
+        assertThat(await().status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        child.expect("GONE");
+        Thread.sleep(100);
+        child.command("CHECK");
+        child.expect("INTACT");
+        close(d);
+        child.finish();
+    }
+
+    /**
+     * This side deregisters the source of its rendezvous WRITEs and the sink of its rendezvous READs
+     * while they stream, then writes a marker into both: once everything completed, the sink still
+     * holds only the marker (no READ's bytes landed after the deregistration returned), every request
+     * either succeeded or failed LOC_PROT_ERR (the first) or WR_FLUSH_ERR (behind it).
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void aLocalDeregistrationRacingRendezvousWritesAndReadsLeavesItsMemoryAlone(String tls) throws Exception {
+        open();
+        UcxChild child = child(tls);
+        Conn c = connect(child);
+        int chunk = 131072;
+        MemorySegment src = mem.asSlice(0, chunk);
+        MemorySegment sink = mem.asSlice(1 << 20, 8L * chunk);
+        MemoryRegion srcMr = pd.register(src, Access.LOCAL_WRITE);
+        MemoryRegion sinkMr = pd.register(sink, Access.LOCAL_WRITE);
+        src.fill((byte) 0x22);
+        int posted = 0;
+        int completed = 0;
+        boolean failed = false;
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        while (posted < 64 || completed < posted) {
+            assertThat(System.nanoTime()).as("the stream ends within 60 s").isLessThan(deadline);
+            if (posted < 64 && posted - completed < 8) {
+                int i = posted++;
+                boolean read = (i & 1) == 1;
+                WorkRequest wr = new WorkRequest(1).wrId(i).opcode(read ? Opcode.RDMA_READ : Opcode.RDMA_WRITE).signaled(true)
+                        .remote(c.remote() + (read ? 524288 : 0), c.key());
+                wr.addSge(read ? sink.address() + (i % 8) * (long) chunk : src.address(), chunk,
+                        read ? sinkMr.lkey() : srcMr.lkey());
+                try {
+                    c.qp().postSend(wr);
+                } catch (RdmaException e) { // (the QP is in the error state already: as verbs, the post is flushed)
+                    posted--;
+                    break;
+                }
+                if (i == 20) {
+                    srcMr.close();
+                    sinkMr.close();
+                    sink.fill(UcxPeerMain.WATCH);
+                    src.fill(UcxPeerMain.WATCH);
+                }
+            }
+            if (cq.poll(one) == 1) {
+                WorkCompletion wc = one[0];
+                assertThat(wc.wrId()).isEqualTo(completed++);
+                if (!failed && wc.status() != WcStatus.SUCCESS) {
+                    failed = true;
+                    assertThat(wc.status()).as("the first failure").isEqualTo(WcStatus.LOC_PROT_ERR);
+                } else if (failed) {
+                    assertThat(wc.status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+                }
+            }
+        }
+        while (completed < posted) {
+            assertThat(System.nanoTime()).isLessThan(deadline);
+            if (cq.poll(one) == 1) {
+                completed++;
+            }
+        }
+        assertThat(failed).as("requests after the deregistration failed").isTrue();
+        Thread.sleep(200);
+        for (long k = 0; k < sink.byteSize(); k++) {
+            assertThat(sink.get(ValueLayout.JAVA_BYTE, k)).as("sink byte %d", k).isEqualTo(UcxPeerMain.WATCH);
+        }
+        close(c);
+        child.expect("GONE");
+        child.finish();
+    }
+
+    /**
+     * The peer answers a 1 MiB READ by rendezvous and is killed before this side pulls the answer
+     * (this side does not progress until the peer is gone): UCX's pull then finds no process behind
+     * the answer. This process lives on, the READ fails within the bound, its sink holds no byte of
+     * the answer, and a new peer works.
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void aPeerKilledBeforeItsRendezvousAnswerIsPulledFailsTheReadAndThisProcessLives(String tls) throws Exception {
+        open();
+        UcxChild child = child(tls);
+        Conn c = connect(child);
+        readsThePattern(c, 0);
+        MemorySegment sink = mem.asSlice(1 << 20, 1 << 20);
+        sink.fill(UcxPeerMain.WATCH);
+        c.qp().postSend(new WorkRequest(1).wrId(9).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(sink.address(), sink.byteSize(), mr.lkey()).remote(c.remote(), c.key()));
+        Thread.sleep(300); // (the peer answers meanwhile; nothing here progresses)
+        child.process.destroyForcibly();
+        assertThat(child.process.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        long start = System.nanoTime();
+        WorkCompletion wc = await();
+        assertThat(wc.wrId()).isEqualTo(9);
+        assertThat(wc.status()).isIn(WcStatus.RETRY_EXC_ERR, WcStatus.WR_FLUSH_ERR, WcStatus.REM_OP_ERR);
+        assertThat(System.nanoTime() - start).isLessThan(KILL_BOUND_NANOS);
+        holdsOnlyWatch(sink, "sink");
+        close(c);
+
+        aNewPeerWorks(tls);
+    }
+
+    /** A writer child connected to a listener of this side's, warmed up (its small WRITE completed). */
+    private record Writer(UcxChild child, CmId listener, CmId id, QueuePair qp, MemoryRegion mr, MemorySegment target) {
+    }
+
+    /**
+     * Starts a writer child ({@link UcxPeerMain}'s writer mode) against a listener of this side's and
+     * hands it the key of {@code target} (1 MiB filled with WATCH; the 4 KiB behind it take its warm-up).
+     */
+    private Writer writer(String tls) throws Exception {
+        MemorySegment target = mem.asSlice(1 << 20, 1 << 20);
+        target.fill(UcxPeerMain.WATCH);
+        MemoryRegion targetMr = pd.register(mem.asSlice(1 << 20, (1 << 20) + 4096), Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        int port = PORTS.incrementAndGet();
+        CmId listener = dev.createCmId();
+        listener.listen("127.0.0.1:" + port);
+        UcxChild writer = new UcxChild(tls, port, "writer", java.util.Map.of());
+        children.add(writer);
+        CmId id = null;
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (id == null) {
+            assertThat(System.nanoTime()).as("the writer connects within 10 s").isLessThan(deadline);
+            id = listener.getRequest();
+            Thread.sleep(1);
+        }
+        QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(16).maxRecvWr(1));
+        id.accept();
+        writer.expect("CONNECTED");
+        writer.command("WRITE " + HexFormat.of().formatHex(targetMr.exportRemoteKey()) + " " + target.address() + " "
+                + target.byteSize() + " 4");
+        while (writer.lines.isEmpty()) { // (its small WRITE completes while this side progresses)
+            cq.poll(one);
+            assertThat(System.nanoTime()).as("the writer warms up within 10 s").isLessThan(deadline + 10_000_000_000L);
+        }
+        assertThat(writer.expect("WARM")).isEqualTo("WARM SUCCESS");
+        return new Writer(writer, listener, id, qp, targetMr, target);
+    }
+
+    /**
+     * Once the writer posted (this side not progressing): the connection fails within the bound, no
+     * byte of the writer's lands, and this side then tears down and still works with a new peer.
+     */
+    private void failsAloneAndThisSideLives(Writer w, String tls) throws Exception {
+        long start = System.nanoTime();
+        while (w.qp().state() != QueuePair.State.ERROR) {
+            cq.poll(one);
+            assertThat(System.nanoTime() - start).as("the connection fails within the bound (the writer said:%n%s)",
+                    w.child().output()).isLessThan(KILL_BOUND_NANOS);
+            Thread.sleep(1);
+        }
+        holdsOnlyWatch(w.target(), "target");
+        w.child().process.destroyForcibly();
+        w.id().disconnect();
+        while (cq.poll(one) > 0) {
+            // flushed
+        }
+        w.id().destroyQp();
+        w.id().close();
+        w.listener().close();
+        w.mr().close();
+
+        aNewPeerWorks(tls);
+    }
+
+    /**
+     * The other way round: a peer posts 1 MiB rendezvous WRITEs into this side's memory and is killed
+     * before this side (which does not progress meanwhile) pulls them: no byte of them lands, the
+     * connection fails within the bound, and this process goes on.
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void aWriterKilledBeforeItsRendezvousWritesArePulledMovesNoByteAndThisProcessLives(String tls) throws Exception {
+        open();
+        Writer w = writer(tls);
+        w.child().command("GO"); // from here on this side does not progress until the writer is gone
+        assertThat(w.child().expect("POSTED")).as("nothing completed: this side pulled nothing").isEqualTo("POSTED");
+        w.child().process.destroyForcibly();
+        assertThat(w.child().process.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        failsAloneAndThisSideLives(w, tls);
+    }
+
+    private static void signal(String name, UcxChild child) throws Exception {
+        Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(child.process.pid())).inheritIO().start();
+        assertThat(kill.waitFor(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(kill.exitValue()).isZero();
+        if (name.equals("STOP")) { // the signal is delivered asynchronously: wait until every thread stopped
+            java.nio.file.Path stat = java.nio.file.Path.of("/proc", Long.toString(child.process.pid()), "stat");
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (!java.nio.file.Files.readString(stat).replaceFirst("^.*\\) ", "").startsWith("T")) {
+                assertThat(System.nanoTime()).as("the child stopped").isLessThan(deadline);
+                Thread.sleep(1);
+            }
+        }
+    }
+
+    @Test
+    void oneSidedPutsAndGetsReachTheOtherProcessAndAKilledOneFailsNothingOfOurs() throws Exception {
+        UcxAvailable.requireOneSided();
+        open(java.util.Map.of("oneSided", "true"));
+        UcxChild child = new UcxChild("sysv,posix,cma", PORTS.incrementAndGet(), "chunk", java.util.Map.of());
+        children.add(child);
+        child.expect("LISTENING");
+        Conn c = connect(child);
+        readsThePattern(c, 300);
+        fillRandom(3);
+        c.qp().postSend(new WorkRequest(1).wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(mem.address(), 262144, mr.lkey()).remote(c.remote() + 8192, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        c.qp().postSend(new WorkRequest(1).wrId(3).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(mem.address() + (1 << 20), 262144, mr.lkey()).remote(c.remote() + 8192, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(mem.asSlice(1 << 20, 262144).mismatch(mem.asSlice(0, 262144))).isEqualTo(-1);
+        // the target checks nothing in this mode: a put into its deregistered (but still allocated) region lands
+        child.command("DEREG");
+        child.expect("DEREGISTERED");
+        c.qp().postSend(new WorkRequest(1).wrId(4).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(mem.address(), 4096, mr.lkey()).remote(c.remote(), c.key()));
+        assertThat(await().status()).as("one-sided: no target check").isEqualTo(WcStatus.SUCCESS);
+        // killed under 100 puts: each completes (into memory nobody reads any more) or fails; no crash here
+        for (int i = 0; i < 100; i++) {
+            c.qp().postSend(new WorkRequest(1).wrId(100 + i).opcode(Opcode.RDMA_WRITE).signaled(true)
+                    .addSge(mem.address() + (i % 16) * 65536L, 65536, mr.lkey()).remote(c.remote() + (i % 15) * 65536L, c.key()));
+        }
+        child.process.destroyForcibly();
+        long start = System.nanoTime();
+        for (int done = 0; done < 100; ) {
+            if (cq.poll(one) == 1) {
+                assertThat(one[0].wrId()).isEqualTo(100 + done);
+                assertThat(one[0].status()).isIn(WcStatus.SUCCESS, WcStatus.WR_FLUSH_ERR, WcStatus.RETRY_EXC_ERR);
+                done++;
+            }
+            assertThat(System.nanoTime() - start).isLessThan(KILL_BOUND_NANOS);
+        }
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (c.id().connState() != CmId.ConnState.DISCONNECTED) {
+            assertThat(System.nanoTime()).as("DISCONNECTED reported").isLessThan(deadline);
+            Thread.sleep(1);
+        }
+        close(c);
+    }
+}

@@ -1,0 +1,78 @@
+package io.regmem.registration.ucx;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.testkit.NoLeaks;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The provider as users find it: listed for {@code RdmaDevice.open("ucx")}, and clear when UCX is missing. */
+@ExtendWith(NoLeaks.class)
+class UcxProviderTest {
+
+    @Test
+    void usersOpenItByName() {
+        UcxAvailable.require();
+        try (RdmaDevice d = RdmaDevice.open("ucx")) {
+            assertThat(d.providerName()).isEqualTo("ucx");
+            assertThat(d.attributes().integrityHandover()).isFalse();
+        }
+    }
+
+    /** Before UCX 1.19 a one-sided request could crash the process (see UcxProvider): the option is refused there. */
+    @Test
+    void oneSidedIsRefusedOnAUcxWhoseKeyUnpackCanCrash() {
+        Ucp u = UcxAvailable.require();
+        org.junit.jupiter.api.Assumptions.assumeTrue(u.major == 1 && u.minor < UcxProvider.ONE_SIDED_MINOR, "UCX is new enough");
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> RdmaDevice.open("ucx", java.util.Map.of("oneSided", "true")))
+                .isInstanceOf(io.regmem.core.RdmaException.class).hasMessageContaining("needs UCX 1.19 or later")
+                .matches(e -> ((io.regmem.core.RdmaException) e).errno() == io.regmem.core.Errno.EOPNOTSUPP);
+        try (RdmaDevice d = RdmaDevice.open("ucx", java.util.Map.of("oneSided", "false"))) {
+            assertThat(d.providerName()).isEqualTo("ucx");
+        }
+    }
+
+    @Test
+    void rndvThresholdMustBeABytecountFromOneTo2GiB() {
+        UcxAvailable.require();
+        for (String bad : new String[] {"0", "-1", "2147483649", "16k", ""}) {
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> RdmaDevice.open("ucx", java.util.Map.of("rndvThreshold", bad)))
+                    .isInstanceOf(io.regmem.core.RdmaException.class).hasMessageContaining("rndvThreshold")
+                    .matches(e -> ((io.regmem.core.RdmaException) e).errno() == io.regmem.core.Errno.EINVAL);
+        }
+        try (RdmaDevice d = RdmaDevice.open("ucx", java.util.Map.of("rndvThreshold", "1"))) {
+            assertThat(d.isClosed()).isFalse();
+        }
+    }
+
+    @Test
+    void withoutUcxOpeningFailsWithThePackageToInstallAndSoftStillWorks(@TempDir Path empty) throws Exception {
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        Process p = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-D" + Ucp.LIBDIR + "=" + empty,
+                "-cp", System.getProperty("java.class.path"), UcxMissingMain.class.getName())
+                .redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes());
+        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        assertThat(p.exitValue()).as(out).isZero();
+        assertThat(out.lines().filter(l -> l.startsWith("REFUSED ENODEV ")).toList()).as(out).hasSize(2)
+                .allSatisfy(l -> assertThat(l).contains("libucp.so.0").contains("apt-get install libucx0"));
+        assertThat(out).contains("SOFT soft");
+        assertThat(Files.list(empty)).isEmpty();
+    }
+
+    @Test
+    void theBootstrapSocketProbesAPeerThatFallsSilent() throws Exception {
+        try (java.net.ServerSocket server = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress());
+             UcxLink link = UcxLink.connect("test", "127.0.0.1", server.getLocalPort(), null, UcxLink.HANDSHAKE_MILLIS);
+             java.net.Socket accepted = server.accept()) {
+            assertThat(link.keepalive()).as("on, idle s, interval s, probes").containsExactly(1,
+                    UcxLink.KEEPALIVE_IDLE_SECONDS, UcxLink.KEEPALIVE_INTERVAL_SECONDS, UcxLink.KEEPALIVE_PROBES);
+            assertThat(new UcxLink(accepted, null, UcxLink.HANDSHAKE_MILLIS).keepalive()[0]).isEqualTo(1);
+        }
+    }
+}
