@@ -2,16 +2,24 @@ package io.regmem.bench;
 
 import io.regmem.cli.OptionCheck;
 import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.Callable;
+import java.util.regex.Pattern;
+import java.util.regex.PatternSyntaxException;
 import org.openjdk.jmh.results.Result;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.results.format.ResultFormatType;
+import org.openjdk.jmh.runner.BenchmarkList;
+import org.openjdk.jmh.runner.BenchmarkListEntry;
 import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
 import org.openjdk.jmh.runner.options.OptionsBuilder;
@@ -62,16 +70,16 @@ final class BenchCommand implements Callable<Integer> {
                 .range("--forks", forks, 0, 20);
         boolean regexOk = true;
         try {
-            java.util.regex.Pattern.compile(include);
-        } catch (java.util.regex.PatternSyntaxException e) {
+            Pattern.compile(include);
+        } catch (PatternSyntaxException e) {
             regexOk = false;
             check.rule(false, "--include '" + include + "' is not a regular expression: " + e.getDescription());
         }
         if (regexOk) {
-            java.util.Set<String> all = new java.util.TreeSet<>();
-            java.util.regex.Pattern p = java.util.regex.Pattern.compile(include);
+            Set<String> all = new TreeSet<>();
+            Pattern p = Pattern.compile(include);
             boolean any = false;
-            for (org.openjdk.jmh.runner.BenchmarkListEntry e : org.openjdk.jmh.runner.BenchmarkList.defaultList()
+            for (BenchmarkListEntry e : BenchmarkList.defaultList()
                     .getAll(null, List.of())) {
                 all.add(e.getUserClassQName());
                 any |= p.matcher(e.getUsername()).find(); // as JMH matches its includes
@@ -85,8 +93,8 @@ final class BenchCommand implements Callable<Integer> {
             }
         }
         if (json != null) {
-            java.nio.file.Path dir = java.nio.file.Path.of(json).toAbsolutePath().getParent();
-            check.rule(dir != null && java.nio.file.Files.isDirectory(dir) && java.nio.file.Files.isWritable(dir),
+            Path dir = Path.of(json).toAbsolutePath().getParent();
+            check.rule(dir != null && Files.isDirectory(dir) && Files.isWritable(dir),
                     "--json '" + json + "': directory " + dir + " does not exist or is not writable");
         }
         return check.ok();

@@ -1,11 +1,17 @@
 package io.regmem.bench;
 
 import io.regmem.cli.SoftPair;
+import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.RdmaDevice;
 import java.io.BufferedReader;
+import java.io.IOException;
 import java.io.InputStreamReader;
 import java.lang.foreign.Arena;
+import java.net.InetAddress;
+import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
@@ -48,10 +54,10 @@ public class PingPongBenchmark extends BenchDefaults {
     private Thread echo;
     private final AtomicBoolean stop = new AtomicBoolean();
     private Process child;
-    private io.regmem.registration.RdmaDevice dev;
-    private io.regmem.registration.CmId id;
+    private RdmaDevice dev;
+    private CmId id;
     private CompletionQueue cq;
-    private io.regmem.registration.ProtectionDomain pd;
+    private ProtectionDomain pd;
 
     /** Queue sizes of both ends: room for the unsignaled SENDs between two signaled ones. */
     static QpInitAttributes attributes(CompletionQueue cq) {
@@ -65,7 +71,7 @@ public class PingPongBenchmark extends BenchDefaults {
         arena = Arena.ofShared();
         if (pair.equals("ucx-process")) {
             String address;
-            try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
                 address = "127.0.0.1:" + s.getLocalPort();
             }
             String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
@@ -76,7 +82,7 @@ public class PingPongBenchmark extends BenchDefaults {
             child = b.start();
             BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
             expect(out, "LISTENING");
-            dev = io.regmem.registration.RdmaDevice.open("ucx");
+            dev = RdmaDevice.open("ucx");
             pd = dev.allocPd();
             cq = dev.createCq(256);
             id = dev.createCmId();
@@ -84,7 +90,7 @@ public class PingPongBenchmark extends BenchDefaults {
             mine = new VerbsEcho(pd, qp, cq, arena);
             id.connect(address);
             expect(out, "READY");
-            while (id.connState() != io.regmem.registration.CmId.ConnState.CONNECTED) {
+            while (id.connState() != CmId.ConnState.CONNECTED) {
                 Thread.onSpinWait();
             }
             Thread.ofPlatform().daemon().start(() -> {
@@ -92,7 +98,7 @@ public class PingPongBenchmark extends BenchDefaults {
                     while (out.readLine() != null) {
                         // drain
                     }
-                } catch (java.io.IOException ignored) {
+                } catch (IOException ignored) {
                     // gone
                 }
             });
@@ -104,7 +110,7 @@ public class PingPongBenchmark extends BenchDefaults {
         echo = Thread.ofPlatform().name("ping-pong-echo").start(() -> theirs.echo(stop::get));
     }
 
-    private static String expect(BufferedReader out, String prefix) throws java.io.IOException {
+    private static String expect(BufferedReader out, String prefix) throws IOException {
         StringBuilder seen = new StringBuilder();
         for (String line; (line = out.readLine()) != null; ) {
             if (line.startsWith(prefix)) {

@@ -3,8 +3,11 @@ package io.regmem.bench;
 import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QueuePair;
 import io.regmem.registration.RdmaDevice;
+import java.io.IOException;
 import java.lang.foreign.Arena;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * The echo process of {@link PingPongBenchmark}'s {@code ucx-process} pair: a ucx device with default
@@ -33,18 +36,18 @@ public final class PingPongPeer {
             id.accept();
             System.out.println("READY");
             System.out.flush();
-            java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+            AtomicBoolean stop = new AtomicBoolean();
             Thread.ofPlatform().daemon().start(() -> {
                 try {
                     while (System.in.read() >= 0) {
                         // until the benchmark ends
                     }
-                } catch (java.io.IOException ignored) {
+                } catch (IOException ignored) {
                     // ended
                 }
                 stop.set(true);
             });
-            echo.echo(() -> stop.get() || qp.state() == io.regmem.registration.QueuePair.State.ERROR);
+            echo.echo(() -> stop.get() || qp.state() == QueuePair.State.ERROR);
             echo.close();
             if (id.connState() == CmId.ConnState.CONNECTED) {
                 id.disconnect();

@@ -3,6 +3,7 @@ package io.regmem.bench;
 import io.regmem.core.BufferPool;
 import io.regmem.core.PooledBuffer;
 import io.regmem.registration.Access;
+import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.PoolRegistration;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.RdmaDevice;
@@ -11,6 +12,7 @@ import io.regmem.registration.cache.RegistrationCache;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.SplittableRandom;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Scope;
@@ -47,7 +49,7 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
     private MemorySegment[] cold;
     private int coldNext;
     /** {@link #uncachedRegistrationFifo}'s registrations, oldest first from {@link #fifoNext}. */
-    private io.regmem.registration.MemoryRegion[] fifo;
+    private MemoryRegion[] fifo;
     private MemorySegment[] fifoMemory;
     private int fifoNext;
 
@@ -99,7 +101,7 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
         for (int i = 0; i < fifoMemory.length; i++) {
             fifoMemory[i] = fifoBlock.asSlice(2L * i * 4096, 4096);
         }
-        fifo = new io.regmem.registration.MemoryRegion[REGIONS];
+        fifo = new MemoryRegion[REGIONS];
         for (int i = 0; i < REGIONS; i++) {
             fifo[i] = pd.register(fifoMemory[i], Access.REMOTE_READ);
         }
@@ -125,7 +127,7 @@ public class RegistrationCacheBenchmark extends BenchDefaults {
     /** Per-thread position in the pick sequence. */
     @State(Scope.Thread)
     public static class Cursor {
-        private static final java.util.concurrent.atomic.AtomicInteger THREADS = new java.util.concurrent.atomic.AtomicInteger();
+        private static final AtomicInteger THREADS = new AtomicInteger();
         private final int thread = THREADS.getAndIncrement();
         /** Threads start at different points of the pick sequence. */
         int next = thread * (PICKS / 2 + 17);

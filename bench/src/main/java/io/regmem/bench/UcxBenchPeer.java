@@ -1,5 +1,7 @@
 package io.regmem.bench;
 
+import io.regmem.core.Chunk;
+import io.regmem.core.ChunkSource;
 import io.regmem.registration.Access;
 import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
@@ -27,8 +29,8 @@ public final class UcxBenchPeer {
                      "idleStrategy", args.length > 1 ? args[1] : "busy",
                      "rndvThreshold", args.length > 2 ? args[2] : "65536"))) {
             // Memory UCX allocates: a peer that trusts this one may put into it directly.
-            io.regmem.core.ChunkSource source = dev.chunkSource();
-            io.regmem.core.Chunk chunk = source.allocate(16 << 20, 4096);
+            ChunkSource source = dev.chunkSource();
+            Chunk chunk = source.allocate(16 << 20, 4096);
             MemorySegment memory = MemorySegment.ofAddress(chunk.address()).reinterpret(chunk.size());
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(1024);

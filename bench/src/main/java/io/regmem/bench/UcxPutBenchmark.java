@@ -13,11 +13,16 @@ import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import java.io.BufferedReader;
+import java.io.IOException;
 import java.io.InputStreamReader;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.net.InetAddress;
+import java.net.ServerSocket;
 import java.nio.file.Path;
 import java.util.HexFormat;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Param;
@@ -82,7 +87,7 @@ public class UcxPutBenchmark extends BenchDefaults {
             wcs[i] = new WorkCompletion();
         }
         String address;
-        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
             address = "127.0.0.1:" + s.getLocalPort();
         }
         String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
@@ -95,7 +100,7 @@ public class UcxPutBenchmark extends BenchDefaults {
         BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
         expect(out, "LISTENING");
         arena = Arena.ofShared();
-        dev = RdmaDevice.open("ucx", java.util.Map.of("oneSided", Boolean.toString(mode.equals("oneSided")),
+        dev = RdmaDevice.open("ucx", Map.of("oneSided", Boolean.toString(mode.equals("oneSided")),
                 "rndvThreshold", rndvThreshold));
         pd = dev.allocPd();
         cq = dev.createCq(1024);
@@ -115,13 +120,13 @@ public class UcxPutBenchmark extends BenchDefaults {
                 while (out.readLine() != null) {
                     // nothing
                 }
-            } catch (java.io.IOException ignored) {
+            } catch (IOException ignored) {
                 // the child is gone
             }
         });
     }
 
-    private static String expect(BufferedReader out, String prefix) throws java.io.IOException {
+    private static String expect(BufferedReader out, String prefix) throws IOException {
         StringBuilder seen = new StringBuilder();
         for (String line; (line = out.readLine()) != null; ) {
             if (line.startsWith(prefix)) {
@@ -146,7 +151,7 @@ public class UcxPutBenchmark extends BenchDefaults {
         dev.close();
         arena.close();
         child.getOutputStream().close();
-        if (!child.waitFor(30, java.util.concurrent.TimeUnit.SECONDS)) {
+        if (!child.waitFor(30, TimeUnit.SECONDS)) {
             child.destroyForcibly();
         }
     }

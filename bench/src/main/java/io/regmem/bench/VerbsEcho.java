@@ -11,6 +11,7 @@ import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.util.function.BooleanSupplier;
 
 /**
  * One end of a SEND/RECV ping-pong over the public verbs API, as a libibverbs program writes it:
@@ -91,7 +92,7 @@ final class VerbsEcho {
      * The echo side, until {@code stop} says so: each message is sent back from the buffer it arrived
      * in, then its receive is posted again.
      */
-    void echo(java.util.function.BooleanSupplier stop) {
+    void echo(BooleanSupplier stop) {
         while (!stop.getAsBoolean()) {
             int n = cq.poll(wcs);
             for (int i = 0; i < n; i++) {

@@ -6,14 +6,29 @@ import io.regmem.core.PoolStats;
 import io.regmem.core.PooledBuffer;
 import io.regmem.core.SafetyMode;
 import io.regmem.core.ScatterList;
+import io.regmem.registration.spi.RdmaProvider;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.foreign.ValueLayout;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
+import java.util.ServiceLoader;
 import java.util.SplittableRandom;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.Callable;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.stream.Collectors;
 import org.HdrHistogram.Histogram;
 import org.jctools.queues.SpscArrayQueue;
 import picocli.CommandLine.Command;
@@ -87,7 +102,7 @@ final class DemoCommand implements Callable<Integer> {
             + "opens (and its child server), as RdmaDevice.open(provider, options) takes it; repeatable. ucx: "
             + "secret=TEXT, secretFile=PATH (the connection secret; else REGMEM_SECRET or ~/.regmem/secret), "
             + "handshakeTimeoutMillis=N, progressThread=true, ...")
-    java.util.Map<String, String> deviceOptions = new java.util.LinkedHashMap<>();
+    Map<String, String> deviceOptions = new LinkedHashMap<>();
 
     @Option(names = "--connect", description = "host:port of a 'regmem serve': the RPC part's server runs there "
             + "(ucx). Without it, --provider ucx starts one as a child process on the loopback.")
@@ -113,7 +128,7 @@ final class DemoCommand implements Callable<Integer> {
 
     @Option(names = "--jfr", paramLabel = "FILE", description = "Record regmem's JFR events (registrations, cache misses, "
             + "chunk map/unmap, QP errors, connections, leaks) to FILE and count them at the end.")
-    java.nio.file.Path jfr;
+    Path jfr;
 
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
@@ -126,42 +141,42 @@ final class DemoCommand implements Callable<Integer> {
     static final int MAX_RDMA_SIZE = 16 << 20;
 
     /** A TCP port of the loopback nobody listens on now. */
-    private static int freePort() throws java.io.IOException {
-        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+    private static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
             return s.getLocalPort();
         }
     }
 
     /** Lines the child server printed (read by a thread of their own). */
-    private final java.util.concurrent.BlockingQueue<String> serverLines = new java.util.concurrent.LinkedBlockingQueue<>();
+    private final BlockingQueue<String> serverLines = new LinkedBlockingQueue<>();
 
     /**
      * Starts {@code regmem serve} for one connection as a child JVM listening at {@code address}, and
      * waits (at most 30 s) until it listens; null (its output printed) if it does not.
      */
     private Process startServer(String address) throws Exception {
-        String javaBin = java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         ProcessBuilder b = new ProcessBuilder(javaBin, "--enable-native-access=ALL-UNNAMED",
                 "--sun-misc-unsafe-memory-access=allow", "-cp", System.getProperty("java.class.path"),
                 RegmemCommand.class.getName(), "serve", "--provider", provider, "--listen", address, "--connections", "1",
                 "--rpc-concurrency", Integer.toString(rpcConcurrency), "--rpc-payloads",
-                java.util.Arrays.stream(rpcPayloads).mapToObj(Integer::toString).collect(java.util.stream.Collectors.joining(",")));
-        deviceOptions.forEach((k, v) -> b.command().addAll(java.util.List.of("--device-option", k + "=" + v)));
+                Arrays.stream(rpcPayloads).mapToObj(Integer::toString).collect(Collectors.joining(",")));
+        deviceOptions.forEach((k, v) -> b.command().addAll(List.of("--device-option", k + "=" + v)));
         b.redirectErrorStream(true);
         Process p = b.start();
         Thread.ofPlatform().daemon().name("regmem-demo-server-output").start(() -> {
-            try (java.io.BufferedReader r = new java.io.BufferedReader(new java.io.InputStreamReader(p.getInputStream()))) {
+            try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream()))) {
                 for (String line; (line = r.readLine()) != null; ) {
                     serverLines.add(line);
                 }
-            } catch (java.io.IOException ignored) {
+            } catch (IOException ignored) {
                 // the child ended
             }
         });
         long deadline = System.nanoTime() + 30_000_000_000L;
         StringBuilder seen = new StringBuilder();
         while (System.nanoTime() < deadline) {
-            String line = serverLines.poll(100, java.util.concurrent.TimeUnit.MILLISECONDS);
+            String line = serverLines.poll(100, TimeUnit.MILLISECONDS);
             if (line != null) {
                 seen.append("  server: ").append(line).append('\n');
                 if (line.startsWith("regmem serve: listening")) {
@@ -181,7 +196,7 @@ final class DemoCommand implements Callable<Integer> {
 
     /** Waits for the child server to end (it serves one connection) and prints what it said; true if it was clean. */
     private boolean awaitServer(PrintStream out, Process child) throws InterruptedException {
-        boolean ended = child.waitFor(30, java.util.concurrent.TimeUnit.SECONDS);
+        boolean ended = child.waitFor(30, TimeUnit.SECONDS);
         if (!ended) {
             child.destroyForcibly();
         }
@@ -195,10 +210,10 @@ final class DemoCommand implements Callable<Integer> {
     }
 
     /** The providers present (found as {@code RdmaDevice.open} finds them). */
-    static java.util.List<String> providers() {
-        java.util.List<String> names = new ArrayList<>();
-        for (io.regmem.registration.spi.RdmaProvider p : java.util.ServiceLoader.load(io.regmem.registration.spi.RdmaProvider.class,
-                io.regmem.registration.spi.RdmaProvider.class.getClassLoader())) {
+    static List<String> providers() {
+        List<String> names = new ArrayList<>();
+        for (RdmaProvider p : ServiceLoader.load(RdmaProvider.class,
+                RdmaProvider.class.getClassLoader())) {
             names.add(p.name());
         }
         return names;
@@ -279,7 +294,7 @@ final class DemoCommand implements Callable<Integer> {
         if (rpc) {
             out.printf(Locale.ROOT, "regmem demo: RPC over RDMA, %s, payloads %s B, %d in flight%n",
                     rpcSeconds != null ? rpcSeconds + " s" : String.format(Locale.ROOT, "%,d calls", rpcCalls),
-                    java.util.Arrays.toString(rpcPayloads), rpcConcurrency);
+                    Arrays.toString(rpcPayloads), rpcConcurrency);
             RpcDemo demo = new RpcDemo(out, rpcCalls, rpcSeconds == null ? 0 : rpcSeconds * 1000L,
                     rpcWarmupSeconds * 1000L, rpcPayloads, rpcConcurrency,
                     !quietProgress, rpcThreads, provider);
@@ -357,7 +372,7 @@ final class DemoCommand implements Callable<Integer> {
         boolean rdmaOk = rdmaRequests <= 0 || new RdmaDemo(out, rdmaRequests, rdmaSize, provider).withDeviceOptions(deviceOptions).run();
         boolean storageOk = storageMib <= 0 || !StorageDemo.available(out)
                 || new StorageDemo(out, provider, storageMib << 20, storageBlock, storageDepth, storageCalls,
-                        Math.max(1, storageCalls / 4), java.nio.file.Path.of(System.getProperty("java.io.tmpdir")))
+                        Math.max(1, storageCalls / 4), Path.of(System.getProperty("java.io.tmpdir")))
                         .withDeviceOptions(deviceOptions).run();
         if (!rpcOk) {
             failures.add(rpcFailure != null ? "the RPC part failed: " + rpcFailure : "the RPC part failed (see its report above)");

@@ -4,6 +4,7 @@ import io.regmem.core.BufferPool;
 import io.regmem.core.LeakReport;
 import io.regmem.core.PooledBuffer;
 import io.regmem.registration.Access;
+import io.regmem.registration.CacheStats;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
@@ -14,12 +15,12 @@ import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
-import io.regmem.registration.CacheStats;
 import io.regmem.registration.cache.CachedRegion;
 import io.regmem.registration.cache.RegistrationCache;
 import java.io.PrintStream;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.util.IdentityHashMap;
 import java.util.Locale;
 import java.util.Map;
 import org.HdrHistogram.Histogram;
@@ -89,7 +90,7 @@ final class RdmaDemo {
 
             // B's pool chunks stay registered for their whole life: A imports each chunk's exported
             // key once, the first time it writes there, and uses the imported handle from then on.
-            java.util.Map<MemoryRegion, Integer> importedB = new java.util.IdentityHashMap<>();
+            Map<MemoryRegion, Integer> importedB = new IdentityHashMap<>();
             WorkRequest wr = new WorkRequest(2);
             WorkRequest recv = new WorkRequest(1);
             PooledBuffer inbox = poolB.allocate(64);

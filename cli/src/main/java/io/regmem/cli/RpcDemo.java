@@ -2,8 +2,13 @@ package io.regmem.cli;
 
 import io.regmem.core.BufferPool;
 import io.regmem.core.LeakReport;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.DmaMapping;
+import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.rpc.RpcBuffer;
 import io.regmem.registration.rpc.RpcTransport;
 import io.regmem.registration.rpc.SendLock;
@@ -12,8 +17,15 @@ import java.io.PrintStream;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import org.HdrHistogram.Histogram;
 
 /**
@@ -164,7 +176,7 @@ final class RpcDemo {
         private static final byte VERSION = 1;
 
         byte[] bytes() {
-            return java.nio.ByteBuffer.allocate(13).putInt(MAGIC).put(VERSION).putInt(concurrency).putInt(maxPayload).array();
+            return ByteBuffer.allocate(13).putInt(MAGIC).put(VERSION).putInt(concurrency).putInt(maxPayload).array();
         }
 
         /** The terms in private data, or null if it holds none (not a regmem demo peer, or another version). */
@@ -172,7 +184,7 @@ final class RpcDemo {
             if (data == null || data.length != 13) {
                 return null;
             }
-            java.nio.ByteBuffer b = java.nio.ByteBuffer.wrap(data);
+            ByteBuffer b = ByteBuffer.wrap(data);
             if (b.getInt() != MAGIC || b.get() != VERSION) {
                 return null;
             }
@@ -226,8 +238,8 @@ final class RpcDemo {
         final RpcDemoServer server;
         final int reqs;
 
-        ServerEnd(io.regmem.registration.ProtectionDomain pd, io.regmem.registration.QueuePair qp,
-                  io.regmem.registration.CompletionQueue cq, Arena arena, int reqs, long slotBytes, String name) {
+        ServerEnd(ProtectionDomain pd, QueuePair qp,
+                  CompletionQueue cq, Arena arena, int reqs, long slotBytes, String name) {
             this.reqs = reqs;
             pool = BufferPool.builder().name(name).build();
             buf = RpcBuffer.builder(pd, pool).maxRequests(reqs).inline(INLINE + HEADER, INLINE + HEADER).build();
@@ -257,11 +269,11 @@ final class RpcDemo {
         int reqs = requestsFor(concurrency);
         QpInitAttributes clientQp = clientQp(reqs);
         SoftPair pair = null;
-        io.regmem.registration.RdmaDevice devC;
-        io.regmem.registration.ProtectionDomain pdC;
-        io.regmem.registration.CompletionQueue cqC;
-        io.regmem.registration.CmId idC = null;
-        io.regmem.registration.QueuePair qpC;
+        RdmaDevice devC;
+        ProtectionDomain pdC;
+        CompletionQueue cqC;
+        CmId idC = null;
+        QueuePair qpC;
         if (connect == null) {
             pair = new SoftPair(provider, deviceOptions, 8192, clientQp, serverQp(reqs));
             devC = pair.devA;
@@ -269,7 +281,7 @@ final class RpcDemo {
             cqC = pair.cqA;
             qpC = pair.qpA;
         } else {
-            devC = io.regmem.registration.RdmaDevice.open(provider, deviceOptions);
+            devC = RdmaDevice.open(provider, deviceOptions);
             pdC = devC.allocPd();
             cqC = devC.createCq(8192);
             idC = devC.createCmId();
@@ -278,7 +290,7 @@ final class RpcDemo {
             try {
                 idC.connect(connect, mine.bytes());
                 long deadline = System.nanoTime() + 30_000_000_000L;
-                while (idC.connState() == io.regmem.registration.CmId.ConnState.CONNECTING && System.nanoTime() < deadline) {
+                while (idC.connState() == CmId.ConnState.CONNECTING && System.nanoTime() < deadline) {
                     Thread.sleep(1);
                 }
             } catch (RuntimeException | InterruptedException e) {
@@ -287,7 +299,7 @@ final class RpcDemo {
                 devC.forceClose();
                 return false;
             }
-            if (idC.connState() != io.regmem.registration.CmId.ConnState.CONNECTED) {
+            if (idC.connState() != CmId.ConnState.CONNECTED) {
                 Terms theirs = Terms.parse(idC.privateData());
                 failureReason = theirs != null
                         ? "the server at " + connect + " refused the connection: it serves " + theirs + ", this client asks "
@@ -307,7 +319,7 @@ final class RpcDemo {
         MemorySegment stagingC = arena.allocate(2L * reqs * area, 4096);
         DmaMapping stagingCMap = devC.dmaMap(stagingC); // FRWR pages must be DMA-mapped
         MemorySegment pattern = arena.allocate(slotBytes, 8);
-        java.util.SplittableRandom rnd = new java.util.SplittableRandom(2026);
+        SplittableRandom rnd = new SplittableRandom(2026);
         for (long i = 0; i < pattern.byteSize(); i += 8) {
             pattern.set(ValueLayout.JAVA_LONG, i, rnd.nextLong());
         }
@@ -319,9 +331,9 @@ final class RpcDemo {
 
         // With threads: the server runs on a thread of its own, the client (sending and handling its
         // completions) on this one: one thread per end of the connection, on two cores.
-        java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
-        java.util.concurrent.atomic.AtomicReference<Throwable> failure = new java.util.concurrent.atomic.AtomicReference<>();
-        java.util.List<Thread> pollers = new java.util.ArrayList<>();
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        List<Thread> pollers = new ArrayList<>();
         if (threads && serverEnd != null) {
             pollers.add(startPoller(transports[1], "rpc-server", stop, failure));
         }
@@ -389,7 +401,7 @@ final class RpcDemo {
         out.printf(Locale.ROOT, "%nRPC over RDMA (%s provider%s): %,d calls in %.2f s, %,.0f calls/s, %,.1f MiB/s of arguments and results; "
                 + "payloads %s B, %d concurrent, %s%n", provider, connect == null ? "" : ", server at " + connect, done,
                 elapsed / 1e9, done / (elapsed / 1e9),
-                client.bytes() / (elapsed / 1e9) / (1 << 20), java.util.Arrays.toString(payloads), concurrency,
+                client.bytes() / (elapsed / 1e9) / (1 << 20), Arrays.toString(payloads), concurrency,
                 connect != null ? "client on one thread, server in its own process"
                         : threads ? "client and server on a thread each" : "one thread");
         if (warmupNanos > 0) {
@@ -420,7 +432,7 @@ final class RpcDemo {
      * Sends calls and polls until {@code calls} more calls completed, or for {@code nanos} (then
      * waits for the calls in flight). False if the connection failed.
      */
-    private boolean drive(RpcDemoClient client, RpcTransport[] transports, java.util.concurrent.atomic.AtomicReference<Throwable> failure,
+    private boolean drive(RpcDemoClient client, RpcTransport[] transports, AtomicReference<Throwable> failure,
                           long calls, long nanos, boolean progress) {
         long start = System.nanoTime();
         long lastPrint = start;
@@ -462,8 +474,8 @@ final class RpcDemo {
     }
 
     /** A thread that polls {@code t} until told to stop or the connection fails; a failure is recorded for the sender. */
-    private static Thread startPoller(RpcTransport t, String name, java.util.concurrent.atomic.AtomicBoolean stop,
-                                      java.util.concurrent.atomic.AtomicReference<Throwable> failure) {
+    private static Thread startPoller(RpcTransport t, String name, AtomicBoolean stop,
+                                      AtomicReference<Throwable> failure) {
         return Thread.ofPlatform().name(name).start(() -> {
             try {
                 int idle = 0;

@@ -6,8 +6,10 @@ import static io.regmem.cli.RpcDemo.HEADER;
 
 import io.regmem.core.ScatterList;
 import io.regmem.registration.Access;
+import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
+import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkRequest;
 import io.regmem.registration.rpc.Rep;
@@ -73,7 +75,7 @@ final class RpcDemoClient implements RpcTransport.Handler {
         }
     }
 
-    private final io.regmem.registration.QueuePair qp;
+    private final QueuePair qp;
     private final RpcBuffer buf;
     private final SendLock lock;
     private final MemorySegment pattern;
@@ -92,7 +94,7 @@ final class RpcDemoClient implements RpcTransport.Handler {
      *                {@code area} bytes each (the chunks' pages)
      * @param pattern the bytes every call's arguments are made from ({@link RpcDemo#fillArgs})
      */
-    RpcDemoClient(io.regmem.registration.QueuePair qp, io.regmem.registration.CompletionQueue cq, RpcBuffer buf,
+    RpcDemoClient(QueuePair qp, CompletionQueue cq, RpcBuffer buf,
                   SendLock lock, MemorySegment staging, long area, MemorySegment pattern, int reqs) {
         this.qp = qp;
         this.buf = buf;

@@ -4,8 +4,11 @@ import static io.regmem.cli.RpcDemo.FLAG_ARGS_INLINE;
 import static io.regmem.cli.RpcDemo.FLAG_RESULT_INLINE;
 import static io.regmem.cli.RpcDemo.HEADER;
 
+import io.regmem.core.RdmaException;
 import io.regmem.core.ScatterList;
+import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.DmaDirection;
+import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.rpc.Rep;
 import io.regmem.registration.rpc.Req;
@@ -52,7 +55,7 @@ final class RpcDemoServer implements RpcTransport.Handler {
         }
     }
 
-    private final io.regmem.registration.QueuePair qp;
+    private final QueuePair qp;
     private final RpcBuffer buf;
     private final SendLock lock;
     private final int reqs;
@@ -74,7 +77,7 @@ final class RpcDemoServer implements RpcTransport.Handler {
      * @param staging   DMA-mapped memory for {@code reqs} calls: two areas of {@code slotBytes} each
      * @param reqs      calls served at once, and the credits each reply grants
      */
-    RpcDemoServer(io.regmem.registration.QueuePair qp, io.regmem.registration.CompletionQueue cq, RpcBuffer buf,
+    RpcDemoServer(QueuePair qp, CompletionQueue cq, RpcBuffer buf,
                   SendLock lock, MemorySegment staging, int reqs, long slotBytes) {
         this.qp = qp;
         this.buf = buf;
@@ -140,7 +143,7 @@ final class RpcDemoServer implements RpcTransport.Handler {
             if ((s.flags & RpcDemo.FLAG_RESULT_INLINE) == 0) { // a write chunk: its key arrived in the exported form
                 s.resRkey = qp.importRemoteKey(h.asSlice(RpcDemo.H_RESULT_RKEY, RpcDemo.KEY_BYTES));
             }
-        } catch (io.regmem.core.RdmaException e) {
+        } catch (RdmaException e) {
             freeSlots.push(s);
             buf.repPut(rep);
             throw new ProtocolError("a call whose write chunk key is not a key: " + e.getMessage());
@@ -154,7 +157,7 @@ final class RpcDemoServer implements RpcTransport.Handler {
             int argRkey;
             try {
                 argRkey = qp.importRemoteKey(h.asSlice(RpcDemo.H_ARG_RKEY, RpcDemo.KEY_BYTES));
-            } catch (io.regmem.core.RdmaException e) {
+            } catch (RdmaException e) {
                 freeSlots.push(s);
                 buf.repPut(rep);
                 throw new ProtocolError("a call whose read chunk key is not a key: " + e.getMessage());
@@ -163,7 +166,7 @@ final class RpcDemoServer implements RpcTransport.Handler {
             s.argSg.clear().add(s.argArea.address(), s.size);
             try {
                 s.rw.init(qp, 1, s.argSg, 1, 0, argAddr, argRkey, DmaDirection.FROM_DEVICE);
-            } catch (io.regmem.core.RdmaException e) {
+            } catch (RdmaException e) {
                 freeSlots.push(s);
                 throw new ProtocolError("a read chunk the server cannot read: " + e.getMessage());
             }

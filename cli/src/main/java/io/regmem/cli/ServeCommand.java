@@ -7,11 +7,13 @@ import io.regmem.registration.QueuePair;
 import io.regmem.registration.RdmaDevice;
 import java.io.PrintStream;
 import java.lang.foreign.Arena;
+import java.util.LinkedHashMap;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.Callable;
-import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
+import picocli.CommandLine;
 
 /**
  * {@code regmem serve}: the server of the RPC demo in a process of its own, for
@@ -45,7 +47,7 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--device-option", paramLabel = "KEY=VALUE", description = "An option for the device, as "
             + "RdmaDevice.open(provider, options) takes it; repeatable. ucx: secret=TEXT or secretFile=PATH (the "
             + "connection secret clients must hold; else REGMEM_SECRET or ~/.regmem/secret), handshakeTimeoutMillis=N.")
-    java.util.Map<String, String> deviceOptions = new java.util.LinkedHashMap<>();
+    Map<String, String> deviceOptions = new LinkedHashMap<>();
 
     @Option(names = "--connections", description = "Serve this many connections, then exit (default: ${DEFAULT-VALUE}: "
             + "until stopped).", defaultValue = "0")

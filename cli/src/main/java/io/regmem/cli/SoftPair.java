@@ -6,6 +6,10 @@ import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.QueuePair;
 import io.regmem.registration.RdmaDevice;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 
@@ -74,10 +78,10 @@ public final class SoftPair implements AutoCloseable {
 
     /** A TCP port of the loopback that nobody listens on now. */
     private static int freePort() {
-        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
             return s.getLocalPort();
-        } catch (java.io.IOException e) {
-            throw new java.io.UncheckedIOException(e);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 

@@ -1,13 +1,18 @@
 package io.regmem.cli;
 
 import io.regmem.core.BufferPool;
+import io.regmem.core.Errno;
 import io.regmem.core.LeakReport;
 import io.regmem.core.PooledBuffer;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.Access;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.PoolRegistration;
+import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
@@ -25,8 +30,14 @@ import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
 import java.util.SplittableRandom;
 import org.HdrHistogram.Histogram;
 
@@ -95,8 +106,8 @@ final class StorageDemo {
 
     /** The server: one QP, its pool (registered with its PD and the ring), the ring and the file. */
     private final class Server {
-        final io.regmem.registration.QueuePair qp;
-        final io.regmem.registration.CompletionQueue cq;
+        final QueuePair qp;
+        final CompletionQueue cq;
         final BufferPool pool;
         final PoolRegistration rdma;
         final IoRing ring;
@@ -123,8 +134,8 @@ final class StorageDemo {
         final IoCompletionHandler onIo = this::ioDone;
         long sameMemory;
 
-        Server(io.regmem.registration.QueuePair qp, io.regmem.registration.CompletionQueue cq,
-               io.regmem.registration.ProtectionDomain pd, Path path) {
+        Server(QueuePair qp, CompletionQueue cq,
+               ProtectionDomain pd, Path path) {
             this.qp = qp;
             this.cq = cq;
             this.pool = BufferPool.builder().name("storage-server").pageAligned().chunkSize(4 << 20)
@@ -136,7 +147,7 @@ final class StorageDemo {
             try {
                 f = ring.openFile(path, IoFile.Mode.READ, IoFile.Mode.WRITE, IoFile.Mode.DIRECT);
             } catch (RdmaException e) {
-                if (e.errno() != io.regmem.core.Errno.EINVAL) {
+                if (e.errno() != Errno.EINVAL) {
                     throw e;
                 }
                 f = ring.openFile(path, IoFile.Mode.READ, IoFile.Mode.WRITE); // a file system without O_DIRECT (tmpfs)
@@ -277,8 +288,8 @@ final class StorageDemo {
         /** Polls until every block's RDMA WRITE completed (the client may have its reply first). */
         void drain() {
             long deadline = System.nanoTime() + 10_000_000_000L;
-            while (java.util.Arrays.stream(blocks).anyMatch(java.util.Objects::nonNull)
-                    || java.util.Arrays.stream(sending).anyMatch(java.util.Objects::nonNull)) {
+            while (Arrays.stream(blocks).anyMatch(Objects::nonNull)
+                    || Arrays.stream(sending).anyMatch(Objects::nonNull)) {
                 if (System.nanoTime() > deadline) {
                     throw new IllegalStateException("server: blocks still out after 10 s");
                 }
@@ -406,7 +417,7 @@ final class StorageDemo {
     }
 
     /** Polls away the flushed completions of receives still posted when the QPs were destroyed. */
-    private static void drainFlushed(io.regmem.registration.CompletionQueue cq) {
+    private static void drainFlushed(CompletionQueue cq) {
         WorkCompletion[] wcs = {new WorkCompletion(), new WorkCompletion(), new WorkCompletion(), new WorkCompletion()};
         while (cq.poll(wcs) > 0) {
             // flushed receives: nothing to do
@@ -528,9 +539,9 @@ final class StorageDemo {
 
         private void sendKeys(Server s) {
             // one key per client chunk, sent once: the server imports it and names it by index
-            java.util.List<io.regmem.registration.MemoryRegion> regions = new java.util.ArrayList<>();
+            List<MemoryRegion> regions = new ArrayList<>();
             for (PooledBuffer d : data) {
-                io.regmem.registration.MemoryRegion mr = reg.region(d);
+                MemoryRegion mr = reg.region(d);
                 if (!regions.contains(mr)) {
                     regions.add(mr);
                 }
@@ -614,7 +625,7 @@ final class StorageDemo {
 
         /** The written blocks straight from the file, the rest of the file as generated. */
         boolean checkFile(Path path) throws IOException {
-            java.util.Set<Long> writtenSet = new java.util.HashSet<>();
+            Set<Long> writtenSet = new HashSet<>();
             for (int i = 0; i < writtenCount; i++) {
                 writtenSet.add(writtenOffsets[i]);
             }

@@ -1,5 +1,7 @@
 package io.regmem.core;
 
+import org.agrona.concurrent.UnsafeBuffer;
+
 /**
  * Whether Agrona's {@code UnsafeBuffer} can work in this JVM: Agrona 2.x uses
  * {@code jdk.internal.misc.Unsafe}, which {@code java.base} exports only when told to. Without the
@@ -9,12 +11,12 @@ package io.regmem.core;
 final class AgronaAccess {
     /** True if {@code java.base} exports {@code jdk.internal.misc} to Agrona's module. */
     static final boolean USABLE = Object.class.getModule().isExported("jdk.internal.misc",
-            org.agrona.concurrent.UnsafeBuffer.class.getModule());
+            UnsafeBuffer.class.getModule());
 
     /** The flag that makes it usable, for Agrona where it is loaded now. */
     static final String FLAG = "--add-exports java.base/jdk.internal.misc="
-            + (org.agrona.concurrent.UnsafeBuffer.class.getModule().isNamed()
-                    ? org.agrona.concurrent.UnsafeBuffer.class.getModule().getName() : "ALL-UNNAMED");
+            + (UnsafeBuffer.class.getModule().isNamed()
+                    ? UnsafeBuffer.class.getModule().getName() : "ALL-UNNAMED");
 
     private AgronaAccess() {
     }

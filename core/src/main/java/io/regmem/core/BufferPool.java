@@ -2,6 +2,7 @@ package io.regmem.core;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -514,7 +515,7 @@ public final class BufferPool implements AutoCloseable {
         if (closed) {
             throw closedException("addChunkListener");
         }
-        chunks.addListener(java.util.Objects.requireNonNull(listener, "listener"));
+        chunks.addListener(Objects.requireNonNull(listener, "listener"));
     }
 
     /** Removes a listener; it is told nothing more. */

@@ -1,6 +1,9 @@
 package io.regmem.core;
 
+import java.lang.foreign.MemorySegment;
 import java.util.Objects;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * One contiguous piece of off-heap memory reserved from a {@link ChunkSource}. A chunk's address
@@ -18,9 +21,9 @@ public final class Chunk {
     private volatile Object attachment;
     private volatile Object ioAttachment;
     /** Holds on the return of the memory while a release is under way; -1 when none is. */
-    private final java.util.concurrent.atomic.AtomicInteger releaseHolds = new java.util.concurrent.atomic.AtomicInteger(-1);
+    private final AtomicInteger releaseHolds = new AtomicInteger(-1);
     private volatile Runnable giveBack;
-    private volatile java.lang.foreign.MemorySegment segment;
+    private volatile MemorySegment segment;
     private volatile boolean uncheckedViews;
 
     /**
@@ -66,11 +69,11 @@ public final class Chunk {
      * The chunk's memory as a segment in its pool's scope (it stops working when the pool, or for a
      * dedicated chunk its buffer, releases the chunk), or null before a pool adopted the chunk.
      */
-    public java.lang.foreign.MemorySegment segment() {
+    public MemorySegment segment() {
         return segment;
     }
 
-    void segment(java.lang.foreign.MemorySegment s) {
+    void segment(MemorySegment s) {
         this.segment = s;
     }
 
@@ -114,7 +117,7 @@ public final class Chunk {
                 return null;
             }
             if (releaseHolds.compareAndSet(h, h + 1)) {
-                java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+                AtomicBoolean done = new AtomicBoolean();
                 return () -> {
                     if (done.compareAndSet(false, true)) {
                         dropHold();

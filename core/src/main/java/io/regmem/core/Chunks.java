@@ -3,7 +3,10 @@ package io.regmem.core;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
@@ -23,9 +26,9 @@ final class Chunks {
     private final ReentrantLock lock = new ReentrantLock();
     private final List<Chunk> chunks = new ArrayList<>();
     private final AtomicLong reserved = new AtomicLong();
-    private final java.util.List<ChunkListener> listeners = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final List<ChunkListener> listeners = new CopyOnWriteArrayList<>();
     /** Live dedicated chunks of large buffers, for listeners that join later. Guarded by {@link #lock}. */
-    private final java.util.Set<Chunk> dedicated = new java.util.LinkedHashSet<>();
+    private final Set<Chunk> dedicated = new LinkedHashSet<>();
     private MemorySegment current;
     private Chunk currentChunk;
     private long currentOffset;

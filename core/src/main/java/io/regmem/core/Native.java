@@ -3,12 +3,14 @@ package io.regmem.core;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
+import java.lang.foreign.MemoryLayout;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.StructLayout;
 import java.lang.foreign.SymbolLookup;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.VarHandle;
+import java.util.Locale;
 
 /**
  * FFM downcalls to the few libc functions core needs: {@code mmap}, {@code munmap},
@@ -39,7 +41,7 @@ final class Native {
     private static final MethodHandle MADVISE;
     private static final StructLayout CAPTURE = Linker.Option.captureStateLayout();
     private static final VarHandle ERRNO =
-            CAPTURE.varHandle(java.lang.foreign.MemoryLayout.PathElement.groupElement("errno"));
+            CAPTURE.varHandle(MemoryLayout.PathElement.groupElement("errno"));
 
     static {
         MethodHandle mmap = null;
@@ -47,7 +49,7 @@ final class Native {
         MethodHandle madvise = null;
         long page = 4096;
         boolean ok = false;
-        if (System.getProperty("os.name", "").toLowerCase(java.util.Locale.ROOT).contains("linux")) {
+        if (System.getProperty("os.name", "").toLowerCase(Locale.ROOT).contains("linux")) {
             try {
                 Linker linker = Linker.nativeLinker();
                 SymbolLookup libc = linker.defaultLookup();

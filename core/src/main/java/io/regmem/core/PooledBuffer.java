@@ -1,5 +1,6 @@
 package io.regmem.core;
 
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
@@ -56,7 +57,7 @@ public final class PooledBuffer implements AutoCloseable {
     private final long address;
     private final long capacity;
     /** Used only by large buffers: closes the scope of {@link #segment}. */
-    final java.lang.foreign.Arena largeArena;
+    final Arena largeArena;
 
     @SuppressWarnings("unused") // accessed through STATE
     private volatile int state;
@@ -68,7 +69,7 @@ public final class PooledBuffer implements AutoCloseable {
     private UnsafeBuffer directBuffer;
     private Object bytesStore;
 
-    PooledBuffer(BufferPool pool, int sizeClass, Chunk chunk, MemorySegment segment, java.lang.foreign.Arena largeArena) {
+    PooledBuffer(BufferPool pool, int sizeClass, Chunk chunk, MemorySegment segment, Arena largeArena) {
         this.pool = pool;
         this.sizeClass = sizeClass;
         this.chunk = chunk;
@@ -285,7 +286,7 @@ public final class PooledBuffer implements AutoCloseable {
             requireIntCapacity("asDirectBuffer");
             if (!AgronaAccess.USABLE) {
                 throw new RdmaException(Errno.EOPNOTSUPP, this + ": asDirectBuffer needs the JVM flag "
-                        + AgronaAccess.FLAG + " (Agrona's UnsafeBuffer uses jdk.internal.misc.Unsafe)");
+                        + AgronaAccess.FLAG + " (Agrona's UnsafeBuffer uses the Unsafe of jdk.internal.misc)");
             }
             chunk.markUncheckedViews();
             ub = new UnsafeBuffer(address, (int) capacity);

@@ -1,6 +1,7 @@
 package io.regmem.core;
 
 import java.lang.ref.WeakReference;
+import java.util.Arrays;
 
 /**
  * One thread's cache of free buffers for one pool: a bounded LIFO stack per size class, touched
@@ -24,7 +25,7 @@ final class ThreadCache {
     ThreadCache(Thread owner, int classes) {
         this.owner = new WeakReference<>(owner);
         this.stacks = new PooledBuffer[classes][];
-        java.util.Arrays.fill(stacks, EMPTY);
+        Arrays.fill(stacks, EMPTY);
         this.tops = new int[classes];
         this.allocations = new long[classes];
         this.frees = new long[classes];

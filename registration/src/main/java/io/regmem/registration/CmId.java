@@ -3,6 +3,7 @@ package io.regmem.registration;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.spi.ProviderCm;
+import java.util.ArrayDeque;
 
 /**
  * A connection-manager ID ({@code rdma_create_id}): the handle a connection is made through. It
@@ -47,7 +48,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     /** The peer's address: what {@link #connect} was given, or what the provider reported for a request. */
     volatile String peerAddress;
     /** Requests that came through this listening ID and were not yet taken or answered. Guarded by itself. */
-    final java.util.ArrayDeque<CmId> requests = new java.util.ArrayDeque<>();
+    final ArrayDeque<CmId> requests = new ArrayDeque<>();
     /** For a request: the listener it came through. */
     CmId listener;
     volatile CmEventHandler handler;

@@ -2,6 +2,7 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import java.util.Arrays;
 import java.util.Map;
 
 /**
@@ -49,7 +50,7 @@ public record DeviceAttributes(int maxSendSge, int maxRecvSge, int maxSgeRd, int
     }
 
     private static String describe(Object... v) {
-        return java.util.Arrays.toString(v);
+        return Arrays.toString(v);
     }
 
     /**

@@ -2,7 +2,9 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.spi.ProviderQp;
 import java.util.ArrayDeque;
+import java.util.Arrays;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
@@ -56,7 +58,7 @@ final class KeyTable {
      * those values are a provider's imported-key handles); returns it.
      */
     private int skipReserved() {
-        while (nextFresh < MAX_SLOTS && (permute(nextFresh) >>> 16) == io.regmem.registration.spi.ProviderQp.HANDLE_TAG_BYTE) {
+        while (nextFresh < MAX_SLOTS && (permute(nextFresh) >>> 16) == ProviderQp.HANDLE_TAG_BYTE) {
             nextFresh++;
         }
         return nextFresh;
@@ -122,7 +124,7 @@ final class KeyTable {
     private void ensurePage(int slot) {
         int p = slot >> PAGE_SHIFT;
         if (p >= pages.length) {
-            AtomicReferenceArray<MemoryRegion>[] grown = java.util.Arrays.copyOf(pages, p + 1);
+            AtomicReferenceArray<MemoryRegion>[] grown = Arrays.copyOf(pages, p + 1);
             grown[p] = new AtomicReferenceArray<>(PAGE);
             generations[p] = new byte[PAGE];
             pages = grown;

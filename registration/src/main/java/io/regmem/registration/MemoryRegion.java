@@ -5,6 +5,7 @@ import io.regmem.core.RdmaException;
 import io.regmem.core.ScatterList;
 import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.ProviderMr;
+import java.lang.foreign.MemorySegment;
 
 /**
  * A memory region: memory the device may access with this region's keys and rights.
@@ -28,7 +29,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     /** A fast-reg MR's pages and their memory (null for a registered region). */
     final PageList pageList;
     /** A registered region's memory: the device reaches it only through this segment. */
-    private volatile java.lang.foreign.MemorySegment segment;
+    private volatile MemorySegment segment;
     private volatile long address;
     private volatile long length;
     private volatile int access;
@@ -65,12 +66,12 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         this.key = keys.key(slot, keys.generation(slot));
     }
 
-    static MemoryRegion registered(ProtectionDomain pd, java.lang.foreign.MemorySegment segment, int access) {
+    static MemoryRegion registered(ProtectionDomain pd, MemorySegment segment, int access) {
         return over(pd, segment, access, false);
     }
 
     /** A registered-kind region over {@code segment}, registered with the provider, its key published. */
-    private static MemoryRegion over(ProtectionDomain pd, java.lang.foreign.MemorySegment segment, int access,
+    private static MemoryRegion over(ProtectionDomain pd, MemorySegment segment, int access,
                                      boolean window) {
         MemoryRegion mr = new MemoryRegion(pd, false, 0, 0);
         mr.window = window;
@@ -160,7 +161,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         }
 
         @Override
-        public java.lang.foreign.MemorySegment segment() {
+        public MemorySegment segment() {
             return segment;
         }
 
@@ -171,7 +172,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     }
 
     /** A memory window's view: a registered-kind region over a slice, not tracked and not counted. */
-    static MemoryRegion window(ProtectionDomain pd, java.lang.foreign.MemorySegment slice, int access) {
+    static MemoryRegion window(ProtectionDomain pd, MemorySegment slice, int access) {
         return over(pd, slice, access, true);
     }
 
@@ -276,7 +277,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         checkAlive("exportRemoteKey");
         int k = key;
         byte[] out = new byte[provider.exportedKeySize(k)];
-        provider.exportRemoteKey(k, java.lang.foreign.MemorySegment.ofArray(out));
+        provider.exportRemoteKey(k, MemorySegment.ofArray(out));
         return out;
     }
 
@@ -294,7 +295,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
      * @throws RdmaException {@link Errno#EINVAL} if {@code to} is too small (nothing is written);
      *                       {@link Errno#EBADF} if the region was deregistered
      */
-    public int exportRemoteKey(java.lang.foreign.MemorySegment to) {
+    public int exportRemoteKey(MemorySegment to) {
         return exportRemoteKey(key, to);
     }
 
@@ -307,7 +308,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
      * @throws RdmaException {@link Errno#EINVAL} for a key of another region or a target too small
      *                       (nothing is written); {@link Errno#EBADF} if the region was deregistered
      */
-    public int exportRemoteKey(int rkey, java.lang.foreign.MemorySegment to) {
+    public int exportRemoteKey(int rkey, MemorySegment to) {
         checkAlive("exportRemoteKey");
         int k = key;
         if ((rkey >>> 8) != (k >>> 8) || (!fastReg && rkey != k)) {
@@ -460,7 +461,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     }
 
     /** The registered region's segment (null for fast-reg). */
-    java.lang.foreign.MemorySegment segment() {
+    MemorySegment segment() {
         return segment;
     }
 

@@ -6,6 +6,8 @@ import io.regmem.core.ChunkListener;
 import io.regmem.core.Errno;
 import io.regmem.core.PooledBuffer;
 import io.regmem.core.RdmaException;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * A {@link BufferPool} registered with a protection domain: every chunk of the pool, present and
@@ -21,7 +23,7 @@ public final class PoolRegistration implements ChunkListener, AutoCloseable {
     private final ProtectionDomain pd;
     private final BufferPool pool;
     private final ChunkRegistrar registrar;
-    private final java.util.Set<Chunk> registered = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private final Set<Chunk> registered = ConcurrentHashMap.newKeySet();
     private volatile boolean closed;
 
     private PoolRegistration(BufferPool pool, ChunkRegistrar registrar) {

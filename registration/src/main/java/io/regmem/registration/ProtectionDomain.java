@@ -1,9 +1,12 @@
 package io.regmem.registration;
 
+import io.regmem.core.BufferPool;
 import io.regmem.core.Errno;
 import io.regmem.core.PooledBuffer;
 import io.regmem.core.RdmaException;
 import java.lang.foreign.MemorySegment;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Supplier;
 
 /**
  * A protection domain ({@code ib_alloc_pd}): the scope in which memory regions and queue pairs may
@@ -13,8 +16,8 @@ import java.lang.foreign.MemorySegment;
 public final class ProtectionDomain extends CountedResource implements AutoCloseable {
 
     /** The live registration caches over this PD, and what closed ones counted. */
-    private final java.util.concurrent.CopyOnWriteArrayList<java.util.function.Supplier<CacheStats>> caches =
-            new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final CopyOnWriteArrayList<Supplier<CacheStats>> caches =
+            new CopyOnWriteArrayList<>();
     private CacheStats retiredCacheStats = CacheStats.ZERO;
 
     ProtectionDomain(RdmaDevice device) {
@@ -31,7 +34,7 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
         synchronized (caches) {
             sum = retiredCacheStats;
         }
-        for (java.util.function.Supplier<CacheStats> c : caches) {
+        for (Supplier<CacheStats> c : caches) {
             sum = sum.plus(c.get());
         }
         return sum;
@@ -42,7 +45,7 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
      * {@code io.regmem.registration.cache.RegistrationCache} when it is built. Running the returned
      * action (the cache does so when it closes) detaches it, keeping its counters in the totals.
      */
-    public Runnable attachCacheStats(java.util.function.Supplier<CacheStats> stats) {
+    public Runnable attachCacheStats(Supplier<CacheStats> stats) {
         caches.add(stats);
         return () -> {
             synchronized (caches) {
@@ -96,7 +99,7 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
      * @throws RdmaException {@link Errno#EINVAL} for bad access bits; {@link Errno#EBUSY} if the pool is
      *                       registered already; {@link Errno#EBADF} if the pool or this PD is closed
      */
-    public PoolRegistration register(io.regmem.core.BufferPool pool, Access... access) {
+    public PoolRegistration register(BufferPool pool, Access... access) {
         checkAlive("register");
         return PoolRegistration.register(this, pool, Access.mask(access));
     }

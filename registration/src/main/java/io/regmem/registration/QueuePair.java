@@ -3,6 +3,8 @@ package io.regmem.registration;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.spi.ProviderQp;
+import java.lang.foreign.MemorySegment;
+import java.util.Objects;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -239,16 +241,16 @@ public final class QueuePair extends RdmaResource {
      *                       if the QP was destroyed
      */
     public int importRemoteKey(byte[] exported) {
-        java.util.Objects.requireNonNull(exported, "exported");
-        return importRemoteKey(java.lang.foreign.MemorySegment.ofArray(exported.clone()));
+        Objects.requireNonNull(exported, "exported");
+        return importRemoteKey(MemorySegment.ofArray(exported.clone()));
     }
 
     /**
      * {@link #importRemoteKey(byte[])} from the bytes of {@code exported} (all of them), without
      * allocating on soft: for a key that arrived inside a message.
      */
-    public int importRemoteKey(java.lang.foreign.MemorySegment exported) {
-        java.util.Objects.requireNonNull(exported, "exported");
+    public int importRemoteKey(MemorySegment exported) {
+        Objects.requireNonNull(exported, "exported");
         postLock.lock();
         try {
             checkAlive("importRemoteKey");

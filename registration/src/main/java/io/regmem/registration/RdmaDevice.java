@@ -1,13 +1,20 @@
 package io.regmem.registration;
 
+import io.regmem.core.ChunkSource;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.Map;
-import java.util.ServiceLoader;
 import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.RdmaProvider;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.ServiceLoader;
+import java.util.Set;
+import java.util.concurrent.ThreadLocalRandom;
 import org.agrona.collections.ArrayUtil;
 
 /**
@@ -61,12 +68,12 @@ public final class RdmaDevice implements AutoCloseable {
      *                       already has the asked {@link #NAME}
      */
     public static RdmaDevice open(String provider, Map<String, String> options) {
-        java.util.Objects.requireNonNull(provider, "provider");
-        java.util.Objects.requireNonNull(options, "options");
+        Objects.requireNonNull(provider, "provider");
+        Objects.requireNonNull(options, "options");
         List<String> names = new ArrayList<>();
         for (RdmaProvider p : ServiceLoader.load(RdmaProvider.class, RdmaDevice.class.getClassLoader())) {
             if (p.name().equals(provider)) {
-                Map<String, String> own = new java.util.HashMap<>(options);
+                Map<String, String> own = new HashMap<>(options);
                 boolean forceMr = parseFlag(own.remove(RW_FORCE_MR), RW_FORCE_MR);
                 int sites = parseTrackSites(own.remove(TRACK_SITES));
                 String asked = own.remove(NAME);
@@ -85,7 +92,9 @@ public final class RdmaDevice implements AutoCloseable {
             }
             names.add(p.name());
         }
-        throw new RdmaException(Errno.ENOENT, "RdmaDevice: no provider named '" + provider + "' (present: " + names + ")");
+        String hint = provider.equals("ucx") ? "; the ucx provider is the regmem-ucx artifact (module io.regmem.ucx): put it on the "
+                + "class path, or on the module path with --add-modules io.regmem.ucx" : "";
+        throw new RdmaException(Errno.ENOENT, "RdmaDevice: no provider named '" + provider + "' (present: " + names + ")" + hint);
     }
 
     /**
@@ -115,7 +124,7 @@ public final class RdmaDevice implements AutoCloseable {
      */
     private static RdmaDevice add(ProviderDevice backend, String provider, String asked) {
         synchronized (OPEN_LOCK) {
-            java.util.Set<String> taken = new java.util.HashSet<>();
+            Set<String> taken = new HashSet<>();
             for (RdmaDevice d : open) {
                 taken.add(d.name());
             }
@@ -154,9 +163,9 @@ public final class RdmaDevice implements AutoCloseable {
      * a pool and register the pool, or wrap it in a {@link RegisteredChunkSource}: the pool's buffers
      * are then registered at birth. Chunks must be released before the device closes.
      */
-    public io.regmem.core.ChunkSource chunkSource() {
-        io.regmem.core.ChunkSource own = backend.chunkSource();
-        return own != null ? own : io.regmem.core.ChunkSource.mmap();
+    public ChunkSource chunkSource() {
+        ChunkSource own = backend.chunkSource();
+        return own != null ? own : ChunkSource.mmap();
     }
 
     /**
@@ -191,7 +200,7 @@ public final class RdmaDevice implements AutoCloseable {
     /** Whether a new object records its creation site: always, one time in 64 for high-rate types, or never. */
     boolean tracksSite(boolean highRate) {
         int mode = trackSites;
-        return mode == 2 || (mode == 1 && (!highRate || java.util.concurrent.ThreadLocalRandom.current().nextInt(64) == 0));
+        return mode == 2 || (mode == 1 && (!highRate || ThreadLocalRandom.current().nextInt(64) == 0));
     }
 
     private static boolean parseFlag(String value, String name) {
@@ -281,7 +290,7 @@ public final class RdmaDevice implements AutoCloseable {
      *
      * @throws RdmaException {@link Errno#EINVAL} for heap or empty memory or an overlap
      */
-    public DmaMapping dmaMap(java.lang.foreign.MemorySegment segment) {
+    public DmaMapping dmaMap(MemorySegment segment) {
         synchronized (lock) {
             checkOpen("dmaMap");
             DmaMapping.checkMappable(segment, "RdmaDevice[" + name + "]");

@@ -2,6 +2,9 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import java.net.URL;
+import java.security.CodeSource;
+import java.util.Objects;
 
 /**
  * What every verbs object shares: its device, its type and id in the device's
@@ -11,12 +14,12 @@ import io.regmem.core.RdmaException;
 public abstract class RdmaResource {
     private static final StackWalker WALKER = StackWalker.getInstance(StackWalker.Option.RETAIN_CLASS_REFERENCE);
     /** Where regmem's registration classes were loaded from: their frames are not "the creator". */
-    private static final java.net.URL OWN_CODE = codeOf(RdmaResource.class);
+    private static final URL OWN_CODE = codeOf(RdmaResource.class);
     /** Whether a class is one of regmem's registration classes, decided once per class. */
     private static final ClassValue<Boolean> OWN = new ClassValue<>() {
         @Override
         protected Boolean computeValue(Class<?> c) {
-            return c.getName().startsWith("io.regmem.registration.") && java.util.Objects.equals(codeOf(c), OWN_CODE);
+            return c.getName().startsWith("io.regmem.registration.") && Objects.equals(codeOf(c), OWN_CODE);
         }
     };
 
@@ -51,8 +54,8 @@ public abstract class RdmaResource {
                 .findFirst().orElse(null)) : null;
     }
 
-    private static java.net.URL codeOf(Class<?> c) {
-        java.security.CodeSource cs = c.getProtectionDomain().getCodeSource();
+    private static URL codeOf(Class<?> c) {
+        CodeSource cs = c.getProtectionDomain().getCodeSource();
         return cs == null ? null : cs.getLocation();
     }
 

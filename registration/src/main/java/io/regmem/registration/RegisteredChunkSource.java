@@ -5,6 +5,7 @@ import io.regmem.core.ChunkSource;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import java.lang.foreign.MemorySegment;
+import java.util.Objects;
 
 /**
  * A {@link ChunkSource} whose chunks are registered at birth: each chunk a pool gets from it is
@@ -30,8 +31,8 @@ public final class RegisteredChunkSource implements ChunkSource {
      * @throws RdmaException {@link Errno#EINVAL} for bad rights
      */
     public RegisteredChunkSource(ProtectionDomain pd, ChunkSource memory, Access... access) {
-        this.pd = java.util.Objects.requireNonNull(pd, "pd");
-        this.memory = java.util.Objects.requireNonNull(memory, "memory");
+        this.pd = Objects.requireNonNull(pd, "pd");
+        this.memory = Objects.requireNonNull(memory, "memory");
         this.access = Access.mask(access);
         Access.validate(this.access, "RegisteredChunkSource(" + pd + ")");
     }

@@ -2,6 +2,8 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.ScatterList;
+import java.util.Arrays;
 import java.util.Objects;
 
 /**
@@ -98,7 +100,7 @@ public final class WorkRequest {
      * @throws RdmaException {@link Errno#EINVAL} when the request has no room for them, the entries are
      *                       out of the list's bounds, or the shift is not inside the first entry
      */
-    public long addSges(io.regmem.core.ScatterList sg, int from, int n, long shift, int lkey) {
+    public long addSges(ScatterList sg, int from, int n, long shift, int lkey) {
         if (n > sgeAddress.length - numSge) {
             throw new RdmaException(Errno.EINVAL, "WorkRequest: no room for " + n + " more SGEs (maxSge "
                     + sgeAddress.length + ", " + numSge + " used)");
@@ -112,7 +114,7 @@ public final class WorkRequest {
         sg.copyTo(from, n, sgeAddress, sgeLength, numSge);
         sgeAddress[numSge] += shift;
         sgeLength[numSge] -= shift;
-        java.util.Arrays.fill(sgeLkey, numSge, numSge + n, lkey);
+        Arrays.fill(sgeLkey, numSge, numSge + n, lkey);
         long bytes = 0;
         for (int i = numSge; i < numSge + n; i++) {
             bytes += sgeLength[i];

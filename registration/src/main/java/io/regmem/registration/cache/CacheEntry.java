@@ -1,5 +1,7 @@
 package io.regmem.registration.cache;
 
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
 import io.regmem.registration.MemoryRegion;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandles;
@@ -105,7 +107,7 @@ final class CacheEntry extends RegionRefsPadRight {
                 return REFUSED;
             }
             if (count == REF_MASK) {
-                throw new io.regmem.core.RdmaException(io.regmem.core.Errno.ENOMEM, this + ": 2^21 - 1 holders at once");
+                throw new RdmaException(Errno.ENOMEM, this + ": 2^21 - 1 holders at once");
             }
             int free = ~(int) (r >>> LEASE_SHIFT) & 0xFF;
             if (free == 0) {

@@ -1,5 +1,7 @@
 package io.regmem.registration.cache;
 
+import java.util.Arrays;
+
 /**
  * The registration cache's hints: a direct-mapped table from the asked address's 4 KiB page to the
  * region a search last found for it. Read and written without synchronization: a hint is only a
@@ -52,6 +54,6 @@ final class HintTable {
 
     /** Forgets everything (cache close: also drops hints written racily after their region left). */
     void clear() {
-        java.util.Arrays.fill(slots, null);
+        Arrays.fill(slots, null);
     }
 }

@@ -2,6 +2,7 @@ package io.regmem.registration.cache;
 
 import io.regmem.core.SortedLongs;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 
@@ -35,7 +36,7 @@ final class RegionIndex {
             int n = to - from;
             long[] s = new long[n];
             long[] e = new long[n];
-            CacheEntry[] r = java.util.Arrays.copyOfRange(sorted, from, to);
+            CacheEntry[] r = Arrays.copyOfRange(sorted, from, to);
             for (int i = 0; i < n; i++) {
                 s[i] = r[i].start;
                 e[i] = r[i].end;
@@ -45,8 +46,8 @@ final class RegionIndex {
 
         /** A leaf of entries whose bounds are already at hand (no entry is dereferenced). */
         static Leaf of(CacheEntry[] sorted, long[] starts, long[] ends, int from, int to) {
-            return new Leaf(java.util.Arrays.copyOfRange(starts, from, to), java.util.Arrays.copyOfRange(ends, from, to),
-                    java.util.Arrays.copyOfRange(sorted, from, to));
+            return new Leaf(Arrays.copyOfRange(starts, from, to), Arrays.copyOfRange(ends, from, to),
+                    Arrays.copyOfRange(sorted, from, to));
         }
 
         int size() {
@@ -257,15 +258,15 @@ final class RegionIndex {
 
         /** Marks leaf {@code l} touched (kept in ascending order) with {@code slots} leaving it. */
         void touch(int l, long slots) {
-            int at = java.util.Arrays.binarySearch(touchedLeaves, 0, touchedCount, l);
+            int at = Arrays.binarySearch(touchedLeaves, 0, touchedCount, l);
             if (at >= 0) {
                 leavingSlots[at] |= slots;
                 return;
             }
             at = -at - 1;
             if (touchedCount == touchedLeaves.length) {
-                touchedLeaves = java.util.Arrays.copyOf(touchedLeaves, 2 * touchedCount);
-                leavingSlots = java.util.Arrays.copyOf(leavingSlots, 2 * touchedCount);
+                touchedLeaves = Arrays.copyOf(touchedLeaves, 2 * touchedCount);
+                leavingSlots = Arrays.copyOf(leavingSlots, 2 * touchedCount);
             }
             System.arraycopy(touchedLeaves, at, touchedLeaves, at + 1, touchedCount - at);
             System.arraycopy(leavingSlots, at, leavingSlots, at + 1, touchedCount - at);

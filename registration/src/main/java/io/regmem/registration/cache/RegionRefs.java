@@ -1,15 +1,18 @@
 package io.regmem.registration.cache;
 
+import java.lang.foreign.MemorySegment;
+
 /**
- * Cache-line padding around {@link CacheEntry}'s reference word, in the Agrona / JCTools manner
- * (superclass fields are laid out before subclass fields). Regions are made one after another and
+ * Padding around {@link CacheEntry}'s reference word, in the Agrona / JCTools manner (superclass
+ * fields are laid out before subclass fields), of regmem's one padding width: 128 bytes (16 longs)
+ * each side (see the package documentation of {@code io.regmem.registration}). Regions are made one after another and
  * the garbage collector keeps them next to each other in index order, so without padding two
  * regions used by two threads share a cache line and every hit of one thread invalidates the other
  * thread's line: a hit on two cores, each on its own half of the regions, cost 3-6 times a hit on
  * one.
  */
 abstract class RegionRefsPadLeft {
-    long p01, p02, p03, p04, p05, p06, p07, p08;
+    long p00, p01, p02, p03, p04, p05, p06, p07, p08, p09, p0a, p0b, p0c, p0d, p0e, p0f;
 }
 
 /**
@@ -25,7 +28,7 @@ abstract class RegionRefs extends RegionRefsPadLeft {
     final long start;
     final long end;
     /** The memory's scope, so that a hit's liveness check is one hop. */
-    final java.lang.foreign.MemorySegment.Scope scope;
+    final MemorySegment.Scope scope;
     /** The granted rights. */
     final int access;
     /** False once the entry left the index (evicted, merged away, invalidated, cache closed). */
@@ -33,7 +36,7 @@ abstract class RegionRefs extends RegionRefsPadLeft {
     /** CLOCK's reference bit (through CacheEntry's ACCESSED handle). */
     volatile boolean accessed = true;
 
-    RegionRefs(long start, long end, java.lang.foreign.MemorySegment.Scope scope, int access) {
+    RegionRefs(long start, long end, MemorySegment.Scope scope, int access) {
         this.start = start;
         this.end = end;
         this.scope = scope;
@@ -43,9 +46,9 @@ abstract class RegionRefs extends RegionRefsPadLeft {
 
 /** Padding after the reference word, so the region's cold fields and its neighbour sit on other lines. */
 abstract class RegionRefsPadRight extends RegionRefs {
-    long p11, p12, p13, p14, p15, p16, p17, p18;
+    long p10, p11, p12, p13, p14, p15, p16, p17, p18, p19, p1a, p1b, p1c, p1d, p1e, p1f;
 
-    RegionRefsPadRight(long start, long end, java.lang.foreign.MemorySegment.Scope scope, int access) {
+    RegionRefsPadRight(long start, long end, MemorySegment.Scope scope, int access) {
         super(start, end, scope, access);
     }
 }

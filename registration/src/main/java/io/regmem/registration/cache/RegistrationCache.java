@@ -1,18 +1,23 @@
 package io.regmem.registration.cache;
 
+import io.regmem.core.BufferPool;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.core.BufferPool;
 import io.regmem.registration.Access;
 import io.regmem.registration.CacheStats;
-import io.regmem.registration.PoolRegistration;
 import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.PoolRegistration;
 import io.regmem.registration.ProtectionDomain;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Function;
+import java.util.function.Predicate;
 
 /**
  * A registration cache for one protection domain: {@link #get} returns a region covering the
@@ -78,7 +83,7 @@ public final class RegistrationCache implements AutoCloseable {
      * while users still hold them: an invalidation of their memory revokes them too. Changed on
      * misses and releases only, never on hits.
      */
-    private final java.util.Set<CacheEntry> outside = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private final Set<CacheEntry> outside = ConcurrentHashMap.newKeySet();
     private boolean closed;
     /** Detaches this cache's counters from its PD's {@link ProtectionDomain#cacheStats()}, on close. */
     private final Runnable detachStats;
@@ -324,8 +329,8 @@ public final class RegistrationCache implements AutoCloseable {
      * {@code outsideToo} picks (regions an overlapping registration replaced: their users may still
      * reach the memory through them, so an invalidation of that memory must reach them too).
      */
-    private int invalidateSome(java.util.function.Function<RegionIndex, List<CacheEntry>> select,
-                               java.util.function.Predicate<CacheEntry> outsideToo) {
+    private int invalidateSome(Function<RegionIndex, List<CacheEntry>> select,
+                               Predicate<CacheEntry> outsideToo) {
         List<CacheEntry> dropped = new ArrayList<>();
         int n;
         synchronized (this) {
@@ -502,7 +507,7 @@ public final class RegistrationCache implements AutoCloseable {
         private boolean hints = true;
 
         private Builder(ProtectionDomain pd) {
-            this.pd = java.util.Objects.requireNonNull(pd, "pd");
+            this.pd = Objects.requireNonNull(pd, "pd");
         }
 
         /** The most regions the index keeps before evicting idle ones. Default 1024. */

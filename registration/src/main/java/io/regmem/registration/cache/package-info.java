@@ -2,7 +2,8 @@
  * The registration cache: {@link io.regmem.registration.cache.RegistrationCache} keeps memory
  * registrations for reuse, so registering (the slow part of RDMA) happens once per range.
  *
- * <p>Memory ordering, in one vocabulary: the index ({@code RegionIndex}) is immutable and published
+ * <p>Memory ordering, in the vocabulary of {@link io.regmem.registration}'s package documentation
+ * (which also gives the one padding width, 128 bytes, that {@code RegionRefs} uses): the index ({@code RegionIndex}) is immutable and published
  * through a volatile field (release on write, acquire on read), so a reader sees a whole, consistent
  * index. A region's reference count is changed only by compare-and-set (acquire refuses to move
  * up from zero) and get-and-add (release); its {@code indexed} flag is volatile and is cleared

@@ -1,7 +1,13 @@
 package io.regmem.registration.rpc;
 
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
 import io.regmem.registration.MemoryRegion;
 import java.util.ArrayDeque;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Iterator;
+import java.util.Set;
 
 /**
  * A transport's fast-registration MRs ({@code rb_mrs}, {@code rb_all_mrs} and {@code frwr_ops.c}'s
@@ -15,7 +21,7 @@ final class FrwrMrs {
     private final int perRefresh;
     private final ArrayDeque<MemoryRegion> free = new ArrayDeque<>();
     /** Every MR this transport made and has not destroyed (identity: {@link #put} checks membership). */
-    private final java.util.Set<MemoryRegion> all = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<>());
+    private final Set<MemoryRegion> all = Collections.newSetFromMap(new IdentityHashMap<>());
 
     FrwrMrs(RpcBuffer buffer, int pages, int perRefresh) {
         this.buffer = buffer;
@@ -39,7 +45,7 @@ final class FrwrMrs {
 
     void put(Req req, MemoryRegion mr) {
         if (req == null || mr == null) {
-            throw new io.regmem.core.RdmaException(io.regmem.core.Errno.EINVAL, "RpcTransport.mrPut(" + req + ", " + mr
+            throw new RdmaException(Errno.EINVAL, "RpcTransport.mrPut(" + req + ", " + mr
                     + "): needs a request and an MR");
         }
         synchronized (this) {
@@ -47,7 +53,7 @@ final class FrwrMrs {
                 if (mr.isDestroyed()) {
                     return; // destroyed with the transport's MRs (a flush): its state is unknown, it is not reused
                 }
-                throw new io.regmem.core.RdmaException(io.regmem.core.Errno.EINVAL, "RpcTransport.mrPut: " + mr
+                throw new RdmaException(Errno.EINVAL, "RpcTransport.mrPut: " + mr
                         + " is not one of this transport's MRs");
             }
         }
@@ -74,7 +80,7 @@ final class FrwrMrs {
                 if (all.isEmpty()) {
                     break;
                 }
-                java.util.Iterator<MemoryRegion> it = all.iterator();
+                Iterator<MemoryRegion> it = all.iterator();
                 mr = it.next();
                 it.remove();
                 free.remove(mr);

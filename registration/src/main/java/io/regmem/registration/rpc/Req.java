@@ -1,5 +1,9 @@
 package io.regmem.registration.rpc;
 
+import io.regmem.registration.MemoryRegion;
+import java.util.ArrayDeque;
+import java.util.concurrent.atomic.AtomicInteger;
+
 /**
  * A preallocated RPC request ({@code struct rpcrdma_req}): its header, send and receive buffers,
  * the reply attached to it, and whether it is on the free list or owned by one RPC. Whether it is
@@ -30,9 +34,9 @@ public final class Req {
      * The reference that must drop before the RPC completes (the kernel's kref on a request): the
      * reply for a call, the Send's completion for a message with no reply.
      */
-    final java.util.concurrent.atomic.AtomicInteger refs = new java.util.concurrent.atomic.AtomicInteger();
+    final AtomicInteger refs = new AtomicInteger();
     /** The request's own MR cache ({@code rl_free_mrs}): MRs it registered chunks with before. */
-    final java.util.ArrayDeque<io.regmem.registration.MemoryRegion> mrs = new java.util.ArrayDeque<>(4);
+    final ArrayDeque<MemoryRegion> mrs = new ArrayDeque<>(4);
 
     Req(RpcBuffer buffer, int id, RegBuf header, RegBuf send, RegBuf recv) {
         this.buffer = buffer;

@@ -5,9 +5,11 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.DmaDirection;
 import io.regmem.registration.ProtectionDomain;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Consumer;
 
 /**
  * The buffer pools of an RPC-over-RDMA transport ({@code struct rpcrdma_buffer}): preallocated
@@ -46,9 +48,9 @@ public final class RpcBuffer {
     /** Who handles completions for this buffer's transport now (one transport per buffer). */
     private final PollRole pollRole = new PollRole(this);
     /** What a released send context does (the transport sets it: drop the request's send reference). */
-    private volatile java.util.function.Consumer<SendCtx> releaseHook;
+    private volatile Consumer<SendCtx> releaseHook;
     /** Request numbers of destroyed requests, for new ones (numbers stay below maxRequests). Guarded by this. */
-    private final java.util.ArrayDeque<Integer> freeIds = new java.util.ArrayDeque<>();
+    private final ArrayDeque<Integer> freeIds = new ArrayDeque<>();
     private int nextReqId;
     private volatile boolean destroyed;
 
@@ -64,7 +66,7 @@ public final class RpcBuffer {
         this.repsById = new Rep[maxRequests + EXTRA_REPS];
         this.releaseHook = b.onRelease;
         this.ring = new SendCtxRing(maxRequests, b.maxSendSge, sc -> {
-            java.util.function.Consumer<SendCtx> hook = releaseHook;
+            Consumer<SendCtx> hook = releaseHook;
             if (hook != null) {
                 hook.accept(sc);
             }
@@ -228,7 +230,7 @@ public final class RpcBuffer {
     }
 
     /** Sets what the ring does with each send context it releases (one transport per buffer). */
-    void onSendReleased(java.util.function.Consumer<SendCtx> hook) {
+    void onSendReleased(Consumer<SendCtx> hook) {
         this.releaseHook = hook;
     }
 
@@ -243,12 +245,12 @@ public final class RpcBuffer {
     }
 
     /** Runs {@code action} for every request that exists. */
-    public void forEachReq(java.util.function.Consumer<Req> action) {
+    public void forEachReq(Consumer<Req> action) {
         allReqs.forEach(action);
     }
 
     /** Runs {@code action} for every reply made so far. */
-    public synchronized void forEachRep(java.util.function.Consumer<Rep> action) {
+    public synchronized void forEachRep(Consumer<Rep> action) {
         allReps.forEach(action);
     }
 
@@ -363,7 +365,7 @@ public final class RpcBuffer {
         private long inlineRecv = 2048;
         private int maxRdmaSegs = 8;
         private int maxSendSge = 3;
-        private java.util.function.Consumer<SendCtx> onRelease;
+        private Consumer<SendCtx> onRelease;
         private Runnable onSpace;
 
         private Builder(ProtectionDomain pd, BufferPool pool) {
@@ -397,7 +399,7 @@ public final class RpcBuffer {
         }
 
         /** The send-context ring's release and space hooks (see {@link SendCtxRing}). */
-        public Builder sendCtxHooks(java.util.function.Consumer<SendCtx> release, Runnable space) {
+        public Builder sendCtxHooks(Consumer<SendCtx> release, Runnable space) {
             this.onRelease = release;
             this.onSpace = space;
             return this;

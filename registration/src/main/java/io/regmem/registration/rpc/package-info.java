@@ -7,6 +7,7 @@
  * completion or flush; work-request ids carry generations, so a stale completion is counted and
  * dropped, never applied. Provider-neutral: it uses the public verbs API only. The lock-free pieces
  * are JCTools queues where one fits, and {@code SendCtxRing} (proved with Lincheck and stress tests)
- * where none does.
+ * where none does. Memory accesses and padding use the vocabulary and the one padding width (128
+ * bytes) written down in {@link io.regmem.registration}'s package documentation.
  */
 package io.regmem.registration.rpc;

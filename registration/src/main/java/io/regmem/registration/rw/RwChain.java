@@ -9,6 +9,7 @@ import io.regmem.registration.MrPool;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.QueuePair;
 import io.regmem.registration.WorkRequest;
+import java.util.Arrays;
 
 /**
  * The work requests and borrowed MRs of one {@link RwContext}: how each path fills them, how the
@@ -208,7 +209,7 @@ final class RwChain {
 
     private WorkRequest wr(int i, int sges) {
         if (i >= wrs.length) {
-            wrs = java.util.Arrays.copyOf(wrs, Math.max(4, Math.max(i + 1, 2 * wrs.length)));
+            wrs = Arrays.copyOf(wrs, Math.max(4, Math.max(i + 1, 2 * wrs.length)));
         }
         WorkRequest wr = wrs[i];
         if (wr == null || wr.maxSge() < sges) {

@@ -8,6 +8,7 @@ import io.regmem.registration.spi.SignatureOffload;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
 
 /**
  * The soft device's T10-PI signature offload, one per QP executor (used under the QP's lock). A
@@ -17,8 +18,8 @@ import java.lang.foreign.ValueLayout;
  * ({@link #finishInbound()}). The first failing block is kept in the MR.
  */
 final class SoftIntegrity implements SignatureOffload {
-    private static final ValueLayout.OfShort BE_SHORT = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(java.nio.ByteOrder.BIG_ENDIAN);
-    private static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(java.nio.ByteOrder.BIG_ENDIAN);
+    private static final ValueLayout.OfShort BE_SHORT = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
+    private static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
     private final Arena arena = Arena.ofAuto();
     private MemorySegment scratch = MemorySegment.NULL;
     private final Segments pages = new Segments();

@@ -11,6 +11,8 @@ import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -44,7 +46,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * deregistration; a larger one stops at a piece boundary with an error, as on a NIC.
  */
 final class SoftQueuePair implements ProviderQp {
-    private static final java.util.concurrent.atomic.AtomicLong ORDER = new java.util.concurrent.atomic.AtomicLong();
+    private static final AtomicLong ORDER = new AtomicLong();
     final QpContext ctx;
     /** The order {@link #link} takes two QPs' locks in (connection setup and teardown only). */
     private final long order = ORDER.incrementAndGet();
@@ -90,7 +92,7 @@ final class SoftQueuePair implements ProviderQp {
     }
 
     @Override
-    public int importRemoteKey(java.lang.foreign.MemorySegment exported) {
+    public int importRemoteKey(MemorySegment exported) {
         return SoftDevice.importKey(exported, ctx.name());
     }
 

@@ -1,5 +1,6 @@
 package io.regmem.registration.spi;
 
+import io.regmem.core.ChunkSource;
 import io.regmem.registration.DeviceAttributes;
 
 /**
@@ -54,7 +55,7 @@ public interface ProviderDevice {
      * {@code RdmaDevice.chunkSource()}. A region registered over such memory
      * reuses the transport's registration instead of making one.
      */
-    default io.regmem.core.ChunkSource chunkSource() {
+    default ChunkSource chunkSource() {
         return null;
     }
 }

@@ -1,5 +1,7 @@
 package io.regmem.registration.spi;
 
+import java.lang.foreign.MemorySegment;
+
 /** The provider's handle of a registered memory region. */
 public interface ProviderMr {
 
@@ -13,7 +15,7 @@ public interface ProviderMr {
      *
      * @param rkey the region's current rkey
      */
-    void exportRemoteKey(int rkey, java.lang.foreign.MemorySegment to);
+    void exportRemoteKey(int rkey, MemorySegment to);
 
     /**
      * Deregisters. When this returns the provider touches none of the region's memory, and no access

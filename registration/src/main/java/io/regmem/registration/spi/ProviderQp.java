@@ -1,5 +1,7 @@
 package io.regmem.registration.spi;
 
+import java.lang.foreign.MemorySegment;
+
 /**
  * The provider's half of a reliable-connected queue pair.
  *
@@ -44,7 +46,7 @@ public interface ProviderQp {
      * @throws io.regmem.core.RdmaException {@link io.regmem.core.Errno#EINVAL} for bytes this provider
      *                                      cannot read
      */
-    int importRemoteKey(java.lang.foreign.MemorySegment exported);
+    int importRemoteKey(MemorySegment exported);
 
     /** The QP is destroyed: it is in the error state and flushed; release everything. */
     void destroy();

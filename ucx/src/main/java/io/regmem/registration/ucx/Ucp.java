@@ -10,9 +10,11 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.lang.foreign.SymbolLookup;
+import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 
 /**
  * The {@code libucp} functions regmem calls, bound through the FFM linker (the constants and struct
@@ -127,7 +129,7 @@ final class Ucp {
     /** {@code name} in {@code -Dregmem.ucx.libdir}, or on the library path when it is not set. */
     private static String library(String name) {
         String dir = System.getProperty(LIBDIR);
-        return dir == null || dir.isEmpty() ? name : java.nio.file.Path.of(dir, name).toString();
+        return dir == null || dir.isEmpty() ? name : Path.of(dir, name).toString();
     }
 
     private Ucp() {
@@ -483,8 +485,8 @@ final class Ucp {
             long n = size.get(JAVA_LONG, 0);
             try {
                 return closed != 0 || buf == 0 || n < 0 || n > (1 << 20) ? null
-                        : new String(MemorySegment.ofAddress(buf).reinterpret(n).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE),
-                                java.nio.charset.StandardCharsets.UTF_8);
+                        : new String(MemorySegment.ofAddress(buf).reinterpret(n).toArray(ValueLayout.JAVA_BYTE),
+                                StandardCharsets.UTF_8);
             } finally {
                 free.invokeExact(buf);
             }

@@ -8,6 +8,7 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 
 /**
  * A UCP application context ({@code ucp_context_h}) with remote memory access and active messages,
@@ -51,7 +52,7 @@ final class UcpContext implements AutoCloseable {
                     | UcpLayout.MEM_MAP_PARAM_FIELD_PROT);
             params.set(JAVA_LONG, UcpLayout.MEM_MAP_ADDRESS, address);
             params.set(JAVA_LONG, UcpLayout.MEM_MAP_LENGTH, length);
-            params.set(java.lang.foreign.ValueLayout.JAVA_INT, UcpLayout.MEM_MAP_PROT, prot);
+            params.set(ValueLayout.JAVA_INT, UcpLayout.MEM_MAP_PROT, prot);
             MemorySegment memhOut = a.allocate(ADDRESS);
             ucp.check(ucp.memMap(handle, params, memhOut), Errno.EFAULT,
                     "ucx: ucp_mem_map of " + length + " bytes at 0x" + Long.toHexString(address));
@@ -98,7 +99,7 @@ final class UcpContext implements AutoCloseable {
             ucp.check(ucp.rkeyPack(handle, memh, bufferOut, sizeOut), Errno.EIO, "ucx: ucp_rkey_pack");
             MemorySegment buffer = bufferOut.get(ADDRESS, 0);
             try {
-                return buffer.reinterpret(sizeOut.get(JAVA_LONG, 0)).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE);
+                return buffer.reinterpret(sizeOut.get(JAVA_LONG, 0)).toArray(ValueLayout.JAVA_BYTE);
             } finally {
                 ucp.rkeyBufferRelease(buffer);
             }

@@ -6,6 +6,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
 
 import io.regmem.core.Errno;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.WcStatus;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -61,8 +63,8 @@ final class UcxAm {
     static final long H_TOKEN = 56;
 
     /** The opcodes and statuses by ordinal, read on the data path ({@code values()} copies its array each call). */
-    static final io.regmem.registration.Opcode[] OPCODES = io.regmem.registration.Opcode.values();
-    static final io.regmem.registration.WcStatus[] STATUSES = io.regmem.registration.WcStatus.values();
+    static final Opcode[] OPCODES = Opcode.values();
+    static final WcStatus[] STATUSES = WcStatus.values();
 
     private static final MethodHandle RECEIVED;
     /** Pointers as {@code long}: a pointer-typed upcall argument is a new {@code MemorySegment} per message. */

@@ -5,6 +5,9 @@ import io.regmem.core.ChunkSource;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.Map;
+import java.util.TreeMap;
 
 /**
  * Chunks that UCX allocates and registers itself ({@code ucp_mem_map} with
@@ -24,9 +27,9 @@ final class UcxChunkSource implements ChunkSource {
     }
 
     /** Memory UCX allocated for {@link UcxChunkSource}, by address (worker lock). */
-    private final java.util.TreeMap<Long, Allocation> allocations = new java.util.TreeMap<>();
+    private final TreeMap<Long, Allocation> allocations = new TreeMap<>();
     /** Allocations given back while regions still used them, or retired: freed at close (worker lock). */
-    private final java.util.ArrayList<Allocation> parked = new java.util.ArrayList<>();
+    private final ArrayList<Allocation> parked = new ArrayList<>();
 
     /** A chunk UCX allocated: its registration, range, packed key, and the regions registered over it. */
     static final class Allocation {
@@ -108,7 +111,7 @@ final class UcxChunkSource implements ChunkSource {
 
     /** The allocation that holds {@code [address, address + length)} whole, or null (worker lock held). */
     Allocation allocationOf(long address, long length) {
-        java.util.Map.Entry<Long, Allocation> e = allocations.floorEntry(address);
+        Map.Entry<Long, Allocation> e = allocations.floorEntry(address);
         if (e == null) {
             return null;
         }

@@ -6,6 +6,15 @@ import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.LocalRendezvous;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.QpContext;
+import java.io.Closeable;
+import java.io.IOException;
+import java.net.BindException;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
 
 /**
  * UCX connection setup by {@code host:port}. A listener binds a TCP socket there (and enters a
@@ -42,14 +51,14 @@ final class UcxCm implements ProviderCm {
     /** This ID's end of the in-JVM rendezvous. */
     private final LocalRendezvous.End local;
     /** The listening socket, while listening. Guarded by CM. */
-    private java.net.ServerSocket server;
+    private ServerSocket server;
     /** The bootstrap connection to another process (a request made by one, or a connect to one). */
     private volatile UcxLink link;
     /** A request from another process: what its requester sent. */
     private UcxLink.Peer peer;
     private final UcxDevice device;
     /** Handshakes under way on this listener. */
-    private final java.util.concurrent.atomic.AtomicInteger handshakes = new java.util.concurrent.atomic.AtomicInteger();
+    private final AtomicInteger handshakes = new AtomicInteger();
 
     UcxCm(UcxDevice device, CmContext ctx) {
         this.device = device;
@@ -99,41 +108,41 @@ final class UcxCm implements ProviderCm {
         byte[] secret = device.secret(); // before anything is bound: a listener without one takes nobody
         local.listen(a); // EBUSY if an ID of this JVM listens there
         synchronized (CM) {
-            java.net.ServerSocket s = null;
+            ServerSocket s = null;
             try {
-                s = new java.net.ServerSocket();
+                s = new ServerSocket();
                 s.setReuseAddress(true);
-                s.bind(new java.net.InetSocketAddress(host(a), port(a)), BACKLOG);
-            } catch (java.io.IOException | RuntimeException e) {
+                s.bind(new InetSocketAddress(host(a), port(a)), BACKLOG);
+            } catch (IOException | RuntimeException e) {
                 local.unlisten();
                 closeQuietly(s);
-                throw new RdmaException(e instanceof java.net.BindException ? Errno.EBUSY : Errno.EINVAL,
+                throw new RdmaException(e instanceof BindException ? Errno.EBUSY : Errno.EINVAL,
                         ctx.name() + ": cannot listen at '" + a + "': " + e.getMessage(), e);
             }
             listenAddress = a;
             server = s;
-            java.net.ServerSocket listening = s;
+            ServerSocket listening = s;
             Thread.ofVirtual().name("regmem-ucx-listen-" + a).start(() -> acceptLoop(listening, secret));
         }
     }
 
-    private static void closeQuietly(java.io.Closeable c) {
+    private static void closeQuietly(Closeable c) {
         if (c != null) {
             try {
                 c.close();
-            } catch (java.io.IOException ignored) {
+            } catch (IOException ignored) {
                 // closing: nothing to report
             }
         }
     }
 
     /** Takes connections from other processes until the socket closes; each handshake on a thread of its own. */
-    private void acceptLoop(java.net.ServerSocket s, byte[] secret) {
+    private void acceptLoop(ServerSocket s, byte[] secret) {
         while (!s.isClosed()) {
-            java.net.Socket socket;
+            Socket socket;
             try {
                 socket = s.accept();
-            } catch (java.io.IOException closed) {
+            } catch (IOException closed) {
                 return;
             }
             if (handshakes.incrementAndGet() > MAX_PENDING_HANDSHAKES) {
@@ -167,13 +176,13 @@ final class UcxCm implements ProviderCm {
      * authenticated HELLO; then the request ID (or, for a connection that is not a regmem peer with
      * the secret, a log line and a closed socket).
      */
-    private void hello(java.net.ServerSocket s, java.net.Socket socket, byte[] secret) {
+    private void hello(ServerSocket s, Socket socket, byte[] secret) {
         UcxLink l;
         UcxLink.Peer p;
         Object from = socket.getRemoteSocketAddress();
         try {
             l = new UcxLink(socket, secret, device.handshakeMillis());
-        } catch (java.io.IOException e) {
+        } catch (IOException e) {
             closeQuietly(socket);
             return; // gone before anything was said
         }
@@ -181,7 +190,7 @@ final class UcxCm implements ProviderCm {
             long deadline = l.deadline();
             l.sendChallenge();
             p = l.readHello(deadline);
-        } catch (java.io.IOException | RuntimeException e) {
+        } catch (IOException | RuntimeException e) {
             refused(from, e.getMessage());
             l.close();
             return;
@@ -237,7 +246,7 @@ final class UcxCm implements ProviderCm {
             mine.connect(p.worker(), p.qp(), p.token());
             l.sendReady();
             ctx.established(p.privateData());
-        } catch (java.io.IOException | RuntimeException e) {
+        } catch (IOException | RuntimeException e) {
             l.close();
             if (!ctx.isDestroyed() && ctx.isConnecting()) {
                 LOG.log(System.Logger.Level.WARNING, "regmem ucx: " + ctx.name() + ": connecting to " + address
@@ -272,7 +281,7 @@ final class UcxCm implements ProviderCm {
             UcxQp mine = qp(qp);
             long deadline = System.nanoTime() + VERDICT_GRACE_NANOS;
             while (mine.busy() && System.nanoTime() < deadline && !ctx.isDestroyed()) {
-                java.util.concurrent.locks.LockSupport.parkNanos(1_000_000L);
+                LockSupport.parkNanos(1_000_000L);
             }
             qp.toError();
         }
@@ -331,10 +340,10 @@ final class UcxCm implements ProviderCm {
             mine.connect(peer.worker(), peer.qp(), peer.token());
             l.sendAccept(mine.number, mine.localToken, mine.device.workerAddress(), privateData);
             l.awaitReady(l.deadline(), () -> progressQuietly(mine.device));
-        } catch (java.io.IOException | RuntimeException e) {
+        } catch (IOException | RuntimeException e) {
             ctx.qp().toError();
             l.close();
-            Errno errno = e instanceof java.net.SocketTimeoutException ? Errno.ETIMEDOUT
+            Errno errno = e instanceof SocketTimeoutException ? Errno.ETIMEDOUT
                     : e instanceof RdmaException r ? r.errno() : Errno.ECONNRESET;
             throw new RdmaException(errno, ctx.name() + ": accept of the request from " + l.peerAddress() + " failed: "
                     + e.getMessage(), e);
@@ -364,7 +373,7 @@ final class UcxCm implements ProviderCm {
         if (l != null) {
             try {
                 l.sendReject(privateData);
-            } catch (java.io.IOException gone) {
+            } catch (IOException gone) {
                 // the requester went away: nothing to tell
             }
             l.close();

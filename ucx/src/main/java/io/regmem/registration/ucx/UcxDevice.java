@@ -1,7 +1,9 @@
 package io.regmem.registration.ucx;
 
+import io.regmem.core.ChunkSource;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.Access;
 import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.spi.CmContext;
@@ -16,8 +18,12 @@ import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.List;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.locks.ReentrantLock;
 import org.agrona.collections.ArrayUtil;
+import org.agrona.concurrent.IdleStrategy;
 
 /**
  * A UCX device: one UCP context and one worker. Every call on the worker is made under
@@ -111,7 +117,7 @@ final class UcxDevice implements ProviderDevice {
      * with {@code idle} when there is nothing to do. QPs whose lock a user thread holds are left
      * to that thread.
      */
-    UcxDevice startProgressThread(org.agrona.concurrent.IdleStrategy idle) {
+    UcxDevice startProgressThread(IdleStrategy idle) {
         progressThread = Thread.ofPlatform().daemon().name("regmem-ucx-progress-" + amNumber).start(() -> {
             while (!stopping) {
                 int work;
@@ -181,8 +187,8 @@ final class UcxDevice implements ProviderDevice {
             }
             int access = mr.access();
             int prot = UcpLayout.MEM_MAP_PROT_LOCAL_READ | UcpLayout.MEM_MAP_PROT_LOCAL_WRITE
-                    | ((access & io.regmem.registration.Access.REMOTE_READ.bit()) != 0 ? UcpLayout.MEM_MAP_PROT_REMOTE_READ : 0)
-                    | ((access & (io.regmem.registration.Access.REMOTE_WRITE.bit() | io.regmem.registration.Access.REMOTE_ATOMIC.bit())) != 0
+                    | ((access & Access.REMOTE_READ.bit()) != 0 ? UcpLayout.MEM_MAP_PROT_REMOTE_READ : 0)
+                    | ((access & (Access.REMOTE_WRITE.bit() | Access.REMOTE_ATOMIC.bit())) != 0
                             ? UcpLayout.MEM_MAP_PROT_REMOTE_WRITE : 0);
             MemorySegment memh = context.map(segment.address(), segment.byteSize(), prot); // (a NIC enforces these rights)
             try {
@@ -197,7 +203,7 @@ final class UcxDevice implements ProviderDevice {
     }
 
     @Override
-    public io.regmem.core.ChunkSource chunkSource() {
+    public ChunkSource chunkSource() {
         return chunkSource;
     }
 
@@ -284,8 +290,8 @@ final class UcxDevice implements ProviderDevice {
     }
 
     /** Header fields arrive at any alignment (UCX places the header where the transport put it). */
-    private static final java.lang.foreign.ValueLayout.OfInt U_INT = java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED;
-    private static final java.lang.foreign.ValueLayout.OfLong U_LONG = java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
+    private static final ValueLayout.OfInt U_INT = ValueLayout.JAVA_INT_UNALIGNED;
+    private static final ValueLayout.OfLong U_LONG = ValueLayout.JAVA_LONG_UNALIGNED;
 
     /** The live QP with this number, or null. */
     private UcxQp qp(int number) {
@@ -431,11 +437,11 @@ final class UcxDevice implements ProviderDevice {
      * worker is destroyed with a request that was never released.
      */
     /** Arenas of destroyed QPs whose memory UCX may still use (requests left to the worker): closed after it. */
-    private final java.util.concurrent.ConcurrentLinkedQueue<java.lang.foreign.Arena> closeLater =
-            new java.util.concurrent.ConcurrentLinkedQueue<>();
+    private final ConcurrentLinkedQueue<Arena> closeLater =
+            new ConcurrentLinkedQueue<>();
 
     /** Closes {@code a} when the device closes, after its worker is destroyed (nothing of UCX's uses it then). */
-    void closeLater(java.lang.foreign.Arena a) {
+    void closeLater(Arena a) {
         closeLater.add(a);
     }
 
@@ -546,7 +552,7 @@ final class UcxDevice implements ProviderDevice {
                 return;
             }
             closed = true; // under the lock: a racing caller finds the worker gone (lockWorker), never destroyed under it
-            java.util.List<Long> closing = endpoints.startClosingAll();
+            List<Long> closing = endpoints.startClosingAll();
             settle(); // progresses the closes (and the peers of this JVM that answer them)
             for (long r : closing) {
                 if (worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
@@ -560,7 +566,7 @@ final class UcxDevice implements ProviderDevice {
         }
         UcxAm.uninstall(amNumber);
         context.close();
-        for (java.lang.foreign.Arena a; (a = closeLater.poll()) != null; ) {
+        for (Arena a; (a = closeLater.poll()) != null; ) {
             a.close();
         }
         arena.close();

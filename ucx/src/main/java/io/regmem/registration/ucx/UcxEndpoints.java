@@ -2,6 +2,12 @@ package io.regmem.registration.ucx;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
 
 /**
  * A device's endpoints to peer workers, one per peer ({@link UcxEndpoint}), made whole (wired up)
@@ -12,7 +18,7 @@ import io.regmem.core.RdmaException;
 final class UcxEndpoints {
     private static final System.Logger LOG = System.getLogger("io.regmem.registration.ucx");
     private final UcxDevice device;
-    private final java.util.HashMap<java.nio.ByteBuffer, UcxEndpoint> endpoints = new java.util.HashMap<>();
+    private final HashMap<ByteBuffer, UcxEndpoint> endpoints = new HashMap<>();
 
     UcxEndpoints(UcxDevice device) {
         this.device = device;
@@ -29,13 +35,13 @@ final class UcxEndpoints {
         UcxEndpoint e;
         device.lockWorker();
         try {
-            java.nio.ByteBuffer key = java.nio.ByteBuffer.wrap(peer.clone());
+            ByteBuffer key = ByteBuffer.wrap(peer.clone());
             e = endpoints.get(key);
             if (e != null) {
                 return e;
             }
             e = new UcxEndpoint(key.array(), device.worker.connect(peer, false).address(),
-                    java.util.Arrays.equals(peer, device.address()));
+                    Arrays.equals(peer, device.address()));
             endpoints.put(key, e);
             flush = device.ucp.flush(e.handle, device.worker.noParams.address());
         } finally {
@@ -45,9 +51,9 @@ final class UcxEndpoints {
         device.lockWorker();
         try {
             if (e.handle != 0) {
-                java.util.List<String> tls = UcxTransports.of(device.ucp, e.handle);
+                List<String> tls = UcxTransports.of(device.ucp, e.handle);
                 e.messagesBecause = UcxTransports.whyNotOneSided(device.ucp.major, device.ucp.minor, tls);
-                java.util.List<String> lanes = UcxTransports.lanes(device.ucp.epInfo(e.handle));
+                List<String> lanes = UcxTransports.lanes(device.ucp.epInfo(e.handle));
                 e.eagerOnly = !UcxTransports.rendezvousPays(lanes);
                 String why = e.messagesBecause;
                 UcxEndpoint made = e;
@@ -100,13 +106,13 @@ final class UcxEndpoints {
      * closing; it keeps progressing meanwhile). Returns the close request to poll, or 0. Worker lock held.
      */
     long startClosing(byte[] peer) {
-        UcxEndpoint e = endpoints.remove(java.nio.ByteBuffer.wrap(peer));
+        UcxEndpoint e = endpoints.remove(ByteBuffer.wrap(peer));
         if (e == null || e.handle == 0) {
             return 0;
         }
         long ep = e.handle;
         e.handle = 0; // from now on a send on it fails as on a reset connection
-        return device.worker.startClose(java.lang.foreign.MemorySegment.ofAddress(ep), false);
+        return device.worker.startClose(MemorySegment.ofAddress(ep), false);
     }
 
     /**
@@ -155,11 +161,11 @@ final class UcxEndpoints {
     }
 
     /** Starts closing every endpoint of this device (worker lock held): the close requests, to poll. */
-    java.util.List<Long> startClosingAll() {
-        java.util.List<Long> reqs = new java.util.ArrayList<>();
+    List<Long> startClosingAll() {
+        List<Long> reqs = new ArrayList<>();
         for (UcxEndpoint e : endpoints.values()) {
             if (e.handle != 0) {
-                long r = device.worker.startClose(java.lang.foreign.MemorySegment.ofAddress(e.handle), false);
+                long r = device.worker.startClose(MemorySegment.ofAddress(e.handle), false);
                 e.handle = 0;
                 if (r != 0 && !Ucp.isError(r)) {
                     reqs.add(r);

@@ -3,8 +3,10 @@ package io.regmem.registration.ucx;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.Access;
+import io.regmem.registration.spi.ProviderQp;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
 import java.util.Arrays;
 import org.agrona.collections.ArrayUtil;
 
@@ -19,9 +21,9 @@ import org.agrona.collections.ArrayUtil;
  * is the tag gets an entry, so that handles stay unambiguous.
  */
 final class UcxKeyTable {
-    private static final int TAG = io.regmem.registration.spi.ProviderQp.HANDLE_TAG_BYTE << 24;
+    private static final int TAG = ProviderQp.HANDLE_TAG_BYTE << 24;
     /** A 4-byte exported key: big-endian (network order), on every provider. */
-    static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(java.nio.ByteOrder.BIG_ENDIAN);
+    static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
     private static final int MAX = 0xFF_FFFE;
 
     /** One imported key: the envelope's bytes and what they say. */
@@ -121,7 +123,7 @@ final class UcxKeyTable {
 
     private static long unpack(UcxDevice device, long ep, RemoteKeyEnvelope.Decoded k) {
         try {
-            return device.worker.unpack(java.lang.foreign.MemorySegment.ofAddress(ep), k.packed()).address();
+            return device.worker.unpack(MemorySegment.ofAddress(ep), k.packed()).address();
         } catch (RdmaException gone) {
             return UNPACK_FAILED; // the peer gave the memory back (a shared-memory error): messages from now on
         }
@@ -131,7 +133,7 @@ final class UcxKeyTable {
     void destroyRemoteKeys(Ucp ucp) {
         for (Entry e : keys) {
             if (e.unpacked()[0] != 0 && e.unpacked()[0] != UNPACK_FAILED) {
-                ucp.rkeyDestroy(java.lang.foreign.MemorySegment.ofAddress(e.unpacked()[0]));
+                ucp.rkeyDestroy(MemorySegment.ofAddress(e.unpacked()[0]));
                 e.unpacked()[0] = 0;
             }
         }

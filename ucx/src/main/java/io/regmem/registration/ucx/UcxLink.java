@@ -1,5 +1,9 @@
 package io.regmem.registration.ucx;
 
+import static io.regmem.registration.CmId.MAX_ACCEPT_PRIVATE_DATA;
+import static io.regmem.registration.CmId.MAX_CONNECT_PRIVATE_DATA;
+import static io.regmem.registration.CmId.MAX_REJECT_PRIVATE_DATA;
+
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import java.io.EOFException;
@@ -9,6 +13,7 @@ import java.io.OutputStream;
 import java.net.ConnectException;
 import java.net.InetSocketAddress;
 import java.net.Socket;
+import java.net.SocketAddress;
 import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
 import java.nio.ByteBuffer;
@@ -16,8 +21,10 @@ import java.nio.charset.StandardCharsets;
 import java.security.GeneralSecurityException;
 import java.security.MessageDigest;
 import java.security.SecureRandom;
+import java.util.Arrays;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
+import jdk.net.ExtendedSocketOptions;
 
 /**
  * The bootstrap connection between two processes for one CM connection: a TCP socket that carries
@@ -91,9 +98,9 @@ final class UcxLink implements AutoCloseable {
         // out within about 8 s and end the life line as a reset would.
         socket.setKeepAlive(true);
         try {
-            socket.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE, KEEPALIVE_IDLE_SECONDS);
-            socket.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPINTERVAL, KEEPALIVE_INTERVAL_SECONDS);
-            socket.setOption(jdk.net.ExtendedSocketOptions.TCP_KEEPCOUNT, KEEPALIVE_PROBES);
+            socket.setOption(ExtendedSocketOptions.TCP_KEEPIDLE, KEEPALIVE_IDLE_SECONDS);
+            socket.setOption(ExtendedSocketOptions.TCP_KEEPINTERVAL, KEEPALIVE_INTERVAL_SECONDS);
+            socket.setOption(ExtendedSocketOptions.TCP_KEEPCOUNT, KEEPALIVE_PROBES);
         } catch (UnsupportedOperationException notHere) {
             // the platform's defaults (Linux: 2 hours) then
         }
@@ -131,7 +138,7 @@ final class UcxLink implements AutoCloseable {
 
     /** The peer's {@code ip:port}. */
     String peerAddress() {
-        java.net.SocketAddress a = socket.getRemoteSocketAddress();
+        SocketAddress a = socket.getRemoteSocketAddress();
         if (a instanceof InetSocketAddress i) {
             return i.getAddress().getHostAddress() + ":" + i.getPort();
         }
@@ -173,7 +180,7 @@ final class UcxLink implements AutoCloseable {
         int workerLength = f.getInt();
         int privateLength = Short.toUnsignedInt(f.getShort());
         checkLength("worker address", workerLength, 1, MAX_WORKER_ADDRESS);
-        checkLength("private data", privateLength, 0, io.regmem.registration.CmId.MAX_CONNECT_PRIVATE_DATA);
+        checkLength("private data", privateLength, 0, MAX_CONNECT_PRIVATE_DATA);
         byte[] worker = new byte[workerLength];
         byte[] data = new byte[privateLength];
         byte[] mac = new byte[MAC];
@@ -259,7 +266,7 @@ final class UcxLink implements AutoCloseable {
             int workerLength = f.getInt();
             int privateLength = Short.toUnsignedInt(f.getShort());
             checkLength("worker address", workerLength, 1, MAX_WORKER_ADDRESS);
-            checkLength("private data", privateLength, 0, io.regmem.registration.CmId.MAX_ACCEPT_PRIVATE_DATA);
+            checkLength("private data", privateLength, 0, MAX_ACCEPT_PRIVATE_DATA);
             byte[] worker = new byte[workerLength];
             byte[] data = new byte[privateLength];
             byte[] mac = new byte[MAC];
@@ -276,7 +283,7 @@ final class UcxLink implements AutoCloseable {
             byte[] length = new byte[2];
             readFully(length, deadline, "REJECT");
             int privateLength = Short.toUnsignedInt(ByteBuffer.wrap(length).getShort());
-            checkLength("private data", privateLength, 0, io.regmem.registration.CmId.MAX_REJECT_PRIVATE_DATA);
+            checkLength("private data", privateLength, 0, MAX_REJECT_PRIVATE_DATA);
             byte[] data = new byte[privateLength];
             byte[] mac = new byte[MAC];
             readFully(data, deadline, "REJECT");
@@ -358,7 +365,7 @@ final class UcxLink implements AutoCloseable {
         int body = b.position();
         byte[][] parts = new byte[context.length + 1][];
         System.arraycopy(context, 0, parts, 0, context.length);
-        parts[context.length] = java.util.Arrays.copyOf(b.array(), body);
+        parts[context.length] = Arrays.copyOf(b.array(), body);
         b.put(mac(label, parts));
         out.write(b.array());
         out.flush();
@@ -420,9 +427,9 @@ final class UcxLink implements AutoCloseable {
 
     /** The socket's keepalive settings: on, idle seconds, interval seconds, probes (for tests). */
     int[] keepalive() throws IOException {
-        return new int[] {socket.getKeepAlive() ? 1 : 0, socket.getOption(jdk.net.ExtendedSocketOptions.TCP_KEEPIDLE),
-                socket.getOption(jdk.net.ExtendedSocketOptions.TCP_KEEPINTERVAL),
-                socket.getOption(jdk.net.ExtendedSocketOptions.TCP_KEEPCOUNT)};
+        return new int[] {socket.getKeepAlive() ? 1 : 0, socket.getOption(ExtendedSocketOptions.TCP_KEEPIDLE),
+                socket.getOption(ExtendedSocketOptions.TCP_KEEPINTERVAL),
+                socket.getOption(ExtendedSocketOptions.TCP_KEEPCOUNT)};
     }
 
     @Override

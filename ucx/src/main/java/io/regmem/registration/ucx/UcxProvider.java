@@ -7,11 +7,17 @@ import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.RdmaProvider;
 import java.lang.reflect.RecordComponent;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
-import java.util.stream.Collectors;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.stream.Collectors;
+import org.agrona.concurrent.BackoffIdleStrategy;
+import org.agrona.concurrent.BusySpinIdleStrategy;
+import org.agrona.concurrent.IdleStrategy;
+import org.agrona.concurrent.SleepingIdleStrategy;
+import org.agrona.concurrent.YieldingIdleStrategy;
 
 /**
  * The UCX provider, {@code RdmaDevice.open("ucx", options)}, on the system's {@code libucp} (1.13 or
@@ -89,7 +95,7 @@ public final class UcxProvider implements RdmaProvider {
         if (!progress.equals("true") && !progress.equals("false")) {
             throw new RdmaException(Errno.EINVAL, "ucx: progressThread must be true or false, got " + progress);
         }
-        org.agrona.concurrent.IdleStrategy idle = idleStrategy(options.getOrDefault("idleStrategy", "backoff"));
+        IdleStrategy idle = idleStrategy(options.getOrDefault("idleStrategy", "backoff"));
         String oneSided = options.getOrDefault("oneSided", "false");
         if (!oneSided.equals("true") && !oneSided.equals("false")) {
             throw new RdmaException(Errno.EINVAL, "ucx: oneSided must be true or false, got " + oneSided);
@@ -97,7 +103,7 @@ public final class UcxProvider implements RdmaProvider {
         byte[] secret = UcxSecret.configured(options, System.getenv());
         int handshakeMillis = (int) millis(options, "handshakeTimeoutMillis", UcxLink.HANDSHAKE_MILLIS, 1);
         long answerMillis = millis(options, "answerTimeoutMillis", ANSWER_TIMEOUT_MILLIS, 0);
-        java.util.HashMap<String, String> limits = new java.util.HashMap<>(options);
+        HashMap<String, String> limits = new HashMap<>(options);
         limits.keySet().removeAll(OWN_OPTIONS);
         DeviceAttributes attributes = DEFAULTS.with(limits);
         if (attributes.iWarp()) {
@@ -160,12 +166,12 @@ public final class UcxProvider implements RdmaProvider {
         return ms;
     }
 
-    private static org.agrona.concurrent.IdleStrategy idleStrategy(String name) {
+    private static IdleStrategy idleStrategy(String name) {
         return switch (name) {
-            case "busy" -> new org.agrona.concurrent.BusySpinIdleStrategy();
-            case "yield" -> new org.agrona.concurrent.YieldingIdleStrategy();
-            case "backoff" -> new org.agrona.concurrent.BackoffIdleStrategy(64, 64, 1_000, 1_000_000);
-            case "sleep" -> new org.agrona.concurrent.SleepingIdleStrategy(100_000);
+            case "busy" -> new BusySpinIdleStrategy();
+            case "yield" -> new YieldingIdleStrategy();
+            case "backoff" -> new BackoffIdleStrategy(64, 64, 1_000, 1_000_000);
+            case "sleep" -> new SleepingIdleStrategy(100_000);
             default -> throw new RdmaException(Errno.EINVAL, "ucx: idleStrategy must be busy, yield, backoff or sleep, got "
                     + name);
         };

@@ -2,6 +2,7 @@ package io.regmem.registration.ucx;
 
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 
+import io.regmem.core.RdmaException;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.spi.GracePeriod;
@@ -11,6 +12,9 @@ import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * A UCX queue pair, sending on its device's endpoint to the peer's worker ({@link UcxEndpoint},
@@ -76,11 +80,11 @@ final class UcxQp implements ProviderQp {
     volatile boolean destroyed;
     /** One past the newest request started (a sequence number; execution lock; any thread reads it). */
     private volatile long started;
-    private static final java.lang.invoke.VarHandle STARTED;
+    private static final VarHandle STARTED;
 
     static {
         try {
-            STARTED = java.lang.invoke.MethodHandles.lookup().findVarHandle(UcxQp.class, "started", long.class);
+            STARTED = MethodHandles.lookup().findVarHandle(UcxQp.class, "started", long.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -94,12 +98,12 @@ final class UcxQp implements ProviderQp {
     private Thread lastPoller;
     @SuppressWarnings("unused") // through POLLS
     private long polls;
-    private static final java.lang.invoke.VarHandle LAST_POLLER;
-    private static final java.lang.invoke.VarHandle POLLS;
+    private static final VarHandle LAST_POLLER;
+    private static final VarHandle POLLS;
 
     static {
         try {
-            java.lang.invoke.MethodHandles.Lookup l = java.lang.invoke.MethodHandles.lookup();
+            MethodHandles.Lookup l = MethodHandles.lookup();
             LAST_POLLER = l.findVarHandle(UcxQp.class, "lastPoller", Thread.class);
             POLLS = l.findVarHandle(UcxQp.class, "polls", long.class);
         } catch (ReflectiveOperationException e) {
@@ -476,7 +480,7 @@ final class UcxQp implements ProviderQp {
      */
     boolean executeNow(long data, long length, long seq, int opcode, int imm, int invalidate, long remoteAddress, int rkey,
             boolean rndv) {
-        java.util.concurrent.locks.ReentrantLock l = ctx.lock();
+        ReentrantLock l = ctx.lock();
         if (!l.tryLock()) { // (tried only: the worker lock is held, and the order is execution lock first)
             return false;
         }
@@ -611,7 +615,7 @@ final class UcxQp implements ProviderQp {
             } finally {
                 device.workerLock.unlock();
             }
-        } catch (io.regmem.core.RdmaException closed) {
+        } catch (RdmaException closed) {
             // the device is closing: its worker took the keys with it
         }
         UcxQp peer = localPeer;

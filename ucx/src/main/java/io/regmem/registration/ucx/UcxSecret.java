@@ -10,6 +10,7 @@ import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
+import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.Map;
 import java.util.Set;
@@ -126,7 +127,7 @@ final class UcxSecret {
         while (n > 0 && (b[n - 1] == '\n' || b[n - 1] == '\r')) {
             n--;
         }
-        return checked(java.util.Arrays.copyOf(b, n), where);
+        return checked(Arrays.copyOf(b, n), where);
     }
 
     private static byte[] checked(byte[] secret, String where) {

@@ -6,6 +6,8 @@ import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * Which transports a connection runs on, and whether its RDMA WRITEs and READs may go as UCX's own
@@ -55,7 +57,7 @@ final class UcxTransports {
         return rma ? null : "no transport of the endpoint carries puts and gets (" + transports + ")";
     }
 
-    private static final java.util.regex.Pattern LANE = java.util.regex.Pattern.compile("lane\\[\\d+\\]:\\s*\\d+:([A-Za-z0-9_]+)/");
+    private static final Pattern LANE = Pattern.compile("lane\\[\\d+\\]:\\s*\\d+:([A-Za-z0-9_]+)/");
 
     /**
      * The transport of each lane in {@code ucp_ep_print_info}'s description of an endpoint (its lines
@@ -66,7 +68,7 @@ final class UcxTransports {
             return null;
         }
         List<String> tls = new ArrayList<>();
-        java.util.regex.Matcher m = LANE.matcher(info);
+        Matcher m = LANE.matcher(info);
         while (m.find()) {
             tls.add(m.group(1));
         }

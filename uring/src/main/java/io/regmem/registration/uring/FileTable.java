@@ -9,6 +9,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.BitSet;
 import java.util.EnumSet;
 import java.util.List;
@@ -40,7 +41,7 @@ final class FileTable {
     /** Opens {@code path} and puts it in a free slot; see {@link IoRing#openFile}. */
     IoFile open(Path path, IoFile.Mode... modes) {
         EnumSet<IoFile.Mode> m = EnumSet.noneOf(IoFile.Mode.class);
-        m.addAll(java.util.Arrays.asList(modes));
+        m.addAll(Arrays.asList(modes));
         boolean rd = m.contains(IoFile.Mode.READ);
         boolean wr = m.contains(IoFile.Mode.WRITE);
         boolean direct = m.contains(IoFile.Mode.DIRECT);

@@ -7,8 +7,10 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicLong;
@@ -32,7 +34,7 @@ final class FixedBuffers {
     /** Owner only: cleared slots whose tag completion is due. */
     private final Map<Long, FixedSlot> awaiting = new HashMap<>();
     /** Owner only: slots of chunks that left, cleared, whose operations or tag completion are still due. */
-    private final java.util.List<FixedSlot> retiring = new java.util.ArrayList<>();
+    private final List<FixedSlot> retiring = new ArrayList<>();
     /** Work other threads left for the owner: chunks to register or retire. */
     private final ConcurrentLinkedQueue<Deferred> deferred = new ConcurrentLinkedQueue<>();
     private volatile boolean hasDeferred;

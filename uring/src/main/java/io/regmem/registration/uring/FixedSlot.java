@@ -1,6 +1,7 @@
 package io.regmem.registration.uring;
 
 import io.regmem.core.Chunk;
+import io.regmem.core.RdmaException;
 
 /**
  * A pool chunk's place in an {@link IoRing}'s fixed-buffer table: attached to the chunk
@@ -27,7 +28,7 @@ final class FixedSlot {
     /** True once the tag completion arrived. */
     boolean tagSeen;
     /** Why a registration left for the owner failed, or null. */
-    io.regmem.core.RdmaException failure;
+    RdmaException failure;
     /** The pool's hold on the chunk's memory, let go once the kernel and every operation are done. */
     Runnable hold;
 

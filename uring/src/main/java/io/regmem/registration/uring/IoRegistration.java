@@ -5,6 +5,8 @@ import io.regmem.core.Chunk;
 import io.regmem.core.ChunkListener;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * A {@link BufferPool} registered with an {@link IoRing}: every chunk of the pool, present and
@@ -26,7 +28,7 @@ import io.regmem.core.RdmaException;
 public final class IoRegistration implements ChunkListener, AutoCloseable {
     private final IoRing ring;
     private final BufferPool pool;
-    private final java.util.Set<FixedSlot> slots = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private final Set<FixedSlot> slots = ConcurrentHashMap.newKeySet();
     private volatile boolean closed;
 
     IoRegistration(IoRing ring, BufferPool pool) {

@@ -13,7 +13,11 @@ import java.lang.foreign.ValueLayout;
 import java.lang.invoke.VarHandle;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 
 /**
  * An io_uring instance: a submission queue and a completion queue shared with the kernel, a
@@ -96,13 +100,13 @@ public final class IoRing implements AutoCloseable {
 
     private final FixedBuffers buffers;
     private final FileTable files;
-    private final List<IoRegistration> registrations = new java.util.concurrent.CopyOnWriteArrayList<>();
+    private final List<IoRegistration> registrations = new CopyOnWriteArrayList<>();
     private volatile boolean closed;
     private long submitted;
     private long completed;
 
     /** Rings open in this JVM, for {@link #openRings()}. */
-    private static final java.util.Set<IoRing> OPEN = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    private static final Set<IoRing> OPEN = ConcurrentHashMap.newKeySet();
 
     private IoRing(Builder b) {
         Sys.requireBound();
@@ -325,7 +329,7 @@ public final class IoRing implements AutoCloseable {
      */
     public IoFile openFile(Path path, IoFile.Mode... modes) {
         checkOwner("openFile");
-        if (path == null || modes == null || java.util.Arrays.asList(modes).contains(null)) {
+        if (path == null || modes == null || Arrays.asList(modes).contains(null)) {
             throw new RdmaException(Errno.EINVAL, this + ".openFile: path and modes must not be null");
         }
         return files.open(path, modes);

@@ -12,6 +12,7 @@ import java.lang.foreign.SymbolLookup;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.VarHandle;
+import java.util.Locale;
 
 /**
  * FFM downcalls for io_uring: the three io_uring system calls through libc's {@code syscall}
@@ -60,7 +61,7 @@ final class Sys {
         MethodHandle statx = null;
         MethodHandle getrlimit = null;
         String why = null;
-        if (!System.getProperty("os.name", "").toLowerCase(java.util.Locale.ROOT).contains("linux")) {
+        if (!System.getProperty("os.name", "").toLowerCase(Locale.ROOT).contains("linux")) {
             why = "io_uring needs Linux (this is " + System.getProperty("os.name") + ")";
         } else {
             try {
