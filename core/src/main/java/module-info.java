@@ -8,6 +8,7 @@
  * which is optional: add {@code net.openhft:chronicle-bytes} and, on the module path,
  * {@code --add-modules chronicle.bytes}.
  */
+@SuppressWarnings("module") // io.regmem.uring need not be present
 module io.regmem.core {
     requires transitive org.agrona;
     requires org.jctools.core;
@@ -19,4 +20,5 @@ module io.regmem.core {
     requires jdk.jfr;
 
     exports io.regmem.core;
+    exports io.regmem.core.internal to io.regmem.uring;
 }

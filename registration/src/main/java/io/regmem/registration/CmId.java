@@ -2,6 +2,7 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.internal.RwSizing;
 import io.regmem.registration.spi.ProviderCm;
 import java.util.ArrayDeque;
 
@@ -117,7 +118,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                         + ", which has no signature offload (DeviceAttributes.integrityHandover is false)");
             }
             int ctxs = attrs.maxRdmaCtxs();
-            long extra = RwSizing.maxSendWr(device, ctxs, attrs.integrity());
+            long extra = RwSizing.maxSendWr(device.attributes(), device.rwForceMr(), ctxs, attrs.integrity());
             int sendWr = (int) Math.min(a.maxQpWr(), attrs.maxSendWr() + extra);
             QueuePair created = new QueuePair(this, pd, attrs, sendWr);
             created.provider = device.provider().createQp(created.context); // throws: nothing created

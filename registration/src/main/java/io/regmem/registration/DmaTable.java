@@ -2,7 +2,7 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.core.SortedLongs;
+import io.regmem.registration.internal.SortedLongs;
 import java.util.Arrays;
 
 /**

@@ -4,6 +4,7 @@ import io.regmem.core.BufferPool;
 import io.regmem.core.Errno;
 import io.regmem.core.PooledBuffer;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.internal.CacheStatsBridge;
 import java.lang.foreign.MemorySegment;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Supplier;
@@ -40,12 +41,16 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
         return sum;
     }
 
+    static {
+        CacheStatsBridge.install((pd, stats) -> ((ProtectionDomain) pd).attachCacheStats(stats));
+    }
+
     /**
-     * Attaches a registration cache's counters to {@link #cacheStats()}: called by
-     * {@code io.regmem.registration.cache.RegistrationCache} when it is built. Running the returned
-     * action (the cache does so when it closes) detaches it, keeping its counters in the totals.
+     * Attaches a registration cache's counters to {@link #cacheStats()}: a {@code RegistrationCache}
+     * does so through {@link CacheStatsBridge} when it is built. Running the returned action (the
+     * cache does so when it closes) detaches it, keeping its counters in the totals.
      */
-    public Runnable attachCacheStats(Supplier<CacheStats> stats) {
+    private Runnable attachCacheStats(Supplier<CacheStats> stats) {
         caches.add(stats);
         return () -> {
             synchronized (caches) {

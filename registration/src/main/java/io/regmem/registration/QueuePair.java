@@ -2,6 +2,7 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.internal.RwSizing;
 import io.regmem.registration.spi.ProviderQp;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
@@ -85,7 +86,7 @@ public final class QueuePair extends RdmaResource {
 
     /** Creates the rw MR pools: c fast-reg MRs, plus c signature MRs with integrity. */
     void createMrPools(int ctxs, boolean integrity) {
-        int pages = RwSizing.frPageListLen(device);
+        int pages = RwSizing.frPageListLen(device.attributes());
         rdmaMrs = new MrPool(this, pd, ctxs, pages, false);
         try {
             sigMrs = new MrPool(this, pd, integrity ? ctxs : 0, pages, true);

@@ -32,7 +32,7 @@ class ProviderLayeringTest {
     /** The verbs objects by name (their public constants, such as {@code CmId.MAX_*}, are values). */
     /** What the spi may import from the verbs package: values, not objects with a lifecycle. */
     static final Set<String> SPI_VALUE_TYPES = Set.of("Access", "Opcode", "WcStatus", "DeviceAttributes", "SignatureAttrs",
-            "SignatureError");
+            "SignatureError", "CacheStats");
     private static final Pattern VERBS_IMPORT = Pattern.compile("io\\.regmem\\.registration\\.([A-Z]\\w*)");
     private static final Pattern VERBS_TYPE = Pattern.compile("\\b(QueuePair|CmId|CompletionQueue|MemoryRegion)\\b(?!\\.MAX_)");
 
@@ -74,30 +74,34 @@ class ProviderLayeringTest {
     }
 
     @Test
-    void theSpiNamesOnlyValueTypesOfTheVerbsLayerAndTheyNameNothingOfTheSpi() throws IOException {
+    void theSpiAndInternalNameOnlyValueTypesOfTheVerbsLayerAndTheyNameNeitherBack() throws IOException {
         Path root = Path.of("src/main/java/io/regmem/registration");
         List<String> upward = new ArrayList<>();
         int checked = 0;
-        try (Stream<Path> files = Files.list(root.resolve("spi"))) {
-            for (Path f : files.filter(p -> p.toString().endsWith(".java")).toList()) {
-                checked++;
-                List<String> lines = Files.readAllLines(f);
-                for (int i = 0; i < lines.size(); i++) {
-                    Matcher m = VERBS_IMPORT.matcher(lines.get(i));
-                    while (m.find()) {
-                        if (!SPI_VALUE_TYPES.contains(m.group(1))) {
-                            upward.add(f + ":" + (i + 1) + ": " + m.group());
-                        }
+        List<Path> sources = new ArrayList<>();
+        for (String pkg : List.of("spi", "internal")) { // the provider ABI, and what the module's packages share
+            try (Stream<Path> files = Files.list(root.resolve(pkg))) {
+                files.filter(p -> p.toString().endsWith(".java")).forEach(sources::add);
+            }
+        }
+        for (Path f : sources) {
+            checked++;
+            List<String> lines = Files.readAllLines(f);
+            for (int i = 0; i < lines.size(); i++) {
+                Matcher m = VERBS_IMPORT.matcher(lines.get(i));
+                while (m.find()) {
+                    if (!SPI_VALUE_TYPES.contains(m.group(1))) {
+                        upward.add(f + ":" + (i + 1) + ": " + m.group());
                     }
                 }
             }
         }
-        assertThat(checked).as("spi sources found").isGreaterThan(10);
-        assertThat(upward).as("spi sources naming a verbs class that is not a value type (in code or Javadoc)").isEmpty();
+        assertThat(checked).as("spi and internal sources found").isGreaterThan(15);
+        assertThat(upward).as("spi or internal sources naming a verbs class that is not a value type (in code or Javadoc)").isEmpty();
         for (String value : SPI_VALUE_TYPES) {
             assertThat(Files.readString(root.resolve(value + ".java")))
                     .as("%s is a value type the spi imports: it must not name the spi back", value)
-                    .doesNotContain("io.regmem.registration.spi");
+                    .doesNotContain("io.regmem.registration.spi").doesNotContain("io.regmem.registration.internal");
         }
     }
 }

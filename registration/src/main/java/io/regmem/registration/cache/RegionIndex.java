@@ -1,6 +1,6 @@
 package io.regmem.registration.cache;
 
-import io.regmem.core.SortedLongs;
+import io.regmem.registration.internal.SortedLongs;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;

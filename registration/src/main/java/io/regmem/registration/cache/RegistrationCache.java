@@ -8,6 +8,7 @@ import io.regmem.registration.CacheStats;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.PoolRegistration;
 import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.internal.CacheStatsBridge;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -102,7 +103,7 @@ public final class RegistrationCache implements AutoCloseable {
         this.eviction = new ClockEviction(b.maxRegions, b.maxBytes);
         this.merge = b.merge;
         this.hints = new HintTable(b.maxRegions, b.hints);
-        this.detachStats = pd.attachCacheStats(this::stats);
+        this.detachStats = CacheStatsBridge.attach(pd, this::stats);
     }
 
     /** A builder for a cache over {@code pd}, with the documented defaults. */

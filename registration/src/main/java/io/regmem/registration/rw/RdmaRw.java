@@ -5,7 +5,7 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.DmaDirection;
 import io.regmem.registration.RdmaDevice;
-import io.regmem.registration.RwSizing;
+import io.regmem.registration.internal.RwSizing;
 
 /**
  * The sizing rules of the kernel's rw API ({@code rdma_rw_mr_factor}, {@code rdma_rw_max_send_wr})
@@ -34,7 +34,7 @@ public final class RdmaRw {
     /** {@code rdma_rw_can_use_mr}: iWARP, {@code maxSglRd != 0}, or forced. */
     public static boolean canUseMr(RdmaDevice device, int port) {
         checkPort(device, port, "RdmaRw.canUseMr");
-        return RwSizing.canUseMr(device);
+        return RwSizing.canUseMr(device.attributes(), device.rwForceMr());
     }
 
     /**
@@ -55,7 +55,7 @@ public final class RdmaRw {
      * The soft device has one page-list limit for plain and protection-information MRs.
      */
     public static int frPageListLen(RdmaDevice device, boolean protectionInfo) {
-        return RwSizing.frPageListLen(device);
+        return RwSizing.frPageListLen(device.attributes());
     }
 
     /**
@@ -85,6 +85,6 @@ public final class RdmaRw {
             throw new RdmaException(Errno.EINVAL, "RdmaRw.maxSendWr: ctxs " + ctxs + " is not a u32");
         }
         checkPort(device, port, "RdmaRw.maxSendWr");
-        return RwSizing.maxSendWr(device, ctxs, integrity);
+        return RwSizing.maxSendWr(device.attributes(), device.rwForceMr(), ctxs, integrity);
     }
 }

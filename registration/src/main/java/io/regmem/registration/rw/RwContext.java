@@ -492,7 +492,7 @@ public final class RwContext {
         }
     }
 
-    // ---- what the context holds (tests, diagnostics) ---------------------------------------------
+    // ---- inspection: what the context holds (diagnostics, and what the worked examples check) ----
 
     /** The path init chose, or null when free. */
     public Variant variant() {
@@ -514,7 +514,10 @@ public final class RwContext {
         return state == State.FREE ? 0 : chain.nrWrs;
     }
 
-    /** WR {@code i} of the chain. */
+    /**
+     * WR {@code i} of the chain: the context's own request, to read (a changed one is still checked
+     * by the QP when posted, but no longer matches the MRs the context holds).
+     */
     public WorkRequest wr(int i) {
         if (state == State.FREE || i < 0 || i >= chain.nrWrs) {
             throw new RdmaException(Errno.EINVAL, "RwContext: WR " + i + " is not in [0, " + wrCount() + ")");

@@ -2,16 +2,15 @@ package io.regmem.registration.uring;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.internal.Libc;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
-import java.lang.foreign.MemoryLayout;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.StructLayout;
 import java.lang.foreign.SymbolLookup;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.MethodHandle;
-import java.lang.invoke.VarHandle;
 import java.util.Locale;
 
 /**
@@ -38,13 +37,11 @@ final class Sys {
     static final int RLIMIT_MEMLOCK = 8;
     static final long RLIM_INFINITY = -1L;
 
-    static final StructLayout CAPTURE = Linker.Option.captureStateLayout();
-    private static final VarHandle ERRNO = CAPTURE.varHandle(MemoryLayout.PathElement.groupElement("errno"));
+    /** The call-state (errno) layout of every call here: core's, shared ({@link Libc#CAPTURE}). */
+    static final StructLayout CAPTURE = Libc.CAPTURE;
 
     /** Null when the calls did not bind (not Linux, or native access refused). */
     private static final MethodHandle SYSCALL;
-    private static final MethodHandle MMAP;
-    private static final MethodHandle MUNMAP;
     private static final MethodHandle OPEN;
     private static final MethodHandle CLOSE;
     private static final MethodHandle STATX;
@@ -54,8 +51,6 @@ final class Sys {
 
     static {
         MethodHandle syscall = null;
-        MethodHandle mmap = null;
-        MethodHandle munmap = null;
         MethodHandle open = null;
         MethodHandle close = null;
         MethodHandle statx = null;
@@ -72,9 +67,6 @@ final class Sys {
                 ValueLayout.OfInt i = ValueLayout.JAVA_INT;
                 syscall = linker.downcallHandle(libc.find("syscall").orElseThrow(),
                         FunctionDescriptor.of(l, l, l, l, l, l, l, l), errno, Linker.Option.firstVariadicArg(1));
-                mmap = linker.downcallHandle(libc.find("mmap").orElseThrow(),
-                        FunctionDescriptor.of(l, l, l, i, i, i, l), errno);
-                munmap = linker.downcallHandle(libc.find("munmap").orElseThrow(), FunctionDescriptor.of(i, l, l), errno);
                 open = linker.downcallHandle(libc.find("open").orElseThrow(),
                         FunctionDescriptor.of(i, l, i, i), errno, Linker.Option.firstVariadicArg(2));
                 close = linker.downcallHandle(libc.find("close").orElseThrow(), FunctionDescriptor.of(i, i), errno);
@@ -87,12 +79,13 @@ final class Sys {
             }
         }
         SYSCALL = syscall;
-        MMAP = mmap;
-        MUNMAP = munmap;
         OPEN = open;
         CLOSE = close;
         STATX = statx;
         GETRLIMIT = getrlimit;
+        if (why == null && Libc.UNAVAILABLE != null) {
+            why = "io_uring: core's libc binding (mmap) " + Libc.UNAVAILABLE; // native access refused to io.regmem.core
+        }
         UNAVAILABLE = why;
     }
 
@@ -107,7 +100,7 @@ final class Sys {
 
     /** The errno a failed call left in {@code capture}. */
     static int errno(MemorySegment capture) {
-        return (int) ERRNO.get(capture, 0L);
+        return Libc.errno(capture);
     }
 
     /** {@code syscall(nr, a..f)}: the raw result, -1 with errno in {@code capture} on failure. */
@@ -121,7 +114,7 @@ final class Sys {
 
     static long mmap(MemorySegment capture, long length, int prot, int flags, int fd, long offset) {
         try {
-            return (long) MMAP.invokeExact(capture, 0L, length, prot, flags, fd, offset);
+            return Libc.mmap(capture, 0L, length, prot, flags, fd, offset);
         } catch (Throwable t) {
             throw new RdmaException(Errno.EIO, "io_uring: mmap failed to run", t);
         }
@@ -129,7 +122,7 @@ final class Sys {
 
     static int munmap(MemorySegment capture, long address, long length) {
         try {
-            return (int) MUNMAP.invokeExact(capture, address, length);
+            return Libc.munmap(capture, address, length);
         } catch (Throwable t) {
             throw new RdmaException(Errno.EIO, "io_uring: munmap failed to run", t);
         }

@@ -1,14 +1,19 @@
-package io.regmem.core;
+package io.regmem.registration.internal;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.regmem.registration.testkit.NoLeaks;
 import java.util.Arrays;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.constraints.IntRange;
 import net.jqwik.api.constraints.Size;
+import net.jqwik.api.lifecycle.AddLifecycleHook;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
+@ExtendWith(NoLeaks.class)
+@AddLifecycleHook(NoLeaks.class)
 class SortedLongsTest {
     /** The obvious answer: scan for the last key at or below. */
     private static int naiveFloor(long[] keys, int n, long key) {

@@ -1,4 +1,4 @@
-package io.regmem.core;
+package io.regmem.registration.internal;
 
 /**
  * Searches over sorted {@code long} arrays, for the lock-free indexes that map addresses to

@@ -1,9 +1,12 @@
-package io.regmem.registration;
+package io.regmem.registration.internal;
+
+import io.regmem.registration.DeviceAttributes;
 
 /**
  * The sizing rules of the kernel's rw API that queue-pair creation applies ({@code rdma_rw_init_qp}):
  * how many fast-reg pages an rw MR maps and how many send-queue entries rw contexts reserve.
- * {@link io.regmem.registration.rw.RdmaRw} publishes them under the kernel's names, with port checks.
+ * {@code io.regmem.registration.rw.RdmaRw} publishes them under the kernel's names, with port checks.
+ * Internal: this package is not exported; it takes the device's values, not the device.
  */
 public final class RwSizing {
     /** The most pages one rw MR maps, whatever the device allows ({@code 256} in rw.c). */
@@ -14,15 +17,14 @@ public final class RwSizing {
     private RwSizing() {
     }
 
-    /** {@code rdma_rw_can_use_mr}: iWARP, {@code maxSglRd != 0}, or {@link RdmaDevice#RW_FORCE_MR}. */
-    public static boolean canUseMr(RdmaDevice device) {
-        DeviceAttributes a = device.attributes();
-        return a.iWarp() || a.maxSglRd() != 0 || device.rwForceMr();
+    /** {@code rdma_rw_can_use_mr}: iWARP, {@code maxSglRd != 0}, or the device's {@code rwForceMr} option. */
+    public static boolean canUseMr(DeviceAttributes a, boolean forceMr) {
+        return a.iWarp() || a.maxSglRd() != 0 || forceMr;
     }
 
     /** {@code rdma_rw_fr_page_list_len}: pages per rw MR, {@code min(maxFastRegPageListLen, 256)}. */
-    public static int frPageListLen(RdmaDevice device) {
-        return Math.min(device.attributes().maxFastRegPageListLen(), MAX_MR_PAGES);
+    public static int frPageListLen(DeviceAttributes a) {
+        return Math.min(a.maxFastRegPageListLen(), MAX_MR_PAGES);
     }
 
     /**
@@ -30,8 +32,8 @@ public final class RwSizing {
      * (REG_MR + LOCAL_INV + the operation) when integrity is on or the device can use MRs, else 1;
      * saturating at {@link #U32_MAX}.
      */
-    public static long maxSendWr(RdmaDevice device, long ctxs, boolean integrity) {
-        long factor = integrity || canUseMr(device) ? 3 : 1;
+    public static long maxSendWr(DeviceAttributes a, boolean forceMr, long ctxs, boolean integrity) {
+        long factor = integrity || canUseMr(a, forceMr) ? 3 : 1;
         return Math.min(factor * ctxs, U32_MAX);
     }
 }
