@@ -104,4 +104,30 @@ class ProviderLayeringTest {
                     .doesNotContain("io.regmem.registration.spi").doesNotContain("io.regmem.registration.internal");
         }
     }
+
+    /** In the ucx provider, only the binding classes ({@code Ucp*}) touch a struct offset of {@code UcpLayout}. */
+    @Test
+    void onlyUcxsBindingTouchesStructOffsets() throws IOException {
+        Path dir = Path.of("../ucx/src/main/java/io/regmem/registration/ucx");
+        Pattern use = Pattern.compile("UcpLayout\\.([A-Z][A-Z0-9_]*)");
+        Pattern value = Pattern.compile("(UCS_|AM_SEND_FLAG_|AM_RECV_ATTR_FLAG_|MEM_MAP_PROT_).*");
+        List<String> offsets = new ArrayList<>();
+        int checked = 0;
+        try (Stream<Path> files = Files.list(dir)) {
+            for (Path f : files.filter(p -> p.getFileName().toString().startsWith("Ucx")).toList()) {
+                checked++;
+                List<String> lines = Files.readAllLines(f);
+                for (int i = 0; i < lines.size(); i++) {
+                    Matcher m = use.matcher(lines.get(i));
+                    while (m.find()) {
+                        if (!value.matcher(m.group(1)).matches()) {
+                            offsets.add(f + ":" + (i + 1) + ": " + m.group());
+                        }
+                    }
+                }
+            }
+        }
+        assertThat(checked).as("ucx sources above the binding").isGreaterThan(15);
+        assertThat(offsets).as("struct offsets used above the binding (put them in a Ucp* struct class)").isEmpty();
+    }
 }

@@ -1,9 +1,7 @@
 package io.regmem.registration.ucx;
 
-import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
-import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
 
 import io.regmem.core.Errno;
 import io.regmem.registration.Opcode;
@@ -101,13 +99,7 @@ final class UcxAm {
         devices = next;
         MemorySegment stub = Linker.nativeLinker().upcallStub(RECEIVED, CALLBACK, arena);
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment p = a.allocate(UcpLayout.AM_HANDLER_PARAM_SIZE, 8);
-            p.set(JAVA_LONG, UcpLayout.AM_HANDLER_FIELD_MASK, UcpLayout.AM_HANDLER_PARAM_FIELD_ID
-                    | UcpLayout.AM_HANDLER_PARAM_FIELD_FLAGS | UcpLayout.AM_HANDLER_PARAM_FIELD_CB | UcpLayout.AM_HANDLER_PARAM_FIELD_ARG);
-            p.set(JAVA_INT, UcpLayout.AM_HANDLER_ID, ID);
-            p.set(JAVA_INT, UcpLayout.AM_HANDLER_FLAGS, UcpLayout.AM_FLAG_WHOLE_MSG | UcpLayout.AM_FLAG_PERSISTENT_DATA);
-            p.set(ADDRESS, UcpLayout.AM_HANDLER_CB, stub);
-            p.set(ADDRESS, UcpLayout.AM_HANDLER_ARG, MemorySegment.ofAddress(number));
+            MemorySegment p = UcpAmHandlerParam.of(a, ID, stub, number);
             device.ucp.check(device.ucp.setAmHandler(device.worker.handle, p), Errno.EIO, "ucx: ucp_worker_set_am_recv_handler");
         } catch (RuntimeException e) {
             uninstall(number);
@@ -143,7 +135,7 @@ final class UcxAm {
                     || d[(int) number] == null) {
                 return UcpLayout.UCS_OK; // not ours, or a device already closing: dropped
             }
-            long attr = Ucp.NATIVE.get(JAVA_LONG_UNALIGNED, param + UcpLayout.AM_RECV_PARAM_RECV_ATTR);
+            long attr = UcpAmHandlerParam.recvAttr(param);
             boolean persistent = (attr & UcpLayout.AM_RECV_ATTR_FLAG_DATA) != 0;
             boolean rndv = (attr & UcpLayout.AM_RECV_ATTR_FLAG_RNDV) != 0;
             UcxDevice device = d[(int) number];

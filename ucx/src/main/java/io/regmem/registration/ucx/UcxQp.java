@@ -1,6 +1,5 @@
 package io.regmem.registration.ucx;
 
-import static java.lang.foreign.ValueLayout.JAVA_INT;
 
 import io.regmem.core.RdmaException;
 import io.regmem.registration.Opcode;
@@ -156,10 +155,8 @@ final class UcxQp implements ProviderQp {
             ops[i].header = headers.asSlice(i * UcxAm.HEADER, UcxAm.HEADER);
         }
         this.mask = depth - 1;
-        this.amParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
-        amParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
-        amParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.AM_SEND_FLAG_EAGER);
-        this.respRecvParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
+        this.amParams = UcpRequestParam.amSend(arena, UcpLayout.AM_SEND_FLAG_EAGER);
+        this.respRecvParams = UcpRequestParam.allocate(arena);
         this.sender = new UcxSender(this, keys, arena);
         this.receiver = new UcxReceiver(this, arena);
         ctx.attach(this);

@@ -85,10 +85,8 @@ final class UcxReceiver {
         for (int i = 0; i < REPLIES; i++) {
             replyHeaders[i] = headers.asSlice(i * UcxAm.HEADER, UcxAm.HEADER);
         }
-        this.recvParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
-        this.rndvSendParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
-        rndvSendParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
-        rndvSendParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.AM_SEND_FLAG_RNDV);
+        this.recvParams = UcpRequestParam.allocate(arena);
+        this.rndvSendParams = UcpRequestParam.amSend(arena, UcpLayout.AM_SEND_FLAG_RNDV);
     }
 
     /** True while a rendezvous WRITE's bytes are on their way in (any thread): a poll must finish it. */

@@ -46,25 +46,18 @@ final class UcxSender {
         this.reader = qp.reader;
         this.keys = keys;
         this.arena = arena;
-        this.amIovParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
-        amIovParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS
-                | UcpLayout.OP_ATTR_FIELD_DATATYPE);
-        amIovParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.AM_SEND_FLAG_EAGER);
-        amIovParams.set(JAVA_LONG, UcpLayout.REQUEST_PARAM_DATATYPE, UcpLayout.DATATYPE_IOV);
-        this.amRndvParams = arena.allocate(UcpLayout.REQUEST_PARAM_SIZE, 8);
-        amRndvParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_OP_ATTR_MASK, UcpLayout.OP_ATTR_FIELD_FLAGS);
-        amRndvParams.set(JAVA_INT, UcpLayout.REQUEST_PARAM_FLAGS, UcpLayout.AM_SEND_FLAG_RNDV);
+        this.amIovParams = UcpRequestParam.amSendIov(arena, UcpLayout.AM_SEND_FLAG_EAGER);
+        this.amRndvParams = UcpRequestParam.amSend(arena, UcpLayout.AM_SEND_FLAG_RNDV);
     }
 
     /** {@code pieces} as a UCX iov list in {@code op}'s own iov buffer (grown when needed), alive while op's requests run. */
     private MemorySegment iov(Segments pieces, UcxOp op) {
         int n = pieces.count();
-        if (op.iov.byteSize() < n * UcpLayout.DT_IOV_SIZE) {
-            op.iov = arena.allocate(Math.max(8, Integer.highestOneBit(n) << 1) * UcpLayout.DT_IOV_SIZE, 8);
+        if (op.iov.byteSize() < UcpDtIov.bytes(n)) {
+            op.iov = UcpDtIov.allocate(arena, Math.max(8, Integer.highestOneBit(n) << 1));
         }
         for (int i = 0; i < n; i++) {
-            op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_BUFFER, pieces.segment(i).address() + pieces.offset(i));
-            op.iov.set(JAVA_LONG, i * UcpLayout.DT_IOV_SIZE + UcpLayout.DT_IOV_LENGTH, pieces.length(i));
+            UcpDtIov.set(op.iov, i, pieces.segment(i).address() + pieces.offset(i), pieces.length(i));
         }
         return op.iov;
     }

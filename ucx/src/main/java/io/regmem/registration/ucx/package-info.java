@@ -4,8 +4,11 @@
  *
  * <ol>
  * <li><b>Binding</b>: {@code Ucp} (the downcalls, critical ones for the data path),
- * {@code UcpContext}, {@code UcpWorker} and {@code UcpLayout} (the offsets of UCX's structs, which
- * only these classes touch).</li>
+ * {@code UcpContext}, {@code UcpWorker}, and the struct classes in jextract's style
+ * ({@code UcpRequestParam}, {@code UcpDtIov}, {@code UcpAmHandlerParam}) over {@code UcpLayout}.
+ * Only these classes touch a struct offset of {@code UcpLayout}; the layers above use its status
+ * codes and flag values ({@code UCS_*}, {@code AM_SEND_FLAG_*}, {@code AM_RECV_ATTR_FLAG_*},
+ * {@code MEM_MAP_PROT_*}) and nothing else of it ({@code ProviderLayeringTest} checks).</li>
  * <li><b>Wire</b>: {@code UcxAm} (the active-message header), {@code RemoteKeyEnvelope} (an
  * exported key), {@code UcxLink} and {@code UcxSecret} (the authenticated TCP handshake that
  * exchanges worker addresses).</li>
