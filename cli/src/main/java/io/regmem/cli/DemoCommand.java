@@ -147,6 +147,11 @@ final class DemoCommand implements Callable<Integer> {
         }
     }
 
+    /** regmem's modules in this JVM's boot layer (the ones a child needs native access for). */
+    private static List<String> nativeModules(Module self) {
+        return self.getLayer().modules().stream().map(Module::getName).filter(n -> n.startsWith("io.regmem.")).sorted().toList();
+    }
+
     /** Lines the child server printed (read by a thread of their own). */
     private final BlockingQueue<String> serverLines = new LinkedBlockingQueue<>();
 
@@ -156,11 +161,19 @@ final class DemoCommand implements Callable<Integer> {
      */
     private Process startServer(String address) throws Exception {
         String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        ProcessBuilder b = new ProcessBuilder(javaBin, "--enable-native-access=ALL-UNNAMED",
-                "--sun-misc-unsafe-memory-access=allow", "-cp", System.getProperty("java.class.path"),
-                RegmemCommand.class.getName(), "serve", "--provider", provider, "--listen", address, "--connections", "1",
+        ProcessBuilder b = new ProcessBuilder(javaBin, "--sun-misc-unsafe-memory-access=allow");
+        Module self = RegmemCommand.class.getModule();
+        if (self.isNamed()) { // on the module path: the child runs the same modules the same way
+            b.command().addAll(List.of("--enable-native-access=" + String.join(",", nativeModules(self)),
+                    "--module-path", System.getProperty("jdk.module.path"), "--add-modules", "ALL-MODULE-PATH",
+                    "-m", self.getName() + "/" + RegmemCommand.class.getName()));
+        } else {
+            b.command().addAll(List.of("--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"),
+                    RegmemCommand.class.getName()));
+        }
+        b.command().addAll(List.of("serve", "--provider", provider, "--listen", address, "--connections", "1",
                 "--rpc-concurrency", Integer.toString(rpcConcurrency), "--rpc-payloads",
-                Arrays.stream(rpcPayloads).mapToObj(Integer::toString).collect(Collectors.joining(",")));
+                Arrays.stream(rpcPayloads).mapToObj(Integer::toString).collect(Collectors.joining(","))));
         deviceOptions.forEach((k, v) -> b.command().addAll(List.of("--device-option", k + "=" + v)));
         b.redirectErrorStream(true);
         Process p = b.start();

@@ -2,11 +2,15 @@ package io.regmem.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.testkit.ModulePath;
 import io.regmem.registration.testkit.NoLeaks;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
@@ -32,5 +36,30 @@ class CliModulePathTest {
                 List.of("demo", "--requests", "1000", "--rdma-requests", "100", "--rpc-calls", "500", "--rpc-warmup", "0",
                         "--storage-mib", "8", "--storage-calls", "100", "--storage-block", "16384"));
         assertThat(out).contains("PASS: every byte checked, nothing leaked");
+    }
+
+    /**
+     * {@code regmem demo --provider ucx} on the module path: the ucx provider found through
+     * io.regmem.ucx's service ({@code --add-modules}), and the RPC server it starts as a child JVM
+     * started on the same module path.
+     */
+    @Test
+    void theUcxDemoAndItsChildServerRunOnTheModulePath() throws Exception {
+        try (RdmaDevice probe = RdmaDevice.open("ucx")) {
+            assertThat(probe.name()).startsWith("ucx");
+        } catch (RdmaException e) {
+            Assumptions.assumeFalse(e.errno() == Errno.ENODEV && !"true".equals(System.getenv("CI")), "UCX is not installed");
+            throw e;
+        }
+        List<String> path = ModulePath.of(List.of("core", "registration", "uring", "ucx", "cli"),
+                List.of("agrona", "jctools-core", "picocli", "HdrHistogram"));
+        List<String> args = List.of("--add-modules", "io.regmem.ucx",
+                "--enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.uring,io.regmem.ucx",
+                "--sun-misc-unsafe-memory-access=allow");
+        String out = ModulePath.exec(dir, path, "io.regmem.cli", "io.regmem.cli.RegmemCommand", args,
+                List.of("demo", "--provider", "ucx", "--requests", "100", "--rdma-requests", "100", "--rpc-calls", "500",
+                        "--rpc-warmup", "0", "--storage-mib", "0", "--quiet-progress"));
+        assertThat(out).contains("started the RPC server as a child process", "Replies checked byte by byte: 0 wrong",
+                "PASS: every byte checked, nothing leaked");
     }
 }
