@@ -110,6 +110,8 @@ final class RpcDemo {
      * calls in flight would all wait for.
      */
     static final int IDLE_SPINS = Integer.getInteger("regmem.demo.idleSpins", 256);
+    /** How long calls may be in flight with none completing before the run fails ({@code -Dregmem.demo.stallSeconds}). */
+    static final long STALL_NANOS = Long.getLong("regmem.demo.stallSeconds", 30) * 1_000_000_000L;
 
     private static final ValueLayout.OfLong WORD = ValueLayout.JAVA_LONG_UNALIGNED;
 
@@ -438,6 +440,8 @@ final class RpcDemo {
         long lastPrint = start;
         long base = client.done();
         long last = xid + calls;
+        long lastDone = base;
+        long lastChange = start;
         while (nanos > 0 ? System.nanoTime() - start < nanos || xid > client.done() : client.done() - base < calls) {
             boolean more = nanos > 0 ? System.nanoTime() - start < nanos : xid < last;
             while (more && xid - client.done() < Math.min(concurrency, client.credits() + concurrency)
@@ -463,6 +467,19 @@ final class RpcDemo {
                 return false;
             }
             long now = System.nanoTime();
+            long done = client.done();
+            if (done != lastDone) {
+                lastDone = done;
+                lastChange = now;
+            } else if (xid > done && now - lastChange > STALL_NANOS) {
+                // Bounded: calls in flight and none completed for a long time is a failure, with what is known.
+                QueuePair qp = transports[0].qp();
+                failureReason = "no call completed for " + (STALL_NANOS / 1_000_000_000L) + " s with " + (xid - done)
+                        + " calls in flight (" + qp + ": " + qp.state() + ", sends outstanding " + qp.outstandingSends()
+                        + ", receives posted " + qp.outstandingRecvs() + ", credits " + client.credits() + ")";
+                out.println("regmem demo: " + failureReason);
+                return false;
+            }
             if (progress && now - lastPrint > 1_000_000_000L) {
                 lastPrint = now;
                 long n = client.done() - base;

@@ -208,9 +208,14 @@ class ServeSurvivesTest {
         expectLine("regmem serve: connection 5 ended; requests free 16/16; rpc-server-buffers-5: no buffers leaked");
 
         // 6. a real client: every byte checked, nothing leaked on either side
-        String out = runDemo("demo", "--provider", "ucx", "--connect", address, "--device-option", "secret=" + SECRET,
+        String[] client = new String[1];
+        int status = runDemo(client, "demo", "--provider", "ucx", "--connect", address, "--device-option", "secret=" + SECRET,
                 "--rpc-calls", "3000", "--rpc-warmup", "0", "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0",
                 "--quiet-progress");
+        String out = client[0];
+        synchronized (all) {
+            assertThat(status).as("the client's exit status; it said:%n%s%nserve said:%n%s", out, all).isZero();
+        }
         assertThat(out).contains("): 3,000 calls", "Replies checked byte by byte: 0 wrong", "PASS: ");
         expectLine("regmem serve: connection 6 ended; requests free 16/16; rpc-server-buffers-6: no buffers leaked");
         expectLine("regmem serve: done; device: no live objects");
