@@ -425,27 +425,6 @@ public final class BufferPool implements AutoCloseable {
         return leaks.report(name);
     }
 
-    /** Counts live buffers and lists the first {@link LeakReport#MAX_LISTED}. */
-    private static final class LeakCollector {
-        private long count;
-        private long bytes;
-        private final List<LeakReport.Leak> listed = new ArrayList<>();
-
-        void offer(PooledBuffer b) {
-            if (b.isLive()) {
-                count++;
-                bytes += b.capacity();
-                if (listed.size() < LeakReport.MAX_LISTED) {
-                    listed.add(new LeakReport.Leak(b.toString(), b.allocationSite));
-                }
-            }
-        }
-
-        LeakReport report(String pool) {
-            return new LeakReport(pool, count, bytes, List.copyOf(listed));
-        }
-    }
-
     // ---- description ---------------------------------------------------------------------------
 
     /** The pool's name, used in every message. */
