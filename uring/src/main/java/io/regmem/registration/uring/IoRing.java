@@ -92,11 +92,8 @@ public final class IoRing implements AutoCloseable {
     private int freeTop;
     private int inFlight;
     private int prepared;
-    // completions reaped while the ring waited for itself (a chunk retiring), delivered first by poll
-    private final long[] stashData;
-    private final int[] stashRes;
-    private int stashHead;
-    private int stashCount;
+    /** Completions reaped while the ring waited for itself (a chunk retiring), delivered first by poll. */
+    private final CompletionStash stash;
 
     private final FixedBuffers buffers;
     private final FileTable files;
@@ -146,8 +143,7 @@ public final class IoRing implements AutoCloseable {
             freeOps[i] = capacity - 1 - i;
         }
         this.freeTop = capacity;
-        this.stashData = new long[capacity];
-        this.stashRes = new int[capacity];
+        this.stash = new CompletionStash(capacity);
         this.buffers = new FixedBuffers(this, fd, capture, scratch, b.fixedBuffers);
         this.files = new FileTable(this, fd, arena, capture, scratch, b.fixedFiles);
         try {
@@ -278,7 +274,7 @@ public final class IoRing implements AutoCloseable {
 
     /** Operations prepared or submitted whose completion has not been delivered. */
     public int inFlight() {
-        return inFlight + stashCount;
+        return inFlight + stash.size();
     }
 
     /** Operations submitted to the kernel since the ring was built. */
@@ -688,11 +684,10 @@ public final class IoRing implements AutoCloseable {
 
     private int drainStash(IoCompletionHandler handler) {
         int n = 0;
-        while (stashCount > 0) {
-            long ud = stashData[stashHead];
-            int res = stashRes[stashHead];
-            stashHead = (stashHead + 1) % stashData.length;
-            stashCount--;
+        while (stash.size() > 0) {
+            long ud = stash.headUserData();
+            int res = stash.headResult();
+            stash.pop();
             completed++;
             n++;
             handler.onComplete(ud, res);
@@ -741,10 +736,7 @@ public final class IoRing implements AutoCloseable {
                 }
             }
             if (handler == null) {
-                int at = (stashHead + stashCount) % stashData.length;
-                stashData[at] = userData;
-                stashRes[at] = res;
-                stashCount++;
+                stash.add(userData, res);
             } else {
                 completed++;
                 n++;
@@ -884,7 +876,7 @@ public final class IoRing implements AutoCloseable {
             while (buffers.awaitingTags() || buffers.retiring()) {
                 waitInternally();
             }
-            stashCount = 0; // completions nobody reaped before close are dropped, as documented
+            stash.clear(); // completions nobody reaped before close are dropped, as documented
         }
         closed = true;
         for (int id = 0; id < capacity; id++) {
