@@ -75,10 +75,6 @@ final class Integrity implements IntegrityView {
         mr.commitIntegrityMapping(iova, bytes, end);
     }
 
-    MemoryRegion region() {
-        return mr;
-    }
-
     @Override
     public SignatureAttrs attrs() {
         return attrs;

@@ -88,13 +88,6 @@ public final class LocalRendezvous {
             }
         }
 
-        /** True if this end is a request from, or a connect to, an ID of this rendezvous. */
-        public boolean isLinked() {
-            synchronized (lock) {
-                return remote != null;
-            }
-        }
-
         /**
          * Accepts the pending request: links the QPs, then the requester is ESTABLISHED with
          * {@code privateData} and this end too.
