@@ -1,5 +1,7 @@
 package io.regmem.cli;
 
+import static io.regmem.registration.testkit.PatternFiles.patternAt;
+import static io.regmem.registration.testkit.PatternFiles.patternFile;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.core.BufferPool;
@@ -25,14 +27,10 @@ import io.regmem.registration.uring.IoCompletionHandler;
 import io.regmem.registration.uring.IoFile;
 import io.regmem.registration.uring.IoRegistration;
 import io.regmem.registration.uring.IoRing;
-import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.util.HashMap;
 import java.util.Map;
 import org.junit.jupiter.api.Assumptions;
@@ -71,30 +69,6 @@ class StorageOverRdmaTest {
             }
             throw e;
         }
-    }
-
-    private static byte patternAt(long position) {
-        long x = position * 0x9E3779B97F4A7C15L;
-        return (byte) (x >>> 56 ^ position);
-    }
-
-    private static Path patternFile(Path file, long bytes) throws IOException {
-        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
-                StandardOpenOption.TRUNCATE_EXISTING)) {
-            ByteBuffer b = ByteBuffer.allocate(1 << 16);
-            for (long pos = 0; pos < bytes; ) {
-                b.clear();
-                int n = (int) Math.min(b.capacity(), bytes - pos);
-                for (int i = 0; i < n; i++) {
-                    b.put(patternAt(pos + i));
-                }
-                b.flip();
-                while (b.hasRemaining()) {
-                    pos += ch.write(b, pos);
-                }
-            }
-        }
-        return file;
     }
 
     @Test

@@ -2,16 +2,12 @@ package io.regmem.examples;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.regmem.registration.testkit.ModulePath;
 import io.regmem.registration.testkit.NoLeaks;
-import java.io.File;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
-import javax.tools.JavaCompiler;
-import javax.tools.ToolProvider;
+import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
@@ -25,39 +21,23 @@ import org.junit.jupiter.api.io.TempDir;
  */
 @ExtendWith(NoLeaks.class)
 class ModulePathTest {
+    /** Native access for regmem's two modules, by name; JCTools and Agrona use sun.misc.Unsafe. */
+    private static final List<String> JVM_ARGS = List.of("--enable-native-access=io.regmem.core,io.regmem.registration",
+            "--sun-misc-unsafe-memory-access=allow");
 
     @TempDir
     Path dir;
 
     @Test
     void theTourExampleRunsOnTheModulePath() throws Exception {
-        String modulePath = String.join(File.pathSeparator, regmemModulePath());
-        Path src = dir.resolve("src");
-        Path pkg = Files.createDirectories(src.resolve("io/regmem/examples"));
-        Files.writeString(src.resolve("module-info.java"), "module example.app { requires io.regmem.registration; }\n");
-        Files.copy(DocsTest.EXAMPLES.resolve("RdmaWriteExample.java"), pkg.resolve("RdmaWriteExample.java"));
-        Path out = dir.resolve("out");
-        JavaCompiler javac = ToolProvider.getSystemJavaCompiler();
-        int rc = javac.run(null, null, null, "-d", out.toString(), "--module-path", modulePath,
-                src.resolve("module-info.java").toString(), pkg.resolve("RdmaWriteExample.java").toString());
-        assertThat(rc).as("javac of the example module").isZero();
-
-        Path java = Path.of(System.getProperty("java.home"), "bin", "java");
-        Process p = new ProcessBuilder(java.toString(),
-                "--module-path", out + File.pathSeparator + modulePath,
-                "--enable-native-access=io.regmem.core,io.regmem.registration",
-                "--sun-misc-unsafe-memory-access=allow",
-                "-m", "example.app/io.regmem.examples.RdmaWriteExample")
-                .redirectError(dir.resolve("stderr").toFile()).start();
-        String stdout = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
-        String stderr = Files.readString(dir.resolve("stderr"));
-        assertThat(p.exitValue()).as(stderr).isZero();
-        assertThat(stdout).isEqualTo("""
+        String out = ModulePath.run(dir, regmemModulePath(), Map.of(
+                        "module-info.java", "module example.app { requires io.regmem.registration; }\n",
+                        "io/regmem/examples/RdmaWriteExample.java", Files.readString(DocsTest.EXAMPLES.resolve("RdmaWriteExample.java"))),
+                "example.app", "io.regmem.examples.RdmaWriteExample", JVM_ARGS);
+        assertThat(out).isEqualTo("""
                 completion: SUCCESS, 64 bytes
                 server reads: hello, registered memory
                 """);
-        assertThat(stderr).as("the JVM's own warnings").isEmpty();
     }
 
     /**
@@ -66,11 +46,14 @@ class ModulePathTest {
      */
     @Test
     void faultInjectionIsReachableOnTheModulePath() throws Exception {
-        String modulePath = String.join(File.pathSeparator, regmemModulePath());
-        Path src = dir.resolve("src");
-        Path pkg = Files.createDirectories(src.resolve("faultsapp"));
-        Files.writeString(src.resolve("module-info.java"), "module faults.app { requires io.regmem.registration; }\n");
-        Files.writeString(pkg.resolve("Main.java"), """
+        String out = ModulePath.run(dir, regmemModulePath(), Map.of(
+                        "module-info.java", "module faults.app { requires io.regmem.registration; }\n",
+                        "faultsapp/Main.java", MAIN),
+                "faults.app", "faultsapp.Main", JVM_ARGS);
+        assertThat(out).isEqualTo("faults: true\n");
+    }
+
+    private static final String MAIN = """
                 package faultsapp;
 
                 import io.regmem.registration.CmId;
@@ -97,25 +80,7 @@ class ModulePathTest {
                         }
                     }
                 }
-                """);
-        Path out = dir.resolve("out");
-        JavaCompiler javac = ToolProvider.getSystemJavaCompiler();
-        int rc = javac.run(null, null, null, "-d", out.toString(), "--module-path", modulePath,
-                src.resolve("module-info.java").toString(), pkg.resolve("Main.java").toString());
-        assertThat(rc).as("javac of the module").isZero();
-        Path java = Path.of(System.getProperty("java.home"), "bin", "java");
-        Process p = new ProcessBuilder(java.toString(),
-                "--module-path", out + File.pathSeparator + modulePath,
-                "--enable-native-access=io.regmem.core,io.regmem.registration",
-                "--sun-misc-unsafe-memory-access=allow",
-                "-m", "faults.app/faultsapp.Main")
-                .redirectError(dir.resolve("stderr").toFile()).start();
-        String stdout = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
-        String stderr = Files.readString(dir.resolve("stderr"));
-        assertThat(p.exitValue()).as(stderr).isZero();
-        assertThat(stdout).isEqualTo("faults: true\n");
-    }
+                """;
 
     /**
      * regmem's two modules and what they require, from this test JVM's class path: the
@@ -123,15 +88,7 @@ class ModulePathTest {
      * and JCTools.
      */
     static List<String> regmemModulePath() {
-        List<String> path = new ArrayList<>();
-        path.add(Path.of("target/classes").toAbsolutePath().toString());
-        for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
-            String name = Path.of(entry).toString();
-            if (name.contains("agrona") || name.contains("jctools-core")
-                    || name.contains("regmem-core") || name.endsWith("core" + File.separator + "target" + File.separator + "classes")) {
-                path.add(entry);
-            }
-        }
+        List<String> path = ModulePath.of(List.of("registration", "core"), List.of("agrona", "jctools-core"));
         assertThat(path).as("module path").hasSize(4);
         assertThat(Path.of(path.getFirst(), "module-info.class")).exists();
         return path;

@@ -1,8 +1,8 @@
 package io.regmem.registration.uring;
 
 import static io.regmem.registration.uring.IoRingTest.expect;
-import static io.regmem.registration.uring.UringFixture.patternAt;
-import static io.regmem.registration.uring.UringFixture.patternFile;
+import static io.regmem.registration.testkit.PatternFiles.patternAt;
+import static io.regmem.registration.testkit.PatternFiles.patternFile;
 import static io.regmem.registration.uring.UringFixture.ring;
 import static org.assertj.core.api.Assertions.assertThat;
 
