@@ -80,17 +80,9 @@ public final class IoRing implements AutoCloseable {
     private int sqTail;
     private int cqHead;
 
-    // operations: an id per prepared or in-flight operation (the SQE's user data)
+    /** An id per prepared or in-flight operation (the SQE's user data). */
+    private final Operations ops;
     private final int capacity;
-    private final long[] opUserData;
-    private final FixedSlot[] opSlot;
-    /** The buffer each operation pinned (from prepare to completion), or null. */
-    private final PooledBuffer[] opBuffer;
-    /** Whether each operation id is prepared or in flight. */
-    private final boolean[] opBusy;
-    private final int[] freeOps;
-    private int freeTop;
-    private int inFlight;
     private int prepared;
     /** Completions reaped while the ring waited for itself (a chunk retiring), delivered first by poll. */
     private final CompletionStash stash;
@@ -134,15 +126,7 @@ public final class IoRing implements AutoCloseable {
         this.sqTail = (int) INT.getAcquire(sq, sqTailOff);
         this.cqHead = (int) INT.getAcquire(cq, cqHeadOff);
         this.capacity = sqEntries;
-        this.opUserData = new long[capacity];
-        this.opSlot = new FixedSlot[capacity];
-        this.opBuffer = new PooledBuffer[capacity];
-        this.opBusy = new boolean[capacity];
-        this.freeOps = new int[capacity];
-        for (int i = 0; i < capacity; i++) {
-            freeOps[i] = capacity - 1 - i;
-        }
-        this.freeTop = capacity;
+        this.ops = new Operations(capacity);
         this.stash = new CompletionStash(capacity);
         this.buffers = new FixedBuffers(this, fd, capture, scratch, b.fixedBuffers);
         this.files = new FileTable(this, fd, arena, capture, scratch, b.fixedFiles);
@@ -274,7 +258,7 @@ public final class IoRing implements AutoCloseable {
 
     /** Operations prepared or submitted whose completion has not been delivered. */
     public int inFlight() {
-        return inFlight + stash.size();
+        return ops.inFlight() + stash.size();
     }
 
     /** Operations submitted to the kernel since the ring was built. */
@@ -519,11 +503,12 @@ public final class IoRing implements AutoCloseable {
     }
 
     private int takeOp(String what) {
-        if (freeTop == 0) {
+        int id = ops.peekFree();
+        if (id < 0) {
             throw new RdmaException(Errno.EBUSY, this + "." + what + ": " + capacity + " operations are prepared or in flight"
                     + " (the queue is full): submit and reap completions first");
         }
-        return freeOps[freeTop - 1];
+        return id;
     }
 
     private long nextSqe() {
@@ -553,15 +538,7 @@ public final class IoRing implements AutoCloseable {
     }
 
     private void commit(int id, long userData, FixedSlot s, PooledBuffer buffer) {
-        freeTop--;
-        opUserData[id] = userData;
-        opSlot[id] = s;
-        opBuffer[id] = buffer;
-        opBusy[id] = true;
-        if (s != null) {
-            s.inFlight++;
-        }
-        inFlight++;
+        ops.begin(id, userData, s, buffer);
         prepared++;
         sqTail++;
     }
@@ -637,7 +614,7 @@ public final class IoRing implements AutoCloseable {
         n += reap(handler);
         // A cleared fixed buffer's tag completion may need the ring's task work run to be posted:
         // enter (without waiting) while one is due, as for operations in flight.
-        if (n == 0 && ((inFlight > prepared && kernelHasWork()) || (buffers.awaitingTags() && !closed))) {
+        if (n == 0 && ((ops.inFlight() > prepared && kernelHasWork()) || (buffers.awaitingTags() && !closed))) {
             enter(0, ENTER_GETEVENTS);
             n += reap(handler);
         }
@@ -660,8 +637,8 @@ public final class IoRing implements AutoCloseable {
         }
         int n = drainStash(handler);
         n += reap(handler);
-        while (n < minCompletions && inFlight > 0) {
-            int want = Math.min(minCompletions - n, inFlight);
+        while (n < minCompletions && ops.inFlight() > 0) {
+            int want = Math.min(minCompletions - n, ops.inFlight());
             enter(want, ENTER_GETEVENTS);
             n += reap(handler);
         }
@@ -723,17 +700,10 @@ public final class IoRing implements AutoCloseable {
                 continue;
             }
             int id = (int) ud;
-            long userData = opUserData[id];
-            FixedSlot s = opSlot[id];
-            opSlot[id] = null;
-            unpin(id);
-            freeOps[freeTop++] = id;
-            inFlight--;
-            if (s != null) {
-                s.inFlight--;
-                if (s.removed) {
-                    buffers.finishRetired(); // the last operation on a chunk that left its pool
-                }
+            long userData = ops.userData(id);
+            FixedSlot s = ops.end(id);
+            if (s != null && s.removed) {
+                buffers.finishRetired(); // the last operation on a chunk that left its pool
             }
             if (handler == null) {
                 stash.add(userData, res);
@@ -742,16 +712,6 @@ public final class IoRing implements AutoCloseable {
                 n++;
                 handler.onComplete(userData, res);
             }
-        }
-    }
-
-    /** Lets go of operation {@code id}'s buffer: the kernel is done with its memory. */
-    private void unpin(int id) {
-        opBusy[id] = false;
-        PooledBuffer b = opBuffer[id];
-        if (b != null) {
-            opBuffer[id] = null;
-            b.unpin();
         }
     }
 
@@ -770,7 +730,7 @@ public final class IoRing implements AutoCloseable {
         checkOwner("cancel");
         int n = 0;
         for (int id = 0; id < capacity; id++) {
-            if (isOp(id) && opUserData[id] == userData) {
+            if (ops.isBusy(id) && ops.userData(id) == userData) {
                 n += prepareCancel(id, true) ? 1 : 0;
             }
         }
@@ -780,10 +740,6 @@ public final class IoRing implements AutoCloseable {
         return n;
     }
 
-    /** True if operation id {@code id} is prepared or in flight. */
-    private boolean isOp(int id) {
-        return opBusy[id];
-    }
 
     /** Prepares a cancel of operation {@code id}; false (or EBUSY when {@code strict}) if the queue is full. */
     private boolean prepareCancel(int id, boolean strict) {
@@ -809,7 +765,7 @@ public final class IoRing implements AutoCloseable {
     void cancelOn(FixedSlot s) {
         int n = 0;
         for (int id = 0; id < capacity; id++) {
-            if (opSlot[id] == s && prepareCancel(id, false)) {
+            if (ops.slot(id) == s && prepareCancel(id, false)) {
                 n++;
             }
         }
@@ -862,9 +818,9 @@ public final class IoRing implements AutoCloseable {
         checkOwnerForClose("close");
         if (onOwner()) {
             dropPrepared();
-            if (inFlight > 0) {
+            if (ops.inFlight() > 0) {
                 cancelAll();
-                while (inFlight > 0) {
+                while (ops.inFlight() > 0) {
                     waitInternally();
                 }
             }
@@ -880,7 +836,7 @@ public final class IoRing implements AutoCloseable {
         }
         closed = true;
         for (int id = 0; id < capacity; id++) {
-            unpin(id); // owner gone: the kernel has no I/O of it left (on the owner, none is left anyway)
+            ops.unpin(id); // owner gone: the kernel has no I/O of it left (on the owner, none is left anyway)
         }
         for (IoRegistration r : registrations) {
             r.detachAll(); // owner gone: the kernel has no I/O of it left
@@ -898,14 +854,7 @@ public final class IoRing implements AutoCloseable {
             prepared--;
             long o = (long) (sqTail & sqMask) * SQE_SIZE;
             int id = (int) sqes.get(ValueLayout.JAVA_LONG, o + SQE_USER_DATA);
-            FixedSlot s = opSlot[id];
-            opSlot[id] = null;
-            unpin(id);
-            if (s != null) {
-                s.inFlight--;
-            }
-            freeOps[freeTop++] = id;
-            inFlight--;
+            ops.end(id);
         }
     }
 
