@@ -476,7 +476,8 @@ final class RpcDemo {
                 QueuePair qp = transports[0].qp();
                 failureReason = "no call completed for " + (STALL_NANOS / 1_000_000_000L) + " s with " + (xid - done)
                         + " calls in flight (" + qp + ": " + qp.state() + ", sends outstanding " + qp.outstandingSends()
-                        + ", receives posted " + qp.outstandingRecvs() + ", credits " + client.credits() + ")";
+                        + ", receives posted " + qp.outstandingRecvs() + ", credits " + client.credits()
+                        + (qp.diagnostics().isEmpty() ? "" : "; " + qp.diagnostics()) + ")";
                 out.println("regmem demo: " + failureReason);
                 return false;
             }

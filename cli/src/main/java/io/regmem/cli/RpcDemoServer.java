@@ -241,11 +241,19 @@ final class RpcDemoServer implements RpcTransport.Handler {
             }
         }
         if (sent) {
+            replied++;
             release(s);
         } else {
             waiting.add(s); // the ring is full: answered once a Send completion made room
         }
     }
+
+    /** Calls answered so far (the serving thread's count). */
+    long replied() {
+        return replied;
+    }
+
+    private long replied;
 
     /** One of the slot's outstanding parts is done; with the last, the slot serves calls again. */
     private void release(Slot s) {

@@ -118,6 +118,7 @@ final class ServeCommand implements Callable<Integer> {
         boolean[] clean = {true};
         String report = "nothing was set up";
         String failure = null;
+        long calls = 0;
         Arena arena = Arena.ofShared();
         RpcDemo.ServerEnd end = null;
         try {
@@ -142,6 +143,7 @@ final class ServeCommand implements Callable<Integer> {
                     id.disconnect();
                 }
                 if (end != null) {
+                    calls = end.server.replied();
                     report = end.close(clean);
                 }
                 if (id.qp() != null) {
@@ -153,10 +155,10 @@ final class ServeCommand implements Callable<Integer> {
             }
         }
         if (failure != null) {
-            out.printf(Locale.ROOT, "regmem serve: connection %d from %s failed: %s; %s%n", number, peer,
-                    failure.replace('\n', ' '), report);
+            out.printf(Locale.ROOT, "regmem serve: connection %d from %s failed after %,d calls: %s; %s%n", number, peer,
+                    calls, failure.replace('\n', ' '), report);
         } else {
-            out.printf(Locale.ROOT, "regmem serve: connection %d ended; %s%n", number, report);
+            out.printf(Locale.ROOT, "regmem serve: connection %d ended after %,d calls; %s%n", number, calls, report);
         }
         out.flush();
         return clean[0];

@@ -179,7 +179,7 @@ class ServeSurvivesTest {
                 // 3. a call that breaks the protocol (10 MiB of arguments): serve ends that connection
                 protocolBreaker(dev, pd, cq, arena, address);
                 expectLine("regmem serve: connection 3 from 127.0.0.1:"); // accepted
-                assertThat(expectLine("regmem serve: connection 3 from 127.0.0.1:")).contains("failed: a call of 10485760 bytes of arguments",
+                assertThat(expectLine("regmem serve: connection 3 from 127.0.0.1:")).contains("failed after 0 calls: a call of 10485760 bytes of arguments",
                         "requests free 16/16; rpc-server-buffers-3: no buffers leaked");
 
                 // 4. connected, then gone at once
@@ -190,7 +190,7 @@ class ServeSurvivesTest {
                 brief.disconnect();
                 brief.destroyQp();
                 brief.close();
-                expectLine("regmem serve: connection 4 ended; requests free 16/16");
+                expectLine("regmem serve: connection 4 ended after 0 calls; requests free 16/16");
             } finally {
                 stop.set(true);
                 progress.join();
@@ -205,7 +205,8 @@ class ServeSurvivesTest {
         expectLine("regmem serve: connection 5 from 127.0.0.1:");
         Thread.sleep(500); // calls are flowing
         killedClient.destroyForcibly();
-        expectLine("regmem serve: connection 5 ended; requests free 16/16; rpc-server-buffers-5: no buffers leaked");
+        assertThat(expectLine("regmem serve: connection 5 ended after ")).matches(".* ended after [0-9,]+ calls; requests free 16/16; "
+                + "rpc-server-buffers-5: no buffers leaked");
 
         // 6. a real client: every byte checked, nothing leaked on either side
         String[] client = new String[1];
@@ -217,7 +218,7 @@ class ServeSurvivesTest {
             assertThat(status).as("the client's exit status; it said:%n%s%nserve said:%n%s", out, all).isZero();
         }
         assertThat(out).contains("): 3,000 calls", "Replies checked byte by byte: 0 wrong", "PASS: ");
-        expectLine("regmem serve: connection 6 ended; requests free 16/16; rpc-server-buffers-6: no buffers leaked");
+        expectLine("regmem serve: connection 6 ended after 3,000 calls; requests free 16/16; rpc-server-buffers-6: no buffers leaked");
         expectLine("regmem serve: done; device: no live objects");
         assertThat(serve.waitFor(30, TimeUnit.SECONDS)).isTrue();
         synchronized (all) {

@@ -211,6 +211,23 @@ public final class QueuePair extends RdmaResource {
     }
 
     /**
+     * What this QP's provider can tell about its transport, one line for a log or a failure message
+     * (for UCX: the peer, what was sent and acknowledged, what the oldest request waits for, messages
+     * dropped); its form is not part of the API and may change. Any thread; never throws.
+     */
+    public String diagnostics() {
+        ProviderQp p = provider;
+        if (p == null) {
+            return "";
+        }
+        try {
+            return p.diagnostics();
+        } catch (RuntimeException e) {
+            return "(diagnostics failed: " + e + ")";
+        }
+    }
+
+    /**
      * Send WRs occupying the send queue: posted and not yet retired. As in verbs, a request keeps
      * its slot until its completion is polled; an unsignaled request that succeeded, until a later
      * completion of this send queue is polled (so signal one in a while); a request whose completion

@@ -52,6 +52,15 @@ public interface ProviderQp {
     void destroy();
 
     /**
+     * The provider's view of this QP's transport, one line for a log or a failure message (what it
+     * sent and received, what it waits for); empty if it has nothing to add. Any thread; racy reads
+     * are fine; must not block or throw.
+     */
+    default String diagnostics() {
+        return "";
+    }
+
+    /**
      * A provider-specific capability of this QP (soft: {@link io.regmem.registration.faults.QpFaults}), or null.
      */
     default <T> T unwrap(Class<T> type) {

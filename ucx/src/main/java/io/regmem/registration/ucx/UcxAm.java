@@ -143,6 +143,16 @@ final class UcxAm {
             MemorySegment.copy(Ucp.NATIVE, header, h, 0, HEADER);
             return device.onMessage(h, data, length, persistent, rndv) ? UcpLayout.UCS_INPROGRESS : UcpLayout.UCS_OK;
         } catch (Throwable t) {
+            try {
+                UcxDevice[] d = devices;
+                if (arg >= 0 && arg < d.length && d[(int) arg] != null) {
+                    UcxDevice device = d[(int) arg];
+                    device.lastCallbackFailure = t;
+                    device.callbackFailures++; // (worker lock held: one writer)
+                }
+            } catch (Throwable ignored) {
+                // nothing more can be done here
+            }
             return UcpLayout.UCS_OK; // never let an exception unwind into UCX (it would kill the JVM)
         }
     }

@@ -293,6 +293,22 @@ final class UcxDevice implements ProviderDevice {
     private static final ValueLayout.OfInt U_INT = ValueLayout.JAVA_INT_UNALIGNED;
     private static final ValueLayout.OfLong U_LONG = ValueLayout.JAVA_LONG_UNALIGNED;
 
+    /**
+     * Messages the AM callback dropped: for no live QP of this device, with a wrong token, or not of
+     * this provider's kinds (worker lock held to write; read racily by diagnostics).
+     */
+    long dropped;
+    /** AM callbacks that failed with an exception (their message dropped), and the last such failure. */
+    volatile long callbackFailures;
+    volatile Throwable lastCallbackFailure;
+
+    /** What the device's AM callback dropped, for a QP's {@link UcxQp#diagnostics()}. */
+    String droppedDescription() {
+        Throwable t = lastCallbackFailure;
+        return "device: messages dropped " + dropped + ", callbacks failed " + callbackFailures
+                + (t == null ? "" : " (last: " + t + ")");
+    }
+
     /** The live QP with this number, or null. */
     private UcxQp qp(int number) {
         for (UcxQp qp : qps) {
@@ -312,22 +328,27 @@ final class UcxDevice implements ProviderDevice {
     boolean onMessage(MemorySegment h, long data, long length, boolean persistent, boolean rndv) {
         UcxQp qp = qp(h.get(U_INT, UcxAm.H_DST));
         if (qp == null || h.get(U_LONG, UcxAm.H_TOKEN) != qp.localToken) {
+            dropped++;
             return false; // the QP is gone, or the message is not from its connection: dropped
         }
         int type = h.get(U_INT, UcxAm.H_TYPE);
         if (type == UcxAm.TYPE_ACK) {
+            qp.answersIn++;
             qp.acked(h.get(U_LONG, UcxAm.H_SEQ), h.get(U_INT, UcxAm.H_STATUS));
             return false;
         }
         if (type == UcxAm.TYPE_READ_RESPONSE) {
+            qp.answersIn++;
             return (length == 0 || persistent || rndv)
                     && qp.readResponse(h.get(U_LONG, UcxAm.H_SEQ), h.get(U_INT, UcxAm.H_STATUS), length > 0 ? data : 0, length, rndv);
         }
         int opcode = h.get(U_INT, UcxAm.H_OPCODE);
         if (type != UcxAm.TYPE_MSG || opcode < 0 || opcode >= UcxAm.OPCODES.length
                 || (length > 0 && !persistent && !(rndv && opcode == Opcode.RDMA_WRITE.ordinal()))) {
+            dropped++;
             return false; // not a message this provider sends (eager data persists; only WRITEs go by rendezvous)
         }
+        qp.messagesIn++;
         // A READ carries no bytes: its length travels in the header, in the length slot of the inbox.
         boolean read = opcode == Opcode.RDMA_READ.ordinal();
         long len = read ? h.get(U_LONG, UcxAm.H_LENGTH) : length;

@@ -74,6 +74,11 @@ final class UcxInbox {
         return size == 0;
     }
 
+    /** Messages waiting (a racy read, for diagnostics). */
+    int size() {
+        return size;
+    }
+
     /**
      * True if empty, read without the monitor: for the AM callback holding the worker lock and the
      * QP's execution lock, which excludes every add (callbacks run under the worker lock) and every pop

@@ -110,6 +110,35 @@ final class UcxQp implements ProviderQp {
         }
     }
 
+    /** Messages and answers the AM callback delivered to this QP (worker lock held to write; diagnostics). */
+    long messagesIn;
+    long answersIn;
+
+    @Override
+    public String diagnostics() {
+        StringBuilder b = new StringBuilder("ucx: peer QP ").append(peerNumber);
+        UcxEndpoint e = ep;
+        if (e == null) {
+            b.append(", not connected");
+        } else {
+            b.append(e.handle == 0 ? ", endpoint closed" : ", endpoint open").append(e.toSelf ? " (to its own worker)" : "")
+                    .append(e.messagesBecause == null ? ", WRITE/READ one-sided" : ", WRITE/READ as checked messages");
+        }
+        long s = started;
+        long r = reaped;
+        b.append("; requests started ").append(s).append(", reaped ").append(r);
+        if (r < s) {
+            UcxOp op = ops[(int) r & mask];
+            b.append("; the oldest (#").append(r).append(") has ").append(op.n).append(" UCX request(s) not seen done, ")
+                    .append(!op.awaitAck ? "no answer awaited" : op.ack == UcxOp.ACK_PENDING ? "its answer not in"
+                            : "answered " + op.ack);
+        }
+        b.append("; messages in ").append(messagesIn).append(", answers in ").append(answersIn)
+                .append(", answers out ").append(receiver.answersOut).append(" (not sent ").append(receiver.answersNotSent)
+                .append("), inbox ").append(receiver.inbox.size()).append("; ").append(device.droppedDescription());
+        return b.toString();
+    }
+
     /** A poll of one of this QP's CQs, on {@code t}, runs it now. */
     void polledBy(Thread t) {
         if (LAST_POLLER.getOpaque(this) != t) { // a reference store has a GC barrier: only when it changes

@@ -52,6 +52,9 @@ final class UcxReceiver {
     private final MemorySegment[] replyBuffers = new MemorySegment[REPLIES];
     private final Arena arena;
     private long replies;
+    /** Answers (acknowledgements, READ responses) handed to UCX, and those it refused or had no endpoint for (diagnostics). */
+    long answersOut;
+    long answersNotSent;
     /** The sequence number of the first message refused, or -1: it and everything after are not executed. */
     private long refusedFrom = -1;
 
@@ -541,6 +544,7 @@ final class UcxReceiver {
         try {
             long ep = qp.endpoint();
             if (ep == 0) {
+                answersNotSent++;
                 return;
             }
             MemorySegment h = replyHeaders[slot];
@@ -559,6 +563,11 @@ final class UcxReceiver {
                             bytes == 0 ? 0 : replyBuffers[slot].address(), bytes, qp.amParams.address(), qp.toSelf());
             if (r != 0 && !Ucp.isError(r)) {
                 replyRequests[slot] = r;
+            }
+            if (Ucp.isError(r)) {
+                answersNotSent++;
+            } else {
+                answersOut++;
             }
         } finally {
             if (took) {

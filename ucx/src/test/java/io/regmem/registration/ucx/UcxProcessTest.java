@@ -318,6 +318,9 @@ class UcxProcessTest {
             source.close(); // returns without the answer
             assertThat(cq.poll(one)).as("the WRITE still waits for its answer after the deregistration returned (%s)",
                     one[0]).isZero();
+            assertThat(c.qp().diagnostics()).as("what the QP can tell of its transport")
+                    .startsWith("ucx: peer QP ").contains("endpoint open", "the oldest (#", "its answer not in",
+                            "device: messages dropped 0, callbacks failed 0");
             long start = System.nanoTime();
             WorkCompletion wc = await();
             assertThat(wc.wrId()).isEqualTo(5);
