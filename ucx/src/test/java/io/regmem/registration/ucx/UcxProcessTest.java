@@ -75,6 +75,17 @@ class UcxProcessTest {
         mr = pd.register(mem, Access.LOCAL_WRITE);
     }
 
+    /** Closes this test's device (nothing may be left on it) and opens a new one with the defaults. */
+    private void reopen() {
+        mr.close();
+        cq.close();
+        pd.close();
+        assertThat(dev.resources().survivors()).as(dev.resources().report()).isEmpty();
+        dev.close();
+        dev = null;
+        open();
+    }
+
     private UcxChild child(String tls) throws Exception {
         UcxChild c = new UcxChild(tls, PORTS.incrementAndGet());
         children.add(c);
@@ -282,6 +293,12 @@ class UcxProcessTest {
         assertThat(c.qp().state()).isEqualTo(QueuePair.State.ERROR);
         close(c);
 
+        if (tls.contains("posix")) {
+            // The peer may have died inside a send into this device's shared-memory FIFO, which then
+            // delivers nothing more (docs/providers.md, "A peer process killed inside a shared-memory
+            // send"): the new peer is served by a new device, as the docs advise.
+            reopen();
+        }
         UcxChild next = child(tls);
         Conn d = connect(next);
         d.qp().postSend(new WorkRequest(1).wrId(7).opcode(Opcode.RDMA_READ).signaled(true)
