@@ -8,6 +8,11 @@ public enum Opcode {
     SEND,
     /** Send, and invalidate the peer's MR named by {@link WorkRequest#invalidateRkey()}. */
     SEND_WITH_INV,
+    /**
+     * Send with a 32-bit immediate ({@link WorkRequest#immData}): the peer's receive completes as
+     * {@link #RECV} with {@link WorkCompletion#withImm()} and the immediate ({@code IBV_WR_SEND_WITH_IMM}).
+     */
+    SEND_WITH_IMM,
     /** Write local SGEs into the peer's memory at (remote address, rkey). */
     RDMA_WRITE,
     /** RDMA WRITE, then consume a peer receive to deliver a 32-bit immediate. */

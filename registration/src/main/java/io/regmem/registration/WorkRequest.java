@@ -136,7 +136,7 @@ public final class WorkRequest {
         return this;
     }
 
-    /** The immediate of RDMA_WRITE_WITH_IMM. */
+    /** The immediate of RDMA_WRITE_WITH_IMM and SEND_WITH_IMM (delivered in the peer's receive completion). */
     public WorkRequest immData(int imm) {
         this.immData = imm;
         return this;

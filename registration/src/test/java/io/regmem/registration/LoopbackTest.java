@@ -10,7 +10,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-/** Two connected soft QPs: WRITE, READ, SEND/RECV and WRITE_WITH_IMM over multi-SGE lists, byte-exact. */
+/** Two connected QPs: WRITE, READ, SEND/RECV, SEND_WITH_IMM and WRITE_WITH_IMM over multi-SGE lists, byte-exact. */
 @ExtendWith(NoLeaks.class)
 class LoopbackTest {
     private Loopback lb = new Loopback();
@@ -113,6 +113,43 @@ class LoopbackTest {
         assertThat(rc.byteLen()).isEqualTo(64);
         assertThat(rc.wrId()).isEqualTo(31);
         assertThat(lb.memB.asSlice(64, 64).mismatch(lb.memA.asSlice(0, 64))).isEqualTo(-1);
+    }
+
+    @Test
+    void sendWithImmediateDeliversTheImmediateInTheReceiveCompletion() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion recvMr = lb.pdB.register(lb.memB, Access.LOCAL_WRITE);
+        lb.qpB.postRecv(new WorkRequest(1).wrId(41).addSge(lb.memB.address(), 4096, recvMr.lkey()));
+        lb.qpB.postRecv(new WorkRequest(1).wrId(42).addSge(lb.memB.address() + 4096, 4096, recvMr.lkey()));
+        fill(lb.memA, 0, 200, 7);
+        wr.reset().wrId(13).opcode(Opcode.SEND_WITH_IMM).immData(0xFEEDBEEF).addSge(lb.memA.address(), 200, local.lkey());
+        lb.qpA.postSend(wr);
+        WorkCompletion sc = lb.one(lb.cqA);
+        assertThat(sc.status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(sc.opcode()).isEqualTo(Opcode.SEND_WITH_IMM);
+        WorkCompletion rc = lb.one(lb.cqB);
+        assertThat(rc.status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(rc.wrId()).isEqualTo(41);
+        assertThat(rc.opcode()).as("a SEND's receive, with the immediate flag (IBV_WC_RECV + IBV_WC_WITH_IMM)").isEqualTo(Opcode.RECV);
+        assertThat(rc.withImm()).isTrue();
+        assertThat(rc.immData()).isEqualTo(0xFEEDBEEF);
+        assertThat(rc.withInvalidate()).isFalse();
+        assertThat(rc.byteLen()).isEqualTo(200);
+        assertThat(lb.memB.asSlice(0, 200).mismatch(lb.memA.asSlice(0, 200))).isEqualTo(-1);
+
+        // a plain SEND with an immediate set on its request carries none
+        wr.reset().wrId(14).opcode(Opcode.SEND).immData(0x1234).addSge(lb.memA.address(), 8, local.lkey());
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        WorkCompletion plain = lb.one(lb.cqB);
+        assertThat(plain.wrId()).isEqualTo(42);
+        assertThat(plain.withImm()).isFalse();
+        assertThat(plain.immData()).isZero();
+
+        // with no receive posted it fails as a SEND does
+        wr.reset().wrId(15).opcode(Opcode.SEND_WITH_IMM).immData(1).addSge(lb.memA.address(), 8, local.lkey());
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.RNR_RETRY_EXC_ERR);
     }
 
     @Test

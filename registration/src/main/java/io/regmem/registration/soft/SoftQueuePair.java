@@ -227,7 +227,7 @@ final class SoftQueuePair implements ProviderQp {
     }
 
     private static boolean consumesReceive(Opcode op) {
-        return op == Opcode.SEND || op == Opcode.SEND_WITH_INV || op == Opcode.RDMA_WRITE_WITH_IMM;
+        return op == Opcode.SEND || op == Opcode.SEND_WITH_INV || op == Opcode.SEND_WITH_IMM || op == Opcode.RDMA_WRITE_WITH_IMM;
     }
 
     private WcStatus execute(PostedWr w, SoftQueuePair locked) {
@@ -241,7 +241,7 @@ final class SoftQueuePair implements ProviderQp {
                 case REG_MR, REG_MR_INTEGRITY -> memory.fastRegister(w);
                 case RDMA_WRITE, RDMA_WRITE_WITH_IMM -> write(w, locked);
                 case RDMA_READ, RDMA_READ_WITH_INV -> read(w);
-                case SEND, SEND_WITH_INV -> send(w, locked);
+                case SEND, SEND_WITH_INV, SEND_WITH_IMM -> send(w, locked);
                 default -> WcStatus.GENERAL_ERR;
             };
         } finally {
@@ -361,7 +361,9 @@ final class SoftQueuePair implements ProviderQp {
             return failReceive(p, WcStatus.LOC_PROT_ERR, WcStatus.REM_OP_ERR);
         }
         pendingInvalidate = invalidated;
-        p.ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV, total, false, 0, invalidated != null, w.invalidateRkey());
+        boolean imm = w.opcode() == Opcode.SEND_WITH_IMM;
+        p.ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV, total, imm, imm ? w.immData() : 0, invalidated != null,
+                w.invalidateRkey());
         return WcStatus.SUCCESS;
     }
 

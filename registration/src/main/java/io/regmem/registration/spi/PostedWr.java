@@ -34,7 +34,7 @@ public interface PostedWr {
     /** RDMA: the remote key (as imported on this QP). */
     int rkey();
 
-    /** The immediate (WRITE_WITH_IMM). */
+    /** The immediate (WRITE_WITH_IMM, SEND_WITH_IMM). */
     int immData();
 
     /** The key to invalidate (LOCAL_INV, SEND_WITH_INV). */

@@ -176,6 +176,8 @@ final class ModelFuzz implements AutoCloseable {
     /** Completions the model expects on each CQ, in order: {wrId, status, opcode, byteLen or -1}. */
     private final List<long[]> expectA = new ArrayList<>();
     private final List<long[]> expectB = new ArrayList<>();
+    /** An expected receive completion's fifth element when it carries no immediate. */
+    private static final long NO_IMM = Long.MIN_VALUE;
     private final Map<String, Integer> counts = new java.util.TreeMap<>();
     /** Completion statuses the model predicted, by opcode. */
     private final Map<String, Integer> outcomes = new java.util.TreeMap<>();
@@ -798,7 +800,8 @@ final class ModelFuzz implements AutoCloseable {
                 }
                 if (consumesRecv) {
                     Recv r = recvsAtB.removeFirst();
-                    expectB.add(new long[] {r.wrId(), WcStatus.SUCCESS.ordinal(), Opcode.RECV_RDMA_WITH_IMM.ordinal(), total});
+                    expectB.add(new long[] {r.wrId(), WcStatus.SUCCESS.ordinal(), Opcode.RECV_RDMA_WITH_IMM.ordinal(), total,
+                        (int) wrId});
                 }
             }
         } else if (status != WcStatus.WR_FLUSH_ERR) {
@@ -879,11 +882,12 @@ final class ModelFuzz implements AutoCloseable {
         }
         long total = sges.stream().mapToLong(Sge::length).sum();
         long wrId = nextWrId++;
-        WorkRequest wr = new WorkRequest(SGES).wrId(wrId).opcode(Opcode.SEND).signaled(true);
+        Opcode opcode = rnd.nextInt(3) == 0 ? Opcode.SEND_WITH_IMM : Opcode.SEND;
+        WorkRequest wr = new WorkRequest(SGES).wrId(wrId).opcode(opcode).signaled(true).immData((int) wrId * 7);
         for (Sge s : sges) {
             wr.addSge(s.address(), s.length(), s.key());
         }
-        note("SEND #" + wrId + " " + sges);
+        note(opcode + " #" + wrId + " " + sges);
         lastKeys = sges.stream().map(x -> explain(x.key(), true) + " sge " + x + (localOk(x, true, pdA, false) ? " ok"
                 : " BAD (memory " + (memAt(x.address(), x.length(), true) == null ? "unknown" : "known") + ")")).toList()
                 + " into receive "
@@ -913,15 +917,17 @@ final class ModelFuzz implements AutoCloseable {
                 status = WcStatus.SUCCESS;
                 recvsAtB.removeFirst();
                 scatter(sges, r.sges());
-                expectB.add(new long[] {r.wrId(), WcStatus.SUCCESS.ordinal(), Opcode.RECV.ordinal(), total});
+                // (a SEND_WITH_IMM's receive carries the immediate; a plain SEND's none, whatever its request held)
+                expectB.add(new long[] {r.wrId(), WcStatus.SUCCESS.ordinal(), Opcode.RECV.ordinal(), total,
+                    opcode == Opcode.SEND_WITH_IMM ? (int) wrId * 7 : NO_IMM});
             }
         }
-        expectSuccess("post SEND", () -> {
+        expectSuccess("post " + opcode, () -> {
             qpA.postSend(wr);
             return null;
         });
-        expectA.add(new long[] {wrId, status.ordinal(), Opcode.SEND.ordinal(), -1});
-        outcomes.merge("SEND " + status, 1, Integer::sum);
+        expectA.add(new long[] {wrId, status.ordinal(), opcode.ordinal(), -1});
+        outcomes.merge(opcode + " " + status, 1, Integer::sum);
         if (status != WcStatus.SUCCESS && status != WcStatus.WR_FLUSH_ERR) {
             failA(status);
         }
@@ -1072,9 +1078,11 @@ final class ModelFuzz implements AutoCloseable {
                 long[] e = expected.get(got + i);
                 WorkCompletion wc = wcs[i];
                 if (wc.wrId() != e[0] || wc.status().ordinal() != e[1] || wc.opcode().ordinal() != e[2]
-                        || (e[3] >= 0 && wc.byteLen() != e[3])) {
+                        || (e[3] >= 0 && wc.byteLen() != e[3])
+                        || (e.length > 4 && (e[4] == NO_IMM ? wc.withImm() : !wc.withImm() || wc.immData() != (int) e[4]))) {
                     throw mismatch("completion on " + side + " " + wc + ", the model expected wrId " + e[0] + " "
                             + WcStatus.values()[(int) e[1]] + " " + Opcode.values()[(int) e[2]] + (e[3] >= 0 ? " " + e[3] + " bytes" : "")
+                            + (e.length > 4 ? (e[4] == NO_IMM ? " without an immediate" : " immediate " + (int) e[4]) : "")
                             + "; the model's state: A " + (aError ? "ERROR" : "RTS") + ", B " + (bError ? "ERROR" : "RTS")
                             + ", keys of the last request: " + lastKeys);
                 }

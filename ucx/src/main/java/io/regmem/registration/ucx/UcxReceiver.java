@@ -510,7 +510,9 @@ final class UcxReceiver {
                 ctx.memory().invalidate(invalidated); // after the data is placed (verbs order), outside the section
                 qp.device.grace.synchronize();
             }
-            ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV, m.length, false, 0, invalidated != null, m.invalidate);
+            boolean withImm = op == Opcode.SEND_WITH_IMM;
+            ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV, m.length, withImm, withImm ? m.imm : 0, invalidated != null,
+                    m.invalidate);
             return WcStatus.SUCCESS;
         } finally {
             if (inside) {

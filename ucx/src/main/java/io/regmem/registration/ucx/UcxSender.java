@@ -84,7 +84,7 @@ final class UcxSender {
             return null;
         }
         boolean rdma = opcode == Opcode.RDMA_WRITE || opcode == Opcode.RDMA_READ || opcode == Opcode.RDMA_WRITE_WITH_IMM;
-        if (!rdma && opcode != Opcode.SEND && opcode != Opcode.SEND_WITH_INV) {
+        if (!rdma && opcode != Opcode.SEND && opcode != Opcode.SEND_WITH_INV && opcode != Opcode.SEND_WITH_IMM) {
             return WcStatus.REM_INV_REQ_ERR; // REG_MR_INTEGRITY and READ_WITH_INV: not carried by UCX
         }
         boolean read = opcode == Opcode.RDMA_READ;
