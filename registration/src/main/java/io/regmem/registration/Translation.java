@@ -26,6 +26,9 @@ final class Translation implements MemoryAccess {
         for (int i = 0; i < w.numSge(); i++) {
             long addr = w.sgeAddress(i);
             long len = w.sgeLength(i);
+            if (len == 0) {
+                continue; // an empty entry touches no memory: not checked, as a NIC skips it
+            }
             int lkey = w.sgeLkey(i);
             if (lkey == dmaKey) {
                 DmaMapping m = device.dma.find(addr, len);
@@ -53,6 +56,9 @@ final class Translation implements MemoryAccess {
     @Override
     public boolean resolveRemote(long addr, long len, int rkey, Access right, Segments out) {
         out.clear();
+        if (len == 0) {
+            return true; // a zero-length RDMA WRITE or READ: neither key nor address is checked (as the IBA spec says)
+        }
         MemoryRegion mr = qp.device.keys.lookup(rkey, true);
         if (mr == null || mr.pd() != qp.pd() || !Access.has(mr.access(), right)) {
             return false;

@@ -41,9 +41,9 @@ final class WrChecks {
         for (int i = 0; i < wr.numSge(); i++) {
             long a = wr.sgeAddress(i);
             long l = wr.sgeLength(i);
-            if (l <= 0 || Long.compareUnsigned(a + l, a) < 0) {
+            if (l < 0 || Long.compareUnsigned(a + l, a) < 0) {
                 throw new RdmaException(Errno.EINVAL, qp + ": SGE " + i + " (0x" + Long.toHexString(a) + ", " + l
-                        + ") is empty or wraps: bad WR index " + index);
+                        + ") has a negative length or wraps: bad WR index " + index);
             }
             total += l;
         }

@@ -152,6 +152,57 @@ class LoopbackTest {
         assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.RNR_RETRY_EXC_ERR);
     }
 
+    /**
+     * Zero-length requests, as verbs has them (rdma-core's test_qpex rdma_write_zero_size and
+     * rdma_read_zero_size): a WRITE or READ with one SGE of length 0 completes SUCCESS with byte_len 0
+     * and moves nothing; neither its keys nor its remote address are checked (an empty entry touches no
+     * memory; a zero-length RDMA is not validated at the responder); an empty entry among others is
+     * skipped; a zero-byte SEND consumes a receive and completes with length 0.
+     */
+    @Test
+    void zeroLengthRequestsCompleteWithNoBytesAndMoveNothing() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+        fill(lb.memA, 0, 256, 3);
+        fill(lb.memB, 0, 256, 9);
+        MemorySegment before = MemorySegment.ofArray(lb.memB.asSlice(0, 256).toArray(ValueLayout.JAVA_BYTE));
+        for (Opcode op : new Opcode[] {Opcode.RDMA_WRITE, Opcode.RDMA_READ}) {
+            wr.reset().wrId(50).opcode(op).addSge(lb.memA.address(), 0, local.lkey()).remote(lb.memB.address(), lb.key(remote));
+            lb.qpA.postSend(wr);
+            WorkCompletion wc = lb.one(lb.cqA);
+            assertThat(wc.status()).as(op + " of 0 bytes").isEqualTo(WcStatus.SUCCESS);
+            assertThat(wc.opcode()).isEqualTo(op);
+            assertThat(wc.byteLen()).isZero();
+            // an entry of length 0 with a key that resolves to nothing, to an address the target never registered
+            wr.reset().wrId(51).opcode(op).addSge(0x1000, 0, 0x7777_7700).remote(0x2000, lb.key(remote) ^ 0x5500);
+            lb.qpA.postSend(wr);
+            assertThat(lb.one(lb.cqA).status()).as(op + " of 0 bytes through keys nothing has").isEqualTo(WcStatus.SUCCESS);
+        }
+        assertThat(lb.memB.asSlice(0, 256).mismatch(before)).as("nothing moved").isEqualTo(-1);
+        assertThat(lb.memA.asSlice(0, 256).mismatch(lb.memB.asSlice(0, 256))).isNotEqualTo(-1);
+
+        // an empty entry between two others is skipped
+        wr.reset().wrId(52).opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 16, local.lkey())
+                .addSge(lb.memA.address() + 100, 0, 0x7777_7700).addSge(lb.memA.address() + 16, 16, local.lkey())
+                .remote(lb.memB.address() + 1000, lb.key(remote));
+        lb.qpA.postSend(wr);
+        WorkCompletion wc = lb.one(lb.cqA);
+        assertThat(wc.status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(wc.byteLen()).isEqualTo(32);
+        assertThat(lb.memB.asSlice(1000, 32).mismatch(lb.memA.asSlice(0, 32))).isEqualTo(-1);
+
+        // a SEND of no bytes consumes a receive
+        lb.qpB.postRecv(new WorkRequest(1).wrId(53).addSge(lb.memB.address() + 2048, 64, remote.lkey()));
+        wr.reset().wrId(54).opcode(Opcode.SEND).addSge(lb.memA.address(), 0, local.lkey());
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        WorkCompletion rc = lb.one(lb.cqB);
+        assertThat(rc.wrId()).isEqualTo(53);
+        assertThat(rc.status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(rc.byteLen()).isZero();
+        assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.RTS);
+    }
+
     @Test
     void dmaMappedMemoryUsesTheLocalDmaKey() {
         DmaMapping map = lb.devA.dmaMap(lb.memA.asSlice(0, 8192));

@@ -187,10 +187,10 @@ class SecurityTest {
 
     @Test
     void badSgesAreRefusedAtPostAndNothingIsPosted() {
-        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 0, local.lkey()).remote(target.address(), lb.key(remote));
-        assertRdma(() -> lb.qpA.postSend(wr), Errno.EINVAL, "empty or wraps", "bad WR index 0");
+        wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), -1, local.lkey()).remote(target.address(), lb.key(remote));
+        assertRdma(() -> lb.qpA.postSend(wr), Errno.EINVAL, "negative length or wraps", "bad WR index 0");
         wr.reset().opcode(Opcode.RDMA_WRITE).addSge(-8L, 16, local.lkey()).remote(target.address(), lb.key(remote));
-        assertRdma(() -> lb.qpA.postSend(wr), Errno.EINVAL, "empty or wraps");
+        assertRdma(() -> lb.qpA.postSend(wr), Errno.EINVAL, "negative length or wraps");
         wr.reset().opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey()).remote(-4L, lb.key(remote));
         assertRdma(() -> lb.qpA.postSend(wr), Errno.EINVAL, "wraps the address space");
         WorkRequest big = new WorkRequest(5);

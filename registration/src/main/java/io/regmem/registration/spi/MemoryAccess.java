@@ -17,7 +17,7 @@ public interface MemoryAccess {
      * Resolves a request's local entries on this QP's device into {@code out}: every key must
      * resolve (or be the local DMA key over a live mapping), belong to the QP's PD, cover the
      * entry, grant LOCAL_WRITE if {@code write}, and its memory be alive. An integrity MR is
-     * resolved through {@link Segments#offload()}.
+     * resolved through {@link Segments#offload()}. An entry of length 0 is skipped unchecked.
      *
      * @return false on any failure, before any byte moves
      */
@@ -26,7 +26,8 @@ public interface MemoryAccess {
     /**
      * Resolves {@code [addr, addr + len)} under a remote key of this QP's device, this QP being the
      * target of a peer's request: the key must resolve, belong to this QP's PD, grant {@code right}
-     * and cover the range (zero-based regions: {@code addr} is an offset).
+     * and cover the range (zero-based regions: {@code addr} is an offset). A zero-length range
+     * resolves, to nothing, whatever the key and address (a zero-length RDMA WRITE or READ).
      */
     boolean resolveRemote(long addr, long len, int rkey, Access right, Segments out);
 

@@ -95,7 +95,9 @@ final class UcxSender {
                 return WcStatus.LOC_PROT_ERR;
             }
             int targetKey = 0;
-            if (rdma) {
+            if (rdma && w.totalLength() == 0) {
+                targetKey = w.rkey(); // zero length: nothing to check, at either end (the target moves nothing)
+            } else if (rdma) {
                 // After the local keys, as a NIC checks its own SGEs before the responder sees the
                 // request: checked here from the exporter's envelope (nothing is sent for a request
                 // that cannot succeed) and again by the target against its tables. A raw key (a
@@ -174,7 +176,7 @@ final class UcxSender {
      */
     private long oneSidedKey(PostedWr w, Opcode opcode) {
         boolean nic = qp.nicOneSided();
-        if ((!device.oneSided && !nic) || (opcode != Opcode.RDMA_WRITE && opcode != Opcode.RDMA_READ)) {
+        if ((!device.oneSided && !nic) || (opcode != Opcode.RDMA_WRITE && opcode != Opcode.RDMA_READ) || w.totalLength() == 0) {
             return 0;
         }
         RemoteKeyEnvelope.Decoded k = keys.get(w.rkey());
