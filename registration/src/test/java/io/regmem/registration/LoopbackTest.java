@@ -203,6 +203,51 @@ class LoopbackTest {
         assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.RTS);
     }
 
+    /**
+     * A ZERO_BASED region ({@code IBV_ACCESS_ZERO_BASED}) is addressed by offset from its first byte:
+     * WRITE and READ at offsets land in and come from the region; an offset past its end, or its
+     * absolute address (an offset far past the end), is REM_ACCESS_ERR and moves nothing.
+     */
+    @Test
+    void aZeroBasedRegionIsAddressedByOffset() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemorySegment window = lb.memB.asSlice(8192, 4096);
+        MemoryRegion remote = lb.pdB.register(window, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ,
+                Access.ZERO_BASED);
+        fill(lb.memA, 0, 512, 11);
+        wr.reset().wrId(60).opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 256, local.lkey()).remote(100, lb.key(remote));
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(window.asSlice(100, 256).mismatch(lb.memA.asSlice(0, 256))).as("the WRITE at offset 100").isEqualTo(-1);
+        fill(window, 2000, 300, 12);
+        wr.reset().wrId(61).opcode(Opcode.RDMA_READ).addSge(lb.memA.address() + 1024, 300, local.lkey()).remote(2000, lb.key(remote));
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(lb.memA.asSlice(1024, 300).mismatch(window.asSlice(2000, 300))).as("the READ at offset 2000").isEqualTo(-1);
+        // the last byte is reachable, one past it is not
+        wr.reset().wrId(62).opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 1, local.lkey()).remote(4095, lb.key(remote));
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        MemorySegment before = MemorySegment.ofArray(lb.memB.toArray(ValueLayout.JAVA_BYTE));
+        wr.reset().wrId(63).opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 2, local.lkey()).remote(4095, lb.key(remote));
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).as("a WRITE past the region's end").isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(lb.memB.mismatch(before)).as("nothing moved").isEqualTo(-1);
+    }
+
+    @Test
+    void aZeroBasedRegionRefusesItsAbsoluteAddress() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemorySegment window = lb.memB.asSlice(8192, 4096);
+        MemoryRegion remote = lb.pdB.register(window, Access.REMOTE_WRITE, Access.LOCAL_WRITE, Access.ZERO_BASED);
+        MemorySegment before = MemorySegment.ofArray(lb.memB.toArray(ValueLayout.JAVA_BYTE));
+        wr.reset().wrId(64).opcode(Opcode.RDMA_WRITE).addSge(lb.memA.address(), 8, local.lkey())
+                .remote(window.address(), lb.key(remote));
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).as("the absolute address, taken as an offset").isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(lb.memB.mismatch(before)).as("nothing moved").isEqualTo(-1);
+    }
+
     @Test
     void dmaMappedMemoryUsesTheLocalDmaKey() {
         DmaMapping map = lb.devA.dmaMap(lb.memA.asSlice(0, 8192));

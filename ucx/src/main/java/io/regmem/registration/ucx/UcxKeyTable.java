@@ -160,6 +160,15 @@ final class UcxKeyTable {
         if (!k.rangeKnown()) {
             return true;
         }
-        return Access.has(k.access(), right) && addr >= k.address() && len <= k.length() && addr - k.address() <= k.length() - len;
+        long a = absolute(k, addr);
+        return Access.has(k.access(), right) && a >= k.address() && len <= k.length() && a - k.address() <= k.length() - len;
+    }
+
+    /**
+     * The exporter's address a request's remote address names: itself, or for a ZERO_BASED region
+     * (addressed by offset, as verbs has it) the region's start plus the offset.
+     */
+    static long absolute(RemoteKeyEnvelope.Decoded k, long addr) {
+        return Access.has(k.access(), Access.ZERO_BASED) ? k.address() + addr : addr;
     }
 }

@@ -201,7 +201,8 @@ final class UcxSender {
         op.seq = w.seq();
         long ep = qp.endpoint();
         long params = device.worker.noParams.address();
-        long remote = w.remoteAddress();
+        RemoteKeyEnvelope.Decoded k = keys.get(w.rkey()); // (known: oneSidedKey found it)
+        long remote = k == null ? w.remoteAddress() : UcxKeyTable.absolute(k, w.remoteAddress()); // puts and gets name absolute addresses
         for (int i = 0; i < local.count(); i++) {
             long at = local.segment(i).address() + local.offset(i);
             long len = local.length(i);
