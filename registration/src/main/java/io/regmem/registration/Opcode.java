@@ -21,6 +21,19 @@ public enum Opcode {
     RDMA_READ,
     /** iWARP: RDMA READ, then invalidate the local sink MR (the first SGE's). */
     RDMA_READ_WITH_INV,
+    /**
+     * Compare and swap ({@code IBV_WR_ATOMIC_CMP_AND_SWP}): if the 8 bytes at (remote address, rkey)
+     * equal {@link WorkRequest#compareAdd()}, replace them with {@link WorkRequest#swap()}; the value
+     * found is written into the request's one 8-byte SGE. The remote address must be 8-byte aligned
+     * and its region grant {@link Access#REMOTE_ATOMIC}.
+     */
+    ATOMIC_CMP_AND_SWP,
+    /**
+     * Fetch and add ({@code IBV_WR_ATOMIC_FETCH_AND_ADD}): add {@link WorkRequest#compareAdd()} to the
+     * 8 bytes at (remote address, rkey); the value found before is written into the request's one
+     * 8-byte SGE. Alignment and rights as {@link #ATOMIC_CMP_AND_SWP}.
+     */
+    ATOMIC_FETCH_AND_ADD,
     /** Invalidate a local fast-reg MR by its key. */
     LOCAL_INV,
     /** Register a fast-reg MR's mapped pages with a new key byte and access rights. */
@@ -31,6 +44,11 @@ public enum Opcode {
     RECV,
     /** Completion opcode of a receive consumed by an RDMA WRITE with immediate. */
     RECV_RDMA_WITH_IMM;
+
+    /** True for the two atomics. */
+    public boolean isAtomic() {
+        return this == ATOMIC_CMP_AND_SWP || this == ATOMIC_FETCH_AND_ADD;
+    }
 
     /** True for the opcodes that may be posted to a send queue. */
     public boolean isSend() {

@@ -24,6 +24,8 @@ public final class WorkRequest {
     private int rkey;
     private int immData;
     private int invalidateRkey;
+    private long compareAdd;
+    private long swap;
     private MemoryRegion regMr;
     private int regKey;
     private int regAccess;
@@ -49,6 +51,8 @@ public final class WorkRequest {
         rkey = 0;
         immData = 0;
         invalidateRkey = 0;
+        compareAdd = 0;
+        swap = 0;
         regMr = null;
         regKey = 0;
         regAccess = 0;
@@ -134,6 +138,27 @@ public final class WorkRequest {
         this.remoteAddress = address;
         this.rkey = rkey;
         return this;
+    }
+
+    /**
+     * An atomic's operands ({@code wr.atomic.compare_add}, {@code wr.atomic.swap}): for
+     * ATOMIC_CMP_AND_SWP the value to compare with and the one to store; for ATOMIC_FETCH_AND_ADD
+     * the value to add ({@code swap} unused). The target is {@link #remote(long, int)}.
+     */
+    public WorkRequest atomic(long compareAdd, long swap) {
+        this.compareAdd = compareAdd;
+        this.swap = swap;
+        return this;
+    }
+
+    /** An atomic's compare value (CMP_AND_SWP) or addend (FETCH_AND_ADD). */
+    public long compareAdd() {
+        return compareAdd;
+    }
+
+    /** A CMP_AND_SWP's value to store. */
+    public long swap() {
+        return swap;
     }
 
     /** The immediate of RDMA_WRITE_WITH_IMM and SEND_WITH_IMM (delivered in the peer's receive completion). */

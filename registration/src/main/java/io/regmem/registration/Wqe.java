@@ -19,6 +19,8 @@ final class Wqe implements PostedWr {
     int rkey;
     int immData;
     int invalidateRkey;
+    long compareAdd;
+    long swap;
     MrContext regMr;
     int regKey;
     int regAccess;
@@ -45,9 +47,21 @@ final class Wqe implements PostedWr {
         rkey = wr.rkey();
         immData = wr.immData();
         invalidateRkey = wr.invalidateRkey();
+        compareAdd = wr.compareAdd();
+        swap = wr.swap();
         regMr = wr.regMr() == null ? null : wr.regMr().context();
         regKey = wr.regKey();
         regAccess = wr.regAccess();
+    }
+
+    @Override
+    public long compareAdd() {
+        return compareAdd;
+    }
+
+    @Override
+    public long swap() {
+        return swap;
     }
 
     @Override

@@ -24,6 +24,10 @@ final class WrChecks {
         if ((op == Opcode.REG_MR || op == Opcode.REG_MR_INTEGRITY) && wr.regMr() == null) {
             throw new RdmaException(Errno.EINVAL, qp + ": REG_MR without an MR: bad WR index " + index);
         }
+        if (op.isAtomic() && (wr.numSge() != 1 || wr.sgeLength(0) != 8)) {
+            throw new RdmaException(Errno.EINVAL, qp + ": " + op + " needs exactly one SGE of 8 bytes (the value found is "
+                    + "written there), not " + wr.numSge() + " SGE(s) of " + wr.totalLength() + " bytes: bad WR index " + index);
+        }
         boolean read = op == Opcode.RDMA_READ || op == Opcode.RDMA_READ_WITH_INV;
         int limit = read ? qp.maxReadSge() : qp.maxSendSge();
         sges(qp, wr, index, limit, read ? "maxReadSge" : "maxSendSge");

@@ -4,6 +4,7 @@ import io.regmem.registration.Access;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.faults.QpFaults;
+import io.regmem.registration.spi.Atomics;
 import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.MemoryAccess;
 import io.regmem.registration.spi.MrContext;
@@ -57,6 +58,9 @@ final class SoftQueuePair implements ProviderQp {
     private final SoftIntegrity integrity = new SoftIntegrity();
     private final Segments src = new Segments(integrity);
     private final Segments dst = new Segments(integrity);
+    /** An atomic's value found at the target, copied into its local SGE from here. */
+    private final MemorySegment atomicValue = MemorySegment.ofArray(new long[1]);
+    private final Segments atomicSrc = new Segments();
     /** A fast-reg MR that the request invalidates once its data is placed (READ_WITH_INV, SEND_WITH_INV). */
     private MrContext pendingInvalidate;
     /** The connected peer, or null; changed under both QPs' locks. */
@@ -242,6 +246,7 @@ final class SoftQueuePair implements ProviderQp {
                 case RDMA_WRITE, RDMA_WRITE_WITH_IMM -> write(w, locked);
                 case RDMA_READ, RDMA_READ_WITH_INV -> read(w);
                 case SEND, SEND_WITH_INV, SEND_WITH_IMM -> send(w, locked);
+                case ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD -> atomic(w);
                 default -> WcStatus.GENERAL_ERR;
             };
         } finally {
@@ -300,6 +305,26 @@ final class SoftQueuePair implements ProviderQp {
             p.ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV_RDMA_WITH_IMM, total, true, w.immData(), false, 0);
         }
         return WcStatus.SUCCESS;
+    }
+
+    private WcStatus atomic(PostedWr w) {
+        if (!memory.gatherLocal(w, dst, true)) {
+            return WcStatus.LOC_PROT_ERR;
+        }
+        SoftQueuePair p = livePeer();
+        if (p == null) {
+            return WcStatus.RETRY_EXC_ERR;
+        }
+        WcStatus s = Atomics.execute(p.memory, w.opcode(), w.remoteAddress(), w.rkey(), w.compareAdd(), w.swap(), src,
+                atomicValue);
+        if (s != WcStatus.SUCCESS) {
+            return s;
+        }
+        atomicSrc.clear();
+        atomicSrc.add(atomicValue, 0, 8);
+        int copied = Segments.copy(reader, atomicSrc, dst);
+        atomicSrc.clear();
+        return copied == Segments.COPIED ? WcStatus.SUCCESS : WcStatus.LOC_PROT_ERR;
     }
 
     private WcStatus read(PostedWr w) {

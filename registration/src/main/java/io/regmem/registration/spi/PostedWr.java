@@ -40,6 +40,12 @@ public interface PostedWr {
     /** The key to invalidate (LOCAL_INV, SEND_WITH_INV). */
     int invalidateRkey();
 
+    /** An atomic's compare value (CMP_AND_SWP) or addend (FETCH_AND_ADD). */
+    long compareAdd();
+
+    /** A CMP_AND_SWP's value to store. */
+    long swap();
+
     /** REG_MR: the MR. */
     MrContext regMr();
 

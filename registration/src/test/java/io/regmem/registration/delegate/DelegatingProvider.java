@@ -392,7 +392,7 @@ public final class DelegatingProvider implements RdmaProvider {
         public int rkey() {
             Opcode op = w.opcode();
             boolean remote = op == Opcode.RDMA_WRITE || op == Opcode.RDMA_WRITE_WITH_IMM || op == Opcode.RDMA_READ
-                    || op == Opcode.RDMA_READ_WITH_INV;
+                    || op == Opcode.RDMA_READ_WITH_INV || op.isAtomic();
             return remote ? w.rkey() ^ MASK : w.rkey();
         }
 
@@ -449,6 +449,16 @@ public final class DelegatingProvider implements RdmaProvider {
         @Override
         public int immData() {
             return w.immData();
+        }
+
+        @Override
+        public long compareAdd() {
+            return w.compareAdd();
+        }
+
+        @Override
+        public long swap() {
+            return w.swap();
         }
 
         @Override

@@ -960,8 +960,8 @@ final class ModelFuzz implements AutoCloseable {
         WorkRequest wr = new WorkRequest(SGES + 2).wrId(nextWrId++).opcode(Opcode.RDMA_WRITE).remote(memB.getFirst().address(), 0);
         switch (k) {
             case 0 -> {
-                wr.addSge(memA.getFirst().address(), 0, 0);
-                expectFailure(Errno.EINVAL, "an empty SGE", () -> qpA.postSend(wr));
+                wr.addSge(memA.getFirst().address(), -1 - rnd.nextInt(4096), 0);
+                expectFailure(Errno.EINVAL, "an SGE of negative length", () -> qpA.postSend(wr));
             }
             case 1 -> {
                 for (int i = 0; i < SGES + 1; i++) {

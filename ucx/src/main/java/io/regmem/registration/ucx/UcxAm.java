@@ -17,7 +17,7 @@ import java.util.Arrays;
 
 /**
  * The active messages that carry every request between UCX QPs (RDMA WRITE and READ, SEND,
- * SEND_WITH_INV, WRITE_WITH_IMM), the acknowledgements that complete them at the sender (a request
+ * SEND_WITH_INV, SEND_WITH_IMM, WRITE_WITH_IMM, the atomics), the acknowledgements that complete them at the sender (a request
  * completes, as on a reliable connection, once the target executed it, with the target's verdict),
  * and READ responses. The target checks every remote access against its own key tables inside a
  * grace-period section, exactly as the soft provider does, so a key that was revoked, a region that
@@ -32,6 +32,8 @@ import java.util.Arrays;
  *     handshake; a message without it is dropped, so no other connection (nor anybody who only
  *     knows a worker address) can speak for this one
  * </pre>
+ * An atomic's message carries its operands as 16 bytes of data (compare-or-add, swap); the target
+ * executes it under the same checks and answers with a READ_RESPONSE of the 8 bytes it found.
  * Native byte order: both ends are the same kind of machine (UCX's own wire formats assume it too).
  * An RDMA WRITE or a READ's answer of at least the device's rendezvous threshold travels by UCX's
  * rendezvous protocol: the header arrives first, the target checks it exactly as an eager message's,
@@ -59,6 +61,8 @@ final class UcxAm {
     static final long H_STATUS = 44;
     static final long H_LENGTH = 48;
     static final long H_TOKEN = 56;
+    /** An atomic's message data: compare-or-add at 0, swap at 8 (its answer is a READ_RESPONSE of the 8 bytes found). */
+    static final long ATOMIC_OPERANDS = 16;
 
     /** The opcodes and statuses by ordinal, read on the data path ({@code values()} copies its array each call). */
     static final Opcode[] OPCODES = Opcode.values();

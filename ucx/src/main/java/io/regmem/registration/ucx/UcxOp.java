@@ -27,6 +27,8 @@ final class UcxOp {
     /** The receiver's verdict (a WcStatus ordinal), or ACK_PENDING. Written by the AM callback. */
     volatile int ack;
     MemorySegment header;
+    /** An atomic's operands (compare/add, swap: {@link UcxAm#ATOMIC_OPERANDS} bytes), sent as its message's data. */
+    MemorySegment operands;
     MemorySegment iov = MemorySegment.NULL;
     /** A READ's response bytes (UCX's persistent data, released after they are placed), or 0. */
     long respData;

@@ -178,10 +178,11 @@ final class UcxQp implements ProviderQp {
         this.reader = device.grace.newReader();
         int depth = Integer.highestOneBit(Math.max(1, ctx.maxSendWr() - 1)) << 1;
         this.ops = new UcxOp[depth];
-        MemorySegment headers = arena.allocate(UcxAm.HEADER * depth, 8);
+        MemorySegment headers = arena.allocate((UcxAm.HEADER + UcxAm.ATOMIC_OPERANDS) * depth, 8);
         for (int i = 0; i < depth; i++) {
             ops[i] = new UcxOp();
             ops[i].header = headers.asSlice(i * UcxAm.HEADER, UcxAm.HEADER);
+            ops[i].operands = headers.asSlice(UcxAm.HEADER * depth + i * UcxAm.ATOMIC_OPERANDS, UcxAm.ATOMIC_OPERANDS);
         }
         this.mask = depth - 1;
         this.amParams = UcpRequestParam.amSend(arena, UcpLayout.AM_SEND_FLAG_EAGER);
@@ -389,7 +390,8 @@ final class UcxQp implements ProviderQp {
             WcStatus status = op.failed >= 0 ? UcxAm.STATUSES[op.failed]
                     : op.ucsStatus != UcpLayout.UCS_OK ? UcxOp.statusOf(op.ucsStatus)
                     : op.awaitAck ? UcxAm.STATUSES[op.ack] : WcStatus.SUCCESS;
-            if (op.respData != 0 || (status == WcStatus.SUCCESS && w.opcode() == Opcode.RDMA_READ && !op.oneSided)) {
+            if (op.respData != 0 || (status == WcStatus.SUCCESS && (w.opcode() == Opcode.RDMA_READ || w.opcode().isAtomic())
+                    && !op.oneSided)) {
                 status = placeReadResponse(w, op, status);
             }
             if (op.stage != null) {

@@ -2,10 +2,12 @@ package io.regmem.registration.ucx;
 
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
 
 import io.regmem.registration.Access;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.WcStatus;
+import io.regmem.registration.spi.Atomics;
 import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
@@ -131,6 +133,13 @@ final class UcxReceiver {
         }
         if (op == Opcode.RDMA_READ) {
             read();
+            return;
+        }
+        if (op.isAtomic()) {
+            atomic(op);
+            if (kept) {
+                release(m.data);
+            }
             return;
         }
         if (m.rndv) {
@@ -293,6 +302,35 @@ final class UcxReceiver {
             }
         }
         send(slot, m.seq, status, UcxAm.TYPE_READ_RESPONSE, bytes);
+    }
+
+    /**
+     * An atomic on this side's memory ({@link Atomics}: checked against its keys, executed as one
+     * hardware atomic inside the grace-period section); the value found goes back as a READ's answer.
+     */
+    private void atomic(Opcode op) {
+        int slot = claimSlot();
+        WcStatus status;
+        if (m.length != UcxAm.ATOMIC_OPERANDS || m.data == 0) {
+            status = WcStatus.REM_INV_REQ_ERR;
+        } else {
+            long compareAdd = Ucp.NATIVE.get(JAVA_LONG_UNALIGNED, m.data);
+            long swap = Ucp.NATIVE.get(JAVA_LONG_UNALIGNED, m.data + 8);
+            MemorySegment b = buffer(slot, 8);
+            qp.reader.enter();
+            try {
+                status = Atomics.execute(ctx.memory(), op, m.remoteAddress, m.rkey, compareAdd, swap, src, b);
+            } finally {
+                qp.reader.exit();
+            }
+        }
+        if (status != WcStatus.SUCCESS) {
+            ctx.toError();
+            if (refusedFrom < 0) {
+                refusedFrom = m.seq;
+            }
+        }
+        send(slot, m.seq, status, UcxAm.TYPE_READ_RESPONSE, status == WcStatus.SUCCESS ? 8 : 0);
     }
 
     /**

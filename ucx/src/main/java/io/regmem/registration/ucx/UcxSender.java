@@ -83,7 +83,8 @@ final class UcxSender {
             device.grace.synchronize(); // no access through the key that began before is still running
             return null;
         }
-        boolean rdma = opcode == Opcode.RDMA_WRITE || opcode == Opcode.RDMA_READ || opcode == Opcode.RDMA_WRITE_WITH_IMM;
+        boolean atomic = opcode.isAtomic();
+        boolean rdma = opcode == Opcode.RDMA_WRITE || opcode == Opcode.RDMA_READ || opcode == Opcode.RDMA_WRITE_WITH_IMM || atomic;
         if (!rdma && opcode != Opcode.SEND && opcode != Opcode.SEND_WITH_INV && opcode != Opcode.SEND_WITH_IMM) {
             return WcStatus.REM_INV_REQ_ERR; // REG_MR_INTEGRITY and READ_WITH_INV: not carried by UCX
         }
@@ -91,7 +92,7 @@ final class UcxSender {
         reader.enter();
         try {
             local.clear();
-            if (!ctx.memory().gatherLocal(w, local, read)) {
+            if (!ctx.memory().gatherLocal(w, local, read || atomic)) {
                 return WcStatus.LOC_PROT_ERR;
             }
             int targetKey = 0;
@@ -105,7 +106,7 @@ final class UcxSender {
                 RemoteKeyEnvelope.Decoded k = keys.get(w.rkey());
                 if (k != null) {
                     if (!UcxKeyTable.mayAccess(k, w.remoteAddress(), w.totalLength(),
-                            read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
+                            atomic ? Access.REMOTE_ATOMIC : read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
                         return WcStatus.REM_ACCESS_ERR;
                     }
                     targetKey = k.rkey();
@@ -131,6 +132,12 @@ final class UcxSender {
                     if (read) {
                         local.clear(); // the bytes come back in the response: the entries are resolved again then
                         op.ownMemoryOnly = true; // (the header only: the answer is received into a buffer of the QP's)
+                    } else if (atomic) {
+                        local.clear(); // the value found comes back in the response, placed as a READ's bytes
+                        op.operands.set(JAVA_LONG, 0, w.compareAdd());
+                        op.operands.set(JAVA_LONG, 8, w.swap());
+                        local.add(op.operands, 0, UcxAm.ATOMIC_OPERANDS);
+                        op.ownMemoryOnly = true;
                     }
                     if (staged && op.stage == null && !stage(op)) { // (a device that may go one-sided stages here)
                         return WcStatus.LOC_PROT_ERR;

@@ -82,7 +82,8 @@ public final class UcxPeerMain {
             MemorySegment recvs = arena.allocate((long) RECVS * RECV_SIZE, 4096);
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(256);
-            MemoryRegion mr = pd.register(region, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+            MemoryRegion mr = pd.register(region, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ,
+                    Access.REMOTE_ATOMIC);
             MemoryRegion recvMr = pd.register(recvs, Access.LOCAL_WRITE);
             CmId listener = dev.createCmId();
             listener.listen(args[0]);

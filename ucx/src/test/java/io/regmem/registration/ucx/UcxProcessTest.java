@@ -314,6 +314,63 @@ class UcxProcessTest {
     }
 
     /**
+     * Atomics into another process: 256 FETCH_AND_ADDs of 1 on one address of the child's region,
+     * up to 32 in flight, find every value from the initial one on exactly once; then a CMP_AND_SWP
+     * that matches swaps and one that does not leaves the value, and a READ sees the result.
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void atomicsIntoAnotherProcessAreExactAndFindEveryValueOnce(String tls) throws Exception {
+        open();
+        UcxChild child = child(tls);
+        Conn c = connect(child);
+        long initial = 0;
+        for (int i = 7; i >= 0; i--) {
+            initial = (initial << 8) | (UcxPeerMain.pattern(512 + i) & 0xFF); // little-endian, as the child's long at 512
+        }
+        int n = 256;
+        java.util.BitSet seen = new java.util.BitSet();
+        WorkRequest wr = new WorkRequest(1);
+        int posted = 0;
+        int done = 0;
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        while (done < n) {
+            assertThat(System.nanoTime()).as("the atomics end within 60 s (%d of %d)", done, n).isLessThan(deadline);
+            if (posted < n && posted - done < 32) {
+                wr.reset().wrId(posted).opcode(Opcode.ATOMIC_FETCH_AND_ADD).signaled(true).atomic(1, 0)
+                        .addSge(mem.address() + 8L * posted, 8, mr.lkey()).remote(c.remote() + 512, c.key());
+                c.qp().postSend(wr);
+                posted++;
+            }
+            if (cq.poll(one) == 1) {
+                assertThat(one[0].status()).as("atomic %d", one[0].wrId()).isEqualTo(WcStatus.SUCCESS);
+                long found = mem.get(ValueLayout.JAVA_LONG, 8 * one[0].wrId()) - initial;
+                assertThat(found).as("atomic %d found the initial value + %d", one[0].wrId(), found).isBetween(0L, n - 1L);
+                assertThat(seen.get((int) found)).as("the value initial + %d found twice", found).isFalse();
+                seen.set((int) found);
+                done++;
+            }
+        }
+        long now = initial + n;
+        c.qp().postSend(wr.reset().wrId(1000).opcode(Opcode.ATOMIC_CMP_AND_SWP).signaled(true).atomic(now, 42)
+                .addSge(mem.address(), 8, mr.lkey()).remote(c.remote() + 512, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(mem.get(ValueLayout.JAVA_LONG, 0)).isEqualTo(now);
+        c.qp().postSend(wr.reset().wrId(1001).opcode(Opcode.ATOMIC_CMP_AND_SWP).signaled(true).atomic(now, 43)
+                .addSge(mem.address(), 8, mr.lkey()).remote(c.remote() + 512, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(mem.get(ValueLayout.JAVA_LONG, 0)).as("no match: the value found").isEqualTo(42L);
+        c.qp().postSend(wr.reset().wrId(1002).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(mem.address() + 4096, 16, mr.lkey()).remote(c.remote() + 504, c.key()));
+        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(mem.get(ValueLayout.JAVA_LONG, 4096 + 8)).isEqualTo(42L);
+        assertThat(mem.get(ValueLayout.JAVA_BYTE, 4096)).as("its neighbour untouched").isEqualTo(UcxPeerMain.pattern(504));
+        close(c);
+        child.expect("GONE");
+        child.finish();
+    }
+
+    /**
      * A peer process that stops (SIGSTOP: its sockets stay open, it answers nothing): a request to
      * it completes RETRY_EXC_ERR once the answer timeout (1 s here) is over, as a NIC's retries run
      * out, and a deregistration meanwhile does not wait for the answer (its memory is no longer in
