@@ -37,7 +37,8 @@ class ApiFuzzTest {
                 "bad", "close", "free", "reconnect");
         assertThat(outcomes).as("requests succeeded and failed in many ways").containsKeys("RDMA_WRITE SUCCESS",
                 "RDMA_READ SUCCESS", "SEND SUCCESS", "RDMA_WRITE LOC_PROT_ERR", "RDMA_WRITE REM_ACCESS_ERR",
-                "RDMA_READ LOC_PROT_ERR", "SEND REM_OP_ERR", "SEND RNR_RETRY_EXC_ERR", "SEND_WITH_IMM SUCCESS");
+                "RDMA_READ LOC_PROT_ERR", "SEND REM_OP_ERR", "SEND RNR_RETRY_EXC_ERR", "SEND_WITH_IMM SUCCESS",
+                "ATOMIC_FETCH_AND_ADD SUCCESS", "ATOMIC_CMP_AND_SWP SUCCESS");
     }
 
     /**

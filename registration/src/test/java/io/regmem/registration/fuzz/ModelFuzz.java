@@ -22,6 +22,8 @@ import io.regmem.registration.cache.RegistrationCache;
 import io.regmem.registration.testkit.Providers;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -273,8 +275,12 @@ final class ModelFuzz implements AutoCloseable {
             } else if (k < 37) {
                 poolFree();
             } else if (k < 52) {
-                postOneSided(rnd.nextInt(3) == 0 ? Opcode.RDMA_READ : rnd.nextInt(4) == 0 ? Opcode.RDMA_WRITE_WITH_IMM
-                        : Opcode.RDMA_WRITE);
+                if (rnd.nextInt(5) == 0) {
+                    postAtomic();
+                } else {
+                    postOneSided(rnd.nextInt(3) == 0 ? Opcode.RDMA_READ : rnd.nextInt(4) == 0 ? Opcode.RDMA_WRITE_WITH_IMM
+                            : Opcode.RDMA_WRITE);
+                }
             } else if (k < 57) {
                 postPipeline();
             } else if (k < 62) {
@@ -340,6 +346,8 @@ final class ModelFuzz implements AutoCloseable {
         Access.mask(Access.LOCAL_WRITE, Access.REMOTE_READ),
         Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ),
         Access.mask(Access.REMOTE_READ),
+        Access.mask(Access.LOCAL_WRITE, Access.REMOTE_ATOMIC),
+        Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ, Access.REMOTE_ATOMIC),
         0,
     };
 
@@ -810,6 +818,72 @@ final class ModelFuzz implements AutoCloseable {
         if (!pipelining) {
             settle();
         }
+    }
+
+    /**
+     * An atomic (CMP_AND_SWP or FETCH_AND_ADD), good or bad in one way (its SGE, its remote range,
+     * a misaligned address): the model's verdict in a NIC's order, and on success the value found
+     * in the SGE's bytes and the result at the target, as 64-bit native-order integers.
+     */
+    private void postAtomic() {
+        Opcode opcode = rnd.nextBoolean() ? Opcode.ATOMIC_CMP_AND_SWP : Opcode.ATOMIC_FETCH_AND_ADD;
+        boolean good = meantGood();
+        int bad = good ? -1 : rnd.nextInt(3); // 0: the SGE, 1: the remote range, 2: misaligned
+        Sge s = pickSge(true, 8, true, bad != 0);
+        if (s.length() != 8) {
+            return; // (a region shorter than 8 bytes: the post would refuse it, as badPost checks)
+        }
+        long[] remote = pickRemote(8, Access.REMOTE_ATOMIC, bad != 1);
+        long raddr = bad == 2 ? remote[0] | (1 + rnd.nextInt(7)) : remote[0] & ~7L;
+        int rkey = (int) remote[1];
+        Object[] at = memAt(raddr, 8, false);
+        long current = at == null ? 0 : shadowLong((Mem) at[0], (long) at[1]);
+        long compareAdd = opcode == Opcode.ATOMIC_CMP_AND_SWP && rnd.nextBoolean() ? current : rnd.nextLong();
+        long swap = rnd.nextLong();
+        long wrId = nextWrId++;
+        WorkRequest wr = new WorkRequest(SGES).wrId(wrId).opcode(opcode).signaled(true).atomic(compareAdd, swap)
+                .addSge(s.address(), 8, s.key()).remote(raddr, onTheWire(rkey));
+        note(opcode + " #" + wrId + " " + s + " -> 0x" + Long.toHexString(raddr) + " key 0x" + Integer.toHexString(rkey));
+        lastKeys = explain(s.key(), true) + " remote " + explain(rkey, false);
+        WcStatus status;
+        if (aError) {
+            status = WcStatus.WR_FLUSH_ERR;
+        } else if (!localOk(s, true, pdA, true)) {
+            status = WcStatus.LOC_PROT_ERR;
+        } else if (bError) {
+            status = WcStatus.RETRY_EXC_ERR;
+        } else if (!remoteOk(raddr, 8, rkey, Access.REMOTE_ATOMIC)) {
+            status = WcStatus.REM_ACCESS_ERR;
+        } else if ((raddr & 7) != 0) {
+            status = WcStatus.REM_INV_REQ_ERR;
+        } else {
+            status = WcStatus.SUCCESS;
+        }
+        expectSuccess("post " + opcode, () -> {
+            qpA.postSend(wr);
+            return null;
+        });
+        expectA.add(new long[] {wrId, status.ordinal(), opcode.ordinal(), status == WcStatus.SUCCESS ? 8 : -1});
+        outcomes.merge(opcode + " " + status, 1, Integer::sum);
+        if (status == WcStatus.SUCCESS) {
+            long result = opcode == Opcode.ATOMIC_CMP_AND_SWP ? (current == compareAdd ? swap : current) : current + compareAdd;
+            setShadowLong((Mem) at[0], (long) at[1], result);
+            Object[] local = memAt(s.address(), 8, true);
+            setShadowLong((Mem) local[0], (long) local[1], current);
+        } else if (status != WcStatus.WR_FLUSH_ERR) {
+            failA(status);
+        }
+        if (!pipelining) {
+            settle();
+        }
+    }
+
+    private static long shadowLong(Mem m, long off) {
+        return ByteBuffer.wrap(m.shadow).order(ByteOrder.nativeOrder()).getLong((int) off);
+    }
+
+    private static void setShadowLong(Mem m, long off, long v) {
+        ByteBuffer.wrap(m.shadow).order(ByteOrder.nativeOrder()).putLong((int) off, v);
     }
 
     /**
