@@ -34,7 +34,8 @@ public final class UcxBenchPeer {
             MemorySegment memory = MemorySegment.ofAddress(chunk.address()).reinterpret(chunk.size());
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(1024);
-            MemoryRegion mr = pd.register(memory, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+            MemoryRegion mr = pd.register(memory, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ,
+                    Access.REMOTE_ATOMIC);
             CmId listener = dev.createCmId();
             listener.listen(args[0]);
             System.out.println("LISTENING");

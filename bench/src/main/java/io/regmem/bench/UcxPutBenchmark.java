@@ -176,6 +176,25 @@ public class UcxPutBenchmark extends BenchDefaults {
         return wcs[0].byteLen();
     }
 
+    /**
+     * One ATOMIC_FETCH_AND_ADD on the peer's first 8 bytes, posted and completed (the value found
+     * lands in the local region's last 8 bytes): an atomic's round trip, beside {@link #writeRoundTrip}
+     * (compare at {@code size=8}; the size does not apply to it).
+     */
+    @Benchmark
+    public long atomicRoundTrip() {
+        wr.reset().wrId(next++).opcode(Opcode.ATOMIC_FETCH_AND_ADD).signaled(true).atomic(1, 0)
+                .addSge(mr.address() + mr.length() - 8, 8, mr.lkey()).remote(remote, key);
+        qp.postSend(wr);
+        while (cq.poll(wcs) == 0) {
+            Thread.onSpinWait();
+        }
+        if (wcs[0].status() != WcStatus.SUCCESS) {
+            throw new IllegalStateException(wcs[0].toString());
+        }
+        return wcs[0].byteLen();
+    }
+
     /** One more READ of {@code size} bytes from the peer into a pipe of {@value #WINDOW} (a get in oneSided mode). */
     @Benchmark
     public int readStreamed() {
