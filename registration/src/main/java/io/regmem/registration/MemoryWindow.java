@@ -22,7 +22,9 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
 
     /**
      * Binds the window to {@code [address, address + length)} of {@code mr} with remote rights.
-     * A bound window is rebound (its old key retired first).
+     * A bound window is rebound (its old key retired first). A bind of length 0 invalidates the window
+     * (as a zero-length bind of a type-1 window does in verbs): the old key is retired, the window is
+     * unbound, {@code mr}, {@code address} and {@code rights} are not looked at, and 0 is returned.
      *
      * @param rights REMOTE_READ, REMOTE_WRITE and/or REMOTE_ATOMIC; remote write or atomic needs
      *               the region to grant LOCAL_WRITE
@@ -33,6 +35,13 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
     public int bind(MemoryRegion mr, long address, long length, Access... rights) {
         synchronized (device.lock) {
             checkAlive("bind");
+            if (length == 0) {
+                unbindLocked(); // when this returns, no copy through the old key is in progress
+                return 0;
+            }
+            if (mr == null) {
+                throw new RdmaException(Errno.EINVAL, this + ": bind of " + length + " bytes needs a region (null)");
+            }
             mr.checkAlive("bind");
             int mask = Access.mask(rights);
             int remoteBits = Access.mask(Access.REMOTE_READ, Access.REMOTE_WRITE, Access.REMOTE_ATOMIC);

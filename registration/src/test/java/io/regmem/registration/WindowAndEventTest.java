@@ -54,6 +54,31 @@ class WindowAndEventTest {
         mw.close();
     }
 
+    /**
+     * A bind of length 0 invalidates the window, as a zero-length bind of a type-1 window does in
+     * verbs: its key stops working at once (a WRITE through it is REM_ACCESS_ERR and moves nothing),
+     * the window is unbound (0), and the region it was bound to can be deregistered.
+     */
+    @Test
+    void aZeroLengthBindInvalidatesTheWindow() {
+        MemoryRegion mr = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.MW_BIND);
+        MemoryWindow mw = lb.pdB.allocMw();
+        int rkey = mw.bind(mr, lb.memB.address(), 4096, Access.REMOTE_WRITE);
+        int imported = lb.qpA.importRemoteKey(mw.exportRemoteKey());
+        assertThat(mw.bind(mr, lb.memB.address(), 0, Access.REMOTE_WRITE)).isZero();
+        assertThat(mw.rkey()).isZero();
+        assertThat(lb.devB.keys.lookup(rkey, true)).isNull();
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        lb.memA.set(ValueLayout.JAVA_LONG, 0, 55);
+        lb.qpA.postSend(new WorkRequest(1).opcode(Opcode.RDMA_WRITE).signaled(true).addSge(lb.memA.address(), 8, local.lkey())
+                .remote(lb.memB.address(), imported));
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 0)).as("nothing moved").isZero();
+        mr.close(); // no window bound any more
+        mw.close();
+        assertRdma(() -> mw.bind(null, 0, 0), Errno.EBADF, "bind");
+    }
+
     @Test
     void windowBindRules() {
         MemoryRegion noBind = lb.pdB.register(lb.memB, Access.LOCAL_WRITE);
@@ -63,6 +88,8 @@ class WindowAndEventTest {
         assertRdma(() -> mw.bind(readOnly, readOnly.address(), 64, Access.REMOTE_WRITE), Errno.EINVAL, "LOCAL_WRITE");
         assertRdma(() -> mw.bind(readOnly, readOnly.address(), 64, Access.LOCAL_WRITE), Errno.EINVAL, "remote rights only");
         assertRdma(() -> mw.bind(readOnly, readOnly.address() - 1, 64, Access.REMOTE_READ), Errno.EINVAL, "not inside");
+        assertRdma(() -> mw.bind(null, 0, 64, Access.REMOTE_READ), Errno.EINVAL, "needs a region");
+        assertRdma(() -> mw.bind(readOnly, readOnly.address(), -1, Access.REMOTE_READ), Errno.EINVAL, "not inside");
         int first = mw.bind(readOnly, readOnly.address(), 64, Access.REMOTE_READ);
         int second = mw.bind(readOnly, readOnly.address() + 64, 64, Access.REMOTE_READ);
         assertThat(second).as("rebinding gives a new key").isNotEqualTo(first);
