@@ -36,10 +36,13 @@ public final class Atomics {
             if (!target.resolveRemote(addr, 8, rkey, Access.REMOTE_ATOMIC, scratch)) {
                 return WcStatus.REM_ACCESS_ERR;
             }
+            if (scratch.count() != 1) {
+                return WcStatus.REM_INV_REQ_ERR; // split over pages: misaligned (an aligned 8 bytes never straddles a page)
+            }
             MemorySegment seg = scratch.segment(0);
             long off = scratch.offset(0);
-            if (scratch.count() != 1 || !seg.isNative() || ((seg.address() + off) & 7) != 0) {
-                return WcStatus.REM_INV_REQ_ERR; // misaligned (an aligned 8 bytes never straddles a page)
+            if (!seg.isNative() || ((seg.address() + off) & 7) != 0) {
+                return WcStatus.REM_INV_REQ_ERR; // misaligned
             }
             long old = op == Opcode.ATOMIC_CMP_AND_SWP ? (long) LONG.compareAndExchange(seg, off, compareAdd, swap)
                     : (long) LONG.getAndAdd(seg, off, compareAdd);
