@@ -23,7 +23,8 @@ final class UcpWorker implements AutoCloseable {
     /** A zeroed {@code ucp_request_param_t} (no callback: requests are polled for their status). */
     final MemorySegment noParams;
     private final Arena arena = Arena.ofShared();
-    private boolean closed;
+    /** Set by {@link #close}: every call on a closed worker is refused or does nothing (never a destroyed handle). */
+    private volatile boolean closed;
 
     UcpWorker(UcpContext context) {
         this.ucp = context.ucp;
@@ -54,9 +55,39 @@ final class UcpWorker implements AutoCloseable {
         }
     }
 
-    /** Makes progress: true if something happened. */
+    /** Makes progress: true if something happened (false, doing nothing, once closed). */
     boolean progress() {
-        return ucp.workerProgress(address) != 0;
+        return !closed && ucp.workerProgress(address) != 0;
+    }
+
+    /** True once {@link #close} ran. */
+    boolean isClosed() {
+        return closed;
+    }
+
+    /**
+     * Releases data this worker's AM callback kept ({@code ucp_am_data_release}); nothing once the
+     * worker is closed (its destruction released everything).
+     */
+    void releaseData(long data) {
+        if (!closed && data != 0) {
+            ucp.amDataRelease(address, data);
+        }
+    }
+
+    /**
+     * Starts receiving a rendezvous message's data that this worker's AM callback announced
+     * ({@code ucp_am_recv_data_nbx}); a closed worker's answer is an error status.
+     */
+    long receiveData(long descriptor, long buffer, long length, long params) {
+        return closed ? UcpLayout.UCS_ERR_CANCELED : ucp.amRecvData(address, descriptor, buffer, length, params);
+    }
+
+    /** Cancels a request of this worker ({@code ucp_request_cancel}); nothing once closed. */
+    void cancel(long request) {
+        if (!closed) {
+            ucp.requestCancel(address, request);
+        }
     }
 
     /**
@@ -67,6 +98,9 @@ final class UcpWorker implements AutoCloseable {
      * @throws RdmaException {@link Errno#EINVAL} if UCX cannot read the address or reach the peer
      */
     MemorySegment connect(byte[] peerAddress, boolean peerErrors) {
+        if (closed) {
+            throw new RdmaException(Errno.ENODEV, "ucx: the worker was destroyed");
+        }
         try (Arena a = Arena.ofConfined()) {
             MemorySegment address = a.allocate(peerAddress.length, 8);
             MemorySegment.copy(peerAddress, 0, address, JAVA_BYTE, 0, peerAddress.length);

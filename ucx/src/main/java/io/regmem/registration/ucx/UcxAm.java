@@ -88,7 +88,10 @@ final class UcxAm {
     private UcxAm() {
     }
 
-    /** Gives {@code device} a number and installs the handler on its worker (stub in {@code arena}). */
+    /**
+     * Gives {@code device} a number and installs the handler on its main worker (serial 0); the
+     * handler's stub is made in {@code arena} and kept for the device's other workers ({@link #installOn}).
+     */
     static synchronized int install(UcxDevice device, Arena arena) {
         UcxDevice[] d = devices;
         int number = d.length;
@@ -101,15 +104,26 @@ final class UcxAm {
         UcxDevice[] next = Arrays.copyOf(d, Math.max(d.length, number + 1));
         next[number] = device;
         devices = next;
-        MemorySegment stub = Linker.nativeLinker().upcallStub(RECEIVED, CALLBACK, arena);
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment p = UcpAmHandlerParam.of(a, ID, stub, number);
-            device.ucp.check(device.ucp.setAmHandler(device.worker.handle, p), Errno.EIO, "ucx: ucp_worker_set_am_recv_handler");
+        try {
+            device.amStub = Linker.nativeLinker().upcallStub(RECEIVED, CALLBACK, arena);
+            installOn(device, number, device.worker, 0);
         } catch (RuntimeException e) {
             uninstall(number);
             throw e;
         }
         return number;
+    }
+
+    /**
+     * Installs the handler on a worker of device {@code number}: its argument carries the device's
+     * number (low 32 bits) and the worker's channel serial (high 32 bits), so that a message is taken
+     * only by a QP of the channel whose worker received it.
+     */
+    static void installOn(UcxDevice device, int number, UcpWorker worker, int serial) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment p = UcpAmHandlerParam.of(a, ID, device.amStub, ((long) serial << 32) | number);
+            device.ucp.check(device.ucp.setAmHandler(worker.handle, p), Errno.EIO, "ucx: ucp_worker_set_am_recv_handler");
+        }
     }
 
     /** The open devices of this JVM (null slots for closed ones). */
@@ -134,7 +148,7 @@ final class UcxAm {
     private static int received(long arg, long header, long headerLength, long data, long length, long param) {
         try {
             UcxDevice[] d = devices;
-            long number = arg;
+            long number = arg & 0xffff_ffffL;
             if (headerLength != HEADER || header == 0 || param == 0 || number < 0 || number >= d.length
                     || d[(int) number] == null) {
                 return UcpLayout.UCS_OK; // not ours, or a device already closing: dropped
@@ -145,12 +159,14 @@ final class UcxAm {
             UcxDevice device = d[(int) number];
             MemorySegment h = device.amHeader; // worker lock held: the device's one header buffer is free
             MemorySegment.copy(Ucp.NATIVE, header, h, 0, HEADER);
-            return device.onMessage(h, data, length, persistent, rndv) ? UcpLayout.UCS_INPROGRESS : UcpLayout.UCS_OK;
+            return device.onMessage(h, (int) (arg >>> 32), data, length, persistent, rndv)
+                    ? UcpLayout.UCS_INPROGRESS : UcpLayout.UCS_OK;
         } catch (Throwable t) {
             try {
                 UcxDevice[] d = devices;
-                if (arg >= 0 && arg < d.length && d[(int) arg] != null) {
-                    UcxDevice device = d[(int) arg];
+                long number = arg & 0xffff_ffffL;
+                if (number < d.length && d[(int) number] != null) {
+                    UcxDevice device = d[(int) number];
                     device.lastCallbackFailure = t;
                     device.callbackFailures++; // (worker lock held: one writer)
                 }

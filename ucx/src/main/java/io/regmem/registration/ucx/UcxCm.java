@@ -13,6 +13,7 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
+import java.nio.ByteBuffer;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 
@@ -230,7 +231,10 @@ final class UcxCm implements ProviderCm {
         try {
             long deadline = l.deadline();
             l.readChallenge(deadline);
-            l.sendHello(mine.number, mine.localToken, mine.device.workerAddress(), privateData);
+            // A worker of its own for the connections to this listener: a peer process that dies in
+            // the middle of a send stops only its own connections' receives (UcxChannel).
+            byte[] worker = mine.useChannel("listener " + address);
+            l.sendHello(mine.number, mine.localToken, worker, privateData);
             // The answer waits for the listener's application to accept; its wire-up needs this worker.
             Object answer = l.readAnswer(l.deadline(), () -> progressQuietly(mine.device));
             if (answer instanceof UcxLink.Rejected r) {
@@ -279,6 +283,7 @@ final class UcxCm implements ProviderCm {
         QpContext qp = ctx.qp();
         if (qp != null) {
             UcxQp mine = qp(qp);
+            mine.device.retireChannel(mine.channel); // the peer may be gone: no new connection joins its channel
             long deadline = System.nanoTime() + VERDICT_GRACE_NANOS;
             while (mine.busy() && System.nanoTime() < deadline && !ctx.isDestroyed()) {
                 LockSupport.parkNanos(1_000_000L);
@@ -320,6 +325,8 @@ final class UcxCm implements ProviderCm {
     private static void linkLocal(QpContext passive, QpContext active) {
         UcxQp mine = qp(passive);
         UcxQp theirs = qp(active);
+        mine.useMainChannel(); // (a QP whose connection to another process failed may hold a channel)
+        theirs.useMainChannel();
         byte[] myWorker = mine.device.workerAddress();
         byte[] theirWorker = theirs.device.workerAddress();
         theirs.connect(myWorker, mine.number, mine.localToken);
@@ -337,8 +344,9 @@ final class UcxCm implements ProviderCm {
     private void acceptRemote(UcxLink l, byte[] privateData) {
         UcxQp mine = qp(ctx.qp());
         try {
+            byte[] worker = mine.useChannel(ByteBuffer.wrap(peer.worker().clone())); // one per requester worker
             mine.connect(peer.worker(), peer.qp(), peer.token());
-            l.sendAccept(mine.number, mine.localToken, mine.device.workerAddress(), privateData);
+            l.sendAccept(mine.number, mine.localToken, worker, privateData);
             l.awaitReady(l.deadline(), () -> progressQuietly(mine.device));
         } catch (IOException | RuntimeException e) {
             ctx.qp().toError();
@@ -388,6 +396,8 @@ final class UcxCm implements ProviderCm {
         if (l != null) {
             QpContext qp = ctx.qp();
             if (qp != null) {
+                UcxQp mine = qp(qp);
+                mine.device.retireChannel(mine.channel);
                 qp.toError();
             }
             l.close(); // the peer's link ends: its QP errs and its ID reports DISCONNECTED

@@ -7,7 +7,7 @@ import io.regmem.registration.spi.ProviderQp;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * A UCX completion queue: polling it progresses the device's worker (which also serves the peers'
+ * A UCX completion queue: polling it progresses the workers its QPs use (which also serve the peers'
  * requests aimed at this process: without RDMA hardware a target must progress), places the
  * messages that arrived for the QPs whose receives complete here, and reaps, in order, the requests
  * of the QPs whose sends complete here.
@@ -56,7 +56,7 @@ final class UcxCq implements ProviderCq {
     private void progressRounds(UcxQp[] qps, UcxQp[] receivers) {
         boolean peers = false;
         for (int round = 0; round < 3; round++) {
-            device.progress();
+            device.progressChannels(qps, receivers); // the workers its QPs use, each once
             for (UcxQp qp : receivers) {
                 if (qp.receiveWork()) {
                     withLock(qp, true);

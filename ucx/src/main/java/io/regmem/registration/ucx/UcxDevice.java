@@ -19,15 +19,17 @@ import io.regmem.registration.spi.QpContext;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
-import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.locks.ReentrantLock;
 import org.agrona.collections.ArrayUtil;
 import org.agrona.concurrent.IdleStrategy;
 
 /**
- * A UCX device: one UCP context and one worker. Every call on the worker is made under
- * {@link #workerLock} (the worker is created {@code SERIALIZED}).
+ * A UCX device: one UCP context, its main worker (connections inside this JVM) and a worker per
+ * peer process it is connected to ({@link UcxChannel}). Every call on a worker is made under
+ * {@link #workerLock} (the workers are created {@code SERIALIZED}).
  *
  * <p>Memory registration is {@code ucp_mem_map} of the region's memory. Fast-registration MRs and
  * memory windows work as on every provider (the target checks each access against the verbs key
@@ -42,7 +44,20 @@ final class UcxDevice implements ProviderDevice {
     volatile boolean oneSided;
     final Ucp ucp;
     private final UcpContext context;
+    /** The main channel's worker. */
     final UcpWorker worker;
+    /** The main channel: its worker serves the connections inside this JVM. */
+    final UcxChannel main;
+    /** The channels to other processes, retired ones included, until destroyed: replaced, never mutated, under the worker lock. */
+    private volatile UcxChannel[] channels = new UcxChannel[0];
+    /** The channels new connections to a peer may join, by the peer's identity (guarded by itself). */
+    private final HashMap<Object, UcxChannel> channelTable = new HashMap<>();
+    /** Serial numbers of channels (worker lock). */
+    private int nextSerial = 1;
+    /** Progress rounds of {@link #progressChannels} (worker lock). */
+    private long round;
+    /** The AM handler's upcall stub, installed on every worker of the device. */
+    MemorySegment amStub;
     /** Guards every call on the worker. */
     final ReentrantLock workerLock = new ReentrantLock();
     /** The data path's sections: a QP checks local keys and starts its UCX requests inside one. */
@@ -61,8 +76,8 @@ final class UcxDevice implements ProviderDevice {
     private final byte[] address;
     private final UcxChunkSource chunkSource = new UcxChunkSource(this);
 
-    /** Endpoints to peer workers, one per peer. */
-    final UcxEndpoints endpoints = new UcxEndpoints(this);
+    /** The main channel's endpoints to peer workers (of this JVM), one per peer. */
+    final UcxEndpoints endpoints;
 
     /** The handshake secret the options or environment named, or null for the user's default file. */
     private byte[] secret;
@@ -101,6 +116,8 @@ final class UcxDevice implements ProviderDevice {
         int n;
         try {
             this.address = worker.address();
+            this.main = new UcxChannel(this, 0, worker, address, null);
+            this.endpoints = main.endpoints;
             n = UcxAm.install(this, arena);
         } catch (RuntimeException e) {
             worker.close();
@@ -137,9 +154,7 @@ final class UcxDevice implements ProviderDevice {
         int work = 0;
         lockWorker();
         try {
-            for (int i = 0; i < 64 && worker.progress(); i++) {
-                work++;
-            }
+            work += progressAll();
         } finally {
             workerLock.unlock();
         }
@@ -259,9 +274,190 @@ final class UcxDevice implements ProviderDevice {
         return address;
     }
 
-    /** The endpoint to the worker at {@code peer} ({@link UcxEndpoints#endpointTo}). */
-    UcxEndpoint endpointTo(byte[] peer) {
-        return endpoints.endpointTo(peer);
+    /**
+     * The channel for a connection to the peer process {@code key} names (the listener's address a
+     * requester connects to, or the requester's worker address a listener is asked by): the one
+     * earlier live connections to it use, or a new one with a worker of its own. The caller gives it
+     * back with {@link #releaseChannel} (its QP's destruction). A new channel's worker is made under the
+     * worker lock (a few milliseconds, once per peer process).
+     *
+     * @throws RdmaException {@link Errno#ENODEV} if the device was closed; {@link Errno#ENOMEM} if UCX
+     *                       cannot make a worker
+     */
+    UcxChannel acquireChannel(Object key) {
+        synchronized (channelTable) {
+            UcxChannel c = channelTable.get(key);
+            if (c == null) {
+                c = newChannel(key);
+                channelTable.put(key, c);
+            }
+            c.users++;
+            return c;
+        }
+    }
+
+    /** A channel with a worker of its own, its AM handler installed (channel table's monitor held). */
+    private UcxChannel newChannel(Object key) {
+        lockWorker();
+        try {
+            UcpWorker w = new UcpWorker(context);
+            try {
+                int serial = nextSerial++;
+                byte[] a = w.address();
+                UcxAm.installOn(this, amNumber, w, serial);
+                UcxChannel c = new UcxChannel(this, serial, w, a, key);
+                channels = ArrayUtil.add(channels, c);
+                return c;
+            } catch (RuntimeException e) {
+                w.close();
+                throw e;
+            }
+        } finally {
+            workerLock.unlock();
+        }
+    }
+
+    /** No new connection joins {@code c} any more (one of its connections ended); the main channel stays. */
+    void retireChannel(UcxChannel c) {
+        if (c == null || c.serial == 0) {
+            return;
+        }
+        synchronized (channelTable) {
+            if (!c.retired) {
+                c.retired = true;
+                channelTable.remove(c.key, c);
+            }
+        }
+    }
+
+    /**
+     * A QP that took {@code c} is destroyed: the last one destroys the channel (its endpoints closed,
+     * its worker settled and destroyed; requests a dead peer never finishes are released first).
+     * The main channel stays.
+     */
+    void releaseChannel(UcxChannel c) {
+        if (c == null || c.serial == 0) {
+            return;
+        }
+        synchronized (channelTable) {
+            if (--c.users > 0) {
+                return;
+            }
+            c.retired = true;
+            channelTable.remove(c.key, c);
+        }
+        destroyChannel(c);
+    }
+
+    /** Destroys a channel nobody uses (its QPs' requests are ended or released). */
+    private void destroyChannel(UcxChannel c) {
+        List<Long> closing;
+        try {
+            lockWorker();
+        } catch (RdmaException closedAlready) {
+            return; // the device's close destroyed it
+        }
+        try {
+            if (c.worker.isClosed()) {
+                return;
+            }
+            closing = c.endpoints.startClosingAll();
+        } finally {
+            workerLock.unlock();
+        }
+        // Settled with the lock taken per round: the device's other channels go on meanwhile.
+        long deadline = System.nanoTime() + 200_000_000L;
+        int idle = 0;
+        while (idle < 16 && System.nanoTime() < deadline) {
+            try {
+                lockWorker();
+            } catch (RdmaException closedAlready) {
+                return;
+            }
+            try {
+                idle = c.worker.progress() ? 0 : idle + 1;
+            } finally {
+                workerLock.unlock();
+            }
+        }
+        try {
+            lockWorker();
+        } catch (RdmaException closedAlready) {
+            return;
+        }
+        try {
+            closeChannel(c, closing);
+        } finally {
+            workerLock.unlock();
+        }
+    }
+
+    /** Releases the closes still running and destroys the channel's worker (worker lock held). */
+    private void closeChannel(UcxChannel c, List<Long> closing) {
+        for (long r : closing) {
+            if (c.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+                abandon(r); // a peer that never answered (gone): released, freed by the destroy
+            }
+        }
+        c.worker.close();
+        channels = ArrayUtil.remove(channels, c);
+        for (Arena a; (a = c.closeLater.poll()) != null; ) {
+            a.close(); // nothing of UCX's uses it any more
+        }
+    }
+
+    /** The channels to other processes (for diagnostics and tests). */
+    UcxChannel[] channels() {
+        return channels;
+    }
+
+    /**
+     * Progresses the workers the QPs of {@code a} and {@code b} use, each once (a channel is shared by
+     * the QPs to one peer process), up to 64 rounds each while they report work; the main worker if
+     * there are no QPs. A CQ's poll: workers none of its QPs use are left to their own CQs.
+     */
+    void progressChannels(UcxQp[] a, UcxQp[] b) {
+        lockWorker();
+        try {
+            if (a.length == 0 && b.length == 0) {
+                progressWorker(worker);
+                return;
+            }
+            long r = ++round;
+            for (UcxQp qp : a) {
+                progressOnce(qp.channel, r);
+            }
+            for (UcxQp qp : b) {
+                progressOnce(qp.channel, r);
+            }
+        } finally {
+            workerLock.unlock();
+        }
+    }
+
+    private static void progressOnce(UcxChannel c, long round) {
+        if (c.round != round) {
+            c.round = round;
+            progressWorker(c.worker);
+        }
+    }
+
+    /** Progresses {@code w} while it reports work, at most 64 rounds (worker lock held); the rounds that did something. */
+    private static int progressWorker(UcpWorker w) {
+        int i = 0;
+        while (i < 64 && w.progress()) {
+            i++;
+        }
+        return i;
+    }
+
+    /** Progresses every worker of the device (worker lock held); the rounds that did something. */
+    private int progressAll() {
+        int work = progressWorker(worker);
+        for (UcxChannel c : channels) {
+            work += progressWorker(c.worker);
+        }
+        return work;
     }
 
     void unmap(MemorySegment memh) {
@@ -320,16 +516,17 @@ final class UcxDevice implements ProviderDevice {
     }
 
     /**
-     * An active message arrived (the AM callback, inside the worker's progress, worker lock held):
+     * An active message arrived on the worker of channel {@code serial} (the AM callback, inside the
+     * worker's progress, worker lock held):
      * an acknowledgement goes to its sender QP; a message is executed at once if nothing stands in
      * its way, else into its QP's inbox. True if the data (or a rendezvous descriptor) is kept, to
      * be released or received later.
      */
-    boolean onMessage(MemorySegment h, long data, long length, boolean persistent, boolean rndv) {
+    boolean onMessage(MemorySegment h, int serial, long data, long length, boolean persistent, boolean rndv) {
         UcxQp qp = qp(h.get(U_INT, UcxAm.H_DST));
-        if (qp == null || h.get(U_LONG, UcxAm.H_TOKEN) != qp.localToken) {
+        if (qp == null || h.get(U_LONG, UcxAm.H_TOKEN) != qp.localToken || qp.channel.serial != serial) {
             dropped++;
-            return false; // the QP is gone, or the message is not from its connection: dropped
+            return false; // the QP is gone, or the message is not from its connection (nor on its worker): dropped
         }
         int type = h.get(U_INT, UcxAm.H_TYPE);
         if (type == UcxAm.TYPE_ACK) {
@@ -445,7 +642,7 @@ final class UcxDevice implements ProviderDevice {
         long deadline = System.nanoTime() + 200_000_000L;
         int idle = 0;
         while (idle < 16 && System.nanoTime() < deadline) {
-            boolean busy = worker.progress();
+            boolean busy = progressAll() > 0;
             busy |= progressOthers(); // a peer in this JVM must answer too
             idle = busy ? 0 : idle + 1;
         }
@@ -457,13 +654,17 @@ final class UcxDevice implements ProviderDevice {
      * the worker frees it then or at its destruction. UCX 1.13 asserts, killing the process, if a
      * worker is destroyed with a request that was never released.
      */
-    /** Arenas of destroyed QPs whose memory UCX may still use (requests left to the worker): closed after it. */
-    private final ConcurrentLinkedQueue<Arena> closeLater =
-            new ConcurrentLinkedQueue<>();
-
-    /** Closes {@code a} when the device closes, after its worker is destroyed (nothing of UCX's uses it then). */
-    void closeLater(Arena a) {
-        closeLater.add(a);
+    /**
+     * Closes {@code a} once channel {@code c}'s worker is destroyed (nothing of UCX's uses it then):
+     * with the channel, or when the device closes.
+     */
+    void closeLater(UcxChannel c, Arena a) {
+        c.closeLater.add(a);
+        if (c.worker.isClosed()) { // (destroyed meanwhile: the device closed)
+            for (Arena x; (x = c.closeLater.poll()) != null; ) {
+                x.close();
+            }
+        }
     }
 
     void abandon(long request) {
@@ -492,13 +693,11 @@ final class UcxDevice implements ProviderDevice {
         }
     }
 
-    /** Progresses the worker until it has nothing more to do now (at most 64 rounds). */
+    /** Progresses every worker of the device until it has nothing more to do now (at most 64 rounds each). */
     void progress() {
         lockWorker();
         try {
-            for (int i = 0; i < 64 && worker.progress(); i++) {
-                // keep going while UCX reports work
-            }
+            progressAll();
         } finally {
             workerLock.unlock();
         }
@@ -574,7 +773,15 @@ final class UcxDevice implements ProviderDevice {
             }
             closed = true; // under the lock: a racing caller finds the worker gone (lockWorker), never destroyed under it
             List<Long> closing = endpoints.startClosingAll();
+            UcxChannel[] left = channels;
+            List<List<Long>> channelClosing = new ArrayList<>();
+            for (UcxChannel c : left) {
+                channelClosing.add(c.endpoints.startClosingAll());
+            }
             settle(); // progresses the closes (and the peers of this JVM that answer them)
+            for (int i = 0; i < left.length; i++) {
+                closeChannel(left[i], channelClosing.get(i));
+            }
             for (long r : closing) {
                 if (worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
                     abandon(r); // a peer that never answered: released, freed by the destroy
@@ -587,7 +794,7 @@ final class UcxDevice implements ProviderDevice {
         }
         UcxAm.uninstall(amNumber);
         context.close();
-        for (Arena a; (a = closeLater.poll()) != null; ) {
+        for (Arena a; (a = main.closeLater.poll()) != null; ) {
             a.close();
         }
         arena.close();

@@ -1,11 +1,12 @@
 package io.regmem.registration.ucx;
 
 /**
- * A device's one UCX endpoint to a peer worker, shared by every QP connected to a QP of that
- * worker (messages name their QPs in the header). One endpoint per peer, kept until either device
- * closes, bounds what UCX keeps per connection: a shared-memory endpoint maps the peer's segments,
- * and UCX 1.13 leaves those mapped after the endpoint closes, so an endpoint per QP made every
- * reconnection cost mappings until the process ran out of them.
+ * A channel's one UCX endpoint to a peer worker ({@link UcxChannel}), shared by every QP of the
+ * channel connected to a QP of that worker (messages name their QPs in the header). One endpoint
+ * per peer, kept until its channel is destroyed or either device closes, bounds what UCX keeps per
+ * connection: a shared-memory endpoint maps the peer's segments, and UCX 1.13 leaves those mapped
+ * after the endpoint closes (until its worker is destroyed), so an endpoint per QP on a long-lived
+ * worker made every reconnection cost mappings until the process ran out of them.
  *
  * <p>Read and changed under the owning device's worker lock only: a closed endpoint's handle is 0,
  * and a request sent on it fails as on a reset connection (never a send on a destroyed endpoint).

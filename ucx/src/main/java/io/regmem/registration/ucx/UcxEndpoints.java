@@ -10,18 +10,20 @@ import java.util.HashMap;
 import java.util.List;
 
 /**
- * A device's endpoints to peer workers, one per peer ({@link UcxEndpoint}), made whole (wired up)
- * before first use, and closed when either device closes: a closing device first has every other
- * device of this JVM close its endpoint to it, then closes its own. The table is read and changed
- * under the device's worker lock.
+ * A channel's endpoints to peer workers, one per peer ({@link UcxEndpoint}), made whole (wired up)
+ * before first use, and closed when the channel is destroyed or either device closes: a closing
+ * device first has every other device of this JVM close its main channel's endpoint to it, then
+ * closes its own. The table is read and changed under the device's worker lock.
  */
 final class UcxEndpoints {
     private static final System.Logger LOG = System.getLogger("io.regmem.registration.ucx");
     private final UcxDevice device;
+    private final UcxChannel channel;
     private final HashMap<ByteBuffer, UcxEndpoint> endpoints = new HashMap<>();
 
-    UcxEndpoints(UcxDevice device) {
+    UcxEndpoints(UcxDevice device, UcxChannel channel) {
         this.device = device;
+        this.channel = channel;
     }
 
     /**
@@ -40,10 +42,10 @@ final class UcxEndpoints {
             if (e != null) {
                 return e;
             }
-            e = new UcxEndpoint(key.array(), device.worker.connect(peer, false).address(),
-                    Arrays.equals(peer, device.address()));
+            e = new UcxEndpoint(key.array(), channel.worker.connect(peer, false).address(),
+                    Arrays.equals(peer, channel.address));
             endpoints.put(key, e);
-            flush = device.ucp.flush(e.handle, device.worker.noParams.address());
+            flush = device.ucp.flush(e.handle, channel.worker.noParams.address());
         } finally {
             device.workerLock.unlock();
         }
@@ -82,7 +84,7 @@ final class UcxEndpoints {
         while (true) {
             device.lockWorker();
             try {
-                int s = device.worker.poll(flush);
+                int s = channel.worker.poll(flush);
                 if (s != UcpLayout.UCS_INPROGRESS) {
                     if (s != UcpLayout.UCS_OK) {
                         throw new RdmaException(Errno.EIO, "ucx: connecting to a peer worker: " + device.ucp.describe(s));
@@ -93,7 +95,7 @@ final class UcxEndpoints {
                     device.abandon(flush);
                     throw new RdmaException(Errno.ETIMEDOUT, "ucx: the peer worker did not answer the connection within 10 s");
                 }
-                device.worker.progress();
+                channel.worker.progress();
             } finally {
                 device.workerLock.unlock();
             }
@@ -112,7 +114,7 @@ final class UcxEndpoints {
         }
         long ep = e.handle;
         e.handle = 0; // from now on a send on it fails as on a reset connection
-        return device.worker.startClose(MemorySegment.ofAddress(ep), false);
+        return channel.worker.startClose(MemorySegment.ofAddress(ep), false);
     }
 
     /**
@@ -132,7 +134,7 @@ final class UcxEndpoints {
                 continue;
             }
             try {
-                req = other.endpoints.startClosing(device.address());
+                req = other.endpoints.startClosing(channel.address);
             } finally {
                 other.workerLock.unlock();
             }
@@ -147,7 +149,7 @@ final class UcxEndpoints {
                     if (other.worker.poll(req) != UcpLayout.UCS_INPROGRESS) {
                         break;
                     }
-                    other.worker.progress();
+                    other.worker.progress(); // (its main worker: the only one a peer of this JVM connects to)
                     if (System.nanoTime() > deadline) {
                         other.abandon(req);
                         break;
@@ -160,12 +162,12 @@ final class UcxEndpoints {
         }
     }
 
-    /** Starts closing every endpoint of this device (worker lock held): the close requests, to poll. */
+    /** Starts closing every endpoint of this channel (worker lock held): the close requests, to poll. */
     List<Long> startClosingAll() {
         List<Long> reqs = new ArrayList<>();
         for (UcxEndpoint e : endpoints.values()) {
             if (e.handle != 0) {
-                long r = device.worker.startClose(MemorySegment.ofAddress(e.handle), false);
+                long r = channel.worker.startClose(MemorySegment.ofAddress(e.handle), false);
                 e.handle = 0;
                 if (r != 0 && !Ucp.isError(r)) {
                     reqs.add(r);

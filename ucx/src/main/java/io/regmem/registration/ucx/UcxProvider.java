@@ -21,11 +21,12 @@ import org.agrona.concurrent.YieldingIdleStrategy;
 
 /**
  * The UCX provider, {@code RdmaDevice.open("ucx", options)}, on the system's {@code libucp} (1.13 or
- * later) through FFM. A device is a UCP context and worker; memory registers with
+ * later) through FFM. A device is a UCP context and its workers (a main one, and one per peer
+ * process it is connected to: {@link UcxChannel}); memory registers with
  * {@code ucp_mem_map}; every work request travels as a UCX active message that the target executes
  * against its own key tables (see {@link UcxReceiver}). Connections are made by {@code host:port}
  * ({@link UcxCm}): within the JVM in place, between processes and hosts over a TCP bootstrap socket
- * that exchanges worker addresses and then watches the peer. A device keeps one UCX endpoint per
+ * that exchanges worker addresses and then watches the peer. Each worker keeps one UCX endpoint per
  * peer worker. {@code -Dregmem.ucx.libdir=DIR} loads {@code libucp.so.0} from {@code DIR}.
  *
  * <p>Options: the {@link DeviceAttributes} limits ({@code maxSendSge=4}, ...), which lower what the

@@ -1,6 +1,7 @@
 package io.regmem.registration.ucx;
 
 
+import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.WcStatus;
@@ -16,8 +17,10 @@ import java.lang.invoke.VarHandle;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * A UCX queue pair, sending on its device's endpoint to the peer's worker ({@link UcxEndpoint},
- * shared with the device's other QPs to that worker; messages name their QPs). A posted request is
+ * A UCX queue pair, sending on its channel's endpoint to the peer's worker ({@link UcxEndpoint},
+ * shared with the channel's other QPs to that worker; messages name their QPs). A QP connected
+ * inside this JVM uses its device's main worker; one connected to another process uses the
+ * device's channel to that process ({@link UcxChannel}), set before it connects. A posted request is
  * started when its doorbell rings ({@link #sendPosted}), by its {@link UcxSender}: local entries are
  * checked through the verbs layer's key tables inside a grace-period section; RDMA requests check the
  * remote range against the exporter's envelope (bounds, rights). A request is an active message
@@ -59,8 +62,15 @@ final class UcxQp implements ProviderQp {
     volatile boolean leftToWorker;
     private final UcxKeyTable keys = new UcxKeyTable();
     final UcxSender sender;
-    /** The device's endpoint to the peer's worker (shared with its other QPs to that worker), once connected. */
+    /** The channel's endpoint to the peer's worker (shared with its other QPs to that worker), once connected. */
     private UcxEndpoint ep;
+    /**
+     * The channel whose worker carries this QP's messages: the device's main one until a connection
+     * to another process gives it one of its own ({@link #useChannel}, before {@link #connect}).
+     */
+    volatile UcxChannel channel;
+    /** The channel was taken for this QP (given back at its destruction). */
+    private boolean ownsChannel;
 
     /** Its endpoint, or null before it connected (for its package's tests). */
     UcxEndpoint endpointObject() {
@@ -116,7 +126,7 @@ final class UcxQp implements ProviderQp {
 
     @Override
     public String diagnostics() {
-        StringBuilder b = new StringBuilder("ucx: peer QP ").append(peerNumber);
+        StringBuilder b = new StringBuilder("ucx: peer QP ").append(peerNumber).append(", on the ").append(channel);
         UcxEndpoint e = ep;
         if (e == null) {
             b.append(", not connected");
@@ -172,6 +182,7 @@ final class UcxQp implements ProviderQp {
 
     UcxQp(UcxDevice device, QpContext ctx, int number) {
         this.device = device;
+        this.channel = device.main;
         this.writeFlush = new UcxWriteFlush(device);
         this.ctx = ctx;
         this.number = number;
@@ -197,10 +208,40 @@ final class UcxQp implements ProviderQp {
      * {@code token}; then the QP is ready.
      */
     void connect(byte[] peerWorker, int peer, long token) {
-        ep = device.endpointTo(peerWorker);
+        ep = channel.endpoints.endpointTo(peerWorker);
         peerNumber = peer;
         peerToken = token;
         ctx.ready();
+    }
+
+    /**
+     * Moves this QP, not yet connected, to the device's channel to the peer process {@code key}
+     * names ({@link UcxDevice#acquireChannel}); it is given back when the QP is destroyed. Returns
+     * the channel's worker address, for the peer. A QP that has a channel already keeps it.
+     *
+     * @throws RdmaException {@link Errno#ENODEV} if the device or the QP is gone
+     */
+    synchronized byte[] useChannel(Object key) {
+        if (destroyed) {
+            throw new RdmaException(Errno.ENODEV, ctx.name() + ": the QP was destroyed");
+        }
+        UcxChannel c = channel;
+        if (!ownsChannel || c.retired || !key.equals(c.key)) {
+            useMainChannel();
+            channel = device.acquireChannel(key);
+            ownsChannel = true;
+        }
+        return channel.address.clone();
+    }
+
+    /** Moves this QP, not yet connected, back to the device's main channel (a connection inside this JVM). */
+    synchronized void useMainChannel() {
+        if (ownsChannel) {
+            UcxChannel c = channel;
+            channel = device.main;
+            ownsChannel = false;
+            device.releaseChannel(c);
+        }
     }
 
     /** The token messages to the peer carry. */
@@ -351,7 +392,7 @@ final class UcxQp implements ProviderQp {
             if (status == WcStatus.SUCCESS.ordinal() && length == op.bytes) {
                 MemorySegment b = staging.take(length);
                 op.stage = b;
-                op.add(device.ucp.amRecvData(device.worker.address, data, b.address(), length, respRecvParams.address()));
+                op.add(channel.worker.receiveData(data, b.address(), length, respRecvParams.address()));
             } // (else the descriptor is dropped: the reap fails the READ)
             op.ack = status; // publishes the above
             return false;
@@ -495,7 +536,7 @@ final class UcxQp implements ProviderQp {
         }
         device.lockWorker();
         try {
-            device.ucp.amDataRelease(device.worker.address, data);
+            channel.worker.releaseData(data);
         } finally {
             device.workerLock.unlock();
         }
@@ -635,7 +676,9 @@ final class UcxQp implements ProviderQp {
     public void destroy() {
         receiver.dropAll();
         drain(); // may progress the in-process peer: its link is cut after
-        destroyed = true;
+        synchronized (this) {
+            destroyed = true; // (under this QP's monitor: a connection under way takes no channel after it)
+        }
         try {
             device.lockWorker();
             try {
@@ -654,10 +697,19 @@ final class UcxQp implements ProviderQp {
         }
         reader.close();
         device.removeQp(this);
+        UcxChannel c = channel;
         if (leftToWorker) {
-            device.closeLater(arena); // UCX may still use some of it: freed once the worker is gone
+            device.closeLater(c, arena); // UCX may still use some of it: freed once the worker is gone
         } else {
             arena.close();
+        }
+        boolean owned;
+        synchronized (this) {
+            owned = ownsChannel;
+            ownsChannel = false;
+        }
+        if (owned) {
+            device.releaseChannel(c); // the last QP of a channel destroys its worker
         }
     }
 }

@@ -198,7 +198,7 @@ final class UcxReceiver {
     private boolean nextSlotFree() {
         int slot = (int) (replies % REPLIES);
         long r = replyRequests[slot];
-        if (r != 0 && qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+        if (r != 0 && qp.channel.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
             return false;
         }
         replyRequests[slot] = 0;
@@ -366,7 +366,7 @@ final class UcxReceiver {
         MemorySegment b = qp.staging.take(m.length);
         boolean took = qp.device.lockWorkerUnlessHeld();
         try {
-            rndvRequest = qp.device.ucp.amRecvData(qp.device.worker.address, m.data, b.address(), m.length, recvParams.address());
+            rndvRequest = qp.channel.worker.receiveData(m.data, b.address(), m.length, recvParams.address());
         } finally {
             if (took) {
                 qp.device.workerLock.unlock();
@@ -401,7 +401,7 @@ final class UcxReceiver {
         if (r != -1) {
             boolean took = qp.device.lockWorkerUnlessHeld();
             try {
-                status = qp.device.worker.poll(r);
+                status = qp.channel.worker.poll(r);
             } finally {
                 if (took) {
                     qp.device.workerLock.unlock();
@@ -454,14 +454,14 @@ final class UcxReceiver {
         if (r != 0 && r != -1 && !Ucp.isError(r)) {
             qp.device.lockWorker();
             try {
-                while (qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+                while (qp.channel.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
                     if (System.nanoTime() > deadline) {
                         qp.device.abandon(r);
                         qp.leftToWorker = true;
                         rndvStage = null; // (not given back: UCX may still write it)
                         break;
                     }
-                    qp.device.worker.progress();
+                    qp.channel.worker.progress();
                 }
             } finally {
                 qp.device.workerLock.unlock();
@@ -619,8 +619,8 @@ final class UcxReceiver {
     /** Waits until the reply in {@code slot} is sent (worker lock held). */
     private void finish(int slot) {
         long previous = replyRequests[slot];
-        while (previous != 0 && qp.device.worker.poll(previous) == UcpLayout.UCS_INPROGRESS) {
-            qp.device.worker.progress(); // the ring came round to a reply still being sent: let it go out
+        while (previous != 0 && qp.channel.worker.poll(previous) == UcpLayout.UCS_INPROGRESS) {
+            qp.channel.worker.progress(); // the ring came round to a reply still being sent: let it go out
         }
         replyRequests[slot] = 0;
         freeStage(slot);
@@ -632,7 +632,7 @@ final class UcxReceiver {
         }
         boolean took = qp.device.lockWorkerUnlessHeld();
         try {
-            qp.device.ucp.amDataRelease(qp.device.worker.address, data);
+            qp.channel.worker.releaseData(data);
         } finally {
             if (took) {
                 qp.device.workerLock.unlock();
@@ -654,16 +654,16 @@ final class UcxReceiver {
                 long r = replyRequests[i];
                 replyRequests[i] = 0;
                 boolean done = true;
-                if (r != 0 && qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
-                    qp.device.ucp.requestCancel(qp.device.worker.address, r);
-                    while (qp.device.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+                if (r != 0 && qp.channel.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
+                    qp.channel.worker.cancel(r);
+                    while (qp.channel.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
                         if (System.nanoTime() > deadline) { // a peer that does not take it (stopped): left to the worker
                             qp.device.abandon(r);
                             qp.leftToWorker = true; // its header and buffer stay until the device closes
                             done = false;
                             break;
                         }
-                        qp.device.worker.progress();
+                        qp.channel.worker.progress();
                     }
                 }
                 if (done) {

@@ -12,8 +12,9 @@
  * <li><b>Wire</b>: {@code UcxAm} (the active-message header), {@code RemoteKeyEnvelope} (an
  * exported key), {@code UcxLink} and {@code UcxSecret} (the authenticated TCP handshake that
  * exchanges worker addresses).</li>
- * <li><b>Transport</b>: {@code UcxEndpoint(s)} and {@code UcxTransports} (one endpoint per peer
- * worker, what its lanes are, whether its keys are NIC-enforced), {@code UcxSender} and
+ * <li><b>Transport</b>: {@code UcxChannel} (a worker: the device's main one, or one per peer
+ * process), {@code UcxEndpoint(s)} and {@code UcxTransports} (one endpoint per peer worker, what
+ * its lanes are, whether its keys are NIC-enforced), {@code UcxSender} and
  * {@code UcxReceiver} (a QP's requests as messages, executed and checked at the target),
  * {@code UcxStaging} (bounce buffers of rendezvous transfers), {@code UcxKeyTable},
  * {@code UcxInbox}, {@code UcxOp}, {@code UcxWriteFlush}.</li>

@@ -41,6 +41,11 @@ public final class UcxPeerMain {
     private UcxPeerMain() {
     }
 
+    /** Which of its device's workers serves {@code qp}: {@code channel=<serial>}, 0 the main one. */
+    static String channelOf(QueuePair qp) {
+        return "channel=" + qp.unwrap(UcxQp.class).channel.serial;
+    }
+
     /** The byte at offset {@code i} of the registered region. */
     static byte pattern(long i) {
         return (byte) (i * 31 + 7);
@@ -90,6 +95,9 @@ public final class UcxPeerMain {
             say("LISTENING");
             CmId id = null;
             QueuePair qp = null;
+            // Connections that arrive while one is served: accepted too (no receives), for the test's
+            // look at which worker serves them, and destroyed when they end.
+            java.util.List<CmId> more = new java.util.ArrayList<>();
             WorkCompletion[] wcs = new WorkCompletion[16];
             for (int i = 0; i < wcs.length; i++) {
                 wcs[i] = new WorkCompletion();
@@ -128,12 +136,33 @@ public final class UcxPeerMain {
                         say("FREED");
                     }
                 }
-                if (id == null) {
-                    CmId request = listener.getRequest();
-                    if (request == null) {
-                        Thread.sleep(1);
-                        continue;
+                for (java.util.Iterator<CmId> it = more.iterator(); it.hasNext(); ) {
+                    CmId m = it.next();
+                    if (m.qp().state() == QueuePair.State.ERROR) {
+                        m.destroyQp();
+                        m.close();
+                        it.remove();
+                        say("GONE");
                     }
+                }
+                if (id != null) {
+                    CmId extra = listener.getRequest();
+                    if (extra != null) {
+                        CmId request = extra;
+                        QueuePair q = request.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(64)
+                                .maxRecvWr(RECVS));
+                        request.accept();
+                        more.add(request);
+                        say("KEY " + (mr == null ? "none" : HexFormat.of().formatHex(mr.exportRemoteKey())
+                                + " " + region.address()) + " " + channelOf(q));
+                    }
+                }
+                CmId request = id == null ? listener.getRequest() : null;
+                if (id == null && request == null && more.isEmpty()) {
+                    Thread.sleep(1);
+                    continue;
+                }
+                if (request != null) {
                     id = request;
                     qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(64).maxRecvWr(RECVS));
                     for (int i = 0; i < RECVS; i++) {
@@ -142,7 +171,7 @@ public final class UcxPeerMain {
                     }
                     id.accept();
                     say("KEY " + (mr == null ? "none" : HexFormat.of().formatHex(mr.exportRemoteKey())
-                            + " " + region.address()));
+                            + " " + region.address()) + " " + channelOf(qp));
                 }
                 int n = cq.poll(wcs);
                 for (int i = 0; i < n; i++) {
@@ -177,6 +206,11 @@ public final class UcxPeerMain {
                 id.disconnect();
                 id.destroyQp();
                 id.close();
+            }
+            for (CmId m : more) {
+                m.disconnect();
+                m.destroyQp();
+                m.close();
             }
             listener.close();
             if (mr != null) {

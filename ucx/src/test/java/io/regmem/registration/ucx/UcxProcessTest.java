@@ -57,6 +57,8 @@ class UcxProcessTest {
     private MemorySegment mem;
     private MemoryRegion mr;
     private final WorkCompletion[] one = {new WorkCompletion()};
+    /** The child's KEY line of the last {@link #connect}. */
+    private String lastKeyLine;
 
     /** A connection to a child: the ID, QP and the key it exported. */
     private record Conn(CmId id, QueuePair qp, int key, long remote, byte[] exported) {
@@ -97,7 +99,9 @@ class UcxProcessTest {
         CmId id = dev.createCmId();
         QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(128).maxRecvWr(16).maxSendSge(4));
         id.connect(c.address);
-        String[] key = c.expect("KEY ").split(" ");
+        String line = c.expect("KEY ");
+        lastKeyLine = line;
+        String[] key = line.split(" ");
         long deadline = System.nanoTime() + 10_000_000_000L;
         while (id.connState() != CmId.ConnState.CONNECTED) {
             assertThat(System.nanoTime()).as("connected within 10 s (state %s)", id.connState()).isLessThan(deadline);
@@ -186,6 +190,77 @@ class UcxProcessTest {
         for (long i = 0; i < 262144; i += 8) {
             mem.set(ValueLayout.JAVA_LONG, i, r.nextLong());
         }
+    }
+
+    /** Lines of /proc/PID/maps and entries of /proc/PID/fd: the mappings and descriptors a process holds. */
+    private static long[] holdings(long pid) throws java.io.IOException {
+        try (var maps = java.nio.file.Files.lines(java.nio.file.Path.of("/proc/" + pid + "/maps"));
+             var fds = java.nio.file.Files.list(java.nio.file.Path.of("/proc/" + pid + "/fd"))) {
+            return new long[] {maps.count(), fds.count()};
+        }
+    }
+
+    /** The worker ("channel=N") the child's KEY line says serves the connection. */
+    private static String childChannel(String keyLine) {
+        return keyLine.substring(keyLine.lastIndexOf(' ') + 1);
+    }
+
+    /**
+     * Connections to another process run on a worker of their own, one per peer process at each end
+     * (a peer that dies inside a shared-memory send then stops only its own connections' receives):
+     * two at once share it, at both ends; it goes with the last of them; and connecting again and
+     * again leaves no worker, mapping or descriptor behind in either process.
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void connectionsToAProcessShareAWorkerOfTheirOwnThatGoesWithTheLastOfThem(String tls) throws Exception {
+        open();
+        UcxChild child = child(tls);
+        Conn c1 = connect(child);
+        String child1 = childChannel(lastKeyLine);
+        Conn c2 = connect(child);
+        String child2 = childChannel(lastKeyLine);
+        UcxQp q1 = c1.qp().unwrap(UcxQp.class);
+        UcxQp q2 = c2.qp().unwrap(UcxQp.class);
+        assertThat(q1.channel).isNotSameAs(q1.device.main).isSameAs(q2.channel);
+        assertThat(q1.device.channels()).containsExactly(q1.channel);
+        assertThat(child1).isNotEqualTo("channel=0").isEqualTo(child2);
+        readsThePattern(c2, 4096);
+        readsThePattern(c1, 0);
+        UcxDevice device = q1.device;
+        close(c1);
+        child.expect("GONE");
+        assertThat(device.channels()).as("a channel lives while one of its QPs does").hasSize(1);
+        readsThePattern(c2, 8192); // (the connection left runs on)
+        close(c2);
+        child.expect("GONE");
+        assertThat(device.channels()).as("the last QP of a channel takes its worker with it").isEmpty();
+
+        long[] mine = null;
+        long[] theirs = null;
+        for (int round = 0; round < 60; round++) {
+            if (round == 10) { // after the first rounds settled whatever UCX and the JVM keep
+                mine = holdings(ProcessHandle.current().pid());
+                theirs = holdings(child.process.pid());
+            }
+            Conn c = connect(child);
+            assertThat(childChannel(lastKeyLine)).isNotEqualTo("channel=0");
+            c.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_READ).signaled(true)
+                    .addSge(mem.address(), 4096, mr.lkey()).remote(c.remote() + round, c.key()));
+            assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+            assertThat(mem.get(ValueLayout.JAVA_BYTE, 4095)).isEqualTo(UcxPeerMain.pattern(round + 4095));
+            close(c);
+            child.expect("GONE");
+            assertThat(device.channels()).isEmpty();
+        }
+        long[] mineAfter = holdings(ProcessHandle.current().pid());
+        long[] theirsAfter = holdings(child.process.pid());
+        assertThat(mineAfter[0] - mine[0]).as("this process's mappings added by 50 connections (%d before)", mine[0])
+                .isLessThan(40);
+        assertThat(mineAfter[1] - mine[1]).as("this process's descriptors added (%d before)", mine[1]).isLessThan(10);
+        assertThat(theirsAfter[0] - theirs[0]).as("the child's mappings added (%d before)", theirs[0]).isLessThan(40);
+        assertThat(theirsAfter[1] - theirs[1]).as("the child's descriptors added (%d before)", theirs[1]).isLessThan(10);
+        child.finish();
     }
 
     @ParameterizedTest(name = "UCX_TLS={0}")
