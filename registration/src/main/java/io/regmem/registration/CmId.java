@@ -110,6 +110,14 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             check(attrs.maxRecvWr(), a.maxQpWr(), "maxRecvWr", "maxQpWr");
             check(attrs.maxSendSge(), a.maxSendSge(), "maxSendSge", "maxSendSge");
             check(attrs.maxRecvSge(), a.maxRecvSge(), "maxRecvSge", "maxRecvSge");
+            if (attrs.rnrRetry() < 0 || attrs.rnrRetry() > 7) {
+                throw new RdmaException(Errno.EINVAL, this + ": rnrRetry " + attrs.rnrRetry()
+                        + " is outside [0, 7] (0: fail at once, 7: retry for ever)");
+            }
+            if (attrs.minRnrTimer() < 0 || attrs.minRnrTimer() > 31) {
+                throw new RdmaException(Errno.EINVAL, this + ": minRnrTimer " + attrs.minRnrTimer()
+                        + " is outside [0, 31] (the IBA's min_rnr_timer code)");
+            }
             if (attrs.maxRdmaCtxs() < 0) {
                 throw new RdmaException(Errno.EINVAL, this + ": maxRdmaCtxs " + attrs.maxRdmaCtxs() + " is negative");
             }

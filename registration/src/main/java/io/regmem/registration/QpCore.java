@@ -32,6 +32,16 @@ final class QpCore extends ProviderState implements QpContext {
     }
 
     @Override
+    public int rnrRetry() {
+        return qp.rnrRetry();
+    }
+
+    @Override
+    public long minRnrTimerNanos() {
+        return QpInitAttributes.minRnrTimerNanos(qp.minRnrTimer());
+    }
+
+    @Override
     public ReentrantLock lock() {
         return qp.lock;
     }

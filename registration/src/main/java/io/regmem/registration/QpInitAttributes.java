@@ -3,8 +3,10 @@ package io.regmem.registration;
 import java.util.Objects;
 
 /**
- * What a queue pair is created with ({@code struct ib_qp_init_attr}): its completion queues and
- * queue limits. Defaults: 128 send and receive WRs, 1 SGE each way, every send signaled, no rw contexts.
+ * What a queue pair is created with ({@code struct ib_qp_init_attr}, and the retry settings verbs
+ * sets at {@code ibv_modify_qp} to RTR and RTS): its completion queues, queue limits and RNR retry.
+ * Defaults: 128 send and receive WRs, 1 SGE each way, every send signaled, no rw contexts,
+ * {@code rnrRetry} 0 and {@code minRnrTimer} 12 (0.64 ms).
  */
 public final class QpInitAttributes {
     private CompletionQueue sendCq;
@@ -16,6 +18,12 @@ public final class QpInitAttributes {
     private boolean signalAll = true;
     private int maxRdmaCtxs;
     private boolean integrity;
+    private int rnrRetry;
+    private int minRnrTimer = 12;
+
+    /** {@code min_rnr_timer}'s codes 1 to 31 in units of 10 us (the IBA's table; code 0 is 655.36 ms). */
+    private static final int[] RNR_TIMER_10US = {65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384,
+        512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152};
 
     /** Attributes with the defaults; set the completion queues before use. */
     public QpInitAttributes() {
@@ -82,6 +90,52 @@ public final class QpInitAttributes {
     public QpInitAttributes integrity(boolean on) {
         this.integrity = on;
         return this;
+    }
+
+    /**
+     * How often a SEND, SEND_WITH_IMM, SEND_WITH_INV or WRITE_WITH_IMM of this QP is retried when it
+     * finds no receive posted at the peer ({@code rnr_retry}, in [0, 7]): 0 fails it at once with
+     * {@link WcStatus#RNR_RETRY_EXC_ERR}, 1 to 6 retry that many times, the peer's
+     * {@link #minRnrTimer(int)} apart, before failing it so; 7 retries for ever (until a receive is
+     * posted, or the QP leaves RTS). librdmacm's {@code rdma_connect} without connection parameters
+     * uses 7; a zeroed {@code ibv_qp_attr} or {@code rdma_conn_param}, 0, regmem's default.
+     */
+    public QpInitAttributes rnrRetry(int n) {
+        this.rnrRetry = n;
+        return this;
+    }
+
+    /**
+     * How long a peer that found no receive posted here waits before it retries ({@code min_rnr_timer},
+     * the IBA's code in [0, 31]: 1 is 0.01 ms, 12 is 0.64 ms, 31 is 491.52 ms, 0 is 655.36 ms;
+     * {@link #minRnrTimerNanos(int)}). A responder's setting, as in verbs: it is this QP's receive
+     * side that tells its peer how long to wait.
+     */
+    public QpInitAttributes minRnrTimer(int code) {
+        this.minRnrTimer = code;
+        return this;
+    }
+
+    /** The RNR retry count ({@link #rnrRetry(int)}). */
+    public int rnrRetry() {
+        return rnrRetry;
+    }
+
+    /** The RNR timer code ({@link #minRnrTimer(int)}). */
+    public int minRnrTimer() {
+        return minRnrTimer;
+    }
+
+    /**
+     * The wait a {@code min_rnr_timer} code stands for, in nanoseconds.
+     *
+     * @throws IllegalArgumentException for a code outside [0, 31]
+     */
+    public static long minRnrTimerNanos(int code) {
+        if (code < 0 || code >= RNR_TIMER_10US.length) {
+            throw new IllegalArgumentException("min_rnr_timer code " + code + " is outside [0, 31]");
+        }
+        return RNR_TIMER_10US[code] * 10_000L;
     }
 
     /** Whether integrity offload is asked for. */

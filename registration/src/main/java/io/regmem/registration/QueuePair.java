@@ -50,6 +50,8 @@ public final class QueuePair extends RdmaResource {
     private final int maxRecvSge;
     private final boolean signalAll;
     private final int maxRdmaCtxs;
+    private final int rnrRetry;
+    private final int minRnrTimer;
     private volatile State state = State.INIT;
     private MrPool rdmaMrs;
     private MrPool sigMrs;
@@ -80,6 +82,8 @@ public final class QueuePair extends RdmaResource {
         this.maxRecvSge = attrs.maxRecvSge();
         this.signalAll = attrs.signalAll();
         this.maxRdmaCtxs = attrs.maxRdmaCtxs();
+        this.rnrRetry = attrs.rnrRetry();
+        this.minRnrTimer = attrs.minRnrTimer();
         this.sq = new WorkQueue(maxSendWr, maxSendSge);
         this.rq = new WorkQueue(maxRecvWr, maxRecvSge);
     }
@@ -379,6 +383,16 @@ public final class QueuePair extends RdmaResource {
     /** SGEs per send WR (the rw write limit). */
     public int maxSendSge() {
         return maxSendSge;
+    }
+
+    /** How often a request that finds no receive at the peer is retried ({@link QpInitAttributes#rnrRetry(int)}). */
+    public int rnrRetry() {
+        return rnrRetry;
+    }
+
+    /** The RNR timer code this QP's receive side gives its peer ({@link QpInitAttributes#minRnrTimer(int)}). */
+    public int minRnrTimer() {
+        return minRnrTimer;
     }
 
     /** SGEs per receive WR. */

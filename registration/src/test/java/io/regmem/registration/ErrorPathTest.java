@@ -121,6 +121,134 @@ class ErrorPathTest {
         assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
     }
 
+    /** Polls both CQs for about {@code millis} ms: nothing may complete meanwhile. */
+    private void nothingCompletesFor(int millis) throws InterruptedException {
+        long until = System.nanoTime() + millis * 1_000_000L;
+        while (System.nanoTime() < until) {
+            assertThat(lb.cqA.poll(lb.wcs)).as("a completion at A while its SEND waits for a receive").isZero();
+            assertThat(lb.cqB.poll(lb.wcs)).as("a completion at B before it posted a receive").isZero();
+            Thread.sleep(1);
+        }
+    }
+
+    /** Polls both CQs until A has one completion and B {@code recvs}; A's, and B's last, in {@code out}. */
+    private WcStatus[] awaitSendAndReceive(int recvs, long[] recvLen) {
+        WcStatus[] out = new WcStatus[2];
+        int gotB = 0;
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (out[0] == null || gotB < recvs) {
+            if (out[0] == null && lb.cqA.poll(lb.wcs) > 0) {
+                out[0] = lb.wcs[0].status();
+            }
+            int n = lb.cqB.poll(lb.wcs);
+            for (int i = 0; i < n; i++) {
+                out[1] = lb.wcs[i].status();
+                recvLen[0] = lb.wcs[i].byteLen();
+                gotB++;
+            }
+            assertThat(System.nanoTime()).as("the SEND and its receive complete within 10 s").isLessThan(deadline);
+        }
+        return out;
+    }
+
+    /**
+     * verbs' RNR retry: under {@code rnrRetry} 7 a SEND that finds no receive posted at the peer is
+     * retried until one is, instead of failing RNR_RETRY_EXC_ERR; it then lands byte-exact, and so
+     * do SENDs whose receive is posted from another thread while they are on their way.
+     */
+    @Test
+    void underRnrRetrySevenASendWaitsForItsReceiveAndOneRacingThePostSucceeds() throws Exception {
+        lb.close();
+        lb = new Loopback(Map.of(), 64, new QpInitAttributes().rnrRetry(7), new QpInitAttributes());
+        assertThat(lb.qpA.rnrRetry()).isEqualTo(7);
+        assertThat(lb.qpB.rnrRetry()).isZero();
+        assertThat(lb.qpB.minRnrTimer()).isEqualTo(12);
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion sink = lb.pdB.register(lb.memB, Access.LOCAL_WRITE);
+        lb.memA.asSlice(0, 4096).fill((byte) 0x3C);
+        lb.qpA.postSend(wr.reset().wrId(1).opcode(Opcode.SEND).signaled(true).addSge(lb.memA.address(), 100, local.lkey()));
+        nothingCompletesFor(50);
+        assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.RTS);
+        lb.qpB.postRecv(new WorkRequest(1).wrId(7).addSge(lb.memB.address(), 4096, sink.lkey()));
+        long[] len = new long[1];
+        assertThat(awaitSendAndReceive(1, len)).containsExactly(WcStatus.SUCCESS, WcStatus.SUCCESS);
+        assertThat(len[0]).isEqualTo(100);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 99)).isEqualTo((byte) 0x3C);
+
+        java.util.SplittableRandom random = new java.util.SplittableRandom(28);
+        for (int round = 0; round < 40; round++) {
+            long at = lb.memB.address() + 4096L * (1 + round % 8);
+            int delayMicros = random.nextInt(300);
+            lb.memA.set(ValueLayout.JAVA_INT, 0, round);
+            Thread poster = Thread.ofPlatform().start(() -> {
+                long until = System.nanoTime() + delayMicros * 1000L;
+                while (System.nanoTime() < until) {
+                    Thread.onSpinWait();
+                }
+                lb.qpB.postRecv(new WorkRequest(1).wrId(100 + delayMicros).addSge(at, 4096, sink.lkey()));
+            });
+            lb.qpA.postSend(wr.reset().wrId(2).opcode(Opcode.SEND).signaled(true).addSge(lb.memA.address(), 64, local.lkey()));
+            WcStatus[] statuses = awaitSendAndReceive(1, len);
+            poster.join();
+            assertThat(statuses).as("round %d, receive posted after %d us", round, delayMicros)
+                    .containsExactly(WcStatus.SUCCESS, WcStatus.SUCCESS);
+            assertThat(lb.memB.get(ValueLayout.JAVA_INT, at - lb.memB.address())).isEqualTo(round);
+        }
+    }
+
+    /**
+     * rnrRetry 1 to 6: the SEND is retried for that many of the peer's RNR timers (here 6 x 491.52
+     * ms, far longer than the test's wait before it posts the receive), then fails
+     * RNR_RETRY_EXC_ERR if none was posted (here rnrRetry 1 against a 0.01 ms timer); a
+     * WRITE_WITH_IMM waits for its receive the same way.
+     */
+    @Test
+    void aFewRnrRetriesWaitTheirTimeThenFail() throws Exception {
+        lb.close();
+        lb = new Loopback(Map.of(), 64, new QpInitAttributes().rnrRetry(6), new QpInitAttributes().minRnrTimer(31));
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion sink = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        lb.qpA.postSend(wr.reset().wrId(1).opcode(Opcode.RDMA_WRITE_WITH_IMM).signaled(true).immData(99)
+                .addSge(lb.memA.address(), 64, local.lkey()).remote(lb.memB.address() + 8192, lb.key(sink)));
+        nothingCompletesFor(30);
+        lb.qpB.postRecv(new WorkRequest(1).wrId(7).addSge(lb.memB.address(), 4096, sink.lkey()));
+        long[] len = new long[1];
+        assertThat(awaitSendAndReceive(1, len)).containsExactly(WcStatus.SUCCESS, WcStatus.SUCCESS);
+        assertThat(len[0]).isEqualTo(64);
+
+        lb.close();
+        lb = new Loopback(Map.of(), 64, new QpInitAttributes().rnrRetry(1), new QpInitAttributes().minRnrTimer(1));
+        MemoryRegion again = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        lb.qpA.postSend(wr.reset().wrId(1).opcode(Opcode.SEND).signaled(true).addSge(lb.memA.address(), 8, again.lkey()));
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (lb.cqA.poll(lb.wcs) == 0) {
+            lb.cqB.poll(lb.wcs);
+            assertThat(System.nanoTime()).as("the SEND fails within 10 s").isLessThan(deadline);
+        }
+        assertThat(lb.wcs[0].status()).isEqualTo(WcStatus.RNR_RETRY_EXC_ERR);
+        assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
+    }
+
+    /** rnrRetry and minRnrTimer outside verbs' ranges are EINVAL at createQp, and nothing is created. */
+    @Test
+    void rnrSettingsOutsideTheirRangesAreRefusedAtCreateQp() {
+        for (QpInitAttributes bad : new QpInitAttributes[] {new QpInitAttributes().rnrRetry(8), new QpInitAttributes().rnrRetry(-1),
+            new QpInitAttributes().minRnrTimer(32), new QpInitAttributes().minRnrTimer(-1)}) {
+            CmId id = lb.devA.createCmId();
+            assertRdma(() -> id.createQp(lb.pdA, bad.sendCq(lb.cqA).recvCq(lb.cqA)), Errno.EINVAL,
+                    bad.rnrRetry() != 0 ? "rnrRetry " + bad.rnrRetry() + " is outside [0, 7]"
+                            : "minRnrTimer " + bad.minRnrTimer() + " is outside [0, 31]");
+            assertThat(id.qp()).isNull();
+            id.close();
+        }
+        assertThat(QpInitAttributes.minRnrTimerNanos(0)).isEqualTo(655_360_000L);
+        assertThat(QpInitAttributes.minRnrTimerNanos(1)).isEqualTo(10_000L);
+        assertThat(QpInitAttributes.minRnrTimerNanos(12)).isEqualTo(640_000L);
+        assertThat(QpInitAttributes.minRnrTimerNanos(31)).isEqualTo(491_520_000L);
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> QpInitAttributes.minRnrTimerNanos(32))
+                .isInstanceOf(IllegalArgumentException.class);
+    }
+
     /**
      * verbs: the first request that fails moves the QP to the error state, and nothing posted after
      * it executes at the target, however many were pipelined behind it: they complete WR_FLUSH_ERR

@@ -212,6 +212,9 @@ final class SoftQueuePair implements ProviderQp {
             try {
                 WcStatus injected = faults.injectedFor(seq);
                 status = injected != null ? injected : execute(w, p);
+                if (status == WcStatus.RNR_RETRY_EXC_ERR && injected == null && retriesRnr(seq, p)) {
+                    break; // no receive at the peer yet: retried at the next progress, as a NIC's RNR retry
+                }
             } finally {
                 if (p != null) {
                     p.lock().unlock();
@@ -228,6 +231,31 @@ final class SoftQueuePair implements ProviderQp {
         if (ctx.isError()) {
             ctx.flush();
         }
+    }
+
+    /** The request whose RNR retries run, and until when ({@link #retriesRnr}); execution lock. */
+    private long rnrSeq = -1;
+    private long rnrUntil;
+
+    /**
+     * True if request {@code seq}, which found no receive at {@code peer}, is retried (stays queued):
+     * under {@code rnrRetry} 7 for ever, under 1 to 6 until that many of the peer's RNR timers have
+     * passed since it first found none; 0 fails it at once.
+     */
+    private boolean retriesRnr(long seq, SoftQueuePair peer) {
+        int retry = ctx.rnrRetry();
+        if (retry == 0 || peer == null) {
+            return false;
+        }
+        if (retry == 7) {
+            return true;
+        }
+        long now = System.nanoTime();
+        if (seq != rnrSeq) {
+            rnrSeq = seq;
+            rnrUntil = now + retry * peer.ctx.minRnrTimerNanos();
+        }
+        return now - rnrUntil < 0;
     }
 
     private static boolean consumesReceive(Opcode op) {

@@ -22,6 +22,18 @@ public interface QpContext {
     /** The send queue's depth ({@code maxSendWr}). */
     int maxSendWr();
 
+    /**
+     * How often a request that consumes a receive is retried when the peer has none posted
+     * ({@code rnr_retry}, [0, 7]: 0 fails it at once with RNR_RETRY_EXC_ERR, 7 retries for ever).
+     */
+    int rnrRetry();
+
+    /**
+     * How long, in nanoseconds, a peer that found no receive posted at this QP waits before it
+     * retries ({@code min_rnr_timer}, decoded).
+     */
+    long minRnrTimerNanos();
+
     /** The lock guarding this QP's queues and state. */
     ReentrantLock lock();
 

@@ -280,6 +280,16 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public int rnrRetry() {
+            return real.rnrRetry();
+        }
+
+        @Override
+        public long minRnrTimerNanos() {
+            return real.minRnrTimerNanos();
+        }
+
+        @Override
         public boolean isReady() {
             return real.isReady();
         }

@@ -27,7 +27,8 @@ import java.util.Arrays;
  * <pre>
  *   0 type (MSG 1, ACK 2, READ_RESPONSE 3)   4 destination QP number   8 source QP number
  *  12 opcode ordinal   16 sender's sequence   24 immediate   28 rkey to invalidate
- *  32 remote address   40 target rkey   44 status (ACK, READ_RESPONSE)   48 length (READ)
+ *  32 remote address   40 target rkey   44 status (ACK, READ_RESPONSE), or a MSG's RNR retry count
+ *  48 length (READ)
  *  56 connection token: the random number the destination QP gave its peer in the authenticated
  *     handshake; a message without it is dropped, so no other connection (nor anybody who only
  *     knows a worker address) can speak for this one

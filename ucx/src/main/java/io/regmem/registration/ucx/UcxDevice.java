@@ -554,11 +554,12 @@ final class UcxDevice implements ProviderDevice {
         int inv = h.get(U_INT, UcxAm.H_INV);
         long raddr = h.get(U_LONG, UcxAm.H_RADDR);
         int rkey = h.get(U_INT, UcxAm.H_RKEY);
+        int rnr = Math.clamp(h.get(U_INT, UcxAm.H_STATUS), 0, 7);
         long d = length > 0 ? data : 0;
-        if (qp.executeNow(d, len, seq, opcode, imm, inv, raddr, rkey, rndv)) {
+        if (qp.executeNow(d, len, seq, opcode, imm, inv, raddr, rkey, rnr, rndv)) {
             return false; // executed (or, by rendezvous, its receive started) in this callback: nothing kept
         }
-        qp.inbox().add(d, len, seq, opcode, imm, inv, raddr, rkey, rndv);
+        qp.inbox().add(d, len, seq, opcode, imm, inv, raddr, rkey, rnr, rndv);
         return length > 0;
     }
 

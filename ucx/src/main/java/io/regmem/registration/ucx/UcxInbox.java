@@ -15,6 +15,8 @@ final class UcxInbox {
     private int[] imm = new int[16];
     private int[] invalidate = new int[16];
     private int[] rkey = new int[16];
+    /** Each message's RNR retry count (its sender's {@code rnr_retry}). */
+    private int[] rnr = new int[16];
     /** Whether each message is a rendezvous message (its data a UCX descriptor to receive). */
     private boolean[] rndv = new boolean[16];
     private int head;
@@ -42,6 +44,7 @@ final class UcxInbox {
         m.imm = imm[i];
         m.invalidate = invalidate[i];
         m.rkey = rkey[i];
+        m.rnr = rnr[i];
         m.rndv = rndv[i];
         return true;
     }
@@ -53,7 +56,7 @@ final class UcxInbox {
     }
 
     synchronized void add(long dataAddress, long len, long sequence, int op, int immData, int inv, long raddr, int key,
-            boolean rendezvous) {
+            int rnrRetry, boolean rendezvous) {
         if (size == data.length) {
             grow();
         }
@@ -66,6 +69,7 @@ final class UcxInbox {
         invalidate[i] = inv;
         remoteAddress[i] = raddr;
         rkey[i] = key;
+        rnr[i] = rnrRetry;
         rndv[i] = rendezvous;
         size++;
     }
@@ -102,6 +106,7 @@ final class UcxInbox {
         imm = regrow(imm, order);
         invalidate = regrow(invalidate, order);
         rkey = regrow(rkey, order);
+        rnr = regrow(rnr, order);
         boolean[] r = new boolean[rndv.length * 2];
         for (int k = 0; k < order.length; k++) {
             r[k] = rndv[order[k]];
@@ -136,6 +141,8 @@ final class UcxInbox {
         int imm;
         int invalidate;
         int rkey;
+        /** The sender's RNR retry count (0 to 7). */
+        int rnr;
         /** A rendezvous message: {@code data} is UCX's descriptor, its bytes not yet received. */
         boolean rndv;
     }

@@ -4,6 +4,7 @@ package io.regmem.registration.ucx;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.Opcode;
+import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.PostedWr;
@@ -43,6 +44,8 @@ final class UcxQp implements ProviderQp {
     /** This QP's number on its device: where the peer's messages and acknowledgements are addressed. */
     final int number;
     final GracePeriod.Reader reader;
+    /** The QP's RNR retry count (carried in its messages: the target holds one that finds no receive). */
+    final int rnrRetry;
     private final Arena arena = Arena.ofShared();
     private final UcxReceiver receiver;
     private final Segments local = new Segments();
@@ -185,6 +188,7 @@ final class UcxQp implements ProviderQp {
         this.channel = device.main;
         this.writeFlush = new UcxWriteFlush(device);
         this.ctx = ctx;
+        this.rnrRetry = ctx.rnrRetry();
         this.number = number;
         this.reader = device.grace.newReader();
         int depth = Integer.highestOneBit(Math.max(1, ctx.maxSendWr() - 1)) << 1;
@@ -411,7 +415,7 @@ final class UcxQp implements ProviderQp {
         while ((w = ctx.nextSend()) != null && w.seq() < started) {
             UcxOp op = ops[(int) w.seq() & mask];
             if (!op.done(device, false) || (op.needsFlush && !writeFlush.covers(w.seq(), op, this, started))) {
-                if (!unanswered(op, w.seq())) {
+                if (!unanswered(op, w)) {
                     break;
                 }
                 op.failed = WcStatus.RETRY_EXC_ERR.ordinal(); // the target never answered: as a NIC's retries run out
@@ -471,9 +475,14 @@ final class UcxQp implements ProviderQp {
      * Cheap on the data path: the clock is read only every 256th poll that finds the same request
      * still waiting, and the wait is timed from the first such read.
      */
-    private boolean unanswered(UcxOp op, long seq) {
+    private boolean unanswered(UcxOp op, PostedWr w) {
+        long seq = w.seq();
         if (!op.awaitAck || (op.n > 0 && !op.ownMemoryOnly) || op.ack != UcxOp.ACK_PENDING || device.answerTimeoutNanos == 0) {
             return false;
+        }
+        boolean rnrWait = rnrRetry > 0 && consumesReceive(w.opcode());
+        if (rnrWait && rnrRetry == 7) {
+            return false; // the target holds it until a receive is posted: as a NIC's RNR retries, for ever
         }
         if (seq != stalledSeq) {
             stalledSeq = seq;
@@ -489,7 +498,14 @@ final class UcxQp implements ProviderQp {
             stalledSince = now;
             return false;
         }
-        return now - stalledSince > device.answerTimeoutNanos;
+        // The target may hold a request that consumes a receive for up to rnrRetry of its RNR timers
+        // (at most 491.52 ms each) before it answers.
+        long allowance = rnrWait ? rnrRetry * QpInitAttributes.minRnrTimerNanos(31) : 0;
+        return now - stalledSince > device.answerTimeoutNanos + allowance;
+    }
+
+    private static boolean consumesReceive(Opcode op) {
+        return op == Opcode.SEND || op == Opcode.SEND_WITH_IMM || op == Opcode.SEND_WITH_INV || op == Opcode.RDMA_WRITE_WITH_IMM;
     }
 
     /** Copies a READ's response into its local entries, resolved again now (execution lock held); releases it. */
@@ -548,14 +564,14 @@ final class UcxQp implements ProviderQp {
      * inbox. False if it must wait in the inbox for the QP's next delivery.
      */
     boolean executeNow(long data, long length, long seq, int opcode, int imm, int invalidate, long remoteAddress, int rkey,
-            boolean rndv) {
+            int rnr, boolean rndv) {
         ReentrantLock l = ctx.lock();
         if (!l.tryLock()) { // (tried only: the worker lock is held, and the order is execution lock first)
             return false;
         }
         try {
             return !destroyed && ctx.isReady() && receiver.inbox.isEmptyHeld()
-                    && receiver.executeNow(data, length, seq, opcode, imm, invalidate, remoteAddress, rkey, rndv);
+                    && receiver.executeNow(data, length, seq, opcode, imm, invalidate, remoteAddress, rkey, rnr, rndv);
         } finally {
             l.unlock();
         }

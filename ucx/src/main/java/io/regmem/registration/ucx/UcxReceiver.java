@@ -21,7 +21,8 @@ import java.lang.foreign.MemorySegment;
  * into posted receives (or, for WRITE_WITH_IMM, into the target range under its rkey, then a receive
  * is consumed) under the QP's execution lock, each answered with an acknowledgement carrying the
  * sender's completion status. The rules are the soft provider's: no receive posted is
- * RNR_RETRY_EXC_ERR, a receive too short is LOC_LEN_ERR here and REM_INV_REQ_ERR at the sender, a
+ * RNR_RETRY_EXC_ERR once the sender's RNR retries ran out (until then the message waits in the
+ * inbox for a receive), a receive too short is LOC_LEN_ERR here and REM_INV_REQ_ERR at the sender, a
  * bad target range is REM_ACCESS_ERR, a SEND_WITH_INV naming no MR of this PD is REM_INV_REQ_ERR.
  *
  * <p>As a verbs responder discards what follows a request it NAKed: once a message was refused,
@@ -112,6 +113,9 @@ final class UcxReceiver {
             if (!slotFree()) {
                 return; // its answer's slot still holds a reply going out: it waits (never for the peer here)
             }
+            if (waitsForReceive()) {
+                return; // no receive posted yet: it (and everything behind it) waits for one
+            }
             inbox.pop();
             execute(true);
             if (rndvRequest != 0) {
@@ -165,10 +169,11 @@ final class UcxReceiver {
      * which a callback must not call).
      */
     boolean executeNow(long data, long length, long seq, int opcode, int imm, int invalidate, long remoteAddress, int rkey,
-            boolean rndv) {
+            int rnr, boolean rndv) {
         if (opcode == Opcode.SEND_WITH_INV.ordinal() || rndvRequest != 0 || !nextSlotFree()) {
             return false;
         }
+        m.rnr = rnr;
         m.rndv = rndv;
         m.data = data;
         m.length = length;
@@ -178,8 +183,52 @@ final class UcxReceiver {
         m.invalidate = invalidate;
         m.remoteAddress = remoteAddress;
         m.rkey = rkey;
+        if (waitsForReceive()) {
+            return false; // no receive posted yet, and its sender retries: it waits in the inbox
+        }
         execute(false);
         return true;
+    }
+
+    /** The message whose RNR wait runs ({@link #waitsForReceive}), and until when. */
+    private long rnrSeq = -1;
+    private long rnrUntil;
+
+    /**
+     * True if the message in {@link #m} consumes a receive, none is posted, and its sender's RNR
+     * retries have not run out (execution lock held): it stays in the inbox, as a NIC's requester
+     * retries it, until a receive is posted (rnr_retry 7: for ever) or that many of this QP's RNR
+     * timers passed since it first found none; then it fails RNR_RETRY_EXC_ERR. A WRITE_WITH_IMM's
+     * range is checked first (a bad one fails at once, as on soft).
+     */
+    private boolean waitsForReceive() {
+        if (m.rnr == 0 || (refusedFrom >= 0 && m.seq > refusedFrom) || ctx.nextRecv() != null) {
+            return false;
+        }
+        Opcode op = UcxAm.OPCODES[m.opcode];
+        if (op == Opcode.RDMA_WRITE_WITH_IMM) {
+            dst.clear();
+            qp.reader.enter();
+            try {
+                if (!ctx.memory().resolveRemote(m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst)) {
+                    return false;
+                }
+            } finally {
+                qp.reader.exit();
+                dst.clear();
+            }
+        } else if (op != Opcode.SEND && op != Opcode.SEND_WITH_IMM && op != Opcode.SEND_WITH_INV) {
+            return false;
+        }
+        if (m.rnr == 7) {
+            return true;
+        }
+        long now = System.nanoTime();
+        if (m.seq != rnrSeq) {
+            rnrSeq = m.seq;
+            rnrUntil = now + m.rnr * ctx.minRnrTimerNanos();
+        }
+        return now - rnrUntil < 0;
     }
 
     /** True if the next reply slot's previous reply has been sent (never progresses: never waits for a peer). */
