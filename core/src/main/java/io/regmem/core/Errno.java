@@ -12,6 +12,8 @@ public enum Errno {
     EPERM(1),
     /** No such object (a key, an id or a name that is not known). */
     ENOENT(2),
+    /** Interrupted: the waiting thread was interrupted (its interrupt status stays set). */
+    EINTR(4),
     /** Input/output error: the transport or the operating system failed. */
     EIO(5),
     /** The object was closed or destroyed: it cannot be used any more. */

@@ -23,12 +23,14 @@ import java.util.concurrent.locks.ReentrantLock;
 public final class CompletionQueue extends CountedResource implements AutoCloseable {
     private static final VarHandle HEAD;
     private static final VarHandle TAIL;
+    private static final VarHandle ARMED;
 
     static {
         try {
             MethodHandles.Lookup l = MethodHandles.lookup();
             HEAD = l.findVarHandle(CompletionQueue.class, "head", long.class);
             TAIL = l.findVarHandle(CompletionQueue.class, "tail", long.class);
+            ARMED = l.findVarHandle(CompletionQueue.class, "armed", int.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -52,14 +54,24 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     private volatile long head;
     private volatile long tail;
     private volatile boolean overrun;
+    /** The completion channel its events go to, or null. */
+    private final CompletionChannel channel;
+    /** Not armed, armed for the next completion, or for the next solicited or failed one ({@link #requestNotify}). */
+    private volatile int armed;
+    private static final int ARMED_NEXT = 1;
+    private static final int ARMED_SOLICITED = 2;
+    /** Events got from the channel for this CQ, and those acknowledged (under this CQ's monitor). */
+    private long eventsGot;
+    private long eventsAcked;
     /** What the provider sees of this CQ. */
     final Context context = new Context();
     /** The provider's half (set once, at creation). */
     ProviderCq provider;
 
-    CompletionQueue(RdmaDevice device, int depth) {
+    CompletionQueue(RdmaDevice device, int depth, CompletionChannel channel) {
         super(device, "CompletionQueue", null);
         this.depth = depth;
+        this.channel = channel;
         this.ring = new WorkCompletion[Integer.highestOneBit(Math.max(1, depth - 1)) << 1];
         this.mask = ring.length - 1;
         for (int i = 0; i < ring.length; i++) {
@@ -130,6 +142,96 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         } finally {
             pollLock.unlock();
         }
+    }
+
+    /**
+     * Progresses the provider as a poll does, taking no completion: for a channel's waiter on a
+     * device that makes no completions on its own.
+     */
+    void progressOnly() {
+        checkAlive("progress");
+        ReentrantLock sole = producer;
+        if (sole != null && sole != sharedProducer) {
+            lockSpinning(sole);
+            try {
+                if (producer == sole) {
+                    provider.progress();
+                    return;
+                }
+            } finally {
+                sole.unlock();
+            }
+        }
+        provider.progress();
+    }
+
+    /** True if its device makes completions without anybody polling (a progress thread). */
+    boolean progressesOnItsOwn() {
+        return provider.progressesOnItsOwn();
+    }
+
+    /** True while armed ({@link #requestNotify}). */
+    boolean isArmed() {
+        return armed != 0;
+    }
+
+    /**
+     * Arms the CQ ({@code ibv_req_notify_cq}): its next completion raises one event on its completion
+     * channel, or, with {@code solicitedOnly}, its next receive of a solicited SEND
+     * ({@link WorkRequest#solicited(boolean)}) or next failed completion. Completions already in the
+     * CQ raise none: arm, poll until empty, then wait. Arming an armed CQ keeps the broader of the two
+     * settings (verbs: a request for the next completion overrides a solicited-only one). One event
+     * per arming: arm again after each.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} if the CQ was created without a completion channel;
+     *                       {@link Errno#EBADF} if it was destroyed
+     */
+    public void requestNotify(boolean solicitedOnly) {
+        checkAlive("requestNotify");
+        if (channel == null) {
+            throw new RdmaException(Errno.EINVAL, this + ": requestNotify on a CQ created without a completion channel "
+                    + "(RdmaDevice.createCq(depth, channel))");
+        }
+        if (solicitedOnly) {
+            ARMED.compareAndSet(this, 0, ARMED_SOLICITED);
+        } else {
+            armed = ARMED_NEXT;
+        }
+    }
+
+    /** The completion channel this CQ's events go to, or null. */
+    public CompletionChannel channel() {
+        return channel;
+    }
+
+    /** An event of this CQ was taken from its channel (channel lock held). */
+    synchronized void delivered() {
+        eventsGot++;
+    }
+
+    /**
+     * Acknowledges {@code n} events got for this CQ ({@code ibv_ack_cq_events}); the CQ cannot be
+     * destroyed while any event got for it is not acknowledged.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} if {@code n} is negative or more than the events got
+     *                       and not yet acknowledged (nothing is acknowledged then)
+     */
+    public synchronized void ackEvents(int n) {
+        if (n < 0 || n > eventsGot - eventsAcked) {
+            throw new RdmaException(Errno.EINVAL, this + ": ackEvents(" + n + ") with " + (eventsGot - eventsAcked)
+                    + " event(s) got and not acknowledged");
+        }
+        eventsAcked += n;
+    }
+
+    /** Events got for this CQ and not acknowledged. */
+    public synchronized long unackedEvents() {
+        return eventsGot - eventsAcked;
+    }
+
+    /** Acknowledges every event got (the device's forced close). */
+    synchronized void ackAll() {
+        eventsAcked = eventsGot;
     }
 
     /**
@@ -213,18 +315,26 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
      * overrun: the caller moves the QP to the error state).
      */
     boolean push(QueuePair qp, boolean recv, long seq, long wrId, WcStatus status, Opcode op, long bytes,
-                 boolean withImm, int imm, boolean withInv, int invRkey) {
+                 boolean withImm, int imm, boolean withInv, int invRkey, boolean solicited) {
         assert qp.lock.isHeldByCurrentThread() : qp + ": a provider completed a request without holding the QP's lock";
         ReentrantLock p = producer;
+        boolean added;
         if (p == qp.lock) { // the sole user: its lock, which the caller holds, orders every add
-            return add(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey);
+            added = add(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey);
+        } else {
+            sharedProducer.lock();
+            try {
+                added = add(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey);
+            } finally {
+                sharedProducer.unlock();
+            }
         }
-        sharedProducer.lock();
-        try {
-            return add(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey);
-        } finally {
-            sharedProducer.unlock();
+        int a = armed;
+        if (added && a != 0 && (a == ARMED_NEXT || solicited || status != WcStatus.SUCCESS)
+                && ARMED.compareAndSet(this, a, 0)) {
+            channel.raise(this); // after the completion is published: the woken poller finds it
         }
+        return added;
     }
 
     private boolean add(QueuePair qp, boolean recv, long seq, long wrId, WcStatus status, Opcode op, long bytes,
@@ -268,14 +378,23 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     /**
      * Destroys the CQ ({@code ib_destroy_cq}).
      *
-     * @throws RdmaException {@link Errno#EBUSY} while queue pairs use it (the CQ stays usable);
-     *                       {@link Errno#EBADF} if already destroyed
+     * @throws RdmaException {@link Errno#EBUSY} while queue pairs use it, or while events got for it
+     *                       are not acknowledged (the CQ stays usable); {@link Errno#EBADF} if
+     *                       already destroyed
      */
     @Override
     public void close() {
         synchronized (device.lock) {
+            long unacked = unackedEvents();
+            if (unacked > 0 && !isDestroyed()) {
+                throw new RdmaException(Errno.EBUSY, this + ": cannot destroy with " + unacked
+                        + " completion event(s) got and not acknowledged; ackEvents first");
+            }
             destroyUnlessCounted("destroy", "queue pair role(s) using it", "destroy the QPs first");
             provider.destroy();
+            if (channel != null) {
+                channel.detach(this);
+            }
         }
     }
 

@@ -85,7 +85,7 @@ final class QpCore extends ProviderState implements QpContext {
     public void completeSend(WcStatus status, long bytes) {
         Wqe w = qp.sq.peek();
         boolean ok = status == WcStatus.SUCCESS;
-        qp.complete(qp.sq, qp.sendCq(), false, status, w.opcode, ok ? bytes : 0, !ok || w.signaled, false, 0, false, 0);
+        qp.complete(qp.sq, qp.sendCq(), false, status, w.opcode, ok ? bytes : 0, !ok || w.signaled, false, 0, false, 0, false);
         if (!ok) {
             qp.toError("a send request failed");
         }
@@ -98,8 +98,9 @@ final class QpCore extends ProviderState implements QpContext {
 
     @Override
     public void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData,
-                             boolean withInvalidate, int invalidatedRkey) {
-        qp.complete(qp.rq, qp.recvCq(), true, status, opcode, bytes, true, withImm, immData, withInvalidate, invalidatedRkey);
+                             boolean withInvalidate, int invalidatedRkey, boolean solicited) {
+        qp.complete(qp.rq, qp.recvCq(), true, status, opcode, bytes, true, withImm, immData, withInvalidate, invalidatedRkey,
+                solicited);
         if (status != WcStatus.SUCCESS) {
             qp.toError("a receive failed");
         }

@@ -309,7 +309,7 @@ public final class QueuePair extends RdmaResource {
 
     /** Completes the head of {@code q} (lock held): records the completion before the head moves on. */
     void complete(WorkQueue q, CompletionQueue cq, boolean recv, WcStatus status, Opcode op, long bytes,
-                          boolean generate, boolean withImm, int imm, boolean withInv, int invRkey) {
+                          boolean generate, boolean withImm, int imm, boolean withInv, int invRkey, boolean solicited) {
         Wqe w = q.peek();
         long seq = q.headSeq();
         if (!generate) {
@@ -318,7 +318,7 @@ public final class QueuePair extends RdmaResource {
         }
         q.produced(seq);
         q.pop();
-        if (!cq.push(this, recv, seq, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey)) {
+        if (!cq.push(this, recv, seq, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey, solicited)) {
             toError("its completion queue overran"); // the completion is lost: the QP can no longer be trusted
             cq.retire(q, seq);
         }
@@ -330,11 +330,11 @@ public final class QueuePair extends RdmaResource {
         int sends = 0;
         int receives = 0;
         while ((w = sq.peek()) != null) {
-            complete(sq, sendCq, false, WcStatus.WR_FLUSH_ERR, w.opcode, 0, true, false, 0, false, 0);
+            complete(sq, sendCq, false, WcStatus.WR_FLUSH_ERR, w.opcode, 0, true, false, 0, false, 0, false);
             sends++;
         }
         while (rq.peek() != null) {
-            complete(rq, recvCq, true, WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, true, false, 0, false, 0);
+            complete(rq, recvCq, true, WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, true, false, 0, false, 0, false);
             receives++;
         }
         if (sends + receives > 0) {

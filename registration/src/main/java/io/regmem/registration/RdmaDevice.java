@@ -271,16 +271,52 @@ public final class RdmaDevice implements AutoCloseable {
      * @throws RdmaException {@link Errno#EINVAL} for a depth out of range
      */
     public CompletionQueue createCq(int depth) {
+        return createCq(depth, null);
+    }
+
+    /**
+     * Creates a completion queue whose events go to {@code channel} ({@code ibv_create_cq} with a
+     * completion channel; null: none): armed with {@link CompletionQueue#requestNotify(boolean)}, it
+     * raises an event there for its next completion.
+     *
+     * @param depth entries, in [1, maxCqe]
+     * @throws RdmaException {@link Errno#EINVAL} for a depth out of range or a channel of another
+     *                       device; {@link Errno#EBADF} if the channel was destroyed
+     */
+    public CompletionQueue createCq(int depth, CompletionChannel channel) {
         synchronized (lock) {
             checkOpen("createCq");
             if (depth < 1 || depth > attributes().maxCqe()) {
                 throw new RdmaException(Errno.EINVAL, "RdmaDevice[" + name + "]: createCq(" + depth
                         + ") is not in [1, maxCqe=" + attributes().maxCqe() + "]");
             }
-            CompletionQueue cq = new CompletionQueue(this, depth);
+            if (channel != null) {
+                if (channel.device != this) {
+                    throw new RdmaException(Errno.EINVAL, "RdmaDevice[" + name + "]: createCq with " + channel + " of device "
+                            + channel.device.name() + "; a CQ's channel is of its own device");
+                }
+                channel.checkAlive("createCq");
+            }
+            CompletionQueue cq = new CompletionQueue(this, depth, channel);
             cq.provider = backend.createCq(cq.context); // throws: nothing created
+            if (channel != null) {
+                channel.attach(cq);
+            }
             tracker.add(cq);
             return cq;
+        }
+    }
+
+    /**
+     * Creates a completion channel ({@code ibv_create_comp_channel}): CQs created on it
+     * ({@link #createCq(int, CompletionChannel)}) raise their completion events there.
+     */
+    public CompletionChannel createCompletionChannel() {
+        synchronized (lock) {
+            checkOpen("createCompletionChannel");
+            CompletionChannel ch = new CompletionChannel(this);
+            tracker.add(ch);
+            return ch;
         }
     }
 
@@ -370,7 +406,11 @@ public final class RdmaDevice implements AutoCloseable {
                 m.close();
             }
             for (CompletionQueue cq : tracker.survivors(CompletionQueue.class)) {
+                cq.ackAll();
                 cq.close();
+            }
+            for (CompletionChannel ch : tracker.survivors(CompletionChannel.class)) {
+                ch.close();
             }
             for (ProtectionDomain pd : tracker.survivors(ProtectionDomain.class)) {
                 pd.close();

@@ -20,6 +20,7 @@ public final class WorkRequest {
     private long wrId;
     private Opcode opcode = Opcode.SEND;
     private boolean signaled;
+    private boolean solicited;
     private long remoteAddress;
     private int rkey;
     private int immData;
@@ -47,6 +48,7 @@ public final class WorkRequest {
         wrId = 0;
         opcode = Opcode.SEND;
         signaled = false;
+        solicited = false;
         remoteAddress = 0;
         rkey = 0;
         immData = 0;
@@ -70,6 +72,21 @@ public final class WorkRequest {
     public WorkRequest opcode(Opcode op) {
         this.opcode = Objects.requireNonNull(op, "opcode");
         return this;
+    }
+
+    /**
+     * Marks a SEND, SEND_WITH_IMM, SEND_WITH_INV or WRITE_WITH_IMM solicited ({@code IBV_SEND_SOLICITED}):
+     * the receive it consumes raises the event of a CQ armed for solicited completions only
+     * ({@link CompletionQueue#requestNotify(boolean)}). Other opcodes ignore it.
+     */
+    public WorkRequest solicited(boolean s) {
+        this.solicited = s;
+        return this;
+    }
+
+    /** Whether the request is marked solicited. */
+    public boolean solicited() {
+        return solicited;
     }
 
     /** Whether a successful completion produces a CQE (QPs created with signalAll always do). */

@@ -15,6 +15,7 @@ final class Wqe implements PostedWr {
     long wrId;
     Opcode opcode;
     boolean signaled;
+    boolean solicited;
     long remoteAddress;
     int rkey;
     int immData;
@@ -43,6 +44,7 @@ final class Wqe implements PostedWr {
         wrId = wr.wrId();
         opcode = wr.opcode();
         signaled = signalAll || wr.signaled();
+        solicited = wr.solicited();
         remoteAddress = wr.remoteAddress();
         rkey = wr.rkey();
         immData = wr.immData();
@@ -52,6 +54,11 @@ final class Wqe implements PostedWr {
         regMr = wr.regMr() == null ? null : wr.regMr().context();
         regKey = wr.regKey();
         regAccess = wr.regAccess();
+    }
+
+    @Override
+    public boolean solicited() {
+        return solicited;
     }
 
     @Override

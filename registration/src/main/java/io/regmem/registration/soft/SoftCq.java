@@ -11,6 +11,17 @@ import io.regmem.registration.spi.ProviderQp;
  */
 final class SoftCq implements ProviderCq {
     private final CqMembers<SoftQueuePair> members = new CqMembers<>(new SoftQueuePair[0]);
+    /** Its device runs a progress thread. */
+    private final boolean selfProgressing;
+
+    SoftCq(boolean selfProgressing) {
+        this.selfProgressing = selfProgressing;
+    }
+
+    @Override
+    public boolean progressesOnItsOwn() {
+        return selfProgressing;
+    }
 
     @Override
     public void attach(ProviderQp qp, boolean sends, boolean receives) {

@@ -69,7 +69,7 @@ final class SoftDevice implements ProviderDevice {
 
     @Override
     public ProviderCq createCq(CqContext ctx) {
-        SoftCq cq = new SoftCq();
+        SoftCq cq = new SoftCq(progress != null);
         ctx.attach(cq);
         return cq;
     }

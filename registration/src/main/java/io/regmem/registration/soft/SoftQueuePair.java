@@ -330,7 +330,7 @@ final class SoftQueuePair implements ProviderQp {
             return copied == Segments.SRC_FAILED ? WcStatus.LOC_PROT_ERR : WcStatus.REM_ACCESS_ERR;
         }
         if (imm) {
-            p.ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV_RDMA_WITH_IMM, total, true, w.immData(), false, 0);
+            p.ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV_RDMA_WITH_IMM, total, true, w.immData(), false, 0, w.solicited());
         }
         return WcStatus.SUCCESS;
     }
@@ -416,7 +416,7 @@ final class SoftQueuePair implements ProviderQp {
         pendingInvalidate = invalidated;
         boolean imm = w.opcode() == Opcode.SEND_WITH_IMM;
         p.ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV, total, imm, imm ? w.immData() : 0, invalidated != null,
-                w.invalidateRkey());
+                w.invalidateRkey(), w.solicited());
         return WcStatus.SUCCESS;
     }
 

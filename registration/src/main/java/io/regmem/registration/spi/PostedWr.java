@@ -13,6 +13,11 @@ public interface PostedWr {
     /** True if it completes with a CQE on success. */
     boolean signaled();
 
+    /** True if the receive it consumes at the peer is solicited ({@code IBV_SEND_SOLICITED}). */
+    default boolean solicited() {
+        return false;
+    }
+
     /** Scatter/gather entries. */
     int numSge();
 

@@ -36,6 +36,15 @@ public interface ProviderCq {
      */
     void detach(ProviderQp qp);
 
+    /**
+     * True if this CQ's completions are made without anybody polling it (the device runs a progress
+     * thread): a completion channel's waiter then sleeps until an event wakes it, instead of
+     * progressing the CQ between short sleeps. Default: false.
+     */
+    default boolean progressesOnItsOwn() {
+        return false;
+    }
+
     /** The CQ is destroyed (no QP uses it any more). */
     void destroy();
 }

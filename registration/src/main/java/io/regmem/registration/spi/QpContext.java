@@ -88,8 +88,18 @@ public interface QpContext {
      *
      * @param withInvalidate  true if a SEND_WITH_INV invalidated {@code invalidatedRkey} here
      */
+    default void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData, boolean withInvalidate,
+                      int invalidatedRkey) {
+        completeRecv(status, opcode, bytes, withImm, immData, withInvalidate, invalidatedRkey, false);
+    }
+
+    /**
+     * As {@link #completeRecv(WcStatus, Opcode, long, boolean, int, boolean, int)}, for a receive
+     * consumed by a request its sender marked solicited ({@link PostedWr#solicited()}): a CQ armed for
+     * solicited completions only raises its event for it.
+     */
     void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData, boolean withInvalidate,
-                      int invalidatedRkey);
+                      int invalidatedRkey, boolean solicited);
 
     /** True while the QP is ready to send (RTS; any thread). */
     boolean isReady();

@@ -201,6 +201,11 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public boolean progressesOnItsOwn() {
+            return inner.progressesOnItsOwn();
+        }
+
+        @Override
         public void attach(ProviderQp qp, boolean sends, boolean receives) {
             inner.attach(counted(((Qp) qp).inner()), sends, receives); // soft's own QP, not this wrapper
         }
@@ -351,8 +356,8 @@ public final class DelegatingProvider implements RdmaProvider {
 
         @Override
         public void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData,
-                                 boolean withInvalidate, int invalidatedRkey) {
-            real.completeRecv(status, opcode, bytes, withImm, immData, withInvalidate, invalidatedRkey);
+                                 boolean withInvalidate, int invalidatedRkey, boolean solicited) {
+            real.completeRecv(status, opcode, bytes, withImm, immData, withInvalidate, invalidatedRkey, solicited);
         }
 
         @Override
@@ -414,6 +419,11 @@ public final class DelegatingProvider implements RdmaProvider {
         @Override
         public long wrId() {
             return w.wrId();
+        }
+
+        @Override
+        public boolean solicited() {
+            return w.solicited();
         }
 
         @Override

@@ -3,6 +3,7 @@ package io.regmem.registration.testkit;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionChannel;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.DmaMapping;
 import io.regmem.registration.MemoryRegion;
@@ -32,6 +33,9 @@ public final class Loopback implements AutoCloseable {
     public final ProtectionDomain pdB;
     public final CompletionQueue cqA;
     public final CompletionQueue cqB;
+    /** The completion channels of {@link #cqA} and {@link #cqB} ({@link #withChannels}), or null. */
+    public final CompletionChannel chA;
+    public final CompletionChannel chB;
     public final CmId listener;
     public final CmId idA;
     public final CmId idB;
@@ -64,6 +68,17 @@ public final class Loopback implements AutoCloseable {
 
     /** As above, on the named provider's devices (a provider's own tests, whatever {@code -Dregmem.provider} says). */
     public Loopback(String provider, Map<String, String> options, int cqDepth, QpInitAttributes attrsA, QpInitAttributes attrsB) {
+        this(provider, options, cqDepth, attrsA, attrsB, false);
+    }
+
+    /** A loopback pair whose CQs are created on completion channels ({@link #chA}, {@link #chB}). */
+    public static Loopback withChannels(Map<String, String> options) {
+        return new Loopback(Providers.NAME, options, 256, new QpInitAttributes().maxSendSge(4).maxRecvSge(4),
+                new QpInitAttributes().maxSendSge(4).maxRecvSge(4), true);
+    }
+
+    private Loopback(String provider, Map<String, String> options, int cqDepth, QpInitAttributes attrsA, QpInitAttributes attrsB,
+            boolean channels) {
         devA = Providers.open(provider, options);
         RdmaDevice b;
         try {
@@ -75,8 +90,10 @@ public final class Loopback implements AutoCloseable {
         devB = b;
         pdA = devA.allocPd();
         pdB = devB.allocPd();
-        cqA = devA.createCq(cqDepth);
-        cqB = devB.createCq(cqDepth);
+        chA = channels ? devA.createCompletionChannel() : null;
+        chB = channels ? devB.createCompletionChannel() : null;
+        cqA = devA.createCq(cqDepth, chA);
+        cqB = devB.createCq(cqDepth, chB);
         listener = devB.createCmId();
         String name = Providers.address(provider, "loopback-" + (++names));
         listener.listen(name);
@@ -144,6 +161,10 @@ public final class Loopback implements AutoCloseable {
         }
         cqA.close();
         cqB.close();
+        if (chA != null) {
+            chA.close();
+            chB.close();
+        }
         pdA.close();
         pdB.close();
         assertThat(devA.resources().survivors()).as(devA.resources().report()).isEmpty();

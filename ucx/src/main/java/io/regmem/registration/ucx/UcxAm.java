@@ -27,8 +27,8 @@ import java.util.Arrays;
  * <pre>
  *   0 type (MSG 1, ACK 2, READ_RESPONSE 3)   4 destination QP number   8 source QP number
  *  12 opcode ordinal   16 sender's sequence   24 immediate   28 rkey to invalidate
- *  32 remote address   40 target rkey   44 status (ACK, READ_RESPONSE), or a MSG's RNR retry count
- *  48 length (READ)
+ *  32 remote address   40 target rkey   44 status (ACK, READ_RESPONSE), or a MSG's flags (bits
+ *     0-2 its sender's RNR retry count, bit 8 solicited)   48 length (READ)
  *  56 connection token: the random number the destination QP gave its peer in the authenticated
  *     handshake; a message without it is dropped, so no other connection (nor anybody who only
  *     knows a worker address) can speak for this one
@@ -62,6 +62,10 @@ final class UcxAm {
     static final long H_STATUS = 44;
     static final long H_LENGTH = 48;
     static final long H_TOKEN = 56;
+    /** A MSG's flags (in the status slot): the sender's RNR retry count, and solicited. */
+    static final int FLAG_RNR_MASK = 7;
+    static final int FLAG_SOLICITED = 0x100;
+
     /** An atomic's message data: compare-or-add at 0, swap at 8 (its answer is a READ_RESPONSE of the 8 bytes found). */
     static final long ATOMIC_OPERANDS = 16;
 

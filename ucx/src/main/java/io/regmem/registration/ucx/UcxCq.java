@@ -147,6 +147,11 @@ final class UcxCq implements ProviderCq {
     }
 
     @Override
+    public boolean progressesOnItsOwn() {
+        return device.hasProgressThread();
+    }
+
+    @Override
     public void destroy() {
     }
 }

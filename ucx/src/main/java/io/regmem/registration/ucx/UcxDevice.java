@@ -149,6 +149,11 @@ final class UcxDevice implements ProviderDevice {
         return this;
     }
 
+    /** True if the device runs a progress thread (started before any CQ exists). */
+    boolean hasProgressThread() {
+        return progressThread != null;
+    }
+
     /** One round of the progress thread: the worker, then every QP whose lock is free; the work done. */
     private int progressQps() {
         int work = 0;
@@ -554,12 +559,12 @@ final class UcxDevice implements ProviderDevice {
         int inv = h.get(U_INT, UcxAm.H_INV);
         long raddr = h.get(U_LONG, UcxAm.H_RADDR);
         int rkey = h.get(U_INT, UcxAm.H_RKEY);
-        int rnr = Math.clamp(h.get(U_INT, UcxAm.H_STATUS), 0, 7);
+        int flags = h.get(U_INT, UcxAm.H_STATUS) & (UcxAm.FLAG_RNR_MASK | UcxAm.FLAG_SOLICITED);
         long d = length > 0 ? data : 0;
-        if (qp.executeNow(d, len, seq, opcode, imm, inv, raddr, rkey, rnr, rndv)) {
+        if (qp.executeNow(d, len, seq, opcode, imm, inv, raddr, rkey, flags, rndv)) {
             return false; // executed (or, by rendezvous, its receive started) in this callback: nothing kept
         }
-        qp.inbox().add(d, len, seq, opcode, imm, inv, raddr, rkey, rnr, rndv);
+        qp.inbox().add(d, len, seq, opcode, imm, inv, raddr, rkey, flags, rndv);
         return length > 0;
     }
 

@@ -15,8 +15,8 @@ final class UcxInbox {
     private int[] imm = new int[16];
     private int[] invalidate = new int[16];
     private int[] rkey = new int[16];
-    /** Each message's RNR retry count (its sender's {@code rnr_retry}). */
-    private int[] rnr = new int[16];
+    /** Each message's flags ({@link UcxAm#flags}: its sender's RNR retry count, solicited). */
+    private int[] flags = new int[16];
     /** Whether each message is a rendezvous message (its data a UCX descriptor to receive). */
     private boolean[] rndv = new boolean[16];
     private int head;
@@ -44,7 +44,7 @@ final class UcxInbox {
         m.imm = imm[i];
         m.invalidate = invalidate[i];
         m.rkey = rkey[i];
-        m.rnr = rnr[i];
+        m.flags = flags[i];
         m.rndv = rndv[i];
         return true;
     }
@@ -56,7 +56,7 @@ final class UcxInbox {
     }
 
     synchronized void add(long dataAddress, long len, long sequence, int op, int immData, int inv, long raddr, int key,
-            int rnrRetry, boolean rendezvous) {
+            int messageFlags, boolean rendezvous) {
         if (size == data.length) {
             grow();
         }
@@ -69,7 +69,7 @@ final class UcxInbox {
         invalidate[i] = inv;
         remoteAddress[i] = raddr;
         rkey[i] = key;
-        rnr[i] = rnrRetry;
+        flags[i] = messageFlags;
         rndv[i] = rendezvous;
         size++;
     }
@@ -106,7 +106,7 @@ final class UcxInbox {
         imm = regrow(imm, order);
         invalidate = regrow(invalidate, order);
         rkey = regrow(rkey, order);
-        rnr = regrow(rnr, order);
+        flags = regrow(flags, order);
         boolean[] r = new boolean[rndv.length * 2];
         for (int k = 0; k < order.length; k++) {
             r[k] = rndv[order[k]];
@@ -141,8 +141,18 @@ final class UcxInbox {
         int imm;
         int invalidate;
         int rkey;
+        /** The message's flags: its sender's RNR retry count (bits 0-2), solicited (bit 8). */
+        int flags;
+
         /** The sender's RNR retry count (0 to 7). */
-        int rnr;
+        int rnr() {
+            return flags & UcxAm.FLAG_RNR_MASK;
+        }
+
+        /** The sender marked it solicited. */
+        boolean solicited() {
+            return (flags & UcxAm.FLAG_SOLICITED) != 0;
+        }
         /** A rendezvous message: {@code data} is UCX's descriptor, its bytes not yet received. */
         boolean rndv;
     }

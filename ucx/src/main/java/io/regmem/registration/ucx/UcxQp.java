@@ -564,14 +564,14 @@ final class UcxQp implements ProviderQp {
      * inbox. False if it must wait in the inbox for the QP's next delivery.
      */
     boolean executeNow(long data, long length, long seq, int opcode, int imm, int invalidate, long remoteAddress, int rkey,
-            int rnr, boolean rndv) {
+            int flags, boolean rndv) {
         ReentrantLock l = ctx.lock();
         if (!l.tryLock()) { // (tried only: the worker lock is held, and the order is execution lock first)
             return false;
         }
         try {
             return !destroyed && ctx.isReady() && receiver.inbox.isEmptyHeld()
-                    && receiver.executeNow(data, length, seq, opcode, imm, invalidate, remoteAddress, rkey, rnr, rndv);
+                    && receiver.executeNow(data, length, seq, opcode, imm, invalidate, remoteAddress, rkey, flags, rndv);
         } finally {
             l.unlock();
         }

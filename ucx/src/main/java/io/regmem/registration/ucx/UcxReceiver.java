@@ -169,11 +169,11 @@ final class UcxReceiver {
      * which a callback must not call).
      */
     boolean executeNow(long data, long length, long seq, int opcode, int imm, int invalidate, long remoteAddress, int rkey,
-            int rnr, boolean rndv) {
+            int flags, boolean rndv) {
         if (opcode == Opcode.SEND_WITH_INV.ordinal() || rndvRequest != 0 || !nextSlotFree()) {
             return false;
         }
-        m.rnr = rnr;
+        m.flags = flags;
         m.rndv = rndv;
         m.data = data;
         m.length = length;
@@ -202,7 +202,7 @@ final class UcxReceiver {
      * range is checked first (a bad one fails at once, as on soft).
      */
     private boolean waitsForReceive() {
-        if (m.rnr == 0 || (refusedFrom >= 0 && m.seq > refusedFrom) || ctx.nextRecv() != null) {
+        if (m.rnr() == 0 || (refusedFrom >= 0 && m.seq > refusedFrom) || ctx.nextRecv() != null) {
             return false;
         }
         Opcode op = UcxAm.OPCODES[m.opcode];
@@ -220,13 +220,13 @@ final class UcxReceiver {
         } else if (op != Opcode.SEND && op != Opcode.SEND_WITH_IMM && op != Opcode.SEND_WITH_INV) {
             return false;
         }
-        if (m.rnr == 7) {
+        if (m.rnr() == 7) {
             return true;
         }
         long now = System.nanoTime();
         if (m.seq != rnrSeq) {
             rnrSeq = m.seq;
-            rnrUntil = now + m.rnr * ctx.minRnrTimerNanos();
+            rnrUntil = now + m.rnr() * ctx.minRnrTimerNanos();
         }
         return now - rnrUntil < 0;
     }
@@ -566,7 +566,7 @@ final class UcxReceiver {
                     ctx.toError();
                     return WcStatus.REM_ACCESS_ERR;
                 }
-                ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV_RDMA_WITH_IMM, m.length, true, m.imm, false, 0);
+                ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV_RDMA_WITH_IMM, m.length, true, m.imm, false, 0, m.solicited());
                 return WcStatus.SUCCESS;
             }
             if (!ctx.memory().gatherLocal(recv, dst, true)) {
@@ -599,7 +599,7 @@ final class UcxReceiver {
             }
             boolean withImm = op == Opcode.SEND_WITH_IMM;
             ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV, m.length, withImm, withImm ? m.imm : 0, invalidated != null,
-                    m.invalidate);
+                    m.invalidate, m.solicited());
             return WcStatus.SUCCESS;
         } finally {
             if (inside) {

@@ -229,7 +229,8 @@ final class UcxSender {
         h.set(JAVA_INT, UcxAm.H_OPCODE, w.opcode().ordinal());
         h.set(JAVA_LONG, UcxAm.H_SEQ, w.seq());
         h.set(JAVA_INT, UcxAm.H_IMM, w.immData());
-        h.set(JAVA_INT, UcxAm.H_STATUS, qp.rnrRetry); // (a message's status slot: the RNR retries the target may hold it for)
+        // A message's status slot carries its flags: the RNR retries the target may hold it for, solicited.
+        h.set(JAVA_INT, UcxAm.H_STATUS, qp.rnrRetry | (w.solicited() ? UcxAm.FLAG_SOLICITED : 0));
         int inv = w.invalidateRkey();
         if (w.opcode() == Opcode.SEND_WITH_INV) {
             RemoteKeyEnvelope.Decoded ik = keys.get(inv); // a key imported on this QP: the exporter's own rkey

@@ -1,0 +1,219 @@
+package io.regmem.registration;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.util.ArrayDeque;
+import java.util.Arrays;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * A completion channel ({@code ibv_create_comp_channel}): where completion events of the CQs created
+ * on it arrive, so that a thread can sleep until work arrives instead of polling. A CQ made with
+ * {@link RdmaDevice#createCq(int, CompletionChannel)} and armed with
+ * {@link CompletionQueue#requestNotify(boolean)} raises one event on this channel for its next
+ * completion (or, solicited only, its next solicited receive or failed completion); {@link #getEvent}
+ * waits for an event and returns its CQ, which the caller then polls (until it is empty, having armed
+ * it again first: completions that arrive between the last poll and the arming raise no event) and
+ * acknowledges ({@link CompletionQueue#ackEvents(int)}, before the CQ can be destroyed), as
+ * {@code ibv_get_cq_event} and {@code ibv_ack_cq_events}.
+ *
+ * <p>Completions are made by a provider's progress, and a sleeping thread progresses nothing: on a
+ * device opened with {@code progressThread=true} its thread makes them (and a peer's poll makes a
+ * soft receive's), and {@link #getEvent} sleeps until the event wakes it. Without one, the waiting
+ * thread progresses the channel's armed CQs itself between sleeps that grow from microseconds to
+ * {@link #MAX_SLEEP_NANOS}: it does not spin, and an event is seen within about that much.
+ * {@link #pollEvent()} takes an event without waiting, for a loop that watches several channels.
+ *
+ * <p>Threads: any number of threads may wait on a channel; each event goes to one of them.
+ * Raising an event takes the channel's monitor for a moment and unparks its waiters; raising none
+ * costs a CQ one volatile read per completion. Allocates nothing in steady state.
+ */
+public final class CompletionChannel extends CountedResource implements AutoCloseable {
+    /** The longest a waiter on a device without a progress thread sleeps between progressing its CQs. */
+    public static final long MAX_SLEEP_NANOS = 1_000_000L;
+
+    /** Events not yet taken, oldest first: the CQ of each (under its own monitor). */
+    private final ArrayDeque<CompletionQueue> events = new ArrayDeque<>();
+    /** The threads waiting in {@link #getEvent}: each claims a slot, and a raised event unparks them. */
+    private final AtomicReferenceArray<Thread> waiters = new AtomicReferenceArray<>(16);
+    /** The CQs created on this channel (copy-on-write under the device lock): what a waiter progresses. */
+    private volatile CompletionQueue[] cqs = new CompletionQueue[0];
+
+    CompletionChannel(RdmaDevice device) {
+        super(device, "CompletionChannel", null);
+    }
+
+    /** A CQ was created on this channel (device lock held). */
+    void attach(CompletionQueue cq) {
+        CompletionQueue[] c = Arrays.copyOf(cqs, cqs.length + 1);
+        c[c.length - 1] = cq;
+        cqs = c;
+        retain();
+    }
+
+    /** A CQ of this channel was destroyed (device lock held): its events not yet taken go with it. */
+    void detach(CompletionQueue cq) {
+        CompletionQueue[] c = cqs;
+        CompletionQueue[] next = new CompletionQueue[c.length - 1];
+        for (int i = 0, j = 0; i < c.length; i++) {
+            if (c[i] != cq) {
+                next[j++] = c[i];
+            }
+        }
+        cqs = next;
+        synchronized (events) {
+            events.removeIf(e -> e == cq);
+        }
+        release();
+    }
+
+    /** An armed CQ of this channel raised its event (from the thread that added the completion). */
+    void raise(CompletionQueue cq) {
+        synchronized (events) {
+            events.addLast(cq);
+        }
+        wakeAll();
+    }
+
+    private void wakeAll() {
+        for (int i = 0; i < waiters.length(); i++) {
+            Thread t = waiters.get(i);
+            if (t != null) {
+                LockSupport.unpark(t);
+            }
+        }
+    }
+
+    /**
+     * Takes an event without waiting ({@code ibv_get_cq_event} on a non-blocking channel): the CQ that
+     * raised it, or null if none is waiting. Progresses nothing.
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the channel was destroyed
+     */
+    public CompletionQueue pollEvent() {
+        checkAlive("pollEvent");
+        return take();
+    }
+
+    /** The oldest event's CQ, counted as delivered to it, or null. */
+    private CompletionQueue take() {
+        synchronized (events) {
+            CompletionQueue cq = events.pollFirst();
+            if (cq != null) {
+                cq.delivered();
+            }
+            return cq;
+        }
+    }
+
+    /**
+     * Waits for an event ({@code ibv_get_cq_event}) and returns the CQ that raised it; the event must
+     * be acknowledged on that CQ ({@link CompletionQueue#ackEvents(int)}). Waits at most
+     * {@code timeout}; null if no event came by then. The thread parks ({@code LockSupport}) and the
+     * event unparks it; allocates nothing.
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the channel was destroyed (also while waiting);
+     *                       {@link Errno#EINTR} if the thread was interrupted (its interrupt status
+     *                       stays set); {@link Errno#EINVAL} for a negative timeout or a null unit
+     */
+    public CompletionQueue getEvent(long timeout, TimeUnit unit) {
+        checkAlive("getEvent");
+        if (timeout < 0 || unit == null) {
+            throw new RdmaException(Errno.EINVAL, this + ": getEvent needs a timeout of at least 0 and a unit, got "
+                    + timeout + " " + unit);
+        }
+        long deadline = System.nanoTime() + unit.toNanos(timeout);
+        Thread me = Thread.currentThread();
+        int slot = -1;
+        for (int i = 0; i < waiters.length() && slot < 0; i++) {
+            if (waiters.get(i) == null && waiters.compareAndSet(i, null, me)) {
+                slot = i; // before the first look: an event raised from now on unparks this thread
+            }
+        }
+        try {
+            long sleep = 1_000L;
+            boolean self = needsProgress();
+            for (int round = 0; ; round++) {
+                CompletionQueue cq = take();
+                if (cq != null) {
+                    return cq;
+                }
+                if (isDestroyed()) {
+                    throw new RdmaException(Errno.EBADF, this + ": destroyed while getEvent waited");
+                }
+                if (me.isInterrupted()) {
+                    throw new RdmaException(Errno.EINTR, this + ": getEvent was interrupted");
+                }
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return null;
+                }
+                if (round == 0 && self) {
+                    progressArmed(); // what is queued may complete at once
+                    continue;
+                }
+                // Without a slot (more than 16 waiters) a thread sleeps in slices and looks again.
+                LockSupport.parkNanos(this, self || slot < 0 ? Math.min(left, sleep) : left);
+                sleep = Math.min(MAX_SLEEP_NANOS, sleep * 2);
+                if (self) {
+                    progressArmed();
+                }
+            }
+        } finally {
+            if (slot >= 0) {
+                waiters.set(slot, null);
+            }
+        }
+    }
+
+    /** Waits for an event without a time limit ({@link #getEvent(long, TimeUnit)}). */
+    public CompletionQueue getEvent() {
+        return getEvent(Long.MAX_VALUE / 4, TimeUnit.NANOSECONDS);
+    }
+
+    /** True if some CQ of this channel is on a device that makes no completions on its own. */
+    private boolean needsProgress() {
+        for (CompletionQueue cq : cqs) {
+            if (!cq.progressesOnItsOwn()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Progresses the armed CQs of this channel whose device has no progress thread (no completion taken). */
+    private void progressArmed() {
+        for (CompletionQueue cq : cqs) {
+            if (cq.isArmed() && !cq.progressesOnItsOwn() && !cq.isDestroyed()) {
+                try {
+                    cq.progressOnly();
+                } catch (RdmaException destroyed) {
+                    // destroyed meanwhile: its events went with it
+                }
+            }
+        }
+    }
+
+    /** Events raised and not yet taken (progresses nothing). */
+    public int pendingEvents() {
+        synchronized (events) {
+            return events.size();
+        }
+    }
+
+    /**
+     * Destroys the channel ({@code ibv_destroy_comp_channel}); waiters get {@link Errno#EBADF}.
+     *
+     * @throws RdmaException {@link Errno#EBUSY} while CQs created on it live (it stays usable);
+     *                       {@link Errno#EBADF} if already destroyed
+     */
+    @Override
+    public void close() {
+        synchronized (device.lock) {
+            destroyUnlessCounted("destroy", "completion queue(s) created on it", "destroy the CQs first");
+        }
+        wakeAll();
+    }
+}
