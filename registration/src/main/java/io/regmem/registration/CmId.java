@@ -118,6 +118,10 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 throw new RdmaException(Errno.EINVAL, this + ": minRnrTimer " + attrs.minRnrTimer()
                         + " is outside [0, 31] (the IBA's min_rnr_timer code)");
             }
+            if (attrs.maxInlineData() < 0 || attrs.maxInlineData() > QpInitAttributes.MAX_INLINE_DATA) {
+                throw new RdmaException(Errno.EINVAL, this + ": maxInlineData " + attrs.maxInlineData() + " is outside [0, "
+                        + QpInitAttributes.MAX_INLINE_DATA + "]");
+            }
             if (attrs.maxRdmaCtxs() < 0) {
                 throw new RdmaException(Errno.EINVAL, this + ": maxRdmaCtxs " + attrs.maxRdmaCtxs() + " is negative");
             }
@@ -198,6 +202,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 q.postLock.unlock();
             }
             q.provider().destroy(); // the provider unlinks it (the peer loses its connection) and never runs it again
+            q.releaseInlineArea();
             q.sendCq().provider.detach(q.provider()); // no poll runs it any more
             if (q.recvCq() != q.sendCq()) {
                 q.recvCq().provider.detach(q.provider());

@@ -20,6 +20,10 @@ public final class QpInitAttributes {
     private boolean integrity;
     private int rnrRetry;
     private int minRnrTimer = 12;
+    private int maxInlineData;
+
+    /** The largest {@link #maxInlineData(int)} a QP may ask for. */
+    public static final int MAX_INLINE_DATA = 1024;
 
     /** {@code min_rnr_timer}'s codes 1 to 31 in units of 10 us (the IBA's table; code 0 is 655.36 ms). */
     private static final int[] RNR_TIMER_10US = {65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384,
@@ -114,6 +118,22 @@ public final class QpInitAttributes {
     public QpInitAttributes minRnrTimer(int code) {
         this.minRnrTimer = code;
         return this;
+    }
+
+    /**
+     * Bytes a send request may carry inline ({@code max_inline_data} in {@code ibv_qp_cap}), in
+     * [0, {@link #MAX_INLINE_DATA}]; default 0 (no inline requests). An inline request
+     * ({@link WorkRequest#inline(java.lang.foreign.MemorySegment)}) is copied into the send queue when
+     * it is posted.
+     */
+    public QpInitAttributes maxInlineData(int bytes) {
+        this.maxInlineData = bytes;
+        return this;
+    }
+
+    /** Bytes a send request may carry inline ({@link #maxInlineData(int)}). */
+    public int maxInlineData() {
+        return maxInlineData;
     }
 
     /** The RNR retry count ({@link #rnrRetry(int)}). */

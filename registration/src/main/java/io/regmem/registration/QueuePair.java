@@ -4,6 +4,7 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.internal.RwSizing;
 import io.regmem.registration.spi.ProviderQp;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.Objects;
 import java.util.concurrent.locks.ReentrantLock;
@@ -52,6 +53,9 @@ public final class QueuePair extends RdmaResource {
     private final int maxRdmaCtxs;
     private final int rnrRetry;
     private final int minRnrTimer;
+    private final int maxInlineData;
+    /** The send queue's inline slots ({@code maxInlineData} bytes each), or null without inline data. */
+    private final Arena inlineArena;
     private volatile State state = State.INIT;
     private MrPool rdmaMrs;
     private MrPool sigMrs;
@@ -84,7 +88,11 @@ public final class QueuePair extends RdmaResource {
         this.maxRdmaCtxs = attrs.maxRdmaCtxs();
         this.rnrRetry = attrs.rnrRetry();
         this.minRnrTimer = attrs.minRnrTimer();
-        this.sq = new WorkQueue(maxSendWr, maxSendSge);
+        this.maxInlineData = attrs.maxInlineData();
+        this.inlineArena = maxInlineData > 0 ? Arena.ofShared() : null;
+        MemorySegment inlineArea = inlineArena == null ? null
+                : inlineArena.allocate((long) WorkQueue.slots(maxSendWr) * maxInlineData, 64);
+        this.sq = new WorkQueue(maxSendWr, maxSendSge, inlineArea, maxInlineData);
         this.rq = new WorkQueue(maxRecvWr, maxRecvSge);
     }
 
@@ -147,7 +155,13 @@ public final class QueuePair extends RdmaResource {
             long firstSeq = sq.tailSeq();
             int i = 0;
             for (WorkRequest wr = first; wr != null; wr = wr.next()) {
-                sq.pushSlot(i++).copyFrom(wr, signalAll);
+                try {
+                    sq.pushSlot(i).copyFrom(wr, signalAll);
+                } catch (IllegalStateException | WrongThreadException e) { // an inline payload freed since its check
+                    throw new RdmaException(Errno.EINVAL, this + ": inline payload could not be read (" + e.getMessage()
+                            + "): bad WR index " + i, e);
+                }
+                i++;
             }
             sq.commitPush(n);
             provider.sendPosted(firstSeq, n);
@@ -388,6 +402,18 @@ public final class QueuePair extends RdmaResource {
     /** How often a request that finds no receive at the peer is retried ({@link QpInitAttributes#rnrRetry(int)}). */
     public int rnrRetry() {
         return rnrRetry;
+    }
+
+    /** Bytes a send request may carry inline ({@link QpInitAttributes#maxInlineData(int)}). */
+    public int maxInlineData() {
+        return maxInlineData;
+    }
+
+    /** Gives the inline slots back once the provider destroyed the QP (it closes them when nothing of its uses them). */
+    void releaseInlineArea() {
+        if (inlineArena != null) {
+            provider.releaseMemory(inlineArena);
+        }
     }
 
     /** The RNR timer code this QP's receive side gives its peer ({@link QpInitAttributes#minRnrTimer(int)}). */

@@ -21,6 +21,16 @@ final class Translation implements MemoryAccess {
     @Override
     public boolean gatherLocal(PostedWr w, Segments out, boolean write) {
         out.clear();
+        MemorySegment inline = w.inlineData();
+        if (inline != null) { // copied at post time into the queue's own slot: no key to check
+            if (write) {
+                return false; // (a request that writes locally is never inline)
+            }
+            if (w.sgeLength(0) > 0) {
+                out.add(inline, 0, w.sgeLength(0));
+            }
+            return true;
+        }
         RdmaDevice device = qp.device;
         int dmaKey = device.keys.dmaKey();
         for (int i = 0; i < w.numSge(); i++) {

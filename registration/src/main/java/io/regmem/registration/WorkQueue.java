@@ -1,5 +1,6 @@
 package io.regmem.registration;
 
+import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 
@@ -53,12 +54,22 @@ final class WorkQueue {
     private long lastCompletion = -1; // read only after an acquire load of head, which orders it
 
     WorkQueue(int depth, int maxSge) {
+        this(depth, maxSge, null, 0);
+    }
+
+    /** A queue whose slots each have {@code maxInline} bytes of {@code inlineArea} for an inline payload. */
+    WorkQueue(int depth, int maxSge, MemorySegment inlineArea, int maxInline) {
         this.depth = depth;
         ring = new Wqe[Integer.highestOneBit(Math.max(1, depth - 1)) << 1];
         mask = ring.length - 1;
         for (int i = 0; i < ring.length; i++) {
-            ring[i] = new Wqe(maxSge);
+            ring[i] = new Wqe(maxSge, inlineArea == null ? null : inlineArea.asSlice((long) i * maxInline, maxInline));
         }
+    }
+
+    /** Slots in the ring (a power of two, at least the depth). */
+    static int slots(int depth) {
+        return Integer.highestOneBit(Math.max(1, depth - 1)) << 1;
     }
 
     /** Slots occupied: posted and not yet retired. */

@@ -3,6 +3,7 @@ package io.regmem.registration;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.core.ScatterList;
+import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
 import java.util.Objects;
 
@@ -31,6 +32,7 @@ public final class WorkRequest {
     private int regKey;
     private int regAccess;
     private WorkRequest next;
+    private MemorySegment inlinePayload;
 
     /** A request with room for {@code maxSge} scatter/gather entries. */
     public WorkRequest(int maxSge) {
@@ -59,6 +61,7 @@ public final class WorkRequest {
         regKey = 0;
         regAccess = 0;
         next = null;
+        inlinePayload = null;
         return this;
     }
 
@@ -82,6 +85,24 @@ public final class WorkRequest {
     public WorkRequest solicited(boolean s) {
         this.solicited = s;
         return this;
+    }
+
+    /**
+     * Sends {@code payload}'s bytes inline ({@code IBV_SEND_INLINE}): they are copied into the send
+     * queue when the request is posted, so the payload may be reused or freed as soon as
+     * {@code postSend} returns, and it needs no registration and no lkey (any segment this thread
+     * may read, heap ones too). For SEND, SEND_WITH_IMM, SEND_WITH_INV, RDMA_WRITE and
+     * RDMA_WRITE_WITH_IMM, with no SGEs, of at most the QP's {@link QpInitAttributes#maxInlineData(int)}
+     * bytes; null: not inline.
+     */
+    public WorkRequest inline(MemorySegment payload) {
+        this.inlinePayload = payload;
+        return this;
+    }
+
+    /** The inline payload, or null ({@link #inline(MemorySegment)}). */
+    public MemorySegment inlinePayload() {
+        return inlinePayload;
     }
 
     /** Whether the request is marked solicited. */

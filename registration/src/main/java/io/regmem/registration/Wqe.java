@@ -2,6 +2,7 @@ package io.regmem.registration;
 
 import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
+import java.lang.foreign.MemorySegment;
 
 /**
  * A work queue entry: the copy of a {@link WorkRequest} a queue keeps, so the caller may reuse its
@@ -27,19 +28,41 @@ final class Wqe implements PostedWr {
     int regAccess;
     /** The request's sequence number in its queue. */
     long seq;
+    /** This slot's room for an inline payload (the QP's maxInlineData bytes), or null. */
+    private final MemorySegment inlineSlot;
+    /** The request's bytes were copied into {@link #inlineSlot} at post time: its one SGE points there. */
+    boolean inline;
 
     Wqe(int maxSge) {
+        this(maxSge, null);
+    }
+
+    Wqe(int maxSge, MemorySegment inlineSlot) {
         address = new long[maxSge];
         length = new long[maxSge];
         lkey = new int[maxSge];
+        this.inlineSlot = inlineSlot;
     }
 
     void copyFrom(WorkRequest wr, boolean signalAll) {
-        numSge = wr.numSge();
-        for (int i = 0; i < numSge; i++) {
-            address[i] = wr.sgeAddress(i);
-            length[i] = wr.sgeLength(i);
-            lkey[i] = wr.sgeLkey(i);
+        MemorySegment payload = wr.inlinePayload();
+        inline = payload != null;
+        if (inline) {
+            // Copied now (checked by FFM: a payload freed or confined since the checks throws, and the
+            // post fails before anything is published); the request's one SGE is this slot.
+            long n = payload.byteSize();
+            MemorySegment.copy(payload, 0, inlineSlot, 0, n);
+            numSge = 1;
+            address[0] = inlineSlot.address();
+            length[0] = n;
+            lkey[0] = 0;
+        } else {
+            numSge = wr.numSge();
+            for (int i = 0; i < numSge; i++) {
+                address[i] = wr.sgeAddress(i);
+                length[i] = wr.sgeLength(i);
+                lkey[i] = wr.sgeLkey(i);
+            }
         }
         wrId = wr.wrId();
         opcode = wr.opcode();
@@ -59,6 +82,11 @@ final class Wqe implements PostedWr {
     @Override
     public boolean solicited() {
         return solicited;
+    }
+
+    @Override
+    public MemorySegment inlineData() {
+        return inline ? inlineSlot : null;
     }
 
     @Override

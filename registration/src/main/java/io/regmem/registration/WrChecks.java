@@ -2,6 +2,7 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import java.lang.foreign.MemorySegment;
 
 /**
  * The checks {@link QueuePair#postSend} and {@link QueuePair#postRecv} make of every request of a
@@ -28,11 +29,39 @@ final class WrChecks {
             throw new RdmaException(Errno.EINVAL, qp + ": " + op + " needs exactly one SGE of 8 bytes (the value found is "
                     + "written there), not " + wr.numSge() + " SGE(s) of " + wr.totalLength() + " bytes: bad WR index " + index);
         }
+        MemorySegment payload = wr.inlinePayload();
+        if (payload != null) {
+            inline(qp, wr, index, payload);
+        }
         boolean read = op == Opcode.RDMA_READ || op == Opcode.RDMA_READ_WITH_INV;
         int limit = read ? qp.maxReadSge() : qp.maxSendSge();
         sges(qp, wr, index, limit, read ? "maxReadSge" : "maxSendSge");
-        if (wr.numSge() > 0 && Long.compareUnsigned(wr.remoteAddress() + wr.totalLength(), wr.remoteAddress()) < 0) {
+        long length = payload != null ? payload.byteSize() : wr.totalLength();
+        if ((wr.numSge() > 0 || payload != null) && Long.compareUnsigned(wr.remoteAddress() + length, wr.remoteAddress()) < 0) {
             throw new RdmaException(Errno.EINVAL, qp + ": remote range wraps the address space: bad WR index " + index);
+        }
+    }
+
+    /** An inline request: a SEND or WRITE opcode, no SGEs, within maxInlineData, a payload this thread can read. */
+    private static void inline(QueuePair qp, WorkRequest wr, int index, MemorySegment payload) {
+        Opcode op = wr.opcode();
+        if (op != Opcode.SEND && op != Opcode.SEND_WITH_IMM && op != Opcode.SEND_WITH_INV && op != Opcode.RDMA_WRITE
+                && op != Opcode.RDMA_WRITE_WITH_IMM) {
+            throw new RdmaException(Errno.EINVAL, qp + ": " + op + " cannot be inline (SEND and RDMA_WRITE kinds only): bad WR index "
+                    + index);
+        }
+        if (wr.numSge() != 0) {
+            throw new RdmaException(Errno.EINVAL, qp + ": an inline request carries its payload, not SGEs (it has "
+                    + wr.numSge() + "): bad WR index " + index);
+        }
+        if (payload.byteSize() > qp.maxInlineData()) {
+            throw new RdmaException(Errno.EINVAL, qp + ": inline payload of " + payload.byteSize() + " bytes exceeds maxInlineData "
+                    + qp.maxInlineData() + ": bad WR index " + index);
+        }
+        if (!payload.scope().isAlive() || !payload.isAccessibleBy(Thread.currentThread())) {
+            throw new RdmaException(Errno.EINVAL, qp + ": inline payload " + payload + " is "
+                    + (payload.scope().isAlive() ? "confined to another thread" : "freed (its arena is closed)")
+                    + ": bad WR index " + index);
         }
     }
 

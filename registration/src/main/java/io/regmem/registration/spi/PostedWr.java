@@ -1,6 +1,7 @@
 package io.regmem.registration.spi;
 
 import io.regmem.registration.Opcode;
+import java.lang.foreign.MemorySegment;
 
 /** A posted work request as its queue keeps it: the verbs layer's copy of a {@code WorkRequest}. */
 public interface PostedWr {
@@ -12,6 +13,16 @@ public interface PostedWr {
 
     /** True if it completes with a CQE on success. */
     boolean signaled();
+
+    /**
+     * For an inline request, the send-queue slot its bytes were copied into at post time
+     * ({@code IBV_SEND_INLINE}): they are its first {@code sgeLength(0)} bytes; else null. Its one
+     * SGE points at them and has no lkey: {@link MemoryAccess#gatherLocal} resolves it to this slot,
+     * and a provider that reads SGEs some other way must take the bytes from here.
+     */
+    default MemorySegment inlineData() {
+        return null;
+    }
 
     /** True if the receive it consumes at the peer is solicited ({@code IBV_SEND_SOLICITED}). */
     default boolean solicited() {

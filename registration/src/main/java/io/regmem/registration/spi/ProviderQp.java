@@ -1,5 +1,6 @@
 package io.regmem.registration.spi;
 
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
 /**
@@ -65,5 +66,14 @@ public interface ProviderQp {
      */
     default <T> T unwrap(Class<T> type) {
         return type.isInstance(this) ? type.cast(this) : null;
+    }
+
+    /**
+     * Memory of the QP's that the provider's requests may have read (the send queue's inline slots),
+     * handed over after {@link #destroy()}: close it once nothing of the provider's reads it any more.
+     * Default: at once.
+     */
+    default void releaseMemory(Arena memory) {
+        memory.close();
     }
 }

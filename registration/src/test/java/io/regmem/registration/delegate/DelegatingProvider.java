@@ -19,6 +19,7 @@ import io.regmem.registration.spi.ProviderMr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.RdmaProvider;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Map;
@@ -181,6 +182,11 @@ public final class DelegatingProvider implements RdmaProvider {
         @Override
         public void destroy() {
             inner.destroy();
+        }
+
+        @Override
+        public void releaseMemory(Arena memory) {
+            inner.releaseMemory(memory);
         }
 
         @Override
@@ -424,6 +430,11 @@ public final class DelegatingProvider implements RdmaProvider {
         @Override
         public boolean solicited() {
             return w.solicited();
+        }
+
+        @Override
+        public MemorySegment inlineData() {
+            return w.inlineData();
         }
 
         @Override

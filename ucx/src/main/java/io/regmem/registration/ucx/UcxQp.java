@@ -688,6 +688,16 @@ final class UcxQp implements ProviderQp {
         return keys.importKey(exported, ctx.name());
     }
 
+    /** The inline slots: closed with the worker if a request left to it may still read them, else now. */
+    @Override
+    public void releaseMemory(Arena memory) {
+        if (leftToWorker) {
+            device.closeLater(channel, memory);
+        } else {
+            memory.close();
+        }
+    }
+
     @Override
     public void destroy() {
         receiver.dropAll();
