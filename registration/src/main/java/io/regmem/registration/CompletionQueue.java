@@ -341,7 +341,11 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
                         boolean withImm, int imm, boolean withInv, int invRkey) {
         long t = tail;
         if (t - head == depth) {
-            overrun = true;
+            if (!overrun) {
+                overrun = true;
+                device.raiseAsync(AsyncEvent.Type.CQ_ERR, this, this + " overran: a completion of " + qp
+                        + " found it full (depth " + depth + ") and was lost; poll faster or make it deeper");
+            }
             return false;
         }
         WorkCompletion wc = ring[(int) t & mask];

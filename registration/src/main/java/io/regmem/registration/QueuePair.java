@@ -333,7 +333,12 @@ public final class QueuePair extends RdmaResource {
         q.produced(seq);
         q.pop();
         if (!cq.push(this, recv, seq, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey, solicited)) {
+            boolean was = state == State.ERROR;
             toError("its completion queue overran"); // the completion is lost: the QP can no longer be trusted
+            if (!was) {
+                device.raiseAsync(AsyncEvent.Type.QP_FATAL, this, this + " moved to the error state: a completion was lost "
+                        + "because " + cq + " overran");
+            }
             cq.retire(q, seq);
         }
     }

@@ -6,6 +6,7 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.RdmaProvider;
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -15,6 +16,7 @@ import java.util.Objects;
 import java.util.ServiceLoader;
 import java.util.Set;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
 import org.agrona.collections.ArrayUtil;
 
 /**
@@ -348,6 +350,90 @@ public final class RdmaDevice implements AutoCloseable {
         }
     }
 
+    /** Asynchronous events not yet taken, oldest first (under their own monitor); at most {@link #ASYNC_EVENTS_KEPT}. */
+    private final ArrayDeque<AsyncEvent> asyncEvents = new ArrayDeque<>();
+    /** Events dropped because {@link #ASYNC_EVENTS_KEPT} were waiting (under the queue's monitor). */
+    private long asyncEventsDropped;
+
+    /** How many asynchronous events the device keeps for its reader; older ones are dropped beyond it. */
+    public static final int ASYNC_EVENTS_KEPT = 1024;
+
+    /** Raises an asynchronous event (from whichever thread found it; takes only the queue's monitor). */
+    void raiseAsync(AsyncEvent.Type type, RdmaResource resource, String description) {
+        AsyncEvent e = new AsyncEvent(type, resource, description);
+        synchronized (asyncEvents) {
+            if (asyncEvents.size() == ASYNC_EVENTS_KEPT) {
+                asyncEvents.pollFirst();
+                asyncEventsDropped++;
+            }
+            asyncEvents.addLast(e);
+            asyncEvents.notifyAll();
+        }
+    }
+
+    /**
+     * Takes the oldest asynchronous event without waiting ({@code ibv_get_async_event} on a
+     * non-blocking async fd), or null if there is none.
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the device is closed
+     */
+    public AsyncEvent pollAsyncEvent() {
+        checkOpen("pollAsyncEvent");
+        synchronized (asyncEvents) {
+            return asyncEvents.pollFirst();
+        }
+    }
+
+    /**
+     * Waits up to {@code timeout} for an asynchronous event ({@code ibv_get_async_event}) and takes it;
+     * null if none came. Events need no acknowledgement: they hold no reference the device waits for.
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the device is closed (also while waiting);
+     *                       {@link Errno#EINTR} if the thread was interrupted (its status kept);
+     *                       {@link Errno#EINVAL} for a negative timeout or a null unit
+     */
+    public AsyncEvent getAsyncEvent(long timeout, TimeUnit unit) {
+        checkOpen("getAsyncEvent");
+        if (timeout < 0 || unit == null) {
+            throw new RdmaException(Errno.EINVAL, "RdmaDevice[" + name + "]: getAsyncEvent needs a timeout of at least 0 and "
+                    + "a unit, got " + timeout + " " + unit);
+        }
+        long deadline = System.nanoTime() + unit.toNanos(timeout);
+        synchronized (asyncEvents) {
+            while (true) {
+                AsyncEvent e = asyncEvents.pollFirst();
+                if (e != null) {
+                    return e;
+                }
+                checkOpen("getAsyncEvent");
+                long left = deadline - System.nanoTime();
+                if (left <= 0) {
+                    return null;
+                }
+                try {
+                    asyncEvents.wait(Math.max(1, left / 1_000_000L));
+                } catch (InterruptedException ie) {
+                    Thread.currentThread().interrupt();
+                    throw new RdmaException(Errno.EINTR, "RdmaDevice[" + name + "]: getAsyncEvent was interrupted");
+                }
+            }
+        }
+    }
+
+    /** Asynchronous events dropped because {@link #ASYNC_EVENTS_KEPT} were waiting unread. */
+    public long asyncEventsDropped() {
+        synchronized (asyncEvents) {
+            return asyncEventsDropped;
+        }
+    }
+
+    /** Wakes the asynchronous events' waiters (the device closes: they get EBADF). */
+    private void wakeAsyncWaiters() {
+        synchronized (asyncEvents) {
+            asyncEvents.notifyAll();
+        }
+    }
+
     private void checkOpen(String op) {
         if (closed) {
             throw new RdmaException(Errno.EBADF, "RdmaDevice[" + name + "]: " + op + " after close");
@@ -373,6 +459,7 @@ public final class RdmaDevice implements AutoCloseable {
             remove(this);
             backend.close();
         }
+        wakeAsyncWaiters();
     }
 
     /**
@@ -418,6 +505,7 @@ public final class RdmaDevice implements AutoCloseable {
             closed = true;
             remove(this);
             backend.close();
+            wakeAsyncWaiters();
             return report;
         }
     }

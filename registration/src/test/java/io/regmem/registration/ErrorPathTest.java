@@ -426,6 +426,57 @@ class ErrorPathTest {
         assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
     }
 
+    /**
+     * verbs' asynchronous events: a CQ overrun is {@code IBV_EVENT_CQ_ERR} on the CQ, and the QP whose
+     * completion it lost, moved to the error state with no completion saying so, is
+     * {@code IBV_EVENT_QP_FATAL}; each once, taken from the device in order.
+     */
+    @Test
+    void aCqOverrunRaisesCqErrAndQpFatalOnTheDevice() throws Exception {
+        lb.close();
+        lb = new Loopback(Map.of(), new Loopback.QpInitAttributesSpec(8, 8, 1, true, 2));
+        assertThat(lb.devA.pollAsyncEvent()).isNull();
+        assertThat(lb.devA.getAsyncEvent(20, java.util.concurrent.TimeUnit.MILLISECONDS)).isNull();
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion remote = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        java.util.concurrent.atomic.AtomicReference<AsyncEvent> first = new java.util.concurrent.atomic.AtomicReference<>();
+        Thread waiter = Thread.ofPlatform().start(() -> first.set(lb.devA.getAsyncEvent(10, java.util.concurrent.TimeUnit.SECONDS)));
+        Thread.sleep(20); // the waiter sleeps in getAsyncEvent
+        lb.qpA.postSend(writeChain(4, local, remote));
+        lb.poll(lb.cqA);
+        waiter.join(10_000);
+        assertThat(first.get()).isNotNull();
+        assertThat(first.get().type()).isEqualTo(AsyncEvent.Type.CQ_ERR);
+        assertThat(first.get().resource()).isSameAs(lb.cqA);
+        assertThat(first.get().description()).contains("overran", "depth 2");
+        AsyncEvent fatal = lb.devA.getAsyncEvent(10, java.util.concurrent.TimeUnit.SECONDS);
+        assertThat(fatal.type()).isEqualTo(AsyncEvent.Type.QP_FATAL);
+        assertThat(fatal.resource()).isSameAs(lb.qpA);
+        while (lb.poll(lb.cqA) > 0) {
+            // the flushed rest
+        }
+        assertThat(lb.devA.pollAsyncEvent()).as("one event each").isNull();
+        assertThat(lb.devB.pollAsyncEvent()).as("nothing happened at B's device").isNull();
+        assertThat(lb.devA.asyncEventsDropped()).isZero();
+        assertRdma(() -> lb.devA.getAsyncEvent(-1, java.util.concurrent.TimeUnit.SECONDS), Errno.EINVAL);
+
+        RdmaDevice lone = io.regmem.registration.testkit.Providers.open(Map.of());
+        java.util.concurrent.atomic.AtomicReference<Object> got = new java.util.concurrent.atomic.AtomicReference<>();
+        Thread closing = Thread.ofPlatform().start(() -> {
+            try {
+                got.set(lone.getAsyncEvent(10, java.util.concurrent.TimeUnit.SECONDS));
+            } catch (RuntimeException e) {
+                got.set(e);
+            }
+        });
+        Thread.sleep(20);
+        lone.close();
+        closing.join(10_000);
+        assertThat(got.get()).as("a waiter when its device closes").isInstanceOf(io.regmem.core.RdmaException.class)
+                .satisfies(e -> assertThat(((io.regmem.core.RdmaException) e).errno()).isEqualTo(Errno.EBADF));
+        assertRdma(lone::pollAsyncEvent, Errno.EBADF);
+    }
+
     @Test
     void localInvalidateAndSendWithInvalidateRetireFastRegKeys() {
         DmaMapping map = lb.devB.dmaMap(lb.memB.asSlice(0, 8 * 4096));
