@@ -409,6 +409,19 @@ public final class QueuePair extends RdmaResource {
         return rnrRetry;
     }
 
+    /**
+     * The QP's attributes now ({@code ibv_query_qp}): state, capacities and retry settings. A QP
+     * in the error state stays there (neither provider moves one back through RESET to RTS):
+     * destroy it and connect a new one on a new CM ID.
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the QP was destroyed
+     */
+    public QpAttributes query() {
+        checkAlive("query");
+        return new QpAttributes(state, maxSendWr, maxRecvWr, maxSendSge, maxRecvSge, maxInlineData, rnrRetry, minRnrTimer,
+                signalAll, outstandingSends(), outstandingRecvs());
+    }
+
     /** Bytes a send request may carry inline ({@link QpInitAttributes#maxInlineData(int)}). */
     public int maxInlineData() {
         return maxInlineData;

@@ -229,6 +229,31 @@ class ErrorPathTest {
         assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
     }
 
+    /** {@code ibv_query_qp}: the state, the capacities the QP was made with, its retry settings and slots in use. */
+    @Test
+    void queryReportsStateCapacitiesAndRetrySettings() {
+        lb.close();
+        lb = new Loopback(Map.of(), 64, new QpInitAttributes().maxSendWr(16).maxRecvWr(8).maxSendSge(2).maxRecvSge(3)
+                .rnrRetry(3).minRnrTimer(14).maxInlineData(64).signalAll(false), new QpInitAttributes());
+        QpAttributes a = lb.qpA.query();
+        assertThat(a).isEqualTo(new QpAttributes(QueuePair.State.RTS, 16, 8, 2, 3, 64, 3, 14, false, 0, 0));
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        lb.qpA.postRecv(new WorkRequest(1).wrId(1).addSge(lb.memA.address() + 4096, 64, local.lkey()));
+        assertThat(lb.qpA.query().outstandingRecvs()).isEqualTo(1);
+        // no receive at B: 3 RNR retries of 1.28 ms, then RNR_RETRY_EXC_ERR and the error state
+        lb.qpA.postSend(wr.reset().wrId(2).opcode(Opcode.SEND).signaled(true).addSge(lb.memA.address(), 8, local.lkey()));
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (lb.cqA.poll(lb.wcs) == 0) {
+            lb.cqB.poll(lb.wcs);
+            assertThat(System.nanoTime()).isLessThan(deadline);
+        }
+        assertThat(lb.wcs[0].status()).isEqualTo(WcStatus.RNR_RETRY_EXC_ERR);
+        assertThat(lb.qpA.query().state()).isEqualTo(QueuePair.State.ERROR);
+        QueuePair gone = lb.qpA;
+        lb.idA.destroyQp();
+        assertRdma(gone::query, Errno.EBADF);
+    }
+
     /** rnrRetry and minRnrTimer outside verbs' ranges are EINVAL at createQp, and nothing is created. */
     @Test
     void rnrSettingsOutsideTheirRangesAreRefusedAtCreateQp() {
