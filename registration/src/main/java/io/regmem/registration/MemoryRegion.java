@@ -38,10 +38,12 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     private volatile boolean revoked;
     private int npages;
     private long resumeOffset;
-    /** Memory windows bound to this region (device lock). */
+    /** Memory windows bound to this region (under this region's monitor). */
     private int boundWindows;
     /** True for a memory window's internal view: its key is remote-only. */
     private boolean window;
+    /** A type-2 window's persistent view: the window it belongs to (else null). */
+    MemoryWindow windowOwner;
     /** An integrity MR's signature state (null otherwise). */
     final Integrity integrity;
     /** The provider's handle (set once the provider registered the region). */
@@ -190,8 +192,45 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         return window;
     }
 
-    void windowBound(int delta) {
+    synchronized void windowBound(int delta) {
         boundWindows += delta;
+    }
+
+    /**
+     * A window is bound to this region by a work request (an executor's thread, no device lock): true,
+     * counted, unless the region is gone. Under this region's monitor, as {@link #close()}'s check.
+     */
+    synchronized boolean windowBoundIfAlive() {
+        if (isDestroyed() || !valid) {
+            return false;
+        }
+        boundWindows++;
+        return true;
+    }
+
+    /**
+     * A type-2 window's view, made once per window: unbound (its key resolves to nothing) until a
+     * BIND_MW points it at a range ({@link #rebindView}); its slot and key index stay for the window's life.
+     */
+    static MemoryRegion windowView(ProtectionDomain pd, MemoryWindow owner) {
+        MemoryRegion mr = new MemoryRegion(pd, false, 0, 0);
+        mr.window = true;
+        mr.windowOwner = owner;
+        mr.segment = MemorySegment.NULL;
+        mr.valid = false;
+        mr.attachProvider();
+        pd.device.keys.publish(mr.slot, mr);
+        return mr;
+    }
+
+    /** Points an unbound type-2 window view at {@code slice} with {@code accessMask} under {@code newKey}; valid last. */
+    void rebindView(MemorySegment slice, int accessMask, int newKey) {
+        this.segment = slice;
+        this.address = slice.address();
+        this.length = slice.byteSize();
+        this.access = accessMask;
+        this.key = newKey;
+        this.valid = true; // (a volatile store after the fields: a lookup that sees it valid sees them)
     }
 
     static MemoryRegion fastReg(ProtectionDomain pd, int maxNumSg, long pageSize) {
@@ -532,12 +571,14 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     public void close() {
         synchronized (device.lock) {
             checkAlive("close");
-            if (boundWindows > 0) {
-                throw new RdmaException(Errno.EBUSY, this + ": cannot deregister with " + boundWindows
-                        + " memory window(s) bound; unbind them first");
+            synchronized (this) { // (a BIND_MW's windowBoundIfAlive runs under it, without the device lock)
+                if (boundWindows > 0) {
+                    throw new RdmaException(Errno.EBUSY, this + ": cannot deregister with " + boundWindows
+                            + " memory window(s) bound; unbind or invalidate them first");
+                }
+                valid = false;
+                markDestroyed();
             }
-            valid = false;
-            markDestroyed();
             pd.release();
         }
         // The provider waits out the copies that checked the region before it went invalid; then its

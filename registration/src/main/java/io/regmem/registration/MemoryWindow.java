@@ -2,22 +2,125 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.spi.MwContext;
 
 /**
- * A memory window ({@code ibv_alloc_mw}, type 2 semantics): a remote-only key for a sub-range of
- * a memory region, with its own rights, that can be bound, rebound and unbound without touching the
- * region. The region must grant {@link Access#MW_BIND}; while a window is bound to it the region
- * cannot be deregistered ({@link Errno#EBUSY}, as {@code ibv_dereg_mr} refuses). Each bind gives the
- * window a new key; unbinding or closing retires it at once.
+ * A memory window ({@code ibv_alloc_mw}): a remote-only key for a sub-range of a memory region, with
+ * its own rights, that can be bound, rebound and invalidated without touching the region. The region
+ * must grant {@link Access#MW_BIND}; while a window is bound to it the region cannot be deregistered
+ * ({@link Errno#EBUSY}, as {@code ibv_dereg_mr} refuses).
+ *
+ * <p>Two types, as in verbs ({@link Type}). A type-1 window ({@link ProtectionDomain#allocMw()}) is
+ * bound by a call ({@link #bind}, {@code ibv_bind_mw}); each bind gives it a new key; a zero-length
+ * bind, {@link #unbind()} or closing retires it at once. A type-2 window
+ * ({@link ProtectionDomain#allocMw(Type)}) is bound by a BIND_MW work request
+ * ({@link WorkRequest#bindMw}) under a key the caller picks from the window's own
+ * ({@link MemoryRegion#incRkey(int)} of {@link #rkey()}, as {@code ibv_inc_rkey}), executed in order
+ * with the QP's other requests; it is invalidated by a LOCAL_INV of its key or by a peer's
+ * SEND_WITH_INV of it (the receive completes with {@link WorkCompletion#withInvalidate()}), after which it
+ * may be bound again.
  */
 public final class MemoryWindow extends RdmaResource implements AutoCloseable {
-    private final ProtectionDomain pd;
-    private MemoryRegion parent;
-    private MemoryRegion view;
+    /** A window's type ({@code IBV_MW_TYPE_1}, {@code IBV_MW_TYPE_2}). */
+    public enum Type {
+        /** Bound by a call, {@link MemoryWindow#bind}; invalidated by a zero-length bind or {@link MemoryWindow#unbind()}. */
+        TYPE_1,
+        /** Bound by a BIND_MW work request; invalidated by LOCAL_INV or a peer's SEND_WITH_INV of its key. */
+        TYPE_2
+    }
 
-    MemoryWindow(ProtectionDomain pd) {
+    private final ProtectionDomain pd;
+    private final Type type;
+    private MemoryRegion parent;
+    /** Type 1: the current binding's view (null when unbound). Type 2: the window's one view, for its life. */
+    private MemoryRegion view;
+    /** Type 2: destroyed, so that a BIND_MW racing the close fails (under this object's monitor). */
+    private boolean closing;
+    /** What work requests name the window by. */
+    private final Context context = new Context();
+
+    MemoryWindow(ProtectionDomain pd, Type type) {
         super(pd.device, "MemoryWindow", pd.owner(), true);
         this.pd = pd;
+        this.type = type;
+        if (type == Type.TYPE_2) {
+            view = MemoryRegion.windowView(pd, this);
+        }
+    }
+
+    /** The window's type. */
+    public Type windowType() {
+        return type;
+    }
+
+    /** The window as a work request names it. */
+    Context context() {
+        return context;
+    }
+
+    /** The window behind a work request's context. */
+    static MemoryWindow of(MwContext c) {
+        return ((Context) c).window();
+    }
+
+    private final class Context implements MwContext {
+        MemoryWindow window() {
+            return MemoryWindow.this;
+        }
+    }
+
+    /**
+     * A BIND_MW of this type-2 window, at its turn in a QP of {@code qpPd} (an executor's thread, in a
+     * grace-period section): binds it, or returns MW_BIND_ERR changing nothing.
+     */
+    WcStatus bindByRequest(ProtectionDomain qpPd, MemoryRegion mr, long address, long length, int mask, int newKey) {
+        synchronized (this) {
+            if (type != Type.TYPE_2 || closing || isDestroyed() || view.isValid() || pd != qpPd
+                    || (newKey >>> 8) != (view.rkey() >>> 8)) {
+                return WcStatus.MW_BIND_ERR; // bound already, gone, another PD's, or not this window's key
+            }
+            if (mr == null || mr.pd() != pd || mr.isFastReg() || mr.isWindow() || !Access.has(mr.access(), Access.MW_BIND)
+                    || mr.segment() == null) {
+                return WcStatus.MW_BIND_ERR;
+            }
+            if ((Access.has(mask, Access.REMOTE_WRITE) || Access.has(mask, Access.REMOTE_ATOMIC))
+                    && !Access.has(mr.access(), Access.LOCAL_WRITE)) {
+                return WcStatus.MW_BIND_ERR;
+            }
+            long off = address - mr.address();
+            if (length <= 0 || off < 0 || off > mr.length() - length) {
+                return WcStatus.MW_BIND_ERR;
+            }
+            if (!mr.windowBoundIfAlive()) {
+                return WcStatus.MW_BIND_ERR; // deregistered meanwhile
+            }
+            parent = mr;
+            view.rebindView(mr.segment().asSlice(off, length), mask, newKey);
+            return WcStatus.SUCCESS;
+        }
+    }
+
+    /** True if {@code mr} is this type-2 window's view and it is bound: a LOCAL_INV or SEND_WITH_INV may invalidate it. */
+    boolean invalidatable(MemoryRegion mr) {
+        return type == Type.TYPE_2 && mr == view && mr.isValid();
+    }
+
+    /**
+     * A LOCAL_INV or a peer's SEND_WITH_INV of this type-2 window's key (an executor's thread): the
+     * key stops resolving; the caller then waits out the grace period, so no access through it is in
+     * progress afterwards. The key (and its index) stay: a later BIND_MW moves the key byte on.
+     */
+    void invalidateByRequest() {
+        synchronized (this) {
+            if (view.isValid()) {
+                view.invalidate();
+                MemoryRegion p = parent;
+                parent = null;
+                if (p != null) {
+                    p.windowBound(-1);
+                }
+            }
+        }
     }
 
     /**
@@ -35,6 +138,10 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
     public int bind(MemoryRegion mr, long address, long length, Access... rights) {
         synchronized (device.lock) {
             checkAlive("bind");
+            if (type == Type.TYPE_2) {
+                throw new RdmaException(Errno.EINVAL, this + ": a type-2 window is bound by a BIND_MW work request "
+                        + "(WorkRequest.bindMw), not by bind()");
+            }
             if (length == 0) {
                 unbindLocked(); // when this returns, no copy through the old key is in progress
                 return 0;
@@ -79,6 +186,10 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
     public void unbind() {
         synchronized (device.lock) {
             checkAlive("unbind");
+            if (type == Type.TYPE_2) {
+                throw new RdmaException(Errno.EINVAL, this + ": a type-2 window is invalidated by a LOCAL_INV work request "
+                        + "of its key (or a peer's SEND_WITH_INV), not by unbind()");
+            }
             unbindLocked();
         }
     }
@@ -93,7 +204,11 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
         }
     }
 
-    /** The current rkey, or 0 when unbound. */
+    /**
+     * The current rkey. Type 1: 0 when unbound. Type 2: the key of the last bind (the window's first
+     * key before any), bound or not, as verbs' {@code mw->rkey}: a BIND_MW takes
+     * {@link MemoryRegion#incRkey(int)} of it.
+     */
     public int rkey() {
         synchronized (device.lock) {
             return view == null ? 0 : view.rkey();
@@ -109,7 +224,7 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
     public byte[] exportRemoteKey() {
         synchronized (device.lock) {
             checkAlive("exportRemoteKey");
-            if (view == null) {
+            if (view == null || !view.isValid()) {
                 throw new RdmaException(Errno.EINVAL, this + ": exportRemoteKey of an unbound window");
             }
             return view.exportRemoteKey();
@@ -119,7 +234,7 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
     /** True while bound. */
     public boolean isBound() {
         synchronized (device.lock) {
-            return view != null;
+            return view != null && (type == Type.TYPE_1 || view.isValid());
         }
     }
 
@@ -131,7 +246,23 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
     public void close() {
         synchronized (device.lock) {
             checkAlive("close");
-            unbindLocked();
+            if (type == Type.TYPE_2) {
+                synchronized (this) {
+                    closing = true; // a BIND_MW from now on fails
+                    if (view.isValid()) {
+                        view.invalidate();
+                        MemoryRegion p = parent;
+                        parent = null;
+                        if (p != null) {
+                            p.windowBound(-1);
+                        }
+                    }
+                }
+                view.retireWindow(); // when this returns, no access through its key is in progress
+                view = null;
+            } else {
+                unbindLocked();
+            }
             markDestroyed();
             pd.release();
         }

@@ -43,7 +43,13 @@ public enum Opcode {
     /** Completion opcode of a receive consumed by a SEND. */
     RECV,
     /** Completion opcode of a receive consumed by an RDMA WRITE with immediate. */
-    RECV_RDMA_WITH_IMM;
+    RECV_RDMA_WITH_IMM,
+    /**
+     * Bind a type-2 memory window ({@code IBV_WR_BIND_MW}, {@link WorkRequest#bindMw}): executed in
+     * order with the QP's other requests; the window then grants the rights on the range under the
+     * request's key. Completes BIND_MW, or {@link WcStatus#MW_BIND_ERR}.
+     */
+    BIND_MW;
 
     /** True for the two atomics. */
     public boolean isAtomic() {
@@ -52,6 +58,6 @@ public enum Opcode {
 
     /** True for the opcodes that may be posted to a send queue. */
     public boolean isSend() {
-        return ordinal() <= REG_MR_INTEGRITY.ordinal();
+        return ordinal() <= REG_MR_INTEGRITY.ordinal() || this == BIND_MW;
     }
 }

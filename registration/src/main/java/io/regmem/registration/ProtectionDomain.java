@@ -193,9 +193,22 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
      * {@link Access#MW_BIND}. Counted as a child of this PD.
      */
     public MemoryWindow allocMw() {
+        return allocMw(MemoryWindow.Type.TYPE_1);
+    }
+
+    /**
+     * Allocates a memory window of {@code type} ({@code ibv_alloc_mw}): type 1 is bound by
+     * {@link MemoryWindow#bind}, type 2 by a BIND_MW work request ({@link WorkRequest#bindMw}).
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a null type
+     */
+    public MemoryWindow allocMw(MemoryWindow.Type type) {
+        if (type == null) {
+            throw new RdmaException(Errno.EINVAL, this + ": allocMw needs a window type (TYPE_1 or TYPE_2)");
+        }
         synchronized (device.lock) {
             checkAlive("allocMw");
-            MemoryWindow mw = new MemoryWindow(this);
+            MemoryWindow mw = new MemoryWindow(this, type);
             retain();
             device.tracker.add(mw);
             return mw;

@@ -160,13 +160,33 @@ final class Translation implements MemoryAccess {
     }
 
     @Override
+    public WcStatus bindWindow(PostedWr w) {
+        MemoryWindow mw = MemoryWindow.of(w.bindMw());
+        MemoryRegion mr = w.regMr() == null ? null : MemoryRegion.of(w.regMr());
+        return mw.bindByRequest(qp.pd(), mr, w.remoteAddress(), w.bindLength(), w.regAccess(), w.regKey());
+    }
+
+    /** A fast-reg MR of this QP's PD, or a bound type-2 window of it, that the key names now; else null. */
+    @Override
     public MrContext invalidationTarget(int rkey) {
         MemoryRegion mr = qp.device.keys.current(rkey);
-        return mr == null || !mr.isFastReg() || mr.pd() != qp.pd() ? null : mr.context();
+        if (mr == null || mr.pd() != qp.pd()) {
+            return null;
+        }
+        if (mr.isWindow()) {
+            MemoryWindow owner = mr.windowOwner;
+            return owner != null && owner.invalidatable(mr) ? mr.context() : null;
+        }
+        return mr.isFastReg() ? mr.context() : null;
     }
 
     @Override
     public void invalidate(MrContext mr) {
-        MemoryRegion.of(mr).invalidate();
+        MemoryRegion r = MemoryRegion.of(mr);
+        if (r.windowOwner != null) {
+            r.windowOwner.invalidateByRequest();
+        } else {
+            r.invalidate();
+        }
     }
 }

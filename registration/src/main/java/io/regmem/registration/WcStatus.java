@@ -21,5 +21,11 @@ public enum WcStatus {
     /** The peer is gone: retries ran out. */
     RETRY_EXC_ERR,
     /** A failure injected by a test, or one that fits no other status. */
-    GENERAL_ERR
+    GENERAL_ERR,
+    /**
+     * A BIND_MW could not bind its window ({@code IBV_WC_MW_BIND_ERR}): the window is bound already,
+     * or gone; the key is not the window's; the region is gone, of another PD, without MW_BIND, too
+     * small for the range, or without LOCAL_WRITE for remote write or atomic rights.
+     */
+    MW_BIND_ERR
 }

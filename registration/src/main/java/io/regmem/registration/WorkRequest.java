@@ -33,6 +33,8 @@ public final class WorkRequest {
     private int regAccess;
     private WorkRequest next;
     private MemorySegment inlinePayload;
+    private MemoryWindow bindMw;
+    private long bindLength;
 
     /** A request with room for {@code maxSge} scatter/gather entries. */
     public WorkRequest(int maxSge) {
@@ -62,6 +64,8 @@ public final class WorkRequest {
         regAccess = 0;
         next = null;
         inlinePayload = null;
+        bindMw = null;
+        bindLength = 0;
         return this;
     }
 
@@ -231,6 +235,35 @@ public final class WorkRequest {
         regMr(mr, key, accessMask);
         this.opcode = Opcode.REG_MR_INTEGRITY;
         return this;
+    }
+
+    /**
+     * Makes this a BIND_MW ({@code IBV_WR_BIND_MW}) of type-2 window {@code mw} to
+     * {@code [address, address + length)} of {@code mr} with remote {@code rights}, under
+     * {@code rkey}: the window's key with a new key byte ({@link MemoryRegion#incRkey(int)} of
+     * {@link MemoryWindow#rkey()}, as {@code ibv_inc_rkey}). It executes in order with the QP's other
+     * requests; once it completed the window grants the rights under that key, until a LOCAL_INV of
+     * it or a peer's SEND_WITH_INV invalidates it. Post on a QP of the window's PD.
+     */
+    public WorkRequest bindMw(MemoryWindow mw, int rkey, MemoryRegion mr, long address, long length, Access... rights) {
+        this.opcode = Opcode.BIND_MW;
+        this.bindMw = mw;
+        this.regMr = mr;
+        this.regKey = rkey;
+        this.regAccess = Access.mask(rights);
+        this.remoteAddress = address;
+        this.bindLength = length;
+        return this;
+    }
+
+    /** A BIND_MW's window, or null. */
+    public MemoryWindow bindMw() {
+        return bindMw;
+    }
+
+    /** A BIND_MW's length. */
+    public long bindLength() {
+        return bindLength;
     }
 
     /** Chains {@code wr} after this one (null ends the chain). */

@@ -1,6 +1,7 @@
 package io.regmem.registration;
 
 import io.regmem.registration.spi.MrContext;
+import io.regmem.registration.spi.MwContext;
 import io.regmem.registration.spi.PostedWr;
 import java.lang.foreign.MemorySegment;
 
@@ -24,6 +25,8 @@ final class Wqe implements PostedWr {
     long compareAdd;
     long swap;
     MrContext regMr;
+    MwContext bindMw;
+    long bindLength;
     int regKey;
     int regAccess;
     /** The request's sequence number in its queue. */
@@ -75,8 +78,20 @@ final class Wqe implements PostedWr {
         compareAdd = wr.compareAdd();
         swap = wr.swap();
         regMr = wr.regMr() == null ? null : wr.regMr().context();
+        bindMw = wr.bindMw() == null ? null : wr.bindMw().context();
+        bindLength = wr.bindLength();
         regKey = wr.regKey();
         regAccess = wr.regAccess();
+    }
+
+    @Override
+    public MwContext bindMw() {
+        return bindMw;
+    }
+
+    @Override
+    public long bindLength() {
+        return bindLength;
     }
 
     @Override

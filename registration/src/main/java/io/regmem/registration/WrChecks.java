@@ -22,6 +22,9 @@ final class WrChecks {
         if (op == Opcode.RDMA_READ_WITH_INV && !qp.device().attributes().iWarp()) {
             throw new RdmaException(Errno.EOPNOTSUPP, qp + ": RDMA_READ_WITH_INV needs an iWARP device: bad WR index " + index);
         }
+        if (op == Opcode.BIND_MW) {
+            bindMw(qp, wr, index);
+        }
         if ((op == Opcode.REG_MR || op == Opcode.REG_MR_INTEGRITY) && wr.regMr() == null) {
             throw new RdmaException(Errno.EINVAL, qp + ": REG_MR without an MR: bad WR index " + index);
         }
@@ -39,6 +42,24 @@ final class WrChecks {
         long length = payload != null ? payload.byteSize() : wr.totalLength();
         if ((wr.numSge() > 0 || payload != null) && Long.compareUnsigned(wr.remoteAddress() + length, wr.remoteAddress()) < 0) {
             throw new RdmaException(Errno.EINVAL, qp + ": remote range wraps the address space: bad WR index " + index);
+        }
+    }
+
+    /** A BIND_MW's shape: a live type-2 window and a region, a positive length, remote rights only, no SGEs. */
+    private static void bindMw(QueuePair qp, WorkRequest wr, int index) {
+        MemoryWindow mw = wr.bindMw();
+        if (mw == null || wr.regMr() == null) {
+            throw new RdmaException(Errno.EINVAL, qp + ": BIND_MW needs a window and a region (WorkRequest.bindMw): bad WR index "
+                    + index);
+        }
+        if (mw.windowType() != MemoryWindow.Type.TYPE_2) {
+            throw new RdmaException(Errno.EINVAL, qp + ": " + mw + " is a type-1 window, bound with MemoryWindow.bind, not a "
+                    + "BIND_MW work request: bad WR index " + index);
+        }
+        int remoteBits = Access.mask(Access.REMOTE_READ, Access.REMOTE_WRITE, Access.REMOTE_ATOMIC);
+        if (wr.bindLength() <= 0 || wr.regAccess() == 0 || (wr.regAccess() & ~remoteBits) != 0 || wr.numSge() != 0) {
+            throw new RdmaException(Errno.EINVAL, qp + ": BIND_MW needs a positive length (" + wr.bindLength()
+                    + "), remote rights only (" + Access.describe(wr.regAccess()) + ") and no SGEs: bad WR index " + index);
         }
     }
 

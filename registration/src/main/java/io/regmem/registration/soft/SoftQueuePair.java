@@ -271,6 +271,7 @@ final class SoftQueuePair implements ProviderQp {
         try {
             status = switch (w.opcode()) {
                 case REG_MR, REG_MR_INTEGRITY -> memory.fastRegister(w);
+                case BIND_MW -> memory.bindWindow(w);
                 case RDMA_WRITE, RDMA_WRITE_WITH_IMM -> write(w, locked);
                 case RDMA_READ, RDMA_READ_WITH_INV -> read(w);
                 case SEND, SEND_WITH_INV, SEND_WITH_IMM -> send(w, locked);

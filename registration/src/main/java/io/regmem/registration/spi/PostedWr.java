@@ -24,6 +24,16 @@ public interface PostedWr {
         return null;
     }
 
+    /** A BIND_MW's window, or null; its region is {@link #regMr()}, its key {@link #regKey()}, its rights {@link #regAccess()}. */
+    default MwContext bindMw() {
+        return null;
+    }
+
+    /** A BIND_MW's range: it starts at {@link #remoteAddress()}; this many bytes. */
+    default long bindLength() {
+        return 0;
+    }
+
     /** True if the receive it consumes at the peer is solicited ({@code IBV_SEND_SOLICITED}). */
     default boolean solicited() {
         return false;

@@ -498,6 +498,16 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public io.regmem.registration.spi.MwContext bindMw() {
+            return w.bindMw();
+        }
+
+        @Override
+        public long bindLength() {
+            return w.bindLength();
+        }
+
+        @Override
         public int regKey() {
             return w.regKey();
         }

@@ -8,6 +8,7 @@ import io.regmem.registration.Access;
 import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.MemoryWindow;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.PoolRegistration;
 import io.regmem.registration.ProtectionDomain;
@@ -39,7 +40,9 @@ import java.util.function.Supplier;
  * (registrations and deregistrations, cache gets, puts and invalidations, pool allocations and
  * frees, RDMA WRITE, WRITE_WITH_IMM, READ and SEND with valid, stale, foreign and forged keys,
  * offsets and lengths, receives, polls, memory freed under its registrations, closes in the wrong
- * order and twice, reconnections), each checked against a model of every byte of every buffer and
+ * order and twice, reconnections; memory windows of both types at B, bound by call or by BIND_MW,
+ * invalidated by call, LOCAL_INV or A's SEND_WITH_INV, their keys live and stale in A's requests),
+ * each checked against a model of every byte of every buffer and
  * of every object's state: completion statuses and ids, exception types and {@link Errno}s, and
  * bytes must all equal the model's. Written against the public API only and provider-neutral (the
  * provider comes from {@code -Dregmem.provider}; completions are awaited by polling, so an
@@ -119,7 +122,14 @@ final class ModelFuzz implements AutoCloseable {
         final int access;
         boolean closed;
 
+        /** The bound window this stands for (its view of the parent's memory), or null for a region. */
+        final Win win;
+
         Reg(MemoryRegion mr, boolean sideA, ProtectionDomain pd, Mem mem, long address, long length, int access) {
+            this(mr, sideA, pd, mem, address, length, access, null);
+        }
+
+        Reg(MemoryRegion mr, boolean sideA, ProtectionDomain pd, Mem mem, long address, long length, int access, Win win) {
             this.mr = mr;
             this.sideA = sideA;
             this.pd = pd;
@@ -127,10 +137,35 @@ final class ModelFuzz implements AutoCloseable {
             this.address = address;
             this.length = length;
             this.access = access;
+            this.win = win;
         }
 
         int key() {
-            return mr.lkey();
+            return win != null ? win.key : mr.lkey();
+        }
+    }
+
+    /** A memory window at B the model knows: its type, and while bound, its parent region, range, rights and key. */
+    static final class Win {
+        final MemoryWindow mw;
+        final MemoryWindow.Type type;
+        boolean bound;
+        Reg parent;
+        long address;
+        long length;
+        int access;
+        int key;
+        /** Identity of the current binding (a key's import is per binding). */
+        Object binding;
+        boolean closed;
+
+        Win(MemoryWindow mw) {
+            this.mw = mw;
+            this.type = mw.windowType();
+        }
+
+        Reg asReg(ProtectionDomain pd) {
+            return new Reg(null, false, pd, parent.mem, address, length, access, this);
         }
     }
 
@@ -164,6 +199,9 @@ final class ModelFuzz implements AutoCloseable {
     private final List<Mem> memB = new ArrayList<>();
     private final List<Reg> regs = new ArrayList<>();
     private final List<Reg> closedRegs = new ArrayList<>();
+    private final List<Win> wins = new ArrayList<>();
+    /** {address, key} of window bindings that ended: stale keys to try. */
+    private final List<long[]> staleWindowKeys = new ArrayList<>();
     private final List<Held> held = new ArrayList<>();
     /** Acquisitions given back: their regions may still be cached (valid) or evicted; the region says which. */
     private final List<Held> released = new ArrayList<>();
@@ -295,6 +333,8 @@ final class ModelFuzz implements AutoCloseable {
                 killMemory();
             } else if (k < 84) {
                 reconnect();
+            } else if (k < 90) {
+                windowOp();
             } else {
                 checkBytes();
             }
@@ -349,6 +389,9 @@ final class ModelFuzz implements AutoCloseable {
         Access.mask(Access.LOCAL_WRITE, Access.REMOTE_ATOMIC),
         Access.mask(Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ, Access.REMOTE_ATOMIC),
         0,
+        Access.mask(Access.LOCAL_WRITE, Access.MW_BIND),
+        Access.mask(Access.LOCAL_WRITE, Access.REMOTE_READ, Access.MW_BIND),
+        Access.mask(Access.MW_BIND),
     };
 
     private void register() {
@@ -400,7 +443,13 @@ final class ModelFuzz implements AutoCloseable {
         if (regs.isEmpty()) {
             return;
         }
-        Reg r = regs.remove(rnd.nextInt(regs.size()));
+        Reg r = regs.get(rnd.nextInt(regs.size()));
+        if (wins.stream().anyMatch(w -> w.bound && w.parent == r)) {
+            note("deregister " + r.mr + " with a window bound");
+            expectFailure(Errno.EBUSY, "close of " + r.mr + " with a window bound", r.mr::close);
+            return;
+        }
+        regs.remove(r);
         note("deregister " + r.mr);
         expectSuccess("close " + r.mr, () -> {
             r.mr.close();
@@ -443,20 +492,32 @@ final class ModelFuzz implements AutoCloseable {
     private final java.util.Map<Integer, Imported> imported = new java.util.HashMap<>();
 
     /** What A imported for a region's key (a later region may get the same key number: it is imported anew). */
-    private record Imported(MemoryRegion region, int handle) {
+    private record Imported(Object owner, int handle) {
     }
 
     private void exchangeKey(MemoryRegion mr) {
         Imported i = imported.get(mr.rkey());
-        if (i == null || i.region() != mr) {
+        if (i == null || i.owner() != mr) {
             imported.put(mr.rkey(), new Imported(mr, qpA.importRemoteKey(mr.exportRemoteKey())));
+        }
+    }
+
+    /** A bound window's key, imported once per binding. */
+    private void exchangeKey(Win w) {
+        Imported i = imported.get(w.key);
+        if (i == null || i.owner() != w.binding) {
+            imported.put(w.key, new Imported(w.binding, qpA.importRemoteKey(w.mw.exportRemoteKey())));
         }
     }
 
     private int onTheWire(int rkey) {
         Reg now = resolve(rkey, false);
         if (now != null) {
-            exchangeKey(now.mr); // the live region with this key number, imported once
+            if (now.win != null) {
+                exchangeKey(now.win);
+            } else {
+                exchangeKey(now.mr); // the live region with this key number, imported once
+            }
         }
         Imported i = imported.get(rkey);
         return i == null ? rkey : i.handle(); // a stale import stays stale: the target refuses it
@@ -587,6 +648,11 @@ final class ModelFuzz implements AutoCloseable {
                 }
             }
         } else {
+            for (Win w : wins) {
+                if (w.bound && w.key == key) {
+                    return w.asReg(pdB);
+                }
+            }
             for (Held h : held) {
                 if (h.handle().lkey() == key) {
                     if (revoked.contains(h.handle().region())) {
@@ -721,10 +787,18 @@ final class ModelFuzz implements AutoCloseable {
                         h.handle().rkey()});
             }
         }
+        for (Win w : wins) {
+            if (w.bound && w.length >= length && (!good || (w.parent.mem.alive && Access.has(w.access, right)))) {
+                candidates.add(new long[] {w.address + rnd.nextLong(w.length - length + 1), w.key});
+            }
+        }
         if (good && !candidates.isEmpty()) {
             return candidates.get(rnd.nextInt(candidates.size()));
         }
-        int way = rnd.nextInt(6);
+        int way = rnd.nextInt(7);
+        if (way == 6 && !staleWindowKeys.isEmpty()) {
+            return staleWindowKeys.get(rnd.nextInt(staleWindowKeys.size()));
+        }
         if (way == 0 && !closedRegs.isEmpty()) {
             Reg r = closedRegs.get(rnd.nextInt(closedRegs.size()));
             return new long[] {r.address, r.key()};
@@ -1062,6 +1136,201 @@ final class ModelFuzz implements AutoCloseable {
         settle();
     }
 
+    // ---- memory windows (B side) -----------------------------------------------------------------
+
+    private static final int[] WINDOW_RIGHTS = {
+        Access.mask(Access.REMOTE_READ),
+        Access.mask(Access.REMOTE_WRITE),
+        Access.mask(Access.REMOTE_READ, Access.REMOTE_WRITE),
+        Access.mask(Access.REMOTE_ATOMIC),
+        Access.mask(Access.REMOTE_READ, Access.REMOTE_WRITE, Access.REMOTE_ATOMIC),
+    };
+
+    /** Allocates, binds, invalidates (by call, LOCAL_INV or a peer's SEND_WITH_INV) and closes windows at B. */
+    private void windowOp() {
+        List<Win> live = wins.stream().filter(w -> !w.closed).toList();
+        int k = live.isEmpty() ? 0 : rnd.nextInt(6);
+        if (k == 0 && live.size() < 6) {
+            MemoryWindow.Type type = rnd.nextBoolean() ? MemoryWindow.Type.TYPE_1 : MemoryWindow.Type.TYPE_2;
+            note("allocMw " + type);
+            wins.add(new Win(expectSuccess("allocMw", () -> pdB.allocMw(type))));
+            return;
+        }
+        if (live.isEmpty()) {
+            return;
+        }
+        Win w = live.get(rnd.nextInt(live.size()));
+        switch (k) {
+            case 1, 2 -> bindWindow(w);
+            case 3 -> invalidateWindow(w);
+            case 4 -> sendWithInv(w);
+            default -> {
+                note("close " + w.mw);
+                unbound(w);
+                expectSuccess("close " + w.mw, () -> {
+                    w.mw.close();
+                    return null;
+                });
+                w.closed = true;
+                wins.remove(w);
+            }
+        }
+    }
+
+    /** The window's binding ended: its key goes stale, its parent may be deregistered again. */
+    private void unbound(Win w) {
+        if (w.bound) {
+            staleWindowKeys.add(new long[] {w.address, w.key});
+            if (staleWindowKeys.size() > 20) {
+                staleWindowKeys.removeFirst();
+            }
+        }
+        w.bound = false;
+        w.parent = null;
+    }
+
+    private void bindWindow(Win w) {
+        List<Reg> targets = regs.stream().filter(r -> !r.sideA).toList();
+        if (targets.isEmpty()) {
+            return;
+        }
+        Reg parent = targets.get(rnd.nextInt(targets.size()));
+        boolean inside = rnd.nextInt(6) != 0;
+        long len = inside ? 1 + rnd.nextLong(parent.length) : parent.length + 1;
+        long addr = inside ? parent.address + rnd.nextLong(parent.length - len + 1) : parent.address;
+        int rights = WINDOW_RIGHTS[rnd.nextInt(WINDOW_RIGHTS.length)];
+        boolean ok = parent.pd == pdB && Access.has(parent.access, Access.MW_BIND) && inside
+                && (!(Access.has(rights, Access.REMOTE_WRITE) || Access.has(rights, Access.REMOTE_ATOMIC))
+                        || Access.has(parent.access, Access.LOCAL_WRITE));
+        Access[] rightList = java.util.Arrays.stream(Access.values()).filter(a -> Access.has(rights, a)).toArray(Access[]::new);
+        if (w.type == MemoryWindow.Type.TYPE_1) {
+            String what = "bind " + w.mw + " to " + parent.mr + " 0x" + Long.toHexString(addr) + "+" + len + " "
+                    + Access.describe(rights);
+            note(what);
+            if (!ok) {
+                expectFailure(Errno.EINVAL, what, () -> w.mw.bind(parent.mr, addr, len, rightList));
+                return;
+            }
+            int key = expectSuccess(what, () -> w.mw.bind(parent.mr, addr, len, rightList));
+            unbound(w);
+            bound(w, parent, addr, len, rights, key);
+            return;
+        }
+        settle(); // B's completions in a known order: the bind's alone
+        boolean rightKey = rnd.nextInt(8) != 0;
+        int key = rightKey ? MemoryRegion.incRkey(w.mw.rkey()) : w.mw.rkey() ^ 0x100;
+        long wrId = nextWrId++;
+        WorkRequest wr = new WorkRequest(1).wrId(wrId).signaled(true).bindMw(w.mw, key, parent.mr, addr, len, rightList);
+        note("BIND_MW #" + wrId + " " + w.mw + " key " + Integer.toHexString(key) + " to " + parent.mr + " 0x"
+                + Long.toHexString(addr) + "+" + len + " " + Access.describe(rights));
+        WcStatus status = bError ? WcStatus.WR_FLUSH_ERR
+                : ok && rightKey && !w.bound ? WcStatus.SUCCESS : WcStatus.MW_BIND_ERR;
+        expectSuccess("post BIND_MW", () -> {
+            qpB.postSend(wr);
+            return null;
+        });
+        expectB.add(new long[] {wrId, status.ordinal(), Opcode.BIND_MW.ordinal(), -1});
+        outcomes.merge("BIND_MW " + status, 1, Integer::sum);
+        if (status == WcStatus.SUCCESS) {
+            bound(w, parent, addr, len, rights, key);
+        } else if (status == WcStatus.MW_BIND_ERR) {
+            breakB();
+        }
+        settle();
+    }
+
+    private void bound(Win w, Reg parent, long addr, long len, int rights, int key) {
+        w.bound = true;
+        w.parent = parent;
+        w.address = addr;
+        w.length = len;
+        w.access = rights;
+        w.key = key;
+        w.binding = new Object();
+    }
+
+    /** Type 1: unbind() (or a zero-length bind); type 2: a LOCAL_INV of its key at B. */
+    private void invalidateWindow(Win w) {
+        if (w.type == MemoryWindow.Type.TYPE_1) {
+            boolean zero = rnd.nextBoolean();
+            note((zero ? "zero-length bind of " : "unbind ") + w.mw);
+            expectSuccess("unbind " + w.mw, () -> {
+                if (zero) {
+                    w.mw.bind(null, 0, 0);
+                } else {
+                    w.mw.unbind();
+                }
+                return null;
+            });
+            unbound(w);
+            return;
+        }
+        settle();
+        long wrId = nextWrId++;
+        // (the wrong key: a plain region's, which LOCAL_INV never invalidates)
+        List<Reg> plain = regs.stream().filter(r -> !r.sideA).toList();
+        int key = rnd.nextInt(6) != 0 || plain.isEmpty() ? w.mw.rkey() : plain.get(rnd.nextInt(plain.size())).key();
+        note("LOCAL_INV #" + wrId + " of " + w.mw + " key " + Integer.toHexString(key));
+        WcStatus status = bError ? WcStatus.WR_FLUSH_ERR : w.bound && key == w.key ? WcStatus.SUCCESS : WcStatus.LOC_PROT_ERR;
+        expectSuccess("post LOCAL_INV", () -> {
+            qpB.postSend(new WorkRequest(1).wrId(wrId).opcode(Opcode.LOCAL_INV).signaled(true).invalidateRkey(key));
+            return null;
+        });
+        expectB.add(new long[] {wrId, status.ordinal(), Opcode.LOCAL_INV.ordinal(), -1});
+        outcomes.merge("LOCAL_INV " + status, 1, Integer::sum);
+        if (status == WcStatus.SUCCESS) {
+            unbound(w);
+        } else if (status == WcStatus.LOC_PROT_ERR) {
+            breakB();
+        }
+        settle();
+    }
+
+    /** A's SEND_WITH_INV of 0 bytes naming the window's key (imported while it is bound): a type-2 binding ends. */
+    private void sendWithInv(Win w) {
+        settle();
+        if (w.bound) {
+            exchangeKey(w);
+        }
+        Imported imp = imported.get(w.key);
+        int onWire = imp != null && (!w.bound || imp.owner() == w.binding) ? imp.handle() : w.key;
+        long wrId = nextWrId++;
+        note("SEND_WITH_INV #" + wrId + " of " + w.mw + (w.bound ? " (bound)" : " (unbound)"));
+        boolean invalidatable = w.type == MemoryWindow.Type.TYPE_2 && w.bound;
+        WcStatus status;
+        if (aError) {
+            status = WcStatus.WR_FLUSH_ERR;
+        } else if (bError) {
+            status = WcStatus.RETRY_EXC_ERR;
+        } else if (recvsAtB.isEmpty()) {
+            status = WcStatus.RNR_RETRY_EXC_ERR;
+        } else {
+            Recv r = recvsAtB.getFirst();
+            if (!r.sges().stream().allMatch(s -> localOk(s, false, pdB, true))) {
+                status = WcStatus.REM_OP_ERR;
+                recvsAtB.removeFirst();
+                expectB.add(new long[] {r.wrId(), WcStatus.LOC_PROT_ERR.ordinal(), Opcode.RECV.ordinal(), -1});
+            } else if (!invalidatable) {
+                status = WcStatus.REM_INV_REQ_ERR; // (the receive stays posted: the error state flushes it)
+            } else {
+                status = WcStatus.SUCCESS;
+                recvsAtB.removeFirst();
+                expectB.add(new long[] {r.wrId(), WcStatus.SUCCESS.ordinal(), Opcode.RECV.ordinal(), 0, NO_IMM});
+                unbound(w);
+            }
+        }
+        expectSuccess("post SEND_WITH_INV", () -> {
+            qpA.postSend(new WorkRequest(1).wrId(wrId).opcode(Opcode.SEND_WITH_INV).signaled(true).invalidateRkey(onWire));
+            return null;
+        });
+        expectA.add(new long[] {wrId, status.ordinal(), Opcode.SEND_WITH_INV.ordinal(), -1});
+        outcomes.merge("SEND_WITH_INV " + status, 1, Integer::sum);
+        if (status != WcStatus.SUCCESS && status != WcStatus.WR_FLUSH_ERR) {
+            failA(status);
+        }
+        settle();
+    }
+
     // ---- closes in the wrong order, and twice -----------------------------------------------------
 
     private void wrongOrderCloses() {
@@ -1247,6 +1516,10 @@ final class ModelFuzz implements AutoCloseable {
         idA.close();
         idB.close();
         listener.close();
+        for (Win w : wins) {
+            w.mw.close();
+        }
+        wins.clear();
         for (Reg r : regs) {
             r.mr.close();
         }

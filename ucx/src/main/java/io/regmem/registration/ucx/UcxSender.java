@@ -65,10 +65,10 @@ final class UcxSender {
     /** Checks and issues one request: a failure status decided before anything moved, or null once it is under way. */
     WcStatus start(PostedWr w, UcxOp op) {
         Opcode opcode = w.opcode();
-        if (opcode == Opcode.REG_MR) {
+        if (opcode == Opcode.REG_MR || opcode == Opcode.BIND_MW) {
             reader.enter();
             try {
-                WcStatus s = ctx.memory().fastRegister(w);
+                WcStatus s = opcode == Opcode.BIND_MW ? ctx.memory().bindWindow(w) : ctx.memory().fastRegister(w);
                 return s == WcStatus.SUCCESS ? null : s; // done at once: a local operation
             } finally {
                 reader.exit();
