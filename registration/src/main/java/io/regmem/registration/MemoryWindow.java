@@ -110,15 +110,13 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
      * key stops resolving; the caller then waits out the grace period, so no access through it is in
      * progress afterwards. The key (and its index) stay: a later BIND_MW moves the key byte on.
      */
-    void invalidateByRequest() {
-        synchronized (this) {
-            if (view.isValid()) {
-                view.invalidate();
-                MemoryRegion p = parent;
-                parent = null;
-                if (p != null) {
-                    p.windowBound(-1);
-                }
+    synchronized void invalidateByRequest() {
+        if (view.isValid()) {
+            view.invalidate();
+            MemoryRegion p = parent;
+            parent = null;
+            if (p != null) {
+                p.windowBound(-1);
             }
         }
     }
@@ -211,7 +209,7 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
      */
     public int rkey() {
         synchronized (device.lock) {
-            return view == null ? 0 : view.rkey();
+            return view == null || isDestroyed() ? 0 : view.rkey();
         }
     }
 
@@ -249,17 +247,11 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
             if (type == Type.TYPE_2) {
                 synchronized (this) {
                     closing = true; // a BIND_MW from now on fails
-                    if (view.isValid()) {
-                        view.invalidate();
-                        MemoryRegion p = parent;
-                        parent = null;
-                        if (p != null) {
-                            p.windowBound(-1);
-                        }
-                    }
+                    invalidateByRequest();
                 }
+                // The view stays referenced: an executor that found it before the close may still
+                // invalidate it (a no-op on a retired view), or bind it (refused: closing).
                 view.retireWindow(); // when this returns, no access through its key is in progress
-                view = null;
             } else {
                 unbindLocked();
             }

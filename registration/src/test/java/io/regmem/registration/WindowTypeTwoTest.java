@@ -111,6 +111,25 @@ class WindowTypeTwoTest {
         mw.close();
     }
 
+    /**
+     * An executor that resolved a window's key for a LOCAL_INV or SEND_WITH_INV just before the
+     * window was closed invalidates it afterwards: a no-op, never an exception on the data path; a
+     * BIND_MW that raced the close is refused.
+     */
+    @Test
+    void anInvalidationOrBindThatRacedTheWindowsCloseIsHarmless() {
+        MemoryRegion region = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.MW_BIND);
+        MemoryWindow mw = lb.pdB.allocMw(MemoryWindow.Type.TYPE_2);
+        int key = bind(mw, region);
+        mw.close();
+        mw.invalidateByRequest(); // (what the executor's invalidate does once it found the view)
+        assertThat(mw.bindByRequest(lb.pdB, region, lb.memB.address(), 64, Access.mask(Access.REMOTE_READ),
+                MemoryRegion.incRkey(key))).isEqualTo(WcStatus.MW_BIND_ERR);
+        assertThat(mw.rkey()).isZero();
+        assertThat(mw.isBound()).isFalse();
+        region.close(); // the closed window holds no count on it
+    }
+
     @Test
     void misuseIsEinvalAtPostOrMwBindErrAtExecutionAndChangesNothing() {
         MemoryRegion region = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.MW_BIND);
