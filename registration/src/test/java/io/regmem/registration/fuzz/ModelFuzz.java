@@ -1234,9 +1234,22 @@ final class ModelFuzz implements AutoCloseable {
         if (status == WcStatus.SUCCESS) {
             bound(w, parent, addr, len, rights, key);
         } else if (status == WcStatus.MW_BIND_ERR) {
-            breakB();
+            brokeAloneAtB();
+            return;
         }
         settle();
+    }
+
+    /**
+     * A request of B's own failed: B is in the error state and A is not. What A's next request to
+     * such a peer reports differs by provider (soft: RETRY_EXC_ERR, the peer gone; ucx checks the
+     * rights of the peer's exported key at the initiator first, REM_ACCESS_ERR), so the model
+     * reconnects at once instead of predicting it.
+     */
+    private void brokeAloneAtB() {
+        breakB();
+        settle();
+        reconnect();
     }
 
     private void bound(Win w, Reg parent, long addr, long len, int rights, int key) {
@@ -1281,7 +1294,8 @@ final class ModelFuzz implements AutoCloseable {
         if (status == WcStatus.SUCCESS) {
             unbound(w);
         } else if (status == WcStatus.LOC_PROT_ERR) {
-            breakB();
+            brokeAloneAtB();
+            return;
         }
         settle();
     }
