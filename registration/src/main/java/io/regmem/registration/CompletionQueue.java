@@ -121,21 +121,32 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         if (tail == head && provider.idle()) {
             return 0; // nothing here and nothing to progress: no lock taken
         }
+        return progressAndTake(out);
+    }
+
+    /**
+     * Progresses the provider, then takes completions into {@code out} (none if null): under the sole
+     * user's QP lock while one QP uses this CQ (its lock orders the pollers too, and the provider
+     * progresses the QP under the same acquisition, {@link ProviderCq#progress}), else progressing
+     * first and taking under the poll lock.
+     */
+    private int progressAndTake(WorkCompletion[] out) {
         ReentrantLock sole = producer;
         if (sole != null && sole != sharedProducer) {
-            // One QP uses this CQ: its lock orders the pollers too, and the provider progresses the
-            // QP under the same acquisition (ProviderCq#progress).
             lockSpinning(sole);
             try {
                 if (producer == sole) {
                     provider.progress();
-                    return take(out);
+                    return out == null ? 0 : take(out);
                 }
             } finally {
                 sole.unlock();
             }
         }
         provider.progress();
+        if (out == null) {
+            return 0;
+        }
         pollLock.lock();
         try {
             return take(out);
@@ -150,19 +161,9 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
      */
     void progressOnly() {
         checkAlive("progress");
-        ReentrantLock sole = producer;
-        if (sole != null && sole != sharedProducer) {
-            lockSpinning(sole);
-            try {
-                if (producer == sole) {
-                    provider.progress();
-                    return;
-                }
-            } finally {
-                sole.unlock();
-            }
+        if (!provider.idle()) { // (an idle provider has nothing to do: no lock taken, as in poll)
+            progressAndTake(null);
         }
-        provider.progress();
     }
 
     /** True if its device makes completions without anybody polling (a progress thread). */

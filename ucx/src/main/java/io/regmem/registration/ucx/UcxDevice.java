@@ -357,9 +357,7 @@ final class UcxDevice implements ProviderDevice {
     /** Destroys a channel nobody uses (its QPs' requests are ended or released). */
     private void destroyChannel(UcxChannel c) {
         List<Long> closing;
-        try {
-            lockWorker();
-        } catch (RdmaException closedAlready) {
+        if (!lockWorkerIfOpen()) {
             return; // the device's close destroyed it
         }
         try {
@@ -374,9 +372,7 @@ final class UcxDevice implements ProviderDevice {
         long deadline = System.nanoTime() + 200_000_000L;
         int idle = 0;
         while (idle < 16 && System.nanoTime() < deadline) {
-            try {
-                lockWorker();
-            } catch (RdmaException closedAlready) {
+            if (!lockWorkerIfOpen()) {
                 return;
             }
             try {
@@ -385,15 +381,23 @@ final class UcxDevice implements ProviderDevice {
                 workerLock.unlock();
             }
         }
-        try {
-            lockWorker();
-        } catch (RdmaException closedAlready) {
+        if (!lockWorkerIfOpen()) {
             return;
         }
         try {
             closeChannel(c, closing);
         } finally {
             workerLock.unlock();
+        }
+    }
+
+    /** Takes the worker lock unless the device is closed (then false, and its close destroyed every channel). */
+    private boolean lockWorkerIfOpen() {
+        try {
+            lockWorker();
+            return true;
+        } catch (RdmaException closedAlready) {
+            return false;
         }
     }
 
@@ -688,11 +692,8 @@ final class UcxDevice implements ProviderDevice {
             return;
         }
         try {
-            if (closed) {
-                return;
-            }
-            for (int i = 0; i < 64 && worker.progress(); i++) {
-                // keep going while UCX reports work
+            if (!closed) {
+                progressWorker(worker);
             }
         } finally {
             workerLock.unlock();
