@@ -6,7 +6,7 @@ package io.regmem.registration;
  * {@link RdmaDevice#pollAsyncEvent()}.
  *
  * @param type        what happened
- * @param resource    the object it happened to (the CQ, the QP)
+ * @param resource    the object it happened to (the CQ, the QP, the SRQ)
  * @param description a sentence naming the object and the cause
  */
 public record AsyncEvent(Type type, RdmaResource resource, String description) {
@@ -22,6 +22,17 @@ public record AsyncEvent(Type type, RdmaResource resource, String description) {
          * A QP moved to the error state without a work completion saying why ({@code IBV_EVENT_QP_FATAL}):
          * its completion was lost to a CQ overrun.
          */
-        QP_FATAL
+        QP_FATAL,
+        /**
+         * A shared receive queue fell below its armed limit ({@code IBV_EVENT_SRQ_LIMIT_REACHED}): a QP took
+         * a receive and fewer than {@link SharedReceiveQueue#armLimit} remain queued; the limit is disarmed.
+         * The resource is the SRQ.
+         */
+        SRQ_LIMIT_REACHED,
+        /**
+         * A QP using a shared receive queue is in the error state and holds no receive of it any more
+         * ({@code IBV_EVENT_QP_LAST_WQE_REACHED}): its flushed completions are all made. Raised once per QP.
+         */
+        QP_LAST_WQE_REACHED
     }
 }

@@ -105,6 +105,14 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                 }
                 cq.checkAlive("createQp");
             }
+            SharedReceiveQueue srq = attrs.srq();
+            if (srq != null) {
+                srq.checkAlive("createQp");
+                if (srq.pd() != pd) {
+                    throw new RdmaException(Errno.EINVAL, this + ": createQp with " + srq + " of " + srq.pd() + " in " + pd
+                            + "; a QP's SRQ is of its own PD");
+                }
+            }
             DeviceAttributes a = device.attributes();
             check(attrs.maxSendWr(), a.maxQpWr(), "maxSendWr", "maxQpWr");
             check(attrs.maxRecvWr(), a.maxQpWr(), "maxRecvWr", "maxQpWr");
@@ -143,6 +151,9 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             pd.retain();
             scq.retain();
             rcq.retain();
+            if (srq != null) {
+                srq.retain();
+            }
             scq.attach(created);
             scq.provider.attach(created.provider, true, rcq == scq);
             if (rcq != scq) {
@@ -197,6 +208,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             try {
                 q.toError("destroyed");
                 q.provider().stop(); // nothing of the QP touches memory any more
+                q.returnSrqReceive();
             } finally {
                 q.lock.unlock();
                 q.postLock.unlock();
@@ -212,6 +224,9 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             q.pd().release();
             q.sendCq().release();
             q.recvCq().release();
+            if (q.srq != null) {
+                q.srq.release();
+            }
             q.sendCq().detach(q);
             if (q.recvCq() != q.sendCq()) {
                 q.recvCq().detach(q);

@@ -216,6 +216,30 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
     }
 
     /**
+     * Creates a shared receive queue ({@code ibv_create_srq}) for QPs of this PD
+     * ({@link QpInitAttributes#srq}).
+     *
+     * @param maxWr  receive slots, in [1, device maxQpWr]
+     * @param maxSge SGEs per receive, in [1, device maxRecvSge]
+     * @throws RdmaException {@link Errno#EINVAL} for a size out of range; {@link Errno#EBADF} if the PD
+     *                       was deallocated
+     */
+    public SharedReceiveQueue createSrq(int maxWr, int maxSge) {
+        synchronized (device.lock) {
+            checkAlive("createSrq");
+            DeviceAttributes a = device.attributes();
+            if (maxWr < 1 || maxWr > a.maxQpWr() || maxSge < 1 || maxSge > a.maxRecvSge()) {
+                throw new RdmaException(Errno.EINVAL, this + ": createSrq(maxWr " + maxWr + ", maxSge " + maxSge
+                        + ") is outside [1, maxQpWr=" + a.maxQpWr() + "] x [1, maxRecvSge=" + a.maxRecvSge() + "]");
+            }
+            SharedReceiveQueue srq = new SharedReceiveQueue(this, maxWr, maxSge);
+            retain();
+            device.tracker.add(srq);
+            return srq;
+        }
+    }
+
+    /**
      * Deallocates the PD ({@code ib_dealloc_pd}).
      *
      * @throws RdmaException {@link Errno#EBUSY} naming the count while MRs or QPs are alive (the PD stays
@@ -224,7 +248,7 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
     @Override
     public void close() {
         synchronized (device.lock) {
-            destroyUnlessCounted("deallocate", "live memory region(s), window(s) and queue pair(s)", "destroy them first");
+            destroyUnlessCounted("deallocate", "live memory region(s), window(s), shared receive queue(s) and queue pair(s)", "destroy them first");
         }
     }
 }

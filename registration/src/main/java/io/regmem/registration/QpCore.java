@@ -58,7 +58,7 @@ final class QpCore extends ProviderState implements QpContext {
 
     @Override
     public boolean idle() {
-        return qp.sq.idle() && (qp.state() != QueuePair.State.ERROR || qp.rq.idle());
+        return qp.sq.idle() && (qp.state() != QueuePair.State.ERROR || (qp.rq.idle() && qp.srqSettled()));
     }
 
     @Override
@@ -93,14 +93,18 @@ final class QpCore extends ProviderState implements QpContext {
 
     @Override
     public PostedWr nextRecv() {
-        return qp.rq.peek();
+        return qp.srq == null ? qp.rq.peek() : qp.srqReceive();
     }
 
     @Override
     public void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData,
                              boolean withInvalidate, int invalidatedRkey, boolean solicited) {
-        qp.complete(qp.rq, qp.recvCq(), true, status, opcode, bytes, true, withImm, immData, withInvalidate, invalidatedRkey,
-                solicited);
+        if (qp.srq != null) {
+            qp.completeShared(status, opcode, bytes, withImm, immData, withInvalidate, invalidatedRkey, solicited);
+        } else {
+            qp.complete(qp.rq, qp.recvCq(), true, status, opcode, bytes, true, withImm, immData, withInvalidate, invalidatedRkey,
+                    solicited);
+        }
         if (status != WcStatus.SUCCESS) {
             qp.toError("a receive failed");
         }

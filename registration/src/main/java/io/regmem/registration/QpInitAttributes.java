@@ -21,6 +21,7 @@ public final class QpInitAttributes {
     private int rnrRetry;
     private int minRnrTimer = 12;
     private int maxInlineData;
+    private SharedReceiveQueue srq;
 
     /** The largest {@link #maxInlineData(int)} a QP may ask for. */
     public static final int MAX_INLINE_DATA = 1024;
@@ -129,6 +130,21 @@ public final class QpInitAttributes {
     public QpInitAttributes maxInlineData(int bytes) {
         this.maxInlineData = bytes;
         return this;
+    }
+
+    /**
+     * The shared receive queue the QP's receives come from ({@code ib_qp_init_attr.srq}; null, the
+     * default: the QP's own receive queue). It must be of the QP's PD. With an SRQ,
+     * {@link QueuePair#postRecv} is refused and {@link #maxRecvWr(int)} is not used.
+     */
+    public QpInitAttributes srq(SharedReceiveQueue srq) {
+        this.srq = srq;
+        return this;
+    }
+
+    /** The shared receive queue ({@link #srq(SharedReceiveQueue)}), or null. */
+    public SharedReceiveQueue srq() {
+        return srq;
     }
 
     /** Bytes a send request may carry inline ({@link #maxInlineData(int)}). */

@@ -54,6 +54,15 @@ public final class QueuePair extends RdmaResource {
     private final int rnrRetry;
     private final int minRnrTimer;
     private final int maxInlineData;
+    /** The shared receive queue the receives come from, or null: then the QP's own receive queue. */
+    final SharedReceiveQueue srq;
+    /**
+     * With an SRQ: the slot of the receive this QP took from it and has not yet completed, or -1
+     * (written under the execution lock; read by {@code idle()} from any thread).
+     */
+    private volatile int srqSlot = -1;
+    /** QP_LAST_WQE_REACHED was raised (at the flush in the error state, lock held). */
+    private volatile boolean lastWqeRaised;
     /** The send queue's inline slots ({@code maxInlineData} bytes each), or null without inline data. */
     private final Arena inlineArena;
     private volatile State state = State.INIT;
@@ -89,11 +98,12 @@ public final class QueuePair extends RdmaResource {
         this.rnrRetry = attrs.rnrRetry();
         this.minRnrTimer = attrs.minRnrTimer();
         this.maxInlineData = attrs.maxInlineData();
+        this.srq = attrs.srq();
         this.inlineArena = maxInlineData > 0 ? Arena.ofShared() : null;
         MemorySegment inlineArea = inlineArena == null ? null
                 : inlineArena.allocate((long) WorkQueue.slots(maxSendWr) * maxInlineData, 64);
         this.sq = new WorkQueue(maxSendWr, maxSendSge, inlineArea, maxInlineData);
-        this.rq = new WorkQueue(maxRecvWr, maxRecvSge);
+        this.rq = srq == null ? new WorkQueue(maxRecvWr, maxRecvSge) : new WorkQueue(1, 1);
     }
 
     /** Creates the rw MR pools: c fast-reg MRs, plus c signature MRs with integrity. */
@@ -183,6 +193,10 @@ public final class QueuePair extends RdmaResource {
         postLock.lock();
         try {
             checkAlive("postRecv");
+            if (srq != null) {
+                throw new RdmaException(Errno.EINVAL, this + ": postRecv on a QP whose receives come from " + srq
+                        + " (bad WR index 0): post them to the SRQ");
+            }
             int n = 0;
             for (WorkRequest wr = first; wr != null; wr = wr.next()) {
                 WrChecks.sges(this, wr, n, maxRecvSge, "maxRecvSge");
@@ -312,6 +326,10 @@ public final class QueuePair extends RdmaResource {
 
     /** A completion of request {@code seq} was polled: free its slot (the CQ's poll lock held). */
     void retire(boolean recv, long seq) {
+        if (recv && srq != null) {
+            srq.retire((int) seq);
+            return;
+        }
         WorkQueue q = recv ? rq : sq;
         q.retire(seq);
         if (state == State.ERROR) {
@@ -343,6 +361,61 @@ public final class QueuePair extends RdmaResource {
         }
     }
 
+    /**
+     * With an SRQ: the receive this QP took from it (taking the oldest queued one if it holds none and
+     * is not in the error state), or null (lock held).
+     */
+    Wqe srqReceive() {
+        int slot = srqSlot;
+        if (slot < 0) {
+            if (state == State.ERROR || (slot = srq.take(this)) < 0) {
+                return null;
+            }
+            srqSlot = slot;
+        }
+        return srq.slot(slot);
+    }
+
+    /**
+     * At destroy, after the provider stopped: a receive taken from the SRQ and not completed goes back
+     * to the front of the SRQ for another QP (both locks held).
+     */
+    void returnSrqReceive() {
+        int slot = srqSlot;
+        if (slot >= 0) {
+            srqSlot = -1;
+            srq.untake(slot);
+        }
+    }
+
+    /**
+     * True unless this QP uses an SRQ and, in the error state, still holds a receive of it or has not
+     * raised QP_LAST_WQE_REACHED: its flush is still to run (any thread).
+     */
+    boolean srqSettled() {
+        return srq == null || (srqSlot < 0 && lastWqeRaised);
+    }
+
+    /** Completes the receive {@link #srqReceive()} returned, on the receive CQ (lock held). */
+    void completeShared(WcStatus status, Opcode op, long bytes, boolean withImm, int imm, boolean withInv, int invRkey,
+                        boolean solicited) {
+        int slot = srqSlot;
+        if (slot < 0) {
+            throw new IllegalStateException(this + ": a provider completed a receive it did not take (nextRecv was null)");
+        }
+        Wqe w = srq.slot(slot);
+        srqSlot = -1;
+        if (!recvCq.push(this, true, slot, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey, solicited)) {
+            boolean was = state == State.ERROR;
+            toError("its completion queue overran");
+            if (!was) {
+                device.raiseAsync(AsyncEvent.Type.QP_FATAL, this, this + " moved to the error state: a completion was lost "
+                        + "because " + recvCq + " overran");
+            }
+            srq.retire(slot);
+        }
+    }
+
     /** In the error state: every queued request completes with WR_FLUSH_ERR; then the slots settle (lock held). */
     void flush() {
         Wqe w;
@@ -355,6 +428,17 @@ public final class QueuePair extends RdmaResource {
         while (rq.peek() != null) {
             complete(rq, recvCq, true, WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, true, false, 0, false, 0, false);
             receives++;
+        }
+        if (srq != null) {
+            if (srqSlot >= 0) { // the receive it took and did not complete; the SRQ's queued ones stay
+                completeShared(WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, false, 0, false, 0, false);
+                receives++;
+            }
+            if (!lastWqeRaised) {
+                lastWqeRaised = true;
+                device.raiseAsync(AsyncEvent.Type.QP_LAST_WQE_REACHED, this, this + " is in the error state and holds no "
+                        + "receive of " + srq + " any more");
+            }
         }
         if (sends + receives > 0) {
             RegistrationEvents.QpFlush event = new RegistrationEvents.QpFlush();
@@ -372,6 +456,11 @@ public final class QueuePair extends RdmaResource {
     /** The CM ID this QP is attached to. */
     public CmId cmId() {
         return cmId;
+    }
+
+    /** The shared receive queue this QP's receives come from ({@link QpInitAttributes#srq}), or null. */
+    public SharedReceiveQueue srq() {
+        return srq;
     }
 
     /** The QP's protection domain. */

@@ -25,7 +25,7 @@ import org.agrona.collections.ArrayUtil;
  *
  * <p>Every object it creates is tracked ({@link #resources()}) with its type, owner and creation
  * site. {@link #close()} refuses to close while any is alive and lists them; {@link #forceClose()}
- * destroys them in the mandatory order (QPs, CM IDs, windows, MRs, DMA mappings, CQs, PDs) and reports what
+ * destroys them in the mandatory order (QPs, CM IDs, windows, SRQs, MRs, DMA mappings, CQs, PDs) and reports what
  * it destroyed.
  * Creating and destroying objects is serialized per device; it is not a hot path.
  */
@@ -463,7 +463,7 @@ public final class RdmaDevice implements AutoCloseable {
     }
 
     /**
-     * Destroys every live object in the mandatory order (QPs, CM IDs, windows, MRs, DMA mappings,
+     * Destroys every live object in the mandatory order (QPs, CM IDs, windows, SRQs, MRs, DMA mappings,
      * CQs, PDs), closes the
      * device and returns the report of what was destroyed ("no live objects" when nothing was).
      */
@@ -485,6 +485,9 @@ public final class RdmaDevice implements AutoCloseable {
             }
             for (MemoryWindow mw : tracker.survivors(MemoryWindow.class)) {
                 mw.close();
+            }
+            for (SharedReceiveQueue srq : tracker.survivors(SharedReceiveQueue.class)) {
+                srq.close();
             }
             for (MemoryRegion mr : tracker.survivors(MemoryRegion.class)) {
                 mr.close();

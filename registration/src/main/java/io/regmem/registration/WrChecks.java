@@ -86,7 +86,7 @@ final class WrChecks {
         }
     }
 
-    static void sges(QueuePair qp, WorkRequest wr, int index, int limit, String what) {
+    static void sges(Object qp, WorkRequest wr, int index, int limit, String what) {
         if (wr.numSge() > limit) {
             throw new RdmaException(Errno.EINVAL, qp + ": " + wr.numSge() + " SGEs exceed " + what + " " + limit
                     + ": bad WR index " + index);

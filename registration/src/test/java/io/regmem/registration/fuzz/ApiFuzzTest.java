@@ -34,12 +34,12 @@ class ApiFuzzTest {
         }
         assertThat(counts.keySet()).as("every kind of operation ran").contains("register", "deregister", "cache.get",
                 "cache", "pool.allocate", "pool", "RDMA_WRITE", "RDMA_READ", "RDMA_WRITE_WITH_IMM", "SEND", "recv",
-                "bad", "close", "free", "reconnect", "allocMw", "bind", "BIND_MW", "LOCAL_INV", "SEND_WITH_INV");
+                "bad", "close", "free", "reconnect", "allocMw", "bind", "BIND_MW", "LOCAL_INV", "SEND_WITH_INV", "srq.postRecv");
         assertThat(outcomes).as("requests succeeded and failed in many ways").containsKeys("RDMA_WRITE SUCCESS",
                 "RDMA_READ SUCCESS", "SEND SUCCESS", "RDMA_WRITE LOC_PROT_ERR", "RDMA_WRITE REM_ACCESS_ERR",
                 "RDMA_READ LOC_PROT_ERR", "SEND REM_OP_ERR", "SEND RNR_RETRY_EXC_ERR", "SEND_WITH_IMM SUCCESS",
                 "ATOMIC_FETCH_AND_ADD SUCCESS", "ATOMIC_CMP_AND_SWP SUCCESS", "BIND_MW SUCCESS", "BIND_MW MW_BIND_ERR",
-                "LOCAL_INV LOC_PROT_ERR");
+                "LOCAL_INV LOC_PROT_ERR", "SEND into an SRQ receive SUCCESS");
     }
 
     /**

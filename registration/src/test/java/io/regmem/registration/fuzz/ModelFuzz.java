@@ -15,6 +15,7 @@ import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.QueuePair;
 import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.SharedReceiveQueue;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
@@ -41,7 +42,9 @@ import java.util.function.Supplier;
  * frees, RDMA WRITE, WRITE_WITH_IMM, READ and SEND with valid, stale, foreign and forged keys,
  * offsets and lengths, receives, polls, memory freed under its registrations, closes in the wrong
  * order and twice, reconnections; memory windows of both types at B, bound by call or by BIND_MW,
- * invalidated by call, LOCAL_INV or A's SEND_WITH_INV, their keys live and stale in A's requests),
+ * invalidated by call, LOCAL_INV or A's SEND_WITH_INV, their keys live and stale in A's requests;
+ * a shared receive queue at B that one connection in three takes its receives from, whose receives
+ * outlive the connections),
  * each checked against a model of every byte of every buffer and
  * of every object's state: completion statuses and ids, exception types and {@link Errno}s, and
  * bytes must all equal the model's. Written against the public API only and provider-neutral (the
@@ -208,7 +211,14 @@ final class ModelFuzz implements AutoCloseable {
     /** Cache regions whose keys were revoked by an invalidation (by identity). */
     private final Set<MemoryRegion> revoked = Collections.newSetFromMap(new IdentityHashMap<>());
     private final List<PBuf> pbufs = new ArrayList<>();
-    private final ArrayDeque<Recv> recvsAtB = new ArrayDeque<>();
+    /** Receives posted to B's QP (flushed when it breaks). */
+    private final ArrayDeque<Recv> recvsAtQp = new ArrayDeque<>();
+    /** Receives posted to B's shared receive queue: they outlive B's QPs (a broken QP flushes none of them). */
+    private final ArrayDeque<Recv> recvsInSrq = new ArrayDeque<>();
+    /** B's shared receive queue, used by the connections made with {@link #useSrq}. */
+    private final SharedReceiveQueue srqB;
+    /** B's QP of this connection takes its receives from {@link #srqB}. */
+    private boolean useSrq;
     private boolean aError;
     /** Requests are being posted back to back ({@link #postPipeline}): the completions are awaited after the last. */
     private boolean pipelining;
@@ -237,6 +247,7 @@ final class ModelFuzz implements AutoCloseable {
         pdB2 = devB.allocPd();
         cqA = devA.createCq(64);
         cqB = devB.createCq(64);
+        srqB = pdB.createSrq(QUEUE, SGES);
         listener = devB.createCmId();
         listenName = Providers.address(provider, "fuzz-" + seed + "-" + System.nanoTime());
         listener.listen(listenName);
@@ -266,7 +277,8 @@ final class ModelFuzz implements AutoCloseable {
         imported.clear(); // keys are imported per QP: the new one imports them again
         idA.connect(name);
         idB = listener.getRequest();
-        qpB = idB.createQp(pdB, attrs(cqB));
+        useSrq = rnd.nextInt(3) == 0;
+        qpB = idB.createQp(pdB, useSrq ? attrs(cqB).srq(srqB) : attrs(cqB));
         idB.accept();
         aError = false;
         bError = false;
@@ -856,7 +868,7 @@ final class ModelFuzz implements AutoCloseable {
             status = WcStatus.RETRY_EXC_ERR;
         } else if (!remoteOk(raddr, total, rkey, read ? Access.REMOTE_READ : Access.REMOTE_WRITE)) {
             status = WcStatus.REM_ACCESS_ERR;
-        } else if (consumesRecv && recvsAtB.isEmpty()) {
+        } else if (consumesRecv && recvsAtB().isEmpty()) {
             status = WcStatus.RNR_RETRY_EXC_ERR;
         } else {
             status = WcStatus.SUCCESS;
@@ -881,7 +893,7 @@ final class ModelFuzz implements AutoCloseable {
                     at += s.length();
                 }
                 if (consumesRecv) {
-                    Recv r = recvsAtB.removeFirst();
+                    Recv r = recvsAtB().removeFirst();
                     expectB.add(new long[] {r.wrId(), WcStatus.SUCCESS.ordinal(), Opcode.RECV_RDMA_WITH_IMM.ordinal(), total,
                         (int) wrId});
                 }
@@ -999,21 +1011,43 @@ final class ModelFuzz implements AutoCloseable {
         for (Sge s : sges) {
             wr.addSge(s.address(), s.length(), s.key());
         }
-        note("recv #" + wrId + " " + sges);
-        if (recvsAtB.size() + pendingRecvCompletions() >= QUEUE) {
-            expectFailure(Errno.ENOMEM, "recv into a full receive queue", () -> qpB.postRecv(wr));
+        note("recv #" + wrId + " " + sges + (useSrq ? " to the SRQ" : ""));
+        if (useSrq && rnd.nextInt(8) == 0) {
+            expectFailure(Errno.EINVAL, "recv to a QP whose receives come from an SRQ", () -> qpB.postRecv(wr));
+            return;
+        }
+        if (recvsAtB().size() + pendingRecvCompletions() >= QUEUE) {
+            expectFailure(Errno.ENOMEM, "recv into a full receive queue", () -> {
+                if (useSrq) {
+                    srqB.postRecv(wr);
+                } else {
+                    qpB.postRecv(wr);
+                }
+            });
             return;
         }
         expectSuccess("postRecv", () -> {
-            qpB.postRecv(wr);
+            if (useSrq) {
+                srqB.postRecv(wr);
+            } else {
+                qpB.postRecv(wr);
+            }
             return null;
         });
-        if (bError) {
+        if (bError && !useSrq) {
             expectB.add(new long[] {wrId, WcStatus.WR_FLUSH_ERR.ordinal(), Opcode.RECV.ordinal(), -1});
         } else {
-            recvsAtB.addLast(new Recv(wrId, sges));
+            recvsAtB().addLast(new Recv(wrId, sges));
+        }
+        if (useSrq) {
+            counts.merge("srq.postRecv", 1, Integer::sum);
         }
         settle();
+    }
+
+    /** Where B's QP takes its receives from: its own queue, or the SRQ. */
+    private ArrayDeque<Recv> recvsAtB() {
+        return useSrq ? recvsInSrq : recvsAtQp;
     }
 
     private int pendingRecvCompletions() {
@@ -1039,7 +1073,7 @@ final class ModelFuzz implements AutoCloseable {
         lastKeys = sges.stream().map(x -> explain(x.key(), true) + " sge " + x + (localOk(x, true, pdA, false) ? " ok"
                 : " BAD (memory " + (memAt(x.address(), x.length(), true) == null ? "unknown" : "known") + ")")).toList()
                 + " into receive "
-                + (recvsAtB.isEmpty() ? "none" : recvsAtB.getFirst().sges() + " " + recvsAtB.getFirst().sges().stream()
+                + (recvsAtB().isEmpty() ? "none" : recvsAtB().getFirst().sges() + " " + recvsAtB().getFirst().sges().stream()
                 .map(x -> explain(x.key(), false) + (localOk(x, false, pdB, true) ? " ok" : " BAD")).toList());
         WcStatus status;
         if (aError) {
@@ -1048,23 +1082,26 @@ final class ModelFuzz implements AutoCloseable {
             status = WcStatus.LOC_PROT_ERR;
         } else if (bError) {
             status = WcStatus.RETRY_EXC_ERR;
-        } else if (recvsAtB.isEmpty()) {
+        } else if (recvsAtB().isEmpty()) {
             status = WcStatus.RNR_RETRY_EXC_ERR;
         } else {
-            Recv r = recvsAtB.getFirst();
+            Recv r = recvsAtB().getFirst();
             long room = r.sges().stream().mapToLong(Sge::length).sum();
             if (!r.sges().stream().allMatch(s -> localOk(s, false, pdB, true))) {
                 status = WcStatus.REM_OP_ERR;
-                recvsAtB.removeFirst();
+                recvsAtB().removeFirst();
                 expectB.add(new long[] {r.wrId(), WcStatus.LOC_PROT_ERR.ordinal(), Opcode.RECV.ordinal(), -1});
             } else if (room < total) {
                 status = WcStatus.REM_INV_REQ_ERR;
-                recvsAtB.removeFirst();
+                recvsAtB().removeFirst();
                 expectB.add(new long[] {r.wrId(), WcStatus.LOC_LEN_ERR.ordinal(), Opcode.RECV.ordinal(), -1});
             } else {
                 status = WcStatus.SUCCESS;
-                recvsAtB.removeFirst();
+                recvsAtB().removeFirst();
                 scatter(sges, r.sges());
+                if (useSrq) {
+                    outcomes.merge("SEND into an SRQ receive SUCCESS", 1, Integer::sum);
+                }
                 // (a SEND_WITH_IMM's receive carries the immediate; a plain SEND's none, whatever its request held)
                 expectB.add(new long[] {r.wrId(), WcStatus.SUCCESS.ordinal(), Opcode.RECV.ordinal(), total,
                     opcode == Opcode.SEND_WITH_IMM ? (int) wrId * 7 : NO_IMM});
@@ -1095,8 +1132,8 @@ final class ModelFuzz implements AutoCloseable {
     private void breakB() {
         if (!bError) {
             bError = true;
-            while (!recvsAtB.isEmpty()) {
-                expectB.add(new long[] {recvsAtB.removeFirst().wrId(), WcStatus.WR_FLUSH_ERR.ordinal(), Opcode.RECV.ordinal(), -1});
+            while (!useSrq && !recvsAtQp.isEmpty()) { // an SRQ's receives stay queued for the next QP
+                expectB.add(new long[] {recvsAtQp.removeFirst().wrId(), WcStatus.WR_FLUSH_ERR.ordinal(), Opcode.RECV.ordinal(), -1});
             }
         }
     }
@@ -1316,19 +1353,23 @@ final class ModelFuzz implements AutoCloseable {
             status = WcStatus.WR_FLUSH_ERR;
         } else if (bError) {
             status = WcStatus.RETRY_EXC_ERR;
-        } else if (recvsAtB.isEmpty()) {
+        } else if (recvsAtB().isEmpty()) {
             status = WcStatus.RNR_RETRY_EXC_ERR;
         } else {
-            Recv r = recvsAtB.getFirst();
+            Recv r = recvsAtB().getFirst();
             if (!r.sges().stream().allMatch(s -> localOk(s, false, pdB, true))) {
                 status = WcStatus.REM_OP_ERR;
-                recvsAtB.removeFirst();
+                recvsAtB().removeFirst();
                 expectB.add(new long[] {r.wrId(), WcStatus.LOC_PROT_ERR.ordinal(), Opcode.RECV.ordinal(), -1});
             } else if (!invalidatable) {
                 status = WcStatus.REM_INV_REQ_ERR; // (the receive stays posted: the error state flushes it)
+                if (useSrq) { // B's QP took it from the SRQ: its error flushes that one only
+                    recvsInSrq.removeFirst();
+                    expectB.add(new long[] {r.wrId(), WcStatus.WR_FLUSH_ERR.ordinal(), Opcode.RECV.ordinal(), -1});
+                }
             } else {
                 status = WcStatus.SUCCESS;
-                recvsAtB.removeFirst();
+                recvsAtB().removeFirst();
                 expectB.add(new long[] {r.wrId(), WcStatus.SUCCESS.ordinal(), Opcode.RECV.ordinal(), 0, NO_IMM});
                 unbound(w);
             }
@@ -1348,13 +1389,20 @@ final class ModelFuzz implements AutoCloseable {
     // ---- closes in the wrong order, and twice -----------------------------------------------------
 
     private void wrongOrderCloses() {
-        int k = rnd.nextInt(7);
+        int k = rnd.nextInt(8);
         note("close in the wrong order " + k);
         switch (k) {
             case 0 -> expectFailure(Errno.EBUSY, "PD with a QP", pdA::close);
             case 1 -> expectFailure(Errno.EBUSY, "CQ with a QP", cqB::close);
             case 2 -> expectFailure(Errno.EBUSY, "device with objects", devA::close);
             case 3 -> expectFailure(Errno.EBUSY, "CM ID with a QP", idA::close);
+            case 6 -> {
+                if (useSrq) {
+                    expectFailure(Errno.EBUSY, "SRQ with a QP", srqB::close);
+                } else {
+                    expectFailure(Errno.EBUSY, "PD with an SRQ", pdB::close);
+                }
+            }
             case 4 -> { // the second PD: closable when nothing lives on it, then refused, then made again
                 ProtectionDomain pd = rnd.nextBoolean() ? pdA2 : pdB2;
                 boolean children = regs.stream().anyMatch(r -> r.pd == pd);
@@ -1530,6 +1578,7 @@ final class ModelFuzz implements AutoCloseable {
         idA.close();
         idB.close();
         listener.close();
+        srqB.close();
         for (Win w : wins) {
             w.mw.close();
         }

@@ -202,9 +202,11 @@ final class UcxReceiver {
      * range is checked first (a bad one fails at once, as on soft).
      */
     private boolean waitsForReceive() {
-        if (m.rnr() == 0 || (refusedFrom >= 0 && m.seq > refusedFrom) || ctx.nextRecv() != null) {
+        if (m.rnr() == 0 || (refusedFrom >= 0 && m.seq > refusedFrom)) {
             return false;
         }
+        // The kind and range before the receive: with an SRQ, nextRecv takes one for this QP, so only a
+        // message that will consume it may ask.
         Opcode op = UcxAm.OPCODES[m.opcode];
         if (op == Opcode.RDMA_WRITE_WITH_IMM) {
             dst.clear();
@@ -218,6 +220,9 @@ final class UcxReceiver {
                 dst.clear();
             }
         } else if (op != Opcode.SEND && op != Opcode.SEND_WITH_IMM && op != Opcode.SEND_WITH_INV) {
+            return false;
+        }
+        if (ctx.nextRecv() != null) {
             return false;
         }
         if (m.rnr() == 7) {
@@ -541,8 +546,10 @@ final class UcxReceiver {
     private WcStatus place() {
         Opcode op = UcxAm.OPCODES[m.opcode];
         boolean imm = op == Opcode.RDMA_WRITE_WITH_IMM;
-        PostedWr recv = ctx.nextRecv();
-        if (recv == null && !imm) { // WRITE_WITH_IMM checks its remote range first (as soft does)
+        // WRITE_WITH_IMM checks its remote range first (as soft does), and takes a receive (with an SRQ:
+        // from the shared queue) only once that passed.
+        PostedWr recv = imm ? null : ctx.nextRecv();
+        if (recv == null && !imm) {
             return WcStatus.RNR_RETRY_EXC_ERR;
         }
         src.clear();
@@ -559,7 +566,7 @@ final class UcxReceiver {
                     ctx.toError(); // a NAKed protection error breaks the connection at both ends
                     return WcStatus.REM_ACCESS_ERR;
                 }
-                if (recv == null) {
+                if (ctx.nextRecv() == null) {
                     return WcStatus.RNR_RETRY_EXC_ERR;
                 }
                 if (m.length > 0 && Segments.copy(null, src, dst) != Segments.COPIED) {
