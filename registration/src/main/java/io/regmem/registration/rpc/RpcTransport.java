@@ -96,6 +96,10 @@ public final class RpcTransport {
     private long staleCompletions;
     private long flushed;
     private final FrwrMrs mrs;
+    /** The receive pool shared with other connections, or null: this transport posts its own. */
+    private final SharedReceives shared;
+    /** Where received reps come from: the shared pool's buffer, or {@link #buffer}. */
+    private final RpcBuffer replies;
 
     /**
      * @param qp      a connected queue pair whose send and receive completions both go to {@code cq}
@@ -106,6 +110,31 @@ public final class RpcTransport {
      */
     public RpcTransport(QueuePair qp, CompletionQueue cq, RpcBuffer buffer, SendLock sendLock, Handler handler,
                         int mrPages, int maxRdmaSegs) {
+        this(qp, cq, buffer, null, sendLock, handler, mrPages, maxRdmaSegs);
+    }
+
+    /**
+     * A transport whose receives come from {@code shared}, a pool serving many connections: the QP
+     * must have been created with {@code QpInitAttributes.srq(shared.srq())}. {@link #postRecvs} tops
+     * the shared queue up; a received rep is of {@code shared.buffer()} (give it back there).
+     *
+     * @param shared the shared receives, or null for receives of this transport's own
+     * @throws RdmaException {@link Errno#EINVAL} if the QP does not take its receives from
+     *                       {@code shared}'s SRQ (nothing is set up); as the other constructor
+     */
+    public RpcTransport(QueuePair qp, CompletionQueue cq, RpcBuffer buffer, SharedReceives shared, SendLock sendLock,
+                        Handler handler, int mrPages, int maxRdmaSegs) {
+        if (shared != null && qp.srq() != shared.srq()) {
+            throw new RdmaException(Errno.EINVAL, "RpcTransport: " + qp + " takes its receives from "
+                    + (qp.srq() == null ? "its own queue" : qp.srq()) + ", not " + shared
+                    + "; create it with QpInitAttributes.srq(shared.srq())");
+        }
+        if (shared != null && buffer == shared.buffer()) {
+            throw new RdmaException(Errno.EINVAL, "RpcTransport: " + buffer + " is the shared receives' buffer; give the "
+                    + "transport a buffer of its own for its requests");
+        }
+        this.shared = shared;
+        this.replies = shared == null ? buffer : shared.buffer();
         this.qp = qp;
         this.cq = cq;
         this.buffer = buffer;
@@ -146,7 +175,8 @@ public final class RpcTransport {
 
     /**
      * Makes sure at least {@code needed + 1} receives are posted ({@code rpcrdma_post_recvs}): if
-     * fewer than {@code needed} are, posts {@code needed - posted + 7} more in one chain. One poster at
+     * fewer than {@code needed} are, posts {@code needed - posted + 7} more in one chain. With shared
+     * receives, tops the shared queue up to its depth instead ({@link SharedReceives#replenish()}). One poster at
      * a time: a caller finding another inside leaves at once. Replies that cannot be mapped, or that a
      * failed post did not take, go back to the free stack.
      *
@@ -154,6 +184,9 @@ public final class RpcTransport {
      * @return receives posted by this call
      */
     public int postRecvs(int needed) {
+        if (shared != null) {
+            return connected ? shared.replenish() : 0;
+        }
         int want = Math.max(1, Math.min(needed, maxRequests));
         if (!connected || receiveCount.get() > want) {
             return 0;
@@ -377,15 +410,19 @@ public final class RpcTransport {
 
     private void wcReceive(long wrId, WcStatus status, long byteLen) {
         long id = wrId & ~RECV_TAG;
-        Rep rep = buffer.rep((int) id);
+        Rep rep = replies.rep((int) id);
         if (rep == null || !namesPosting(wrId, rep) || !rep.isPosted()) {
             staleCompletions++;
             return;
         }
-        receiveCount.decrementAndGet();
+        if (shared != null) {
+            shared.completed();
+        } else {
+            receiveCount.decrementAndGet();
+        }
         if (status != WcStatus.SUCCESS) {
             flushed += status == WcStatus.WR_FLUSH_ERR ? 1 : 0;
-            buffer.repPut(rep);
+            replies.repPut(rep);
             fail(status);
             return;
         }
@@ -509,9 +546,9 @@ public final class RpcTransport {
         }
     }
 
-    /** Receives posted and not yet completed. */
+    /** Receives posted and not yet completed (with shared receives: the shared pool's, for every connection). */
     public int receiveCount() {
-        return receiveCount.get();
+        return shared != null ? shared.posted() : receiveCount.get();
     }
 
     /** Completions dropped as stale (duplicated, or for an earlier user of a slot or rep). */
