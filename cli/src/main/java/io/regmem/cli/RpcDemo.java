@@ -43,6 +43,8 @@ final class RpcDemo {
     static final int HEADER = 64;
     /** Arguments and results up to this many bytes travel inline; larger ones in chunks. */
     static final int INLINE = 1024;
+    /** The QPs' inline room: a header with up to 192 bytes of inline arguments or result goes inline. */
+    static final int INLINE_SEND = HEADER + 192;
     static final int FLAG_ARGS_INLINE = 1;
     static final int FLAG_RESULT_INLINE = 2;
     // The header's fields (byte offsets). A call: xid, flags, argument size, the read chunk's address
@@ -217,11 +219,13 @@ final class RpcDemo {
     }
 
     static QpInitAttributes clientQp(int reqs) {
-        return new QpInitAttributes().maxSendWr(8 * reqs + 64).maxRecvWr(reqs + 16).maxSendSge(3).signalAll(false);
+        return new QpInitAttributes().maxSendWr(8 * reqs + 64).maxRecvWr(reqs + 16).maxSendSge(3).signalAll(false)
+                .maxInlineData(INLINE_SEND); // small Sends go inline
     }
 
     static QpInitAttributes serverQp(int reqs) {
-        return new QpInitAttributes().maxSendWr(16 * reqs + 64).maxRecvWr(reqs + 16).maxSendSge(3).signalAll(false);
+        return new QpInitAttributes().maxSendWr(16 * reqs + 64).maxRecvWr(reqs + 16).maxSendSge(3).signalAll(false)
+                .maxInlineData(INLINE_SEND);
     }
 
     static int maxPayload(int[] payloads) {

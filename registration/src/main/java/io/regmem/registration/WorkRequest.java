@@ -33,6 +33,7 @@ public final class WorkRequest {
     private int regAccess;
     private WorkRequest next;
     private MemorySegment inlinePayload;
+    private long inlineLength;
     private MemoryWindow bindMw;
     private long bindLength;
 
@@ -64,6 +65,7 @@ public final class WorkRequest {
         regAccess = 0;
         next = null;
         inlinePayload = null;
+        inlineLength = 0;
         bindMw = null;
         bindLength = 0;
         return this;
@@ -101,7 +103,23 @@ public final class WorkRequest {
      */
     public WorkRequest inline(MemorySegment payload) {
         this.inlinePayload = payload;
+        this.inlineLength = payload == null ? 0 : payload.byteSize();
         return this;
+    }
+
+    /**
+     * As {@link #inline(MemorySegment)}, with the first {@code length} bytes of {@code payload} (no
+     * slice to make on a hot path). A length outside [0, payload size] is {@code EINVAL} at post.
+     */
+    public WorkRequest inline(MemorySegment payload, long length) {
+        this.inlinePayload = payload;
+        this.inlineLength = payload == null ? 0 : length;
+        return this;
+    }
+
+    /** How many of {@link #inlinePayload()}'s bytes the request carries (0 when not inline). */
+    public long inlineLength() {
+        return inlineLength;
     }
 
     /** The inline payload, or null ({@link #inline(MemorySegment)}). */

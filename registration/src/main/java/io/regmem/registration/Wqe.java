@@ -53,7 +53,7 @@ final class Wqe implements PostedWr {
         if (inline) {
             // Copied now (checked by FFM: a payload freed or confined since the checks throws, and the
             // post fails before anything is published); the request's one SGE is this slot.
-            long n = payload.byteSize();
+            long n = wr.inlineLength();
             MemorySegment.copy(payload, 0, inlineSlot, 0, n);
             numSge = 1;
             address[0] = inlineSlot.address();

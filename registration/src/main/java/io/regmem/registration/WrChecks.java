@@ -39,7 +39,7 @@ final class WrChecks {
         boolean read = op == Opcode.RDMA_READ || op == Opcode.RDMA_READ_WITH_INV;
         int limit = read ? qp.maxReadSge() : qp.maxSendSge();
         sges(qp, wr, index, limit, read ? "maxReadSge" : "maxSendSge");
-        long length = payload != null ? payload.byteSize() : wr.totalLength();
+        long length = payload != null ? wr.inlineLength() : wr.totalLength();
         if ((wr.numSge() > 0 || payload != null) && Long.compareUnsigned(wr.remoteAddress() + length, wr.remoteAddress()) < 0) {
             throw new RdmaException(Errno.EINVAL, qp + ": remote range wraps the address space: bad WR index " + index);
         }
@@ -75,8 +75,13 @@ final class WrChecks {
             throw new RdmaException(Errno.EINVAL, qp + ": an inline request carries its payload, not SGEs (it has "
                     + wr.numSge() + "): bad WR index " + index);
         }
-        if (payload.byteSize() > qp.maxInlineData()) {
-            throw new RdmaException(Errno.EINVAL, qp + ": inline payload of " + payload.byteSize() + " bytes exceeds maxInlineData "
+        long n = wr.inlineLength();
+        if (n < 0 || n > payload.byteSize()) {
+            throw new RdmaException(Errno.EINVAL, qp + ": inline length " + n + " is outside the payload's [0, "
+                    + payload.byteSize() + "] bytes: bad WR index " + index);
+        }
+        if (n > qp.maxInlineData()) {
+            throw new RdmaException(Errno.EINVAL, qp + ": inline payload of " + n + " bytes exceeds maxInlineData "
                     + qp.maxInlineData() + ": bad WR index " + index);
         }
         if (!payload.scope().isAlive() || !payload.isAccessibleBy(Thread.currentThread())) {

@@ -88,6 +88,25 @@ class InlineSendTest {
     }
 
     @Test
+    void aLengthSendsOnlyThePayloadsFirstBytesAndMustFitIt() {
+        MemoryRegion sink = lb.pdB.register(lb.memB, Access.LOCAL_WRITE);
+        lb.qpB.postRecv(new WorkRequest(1).wrId(5).addSge(lb.memB.address(), 4096, sink.lkey()));
+        MemorySegment payload = MemorySegment.ofArray(new byte[100]).fill((byte) 3);
+        assertRdma(() -> lb.qpA.postSend(wr.reset().opcode(Opcode.SEND).inline(payload, 101)), Errno.EINVAL,
+                "inline length 101 is outside the payload's [0, 100] bytes", "bad WR index 0");
+        assertRdma(() -> lb.qpA.postSend(wr.reset().opcode(Opcode.SEND).inline(payload, -1)), Errno.EINVAL);
+        assertThat(lb.qpA.outstandingSends()).isZero();
+        lb.qpA.postSend(wr.reset().wrId(1).opcode(Opcode.SEND).signaled(true).inline(payload, 10));
+        assertThat(wr.inlineLength()).isEqualTo(10);
+        WorkCompletion recv = await(lb.cqB, lb.cqA);
+        assertThat(recv.status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(recv.byteLen()).isEqualTo(10);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 9)).isEqualTo((byte) 3);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 10)).as("nothing past the length").isNotEqualTo((byte) 3);
+        assertThat(await(lb.cqA, lb.cqB).byteLen()).isEqualTo(10);
+    }
+
+    @Test
     void inlineMisuseIsEinvalAndPostsNothingOfTheChain() {
         MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
         MemorySegment small = MemorySegment.ofArray(new byte[16]);

@@ -9,6 +9,7 @@ import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
+import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -96,6 +97,8 @@ public final class RpcTransport {
     private long staleCompletions;
     private long flushed;
     private final FrwrMrs mrs;
+    /** Where a header and send buffer are staged for one inline Send (the send lock held); empty without inline room. */
+    private final MemorySegment inlineStage;
     /** The receive pool shared with other connections, or null: this transport posts its own. */
     private final SharedReceives shared;
     /** Where received reps come from: the shared pool's buffer, or {@link #buffer}. */
@@ -133,6 +136,7 @@ public final class RpcTransport {
             throw new RdmaException(Errno.EINVAL, "RpcTransport: " + buffer + " is the shared receives' buffer; give the "
                     + "transport a buffer of its own for its requests");
         }
+        this.inlineStage = MemorySegment.ofArray(new byte[qp.maxInlineData()]);
         this.shared = shared;
         this.replies = shared == null ? buffer : shared.buffer();
         this.qp = qp;
@@ -241,7 +245,9 @@ public final class RpcTransport {
 
     /**
      * Sends {@code req}'s header ({@code headerBytes}) and, if {@code sendBytes > 0}, its send buffer
-     * in one Send, with the caller's sendLock held. The send buffer is mapped on first use.
+     * in one Send, with the caller's sendLock held. The send buffer is mapped on first use. A
+     * Send of at most the QP's {@code maxInlineData} bytes (header and send buffer together) goes
+     * inline: copied at post, no key resolved.
      *
      * @param expectReply a call (the RPC completes at {@link #replyDone}: the reply proves the Send was
      *                    received) or a message with no reply (it completes when its signaled Send's
@@ -278,11 +284,28 @@ public final class RpcTransport {
             }
             req.header.syncForDevice(headerBytes);
             sc.addSge(req.header.address(), headerBytes, req.header.lkey());
-            send.reset().opcode(Opcode.SEND).wrId(sc.wrId()).addSge(req.header.address(), headerBytes, req.header.lkey());
+            send.reset().opcode(Opcode.SEND).wrId(sc.wrId());
             if (sendBytes > 0) {
                 req.send.syncForDevice(sendBytes);
                 sc.addSge(req.send.address(), sendBytes, req.send.lkey());
-                send.addSge(req.send.address(), sendBytes, req.send.lkey());
+            }
+            if (headerBytes + sendBytes <= qp.maxInlineData()) {
+                // The small-message path: a message that fits the QP's inline room is copied at post
+                // (IBV_SEND_INLINE), so the provider resolves no key for it. A header-only one goes
+                // from the header itself; header and send buffer are staged together, the bytes the
+                // peer receives the same as the two SGEs'.
+                if (sendBytes == 0) {
+                    send.inline(req.header.segment(), headerBytes);
+                } else {
+                    MemorySegment.copy(req.header.segment(), 0, inlineStage, 0, headerBytes);
+                    MemorySegment.copy(req.send.segment(), 0, inlineStage, headerBytes, sendBytes);
+                    send.inline(inlineStage, headerBytes + sendBytes);
+                }
+            } else {
+                send.addSge(req.header.address(), headerBytes, req.header.lkey());
+                if (sendBytes > 0) {
+                    send.addSge(req.send.address(), sendBytes, req.send.lkey());
+                }
             }
             // A call needs no Send completion to finish: its reply proves the peer received the Send, so
             // the header and send buffers (permanently mapped) are free again; its slot is swept by a

@@ -68,13 +68,20 @@ class RpcTransportTest {
         final RpcTransport server;
 
         Pair() {
+            this(0);
+        }
+
+        /** A pair whose QPs have {@code maxInline} bytes of inline room (header-only Sends go inline). */
+        Pair(int maxInline) {
             String name = Providers.address("rpc-" + (++names));
             listener.listen(name);
-            QpInitAttributes attrs = QpInitAttributes.of(cqC).maxSendWr(4 * MAX).maxRecvWr(MAX + 8).signalAll(false);
+            QpInitAttributes attrs = QpInitAttributes.of(cqC).maxSendWr(4 * MAX).maxRecvWr(MAX + 8).signalAll(false)
+                    .maxInlineData(maxInline);
             qpC = idC.createQp(pdC, attrs);
             idC.connect(name);
             idS = listener.getRequest();
-            qpS = idS.createQp(pdS, QpInitAttributes.of(cqS).maxSendWr(4 * MAX).maxRecvWr(MAX + 8).signalAll(false));
+            qpS = idS.createQp(pdS, QpInitAttributes.of(cqS).maxSendWr(4 * MAX).maxRecvWr(MAX + 8).signalAll(false)
+                    .maxInlineData(maxInline));
             idS.accept();
             client = new RpcTransport(qpC, cqC, bufC, lockC, new RpcTransport.Handler() {
                 @Override
@@ -208,6 +215,49 @@ class RpcTransportTest {
         assertThat(qp.outstandingRecvs()).isZero();
         assertThat(t.receiveCount()).isZero();
         assertThat(p.devC.resources().survivors(DmaMapping.class)).isEmpty();
+    }
+
+    /**
+     * With inline room, a header-only call is copied when it is posted: the header may change at once
+     * (here before the Send even executes on soft) and the server still sees the call as sent.
+     */
+    @Test
+    void aHeaderOnlyCallWithinTheInlineRoomIsCopiedAtPost() {
+        try (Pair p = new Pair(64)) {
+            p.server.postRecvs(MAX);
+            Req req = p.bufC.get();
+            req.header().segment().set(ValueLayout.JAVA_INT, 0, 7);
+            p.inflight[7] = req;
+            p.client.postRecvs(MAX);
+            p.lockC.lock();
+            try {
+                assertThat(p.client.send(req, 8, 0, true)).isTrue();
+            } finally {
+                p.lockC.unlock();
+            }
+            req.header().segment().set(ValueLayout.JAVA_INT, 0, 9); // what a reused header would hold
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (p.completed.get() < 1) {
+                p.pollBoth();
+                assertThat(System.nanoTime()).isLessThan(deadline);
+            }
+            assertThat(p.wrongReplies).as("the server answered call 7, as posted").isEmpty();
+            for (int xid = 0; xid < 200; xid++) { // and the inline path runs calls as the other does
+                while (!p.call(xid)) {
+                    p.pollBoth();
+                }
+                p.pollBoth();
+            }
+            while (p.completed.get() < 201) {
+                p.pollBoth();
+                assertThat(System.nanoTime()).isLessThan(deadline);
+            }
+            assertThat(p.wrongReplies).isEmpty();
+            p.client.flushDisconnect();
+            p.server.flushDisconnect();
+            assertFlushed(p, p.client, p.bufC, p.qpC);
+            assertFlushed(p, p.server, p.bufS, p.qpS);
+        }
     }
 
     @Test
