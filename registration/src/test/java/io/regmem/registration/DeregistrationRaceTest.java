@@ -95,6 +95,44 @@ class DeregistrationRaceTest {
     }
 
     @Test
+    void memoryWindowUnbind() throws InterruptedException {
+        race((lb, mem) -> {
+            MemoryRegion mr = lb.pdB.register(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.MW_BIND);
+            MemoryWindow mw = lb.pdB.allocMw();
+            mw.bind(mr, mem.address(), SIZE, Access.REMOTE_WRITE);
+            return new Target(mem.address(), lb.qpA.importRemoteKey(mw.exportRemoteKey()), mem, mw::unbind, () -> {
+                mw.close();
+                mr.close();
+            });
+        });
+    }
+
+    /** A type-2 window bound by a BIND_MW request, invalidated by B's LOCAL_INV: its completion is the deregistration. */
+    @Test
+    void typeTwoWindowLocalInvalidate() throws InterruptedException {
+        race((lb, mem) -> {
+            MemoryRegion mr = lb.pdB.register(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.MW_BIND);
+            MemoryWindow mw = lb.pdB.allocMw(MemoryWindow.Type.TYPE_2);
+            int key = MemoryRegion.incRkey(mw.rkey());
+            lb.qpB.postSend(new WorkRequest(1).wrId(7).signaled(true).bindMw(mw, key, mr, mem.address(), SIZE,
+                    Access.REMOTE_WRITE));
+            assertThat(lb.one(lb.cqB).status()).isEqualTo(WcStatus.SUCCESS);
+            return new Target(mem.address(), lb.qpA.importRemoteKey(mw.exportRemoteKey()), mem, () -> {
+                lb.qpB.postSend(new WorkRequest(1).wrId(8).signaled(true).opcode(Opcode.LOCAL_INV).invalidateRkey(key));
+                WorkCompletion[] one = {new WorkCompletion()};
+                long deadline = System.nanoTime() + 10_000_000_000L;
+                while (lb.cqB.poll(one) == 0) {
+                    assertThat(System.nanoTime()).as("the LOCAL_INV completes").isLessThan(deadline);
+                }
+                assertThat(one[0].status()).isEqualTo(WcStatus.SUCCESS);
+            }, () -> {
+                mw.close();
+                mr.close();
+            });
+        });
+    }
+
+    @Test
     void dmaUnmapUnderAFastRegRegion() throws InterruptedException {
         race(java.util.Map.of("maxFastRegPageListLen", "1024"), (lb, mem) -> {
             DmaMapping mapping = lb.devB.dmaMap(mem);
