@@ -1,5 +1,6 @@
 package io.regmem.bench;
 
+import io.netty.buffer.AdaptiveByteBufAllocator;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.regmem.core.BufferPool;
@@ -21,7 +22,7 @@ import org.openjdk.jmh.annotations.TearDown;
 
 /**
  * Same-thread allocate + touch + free of one buffer, beside its peers in the same run:
- * Netty's pooled direct allocator, a confined {@link Arena} per buffer, {@link ByteBuffer#allocateDirect},
+ * Netty's pooled direct allocator and its 4.2 default (the adaptive one), a confined {@link Arena} per buffer, {@link ByteBuffer#allocateDirect},
  * and a slicing allocator over one arena's 64 MiB segment (a bump allocator that frees nothing
  * one by one: it starts again from the first byte when full, as an arena-per-batch design would). Each benchmark writes one long into the buffer so that no implementation
  * can skip the memory. Run with {@code -prof gc}: regmem must show 0 B/op.
@@ -41,6 +42,7 @@ public class AllocatorBenchmark extends BenchDefaults {
     private BufferPool fast;
     private BufferPool checked;
     private PooledByteBufAllocator netty;
+    private AdaptiveByteBufAllocator nettyAdaptive;
     private Arena slab;
     private MemorySegment slabSegment;
     private SegmentAllocator slicing;
@@ -51,6 +53,7 @@ public class AllocatorBenchmark extends BenchDefaults {
         fast = BufferPool.builder().name("bench-fast").safetyMode(SafetyMode.FAST).build();
         checked = BufferPool.builder().name("bench-checked").safetyMode(SafetyMode.CHECKED).build();
         netty = new PooledByteBufAllocator(true);
+        nettyAdaptive = new AdaptiveByteBufAllocator(true, true);
         slab = Arena.ofShared();
         slabSegment = slab.allocate(64L << 20, 4096);
         resetSlicing();
@@ -93,6 +96,16 @@ public class AllocatorBenchmark extends BenchDefaults {
     @Benchmark
     public long nettyPooledDirect() {
         ByteBuf b = netty.directBuffer(size);
+        b.setLong(0, size);
+        long a = b.memoryAddress();
+        b.release();
+        return a;
+    }
+
+    /** Netty 4.2's default, {@code AdaptiveByteBufAllocator}, direct buffers. */
+    @Benchmark
+    public long nettyAdaptiveDirect() {
+        ByteBuf b = nettyAdaptive.directBuffer(size);
         b.setLong(0, size);
         long a = b.memoryAddress();
         b.release();

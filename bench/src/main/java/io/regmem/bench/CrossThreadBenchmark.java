@@ -1,5 +1,6 @@
 package io.regmem.bench;
 
+import io.netty.buffer.AdaptiveByteBufAllocator;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.PooledByteBufAllocator;
 import io.regmem.core.BufferPool;
@@ -41,6 +42,8 @@ public class CrossThreadBenchmark extends BenchDefaults {
     private PooledByteBufAllocator netty;
     private SpscArrayQueue<PooledBuffer> regmemQueue;
     private SpscArrayQueue<ByteBuf> nettyQueue;
+    private AdaptiveByteBufAllocator nettyAdaptive;
+    private SpscArrayQueue<ByteBuf> adaptiveQueue;
 
     /** Builds the pool, the Netty allocator and the hand-off queues. */
     @Setup(Level.Trial)
@@ -49,6 +52,8 @@ public class CrossThreadBenchmark extends BenchDefaults {
         netty = new PooledByteBufAllocator(true);
         regmemQueue = new SpscArrayQueue<>(1024);
         nettyQueue = new SpscArrayQueue<>(1024);
+        nettyAdaptive = new AdaptiveByteBufAllocator(true, true);
+        adaptiveQueue = new SpscArrayQueue<>(1024);
     }
 
     /** Frees whatever is still in the hand-off queues. */
@@ -60,6 +65,9 @@ public class CrossThreadBenchmark extends BenchDefaults {
         }
         ByteBuf n;
         while ((n = nettyQueue.poll()) != null) {
+            n.release();
+        }
+        while ((n = adaptiveQueue.poll()) != null) {
             n.release();
         }
     }
@@ -125,6 +133,37 @@ public class CrossThreadBenchmark extends BenchDefaults {
     public void nettyFree(Control control) {
         ByteBuf b;
         while ((b = nettyQueue.poll()) == null) {
+            if (control.stopMeasurement) {
+                return;
+            }
+            Thread.onSpinWait();
+        }
+        b.release();
+    }
+
+    /** Producer: allocate from Netty's adaptive allocator (4.2's default), write, hand over. */
+    @Benchmark
+    @Group("nettyAdaptive")
+    @GroupThreads(1)
+    public void nettyAdaptiveAllocate(Control control) {
+        ByteBuf b = nettyAdaptive.directBuffer(size);
+        b.setLong(0, size);
+        while (!adaptiveQueue.offer(b)) {
+            if (control.stopMeasurement) {
+                b.release();
+                return;
+            }
+            Thread.onSpinWait();
+        }
+    }
+
+    /** Consumer: take an adaptive-allocator buffer and release it on this thread. */
+    @Benchmark
+    @Group("nettyAdaptive")
+    @GroupThreads(1)
+    public void nettyAdaptiveFree(Control control) {
+        ByteBuf b;
+        while ((b = adaptiveQueue.poll()) == null) {
             if (control.stopMeasurement) {
                 return;
             }

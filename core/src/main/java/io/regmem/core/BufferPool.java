@@ -1,7 +1,11 @@
 package io.regmem.core;
 
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.BitSet;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -25,11 +29,13 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <h2>Fast path</h2>
  * Each platform thread has a cache per pool (a bounded stack per size class). Allocate pops from
  * it, free pushes onto it: no atomic instruction, no shared write, no garbage. A cache that runs
- * empty takes a batch from the class's shared lock-free free list (JCTools'
- * {@code MpmcUnboundedXaddArrayQueue}); one that overflows gives a batch back. A buffer freed on
+ * empty takes a batch from the class's stash, a bounded lock-free queue of free handles (JCTools'
+ * {@code MpmcArrayQueue}); one that overflows gives a batch back. Beyond the stash, a free slot is
+ * idle, a bit in its slab with no object, and binding idle slots to new handles is the slow path
+ * (see {@link PooledBuffer} and docs/allocator.md for what each costs the heap). A buffer freed on
  * another thread goes to that thread's cache and so back into circulation. Virtual threads bypass
- * the caches and use the shared lists directly. Caches of threads that died are reclaimed the next
- * time a size class runs out of memory.
+ * the caches. Caches of threads that died are reclaimed the next time a size class runs out of
+ * memory.
  *
  * <h2>Ownership and limits</h2>
  * Memory given to a size class stays with it until the pool closes: a pool's footprint is its
@@ -67,6 +73,8 @@ public final class BufferPool implements AutoCloseable {
     private final LargeBuffers large;
 
     private final Object closeLock = new Object();
+    /** PARANOID only: the live buffers, for the leak report's allocation sites. */
+    private final Set<PooledBuffer> liveParanoid = ConcurrentHashMap.newKeySet();
     private volatile boolean closed;
     private LeakReport closeReport;
 
@@ -83,6 +91,9 @@ public final class BufferPool implements AutoCloseable {
         this.maxBytes = b.maxBytes;
         this.threadCaches = b.threadCacheBytes > 0;
         this.classes = new SizeClasses(Math.max(16, b.alignment), b.largestClass);
+        if (classes.count() >= 0xFF) { // a handle keeps its class's index in 8 bits (0xFF: a large buffer)
+            throw new RdmaException(Errno.EINVAL, name + ": " + classes.count() + " size classes; at most 254");
+        }
         this.classState = new SizeClass[classes.count()];
         for (int i = 0; i < classState.length; i++) {
             classState[i] = new SizeClass(i, classes.size(i), b.slabSize, b.threadCacheBytes);
@@ -141,9 +152,9 @@ public final class BufferPool implements AutoCloseable {
             }
             tc.allocations[sc.index]++;
         } else {
-            b = sc.free.poll();
+            b = sc.stash.poll();
             if (b == null) {
-                b = carve(sc, null);
+                b = take(sc, null);
                 caches.uncachedMisses.incrementAndGet();
             }
             caches.uncachedAllocations.incrementAndGet(sc.index);
@@ -155,7 +166,10 @@ public final class BufferPool implements AutoCloseable {
     private void handOut(PooledBuffer b, long size) {
         b.onAllocate(size);
         if (paranoid) {
-            b.allocationSite = new Throwable("allocated by " + Thread.currentThread().getName());
+            b.allocationSite(new Throwable("allocated by " + Thread.currentThread().getName()));
+            if (b.sizeClass() != PooledBuffer.LARGE_CLASS) {
+                liveParanoid.add(b); // large buffers are listed by LargeBuffers
+            }
         }
     }
 
@@ -176,7 +190,8 @@ public final class BufferPool implements AutoCloseable {
         if (closed) {
             throw closedException("free");
         }
-        if (buffer.sizeClass == PooledBuffer.LARGE_CLASS) {
+        int cls = buffer.sizeClass();
+        if (cls == PooledBuffer.LARGE_CLASS) {
             large.free(buffer, name);
             return;
         }
@@ -187,7 +202,8 @@ public final class BufferPool implements AutoCloseable {
                         : buffer.pinnedException(name);
             }
             if (paranoid) {
-                buffer.allocationSite = null;
+                buffer.allocationSite(null);
+                liveParanoid.remove(buffer);
                 buffer.segmentForPool().fill(POISON);
             }
         } else {
@@ -196,7 +212,6 @@ public final class BufferPool implements AutoCloseable {
             }
             buffer.markFreePlain();
         }
-        int cls = buffer.sizeClass;
         if (threadCaches && !Thread.currentThread().isVirtual()) {
             ThreadCache tc = caches.get();
             tc.frees[cls]++;
@@ -204,20 +219,20 @@ public final class BufferPool implements AutoCloseable {
                 flush(tc, classState[cls], buffer);
             }
         } else {
-            classState[cls].free.offer(buffer);
+            classState[cls].release(buffer);
             caches.uncachedFrees.incrementAndGet(cls);
         }
     }
 
-    /** Takes a batch from the shared free list into the cache and returns one buffer of it. */
+    /** Takes a batch from the stash into the cache and returns one buffer of it; else binds idle slots. */
     private PooledBuffer refill(ThreadCache tc, SizeClass sc) {
-        PooledBuffer first = sc.free.poll();
+        PooledBuffer first = sc.stash.poll();
         if (first == null) {
-            return carve(sc, tc);
+            return take(sc, tc);
         }
         tc.ensureStack(sc.index, sc.cacheCapacity);
         for (int i = 1; i < sc.batch; i++) {
-            PooledBuffer b = sc.free.poll();
+            PooledBuffer b = sc.stash.poll();
             if (b == null) {
                 break;
             }
@@ -226,56 +241,66 @@ public final class BufferPool implements AutoCloseable {
         return first;
     }
 
-    /** The cache is full (or has no stack yet): give its oldest batch to the shared list, keep {@code b}. */
+    /** The cache is full (or has no stack yet): give its oldest batch to the shared state, keep {@code b}. */
     private void flush(ThreadCache tc, SizeClass sc, PooledBuffer b) {
         int cls = sc.index;
         if (tc.stacks[cls].length == 0) {
             tc.ensureStack(cls, sc.cacheCapacity);
         } else {
             PooledBuffer[] stack = tc.stacks[cls];
-            int n = Math.min(sc.batch, tc.tops[cls]);
-            for (int i = 0; i < n; i++) {
-                sc.free.offer(stack[i]);
-            }
-            System.arraycopy(stack, n, stack, 0, tc.tops[cls] - n);
-            tc.tops[cls] -= n;
+            int top = tc.tops[cls];
+            int n = Math.min(sc.batch, top);
+            sc.release(stack, n);
+            System.arraycopy(stack, n, stack, 0, top - n);
+            Arrays.fill(stack, top - n, top, null); // what moved on is not kept alive from here
+            tc.tops[cls] = top - n;
         }
         tc.push(cls, b);
     }
 
     /**
-     * Carves a new slab for a class: one buffer for the caller, a batch into its cache, the rest
-     * onto the shared list. Reclaims dead threads' caches first, since they may hold free buffers.
+     * The stash is empty: binds a batch of idle slots (one for the caller, the rest into its cache),
+     * carving a new slab when no slot is idle. Reclaims dead threads' caches first, since they may
+     * hold free buffers (outside the class's lock: that takes other classes' locks).
      */
-    private PooledBuffer carve(SizeClass sc, ThreadCache tc) {
-        sc.carveLock.lock();
+    private PooledBuffer take(SizeClass sc, ThreadCache tc) {
+        PooledBuffer b = takeLocked(sc, tc, false);
+        if (b == null && caches.reclaimDead() > 0) {
+            b = sc.stash.poll();
+        }
+        return b != null ? b : takeLocked(sc, tc, true);
+    }
+
+    private PooledBuffer takeLocked(SizeClass sc, ThreadCache tc, boolean carve) {
+        PooledBuffer[] got = sc.scratch;
+        int want = tc == null ? 1 : sc.batch;
+        sc.lock.lock();
         try {
-            PooledBuffer b = sc.free.poll();
+            PooledBuffer b = sc.stash.poll();
             if (b != null) {
                 return b;
             }
-            if (caches.reclaimDead() > 0 && (b = sc.free.poll()) != null) {
-                return b;
+            if (!sc.hasIdle()) {
+                if (!carve) {
+                    return null;
+                }
+                if (closed) {
+                    throw closedException("allocate");
+                }
+                sc.add(chunks.carveSlab(this, sc, this::inUseBytes));
             }
-            if (closed) {
-                throw closedException("allocate");
-            }
-            PooledBuffer[] slab = chunks.carveSlab(this, sc, this::inUseBytes);
-            sc.slabs.add(slab);
-            sc.slots += slab.length;
-            int next = 1;
+            int n = sc.bind(got, 0, want);
             if (tc != null) {
                 tc.ensureStack(sc.index, sc.cacheCapacity);
-                for (; next < slab.length && next < sc.batch; next++) {
-                    tc.push(sc.index, slab[next]);
+                for (int i = 1; i < n; i++) {
+                    tc.push(sc.index, got[i]);
                 }
             }
-            for (; next < slab.length; next++) {
-                sc.free.offer(slab[next]);
-            }
-            return slab[0];
+            b = got[0];
+            Arrays.fill(got, 0, n, null);
+            return b;
         } finally {
-            sc.carveLock.unlock();
+            sc.lock.unlock();
         }
     }
 
@@ -405,18 +430,51 @@ public final class BufferPool implements AutoCloseable {
         return closed;
     }
 
+    /**
+     * The live buffers: PARANOID keeps them (with their sites); the other modes find them as the
+     * slots that are neither idle nor held free by a thread cache or a stash.
+     */
     private LeakReport collectLeaks() {
         LeakCollector leaks = new LeakCollector();
-        for (SizeClass sc : classState) {
-            sc.carveLock.lock();
-            try {
-                for (PooledBuffer[] slab : sc.slabs) {
-                    for (PooledBuffer b : slab) {
-                        leaks.offer(b);
+        if (paranoid) {
+            for (PooledBuffer b : liveParanoid) {
+                leaks.offer(b);
+            }
+        } else {
+            Map<Slab, BitSet> held = new IdentityHashMap<>();
+            for (ThreadCache tc : caches.all()) {
+                for (int cls = 0; cls < classState.length; cls++) {
+                    PooledBuffer[] stack = tc.stacks[cls];
+                    for (int i = 0, top = Math.min(tc.tops[cls], stack.length); i < top; i++) {
+                        PooledBuffer b = stack[i];
+                        if (b != null) {
+                            held.computeIfAbsent(b.slab, k -> new BitSet()).set(b.slot());
+                        }
                     }
                 }
-            } finally {
-                sc.carveLock.unlock();
+            }
+            for (SizeClass sc : classState) {
+                List<PooledBuffer> stashed = new ArrayList<>();
+                for (PooledBuffer b = sc.stash.poll(); b != null; b = sc.stash.poll()) {
+                    stashed.add(b);
+                    held.computeIfAbsent(b.slab, k -> new BitSet()).set(b.slot());
+                }
+                for (PooledBuffer b : stashed) { // back, in case the close is refused
+                    sc.release(b);
+                }
+                sc.lock.lock();
+                try {
+                    for (Slab slab : sc.slabs) {
+                        BitSet h = held.get(slab);
+                        for (int slot = 0; slot < slab.slots; slot++) {
+                            if (!slab.isIdle(slot) && (h == null || !h.get(slot))) {
+                                leaks.offerSlot(slab, slot);
+                            }
+                        }
+                    }
+                } finally {
+                    sc.lock.unlock();
+                }
             }
         }
         for (PooledBuffer b : large.live()) {

@@ -211,9 +211,10 @@ final class Chunks {
     /**
      * Carves the next slab for a size class out of the current chunk, mapping a new chunk when
      * fewer than one buffer's worth is left (the old chunk's tail, under one buffer, stays unused).
-     * Makes one handle per slot, with its segment in the pool's scope.
+     * The slab's slots start idle: their handles are made when they are first taken, their segments
+     * (in the pool's scope) when first asked for.
      */
-    PooledBuffer[] carveSlab(BufferPool owner, SizeClass sc, LongSupplier inUse) {
+    Slab carveSlab(BufferPool owner, SizeClass sc, LongSupplier inUse) {
         lock.lock();
         try {
             long remaining = currentChunk == null ? 0 : currentChunk.size() - currentOffset;
@@ -230,11 +231,7 @@ final class Chunks {
             }
             long bytes = Math.min(sc.slabBytes, (remaining / sc.size) * sc.size);
             int n = (int) (bytes / sc.size);
-            PooledBuffer[] slab = new PooledBuffer[n];
-            for (int i = 0; i < n; i++) {
-                MemorySegment slot = current.asSlice(currentOffset + i * sc.size, sc.size);
-                slab[i] = new PooledBuffer(owner, sc.index, currentChunk, slot, null);
-            }
+            Slab slab = new Slab(owner, currentChunk, sc.index, currentOffset, sc.size, n);
             currentOffset += bytes;
             return slab;
         } finally {

@@ -39,7 +39,7 @@ final class LargeBuffers {
             arena.close(); // the chunk itself was given back by adoptDedicated
             throw e;
         }
-        PooledBuffer b = new PooledBuffer(owner, PooledBuffer.LARGE_CLASS, chunk, segment, arena);
+        PooledBuffer b = new PooledBuffer(new Slab(owner, chunk, arena), 0);
         live.add(b);
         allocations.incrementAndGet();
         bytes.addAndGet(rounded);
@@ -80,8 +80,8 @@ final class LargeBuffers {
     }
 
     private void release(PooledBuffer b) {
-        bytes.addAndGet(-b.chunk.size());
-        chunks.release(b.chunk, b.largeArena);
+        bytes.addAndGet(-b.slab.chunk.size());
+        chunks.release(b.slab.chunk, b.slab.largeArena);
     }
 
     /** The live large buffers (a weakly consistent view). */

@@ -17,8 +17,18 @@ final class LeakCollector {
             count++;
             bytes += b.capacity();
             if (listed.size() < LeakReport.MAX_LISTED) {
-                listed.add(new LeakReport.Leak(b.toString(), b.allocationSite));
+                listed.add(new LeakReport.Leak(b.toString(), b.allocationSite()));
             }
+        }
+    }
+
+    /** A slot found live though no handle was offered (its handle is referenced by its owner only). */
+    void offerSlot(Slab slab, int slot) {
+        count++;
+        bytes += slab.slotSize;
+        if (listed.size() < LeakReport.MAX_LISTED) {
+            listed.add(new LeakReport.Leak("PooledBuffer[0x" + Long.toHexString(slab.address(slot)) + ", capacity "
+                    + slab.slotSize + "]", null));
         }
     }
 

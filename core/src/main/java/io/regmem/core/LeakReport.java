@@ -48,7 +48,8 @@ public record LeakReport(String pool, long buffers, long bytes, List<Leak> leaks
     /**
      * One leaked buffer.
      *
-     * @param buffer its description (address, length, capacity, generation)
+     * @param buffer its description: address, length, capacity and generation in PARANOID and for large
+     *               buffers; address and capacity otherwise (the slot is found by its bits, not its handle)
      * @param site   where it was allocated ({@link SafetyMode#PARANOID} only), else null
      */
     public record Leak(String buffer, Throwable site) {

@@ -1,6 +1,5 @@
 package io.regmem.core;
 
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
@@ -11,9 +10,13 @@ import org.agrona.concurrent.UnsafeBuffer;
  * A buffer handed out by a {@link BufferPool}: {@link #capacity()} bytes of off-heap memory at a
  * fixed {@link #address()}, inside one of the pool's {@link Chunk}s.
  *
- * <p><b>Handles are reused.</b> A pool makes one handle per slot of memory, once, and hands the
- * same handle out again after it was freed; that is why allocating and freeing create no garbage.
- * A reference kept after {@link #close()} therefore may later name somebody else's buffer. Code
+ * <p><b>Handles are reused.</b> A handle belongs to one slot of memory for its whole life, and the
+ * pool hands the same handle out again after it was freed while it keeps it among its free
+ * buffers (the thread caches and a bounded stash per size class); that is why allocating and
+ * freeing create no garbage. Beyond those, a freed slot keeps no object (a bit marks it idle) and
+ * its handle is dropped: a later allocation of the slot makes a new one. A reference kept after
+ * {@link #close()} therefore may later name somebody else's buffer (or a dropped handle, which
+ * stays free for ever). Code
  * that must detect that keeps the {@link #generation()} it got and checks it with
  * {@link #checkGeneration(int)} or frees with {@link #close(int)}; in {@link SafetyMode#CHECKED}
  * and {@link SafetyMode#PARANOID} a stale generation throws {@link RdmaException} ({@link Errno#EBADF}).
@@ -50,33 +53,79 @@ public final class PooledBuffer implements AutoCloseable {
         }
     }
 
+    // Seven 4-byte fields, one long and the header: 48 bytes with compressed oops, the whole heap
+    // cost of a live buffer. The pool is the slab's too: kept here, where the header's padding has
+    // room for it, so that a free and a checked access do not wait for the slab's line.
     final BufferPool pool;
-    final int sizeClass;
-    final Chunk chunk;
-    private final MemorySegment segment;
-    private final long address;
-    private final long capacity;
-    /** Used only by large buffers: closes the scope of {@link #segment}. */
-    final Arena largeArena;
+    final Slab slab;
+    /** The slot's number in its slab (high 24 bits) and the size class's index (low 8; 0xFF: a large buffer). */
+    private final int slotAndClass;
+    /** The slot's segment, made on first use and kept while the handle lives. */
+    private MemorySegment segment;
+    /** The views and the PARANOID allocation site, made on first use. */
+    private Views views;
 
     @SuppressWarnings("unused") // accessed through STATE
     private volatile int state;
     private int generation;
     private long length;
-    Throwable allocationSite;
 
-    private ByteBuffer byteBuffer;
-    private UnsafeBuffer directBuffer;
-    private Object bytesStore;
+    /** What few buffers need, kept out of the handle so that the handle stays small. */
+    private static final class Views {
+        ByteBuffer byteBuffer;
+        UnsafeBuffer directBuffer;
+        Object bytesStore;
+        Throwable allocationSite;
+    }
 
-    PooledBuffer(BufferPool pool, int sizeClass, Chunk chunk, MemorySegment segment, Arena largeArena) {
-        this.pool = pool;
-        this.sizeClass = sizeClass;
-        this.chunk = chunk;
-        this.segment = segment;
-        this.address = segment.address();
-        this.capacity = segment.byteSize();
-        this.largeArena = largeArena;
+    PooledBuffer(Slab slab, int slot) {
+        this.pool = slab.pool;
+        this.slab = slab;
+        this.slotAndClass = slot << 8 | (slab.sizeClass & 0xFF);
+    }
+
+    /** The slot's number in its slab. */
+    int slot() {
+        return slotAndClass >>> 8;
+    }
+
+    /** The size class's index, or {@link #LARGE_CLASS} (one load: a free needs it first). */
+    int sizeClass() {
+        int c = slotAndClass & 0xFF;
+        return c == 0xFF ? LARGE_CLASS : c;
+    }
+
+    BufferPool owner() {
+        return pool;
+    }
+
+    private Views views() {
+        Views v = views;
+        if (v == null) {
+            v = new Views();
+            views = v;
+        }
+        return v;
+    }
+
+    Throwable allocationSite() {
+        Views v = views;
+        return v == null ? null : v.allocationSite;
+    }
+
+    void allocationSite(Throwable site) {
+        if (site != null || views != null) {
+            views().allocationSite = site;
+        }
+    }
+
+    private MemorySegment slotSegment() {
+        MemorySegment s = segment;
+        if (s == null) {
+            s = slab.slice(slot());
+            segment = s;
+        }
+        return s;
     }
 
     // ---- lifecycle, called by the pool -------------------------------------------------------
@@ -86,9 +135,9 @@ public final class PooledBuffer implements AutoCloseable {
         generation++;
         length = requested;
         STATE.setOpaque(this, LIVE);
-        ByteBuffer bb = byteBuffer;
-        if (bb != null) {
-            bb.clear();
+        Views v = views;
+        if (v != null && v.byteBuffer != null) {
+            v.byteBuffer.clear();
         }
     }
 
@@ -120,7 +169,7 @@ public final class PooledBuffer implements AutoCloseable {
 
     /** The slot's segment without the liveness check, for the pool's own use (poisoning). */
     MemorySegment segmentForPool() {
-        return segment;
+        return slotSegment();
     }
 
     boolean isLive() {
@@ -137,18 +186,18 @@ public final class PooledBuffer implements AutoCloseable {
      */
     public MemorySegment segment() {
         checkLive();
-        return segment;
+        return slotSegment();
     }
 
     /** The address of the first byte; stable for the life of the pool. */
     public long address() {
         checkLive();
-        return address;
+        return slab.address(slot());
     }
 
     /** Usable bytes: the size class, at least the size asked for. */
     public long capacity() {
-        return capacity;
+        return slab.slotSize;
     }
 
     /** The size that was asked for when this buffer was allocated. */
@@ -166,7 +215,7 @@ public final class PooledBuffer implements AutoCloseable {
 
     /** The chunk this buffer was carved from (registration code reads its attachment). */
     public Chunk chunk() {
-        return chunk;
+        return slab.chunk;
     }
 
     /** The pool this buffer belongs to. */
@@ -182,8 +231,8 @@ public final class PooledBuffer implements AutoCloseable {
      */
     public void checkGeneration(int expected) {
         if (!isLive() || generation != expected) {
-            throw new RdmaException(Errno.EBADF, pool.name() + ": stale PooledBuffer handle at 0x"
-                    + Long.toHexString(address) + ": generation " + expected + " was freed"
+            throw new RdmaException(Errno.EBADF, slab.pool.name() + ": stale PooledBuffer handle at 0x"
+                    + Long.toHexString(slab.address(slot())) + ": generation " + expected + " was freed"
                     + (isLive() ? ", the slot now belongs to generation " + generation : ""));
         }
     }
@@ -198,7 +247,7 @@ public final class PooledBuffer implements AutoCloseable {
      */
     @Override
     public void close() {
-        pool.free(this);
+        slab.pool.free(this);
     }
 
     /**
@@ -209,7 +258,7 @@ public final class PooledBuffer implements AutoCloseable {
      */
     public void close(int expectedGeneration) {
         checkGeneration(expectedGeneration);
-        pool.free(this);
+        slab.pool.free(this);
     }
 
     /**
@@ -227,7 +276,7 @@ public final class PooledBuffer implements AutoCloseable {
         do {
             s = (int) STATE.getVolatile(this);
             if ((s & LIVE) == 0) {
-                throw new RdmaException(Errno.EBADF, pool.name() + ": pin of a freed " + this);
+                throw new RdmaException(Errno.EBADF, slab.pool.name() + ": pin of a freed " + this);
             }
         } while (!STATE.compareAndSet(this, s, s + PIN));
     }
@@ -242,7 +291,7 @@ public final class PooledBuffer implements AutoCloseable {
         do {
             s = (int) STATE.getVolatile(this);
             if (s < LIVE + PIN) {
-                throw new RdmaException(Errno.EINVAL, pool.name() + ": unpin of " + this + ", which is not pinned");
+                throw new RdmaException(Errno.EINVAL, slab.pool.name() + ": unpin of " + this + ", which is not pinned");
             }
         } while (!STATE.compareAndSet(this, s, s - PIN));
     }
@@ -260,11 +309,12 @@ public final class PooledBuffer implements AutoCloseable {
      */
     public ByteBuffer asByteBuffer() {
         checkLive();
-        ByteBuffer bb = byteBuffer;
+        Views v = views();
+        ByteBuffer bb = v.byteBuffer;
         if (bb == null) {
             requireIntCapacity("asByteBuffer");
-            bb = segment.asByteBuffer();
-            byteBuffer = bb;
+            bb = slotSegment().asByteBuffer();
+            v.byteBuffer = bb;
         }
         return bb;
     }
@@ -281,16 +331,17 @@ public final class PooledBuffer implements AutoCloseable {
      */
     public UnsafeBuffer asDirectBuffer() {
         checkLive();
-        UnsafeBuffer ub = directBuffer;
+        Views v = views();
+        UnsafeBuffer ub = v.directBuffer;
         if (ub == null) {
             requireIntCapacity("asDirectBuffer");
             if (!AgronaAccess.USABLE) {
                 throw new RdmaException(Errno.EOPNOTSUPP, this + ": asDirectBuffer needs the JVM flag "
                         + AgronaAccess.FLAG + " (Agrona's UnsafeBuffer uses the Unsafe of jdk.internal.misc)");
             }
-            chunk.markUncheckedViews();
-            ub = new UnsafeBuffer(address, (int) capacity);
-            directBuffer = ub;
+            slab.chunk.markUncheckedViews();
+            ub = new UnsafeBuffer(slab.address(slot()), (int) slab.slotSize);
+            v.directBuffer = ub;
         }
         return ub;
     }
@@ -307,34 +358,35 @@ public final class PooledBuffer implements AutoCloseable {
     @SuppressWarnings("exports") // Chronicle is optional: a caller of this method has it, others need not
     public net.openhft.chronicle.bytes.BytesStore<?, ?> asBytesStore() {
         checkLive();
-        Object store = bytesStore;
+        Views v = views();
+        Object store = v.bytesStore;
         if (store == null) {
             requireIntCapacity("asBytesStore");
-            ChronicleViews.requirePresent(pool.name());
-            chunk.markUncheckedViews();
-            store = ChronicleViews.wrap(address, capacity);
-            bytesStore = store;
+            ChronicleViews.requirePresent(slab.pool.name());
+            slab.chunk.markUncheckedViews();
+            store = ChronicleViews.wrap(slab.address(slot()), slab.slotSize);
+            v.bytesStore = store;
         }
         return (net.openhft.chronicle.bytes.BytesStore<?, ?>) store;
     }
 
     private void requireIntCapacity(String view) {
-        if (capacity > Integer.MAX_VALUE) {
-            throw new RdmaException(Errno.ERANGE, pool.name() + ": " + view + " needs a capacity of at most "
-                    + Integer.MAX_VALUE + " bytes, this buffer has " + capacity);
+        if (slab.slotSize > Integer.MAX_VALUE) {
+            throw new RdmaException(Errno.ERANGE, slab.pool.name() + ": " + view + " needs a capacity of at most "
+                    + Integer.MAX_VALUE + " bytes, this buffer has " + slab.slotSize);
         }
     }
 
     private void checkLive() {
         if (pool.checked && !isLive()) {
-            throw new RdmaException(Errno.EBADF, pool.name() + ": PooledBuffer at 0x" + Long.toHexString(address)
+            throw new RdmaException(Errno.EBADF, slab.pool.name() + ": PooledBuffer at 0x" + Long.toHexString(slab.address(slot()))
                     + " used after free (generation " + generation + ")");
         }
     }
 
     @Override
     public String toString() {
-        return "PooledBuffer[0x" + Long.toHexString(address) + ", length " + length + ", capacity " + capacity
+        return "PooledBuffer[0x" + Long.toHexString(slab.address(slot())) + ", length " + length + ", capacity " + slab.slotSize
                 + ", generation " + generation + (isLive() ? "" : ", free") + (pins() > 0 ? ", pinned" : "") + "]";
     }
 }

@@ -1,22 +1,30 @@
 package io.regmem.core;
 
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
-import org.jctools.queues.MpmcUnboundedXaddArrayQueue;
+import org.jctools.queues.MpmcArrayQueue;
 
 /**
- * The shared state of one size class: its free list and the slabs carved for it.
+ * The shared state of one size class: the slabs carved for it, their idle slots, and a bounded
+ * stash of free handles.
  *
- * <p>The free list is JCTools' {@link MpmcUnboundedXaddArrayQueue}: a multi-producer,
- * multi-consumer queue indexed by sequence numbers taken with an atomic add, so it is ABA-safe
- * without tags, and it recycles its internal chunks, so it allocates nothing once it has grown to
- * the class's working set. Thread caches move buffers to and from it in batches of
- * {@link #batch}, which keeps its contention per buffer low.
+ * <p>A free buffer is in one of three places. In a thread cache (a bound handle, the fast path). In
+ * the {@link #stash}: JCTools' bounded {@link MpmcArrayQueue} of bound handles, which thread caches
+ * fill and drain in batches of {@link #batch}, so buffers move between threads without locks and
+ * without garbage while the working set fits. Or idle: a set bit in its slab and no object, where
+ * a buffer goes when the stash is full ({@link #release}) and where {@link #bind} takes slots when the
+ * stash is empty, making their handles anew. The heap a class holds is its thread caches' and
+ * stash's handles (bounded) plus a bit and a share of a {@link Slab} per idle slot, whatever the
+ * pool's size.
+ *
+ * <p>{@link #lock} guards the slabs' bits, {@link #slabs} and {@link #partial}.
  */
 final class SizeClass {
-    private static final int QUEUE_CHUNK = 256;
-    private static final int POOLED_QUEUE_CHUNKS = 8;
+    /** Bytes of handles the stash may hold at most (it holds at least two thread caches' worth). */
+    private static final long STASH_BYTES = 4L << 20;
+    private static final int STASH_MAX = 8192;
 
     final int index;
     final long size;
@@ -24,21 +32,107 @@ final class SizeClass {
     final long slabBytes;
     /** Maximum buffers of this class in one thread cache. */
     final int cacheCapacity;
-    /** Buffers moved between a thread cache and {@link #free} at a time. */
+    /** Buffers moved between a thread cache and the shared state at a time. */
     final int batch;
-    final MpmcUnboundedXaddArrayQueue<PooledBuffer> free =
-            new MpmcUnboundedXaddArrayQueue<>(QUEUE_CHUNK, POOLED_QUEUE_CHUNKS);
-    /** Serializes carving for this class; guards {@link #slabs}. */
-    final ReentrantLock carveLock = new ReentrantLock();
-    final List<PooledBuffer[]> slabs = new ArrayList<>();
+    /** Free bound handles shared between threads. */
+    final MpmcArrayQueue<PooledBuffer> stash;
+    final ReentrantLock lock = new ReentrantLock();
+    /** Every slab carved for the class, in order. */
+    final List<Slab> slabs = new ArrayList<>();
+    /** Slabs with idle slots. */
+    private final ArrayDeque<Slab> partial = new ArrayDeque<>();
     volatile long slots;
+    /** Where {@link #bind} puts a batch (used under {@link #lock}). */
+    final PooledBuffer[] scratch;
 
     SizeClass(int index, long size, long slabSize, long threadCacheBytes) {
         this.index = index;
         this.size = size;
-        this.slabBytes = Math.max(size, (slabSize / size) * size);
+        // at most 2^23 slots per slab: a handle packs its slot's number into 24 bits
+        this.slabBytes = Math.max(size, (Math.min(slabSize, size << 23) / size) * size);
         long fit = threadCacheBytes / size;
         this.cacheCapacity = (int) Math.max(2, Math.min(512, fit));
         this.batch = Math.max(1, cacheCapacity / 2);
+        int stashed = (int) Math.max(2L * cacheCapacity, Math.min(STASH_MAX, STASH_BYTES / size));
+        this.stash = new MpmcArrayQueue<>(stashed);
+        this.scratch = new PooledBuffer[batch];
+    }
+
+    /**
+     * Binds up to {@code n} idle slots to new handles into {@code out} from {@code from} on (the lock
+     * held); returns how many.
+     */
+    int bind(PooledBuffer[] out, int from, int n) {
+        int got = 0;
+        while (got < n) {
+            Slab s = partial.peekFirst();
+            if (s == null) {
+                break;
+            }
+            int slot;
+            while (got < n && (slot = s.takeIdle()) >= 0) {
+                out[from + got++] = new PooledBuffer(s, slot);
+            }
+            if (s.idle == 0) {
+                partial.pollFirst();
+                s.listed = false;
+            }
+        }
+        return got;
+    }
+
+    /** True if a slab has idle slots (the lock held). */
+    boolean hasIdle() {
+        return !partial.isEmpty();
+    }
+
+    /** A new slab, all idle (the lock held). */
+    void add(Slab s) {
+        slabs.add(s);
+        slots += s.slots;
+        s.listed = true;
+        partial.addLast(s);
+    }
+
+    /**
+     * Takes back free handles {@code buffers[0..n)}: into the stash while it has room, the rest made
+     * idle (their handles dropped) under the lock. Any thread; never takes another class's lock.
+     */
+    void release(PooledBuffer[] buffers, int n) {
+        int i = 0;
+        while (i < n && stash.offer(buffers[i])) {
+            i++;
+        }
+        if (i < n) {
+            lock.lock();
+            try {
+                for (; i < n; i++) {
+                    idle(buffers[i]);
+                }
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+
+    /** Takes back one free handle (as {@link #release}). */
+    void release(PooledBuffer b) {
+        if (!stash.offer(b)) {
+            lock.lock();
+            try {
+                idle(b);
+            } finally {
+                lock.unlock();
+            }
+        }
+    }
+
+    private void idle(PooledBuffer b) {
+        Slab s = b.slab;
+        s.makeIdle(b.slot());
+        if (!s.listed) {
+            s.listed = true;
+            partial.addLast(s);
+        }
     }
 }

@@ -1,6 +1,7 @@
 package io.regmem.core;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
@@ -48,19 +49,18 @@ final class ThreadCaches {
         return tc;
     }
 
-    /** Moves every buffer of one stack to its class's shared free list. Owner thread, or a dead owner. */
+    /** Moves every buffer of one stack to its class's shared state. Owner thread, or a dead owner. */
     void drain(ThreadCache tc, int cls) {
         PooledBuffer[] stack = tc.stacks[cls];
         int top = tc.tops[cls];
-        for (int i = 0; i < top; i++) {
-            classes[cls].free.offer(stack[i]);
-        }
+        classes[cls].release(stack, top);
+        Arrays.fill(stack, 0, top, null);
         tc.tops[cls] = 0;
     }
 
     /** Moves the cached buffers and counters of dead threads to the shared state; returns buffers moved. */
     long reclaimDead() {
-        long moved = 0;
+        List<ThreadCache> dead = new ArrayList<>();
         lock.lock();
         try {
             for (int i = registry.size() - 1; i >= 0; i--) {
@@ -68,19 +68,35 @@ final class ThreadCaches {
                 if (!tc.ownerDead()) {
                     continue;
                 }
-                moved += tc.cached();
                 for (int cls = 0; cls < classes.length; cls++) {
-                    drain(tc, cls);
                     uncachedAllocations.addAndGet(cls, tc.allocations[cls]);
                     uncachedFrees.addAndGet(cls, tc.frees[cls]);
                 }
                 uncachedMisses.addAndGet(tc.misses);
                 registry.remove(i);
+                dead.add(tc);
             }
         } finally {
             lock.unlock();
         }
+        long moved = 0;
+        for (ThreadCache tc : dead) { // outside the registry's lock: releasing takes the classes' locks
+            moved += tc.cached();
+            for (int cls = 0; cls < classes.length; cls++) {
+                drain(tc, cls);
+            }
+        }
         return moved;
+    }
+
+    /** Every registered cache (a snapshot), for the pool's close. */
+    List<ThreadCache> all() {
+        lock.lock();
+        try {
+            return new ArrayList<>(registry);
+        } finally {
+            lock.unlock();
+        }
     }
 
     /**
