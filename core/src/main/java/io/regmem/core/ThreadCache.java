@@ -15,6 +15,8 @@ final class ThreadCache {
     private static final PooledBuffer[] EMPTY = new PooledBuffer[0];
 
     final WeakReference<Thread> owner;
+    /** The owner's id (never reused in a JVM): what the fast lookup compares. */
+    final long threadId;
     final PooledBuffer[][] stacks;
     final int[] tops;
     final long[] allocations;
@@ -24,6 +26,7 @@ final class ThreadCache {
 
     ThreadCache(Thread owner, int classes) {
         this.owner = new WeakReference<>(owner);
+        this.threadId = owner.threadId();
         this.stacks = new PooledBuffer[classes][];
         Arrays.fill(stacks, EMPTY);
         this.tops = new int[classes];

@@ -28,14 +28,32 @@ final class ThreadCaches {
         this.uncachedFrees = new AtomicLongArray(classes.length);
     }
 
+    /**
+     * The caches by thread id, direct-mapped: the fast lookup. An entry is written only by the thread
+     * whose cache it is, and read by any thread that maps to the same slot, which uses it only if the
+     * cache's (final) thread id is its own; a thread that finds another's cache there takes its own
+     * from the thread-local (and claims the slot), so two threads sharing a slot stay correct, only slower.
+     */
+    private final ThreadCache[] byId = new ThreadCache[FAST_SLOTS];
+    private static final int FAST_SLOTS = 256;
+
     /** The calling thread's cache, made and registered on first use. */
     ThreadCache get() {
-        return local.get();
+        long id = Thread.currentThread().threadId();
+        int slot = (int) id & (FAST_SLOTS - 1);
+        ThreadCache tc = byId[slot];
+        if (tc != null && tc.threadId == id) {
+            return tc;
+        }
+        tc = local.get();
+        byId[slot] = tc;
+        return tc;
     }
 
     /** Forgets the calling thread's cache (pool close). */
     void removeCurrent() {
         local.remove();
+        Arrays.fill(byId, null);
     }
 
     private ThreadCache register() {
@@ -75,6 +93,10 @@ final class ThreadCaches {
                 uncachedMisses.addAndGet(tc.misses);
                 registry.remove(i);
                 dead.add(tc);
+                int slot = (int) tc.threadId & (FAST_SLOTS - 1);
+                if (byId[slot] == tc) {
+                    byId[slot] = null; // a racing claim by a live thread only falls back to its thread-local
+                }
             }
         } finally {
             lock.unlock();
