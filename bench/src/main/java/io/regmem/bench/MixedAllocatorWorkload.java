@@ -21,10 +21,12 @@ import org.jctools.queues.SpscArrayQueue;
  * pooled direct allocators, in rounds so that each sees the same minutes of the machine. Each of two
  * threads draws sizes from a distribution, allocates (timed one by one into an HdrHistogram), writes
  * a long, keeps a window of the last {@value #WINDOW} buffers and frees the oldest when the window is
- * full; a quarter of those frees are handed to the other thread, which frees them there. Reported per
- * allocator: allocations per second (both threads), the p50 / p99 / p99.9 / max allocate latency, and
- * the chunk memory it holds at the end (regmem: reserved bytes; Netty: its metric's used direct
- * memory), with every buffer freed.
+ * full; a quarter of those frees are handed to the other thread (through a bounded queue of
+ * {@value #INBOX}), which frees them there. Reported per allocator: allocations per second (both
+ * threads), the p50 / p99 / p99.9 / max allocate latency, and the chunk memory it holds at the end
+ * with every buffer freed (regmem: reserved bytes, its high-water mark, since a size class keeps
+ * its memory until the pool closes; Netty: its metric's used direct memory, which falls as its
+ * chunks empty).
  *
  * <p>Distributions: {@code storage} (4 KiB 60%, 8-64 KiB 30%, 128 KiB-1 MiB 10%) and {@code rpc}
  * (64-512 B 70%, 1-4 KiB 25%, 8-16 KiB 5%). Usage: {@code MixedAllocatorWorkload [seconds] [rounds]}.
@@ -32,12 +34,14 @@ import org.jctools.queues.SpscArrayQueue;
 public final class MixedAllocatorWorkload {
     private static final int WINDOW = 256;
     private static final int THREADS = 2;
+    /** Buffers waiting for the other thread to free them, at most (a full hand-off frees locally). */
+    private static final int INBOX = 256;
 
     private MixedAllocatorWorkload() {
     }
 
     /** The allocator under test, with one operation set. */
-    interface Subject {
+    public interface Subject {
         String name();
 
         Object allocate(int size);
@@ -49,8 +53,8 @@ public final class MixedAllocatorWorkload {
         void close();
     }
 
-    static final class Regmem implements Subject {
-        final BufferPool pool = BufferPool.builder().name("mixed").safetyMode(SafetyMode.CHECKED).maxBytes(16L << 30).build();
+    public static final class Regmem implements Subject {
+        public final BufferPool pool = BufferPool.builder().name("mixed").safetyMode(SafetyMode.CHECKED).maxBytes(16L << 30).build();
 
         @Override
         public String name() {
@@ -134,11 +138,11 @@ public final class MixedAllocatorWorkload {
     }
 
     /** One allocator, one distribution, {@code seconds} long: the result line. */
-    static String run(Subject s, boolean storage, double seconds) throws InterruptedException {
+    public static String run(Subject s, boolean storage, double seconds) throws InterruptedException {
         @SuppressWarnings({"unchecked", "rawtypes"})
         SpscArrayQueue<Object>[] inbox = new SpscArrayQueue[THREADS];
         for (int i = 0; i < THREADS; i++) {
-            inbox[i] = new SpscArrayQueue<>(1 << 16);
+            inbox[i] = new SpscArrayQueue<>(INBOX); // bounded: a descheduled thread cannot pile up buffers
         }
         Histogram[] hist = new Histogram[THREADS];
         long[] ops = new long[THREADS];

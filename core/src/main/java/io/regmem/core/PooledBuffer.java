@@ -179,8 +179,9 @@ public final class PooledBuffer implements AutoCloseable {
     // ---- public face -------------------------------------------------------------------------
 
     /**
-     * The buffer's memory as a bounds-checked segment of {@link #capacity()} bytes. The same
-     * segment object is returned for the life of the slot, so this allocates nothing.
+     * The buffer's memory as a bounds-checked segment of {@link #capacity()} bytes. The segment object
+     * is made on the handle's first call and the same one returned for the handle's life, so this
+     * allocates nothing in the steady state.
      *
      * @throws RdmaException {@link Errno#EBADF} if the buffer was freed (checked modes)
      */
@@ -303,7 +304,7 @@ public final class PooledBuffer implements AutoCloseable {
 
     /**
      * A {@link ByteBuffer} over the whole capacity, position 0 and limit {@code capacity()} at each
-     * allocation. One object per slot, reused; not thread-safe (like any ByteBuffer).
+     * allocation. One object per handle, reused; not thread-safe (like any ByteBuffer).
      *
      * @throws RdmaException {@link Errno#ERANGE} if the capacity exceeds {@code Integer.MAX_VALUE}
      */
@@ -320,7 +321,7 @@ public final class PooledBuffer implements AutoCloseable {
     }
 
     /**
-     * An Agrona {@link UnsafeBuffer} over the whole capacity, zero-copy. One object per slot, reused.
+     * An Agrona {@link UnsafeBuffer} over the whole capacity, zero-copy. One object per handle, reused.
      * Unchecked: see the class comment. Agrona 2.x reaches {@code jdk.internal.misc.Unsafe}, so the
      * JVM must run with {@code --add-exports java.base/jdk.internal.misc=ALL-UNNAMED} (on the module
      * path {@code =org.agrona}).
@@ -349,7 +350,7 @@ public final class PooledBuffer implements AutoCloseable {
     /**
      * A Chronicle Bytes {@code BytesStore} over the whole capacity, zero-copy; needs
      * {@code net.openhft:chronicle-bytes} on the class path (an optional dependency) and the
-     * {@code --add-opens} flags Chronicle documents for JDK 25. One object per slot, reused.
+     * {@code --add-opens} flags Chronicle documents for JDK 25. One object per handle, reused.
      * Unchecked: see the class comment.
      *
      * @return a Chronicle bytes store over this buffer's memory
