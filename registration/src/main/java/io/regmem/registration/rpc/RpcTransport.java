@@ -85,8 +85,7 @@ public final class RpcTransport {
     private final SendLock sendLock;
     private final Handler handler;
     private final int maxRequests;
-    private final WorkRequest[] recvWrs;
-    private final Rep[] posting;
+    private final RepChain chain;
     private final WorkRequest send;
     private final WorkCompletion[] wcs = new WorkCompletion[32];
     private final AtomicInteger receiving = new AtomicInteger();
@@ -147,12 +146,7 @@ public final class RpcTransport {
         this.maxRequests = buffer.maxRequests();
         this.mrs = new FrwrMrs(buffer, mrPages, maxRdmaSegs);
         this.pollRole = buffer.pollRole();
-        int maxRecvs = maxRequests + RECV_BATCH + 1;
-        this.recvWrs = new WorkRequest[maxRecvs];
-        for (int i = 0; i < maxRecvs; i++) {
-            recvWrs[i] = new WorkRequest(1);
-        }
-        this.posting = new Rep[maxRecvs];
+        this.chain = new RepChain(buffer, maxRequests + RECV_BATCH + 1, qp::postRecv);
         this.send = new WorkRequest(buffer.ring().slot(0).maxSge());
         for (int i = 0; i < wcs.length; i++) {
             wcs[i] = new WorkCompletion();
@@ -200,40 +194,7 @@ public final class RpcTransport {
             return 0;
         }
         try {
-            int target = want - receiveCount.get() + RECV_BATCH;
-            int n = 0;
-            while (n < target) {
-                Rep rep = buffer.repGet();
-                if (rep == null) {
-                    break;
-                }
-                if (!rep.buffer.dmaMap(buffer.pd())) {
-                    buffer.repPut(rep);
-                    break;
-                }
-                rep.nextPosting();
-                WorkRequest wr = recvWrs[n].reset().wrId(recvWrId(rep))
-                        .addSge(rep.buffer.address(), rep.buffer.length(), rep.buffer.lkey());
-                if (n > 0) {
-                    recvWrs[n - 1].next(wr);
-                }
-                posting[n++] = rep;
-            }
-            if (n == 0) {
-                return 0;
-            }
-            try {
-                qp.postRecv(recvWrs[0]);
-            } catch (RdmaException e) {
-                for (int i = 0; i < n; i++) { // all or nothing: none was posted
-                    buffer.repPut(posting[i]);
-                    posting[i] = null;
-                }
-                return 0;
-            }
-            for (int i = 0; i < n; i++) {
-                posting[i] = null;
-            }
+            int n = chain.post(want - receiveCount.get() + RECV_BATCH);
             receiveCount.addAndGet(n);
             return n;
         } finally {

@@ -4,7 +4,6 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.SharedReceiveQueue;
-import io.regmem.registration.WorkRequest;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -29,8 +28,7 @@ public final class SharedReceives implements AutoCloseable {
     private final RpcBuffer buffer;
     private final int depth;
     private final SharedReceiveQueue srq;
-    private final WorkRequest[] wrs;
-    private final Rep[] posting;
+    private final RepChain chain;
     private final AtomicInteger poster = new AtomicInteger();
     /** Receives posted and not yet completed (or flushed). */
     private final AtomicInteger posted = new AtomicInteger();
@@ -54,11 +52,7 @@ public final class SharedReceives implements AutoCloseable {
         this.depth = depth;
         ProtectionDomain pd = buffer.pd();
         this.srq = pd.createSrq(depth, 1);
-        this.wrs = new WorkRequest[depth];
-        this.posting = new Rep[depth];
-        for (int i = 0; i < depth; i++) {
-            wrs[i] = new WorkRequest(1);
-        }
+        this.chain = new RepChain(buffer, depth, srq::postRecv);
     }
 
     /**
@@ -73,42 +67,11 @@ public final class SharedReceives implements AutoCloseable {
             return 0;
         }
         try {
-            int n = 0;
-            int want = depth - posted.get();
-            while (n < want) {
-                Rep rep = buffer.repGet();
-                if (rep == null) {
-                    break;
-                }
-                if (!rep.buffer.dmaMap(buffer.pd())) {
-                    buffer.repPut(rep);
-                    break;
-                }
-                rep.nextPosting();
-                WorkRequest wr = wrs[n].reset().wrId(RpcTransport.recvWrId(rep))
-                        .addSge(rep.buffer.address(), rep.buffer.length(), rep.buffer.lkey());
-                if (n > 0) {
-                    wrs[n - 1].next(wr);
-                }
-                posting[n++] = rep;
+            int n = chain.post(depth - posted.get());
+            if (n > 0) {
+                posted.addAndGet(n);
+                srq.armLimit(Math.max(1, depth / 4));
             }
-            if (n == 0) {
-                return 0;
-            }
-            try {
-                srq.postRecv(wrs[0]);
-            } catch (RdmaException e) {
-                for (int i = 0; i < n; i++) { // all or nothing: none was posted
-                    buffer.repPut(posting[i]);
-                    posting[i] = null;
-                }
-                return 0;
-            }
-            for (int i = 0; i < n; i++) {
-                posting[i] = null;
-            }
-            posted.addAndGet(n);
-            srq.armLimit(Math.max(1, depth / 4));
             return n;
         } finally {
             poster.set(0);
