@@ -22,7 +22,7 @@ import org.jctools.queues.MpmcArrayQueue;
  * <p>{@link #lock} guards the slabs' bits, {@link #slabs} and {@link #partial}.
  */
 final class SizeClass {
-    /** Bytes of handles the stash may hold at most (it holds at least two thread caches' worth). */
+    /** Bytes of buffers the stash holds without thread caches; with them, four caches' worth. */
     private static final long STASH_BYTES = 4L << 20;
     private static final int STASH_MAX = 8192;
 
@@ -53,7 +53,8 @@ final class SizeClass {
         long fit = threadCacheBytes / size;
         this.cacheCapacity = (int) Math.max(2, Math.min(512, fit));
         this.batch = Math.max(1, cacheCapacity / 2);
-        int stashed = (int) Math.max(2L * cacheCapacity, Math.min(STASH_MAX, STASH_BYTES / size));
+        long stashBytes = threadCacheBytes > 0 ? 4 * threadCacheBytes : STASH_BYTES;
+        int stashed = (int) Math.max(2L * cacheCapacity, Math.min(STASH_MAX, stashBytes / size));
         this.stash = new MpmcArrayQueue<>(stashed);
         this.scratch = new PooledBuffer[batch];
     }
