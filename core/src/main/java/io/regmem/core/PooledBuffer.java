@@ -95,10 +95,6 @@ public final class PooledBuffer implements AutoCloseable {
         return c == 0xFF ? LARGE_CLASS : c;
     }
 
-    BufferPool owner() {
-        return pool;
-    }
-
     private Views views() {
         Views v = views;
         if (v == null) {

@@ -208,7 +208,9 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             try {
                 q.toError("destroyed");
                 q.provider().stop(); // nothing of the QP touches memory any more
-                q.returnSrqReceive();
+                if (q.srqHold != null) {
+                    q.srqHold.giveBack();
+                }
             } finally {
                 q.lock.unlock();
                 q.postLock.unlock();

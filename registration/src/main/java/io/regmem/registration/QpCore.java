@@ -58,7 +58,7 @@ final class QpCore extends ProviderState implements QpContext {
 
     @Override
     public boolean idle() {
-        return qp.sq.idle() && (qp.state() != QueuePair.State.ERROR || (qp.rq.idle() && qp.srqSettled()));
+        return qp.sq.idle() && (qp.state() != QueuePair.State.ERROR || (qp.rq.idle() && (qp.srqHold == null || qp.srqHold.settled())));
     }
 
     @Override
@@ -93,14 +93,14 @@ final class QpCore extends ProviderState implements QpContext {
 
     @Override
     public PostedWr nextRecv() {
-        return qp.srq == null ? qp.rq.peek() : qp.srqReceive();
+        return qp.srqHold == null ? qp.rq.peek() : qp.srqHold.receive();
     }
 
     @Override
     public void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData,
                              boolean withInvalidate, int invalidatedRkey, boolean solicited) {
-        if (qp.srq != null) {
-            qp.completeShared(status, opcode, bytes, withImm, immData, withInvalidate, invalidatedRkey, solicited);
+        if (qp.srqHold != null) {
+            qp.srqHold.complete(status, opcode, bytes, withImm, immData, withInvalidate, invalidatedRkey, solicited);
         } else {
             qp.complete(qp.rq, qp.recvCq(), true, status, opcode, bytes, true, withImm, immData, withInvalidate, invalidatedRkey,
                     solicited);

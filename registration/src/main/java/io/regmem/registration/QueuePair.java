@@ -56,13 +56,8 @@ public final class QueuePair extends RdmaResource {
     private final int maxInlineData;
     /** The shared receive queue the receives come from, or null: then the QP's own receive queue. */
     final SharedReceiveQueue srq;
-    /**
-     * With an SRQ: the slot of the receive this QP took from it and has not yet completed, or -1
-     * (written under the execution lock; read by {@code idle()} from any thread).
-     */
-    private volatile int srqSlot = -1;
-    /** QP_LAST_WQE_REACHED was raised (at the flush in the error state, lock held). */
-    private volatile boolean lastWqeRaised;
+    /** With an SRQ: this QP's hold on it; else null. */
+    final SrqHold srqHold;
     /** The send queue's inline slots ({@code maxInlineData} bytes each), or null without inline data. */
     private final Arena inlineArena;
     private volatile State state = State.INIT;
@@ -99,6 +94,7 @@ public final class QueuePair extends RdmaResource {
         this.minRnrTimer = attrs.minRnrTimer();
         this.maxInlineData = attrs.maxInlineData();
         this.srq = attrs.srq();
+        this.srqHold = srq == null ? null : new SrqHold(srq, this);
         this.inlineArena = maxInlineData > 0 ? Arena.ofShared() : null;
         MemorySegment inlineArea = inlineArena == null ? null
                 : inlineArena.allocate((long) WorkQueue.slots(maxSendWr) * maxInlineData, 64);
@@ -351,68 +347,18 @@ public final class QueuePair extends RdmaResource {
         q.produced(seq);
         q.pop();
         if (!cq.push(this, recv, seq, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey, solicited)) {
-            boolean was = state == State.ERROR;
-            toError("its completion queue overran"); // the completion is lost: the QP can no longer be trusted
-            if (!was) {
-                device.raiseAsync(AsyncEvent.Type.QP_FATAL, this, this + " moved to the error state: a completion was lost "
-                        + "because " + cq + " overran");
-            }
+            lostCompletion(cq);
             cq.retire(q, seq);
         }
     }
 
-    /**
-     * With an SRQ: the receive this QP took from it (taking the oldest queued one if it holds none and
-     * is not in the error state), or null (lock held).
-     */
-    Wqe srqReceive() {
-        int slot = srqSlot;
-        if (slot < 0) {
-            if (state == State.ERROR || (slot = srq.take(this)) < 0) {
-                return null;
-            }
-            srqSlot = slot;
-        }
-        return srq.slot(slot);
-    }
-
-    /**
-     * At destroy, after the provider stopped: a receive taken from the SRQ and not completed goes back
-     * to the front of the SRQ for another QP (both locks held).
-     */
-    void returnSrqReceive() {
-        int slot = srqSlot;
-        if (slot >= 0) {
-            srqSlot = -1;
-            srq.untake(slot);
-        }
-    }
-
-    /**
-     * True unless this QP uses an SRQ and, in the error state, still holds a receive of it or has not
-     * raised QP_LAST_WQE_REACHED: its flush is still to run (any thread).
-     */
-    boolean srqSettled() {
-        return srq == null || (srqSlot < 0 && lastWqeRaised);
-    }
-
-    /** Completes the receive {@link #srqReceive()} returned, on the receive CQ (lock held). */
-    void completeShared(WcStatus status, Opcode op, long bytes, boolean withImm, int imm, boolean withInv, int invRkey,
-                        boolean solicited) {
-        int slot = srqSlot;
-        if (slot < 0) {
-            throw new IllegalStateException(this + ": a provider completed a receive it did not take (nextRecv was null)");
-        }
-        Wqe w = srq.slot(slot);
-        srqSlot = -1;
-        if (!recvCq.push(this, true, slot, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey, solicited)) {
-            boolean was = state == State.ERROR;
-            toError("its completion queue overran");
-            if (!was) {
-                device.raiseAsync(AsyncEvent.Type.QP_FATAL, this, this + " moved to the error state: a completion was lost "
-                        + "because " + recvCq + " overran");
-            }
-            srq.retire(slot);
+    /** A completion of this QP found {@code cq} full and was lost: the QP can no longer be trusted (lock held). */
+    void lostCompletion(CompletionQueue cq) {
+        boolean was = state == State.ERROR;
+        toError("its completion queue overran");
+        if (!was) {
+            device.raiseAsync(AsyncEvent.Type.QP_FATAL, this, this + " moved to the error state: a completion was lost "
+                    + "because " + cq + " overran");
         }
     }
 
@@ -429,16 +375,8 @@ public final class QueuePair extends RdmaResource {
             complete(rq, recvCq, true, WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, true, false, 0, false, 0, false);
             receives++;
         }
-        if (srq != null) {
-            if (srqSlot >= 0) { // the receive it took and did not complete; the SRQ's queued ones stay
-                completeShared(WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, false, 0, false, 0, false);
-                receives++;
-            }
-            if (!lastWqeRaised) {
-                lastWqeRaised = true;
-                device.raiseAsync(AsyncEvent.Type.QP_LAST_WQE_REACHED, this, this + " is in the error state and holds no "
-                        + "receive of " + srq + " any more");
-            }
+        if (srqHold != null) {
+            receives += srqHold.flush();
         }
         if (sends + receives > 0) {
             RegistrationEvents.QpFlush event = new RegistrationEvents.QpFlush();
