@@ -2,10 +2,7 @@ package io.regmem.core;
 
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.BitSet;
-import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -441,41 +438,7 @@ public final class BufferPool implements AutoCloseable {
                 leaks.offer(b);
             }
         } else {
-            Map<Slab, BitSet> held = new IdentityHashMap<>();
-            for (ThreadCache tc : caches.all()) {
-                for (int cls = 0; cls < classState.length; cls++) {
-                    PooledBuffer[] stack = tc.stacks[cls];
-                    for (int i = 0, top = Math.min(tc.tops[cls], stack.length); i < top; i++) {
-                        PooledBuffer b = stack[i];
-                        if (b != null) {
-                            held.computeIfAbsent(b.slab, k -> new BitSet()).set(b.slot());
-                        }
-                    }
-                }
-            }
-            for (SizeClass sc : classState) {
-                List<PooledBuffer> stashed = new ArrayList<>();
-                for (PooledBuffer b = sc.stash.poll(); b != null; b = sc.stash.poll()) {
-                    stashed.add(b);
-                    held.computeIfAbsent(b.slab, k -> new BitSet()).set(b.slot());
-                }
-                for (PooledBuffer b : stashed) { // back, in case the close is refused
-                    sc.release(b);
-                }
-                sc.lock.lock();
-                try {
-                    for (Slab slab : sc.slabs) {
-                        BitSet h = held.get(slab);
-                        for (int slot = 0; slot < slab.slots; slot++) {
-                            if (!slab.isIdle(slot) && (h == null || !h.get(slot))) {
-                                leaks.offerSlot(slab, slot);
-                            }
-                        }
-                    }
-                } finally {
-                    sc.lock.unlock();
-                }
-            }
+            leaks.offerUnheldSlots(classState, caches.all());
         }
         for (PooledBuffer b : large.live()) {
             leaks.offer(b);

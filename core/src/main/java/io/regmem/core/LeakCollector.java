@@ -1,7 +1,10 @@
 package io.regmem.core;
 
 import java.util.ArrayList;
+import java.util.BitSet;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * What {@link BufferPool#closeAndReport()} finds: counts the live buffers it is offered and lists the
@@ -22,8 +25,51 @@ final class LeakCollector {
         }
     }
 
+    /**
+     * Offers the live slots of every class: those neither idle nor held free by a thread cache or a
+     * stash (a live buffer's handle is referenced by its owner only). Drains each stash to look and
+     * gives it back, in case the close is refused.
+     */
+    void offerUnheldSlots(SizeClass[] classes, List<ThreadCache> caches) {
+        Map<Slab, BitSet> held = new IdentityHashMap<>();
+        for (ThreadCache tc : caches) {
+            for (int cls = 0; cls < classes.length; cls++) {
+                PooledBuffer[] stack = tc.stacks[cls];
+                for (int i = 0, top = Math.min(tc.tops[cls], stack.length); i < top; i++) {
+                    PooledBuffer b = stack[i];
+                    if (b != null) {
+                        held.computeIfAbsent(b.slab, k -> new BitSet()).set(b.slot());
+                    }
+                }
+            }
+        }
+        for (SizeClass sc : classes) {
+            List<PooledBuffer> stashed = new ArrayList<>();
+            for (PooledBuffer b = sc.stash.poll(); b != null; b = sc.stash.poll()) {
+                stashed.add(b);
+                held.computeIfAbsent(b.slab, k -> new BitSet()).set(b.slot());
+            }
+            for (PooledBuffer b : stashed) {
+                sc.release(b);
+            }
+            sc.lock.lock();
+            try {
+                for (Slab slab : sc.slabs) {
+                    BitSet h = held.get(slab);
+                    for (int slot = 0; slot < slab.slots; slot++) {
+                        if (!slab.isIdle(slot) && (h == null || !h.get(slot))) {
+                            offerSlot(slab, slot);
+                        }
+                    }
+                }
+            } finally {
+                sc.lock.unlock();
+            }
+        }
+    }
+
     /** A slot found live though no handle was offered (its handle is referenced by its owner only). */
-    void offerSlot(Slab slab, int slot) {
+    private void offerSlot(Slab slab, int slot) {
         count++;
         bytes += slab.slotSize;
         if (listed.size() < LeakReport.MAX_LISTED) {
