@@ -65,14 +65,22 @@ public final class PooledBuffer implements AutoCloseable {
     /** The views and the PARANOID allocation site, made on first use. */
     private Views views;
 
-    @SuppressWarnings("unused") // accessed through STATE
-    private volatile int state;
+    /**
+     * {@link #FREE}, or {@link #LIVE} plus {@link #PIN} per pin. Plain reads and writes where a thread
+     * reads what it wrote itself (allocation, the liveness check of the owner's accesses), so that the
+     * compiler can fold a check that follows an allocation and keep what it loaded across it; every
+     * transition another thread may race with (free, pin, unpin) is a compare-and-set through
+     * {@link #STATE}, and reads for other threads are opaque.
+     */
+    private int state;
     private int generation;
     private long length;
 
     /** What few buffers need, kept out of the handle so that the handle stays small. */
     private static final class Views {
         ByteBuffer byteBuffer;
+        /** The generation {@link #byteBuffer} was last reset for (position 0, limit capacity). */
+        int byteBufferGeneration;
         UnsafeBuffer directBuffer;
         Object bytesStore;
         Throwable allocationSite;
@@ -126,25 +134,24 @@ public final class PooledBuffer implements AutoCloseable {
 
     // ---- lifecycle, called by the pool -------------------------------------------------------
 
-    /** Marks the handle live for a new owner; plain stores, published by the hand-off to the caller. */
+    /**
+     * Marks the handle live for a new owner: plain stores, published to other threads by whatever
+     * hands the buffer over (the caller's own hand-off, or the stash's release and acquire).
+     */
     void onAllocate(long requested) {
         generation++;
         length = requested;
-        STATE.setOpaque(this, LIVE);
-        Views v = views;
-        if (v != null && v.byteBuffer != null) {
-            v.byteBuffer.clear();
-        }
+        state = LIVE;
     }
 
-    /** FAST mode: records the free without checking (but a pinned buffer: {@link #refuseFreeWhilePinned}). */
+    /** FAST mode: records the free without checking (but a pinned buffer: {@link #pinnedPlain}). */
     void markFreePlain() {
-        STATE.setOpaque(this, FREE);
+        state = FREE;
     }
 
     /** FAST mode's one check: true if the buffer is pinned (a plain read of the state). */
     boolean pinnedPlain() {
-        return (int) STATE.getOpaque(this) > LIVE;
+        return state > LIVE;
     }
 
     /**
@@ -189,7 +196,8 @@ public final class PooledBuffer implements AutoCloseable {
     /** The address of the first byte; stable for the life of the pool. */
     public long address() {
         checkLive();
-        return slab.address(slot());
+        MemorySegment s = segment;
+        return s != null ? s.address() : slab.address(slot());
     }
 
     /** Usable bytes: the size class, at least the size asked for. */
@@ -244,7 +252,7 @@ public final class PooledBuffer implements AutoCloseable {
      */
     @Override
     public void close() {
-        slab.pool.free(this);
+        pool.free(this);
     }
 
     /**
@@ -255,7 +263,7 @@ public final class PooledBuffer implements AutoCloseable {
      */
     public void close(int expectedGeneration) {
         checkGeneration(expectedGeneration);
-        slab.pool.free(this);
+        pool.free(this);
     }
 
     /**
@@ -312,7 +320,10 @@ public final class PooledBuffer implements AutoCloseable {
             requireIntCapacity("asByteBuffer");
             bb = slotSegment().asByteBuffer();
             v.byteBuffer = bb;
+        } else if (v.byteBufferGeneration != generation) {
+            bb.clear(); // first call since this allocation: what the last owner left is not this one's
         }
+        v.byteBufferGeneration = generation;
         return bb;
     }
 
@@ -374,8 +385,9 @@ public final class PooledBuffer implements AutoCloseable {
         }
     }
 
+    /** The owner's check: a plain read (see {@link #state}); the pool's mode only when it fails. */
     private void checkLive() {
-        if (pool.checked && !isLive()) {
+        if ((state & LIVE) == 0 && pool.checked) {
             throw new RdmaException(Errno.EBADF, slab.pool.name() + ": PooledBuffer at 0x" + Long.toHexString(slab.address(slot()))
                     + " used after free (generation " + generation + ")");
         }
