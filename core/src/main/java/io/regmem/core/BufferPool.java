@@ -24,15 +24,20 @@ import java.util.concurrent.atomic.AtomicInteger;
  * dedicated chunk. Every buffer's address is a multiple of {@code alignment}.
  *
  * <h2>Fast path</h2>
- * Each platform thread has a cache per pool (a bounded stack per size class). Allocate pops from
- * it, free pushes onto it: no atomic instruction, no shared write, no garbage. A cache that runs
- * empty takes a batch from the class's stash, a bounded lock-free queue of free handles (JCTools'
+ * Each platform thread has, per pool and size class it uses, a {@link Magazine}: a bounded stack of
+ * free buffers that only it touches. Allocate finds the caller's magazine with one load from the
+ * pool's table (indexed by size class and thread id, see {@link ThreadCaches}) and pops; free finds
+ * it the same way and pushes. Neither reads a shared cache line, takes a lock or creates garbage;
+ * a checked free is one compare-and-set on the buffer's own state (what makes it atomic against a
+ * second free or a pin on another thread), and nothing else is atomic. A magazine that runs empty
+ * takes a batch from the class's stash, a bounded lock-free queue of free handles (JCTools'
  * {@code MpmcArrayQueue}); one that overflows gives a batch back. Beyond the stash, a free slot is
  * idle, a bit in its slab with no object, and binding idle slots to new handles is the slow path
  * (see {@link PooledBuffer} and docs/allocator.md for what each costs the heap). A buffer freed on
- * another thread goes to that thread's cache and so back into circulation. Virtual threads bypass
- * the caches. Caches of threads that died are reclaimed the next time a size class runs out of
- * memory.
+ * another thread goes to that thread's magazine and so back into circulation. Virtual threads use
+ * the stash directly. Magazines of threads that died are reclaimed the next time a size class runs
+ * out of memory. A closed pool's table is empty, so the fast path reads no {@code closed} flag: an
+ * allocate or free after {@link #close()} misses and is refused on the slow path.
  *
  * <h2>Ownership and limits</h2>
  * Memory given to a size class stays with it until the pool closes: a pool's footprint is its
@@ -61,11 +66,14 @@ public final class BufferPool implements AutoCloseable {
     private final long largestClass;
     private final long maxBufferSize;
     private final long maxBytes;
-    private final boolean threadCaches;
+    /** {@link SizeClasses#quantumShift()}, one load closer. */
+    private final int quantumShift;
 
     private final SizeClasses classes;
     private final SizeClass[] classState;
     private final ThreadCaches caches;
+    /** {@link ThreadCaches#fast}, one load closer. */
+    private final Magazine[] fast;
     private final Chunks chunks;
     private final LargeBuffers large;
 
@@ -86,8 +94,8 @@ public final class BufferPool implements AutoCloseable {
         this.largestClass = b.largestClass;
         this.maxBufferSize = b.maxBufferSize;
         this.maxBytes = b.maxBytes;
-        this.threadCaches = b.threadCacheBytes > 0;
         this.classes = new SizeClasses(Math.max(16, b.alignment), b.largestClass);
+        this.quantumShift = classes.quantumShift();
         if (classes.count() >= 0xFF) { // a handle keeps its class's index in 8 bits (0xFF: a large buffer)
             throw new RdmaException(Errno.EINVAL, name + ": " + classes.count() + " size classes; at most 254");
         }
@@ -95,7 +103,8 @@ public final class BufferPool implements AutoCloseable {
         for (int i = 0; i < classState.length; i++) {
             classState[i] = new SizeClass(i, classes.size(i), b.slabSize, b.threadCacheBytes);
         }
-        this.caches = new ThreadCaches(classState);
+        this.caches = new ThreadCaches(classState, b.threadCacheBytes > 0);
+        this.fast = caches.fast;
         this.chunks = new Chunks(name, source, chunkSize, maxBytes);
         this.large = new LargeBuffers(chunks);
         OPEN.add(this);
@@ -132,32 +141,68 @@ public final class BufferPool implements AutoCloseable {
      * @throws PoolExhaustedException when the memory would exceed {@code maxBytes} or the source refuses it
      */
     public PooledBuffer allocate(long size) {
-        if (closed) {
-            throw closedException("allocate");
-        }
         if (size <= 0 || size > largestClass) {
             return allocateLarge(size);
         }
-        SizeClass sc = classState[classes.indexOf(size)];
+        int cls = SizeClasses.indexOf(size, quantumShift);
+        // The fast path: the calling thread's magazine of the class, one load from the table. No
+        // read of `closed`: a closed pool's table is empty (see ThreadCaches), so the miss path refuses.
+        long id = Thread.currentThread().threadId();
+        Magazine m = fast[ThreadCaches.index(cls, id)];
         PooledBuffer b;
-        if (threadCaches && !Thread.currentThread().isVirtual()) {
-            ThreadCache tc = caches.get();
-            b = tc.pop(sc.index);
-            if (b == null) {
-                b = refill(tc, sc);
-                tc.misses++;
-            }
-            tc.allocations[sc.index]++;
+        if (m != null && m.threadId == id && m.top > 0) {
+            m.allocations++;
+            b = m.pop();
         } else {
-            b = sc.stash.poll();
+            b = allocateMiss(cls);
+        }
+        handOut(b, size);
+        return b;
+    }
+
+    /**
+     * The calling thread's magazine of the class is not in the table, or is empty, or the thread has
+     * none (a virtual thread, caches off): the stash, idle slots, a new slab.
+     */
+    private PooledBuffer allocateMiss(int cls) {
+        Magazine m = magazine(cls, "allocate");
+        SizeClass sc = classState[cls];
+        if (m == null) {
+            PooledBuffer b = sc.stash.poll();
             if (b == null) {
                 b = take(sc, null);
                 caches.uncachedMisses.incrementAndGet();
             }
-            caches.uncachedAllocations.incrementAndGet(sc.index);
+            caches.uncachedAllocations.incrementAndGet(cls);
+            return b;
         }
-        handOut(b, size);
+        PooledBuffer b;
+        if (m.top > 0) {
+            b = m.pop(); // the magazine was there, only not in the table (first use, or a shared slot)
+        } else {
+            b = refill(m, sc); // may throw: then nothing is counted
+            m.misses++;
+        }
+        m.allocations++;
         return b;
+    }
+
+    /**
+     * The slow path's magazine of the calling thread (published in the table; null without a cache),
+     * after which the pool must be open.
+     */
+    private Magazine magazine(int cls, String op) {
+        if (closed) {
+            throw closedException(op); // before making anything for a closed pool
+        }
+        Magazine m = caches.magazine(cls);
+        if (closed) { // the close ran after the check above: it may have cleared the table before the publish
+            if (m != null) {
+                caches.withdraw(cls, m);
+            }
+            throw closedException(op);
+        }
+        return m;
     }
 
     private void handOut(PooledBuffer b, long size) {
@@ -184,14 +229,28 @@ public final class BufferPool implements AutoCloseable {
             throw new RdmaException(Errno.EINVAL, name + ": cannot free " + buffer + ": it belongs to pool "
                     + buffer.pool.name);
         }
-        if (closed) {
-            throw closedException("free");
-        }
         int cls = buffer.sizeClass();
         if (cls == PooledBuffer.LARGE_CLASS) {
+            if (closed) {
+                throw closedException("free");
+            }
             large.free(buffer, name);
             return;
         }
+        long id = Thread.currentThread().threadId();
+        Magazine m = fast[ThreadCaches.index(cls, id)];
+        if (m == null || m.threadId != id) {
+            freeMiss(buffer, cls);
+            return;
+        }
+        markFree(buffer);
+        if (!m.push(buffer)) {
+            flush(m, classState[cls], buffer);
+        }
+    }
+
+    /** The checks of a free and the move to FREE; throws (changing nothing) if the free is refused. */
+    private void markFree(PooledBuffer buffer) {
         if (checked) {
             int was = buffer.markFreeChecked();
             if (was != PooledBuffer.LIVE) {
@@ -209,68 +268,65 @@ public final class BufferPool implements AutoCloseable {
             }
             buffer.markFreePlain();
         }
-        if (threadCaches && !Thread.currentThread().isVirtual()) {
-            ThreadCache tc = caches.get();
-            tc.frees[cls]++;
-            if (!tc.push(cls, buffer)) {
-                flush(tc, classState[cls], buffer);
-            }
-        } else {
+    }
+
+    /** The calling thread's magazine of the class is not in the table, or it has none. */
+    private void freeMiss(PooledBuffer buffer, int cls) {
+        Magazine m = magazine(cls, "free");
+        markFree(buffer);
+        if (m == null) {
             classState[cls].release(buffer);
-            caches.uncachedFrees.incrementAndGet(cls);
+        } else if (!m.push(buffer)) {
+            flush(m, classState[cls], buffer);
         }
     }
 
-    /** Takes a batch from the stash into the cache and returns one buffer of it; else binds idle slots. */
-    private PooledBuffer refill(ThreadCache tc, SizeClass sc) {
+    /** Takes a batch from the stash into the magazine and returns one buffer of it; else binds idle slots. */
+    private PooledBuffer refill(Magazine m, SizeClass sc) {
         PooledBuffer first = sc.stash.poll();
         if (first == null) {
-            return take(sc, tc);
+            return take(sc, m);
         }
-        tc.ensureStack(sc.index, sc.cacheCapacity);
         for (int i = 1; i < sc.batch; i++) {
             PooledBuffer b = sc.stash.poll();
-            if (b == null) {
+            if (b == null || !m.push(b)) {
+                if (b != null) {
+                    sc.release(b);
+                }
                 break;
             }
-            tc.push(sc.index, b);
         }
         return first;
     }
 
-    /** The cache is full (or has no stack yet): give its oldest batch to the shared state, keep {@code b}. */
-    private void flush(ThreadCache tc, SizeClass sc, PooledBuffer b) {
-        int cls = sc.index;
-        if (tc.stacks[cls].length == 0) {
-            tc.ensureStack(cls, sc.cacheCapacity);
-        } else {
-            PooledBuffer[] stack = tc.stacks[cls];
-            int top = tc.tops[cls];
-            int n = Math.min(sc.batch, top);
-            sc.release(stack, n);
-            System.arraycopy(stack, n, stack, 0, top - n);
-            Arrays.fill(stack, top - n, top, null); // what moved on is not kept alive from here
-            tc.tops[cls] = top - n;
-        }
-        tc.push(cls, b);
+    /** The magazine is full: give its oldest batch to the shared state, keep {@code b}. */
+    private void flush(Magazine m, SizeClass sc, PooledBuffer b) {
+        PooledBuffer[] stack = m.stack;
+        int top = m.top;
+        int n = Math.min(sc.batch, top);
+        sc.release(stack, n);
+        System.arraycopy(stack, n, stack, 0, top - n);
+        Arrays.fill(stack, top - n, stack.length, null); // what moved on is not kept alive from here
+        m.top = top - n;
+        m.push(b);
     }
 
     /**
-     * The stash is empty: binds a batch of idle slots (one for the caller, the rest into its cache),
-     * carving a new slab when no slot is idle. Reclaims dead threads' caches first, since they may
-     * hold free buffers (outside the class's lock: that takes other classes' locks).
+     * The stash is empty: binds a batch of idle slots (one for the caller, the rest into its
+     * magazine), carving a new slab when no slot is idle. Reclaims dead threads' caches first, since
+     * they may hold free buffers (outside the class's lock: that takes other classes' locks).
      */
-    private PooledBuffer take(SizeClass sc, ThreadCache tc) {
-        PooledBuffer b = takeLocked(sc, tc, false);
+    private PooledBuffer take(SizeClass sc, Magazine m) {
+        PooledBuffer b = takeLocked(sc, m, false);
         if (b == null && caches.reclaimDead() > 0) {
             b = sc.stash.poll();
         }
-        return b != null ? b : takeLocked(sc, tc, true);
+        return b != null ? b : takeLocked(sc, m, true);
     }
 
-    private PooledBuffer takeLocked(SizeClass sc, ThreadCache tc, boolean carve) {
+    private PooledBuffer takeLocked(SizeClass sc, Magazine m, boolean carve) {
         PooledBuffer[] got = sc.scratch;
-        int want = tc == null ? 1 : sc.batch;
+        int want = m == null ? 1 : Math.min(sc.batch, m.stack.length - m.top + 1);
         sc.lock.lock();
         try {
             PooledBuffer b = sc.stash.poll();
@@ -287,11 +343,8 @@ public final class BufferPool implements AutoCloseable {
                 sc.add(chunks.carveSlab(this, sc, this::inUseBytes));
             }
             int n = sc.bind(got, 0, want);
-            if (tc != null) {
-                tc.ensureStack(sc.index, sc.cacheCapacity);
-                for (int i = 1; i < n; i++) {
-                    tc.push(sc.index, got[i]);
-                }
+            for (int i = 1; i < n; i++) {
+                m.push(got[i]); // room for them: want counted it
             }
             b = got[0];
             Arrays.fill(got, 0, n, null);
@@ -302,6 +355,9 @@ public final class BufferPool implements AutoCloseable {
     }
 
     private PooledBuffer allocateLarge(long size) {
+        if (closed) {
+            throw closedException("allocate");
+        }
         checkSize(size);
         PooledBuffer b = large.allocate(this, size, source.pageSize(), this::inUseBytes);
         handOut(b, size);
@@ -325,12 +381,15 @@ public final class BufferPool implements AutoCloseable {
      * (caches of threads that die are reclaimed automatically).
      */
     public void releaseThreadCache() {
-        if (!threadCaches || Thread.currentThread().isVirtual()) {
+        ThreadCache tc = caches.current();
+        if (tc == null) {
             return;
         }
-        ThreadCache tc = caches.get();
         for (int cls = 0; cls < classState.length; cls++) {
-            caches.drain(tc, cls);
+            Magazine m = tc.magazines[cls];
+            if (m != null) {
+                caches.drain(m, cls);
+            }
         }
     }
 
@@ -340,19 +399,19 @@ public final class BufferPool implements AutoCloseable {
     public PoolStats stats() {
         int n = classState.length;
         long[] allocs = new long[n];
-        long[] frees = new long[n];
-        long misses = caches.sumCounts(allocs, frees);
+        long[] cached = new long[n];
+        long misses = caches.sumCounts(allocs, cached);
         long inUse = large.bytes();
         long live = large.liveCount();
         long totalAllocs = large.allocations();
         long totalFrees = large.frees();
         List<PoolStats.ClassStats> perClass = new ArrayList<>();
         for (int cls = 0; cls < n; cls++) {
-            long classLive = allocs[cls] - frees[cls];
+            long classLive = Math.min(allocs[cls], classState[cls].live(cached[cls]));
             live += classLive;
             inUse += classLive * classState[cls].size;
             totalAllocs += allocs[cls];
-            totalFrees += frees[cls];
+            totalFrees += allocs[cls] - classLive;
             if (classState[cls].slots > 0) {
                 perClass.add(new PoolStats.ClassStats(classState[cls].size, classState[cls].slots, classLive, allocs[cls]));
             }
@@ -382,6 +441,7 @@ public final class BufferPool implements AutoCloseable {
                 return closeReport;
             }
             closed = true;
+            caches.clearTable(); // from here every allocate and free takes the slow path, which refuses
             LeakReport report = collectLeaks();
             if (!chunks.closeAll()) {
                 closed = false;

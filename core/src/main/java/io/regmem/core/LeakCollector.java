@@ -33,9 +33,12 @@ final class LeakCollector {
     void offerUnheldSlots(SizeClass[] classes, List<ThreadCache> caches) {
         Map<Slab, BitSet> held = new IdentityHashMap<>();
         for (ThreadCache tc : caches) {
-            for (int cls = 0; cls < classes.length; cls++) {
-                PooledBuffer[] stack = tc.stacks[cls];
-                for (int i = 0, top = Math.min(tc.tops[cls], stack.length); i < top; i++) {
+            for (Magazine m : tc.magazines) {
+                if (m == null) {
+                    continue;
+                }
+                PooledBuffer[] stack = m.stack;
+                for (int i = 0, top = Math.min(m.top, stack.length); i < top; i++) {
                     PooledBuffer b = stack[i];
                     if (b != null) {
                         held.computeIfAbsent(b.slab, k -> new BitSet()).set(b.slot());

@@ -10,7 +10,10 @@ public enum SafetyMode {
     /**
      * No checks beyond bounds: a double free of a pooled buffer hands the same memory to two
      * owners later. For code that is proven correct. Buffers larger than the largest size class are
-     * always checked, since freeing one twice would unmap memory twice.
+     * always checked, since freeing one twice would unmap memory twice. A free still refuses a
+     * {@linkplain PooledBuffer#pin() pinned} buffer, but reads its pins with a plain load: a
+     * {@code pin()} on another thread racing the free may be missed ({@link #CHECKED} makes the two
+     * atomic).
      */
     FAST,
     /**

@@ -42,6 +42,8 @@ final class SizeClass {
     /** Slabs with idle slots. */
     private final ArrayDeque<Slab> partial = new ArrayDeque<>();
     volatile long slots;
+    /** Slots idle (a bit, no handle); written under {@link #lock}, once per batch; read racily by stats. */
+    volatile long idleSlots;
     /** Where {@link #bind} puts a batch (used under {@link #lock}). */
     final PooledBuffer[] scratch;
 
@@ -79,6 +81,7 @@ final class SizeClass {
                 s.listed = false;
             }
         }
+        idleSlots -= got; // one volatile write per batch
         return got;
     }
 
@@ -91,6 +94,7 @@ final class SizeClass {
     void add(Slab s) {
         slabs.add(s);
         slots += s.slots;
+        idleSlots += s.slots;
         s.listed = true;
         partial.addLast(s);
     }
@@ -107,6 +111,7 @@ final class SizeClass {
         if (i < n) {
             lock.lock();
             try {
+                idleSlots += n - i; // one volatile write per batch
                 for (; i < n; i++) {
                     idle(buffers[i]);
                 }
@@ -121,11 +126,20 @@ final class SizeClass {
         if (!stash.offer(b)) {
             lock.lock();
             try {
+                idleSlots++;
                 idle(b);
             } finally {
                 lock.unlock();
             }
         }
+    }
+
+    /**
+     * Buffers of the class that are live, given how many the threads' magazines hold: every slot carved
+     * that is neither idle, in the stash nor cached. Exact when no thread allocates or frees.
+     */
+    long live(long cached) {
+        return Math.max(0, slots - idleSlots - stash.size() - cached);
     }
 
     private void idle(PooledBuffer b) {

@@ -43,7 +43,17 @@ final class SizeClasses {
 
     /** The smallest class that holds {@code size} bytes; {@code size} in [1, largest]. */
     int indexOf(long size) {
+        return indexOf(size, quantumShift);
+    }
+
+    /** {@link #indexOf(long)} for classes of quantum {@code 1 << quantumShift} (the allocator's fast path keeps the shift). */
+    static int indexOf(long size, int quantumShift) {
         return indexOfUnits((size + (1L << quantumShift) - 1) >>> quantumShift);
+    }
+
+    /** log2 of the quantum. */
+    int quantumShift() {
+        return quantumShift;
     }
 
     private static int indexOfUnits(long n) {

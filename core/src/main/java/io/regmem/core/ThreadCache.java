@@ -1,66 +1,35 @@
 package io.regmem.core;
 
 import java.lang.ref.WeakReference;
-import java.util.Arrays;
 
 /**
- * One thread's cache of free buffers for one pool: a bounded LIFO stack per size class, touched
- * only by its owner thread, so the common allocate/free pair reads and writes no shared cache line.
- *
- * <p>Counters are plain longs written only by the owner; {@link BufferPool#stats()} reads them
- * racily (exact when the pool is quiescent). A stack starts empty (length 0) and gets its array on
- * the first slow path that needs it, so a thread that uses two size classes pays for two stacks.
+ * One platform thread's cache of free buffers for one pool: its {@link Magazine}s, one per size
+ * class it has used, made on first use (a thread that uses two classes pays for two stacks). The
+ * allocator's fast path reaches a magazine through the pool's table, not through this object; this
+ * is the registry's view of a thread, for statistics, leak reports and reclaiming a dead thread's
+ * buffers.
  */
 final class ThreadCache {
-    private static final PooledBuffer[] EMPTY = new PooledBuffer[0];
-
     final WeakReference<Thread> owner;
-    /** The owner's id (never reused in a JVM): what the fast lookup compares. */
+    /** The owner's id (never reused in a JVM). */
     final long threadId;
-    final PooledBuffer[][] stacks;
-    final int[] tops;
-    final long[] allocations;
-    final long[] frees;
-    /** Allocations that found the cache empty and went to the shared free list or carved a slab. */
-    long misses;
+    /** Per class, the owner's magazine, or null before its first use of the class. */
+    final Magazine[] magazines;
 
     ThreadCache(Thread owner, int classes) {
         this.owner = new WeakReference<>(owner);
         this.threadId = owner.threadId();
-        this.stacks = new PooledBuffer[classes][];
-        Arrays.fill(stacks, EMPTY);
-        this.tops = new int[classes];
-        this.allocations = new long[classes];
-        this.frees = new long[classes];
+        this.magazines = new Magazine[classes];
     }
 
-    /** The most recently cached buffer of a class, or null when the stack is empty. */
-    PooledBuffer pop(int cls) {
-        int top = tops[cls];
-        if (top == 0) {
-            return null;
+    /** The owner's magazine of a class, made now if it has none (the owner thread only). */
+    Magazine magazine(int cls, int capacity) {
+        Magazine m = magazines[cls];
+        if (m == null) {
+            m = new Magazine(threadId, capacity);
+            magazines[cls] = m;
         }
-        tops[cls] = --top;
-        return stacks[cls][top];
-    }
-
-    /** Caches a buffer; false when the stack is full (or has no array yet). */
-    boolean push(int cls, PooledBuffer buffer) {
-        PooledBuffer[] stack = stacks[cls];
-        int top = tops[cls];
-        if (top == stack.length) {
-            return false;
-        }
-        stack[top] = buffer;
-        tops[cls] = top + 1;
-        return true;
-    }
-
-    /** Gives the class its stack array if it has none yet. */
-    void ensureStack(int cls, int capacity) {
-        if (stacks[cls].length == 0) {
-            stacks[cls] = new PooledBuffer[capacity];
-        }
+        return m;
     }
 
     boolean ownerDead() {
@@ -68,10 +37,13 @@ final class ThreadCache {
         return t == null || !t.isAlive();
     }
 
+    /** Buffers held by every magazine (read racily). */
     long cached() {
         long n = 0;
-        for (int top : tops) {
-            n += top;
+        for (Magazine m : magazines) {
+            if (m != null) {
+                n += m.top;
+            }
         }
         return n;
     }

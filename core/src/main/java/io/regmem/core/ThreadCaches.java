@@ -1,5 +1,7 @@
 package io.regmem.core;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -8,52 +10,105 @@ import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * A pool's per-thread caches: the thread-local lookup, the registry of every cache (for stats and
- * for reclaiming the caches of dead threads) and the counters of allocations that used no cache
- * (virtual threads, caches disabled) or whose cache's thread died.
+ * A pool's per-thread caches: the table the fast path reads, the thread-local behind it, the
+ * registry of every cache (for stats, leak reports and reclaiming the caches of dead threads) and
+ * the counters of allocations that used no cache (virtual threads, caches off) or whose thread died.
+ *
+ * <h2>The table</h2>
+ * <pre>
+ *   fast[(cls &lt;&lt; 8) | (threadId &amp; 255)] ──▶ Magazine { threadId, stack[], top, counters }
+ * </pre>
+ * One entry per size class and thread-id slot, direct-mapped: the allocator computes the index from
+ * the class and the calling thread's id, loads the entry and uses it if its (final) thread id is the
+ * caller's. Only platform threads' magazines are ever published, so a hit needs no other test. An
+ * entry is written by the thread whose magazine it is (when it publishes one, see
+ * {@link #magazine(int)}), by the pool's close (which clears them all) and by the reclaim of a dead
+ * thread; any thread reads it. Two live threads whose ids share a slot take turns: each finds the
+ * other's magazine, goes to its thread-local and publishes its own, correct and only slower.
+ * Cost: 4 bytes per class and slot, 256 slots (about 53 KB of heap for the default 52 classes).
+ *
+ * <h2>Close</h2>
+ * The table is what keeps a closed pool closed without a read of its {@code closed} flag on the
+ * fast path: the close sets the flag (volatile), then clears every entry with a volatile store; a
+ * thread publishes an entry with a volatile store and then reads the flag. In the one order of
+ * these volatile accesses, either the publisher sees the flag (and withdraws its entry) or the
+ * close's clear comes after the publish. So an allocate or free that happens after the close finds
+ * no entry, takes the slow path and is refused there.
  */
 final class ThreadCaches {
+    /** Thread-id slots per class in {@link #fast}. */
+    static final int SLOTS = 256;
+    static final int SLOT_BITS = 8;
+
+    private static final VarHandle ENTRY = MethodHandles.arrayElementVarHandle(Magazine[].class);
+
     private final SizeClass[] classes;
+    /** False when the pool was built with {@code threadCacheBytes} 0: every thread uses the stash. */
+    private final boolean enabled;
     private final ThreadLocal<ThreadCache> local;
     private final List<ThreadCache> registry = new ArrayList<>();
     private final ReentrantLock lock = new ReentrantLock();
+    /** The magazines by class and thread-id slot: see the class comment. */
+    final Magazine[] fast;
     final AtomicLongArray uncachedAllocations;
-    final AtomicLongArray uncachedFrees;
     final AtomicLong uncachedMisses = new AtomicLong();
 
-    ThreadCaches(SizeClass[] classes) {
+    ThreadCaches(SizeClass[] classes, boolean enabled) {
         this.classes = classes;
+        this.enabled = enabled;
         this.local = ThreadLocal.withInitial(this::register);
+        this.fast = new Magazine[classes.length << SLOT_BITS];
         this.uncachedAllocations = new AtomicLongArray(classes.length);
-        this.uncachedFrees = new AtomicLongArray(classes.length);
+    }
+
+    /** The index of a class's entry for a thread id in {@link #fast}. */
+    static int index(int cls, long threadId) {
+        return cls << SLOT_BITS | (int) threadId & (SLOTS - 1);
     }
 
     /**
-     * The caches by thread id, direct-mapped: the fast lookup. An entry is written only by the thread
-     * whose cache it is, and read by any thread that maps to the same slot, which uses it only if the
-     * cache's (final) thread id is its own; a thread that finds another's cache there takes its own
-     * from the thread-local (and claims the slot), so two threads sharing a slot stay correct, only slower.
+     * The slow path's lookup: the calling thread's magazine of a class, made (and the thread's cache
+     * registered) on first use, and published in {@link #fast} with a volatile store; null for a
+     * virtual thread (they come and go in numbers: they use the stash) or when caches are off. The
+     * caller reads the pool's {@code closed} flag after this, and {@link #withdraw}s the entry if it
+     * is set.
      */
-    private final ThreadCache[] byId = new ThreadCache[FAST_SLOTS];
-    private static final int FAST_SLOTS = 256;
-
-    /** The calling thread's cache, made and registered on first use. */
-    ThreadCache get() {
-        long id = Thread.currentThread().threadId();
-        int slot = (int) id & (FAST_SLOTS - 1);
-        ThreadCache tc = byId[slot];
-        if (tc != null && tc.threadId == id) {
-            return tc;
+    Magazine magazine(int cls) {
+        ThreadCache tc = current();
+        if (tc == null) {
+            return null;
         }
-        tc = local.get();
-        byId[slot] = tc;
-        return tc;
+        Magazine m = tc.magazine(cls, classes[cls].cacheCapacity);
+        int i = index(cls, tc.threadId);
+        if (fast[i] != m) {
+            ENTRY.setVolatile(fast, i, m);
+        }
+        return m;
     }
 
-    /** Forgets the calling thread's cache (pool close). */
+    /** Removes a magazine's entry again (the pool turned out to be closed). */
+    void withdraw(int cls, Magazine m) {
+        ENTRY.compareAndSet(fast, index(cls, m.threadId), m, null);
+    }
+
+    /** The calling thread's cache, made and registered on first use; null for a virtual thread or when caches are off. */
+    ThreadCache current() {
+        if (!enabled || Thread.currentThread().isVirtual()) {
+            return null;
+        }
+        return local.get();
+    }
+
+    /** Clears every entry of the table, each with a volatile store (the pool's close, after it set its flag: see the class comment). */
+    void clearTable() {
+        for (int i = 0; i < fast.length; i++) {
+            ENTRY.setVolatile(fast, i, null);
+        }
+    }
+
+    /** Forgets the calling thread's cache (a closed pool's). */
     void removeCurrent() {
         local.remove();
-        Arrays.fill(byId, null);
     }
 
     private ThreadCache register() {
@@ -67,13 +122,11 @@ final class ThreadCaches {
         return tc;
     }
 
-    /** Moves every buffer of one stack to its class's shared state. Owner thread, or a dead owner. */
-    void drain(ThreadCache tc, int cls) {
-        PooledBuffer[] stack = tc.stacks[cls];
-        int top = tc.tops[cls];
-        classes[cls].release(stack, top);
-        Arrays.fill(stack, 0, top, null);
-        tc.tops[cls] = 0;
+    /** Moves every buffer of a magazine to its class's shared state. Owner thread, or a dead owner. */
+    void drain(Magazine m, int cls) {
+        classes[cls].release(m.stack, m.top);
+        Arrays.fill(m.stack, null);
+        m.top = 0;
     }
 
     /** Moves the cached buffers and counters of dead threads to the shared state; returns buffers moved. */
@@ -87,16 +140,16 @@ final class ThreadCaches {
                     continue;
                 }
                 for (int cls = 0; cls < classes.length; cls++) {
-                    uncachedAllocations.addAndGet(cls, tc.allocations[cls]);
-                    uncachedFrees.addAndGet(cls, tc.frees[cls]);
+                    Magazine m = tc.magazines[cls];
+                    if (m != null) {
+                        uncachedAllocations.addAndGet(cls, m.allocations);
+                        uncachedMisses.addAndGet(m.misses);
+                        // a live thread's entry in the same slot is left alone: only this magazine's is cleared
+                        ENTRY.compareAndSet(fast, index(cls, tc.threadId), m, null);
+                    }
                 }
-                uncachedMisses.addAndGet(tc.misses);
                 registry.remove(i);
                 dead.add(tc);
-                int slot = (int) tc.threadId & (FAST_SLOTS - 1);
-                if (byId[slot] == tc) {
-                    byId[slot] = null; // a racing claim by a live thread only falls back to its thread-local
-                }
             }
         } finally {
             lock.unlock();
@@ -105,7 +158,10 @@ final class ThreadCaches {
         for (ThreadCache tc : dead) { // outside the registry's lock: releasing takes the classes' locks
             moved += tc.cached();
             for (int cls = 0; cls < classes.length; cls++) {
-                drain(tc, cls);
+                Magazine m = tc.magazines[cls];
+                if (m != null) {
+                    drain(m, cls);
+                }
             }
         }
         return moved;
@@ -122,24 +178,28 @@ final class ThreadCaches {
     }
 
     /**
-     * Adds every cache's counters (read racily) and the uncached ones into the arrays.
+     * Adds every cache's allocation counters and the uncached ones into {@code allocations}, and the
+     * buffers each class has in caches into {@code cached} (all read racily).
      *
      * @return the total of cache misses
      */
-    long sumCounts(long[] allocations, long[] frees) {
+    long sumCounts(long[] allocations, long[] cached) {
         long misses = uncachedMisses.get();
         for (int cls = 0; cls < classes.length; cls++) {
             allocations[cls] = uncachedAllocations.get(cls);
-            frees[cls] = uncachedFrees.get(cls);
+            cached[cls] = 0;
         }
         lock.lock();
         try {
             for (ThreadCache tc : registry) {
                 for (int cls = 0; cls < classes.length; cls++) {
-                    allocations[cls] += tc.allocations[cls];
-                    frees[cls] += tc.frees[cls];
+                    Magazine m = tc.magazines[cls];
+                    if (m != null) {
+                        allocations[cls] += m.allocations;
+                        cached[cls] += m.top;
+                        misses += m.misses;
+                    }
                 }
-                misses += tc.misses;
             }
         } finally {
             lock.unlock();
