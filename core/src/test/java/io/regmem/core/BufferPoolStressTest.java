@@ -30,6 +30,20 @@ class BufferPoolStressTest {
     @ParameterizedTest
     @EnumSource(value = SafetyMode.class, names = {"FAST", "CHECKED"})
     void noBufferIsHandedOutTwice(SafetyMode mode) throws Exception {
+        stress(mode, false);
+    }
+
+    /**
+     * The same with every thread's id in one slot of the pool's magazine table: each allocate and
+     * free finds another thread's magazine there and takes the slow path that publishes its own.
+     */
+    @ParameterizedTest
+    @EnumSource(value = SafetyMode.class, names = {"FAST", "CHECKED"})
+    void noBufferIsHandedOutTwiceWhenEveryThreadSharesOneTableSlot(SafetyMode mode) throws Exception {
+        stress(mode, true);
+    }
+
+    private static void stress(SafetyMode mode, boolean oneSlot) throws Exception {
         BufferPool pool = BufferPool.builder().safetyMode(mode).chunkSize(1 << 20).slabSize(16 << 10)
                 .threadCacheBytes(16 << 10).build();
         ConcurrentHashMap<Long, Long> claims = new ConcurrentHashMap<>();
@@ -44,7 +58,7 @@ class BufferPoolStressTest {
         List<Thread> threads = new ArrayList<>();
         for (int t = 0; t < THREADS; t++) {
             int me = t;
-            Thread thread = new Thread(() -> {
+            Runnable work = () -> {
                 boolean counted = false;
                 try {
                     SplittableRandom rnd = new SplittableRandom(me * 7919L);
@@ -105,10 +119,16 @@ class BufferPoolStressTest {
                         done.countDown();
                     }
                 }
-            }, "stress-" + t);
+            };
+            Thread thread = new Thread(work, "stress-" + t);
+            for (int tries = 0; oneSlot && !threads.isEmpty()
+                    && ThreadCaches.index(0, thread.threadId()) != ThreadCaches.index(0, threads.getFirst().threadId()); tries++) {
+                assertThat(tries).as("a thread id in the first thread's table slot").isLessThan(64 * ThreadCaches.SLOTS);
+                thread = new Thread(work, "stress-" + t); // ids grow: about one in SLOTS lands in the slot
+            }
             threads.add(thread);
-            thread.start();
         }
+        threads.forEach(Thread::start);
         for (Thread t : threads) {
             t.join();
         }
