@@ -1,7 +1,6 @@
 package io.regmem.core;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Objects;
 import java.util.Set;
@@ -27,7 +26,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * Each platform thread has, per pool and size class it uses, a {@link Magazine}: a bounded stack of
  * free buffers that only it touches. Allocate finds the caller's magazine with one load from the
  * pool's table (indexed by size class and thread id, see {@link ThreadCaches}) and pops; free finds
- * it the same way and pushes. Neither reads a shared cache line, takes a lock or creates garbage;
+ * it the same way and pushes. Neither writes a shared cache line, takes a lock or creates garbage;
  * a checked free is one compare-and-set on the buffer's own state (what makes it atomic against a
  * second free or a pin on another thread), and nothing else is atomic. A magazine that runs empty
  * takes a batch from the class's stash, a bounded lock-free queue of free handles (JCTools'
@@ -245,7 +244,7 @@ public final class BufferPool implements AutoCloseable {
         }
         markFree(buffer);
         if (!m.push(buffer)) {
-            flush(m, classState[cls], buffer);
+            classState[cls].flush(m, buffer);
         }
     }
 
@@ -277,38 +276,14 @@ public final class BufferPool implements AutoCloseable {
         if (m == null) {
             classState[cls].release(buffer);
         } else if (!m.push(buffer)) {
-            flush(m, classState[cls], buffer);
+            classState[cls].flush(m, buffer);
         }
     }
 
     /** Takes a batch from the stash into the magazine and returns one buffer of it; else binds idle slots. */
     private PooledBuffer refill(Magazine m, SizeClass sc) {
-        PooledBuffer first = sc.stash.poll();
-        if (first == null) {
-            return take(sc, m);
-        }
-        for (int i = 1; i < sc.batch; i++) {
-            PooledBuffer b = sc.stash.poll();
-            if (b == null || !m.push(b)) {
-                if (b != null) {
-                    sc.release(b);
-                }
-                break;
-            }
-        }
-        return first;
-    }
-
-    /** The magazine is full: give its oldest batch to the shared state, keep {@code b}. */
-    private void flush(Magazine m, SizeClass sc, PooledBuffer b) {
-        PooledBuffer[] stack = m.stack;
-        int top = m.top;
-        int n = Math.min(sc.batch, top);
-        sc.release(stack, n);
-        System.arraycopy(stack, n, stack, 0, top - n);
-        Arrays.fill(stack, top - n, stack.length, null); // what moved on is not kept alive from here
-        m.top = top - n;
-        m.push(b);
+        PooledBuffer first = sc.takeBatch(m);
+        return first != null ? first : take(sc, m);
     }
 
     /**
@@ -325,8 +300,6 @@ public final class BufferPool implements AutoCloseable {
     }
 
     private PooledBuffer takeLocked(SizeClass sc, Magazine m, boolean carve) {
-        PooledBuffer[] got = sc.scratch;
-        int want = m == null ? 1 : Math.min(sc.batch, m.stack.length - m.top + 1);
         sc.lock.lock();
         try {
             PooledBuffer b = sc.stash.poll();
@@ -342,13 +315,7 @@ public final class BufferPool implements AutoCloseable {
                 }
                 sc.add(chunks.carveSlab(this, sc, this::inUseBytes));
             }
-            int n = sc.bind(got, 0, want);
-            for (int i = 1; i < n; i++) {
-                m.push(got[i]); // room for them: want counted it
-            }
-            b = got[0];
-            Arrays.fill(got, 0, n, null);
-            return b;
+            return sc.bindBatch(m);
         } finally {
             sc.lock.unlock();
         }

@@ -2,7 +2,7 @@ package io.regmem.core;
 
 /**
  * One platform thread's free buffers of one size class: a bounded LIFO stack that only its owner
- * thread reads and writes, so a thread's allocate/free pair touches no shared cache line.
+ * thread reads and writes, so a thread's allocate/free pair writes no shared cache line.
  *
  * <p>The allocator finds the calling thread's magazine of a class with one load from the pool's
  * table ({@link ThreadCaches#fast}), checks {@link #threadId}, and pops or pushes here: no atomic

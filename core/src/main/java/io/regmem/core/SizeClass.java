@@ -2,6 +2,7 @@ package io.regmem.core;
 
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
 import org.jctools.queues.MpmcArrayQueue;
@@ -10,12 +11,12 @@ import org.jctools.queues.MpmcArrayQueue;
  * The shared state of one size class: the slabs carved for it, their idle slots, and a bounded
  * stash of free handles.
  *
- * <p>A free buffer is in one of three places. In a thread cache (a bound handle, the fast path). In
- * the {@link #stash}: JCTools' bounded {@link MpmcArrayQueue} of bound handles, which thread caches
- * fill and drain in batches of {@link #batch}, so buffers move between threads without locks and
+ * <p>A free buffer is in one of three places. In a thread's {@link Magazine} (a bound handle, the
+ * fast path). In the {@link #stash}: JCTools' bounded {@link MpmcArrayQueue} of bound handles, which
+ * magazines fill and drain in batches of {@link #batch}, so buffers move between threads without locks and
  * without garbage while the working set fits. Or idle: a set bit in its slab and no object, where
  * a buffer goes when the stash is full ({@link #release}) and where {@link #bind} takes slots when the
- * stash is empty, making their handles anew. The heap a class holds is its thread caches' and
+ * stash is empty, making their handles anew. The heap a class holds is its magazines' and
  * stash's handles (bounded) plus a bit and a share of a {@link Slab} per idle slot, whatever the
  * pool's size.
  *
@@ -30,9 +31,9 @@ final class SizeClass {
     final long size;
     /** Bytes of chunk memory carved per slab: a multiple of {@link #size}. */
     final long slabBytes;
-    /** Maximum buffers of this class in one thread cache. */
+    /** Maximum buffers of this class in one thread's magazine. */
     final int cacheCapacity;
-    /** Buffers moved between a thread cache and the shared state at a time. */
+    /** Buffers moved between a magazine and the shared state at a time. */
     final int batch;
     /** Free bound handles shared between threads. */
     final MpmcArrayQueue<PooledBuffer> stash;
@@ -45,7 +46,7 @@ final class SizeClass {
     /** Slots idle (a bit, no handle); written under {@link #lock}, once per batch; read racily by stats. */
     volatile long idleSlots;
     /** Where {@link #bind} puts a batch (used under {@link #lock}). */
-    final PooledBuffer[] scratch;
+    private final PooledBuffer[] scratch;
 
     SizeClass(int index, long size, long slabSize, long threadCacheBytes) {
         this.index = index;
@@ -65,7 +66,7 @@ final class SizeClass {
      * Binds up to {@code n} idle slots to new handles into {@code out} from {@code from} on (the lock
      * held); returns how many.
      */
-    int bind(PooledBuffer[] out, int from, int n) {
+    private int bind(PooledBuffer[] out, int from, int n) {
         int got = 0;
         while (got < n) {
             Slab s = partial.peekFirst();
@@ -83,6 +84,55 @@ final class SizeClass {
         }
         idleSlots -= got; // one volatile write per batch
         return got;
+    }
+
+    /**
+     * Binds a batch of idle slots (the lock held, some slot idle): one handle for the caller, the rest
+     * into the magazine as far as it has room (none without a magazine).
+     */
+    PooledBuffer bindBatch(Magazine m) {
+        int want = m == null ? 1 : Math.min(batch, m.stack.length - m.top + 1);
+        int n = bind(scratch, 0, want);
+        for (int i = 1; i < n; i++) {
+            m.push(scratch[i]); // room for them: want counted it
+        }
+        PooledBuffer first = scratch[0];
+        Arrays.fill(scratch, 0, n, null);
+        return first;
+    }
+
+    /**
+     * Moves up to a batch from the stash into an empty magazine and returns one buffer of it, or
+     * null if the stash is empty. Any thread (the magazine's owner); lock-free.
+     */
+    PooledBuffer takeBatch(Magazine m) {
+        PooledBuffer first = stash.poll();
+        if (first == null) {
+            return null;
+        }
+        for (int i = 1; i < batch; i++) {
+            PooledBuffer b = stash.poll();
+            if (b == null) {
+                break;
+            }
+            if (!m.push(b)) {
+                release(b);
+                break;
+            }
+        }
+        return first;
+    }
+
+    /** The magazine is full: gives its oldest batch to the shared state and pushes {@code b} (the owner thread). */
+    void flush(Magazine m, PooledBuffer b) {
+        PooledBuffer[] stack = m.stack;
+        int top = m.top;
+        int n = Math.min(batch, top);
+        release(stack, n);
+        System.arraycopy(stack, n, stack, 0, top - n);
+        Arrays.fill(stack, top - n, stack.length, null); // what moved on is not kept alive from here
+        m.top = top - n;
+        m.push(b);
     }
 
     /** True if a slab has idle slots (the lock held). */
