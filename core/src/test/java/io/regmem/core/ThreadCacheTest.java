@@ -79,6 +79,71 @@ class ThreadCacheTest {
     }
 
     /**
+     * Threads allocate, write and free as fast as they can while another thread closes the pool, with
+     * nothing ordering them: every operation either works or fails cleanly (EBADF from the pool, or
+     * IllegalStateException from a segment whose scope the close ended), and every thread sees the
+     * close within a bounded time, though its fast path reads no flag.
+     */
+    @ParameterizedTest
+    @EnumSource(SafetyMode.class)
+    void threadsRacingACloseFailCleanlyAndStop(SafetyMode mode) throws Exception {
+        BufferPool pool = BufferPool.builder().name("racing-close").safetyMode(mode).build();
+        int threads = 3;
+        CountDownLatch running = new CountDownLatch(threads);
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        List<Thread> workers = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            long size = 64L << (4 * t); // 64 B, 1 KiB, 16 KiB
+            Thread w = new Thread(() -> {
+                boolean counted = false;
+                try {
+                    for (long i = 0; i < 1_000_000_000L; i++) {
+                        PooledBuffer b = pool.allocate(size);
+                        b.segment().set(ValueLayout.JAVA_LONG, 0, i);
+                        b.close();
+                        if (!counted && i > 10_000) {
+                            running.countDown();
+                            counted = true;
+                        }
+                    }
+                    failure.compareAndSet(null, new AssertionError("a billion operations and no sign of the close"));
+                } catch (RdmaException e) {
+                    if (e.errno() != Errno.EBADF) {
+                        failure.compareAndSet(null, e);
+                    }
+                } catch (IllegalStateException e) {
+                    // the close ended the segment's scope between the allocate and the write
+                } catch (Throwable e) {
+                    failure.compareAndSet(null, e);
+                } finally {
+                    if (!counted) {
+                        running.countDown();
+                    }
+                }
+            });
+            w.setDaemon(true); // a worker that never sees the close must not outlive the test
+            workers.add(w);
+            w.start();
+        }
+        assertThat(running.await(30, TimeUnit.SECONDS)).isTrue();
+        for (int tries = 0; ; tries++) {
+            try {
+                pool.closeAndReport();
+                break;
+            } catch (RdmaException e) {
+                assertThat(e.errno()).isEqualTo(Errno.EBUSY); // a worker was inside a segment access
+                assertThat(tries).isLessThan(1_000);
+            }
+        }
+        for (Thread w : workers) {
+            w.join(TimeUnit.SECONDS.toMillis(30));
+            assertThat(w.isAlive()).as("a worker still allocating 30 s after the close").isFalse();
+        }
+        assertThat(failure.get()).isNull();
+        assertThat(pool.isClosed()).isTrue();
+    }
+
+    /**
      * Two live threads whose ids share a slot of the table take turns in it: each finds the other's
      * magazine, falls back to its own and publishes it. Nothing is handed out twice (each thread marks
      * the buffers it holds and checks the mark before it frees), and the counts add up.
