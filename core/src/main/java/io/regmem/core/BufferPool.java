@@ -239,11 +239,12 @@ public final class BufferPool implements AutoCloseable {
         long id = Thread.currentThread().threadId();
         Magazine m = fast[ThreadCaches.index(cls, id)];
         if (m == null || m.threadId != id) {
-            freeMiss(buffer, cls);
-            return;
+            m = magazine(cls, "free"); // not in the table, or the thread has none (null): the slow path
         }
         markFree(buffer);
-        if (!m.push(buffer)) {
+        if (m == null) {
+            classState[cls].release(buffer);
+        } else if (!m.push(buffer)) {
             classState[cls].flush(m, buffer);
         }
     }
@@ -266,17 +267,6 @@ public final class BufferPool implements AutoCloseable {
                 throw buffer.pinnedException(name); // even FAST never hands out memory an I/O still uses
             }
             buffer.markFreePlain();
-        }
-    }
-
-    /** The calling thread's magazine of the class is not in the table, or it has none. */
-    private void freeMiss(PooledBuffer buffer, int cls) {
-        Magazine m = magazine(cls, "free");
-        markFree(buffer);
-        if (m == null) {
-            classState[cls].release(buffer);
-        } else if (!m.push(buffer)) {
-            classState[cls].flush(m, buffer);
         }
     }
 
