@@ -91,10 +91,9 @@ final class SizeClass {
      * into the magazine as far as it has room (none without a magazine).
      */
     PooledBuffer bindBatch(Magazine m) {
-        int want = m == null ? 1 : Math.min(batch, m.stack.length - m.top + 1);
-        int n = bind(scratch, 0, want);
+        int n = bind(scratch, 0, batchFor(m));
         for (int i = 1; i < n; i++) {
-            m.push(scratch[i]); // room for them: want counted it
+            m.push(scratch[i]); // room for them: batchFor counted it
         }
         PooledBuffer first = scratch[0];
         Arrays.fill(scratch, 0, n, null);
@@ -110,17 +109,19 @@ final class SizeClass {
         if (first == null) {
             return null;
         }
-        for (int i = 1; i < batch; i++) {
+        for (int i = 1, n = batchFor(m); i < n; i++) {
             PooledBuffer b = stash.poll();
             if (b == null) {
                 break;
             }
-            if (!m.push(b)) {
-                release(b);
-                break;
-            }
+            m.push(b); // room for it: batchFor counted it
         }
         return first;
+    }
+
+    /** Buffers to move at once into {@code m}: one for the caller plus what the magazine has room for, at most a batch. */
+    private int batchFor(Magazine m) {
+        return m == null ? 1 : Math.min(batch, m.stack.length - m.top + 1);
     }
 
     /** The magazine is full: gives its oldest batch to the shared state and pushes {@code b} (the owner thread). */

@@ -36,9 +36,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * no entry, takes the slow path and is refused there.
  */
 final class ThreadCaches {
-    /** Thread-id slots per class in {@link #fast}. */
-    static final int SLOTS = 256;
     static final int SLOT_BITS = 8;
+    /** Thread-id slots per class in {@link #fast}. */
+    static final int SLOTS = 1 << SLOT_BITS;
 
     private static final VarHandle ENTRY = MethodHandles.arrayElementVarHandle(Magazine[].class);
 
