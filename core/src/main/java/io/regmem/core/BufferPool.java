@@ -1,6 +1,5 @@
 package io.regmem.core;
 
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Set;
@@ -119,11 +118,7 @@ public final class BufferPool implements AutoCloseable {
      * so a pool nobody closed fails the test that made it.
      */
     public static List<String> openPools() {
-        List<String> names = new ArrayList<>();
-        for (BufferPool p : OPEN) {
-            names.add(p.name);
-        }
-        return names;
+        return OPEN.stream().map(BufferPool::name).toList();
     }
 
     // ---- allocate and free ---------------------------------------------------------------------
@@ -338,43 +333,14 @@ public final class BufferPool implements AutoCloseable {
      * (caches of threads that die are reclaimed automatically).
      */
     public void releaseThreadCache() {
-        ThreadCache tc = caches.current();
-        if (tc == null) {
-            return;
-        }
-        for (int cls = 0; cls < classState.length; cls++) {
-            Magazine m = tc.magazines[cls];
-            if (m != null) {
-                caches.drain(m, cls);
-            }
-        }
+        caches.releaseCurrent();
     }
 
     // ---- accounting ----------------------------------------------------------------------------
 
     /** A snapshot of the pool's accounting; see {@link PoolStats} for its precision. Allocates. */
     public PoolStats stats() {
-        int n = classState.length;
-        long[] allocs = new long[n];
-        long[] cached = new long[n];
-        long misses = caches.sumCounts(allocs, cached);
-        long inUse = large.bytes();
-        long live = large.liveCount();
-        long totalAllocs = large.allocations();
-        long totalFrees = large.frees();
-        List<PoolStats.ClassStats> perClass = new ArrayList<>();
-        for (int cls = 0; cls < n; cls++) {
-            long classLive = Math.min(allocs[cls], classState[cls].live(cached[cls]));
-            live += classLive;
-            inUse += classLive * classState[cls].size;
-            totalAllocs += allocs[cls];
-            totalFrees += allocs[cls] - classLive;
-            if (classState[cls].slots > 0) {
-                perClass.add(new PoolStats.ClassStats(classState[cls].size, classState[cls].slots, classLive, allocs[cls]));
-            }
-        }
-        return new PoolStats(name, chunks.reserved(), inUse, live, chunks.snapshot().size(), large.liveCount(),
-                totalAllocs, totalFrees, misses + large.allocations(), List.copyOf(perClass));
+        return PoolStats.collect(name, classState, caches, chunks, large);
     }
 
     private long inUseBytes() {
@@ -399,7 +365,7 @@ public final class BufferPool implements AutoCloseable {
             }
             closed = true;
             caches.clearTable(); // from here every allocate and free takes the slow path, which refuses
-            LeakReport report = collectLeaks();
+            LeakReport report = LeakCollector.collect(name, paranoid ? liveParanoid : null, classState, caches, large);
             if (!chunks.closeAll()) {
                 closed = false;
                 throw new RdmaException(Errno.EBUSY, name + ": cannot close while another thread accesses one of its "
@@ -409,15 +375,7 @@ public final class BufferPool implements AutoCloseable {
             caches.removeCurrent();
             OPEN.remove(this);
             closeReport = report;
-            if (!report.clean()) {
-                PoolEvents.Leak event = new PoolEvents.Leak();
-                if (event.shouldCommit()) {
-                    event.pool = name;
-                    event.buffers = report.buffers();
-                    event.bytes = report.bytes();
-                    event.commit();
-                }
-            }
+            PoolEvents.leak(name, report);
             return report;
         }
     }
@@ -442,25 +400,6 @@ public final class BufferPool implements AutoCloseable {
     /** True once the pool is closed. */
     public boolean isClosed() {
         return closed;
-    }
-
-    /**
-     * The live buffers: PARANOID keeps them (with their sites); the other modes find them as the
-     * slots that are neither idle nor held free by a thread cache or a stash.
-     */
-    private LeakReport collectLeaks() {
-        LeakCollector leaks = new LeakCollector();
-        if (paranoid) {
-            for (PooledBuffer b : liveParanoid) {
-                leaks.offer(b);
-            }
-        } else {
-            leaks.offerUnheldSlots(classState, caches.all());
-        }
-        for (PooledBuffer b : large.live()) {
-            leaks.offer(b);
-        }
-        return leaks.report(name);
     }
 
     // ---- description ---------------------------------------------------------------------------
@@ -525,8 +464,9 @@ public final class BufferPool implements AutoCloseable {
      * back later, size-class chunks and large buffers' dedicated chunks alike: the hook a transport
      * uses to register each chunk once, at birth.
      *
-     * @throws RdmaException {@link Errno#EBADF} if the pool is closed; or whatever the listener
-     *                       throws for an existing chunk (then it is not added)
+     * @throws RdmaException {@link Errno#EBADF} if the pool is closed; {@link Errno#EBUSY} if a listener
+     *                       of the same {@linkplain ChunkListener#role() role} is there already; or
+     *                       whatever the listener throws for an existing chunk (then it is not added)
      */
     public void addChunkListener(ChunkListener listener) {
         if (closed) {

@@ -20,4 +20,15 @@ public interface ChunkListener {
      * {@link Chunk#holdRelease()} here and runs the hold's action when it has stopped.
      */
     void chunkRemoved(Chunk chunk);
+
+    /**
+     * The role this listener plays for the pool, or null (the default) for none: a pool takes at
+     * most one listener of a role at a time, and {@link BufferPool#addChunkListener} refuses a second
+     * with {@link Errno#EBUSY}, changing nothing. An RDMA registration ({@code "a protection domain"}: a
+     * chunk has one region) and an io_uring registration ({@code "an io_uring ring"}) each claim theirs, so that one pool is
+     * registered with one protection domain and one ring at a time.
+     */
+    default String role() {
+        return null;
+    }
 }

@@ -132,6 +132,15 @@ final class Chunks {
     void addListener(ChunkListener l) {
         lock.lock();
         try {
+            String role = l.role();
+            if (role != null) {
+                for (ChunkListener other : listeners) {
+                    if (role.equals(other.role())) {
+                        throw new RdmaException(Errno.EBUSY, pool + ": already registered with " + role + " ("
+                                + other + "); a pool registers with one at a time: close that registration first");
+                    }
+                }
+            }
             List<Chunk> all = new ArrayList<>(chunks);
             all.addAll(dedicated);
             int told = 0;

@@ -5,6 +5,7 @@ import java.util.BitSet;
 import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * What {@link BufferPool#closeAndReport()} finds: counts the live buffers it is offered and lists the
@@ -14,6 +15,27 @@ final class LeakCollector {
     private long count;
     private long bytes;
     private final List<LeakReport.Leak> listed = new ArrayList<>();
+
+    /**
+     * The live buffers of a closing pool: PARANOID keeps them ({@code paranoidLive}, with their
+     * sites); the other modes find them as the slots that are neither idle nor held free by a thread
+     * cache or a stash ({@code paranoidLive} null). Large buffers are listed by their own table.
+     */
+    static LeakReport collect(String pool, Set<PooledBuffer> paranoidLive, SizeClass[] classes,
+                              ThreadCaches caches, LargeBuffers large) {
+        LeakCollector leaks = new LeakCollector();
+        if (paranoidLive != null) {
+            for (PooledBuffer b : paranoidLive) {
+                leaks.offer(b);
+            }
+        } else {
+            leaks.offerUnheldSlots(classes, caches.all());
+        }
+        for (PooledBuffer b : large.live()) {
+            leaks.offer(b);
+        }
+        return leaks.report(pool);
+    }
 
     void offer(PooledBuffer b) {
         if (b.isLive()) {

@@ -94,4 +94,18 @@ final class PoolEvents {
         @DataAmount
         long bytes;
     }
+
+    /** Records a close that found buffers still out (if the event is enabled). */
+    static void leak(String pool, LeakReport report) {
+        if (report.clean()) {
+            return;
+        }
+        Leak event = new Leak();
+        if (event.shouldCommit()) {
+            event.pool = pool;
+            event.buffers = report.buffers();
+            event.bytes = report.bytes();
+            event.commit();
+        }
+    }
 }

@@ -1,5 +1,6 @@
 package io.regmem.core;
 
+import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -20,6 +21,32 @@ import java.util.List;
  */
 public record PoolStats(String pool, long reservedBytes, long inUseBytes, long liveBuffers, long chunks,
                         long largeBuffers, long allocations, long frees, long cacheMisses, List<ClassStats> classes) {
+
+    /** The snapshot {@link BufferPool#stats()} returns: counts from the caches, classes, chunks and large buffers. */
+    static PoolStats collect(String name, SizeClass[] classState, ThreadCaches caches, Chunks chunks,
+                             LargeBuffers large) {
+        int n = classState.length;
+        long[] allocs = new long[n];
+        long[] cached = new long[n];
+        long misses = caches.sumCounts(allocs, cached);
+        long inUse = large.bytes();
+        long live = large.liveCount();
+        long totalAllocs = large.allocations();
+        long totalFrees = large.frees();
+        List<ClassStats> perClass = new ArrayList<>();
+        for (int cls = 0; cls < n; cls++) {
+            long classLive = Math.min(allocs[cls], classState[cls].live(cached[cls]));
+            live += classLive;
+            inUse += classLive * classState[cls].size;
+            totalAllocs += allocs[cls];
+            totalFrees += allocs[cls] - classLive;
+            if (classState[cls].slots > 0) {
+                perClass.add(new ClassStats(classState[cls].size, classState[cls].slots, classLive, allocs[cls]));
+            }
+        }
+        return new PoolStats(name, chunks.reserved(), inUse, live, chunks.snapshot().size(), large.liveCount(),
+                totalAllocs, totalFrees, misses + large.allocations(), List.copyOf(perClass));
+    }
 
     /** Fraction of allocations served by the calling thread's cache, in [0, 1]; 0 before any allocation. */
     public double cacheHitRate() {

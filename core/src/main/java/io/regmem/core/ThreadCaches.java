@@ -122,6 +122,20 @@ final class ThreadCaches {
         return tc;
     }
 
+    /** Drains every magazine of the calling thread's cache ({@link BufferPool#releaseThreadCache()}). */
+    void releaseCurrent() {
+        ThreadCache tc = current();
+        if (tc == null) {
+            return;
+        }
+        for (int cls = 0; cls < classes.length; cls++) {
+            Magazine m = tc.magazines[cls];
+            if (m != null) {
+                drain(m, cls);
+            }
+        }
+    }
+
     /** Moves every buffer of a magazine to its class's shared state. Owner thread, or a dead owner. */
     void drain(Magazine m, int cls) {
         classes[cls].release(m.stack, m.top);

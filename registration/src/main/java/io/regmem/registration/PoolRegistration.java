@@ -66,6 +66,17 @@ public final class PoolRegistration implements ChunkListener, AutoCloseable {
         return r;
     }
 
+    /** One RDMA registration per pool at a time: a second {@code register} of the pool is {@code EBUSY}. */
+    @Override
+    public String role() {
+        return "a protection domain";
+    }
+
+    @Override
+    public String toString() {
+        return "PoolRegistration[" + pool.name() + " with " + pd + (closed ? ", closed]" : "]");
+    }
+
     @Override
     public void chunkAdded(Chunk chunk) {
         if (chunk.attachment() != null) {

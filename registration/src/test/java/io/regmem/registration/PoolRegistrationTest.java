@@ -111,4 +111,32 @@ class PoolRegistrationTest {
         pool.close();
         other.close();
     }
+
+    @Test
+    void aPoolWithoutChunksIsRefusedASecondRegistrationTooAndNothingChanges() {
+        BufferPool pool = BufferPool.builder().chunkSize(1 << 20).build();
+        assertThat(pool.chunks()).isEmpty();
+        PoolRegistration reg = lb.pdB.register(pool, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        ProtectionDomain other = lb.devB.allocPd();
+        assertRdma(() -> other.register(pool, Access.LOCAL_WRITE), Errno.EBUSY, "already registered with a protection domain");
+        assertRdma(() -> lb.pdB.register(pool, Access.LOCAL_WRITE), Errno.EBUSY, "one at a time");
+        assertThat(other.useCount()).isZero();
+        assertThat(lb.devB.resources().survivors(MemoryRegion.class)).isEmpty();
+        // the pool works, and its chunks are the first registration's
+        PooledBuffer b = pool.allocate(4096);
+        PooledBuffer large = pool.allocate(2L << 20);
+        assertThat(reg.region(b).pd()).isSameAs(lb.pdB);
+        assertThat(reg.region(large).pd()).isSameAs(lb.pdB);
+        assertThat(reg.chunkCount()).isEqualTo(2);
+        assertThat(lb.devB.resources().survivors(MemoryRegion.class)).hasSize(2);
+        large.close();
+        reg.close();
+        assertThat(lb.devB.resources().survivors(MemoryRegion.class)).isEmpty();
+        PoolRegistration again = other.register(pool, Access.LOCAL_WRITE);
+        assertThat(again.region(b).pd()).isSameAs(other);
+        again.close();
+        b.close();
+        pool.close();
+        other.close();
+    }
 }

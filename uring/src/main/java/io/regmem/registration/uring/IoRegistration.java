@@ -58,6 +58,12 @@ public final class IoRegistration implements ChunkListener, AutoCloseable {
         return chunk.ioAttachment() instanceof FixedSlot s && s.registration == this && !s.removed ? s.index : -1;
     }
 
+    /** One ring per pool at a time: a second {@code register} of the pool is {@code EBUSY}. */
+    @Override
+    public String role() {
+        return "an io_uring ring";
+    }
+
     @Override
     public void chunkAdded(Chunk chunk) {
         if (closed) {

@@ -146,6 +146,25 @@ class IoRegistrationTest {
         }
     }
 
+    @Test
+    void aPoolWithoutChunksIsRefusedASecondRingAndNothingChanges() {
+        try (IoRing ring = ring(8); IoRing other = ring(8); BufferPool pool = pool("empty", ChunkSource.mmap())) {
+            assertThat(pool.chunks()).isEmpty();
+            IoRegistration reg = ring.register(pool);
+            expect(Errno.EBUSY, "already registered with an io_uring ring", () -> ring.register(pool));
+            expect(Errno.EBUSY, "one at a time", () -> other.register(pool));
+            PooledBuffer b = pool.allocate(4096); // the chunk is the first registration's
+            assertThat(reg.chunks()).isEqualTo(1);
+            assertThat(reg.bufferIndex(b.chunk())).isNotNegative();
+            assertThat(other.fixedBuffersInUse()).isZero();
+            reg.close();
+            IoRegistration again = other.register(pool);
+            assertThat(again.bufferIndex(b.chunk())).isNotNegative();
+            again.close();
+            b.close();
+        }
+    }
+
     private IoFile fileFor(IoRing ring) {
         try {
             return ring.openFile(patternFile(dir.resolve("any"), 8192), IoFile.Mode.READ);
