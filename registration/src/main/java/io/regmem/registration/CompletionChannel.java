@@ -53,7 +53,20 @@ public final class CompletionChannel extends CountedResource implements AutoClos
         retain();
     }
 
-    /** A CQ of this channel was destroyed (device lock held): its events not yet taken go with it. */
+    /**
+     * Destroys a CQ of this channel unless an event got for it is unacknowledged (device lock held),
+     * atomically with the hand-out of its events: under the events' monitor the CQ is checked and
+     * marked destroyed and its events not yet taken are dropped, so no {@link #pollEvent} hands out an
+     * event of a CQ whose close succeeded, and none is raised for it afterwards.
+     */
+    void destroy(CompletionQueue cq, Runnable checkAndMarkDestroyed) {
+        synchronized (events) {
+            checkAndMarkDestroyed.run();
+            events.removeIf(e -> e == cq);
+        }
+    }
+
+    /** A CQ of this channel was destroyed (device lock held): waiters stop progressing it. */
     void detach(CompletionQueue cq) {
         CompletionQueue[] c = cqs;
         CompletionQueue[] next = new CompletionQueue[c.length - 1];
@@ -63,15 +76,15 @@ public final class CompletionChannel extends CountedResource implements AutoClos
             }
         }
         cqs = next;
-        synchronized (events) {
-            events.removeIf(e -> e == cq);
-        }
         release();
     }
 
     /** An armed CQ of this channel raised its event (from the thread that added the completion). */
     void raise(CompletionQueue cq) {
         synchronized (events) {
+            if (cq.isDestroyed()) {
+                return; // a completion raced the close: the destroyed CQ raises nothing
+            }
             events.addLast(cq);
         }
         wakeAll();

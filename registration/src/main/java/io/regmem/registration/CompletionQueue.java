@@ -389,18 +389,38 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
      */
     @Override
     public void close() {
+        close(false);
+    }
+
+    /** Destroys the CQ; {@code force} (the device's forced close) first acknowledges every event got. */
+    void close(boolean force) {
         synchronized (device.lock) {
-            long unacked = unackedEvents();
-            if (unacked > 0 && !isDestroyed()) {
-                throw new RdmaException(Errno.EBUSY, this + ": cannot destroy with " + unacked
-                        + " completion event(s) got and not acknowledged; ackEvents first");
+            Runnable destroy = () -> {
+                if (force) {
+                    ackAll();
+                }
+                checkAndMarkDestroyed();
+            };
+            if (channel != null) {
+                channel.destroy(this, destroy); // atomic with the channel's hand-out of this CQ's events
+            } else {
+                destroy.run();
             }
-            destroyUnlessCounted("destroy", "queue pair role(s) using it", "destroy the QPs first");
             provider.destroy();
             if (channel != null) {
                 channel.detach(this);
             }
         }
+    }
+
+    /** The close's checks, then the mark; throws (changing nothing) if the CQ cannot be destroyed. */
+    private void checkAndMarkDestroyed() {
+        long unacked = unackedEvents();
+        if (unacked > 0 && !isDestroyed()) {
+            throw new RdmaException(Errno.EBUSY, this + ": cannot destroy with " + unacked
+                    + " completion event(s) got and not acknowledged; ackEvents first");
+        }
+        destroyUnlessCounted("destroy", "queue pair role(s) using it", "destroy the QPs first");
     }
 
     /** The CQ as its provider sees it. */

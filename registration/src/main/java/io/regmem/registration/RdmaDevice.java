@@ -496,8 +496,7 @@ public final class RdmaDevice implements AutoCloseable {
                 m.close();
             }
             for (CompletionQueue cq : tracker.survivors(CompletionQueue.class)) {
-                cq.ackAll();
-                cq.close();
+                cq.close(true);
             }
             for (CompletionChannel ch : tracker.survivors(CompletionChannel.class)) {
                 ch.close();

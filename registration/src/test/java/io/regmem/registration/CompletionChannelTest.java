@@ -215,4 +215,64 @@ class CompletionChannelTest {
         assertThat(dev.forceClose()).contains("CompletionChannel");
         assertThat(ch.isDestroyed()).isTrue();
     }
+
+    /**
+     * A CQ's close racing another thread's {@code pollEvent} of its event: either the close is refused
+     * ({@code EBUSY}, the event was handed out and must be acknowledged) or the event is never handed
+     * out; never both (as {@code ibv_destroy_cq} with unacknowledged events). Also: an event raised
+     * after the close is not queued.
+     */
+    @Test
+    void aCqsCloseAndTheHandOutOfItsEventNeverBothSucceed() throws Exception {
+        try (RdmaDevice dev = Providers.open(Providers.NAME, Map.of())) {
+            CompletionChannel ch = dev.createCompletionChannel();
+            int rounds = 4000;
+            int refused = 0;
+            int handedOut = 0;
+            java.util.concurrent.CyclicBarrier start = new java.util.concurrent.CyclicBarrier(2);
+            AtomicReference<Object> polled = new AtomicReference<>();
+            for (int r = 0; r < rounds; r++) {
+                CompletionQueue cq = dev.createCq(4, ch);
+                ch.raise(cq);
+                polled.set(null);
+                Thread poller = Thread.ofPlatform().start(() -> {
+                    try {
+                        start.await();
+                        polled.set(ch.pollEvent());
+                    } catch (Exception e) {
+                        polled.set(e);
+                    }
+                });
+                start.await();
+                boolean closed;
+                try {
+                    cq.close();
+                    closed = true;
+                } catch (RdmaException e) {
+                    assertThat(e.errno()).isEqualTo(Errno.EBUSY);
+                    closed = false;
+                }
+                poller.join();
+                Object got = polled.get();
+                if (got instanceof Exception e) {
+                    throw new AssertionError("pollEvent failed", e);
+                }
+                if (closed) {
+                    assertThat(got).as("round %d: the close succeeded, so its event was not handed out", r).isNull();
+                } else {
+                    refused++;
+                    assertThat(got).as("round %d: the close was refused for the event handed out", r).isSameAs(cq);
+                    cq.ackEvents(1);
+                    cq.close();
+                }
+                if (got == cq) {
+                    handedOut++;
+                }
+                ch.raise(cq); // a completion racing the close raises nothing for a destroyed CQ
+                assertThat(ch.pendingEvents()).isZero();
+            }
+            assertThat(refused).isEqualTo(handedOut);
+            ch.close();
+        }
+    }
 }
