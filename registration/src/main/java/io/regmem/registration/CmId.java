@@ -117,7 +117,9 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             check(attrs.maxSendWr(), a.maxQpWr(), "maxSendWr", "maxQpWr");
             check(attrs.maxRecvWr(), a.maxQpWr(), "maxRecvWr", "maxQpWr");
             check(attrs.maxSendSge(), a.maxSendSge(), "maxSendSge", "maxSendSge");
-            check(attrs.maxRecvSge(), a.maxRecvSge(), "maxRecvSge", "maxRecvSge");
+            if (srq == null) { // with an SRQ the receive SGEs are the SRQ's (ibv_create_qp(3) ignores them)
+                check(attrs.maxRecvSge(), a.maxRecvSge(), "maxRecvSge", "maxRecvSge");
+            }
             if (attrs.rnrRetry() < 0 || attrs.rnrRetry() > 7) {
                 throw new RdmaException(Errno.EINVAL, this + ": rnrRetry " + attrs.rnrRetry()
                         + " is outside [0, 7] (0: fail at once, 7: retry for ever)");

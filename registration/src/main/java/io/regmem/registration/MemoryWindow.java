@@ -29,6 +29,11 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
         TYPE_2
     }
 
+    /** The rights a window can grant. */
+    static final int REMOTE_BITS = Access.mask(Access.REMOTE_READ, Access.REMOTE_WRITE, Access.REMOTE_ATOMIC);
+    /** What a BIND_MW of a type-2 window accepts: the remote rights, LOCAL_WRITE (ignored) and ZERO_BASED. */
+    static final int BIND_TWO_BITS = REMOTE_BITS | Access.mask(Access.LOCAL_WRITE, Access.ZERO_BASED);
+
     private final ProtectionDomain pd;
     private final Type type;
     private MemoryRegion parent;
@@ -73,7 +78,8 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
      * A BIND_MW of this type-2 window, at its turn in a QP of {@code qpPd} (an executor's thread, in a
      * grace-period section): binds it, or returns MW_BIND_ERR changing nothing.
      */
-    WcStatus bindByRequest(ProtectionDomain qpPd, MemoryRegion mr, long address, long length, int mask, int newKey) {
+    WcStatus bindByRequest(ProtectionDomain qpPd, MemoryRegion mr, long address, long length, int rights, int newKey) {
+        int mask = rights & ~Access.LOCAL_WRITE.bit(); // accepted, as rxe and mlx5 do; a window grants no local access
         synchronized (this) {
             if (type != Type.TYPE_2 || closing || isDestroyed() || view.isValid() || pd != qpPd
                     || (newKey >>> 8) != (view.rkey() >>> 8)) {
@@ -127,8 +133,11 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
      * (as a zero-length bind of a type-1 window does in verbs): the old key is retired, the window is
      * unbound, {@code mr}, {@code address} and {@code rights} are not looked at, and 0 is returned.
      *
-     * @param rights REMOTE_READ, REMOTE_WRITE and/or REMOTE_ATOMIC; remote write or atomic needs
-     *               the region to grant LOCAL_WRITE
+     * @param rights REMOTE_READ, REMOTE_WRITE and/or REMOTE_ATOMIC (none: the window grants nothing);
+     *               remote write or atomic needs the region to grant LOCAL_WRITE. LOCAL_WRITE among them
+     *               is accepted and ignored, as rxe and mlx5 do (a window grants no local access);
+     *               ZERO_BASED is refused, as {@code ibv_bind_mw} refuses it (a type-2 window's BIND_MW
+     *               takes it)
      * @return the window's new rkey
      * @throws RdmaException {@link Errno#EINVAL} for a region of another PD, without MW_BIND, a range
      *                       outside it, or rights that are not remote or not allowed
@@ -148,15 +157,16 @@ public final class MemoryWindow extends RdmaResource implements AutoCloseable {
                 throw new RdmaException(Errno.EINVAL, this + ": bind of " + length + " bytes needs a region (null)");
             }
             mr.checkAlive("bind");
-            int mask = Access.mask(rights);
-            int remoteBits = Access.mask(Access.REMOTE_READ, Access.REMOTE_WRITE, Access.REMOTE_ATOMIC);
+            int given = Access.mask(rights);
+            int mask = given & REMOTE_BITS; // LOCAL_WRITE is accepted, as rxe and mlx5 do, and grants nothing
             if (mr.pd() != pd || mr.isFastReg() || !Access.has(mr.access(), Access.MW_BIND)) {
                 throw new RdmaException(Errno.EINVAL, this + ": bind needs a registered region of " + pd
                         + " that grants MW_BIND (" + mr + " grants " + Access.describe(mr.access()) + ")");
             }
-            if (mask == 0 || (mask & ~remoteBits) != 0) {
-                throw new RdmaException(Errno.EINVAL, this + ": a window grants remote rights only, not "
-                        + Access.describe(mask));
+            if ((given & ~(REMOTE_BITS | Access.LOCAL_WRITE.bit())) != 0) {
+                throw new RdmaException(Errno.EINVAL, this + ": a type-1 window grants remote rights only (LOCAL_WRITE "
+                        + "is accepted and ignored; ZERO_BASED is for type-2 windows, as ibv_bind_mw), not "
+                        + Access.describe(given));
             }
             if ((Access.has(mask, Access.REMOTE_WRITE) || Access.has(mask, Access.REMOTE_ATOMIC))
                     && !Access.has(mr.access(), Access.LOCAL_WRITE)) {

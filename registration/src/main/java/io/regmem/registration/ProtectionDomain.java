@@ -81,7 +81,8 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
      * @return a region owned by the caller, who closes it
      * @throws RdmaException {@link Errno#EINVAL} for a heap or empty segment, memory of a confined
      *                       arena or of a closed one, bad access bits, a range over the device's
-     *                       {@code maxMrSize}, or ON_DEMAND;
+     *                       {@code maxMrSize}; {@link Errno#EOPNOTSUPP} for ON_DEMAND on a device
+     *                       without on-demand paging (every provider today), as the kernel answers;
      *                       {@link Errno#EBADF} if this PD was closed
      */
     public MemoryRegion register(MemorySegment segment, Access... access) {
@@ -124,7 +125,7 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
             Reach.check(segment, toString(), "register");
             Access.validate(accessMask, this + ".register");
             if (Access.has(accessMask, Access.ON_DEMAND)) {
-                throw new RdmaException(Errno.EINVAL, this + ": ON_DEMAND registration needs device ODP support, "
+                throw new RdmaException(Errno.EOPNOTSUPP, this + ": ON_DEMAND registration needs device ODP support, "
                         + device.name() + " has none");
             }
             if (segment.byteSize() > device.attributes().maxMrSize()) {

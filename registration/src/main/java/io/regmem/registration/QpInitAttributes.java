@@ -135,7 +135,9 @@ public final class QpInitAttributes {
     /**
      * The shared receive queue the QP's receives come from ({@code ib_qp_init_attr.srq}; null, the
      * default: the QP's own receive queue). It must be of the QP's PD. With an SRQ,
-     * {@link QueuePair#postRecv} is refused and {@link #maxRecvWr(int)} is not used.
+     * {@link QueuePair#postRecv} is refused, {@link #maxRecvSge(int)} is ignored (as
+     * {@code ibv_create_qp(3)} says; the SRQ's own {@code maxSge} rules) and {@link #maxRecvWr(int)} is
+     * not used, though still checked against the device's {@code maxQpWr} (as mlx5 does).
      */
     public QpInitAttributes srq(SharedReceiveQueue srq) {
         this.srq = srq;

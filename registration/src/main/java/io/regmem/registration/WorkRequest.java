@@ -262,6 +262,10 @@ public final class WorkRequest {
      * {@link MemoryWindow#rkey()}, as {@code ibv_inc_rkey}). It executes in order with the QP's other
      * requests; once it completed the window grants the rights under that key, until a LOCAL_INV of
      * it or a peer's SEND_WITH_INV invalidates it. Post on a QP of the window's PD.
+     *
+     * <p>{@code rights}: any of REMOTE_READ, REMOTE_WRITE, REMOTE_ATOMIC; also LOCAL_WRITE, accepted
+     * as rxe and mlx5 accept it and ignored (a window grants no local access), and ZERO_BASED (the
+     * window is then addressed by offset from its first byte, as {@code IBV_ACCESS_ZERO_BASED}).
      */
     public WorkRequest bindMw(MemoryWindow mw, int rkey, MemoryRegion mr, long address, long length, Access... rights) {
         this.opcode = Opcode.BIND_MW;

@@ -56,10 +56,10 @@ final class WrChecks {
             throw new RdmaException(Errno.EINVAL, qp + ": " + mw + " is a type-1 window, bound with MemoryWindow.bind, not a "
                     + "BIND_MW work request: bad WR index " + index);
         }
-        int remoteBits = Access.mask(Access.REMOTE_READ, Access.REMOTE_WRITE, Access.REMOTE_ATOMIC);
-        if (wr.bindLength() <= 0 || wr.regAccess() == 0 || (wr.regAccess() & ~remoteBits) != 0 || wr.numSge() != 0) {
+        if (wr.bindLength() <= 0 || (wr.regAccess() & ~MemoryWindow.BIND_TWO_BITS) != 0 || wr.numSge() != 0) {
             throw new RdmaException(Errno.EINVAL, qp + ": BIND_MW needs a positive length (" + wr.bindLength()
-                    + "), remote rights only (" + Access.describe(wr.regAccess()) + ") and no SGEs: bad WR index " + index);
+                    + "), remote rights only (with LOCAL_WRITE, ignored, and ZERO_BASED; got "
+                    + Access.describe(wr.regAccess()) + ") and no SGEs: bad WR index " + index);
         }
     }
 

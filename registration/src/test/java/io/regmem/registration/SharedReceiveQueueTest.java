@@ -459,4 +459,25 @@ class SharedReceiveQueueTest {
         id.close();
         other.close();
     }
+
+    /**
+     * With an SRQ a QP's receive capacities are ignored ({@code ibv_create_qp(3)}; rxe and mlx5 agree):
+     * an oversized {@code maxRecvSge} is accepted; {@code maxRecvWr} is still checked (as mlx5 does).
+     */
+    @Test
+    void aQpOnAnSrqIgnoresItsReceiveSgeCapacity() {
+        int tooMany = devB.attributes().maxRecvSge() + 1;
+        CmId plain = devB.createCmId();
+        assertRdma(() -> plain.createQp(pdB, QpInitAttributes.of(cqB).maxRecvSge(tooMany)), Errno.EINVAL, "maxRecvSge");
+        plain.close();
+        CmId id = devB.createCmId();
+        QueuePair qp = id.createQp(pdB, QpInitAttributes.of(cqB).srq(srq).maxRecvSge(tooMany));
+        assertThat(qp.srq()).isSameAs(srq);
+        CmId deep = devB.createCmId();
+        assertRdma(() -> deep.createQp(pdB, QpInitAttributes.of(cqB).srq(srq).maxRecvWr(devB.attributes().maxQpWr() + 1)),
+                Errno.EINVAL, "maxRecvWr");
+        deep.close();
+        id.destroyQp();
+        id.close();
+    }
 }

@@ -86,7 +86,10 @@ class WindowAndEventTest {
         MemoryWindow mw = lb.pdB.allocMw();
         assertRdma(() -> mw.bind(noBind, noBind.address(), 64, Access.REMOTE_READ), Errno.EINVAL, "MW_BIND");
         assertRdma(() -> mw.bind(readOnly, readOnly.address(), 64, Access.REMOTE_WRITE), Errno.EINVAL, "LOCAL_WRITE");
-        assertRdma(() -> mw.bind(readOnly, readOnly.address(), 64, Access.LOCAL_WRITE), Errno.EINVAL, "remote rights only");
+        assertRdma(() -> mw.bind(readOnly, readOnly.address(), 64, Access.REMOTE_READ, Access.ZERO_BASED), Errno.EINVAL,
+                "ZERO_BASED is for type-2 windows");
+        assertRdma(() -> mw.bind(readOnly, readOnly.address(), 64, Access.MW_BIND), Errno.EINVAL, "remote rights only");
+        assertThat(mw.isBound()).isFalse();
         assertRdma(() -> mw.bind(readOnly, readOnly.address() - 1, 64, Access.REMOTE_READ), Errno.EINVAL, "not inside");
         assertRdma(() -> mw.bind(null, 0, 64, Access.REMOTE_READ), Errno.EINVAL, "needs a region");
         assertRdma(() -> mw.bind(readOnly, readOnly.address(), -1, Access.REMOTE_READ), Errno.EINVAL, "not inside");
@@ -182,5 +185,34 @@ class WindowAndEventTest {
         listener.close();
         cq.close();
         pd.close();
+    }
+
+    /**
+     * rdma-core's test_mr.py binds type-1 windows with {@code REMOTE_WRITE | LOCAL_WRITE} and expects
+     * success, as rxe and mlx5 give: LOCAL_WRITE is accepted and grants nothing; a bind with it alone
+     * grants no remote access.
+     */
+    @Test
+    void aType1BindTakesLocalWriteAndIgnoresIt() {
+        MemoryRegion mr = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.MW_BIND);
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryWindow mw = lb.pdB.allocMw();
+        mw.bind(mr, lb.memB.address(), 4096, Access.REMOTE_WRITE, Access.LOCAL_WRITE);
+        lb.memA.set(ValueLayout.JAVA_LONG, 0, 91);
+        WorkRequest wr = new WorkRequest(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                .addSge(lb.memA.address(), 8, local.lkey()).remote(lb.memB.address() + 8, lb.qpA.importRemoteKey(mw.exportRemoteKey()));
+        lb.qpA.postSend(wr);
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 8)).isEqualTo(91);
+
+        int nothing = mw.bind(mr, lb.memB.address(), 4096, Access.LOCAL_WRITE); // bound, granting no remote right
+        assertThat(nothing).isNotZero();
+        assertThat(mw.isBound()).isTrue();
+        lb.memA.set(ValueLayout.JAVA_LONG, 0, 92);
+        lb.qpA.postSend(wr.remote(lb.memB.address() + 16, lb.qpA.importRemoteKey(mw.exportRemoteKey())));
+        assertThat(lb.one(lb.cqA).status()).isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(lb.memB.get(ValueLayout.JAVA_LONG, 16)).as("nothing moved").isZero();
+        mw.close();
+        mr.close();
     }
 }

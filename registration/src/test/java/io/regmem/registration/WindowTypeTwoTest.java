@@ -146,7 +146,7 @@ class WindowTypeTwoTest {
                 Errno.EINVAL, "type-1 window");
         assertRdma(() -> lb.qpB.postSend(wr.reset().bindMw(two, key, region, lb.memB.address(), 0, Access.REMOTE_READ)),
                 Errno.EINVAL, "positive length");
-        assertRdma(() -> lb.qpB.postSend(wr.reset().bindMw(two, key, region, lb.memB.address(), 64, Access.LOCAL_WRITE)),
+        assertRdma(() -> lb.qpB.postSend(wr.reset().bindMw(two, key, region, lb.memB.address(), 64, Access.MW_BIND)),
                 Errno.EINVAL, "remote rights only");
         assertRdma(() -> lb.qpB.postSend(wr.reset().bindMw(null, key, region, lb.memB.address(), 64, Access.REMOTE_READ)),
                 Errno.EINVAL);
@@ -186,5 +186,53 @@ class WindowTypeTwoTest {
         assertThat(w2.isBound()).isFalse();
         w2.close();
         w3.close();
+    }
+
+    /** B binds type-2 {@code mw} over memB[4096, 8192) with {@code rights}; the BIND_MW's status. */
+    private WcStatus bindWith(MemoryWindow mw, MemoryRegion region, Access... rights) {
+        int key = MemoryRegion.incRkey(mw.rkey());
+        lb.qpB.postSend(wr.reset().wrId(72).signaled(true).bindMw(mw, key, region, lb.memB.address() + 4096, 4096, rights));
+        return await(lb.cqB).status();
+    }
+
+    private void invalidate(MemoryWindow mw) {
+        lb.qpB.postSend(wr.reset().wrId(73).opcode(Opcode.LOCAL_INV).signaled(true).invalidateRkey(mw.rkey()));
+        assertThat(await(lb.cqB).status()).isEqualTo(WcStatus.SUCCESS);
+    }
+
+    /**
+     * As rdma-core's tests and {@code ibv_bind_mw(3)} have it (rxe, mlx5): a type-2 BIND_MW takes
+     * {@code REMOTE_WRITE | LOCAL_WRITE} (LOCAL_WRITE ignored), LOCAL_WRITE alone (bound, granting no
+     * remote right), and ZERO_BASED (the peer addresses the window by offset from its first byte).
+     */
+    @Test
+    void aBindMwTakesLocalWriteAndZeroBased() {
+        MemoryRegion local = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+        MemoryRegion region = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.MW_BIND);
+        MemoryWindow mw = lb.pdB.allocMw(MemoryWindow.Type.TYPE_2);
+
+        assertThat(bindWith(mw, region, Access.REMOTE_WRITE, Access.LOCAL_WRITE)).isEqualTo(WcStatus.SUCCESS);
+        assertThat(write(lb.qpA.importRemoteKey(mw.exportRemoteKey()), 8, (byte) 0x51, local)).isEqualTo(WcStatus.SUCCESS);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 4096 + 8)).isEqualTo((byte) 0x51);
+        invalidate(mw);
+
+        assertThat(bindWith(mw, region, Access.REMOTE_WRITE, Access.ZERO_BASED)).isEqualTo(WcStatus.SUCCESS);
+        int zeroBased = lb.qpA.importRemoteKey(mw.exportRemoteKey());
+        lb.memA.asSlice(0, 64).fill((byte) 0x52);
+        lb.qpA.postSend(wr.reset().wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true).addSge(lb.memA.address(), 64, local.lkey())
+                .remote(100, zeroBased)); // offset 100 of the window: memB + 4096 + 100
+        assertThat(await(lb.cqA).status()).isEqualTo(WcStatus.SUCCESS);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 4096 + 100)).isEqualTo((byte) 0x52);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 4096 + 163)).isEqualTo((byte) 0x52);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 4096 + 164)).isZero();
+        invalidate(mw);
+
+        assertThat(bindWith(mw, region, Access.LOCAL_WRITE)).isEqualTo(WcStatus.SUCCESS);
+        assertThat(mw.isBound()).isTrue();
+        assertThat(write(lb.qpA.importRemoteKey(mw.exportRemoteKey()), 200, (byte) 0x53, local))
+                .as("a window bound with LOCAL_WRITE alone grants no remote write").isEqualTo(WcStatus.REM_ACCESS_ERR);
+        assertThat(lb.memB.get(ValueLayout.JAVA_BYTE, 4096 + 200)).as("nothing moved").isZero();
+        mw.close();
+        region.close();
     }
 }
