@@ -250,19 +250,25 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         l.lock();
     }
 
-    /** Moves completions into {@code out} and retires their slots (the consumer lock held). */
+    /**
+     * Moves completions into {@code out}, frees their entries, then retires their queues' slots (the
+     * consumer lock held). The order matters: a slot retired is a receive or send that may be posted
+     * again at once, by any thread, and complete here; its entry must be free by then, or a CQ as deep
+     * as its queues' slots (an SRQ's {@code maxWr}) could find itself full (see SrqCqDepthTest).
+     */
     private int take(WorkCompletion[] out) {
         int n = 0;
         long h = head;
         long t = tail;
         while (n < out.length && h != t) {
-            WorkCompletion wc = out[n++];
-            copy(ring[(int) h & mask], wc);
+            copy(ring[(int) h & mask], out[n++]);
             h++;
-            // Polling frees the request's queue slot (and those of the unsignaled ones before it).
-            wc.qp.retire(wc.fromRecvQueue, wc.queueSeq);
         }
         HEAD.setRelease(this, h);
+        for (int i = 0; i < n; i++) {
+            // Polling frees the request's queue slot (and those of the unsignaled ones before it).
+            out[i].qp.retire(out[i].fromRecvQueue, out[i].queueSeq);
+        }
         return n;
     }
 
