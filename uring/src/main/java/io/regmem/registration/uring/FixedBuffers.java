@@ -16,11 +16,18 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * A ring's sparse, tagged fixed-buffer table: a slot per registered chunk. Slots are taken on any
- * thread (a chunk is born where its pool allocates); the kernel's table is written by the owner
- * only (the kernel refuses other threads on a single-issuer ring), at once when the owner is the
- * caller, else at its next call. A chunk leaving is cleared from the table and its memory held
- * ({@link Chunk#holdRelease()}) until the kernel's tag completion and its last operation arrived.
+ * A ring's sparse, tagged fixed-buffer table: an index per chunk in the kernel's table. The table is
+ * written by the owner only (the kernel refuses other threads on a single-issuer ring), so indexes
+ * are taken by the owner only: at once for a chunk born on the owner, at the owner's next call (or
+ * when an operation needs it) for one born on another thread. A chunk that leaves before the owner
+ * registered it is let go at once by whoever frees it and never takes an index, so other threads'
+ * allocations never wait for the owner and never fail for want of an index. A chunk leaving after
+ * is cleared from the table by the owner; its index is free again as soon as no operation of ours
+ * names it (the kernel keeps the old buffer pinned by reference until its own last use), and its
+ * memory is held ({@link Chunk#holdRelease()}) until the kernel's tag completion arrived too.
+ * So the indexes in use are the chunks the owner registered and has not retired, plus cleared ones
+ * named by operations in flight: {@code fixedBuffers} needs to cover the registered pools' chunks
+ * alive at once, nothing more.
  */
 final class FixedBuffers {
     private final IoRing ring;
@@ -72,7 +79,14 @@ final class FixedBuffers {
         return hasDeferred;
     }
 
-    /** A new chunk of a registered pool (any thread): a slot now, the kernel's table on the owner. */
+    /**
+     * A new chunk of a registered pool (any thread). On the owner it takes an index and enters the
+     * kernel's table at once; on another thread it takes nothing and waits for the owner's next call
+     * (or an operation on it), so an allocation on another thread never fails for want of an index.
+     *
+     * @throws RdmaException {@link Errno#ENOMEM} on the owner when every index holds a chunk of a
+     *                       registered pool, or one still named by an operation in flight
+     */
     FixedSlot add(IoRegistration reg, Chunk chunk) {
         if (ring.isClosed()) {
             throw new RdmaException(Errno.EBADF, ring + ": closed; " + chunk + " of pool " + reg.pool().name()
@@ -82,33 +96,29 @@ final class FixedBuffers {
             throw new RdmaException(Errno.EINVAL, ring + ": " + chunk + " of pool " + reg.pool().name() + " is larger than "
                     + "io_uring's 1 GiB per fixed buffer (build the pool with a smaller chunk size and maximum class)");
         }
-        int index;
-        synchronized (used) {
-            index = used.nextClearBit(0);
-            if (index >= max) {
-                throw new RdmaException(Errno.ENOMEM, ring + ": all " + max + " fixed-buffer slots are taken; "
-                        + chunk + " of pool " + reg.pool().name() + " cannot be registered (IoRing.Builder.fixedBuffers)");
-            }
-            used.set(index);
-        }
-        FixedSlot s = new FixedSlot(ring, reg, chunk, index, IoRing.TAG_BASE | nextTag.getAndIncrement());
+        FixedSlot s = new FixedSlot(ring, reg, chunk, IoRing.TAG_BASE | nextTag.getAndIncrement());
         if (ring.onOwner()) {
-            try {
-                register(s);
-            } catch (RuntimeException e) {
-                freeIndex(index);
-                throw e;
+            if (hasDeferred) {
+                runDeferred(); // retirements other threads left may give indexes back
             }
+            register(s);
         } else {
             defer(new Deferred(s, null, true));
         }
         return s;
     }
 
-    /** A chunk leaves (any thread): no new operation may use it; the owner clears it and lets go when quiet. */
+    /**
+     * A chunk leaves (any thread): no new operation may use it. One the owner never registered is let
+     * go at once (the kernel never saw it); otherwise the owner clears it and lets go when quiet.
+     */
     void remove(FixedSlot s, Runnable hold) {
-        s.removed = true;
-        if (ring.isClosed()) {
+        boolean neverRegistered;
+        synchronized (s) {
+            s.removed = true;
+            neverRegistered = !s.claimed;
+        }
+        if (ring.isClosed() || neverRegistered) {
             if (hold != null) {
                 hold.run();
             }
@@ -128,11 +138,8 @@ final class FixedBuffers {
         while ((d = deferred.poll()) != null) {
             FixedSlot s = d.slot();
             if (d.add()) {
-                if (s.removed) {
-                    continue; // gone before it was registered: its retirement follows in the queue
-                }
                 try {
-                    register(s);
+                    register(s); // (nothing if it left its pool before: it was let go then)
                 } catch (RdmaException e) {
                     s.failure = e;
                     s.removed = true;
@@ -166,7 +173,28 @@ final class FixedBuffers {
         }
     }
 
+    /**
+     * Enters a chunk in the kernel's table (owner): claims it (unless it already left its pool), takes
+     * an index and updates the table. A failure gives the index back and throws.
+     */
     private void register(FixedSlot s) {
+        synchronized (s) {
+            if (s.removed) {
+                return;
+            }
+            s.claimed = true;
+        }
+        int index;
+        synchronized (used) {
+            index = used.nextClearBit(0);
+            if (index >= max) {
+                throw new RdmaException(Errno.ENOMEM, ring + ": all " + max + " fixed-buffer slots are taken by chunks of "
+                        + "registered pools (or by chunks that left, named by operations in flight); " + s.chunk + " of pool "
+                        + s.registration.pool().name() + " cannot be registered (IoRing.Builder.fixedBuffers)");
+            }
+            used.set(index);
+        }
+        s.index = index;
         MemorySegment u = scratch;
         u.fill((byte) 0);
         u.set(ValueLayout.JAVA_LONG, 64, s.start);
@@ -174,8 +202,9 @@ final class FixedBuffers {
         u.set(ValueLayout.JAVA_LONG, 80, s.tag);
         long rc = update(s.index, u.address() + 64, u.address() + 80);
         if (rc < 0) {
+            releaseIndex(s);
             int errno = (int) -rc;
-            String what = "registering " + s.chunk + " as fixed buffer " + s.index;
+            String what = "registering " + s.chunk + " as fixed buffer " + index;
             if (errno == Errno.ENOMEM.value()) {
                 throw RingMemory.memlock(what, s.end - s.start);
             }
@@ -213,15 +242,19 @@ final class FixedBuffers {
     }
 
     /**
-     * On the owner: clears the slot; once the kernel and every operation are done with the chunk,
-     * its index is free and its memory let go. Never waits: operations still using the chunk are
-     * cancelled where the kernel can, and the retirement ends at the completion that makes the slot
-     * quiet ({@link #finishRetired}), reaped by whichever call of the owner's comes next.
+     * On the owner: clears the slot; once no operation of ours names it its index is free again, and
+     * once the kernel is done with the chunk too (its tag completion) its memory is let go. Never
+     * waits: operations still using the chunk are cancelled where the kernel can, and the retirement
+     * ends at the completion that makes the slot quiet ({@link #finishRetired}), reaped by whichever
+     * call of the owner's comes next.
      */
     private void retire(FixedSlot s, Runnable hold) {
         s.hold = hold;
         if (s.registered && !s.cleared) {
             clear(s);
+        }
+        if (s.indexIdle()) {
+            releaseIndex(s);
         }
         if (s.quiet()) {
             finish(s);
@@ -231,10 +264,13 @@ final class FixedBuffers {
         ring.cancelOn(s);
     }
 
-    /** Ends the retirements whose slots became quiet (owner). */
+    /** Ends the retirements whose slots became quiet, and frees the indexes no operation names any more (owner). */
     void finishRetired() {
         for (int i = retiring.size() - 1; i >= 0; i--) {
             FixedSlot s = retiring.get(i);
+            if (s.indexIdle()) {
+                releaseIndex(s);
+            }
             if (s.quiet()) {
                 retiring.remove(i);
                 finish(s);
@@ -243,7 +279,7 @@ final class FixedBuffers {
     }
 
     private void finish(FixedSlot s) {
-        freeIndex(s.index);
+        releaseIndex(s);
         Runnable h = s.hold;
         s.hold = null;
         if (h != null) {
@@ -251,9 +287,14 @@ final class FixedBuffers {
         }
     }
 
-    private void freeIndex(int index) {
-        synchronized (used) {
-            used.clear(index);
+    /** Gives the slot's index back, once (owner, or a failed registration). */
+    private void releaseIndex(FixedSlot s) {
+        int index = s.index;
+        if (index >= 0) {
+            s.index = -1;
+            synchronized (used) {
+                used.clear(index);
+            }
         }
     }
 

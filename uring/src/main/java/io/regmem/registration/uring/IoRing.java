@@ -30,8 +30,11 @@ import java.util.concurrent.CopyOnWriteArrayList;
  * {@code IORING_SETUP_SINGLE_ISSUER} makes it: only the owner prepares, submits, reaps, opens and
  * closes files and registers pools. Any other thread gets {@link Errno#EPERM} before anything
  * happens. Run one ring per I/O thread. A registered pool may still be used from any thread:
- * chunks its other threads add are registered by the owner at its next call, and chunks they
- * release are retired by the owner (see {@link IoRegistration}).
+ * chunks its other threads add are registered by the owner at its next call (or when an operation
+ * needs them), and chunks they release are retired by the owner (see {@link IoRegistration}). Those
+ * threads never wait for the owner: a chunk they add and release before the owner's next call takes
+ * no fixed-buffer slot and its memory goes back at once, so a busy owner never makes their
+ * allocations fail.
  *
  * <h2>Operations</h2>
  * {@link #readFixed}, {@link #writeFixed}, {@link #read}, {@link #write} and {@link #fsync} each
@@ -276,7 +279,11 @@ public final class IoRing implements AutoCloseable {
         return mem.flagNames();
     }
 
-    /** Fixed-buffer slots in use (one per registered chunk, plus chunks whose tag is awaited). */
+    /**
+     * Fixed-buffer slots in use: one per chunk the owner registered and has not retired, plus chunks
+     * that left their pool and are still named by an operation in flight. A chunk born on another
+     * thread takes a slot at the owner's next call, and none if it leaves before.
+     */
     public int fixedBuffersInUse() {
         return buffers.inUse();
     }

@@ -146,6 +146,75 @@ class IoRegistrationTest {
         }
     }
 
+    /**
+     * Another thread allocates and frees large buffers (a chunk each) many times over the table's size
+     * while the owner makes no call on the ring: every allocation succeeds, no slot is taken, and each
+     * chunk's memory goes back at once. A chunk born there and handed to the owner is registered when
+     * the owner uses it.
+     */
+    @Test
+    void anotherThreadsChunksNeverWaitForABusyOwner() throws Exception {
+        Path file = patternFile(dir.resolve("busy"), 1L << 20);
+        WitnessSource source = new WitnessSource();
+        try (IoRing ring = IoRing.builder().entries(8).fixedBuffers(4).build(); BufferPool pool = pool("busy-owner", source)) {
+            IoRegistration reg = ring.register(pool);
+            PooledBuffer own = pool.allocate(4096); // the owner's class chunk: slot 1 of 4
+            assertThat(ring.fixedBuffersInUse()).isEqualTo(1);
+            AtomicReference<Throwable> failure = new AtomicReference<>();
+            AtomicReference<PooledBuffer> handed = new AtomicReference<>();
+            Thread other = Thread.ofPlatform().name("allocator").start(() -> {
+                try {
+                    for (int i = 0; i < 200; i++) { // 50 times the table, the owner asleep meanwhile
+                        PooledBuffer big = pool.allocate(1L << 20 + (i % 3));
+                        big.segment().set(ValueLayout.JAVA_LONG, 0, i);
+                        big.close();
+                    }
+                    handed.set(pool.allocate(2L << 20));
+                } catch (Throwable e) {
+                    failure.set(e);
+                }
+            });
+            other.join(60_000);
+            assertThat(failure.get()).isNull();
+            assertThat(ring.fixedBuffersInUse()).as("no slot taken for the owner").isEqualTo(1);
+            assertThat(source.released.get()).as("each freed chunk went back at once").isEqualTo(200);
+            assertThat(pool.stats().reservedBytes()).isEqualTo((4L << 20) + (2L << 20));
+
+            PooledBuffer big = handed.get();
+            assertThat(reg.bufferIndex(big.chunk())).as("not registered until the owner's call").isNegative();
+            IoFile f = ring.openFile(file, IoFile.Mode.READ);
+            ring.readFixed(f, big, 0, 4096, 8192, 7); // registers it now
+            assertThat(reg.bufferIndex(big.chunk())).isNotNegative();
+            assertThat(ring.fixedBuffersInUse()).isEqualTo(2);
+            ring.await(1, record);
+            assertThat(results.get(7L)).isEqualTo(4096);
+            assertThat(big.segment().get(ValueLayout.JAVA_BYTE, 100)).isEqualTo(patternAt(8192 + 100));
+            big.close();
+            for (int i = 0; i < 1000 && ring.fixedBuffersInUse() > 1; i++) {
+                ring.poll(record);
+            }
+            assertThat(ring.fixedBuffersInUse()).isEqualTo(1);
+            f.close();
+            own.close();
+            reg.close();
+        }
+    }
+
+    /** The owner's own chunks reuse a retired chunk's slot as soon as no operation names it, before its tag arrives. */
+    @Test
+    void theOwnerReusesARetiredSlotWithoutWaitingForItsTag() {
+        try (IoRing ring = IoRing.builder().entries(8).fixedBuffers(2).build(); BufferPool pool = pool("reuse", ChunkSource.mmap())) {
+            IoRegistration reg = ring.register(pool);
+            for (int i = 0; i < 50; i++) { // 25 times the table, no poll in between
+                PooledBuffer big = pool.allocate(8L << 20);
+                assertThat(reg.bufferIndex(big.chunk())).isNotNegative();
+                big.close();
+            }
+            assertThat(ring.fixedBuffersInUse()).isZero();
+            reg.close();
+        }
+    }
+
     @Test
     void aPoolWithoutChunksIsRefusedASecondRingAndNothingChanges() {
         try (IoRing ring = ring(8); IoRing other = ring(8); BufferPool pool = pool("empty", ChunkSource.mmap())) {
