@@ -36,6 +36,8 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     private volatile int key;
     private volatile boolean valid;
     private volatile boolean revoked;
+    /** From close()'s invalidation until the provider's deregister returned ({@link MrContext#isDeregistering()}). */
+    private volatile boolean deregistering;
     private int npages;
     private long resumeOffset;
     /** Memory windows bound to this region (under this region's monitor). */
@@ -170,6 +172,11 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         @Override
         public boolean isWindow() {
             return window;
+        }
+
+        @Override
+        public boolean isDeregistering() {
+            return deregistering;
         }
     }
 
@@ -576,14 +583,20 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
                     throw new RdmaException(Errno.EBUSY, this + ": cannot deregister with " + boundWindows
                             + " memory window(s) bound; unbind or invalidate them first");
                 }
+                deregistering = !revoked;
                 valid = false;
                 markDestroyed();
             }
             pd.release();
         }
-        // The provider waits out the copies that checked the region before it went invalid; then its
-        // key slot is freed for reuse (a reader that resolved the key holds this object, whose check fails).
-        detachProvider();
+        // The provider waits out the copies that checked the region before it went invalid, and the
+        // answers of requests started before that it places here; then its key slot is freed for
+        // reuse (a reader that resolved the key holds this object, whose check fails).
+        try {
+            detachProvider();
+        } finally {
+            deregistering = false;
+        }
         device.keys.release(slot, this);
     }
 }

@@ -23,4 +23,16 @@ public interface MrContext extends Guard {
     /** True while the region is registered and its mapping valid (false once deregistered or invalidated). */
     @Override
     boolean isValid();
+
+    /**
+     * True from the moment the region's deregistration made its keys invalid until the provider's
+     * {@link ProviderMr#deregister()} returned (false after a revoke or an invalidation, which wait for
+     * nothing). A provider that places the answer of a request started before (a READ's bytes, the
+     * value an atomic found) into the region at completion may still place it while this is true, and
+     * its {@code deregister()} waits for that; so a deregistration never makes a request fail after
+     * its target executed it.
+     */
+    default boolean isDeregistering() {
+        return false;
+    }
 }

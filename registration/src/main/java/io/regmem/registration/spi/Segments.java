@@ -103,6 +103,26 @@ public final class Segments {
         n++;
     }
 
+    /** Piece {@code k}'s memory region guard, or null. */
+    public Guard regionGuard(int k) {
+        return region[k];
+    }
+
+    /** Piece {@code k}'s DMA mapping guard, or null. */
+    public Guard mappingGuard(int k) {
+        return mapping[k];
+    }
+
+    /** True if some piece resolved through {@code guard} (a region's or a mapping's). */
+    public boolean resolvedThrough(Guard guard) {
+        for (int k = 0; k < n; k++) {
+            if (region[k] == guard || mapping[k] == guard) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** True while every piece's region is valid, its mapping alive and its memory's scope alive. */
     public boolean stillValid() {
         for (int k = 0; k < n; k++) {

@@ -9,6 +9,7 @@ import io.regmem.registration.Opcode;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.CqContext;
 import io.regmem.registration.spi.GracePeriod;
+import io.regmem.registration.spi.Guard;
 import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.ProviderCq;
@@ -727,15 +728,25 @@ final class UcxDevice implements ProviderDevice {
      */
     @Override
     public void quiesce() {
-        grace.synchronize();
-        long deadline = System.nanoTime() + 10_000_000_000L;
+        quiesce(null);
+    }
+
+    /**
+     * {@link #quiesce()}, and for a region being deregistered ({@code region} non-null) also waits for
+     * the answers of READs and atomics started before that will be placed into it: the target has
+     * executed them, so they complete, placed, rather than fail. The wait ends when each is answered,
+     * or fails as unanswered after the device's answer timeout (RETRY_EXC_ERR: it may have executed).
+     */
+    void quiesce(Guard region) {
+        grace.synchronize(); // every request that resolved its entries before the keys went invalid is started now
+        long deadline = System.nanoTime() + 10_000_000_000L + answerTimeoutNanos;
         for (UcxQp qp : qps) {
             while (true) {
                 ReentrantLock l = qp.ctx.lock();
                 if (l.tryLock()) {
                     try {
                         qp.reap();
-                        if (!qp.usesLocalMemory()) {
+                        if (!qp.usesLocalMemory() && (region == null || !qp.answersInto(region))) {
                             break;
                         }
                     } finally {

@@ -55,7 +55,9 @@ final class UcxMr implements ProviderMr {
 
     @Override
     public void deregister() {
-        device.quiesce(); // the verbs layer made the keys invalid: wait out what checked them before
+        // The verbs layer made the keys invalid: wait out what checked them before, and the answers of
+        // READs and atomics started before that land here (their targets executed them).
+        device.quiesce(region);
         if (memh.address() != 0) {
             device.deregister(memh, shared);
         }

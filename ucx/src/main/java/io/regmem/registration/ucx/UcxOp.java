@@ -1,6 +1,7 @@
 package io.regmem.registration.ucx;
 
 import io.regmem.registration.WcStatus;
+import io.regmem.registration.spi.Segments;
 import java.lang.foreign.MemorySegment;
 import java.util.Arrays;
 
@@ -45,6 +46,15 @@ final class UcxOp {
      * its bounce buffer): a deregistration does not wait for them.
      */
     boolean ownMemoryOnly;
+    /**
+     * Where a READ's bytes or an atomic's value found will be placed: its local entries, resolved
+     * when it started (inside that grace-period section). While {@link #answerHeld}, a deregistration
+     * of their region waits for the answer ({@link UcxQp#answersInto}), so that it never fails a
+     * request its target already executed.
+     */
+    final Segments answerTo = new Segments();
+    /** True from the start of a READ or atomic sent as a message until its completion (or its end). */
+    boolean answerHeld;
 
     void reset() {
         n = 0;
@@ -57,6 +67,8 @@ final class UcxOp {
         respRndv = false;
         stage = null;
         ownMemoryOnly = false;
+        answerHeld = false;
+        answerTo.clear();
         ack = ACK_PENDING;
         oneSided = false;
         needsFlush = false;

@@ -7,6 +7,8 @@ import io.regmem.registration.Opcode;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.spi.GracePeriod;
+import io.regmem.registration.spi.Guard;
+import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
@@ -443,6 +445,7 @@ final class UcxQp implements ProviderQp {
                 staging.give(op.stage); // its UCX requests are done
                 op.stage = null;
             }
+            op.answerHeld = false; // placed, or it never will be: a deregistration waits no longer
             ctx.completeSend(status, status == WcStatus.SUCCESS ? op.bytes : 0);
             if (status != WcStatus.SUCCESS) {
                 if (status == WcStatus.REM_ACCESS_ERR || status == WcStatus.REM_OP_ERR || status == WcStatus.REM_INV_REQ_ERR) {
@@ -508,7 +511,37 @@ final class UcxQp implements ProviderQp {
         return op == Opcode.SEND || op == Opcode.SEND_WITH_IMM || op == Opcode.SEND_WITH_INV || op == Opcode.RDMA_WRITE_WITH_IMM;
     }
 
-    /** Copies a READ's response into its local entries, resolved again now (execution lock held); releases it. */
+    /**
+     * True if an answer may be placed into {@code to}: each piece's region valid or being deregistered
+     * (its deregistration waits for the answer), its DMA mapping valid, its memory alive.
+     */
+    private static boolean reachable(Segments to) {
+        for (int k = 0; k < to.count(); k++) {
+            Guard r = to.regionGuard(k);
+            Guard m = to.mappingGuard(k);
+            if ((r != null && !r.isValid() && !(r instanceof MrContext c && c.isDeregistering()))
+                    || (m != null && !m.isValid()) || !to.segment(k).scope().isAlive()) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * True while a started request will still place its answer (a READ's bytes, an atomic's value)
+     * into memory that resolved through {@code region} (execution lock held).
+     */
+    boolean answersInto(Guard region) {
+        for (long seq = reaped; seq < started; seq++) {
+            UcxOp op = ops[(int) seq & mask];
+            if (op.answerHeld && op.answerTo.resolvedThrough(region)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Copies a READ's (or atomic's) response into the local entries it started with (execution lock held); releases it. */
     private WcStatus placeReadResponse(PostedWr w, UcxOp op, WcStatus status) {
         long data = op.respData;
         op.respData = 0;
@@ -522,10 +555,12 @@ final class UcxQp implements ProviderQp {
             if (op.respLength == 0) {
                 return WcStatus.SUCCESS;
             }
+            // Into the entries resolved when the request started, in one section: a deregistration of
+            // their region waits for this (answersInto), an invalidation or revoke does not, and its
+            // region then refuses the answer.
             reader.enter();
             try {
-                local.clear();
-                if (!ctx.memory().gatherLocal(w, local, true)) {
+                if (!op.answerHeld || !reachable(op.answerTo)) {
                     return WcStatus.LOC_PROT_ERR;
                 }
                 responseBytes.clear();
@@ -534,9 +569,9 @@ final class UcxQp implements ProviderQp {
                 } else {
                     responseBytes.add(Ucp.NATIVE, data, op.respLength);
                 }
-                return Segments.copy(reader, responseBytes, local) == Segments.COPIED ? WcStatus.SUCCESS : WcStatus.LOC_PROT_ERR;
+                return Segments.copy(null, responseBytes, op.answerTo) == Segments.COPIED ? WcStatus.SUCCESS
+                        : WcStatus.LOC_PROT_ERR;
             } finally {
-                local.clear();
                 responseBytes.clear();
                 reader.exit();
             }
@@ -620,6 +655,7 @@ final class UcxQp implements ProviderQp {
             }
             release(op.respData); // (a late answer is dropped: readResponse keeps nothing for it)
             op.respData = 0;
+            op.answerHeld = false;
             if (op.stage != null && done) {
                 staging.give(op.stage);
             }

@@ -130,10 +130,10 @@ final class UcxSender {
                     sendOneSided(w, op, read, rkey);
                 } else {
                     if (read) {
-                        local.clear(); // the bytes come back in the response: the entries are resolved again then
+                        holdAnswer(op); // the bytes come back in the response, placed there
                         op.ownMemoryOnly = true; // (the header only: the answer is received into a buffer of the QP's)
                     } else if (atomic) {
-                        local.clear(); // the value found comes back in the response, placed as a READ's bytes
+                        holdAnswer(op); // the value found comes back in the response, placed as a READ's bytes
                         op.operands.set(JAVA_LONG, 0, w.compareAdd());
                         op.operands.set(JAVA_LONG, 8, w.swap());
                         local.add(op.operands, 0, UcxAm.ATOMIC_OPERANDS);
@@ -153,6 +153,20 @@ final class UcxSender {
             local.clear();
             reader.exit();
         }
+    }
+
+    /**
+     * Keeps the local entries (resolved, inside the section) as where the answer goes, and empties
+     * {@code local}: from here a deregistration of their region waits for the answer.
+     */
+    private void holdAnswer(UcxOp op) {
+        Segments to = op.answerTo;
+        to.clear();
+        for (int k = 0; k < local.count(); k++) {
+            to.add(local.segment(k), local.offset(k), local.length(k), local.regionGuard(k), local.mappingGuard(k));
+        }
+        op.answerHeld = true;
+        local.clear();
     }
 
     /**
