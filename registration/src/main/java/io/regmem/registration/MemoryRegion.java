@@ -37,7 +37,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     private volatile boolean valid;
     private volatile boolean revoked;
     /** From close()'s invalidation until the provider's deregister returned ({@link MrContext#isDeregistering()}). */
-    private volatile boolean deregistering;
+    volatile boolean deregistering;
     private int npages;
     private long resumeOffset;
     /** Memory windows bound to this region (under this region's monitor). */
@@ -50,10 +50,6 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     final Integrity integrity;
     /** The provider's handle (set once the provider registered the region). */
     private ProviderMr provider;
-
-    private MemoryRegion(ProtectionDomain pd, boolean fastReg, int maxNumSg, long pageSize) {
-        this(pd, fastReg, maxNumSg, 0, pageSize);
-    }
 
     private MemoryRegion(ProtectionDomain pd, boolean fastReg, int maxNumSg, int maxMetaSg, long pageSize) {
         super(pd.device, maxMetaSg > 0 ? "MemoryRegion(integrity)" : fastReg ? "MemoryRegion(fast-reg)" : "MemoryRegion",
@@ -77,7 +73,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     /** A registered-kind region over {@code segment}, registered with the provider, its key published. */
     private static MemoryRegion over(ProtectionDomain pd, MemorySegment segment, int access,
                                      boolean window) {
-        MemoryRegion mr = new MemoryRegion(pd, false, 0, 0);
+        MemoryRegion mr = new MemoryRegion(pd, false, 0, 0, 0);
         mr.window = window;
         mr.segment = segment;
         mr.address = segment.address();
@@ -102,14 +98,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
             device.keys.release(slot, this);
             throw e;
         }
-        if (event.shouldCommit()) {
-            event.region = toString();
-            event.address = address;
-            event.length = length;
-            event.access = Access.describe(access);
-            event.key = key;
-            event.commit();
-        }
+        RegistrationEvents.registered(event, this);
     }
 
     /** Ends the provider's registration (waiting for copies through it) and records how long that took. */
@@ -117,16 +106,11 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         RegistrationEvents.Deregister event = new RegistrationEvents.Deregister();
         event.begin();
         provider.deregister();
-        if (event.shouldCommit()) {
-            event.region = toString();
-            event.address = address;
-            event.length = length;
-            event.commit();
-        }
+        RegistrationEvents.deregistered(event, this);
     }
 
     /** What the provider is told about this region (one per region: providers compare it by identity). */
-    private final Registration registration = new Registration();
+    private final RegionContext registration = new RegionContext(this);
 
     /** The region as its provider sees it. */
     MrContext context() {
@@ -135,49 +119,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
 
     /** The region behind one of its contexts (a context the verbs layer made: {@link #context()}). */
     static MemoryRegion of(MrContext context) {
-        return ((Registration) context).region();
-    }
-
-    /** What the provider is told about this region. */
-    private final class Registration implements MrContext {
-        MemoryRegion region() {
-            return MemoryRegion.this;
-        }
-
-        @Override
-        public boolean isValid() {
-            return MemoryRegion.this.isValid();
-        }
-
-        @Override
-        public String name() {
-            return MemoryRegion.this.toString();
-        }
-
-        @Override
-        public int access() {
-            return MemoryRegion.this.access();
-        }
-
-        @Override
-        public boolean isIntegrity() {
-            return MemoryRegion.this.isIntegrity();
-        }
-
-        @Override
-        public MemorySegment segment() {
-            return segment;
-        }
-
-        @Override
-        public boolean isWindow() {
-            return window;
-        }
-
-        @Override
-        public boolean isDeregistering() {
-            return deregistering;
-        }
+        return ((RegionContext) context).region;
     }
 
     /** A memory window's view: a registered-kind region over a slice, not tracked and not counted. */
@@ -220,7 +162,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
      * BIND_MW points it at a range ({@link #rebindView}); its slot and key index stay for the window's life.
      */
     static MemoryRegion windowView(ProtectionDomain pd, MemoryWindow owner) {
-        MemoryRegion mr = new MemoryRegion(pd, false, 0, 0);
+        MemoryRegion mr = new MemoryRegion(pd, false, 0, 0, 0);
         mr.window = true;
         mr.windowOwner = owner;
         mr.segment = MemorySegment.NULL;
@@ -241,12 +183,10 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     }
 
     static MemoryRegion fastReg(ProtectionDomain pd, int maxNumSg, long pageSize) {
-        MemoryRegion mr = new MemoryRegion(pd, true, maxNumSg, pageSize);
-        mr.attachProvider();
-        pd.device.keys.publish(mr.slot, mr);
-        return mr;
+        return integrity(pd, maxNumSg, 0, pageSize);
     }
 
+    /** A fast-reg MR with {@code maxMetaSg} protection pages: an integrity MR if that is positive. */
     static MemoryRegion integrity(ProtectionDomain pd, int maxDataSg, int maxMetaSg, long pageSize) {
         MemoryRegion mr = new MemoryRegion(pd, true, maxDataSg, maxMetaSg, pageSize);
         mr.attachProvider();
@@ -284,7 +224,6 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
         commitMapping(iova, dataBytes, pagesUsed, 0);
     }
 
-
     /**
      * The first signature error found by transfers through this integrity MR since its last
      * registration or the last call ({@code ib_check_mr_status} with {@code IB_MR_CHECK_SIG_STATUS}),
@@ -321,10 +260,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
      */
     public byte[] exportRemoteKey() {
         checkAlive("exportRemoteKey");
-        int k = key;
-        byte[] out = new byte[provider.exportedKeySize(k)];
-        provider.exportRemoteKey(k, MemorySegment.ofArray(out));
-        return out;
+        return RemoteKeys.export(provider, key);
     }
 
     /** Bytes {@link #exportRemoteKey()} gives now (soft: 4). */
@@ -356,19 +292,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
      */
     public int exportRemoteKey(int rkey, MemorySegment to) {
         checkAlive("exportRemoteKey");
-        int k = key;
-        if ((rkey >>> 8) != (k >>> 8) || (!fastReg && rkey != k)) {
-            throw new RdmaException(Errno.EINVAL, this + ": 0x" + Integer.toHexString(rkey) + " is not a key of this region "
-                    + "(its key is 0x" + Integer.toHexString(k) + "; only a fast-reg MR's low byte may differ)");
-        }
-        k = rkey;
-        int n = provider.exportedKeySize(k);
-        if (to.byteSize() < n) {
-            throw new RdmaException(Errno.EINVAL, this + ": exportRemoteKey needs " + n + " bytes, the target has "
-                    + to.byteSize());
-        }
-        provider.exportRemoteKey(k, to.asSlice(0, n));
-        return n;
+        return RemoteKeys.export(this, provider, key, fastReg, rkey, to);
     }
 
     /** The first address covered (a fast-reg MR's iova after {@link #mapSg}). */
@@ -453,15 +377,7 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
      */
     public int mapSg(ScatterList sg, int first, int count, long offset, long pageSz) {
         checkAlive("mapSg");
-        if (!fastReg) {
-            throw new RdmaException(Errno.EINVAL, this + ": mapSg needs a fast-reg MR (ProtectionDomain.allocMr)");
-        }
-        if (first < 0 || count <= 0 || first > sg.count() - count || offset < 0 || offset > sg.length(first)
-                || Long.bitCount(pageSz) != 1) {
-            throw new RdmaException(Errno.EINVAL, this + ": mapSg(first " + first + ", count " + count + " of "
-                    + sg.count() + ", offset " + offset + ", page size " + pageSz
-                    + ") breaks n > 0, elements within the list, offset <= length(first), power-of-two pages");
-        }
+        PageList.checkMapSg(this, fastReg, sg, first, count, offset, pageSz);
         int i = pageList.map(sg, first, count, offset, pageSz, 0, maxNumSg);
         commitMapping(pageList.iova, pageList.bytes, pageList.end, pageList.resume);
         return i;
@@ -514,25 +430,6 @@ public final class MemoryRegion extends RdmaResource implements AutoCloseable {
     long pageSize() {
         return pageSize;
     }
-
-    long rawPage(int i) {
-        return pageList.pages[i];
-    }
-
-    void pageMemory(int i, DmaMapping mapping, long offset) {
-        pageList.mappings[i] = mapping;
-        pageList.offsets[i] = offset;
-    }
-
-    /** The DMA mapping page {@code i} resolved through at the last REG_MR, or null. */
-    DmaMapping pageMapping(int i) {
-        return pageList.mappings[i];
-    }
-
-    long pageOffset(int i) {
-        return pageList.offsets[i];
-    }
-
 
     /**
      * Retires a fast-reg MR's mapping (the effect of LOCAL_INV or a remote invalidate); the provider

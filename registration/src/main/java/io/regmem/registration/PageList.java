@@ -1,5 +1,7 @@
 package io.regmem.registration;
 
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
 import io.regmem.core.ScatterList;
 
 /**
@@ -23,6 +25,25 @@ final class PageList {
         this.pages = new long[capacity];
         this.offsets = new long[capacity];
         this.mappings = new DmaMapping[capacity];
+    }
+
+    /**
+     * The argument rules of {@link MemoryRegion#mapSg(ScatterList, int, int, long, long)}.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a registered region, a count out of range, an
+     *                       offset past element {@code first}, or a bad page size
+     */
+    static void checkMapSg(MemoryRegion mr, boolean fastReg, ScatterList sg, int first, int count, long offset,
+                           long pageSz) {
+        if (!fastReg) {
+            throw new RdmaException(Errno.EINVAL, mr + ": mapSg needs a fast-reg MR (ProtectionDomain.allocMr)");
+        }
+        if (first < 0 || count <= 0 || first > sg.count() - count || offset < 0 || offset > sg.length(first)
+                || Long.bitCount(pageSz) != 1) {
+            throw new RdmaException(Errno.EINVAL, mr + ": mapSg(first " + first + ", count " + count + " of "
+                    + sg.count() + ", offset " + offset + ", page size " + pageSz
+                    + ") breaks n > 0, elements within the list, offset <= length(first), power-of-two pages");
+        }
     }
 
     /**

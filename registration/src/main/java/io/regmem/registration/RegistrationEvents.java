@@ -19,6 +19,28 @@ final class RegistrationEvents {
     private RegistrationEvents() {
     }
 
+    /** Commits a registration's event (begun before the provider's call), if enabled. */
+    static void registered(Register event, MemoryRegion mr) {
+        if (event.shouldCommit()) {
+            event.region = mr.toString();
+            event.address = mr.address();
+            event.length = mr.length();
+            event.access = Access.describe(mr.access());
+            event.key = mr.lkey();
+            event.commit();
+        }
+    }
+
+    /** Commits a deregistration's event (begun before the provider's call), if enabled. */
+    static void deregistered(Deregister event, MemoryRegion mr) {
+        if (event.shouldCommit()) {
+            event.region = mr.toString();
+            event.address = mr.address();
+            event.length = mr.length();
+            event.commit();
+        }
+    }
+
     @Name("io.regmem.Registration")
     @Label("Memory Registration")
     @Category({"regmem", "Registration"})

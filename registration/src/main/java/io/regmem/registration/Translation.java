@@ -109,12 +109,12 @@ final class Translation implements MemoryAccess {
             }
             long po = inPage % page;
             long n = Math.min(len, page - po);
-            DmaMapping m = mr.pageMapping(p);
+            DmaMapping m = mr.pageList.mappings[p];
             if (m == null || m.isDestroyed()) {
                 return false;
             }
             MemorySegment seg = m.segment();
-            long segOff = mr.pageOffset(p) + po;
+            long segOff = mr.pageList.offsets[p] + po;
             if (!seg.scope().isAlive() || segOff + n > seg.byteSize()) {
                 return false;
             }
@@ -141,13 +141,14 @@ final class Translation implements MemoryAccess {
         }
         DmaTable dma = qp.device.dma;
         for (int i = 0; i < mr.pageCount(); i++) {
-            if (dma.find(mr.rawPage(i), 1) == null) {
+            if (dma.find(mr.pageList.pages[i], 1) == null) {
                 return WcStatus.LOC_PROT_ERR; // checked for every page before any changes
             }
         }
         for (int i = 0; i < mr.pageCount(); i++) {
-            DmaMapping m = dma.find(mr.rawPage(i), 1);
-            mr.pageMemory(i, m, mr.rawPage(i) - m.address());
+            DmaMapping m = dma.find(mr.pageList.pages[i], 1);
+            mr.pageList.mappings[i] = m;
+            mr.pageList.offsets[i] = mr.pageList.pages[i] - m.address();
         }
         // A page's bytes must lie inside the mapping that holds its first byte, up to the page end
         // or the region's end: checked per access against the segment's bounds.
