@@ -21,7 +21,11 @@ import java.nio.file.Path;
  * offsets they need are {@link UcpLayout}'s).
  *
  * <p>Loading sets {@code UCX_ERROR_SIGNALS} to empty first (through libc's {@code setenv}): UCX would
- * otherwise install its own handlers for SIGSEGV and friends, which the JVM uses itself. Structs are
+ * otherwise install its own handlers for SIGSEGV and friends, which the JVM uses itself. It also sets
+ * {@code UCX_RCACHE_ENABLE=n}: UCP's registration cache keeps what is put back into it for the
+ * context's life, so every worker destroyed left its send buffers' memory behind (about 2 MiB per
+ * connection a listener served with messages of 8 KiB or more), and a cached registration would
+ * outlive {@code ucp_mem_unmap}, where regmem's deregistration must end a key. Structs are
  * passed zeroed with only the {@code field_mask} bits regmem fills, so a later UCX whose structs grew
  * reads its defaults for the rest.
  *
@@ -135,6 +139,7 @@ final class Ucp {
     private Ucp() {
         Linker linker = Linker.nativeLinker();
         setenv(linker, "UCX_ERROR_SIGNALS", "");
+        setenv(linker, "UCX_RCACHE_ENABLE", "n");
         SymbolLookup ucp;
         SymbolLookup ucs;
         try {
