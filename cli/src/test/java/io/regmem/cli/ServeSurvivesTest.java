@@ -1,5 +1,6 @@
 package io.regmem.cli;
 
+import io.regmem.registration.testkit.ConnectionCrowd;
 import io.regmem.registration.testkit.NoLeaks;
 import org.junit.jupiter.api.extension.ExtendWith;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -46,6 +47,8 @@ import javax.crypto.spec.SecretKeySpec;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * {@code regmem serve --provider ucx} in a process of its own survives every one connection's
@@ -231,6 +234,45 @@ class ServeSurvivesTest {
             assertThat(all.toString()).doesNotContain("Exception", "\tat ");
         }
         assertThat(BufferPool.openPools()).isEmpty();
+    }
+
+    /**
+     * {@code regmem serve} with a thousand idle connections and a hundred trickling a HELLO one byte at
+     * a time (connecting again when dropped) serves a real client: its connection is accepted within
+     * 2 s and its demo passes byte-exact; over TCP and over shared memory.
+     */
+    @ParameterizedTest(name = "UCX_TLS={0}")
+    @ValueSource(strings = {"tcp", "sysv,posix,cma"})
+    void serveServesARealClientThroughACrowdOfUnauthenticatedConnections(String tls) throws Exception {
+        requireUcx();
+        int port = freePort();
+        String address = "127.0.0.1:" + port;
+        ProcessBuilder b = regmem("serve", "--provider", "ucx", "--listen", address);
+        b.environment().put("UCX_TLS", tls);
+        serve = b.start();
+        followServe();
+        expectLine("regmem serve: listening at " + address);
+        byte[] slowHello = ByteBuffer.allocate(4 + 2 + 16 + 4 + 8 + 4 + 2 + 100).putInt(MAGIC).putShort(VERSION)
+                .put(new byte[16]).putInt(1).putLong(7).putInt(100).putShort((short) 0).array();
+        try (ConnectionCrowd crowd = new ConnectionCrowd("127.0.0.1", port, 1000, 100, slowHello)) {
+            Thread.sleep(300); // the crowd is in
+            String[] out = new String[1];
+            int[] status = {-1};
+            long start = System.nanoTime();
+            Thread client = Thread.ofPlatform().start(() -> status[0] = runDemo(out, "demo", "--provider", "ucx", "--connect",
+                    address, "--device-option", "secret=" + SECRET, "--rpc-calls", "500", "--rpc-warmup", "0", "--requests", "100",
+                    "--rdma-requests", "0", "--storage-mib", "0", "--quiet-progress"));
+            expectLine("regmem serve: connection 1 from 127.0.0.1:");
+            assertThat(TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start)).as("the real client accepted within 2 s")
+                    .isLessThan(2000);
+            client.join(120_000);
+            synchronized (all) {
+                assertThat(status[0]).as("the client's exit status; it said:%n%s", out[0]).isZero();
+            }
+            assertThat(out[0]).contains("): 500 calls", "Replies checked byte by byte: 0 wrong", "PASS: ");
+            expectLine("regmem serve: connection 1 ended after 500 calls; requests free 16/16");
+        }
+        assertThat(serve.isAlive()).isTrue();
     }
 
     /**

@@ -14,6 +14,8 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 
@@ -33,12 +35,14 @@ import java.util.concurrent.locks.LockSupport;
  * ({@link UcxLink}): a peer that does not prove it holds the device's secret, sends anything
  * malformed or too long, or takes longer than the handshake's time, costs the listener one log line
  * (System.Logger {@code io.regmem.registration.ucx}, WARNING) and a closed socket, and nothing of what
- * it sent reaches UCX. At most {@link #MAX_PENDING_HANDSHAKES} handshakes run at once per listener; a
- * connection beyond them is closed at once.
+ * it sent reaches UCX. At most {@link #MAX_PENDING_HANDSHAKES} unauthenticated handshakes run at once
+ * per listener; a connection beyond them drops the oldest of them (as sshd's {@code MaxStartups}
+ * drops early), never the newest: connections that idle, trickle or reconnect cannot keep a real
+ * client out, whose handshake takes a round trip; file descriptors and threads stay bounded.
  */
 final class UcxCm implements ProviderCm {
     private static final System.Logger LOG = System.getLogger("io.regmem.registration.ucx");
-    /** Handshakes a listener runs at once; more connections are closed at once (a flood costs nothing more). */
+    /** Unauthenticated handshakes a listener runs at once; a connection beyond them drops the oldest. */
     static final int MAX_PENDING_HANDSHAKES = 128;
     /** The listening socket's backlog: connections the kernel holds until the accept loop takes them. */
     private static final int BACKLOG = 1024;
@@ -58,8 +62,23 @@ final class UcxCm implements ProviderCm {
     /** A request from another process: what its requester sent. */
     private UcxLink.Peer peer;
     private final UcxDevice device;
-    /** Handshakes under way on this listener. */
+    /** Unauthenticated handshakes under way on this listener, counted in {@link #handshakes}, oldest first. */
+    private final ConcurrentLinkedDeque<Pending> pending = new ConcurrentLinkedDeque<>();
+    /** Handshakes in {@link #pending} not yet ended (each ends once: authenticated, failed or dropped). */
     private final AtomicInteger handshakes = new AtomicInteger();
+
+    /** One unauthenticated handshake of a listener. */
+    private static final class Pending {
+        final Socket socket;
+        final Object from;
+        /** Claimed once: by its thread (authenticated, or failed) or by the accept loop (dropped). */
+        final AtomicBoolean ended = new AtomicBoolean();
+
+        Pending(Socket socket) {
+            this.socket = socket;
+            this.from = socket.getRemoteSocketAddress();
+        }
+    }
 
     UcxCm(UcxDevice device, CmContext ctx) {
         this.device = device;
@@ -146,20 +165,41 @@ final class UcxCm implements ProviderCm {
             } catch (IOException closed) {
                 return;
             }
+            Pending p = new Pending(socket);
+            pending.addLast(p);
             if (handshakes.incrementAndGet() > MAX_PENDING_HANDSHAKES) {
-                handshakes.decrementAndGet();
-                refused(socket.getRemoteSocketAddress(), MAX_PENDING_HANDSHAKES + " handshakes are under way already");
-                closeQuietly(socket);
-                continue;
+                dropOldest();
             }
             Thread.ofVirtual().name("regmem-ucx-hello").start(() -> {
                 try {
-                    hello(s, socket, secret);
+                    hello(s, p, secret);
                 } finally {
-                    handshakes.decrementAndGet();
+                    end(p);
                 }
             });
         }
+    }
+
+    /** Ends the oldest unauthenticated handshake: its socket closed, its thread's reads fail. */
+    private void dropOldest() {
+        for (Pending old; (old = pending.pollFirst()) != null; ) {
+            if (end(old)) {
+                refused(old.from, "dropped unauthenticated: " + MAX_PENDING_HANDSHAKES
+                        + " handshakes were under way, this one the oldest");
+                closeQuietly(old.socket);
+                return;
+            }
+        }
+    }
+
+    /** Ends a handshake's count and place once; true for the call that did. */
+    private boolean end(Pending p) {
+        if (!p.ended.compareAndSet(false, true)) {
+            return false;
+        }
+        handshakes.decrementAndGet();
+        pending.remove(p);
+        return true;
     }
 
     private void refused(Object peer, String why) {
@@ -177,10 +217,11 @@ final class UcxCm implements ProviderCm {
      * authenticated HELLO; then the request ID (or, for a connection that is not a regmem peer with
      * the secret, a log line and a closed socket).
      */
-    private void hello(ServerSocket s, Socket socket, byte[] secret) {
+    private void hello(ServerSocket s, Pending pend, byte[] secret) {
         UcxLink l;
         UcxLink.Peer p;
-        Object from = socket.getRemoteSocketAddress();
+        Socket socket = pend.socket;
+        Object from = pend.from;
         try {
             l = new UcxLink(socket, secret, device.handshakeMillis());
         } catch (IOException e) {
@@ -192,8 +233,14 @@ final class UcxCm implements ProviderCm {
             l.sendChallenge();
             p = l.readHello(deadline);
         } catch (IOException | RuntimeException e) {
-            refused(from, e.getMessage());
+            if (!pend.ended.get()) { // (a dropped one was logged by the accept loop)
+                refused(from, e.getMessage());
+            }
             l.close();
+            return;
+        }
+        if (!end(pend)) {
+            l.close(); // dropped just as it authenticated: the requester sees a rejection and may retry
             return;
         }
         synchronized (CM) {
