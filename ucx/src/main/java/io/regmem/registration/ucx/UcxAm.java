@@ -66,6 +66,17 @@ final class UcxAm {
     static final int FLAG_RNR_MASK = 7;
     static final int FLAG_SOLICITED = 0x100;
 
+    /**
+     * The window of a connection: requests a QP has started and not yet reaped (sent, their answers
+     * not yet processed), at most this many, carrying (or, for READs, asking for) at most
+     * {@link #WINDOW_BYTES} bytes unless it is the only one. A sender keeps to it; a target holds at
+     * most that much of one connection's (waiting messages, READ answers under way), and a peer that
+     * sends more breaks the protocol: its connection ends (see {@link UcxDevice#onMessage}).
+     */
+    static final int WINDOW_MESSAGES = 32768;
+    /** The bytes of a connection's window ({@link #WINDOW_MESSAGES}): 64 MiB. */
+    static final long WINDOW_BYTES = 64L << 20;
+
     /** An atomic's message data: compare-or-add at 0, swap at 8 (its answer is a READ_RESPONSE of the 8 bytes found). */
     static final long ATOMIC_OPERANDS = 16;
 

@@ -566,10 +566,21 @@ final class UcxDevice implements ProviderDevice {
         int rkey = h.get(U_INT, UcxAm.H_RKEY);
         int flags = h.get(U_INT, UcxAm.H_STATUS) & (UcxAm.FLAG_RNR_MASK | UcxAm.FLAG_SOLICITED);
         long d = length > 0 ? data : 0;
+        if (qp.violated != null) {
+            dropped++;
+            return false; // the connection broke the protocol: it ends, nothing of it is kept
+        }
         if (qp.executeNow(d, len, seq, opcode, imm, inv, raddr, rkey, flags, rndv)) {
             return false; // executed (or, by rendezvous, its receive started) in this callback: nothing kept
         }
-        qp.inbox().add(d, len, seq, opcode, imm, inv, raddr, rkey, flags, rndv);
+        UcxInbox inbox = qp.inbox();
+        if (!inbox.fits(d != 0 && !rndv ? len : 0)) {
+            qp.violate("it sent beyond its window (" + inbox.size() + " messages waiting, at most "
+                    + UcxAm.WINDOW_MESSAGES + " and " + UcxAm.WINDOW_BYTES + " bytes)");
+            dropped++;
+            return false;
+        }
+        inbox.add(d, len, seq, opcode, imm, inv, raddr, rkey, flags, rndv);
         return length > 0;
     }
 

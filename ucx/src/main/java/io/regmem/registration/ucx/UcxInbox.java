@@ -20,6 +20,8 @@ final class UcxInbox {
     /** Whether each message is a rendezvous message (its data a UCX descriptor to receive). */
     private boolean[] rndv = new boolean[16];
     private int head;
+    /** The bytes of UCX's data the waiting messages keep (eager data; not a rendezvous's, still at its sender). */
+    private long keptBytes;
     /** Written under the monitor; read without it to find the inbox empty at the cost of a plain load. */
     private volatile int size;
 
@@ -51,8 +53,20 @@ final class UcxInbox {
 
     /** Drops the oldest message (after {@link #peek}). */
     synchronized void pop() {
+        if (!rndv[head] && data[head] != 0) {
+            keptBytes -= length[head];
+        }
         head = (head + 1) % data.length;
         size--;
+    }
+
+    /**
+     * True if one more message of {@code len} kept bytes stays within a connection's window: fewer
+     * than {@link UcxAm#WINDOW_MESSAGES} waiting, and within {@link UcxAm#WINDOW_BYTES} unless the
+     * inbox is empty (a lone message may be larger). Worker lock held (as every add).
+     */
+    synchronized boolean fits(long len) {
+        return size < UcxAm.WINDOW_MESSAGES && (size == 0 || keptBytes + len <= UcxAm.WINDOW_BYTES);
     }
 
     synchronized void add(long dataAddress, long len, long sequence, int op, int immData, int inv, long raddr, int key,
@@ -71,6 +85,9 @@ final class UcxInbox {
         rkey[i] = key;
         flags[i] = messageFlags;
         rndv[i] = rendezvous;
+        if (!rendezvous && dataAddress != 0) {
+            keptBytes += len;
+        }
         size++;
     }
 

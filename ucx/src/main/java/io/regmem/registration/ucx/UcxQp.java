@@ -128,6 +128,10 @@ final class UcxQp implements ProviderQp {
     /** Messages and answers the AM callback delivered to this QP (worker lock held to write; diagnostics). */
     long messagesIn;
     long answersIn;
+    /** Why the peer broke the protocol (it sent beyond its window), or null: then its connection ends. */
+    volatile String violated;
+    /** Bytes of the requests started and not yet reaped (the window's, {@link UcxAm#WINDOW_BYTES}). */
+    private long windowBytes;
 
     @Override
     public String diagnostics() {
@@ -149,7 +153,7 @@ final class UcxQp implements ProviderQp {
                             : "answered " + op.ack);
         }
         b.append("; messages in ").append(messagesIn).append(", answers in ").append(answersIn)
-                .append(", answers out ").append(receiver.answersOut).append(" (not sent ").append(receiver.answersNotSent)
+                .append(", answers out ").append(receiver.replies.answersOut).append(" (not sent ").append(receiver.replies.answersNotSent)
                 .append("), inbox ").append(receiver.inbox.size()).append("; ").append(device.droppedDescription());
         return b.toString();
     }
@@ -328,12 +332,18 @@ final class UcxQp implements ProviderQp {
             if (waits && !halted && ctx.isReady()) {
                 return; // waits for the earlier requests it depends on to complete
             }
+            long bytes = op.isAtomic() ? 8 : w.totalLength();
+            if (started > reaped && (started - reaped >= UcxAm.WINDOW_MESSAGES || windowBytes + bytes > UcxAm.WINDOW_BYTES)
+                    && !halted && ctx.isReady()) {
+                return; // the connection's window is full: it waits for answers (the target holds no more)
+            }
             if (op != Opcode.RDMA_READ) {
                 lastNonRead = w.seq();
             }
             if (!start(w)) {
                 return;
             }
+            windowBytes += bytes;
         }
     }
 
@@ -446,6 +456,7 @@ final class UcxQp implements ProviderQp {
                 op.stage = null;
             }
             op.answerHeld = false; // placed, or it never will be: a deregistration waits no longer
+            windowBytes -= w.opcode().isAtomic() ? 8 : w.totalLength();
             ctx.completeSend(status, status == WcStatus.SUCCESS ? op.bytes : 0);
             if (status != WcStatus.SUCCESS) {
                 if (status == WcStatus.REM_ACCESS_ERR || status == WcStatus.REM_OP_ERR || status == WcStatus.REM_INV_REQ_ERR) {
@@ -612,8 +623,24 @@ final class UcxQp implements ProviderQp {
         }
     }
 
+    /**
+     * The peer broke the protocol (AM callback, worker lock held): its connection ends. The QP moves
+     * to the error state at its next poll, which drops what it kept; said once, in the log.
+     */
+    void violate(String why) {
+        if (violated == null) {
+            violated = why;
+            System.getLogger("io.regmem.registration.ucx").log(System.Logger.Level.WARNING, "regmem ucx: " + ctx.name()
+                    + ": the peer broke the protocol, its connection ends: " + why);
+        }
+    }
+
     /** Places what arrived into the posted receives (execution lock held). */
     void deliver() {
+        if (violated != null && !ctx.isError()) {
+            ctx.toError();
+            receiver.dropAll(); // what it kept goes at once, unanswered
+        }
         if (ctx.isError()) {
             receiver.refuseAll(); // answered, unexecuted: their senders do not wait on this QP
             drain();
@@ -663,6 +690,7 @@ final class UcxQp implements ProviderQp {
         }
         writeFlush.drain(deadline, started); // a WRITEs' flush under way: ended or left to the worker too
         reaped = Math.max(reaped, started);
+        windowBytes = 0;
     }
 
     /**
@@ -698,7 +726,7 @@ final class UcxQp implements ProviderQp {
 
     /** True if a poll must run this QP's receiving side: messages waiting, or the error state to flush. */
     boolean receiveWork() {
-        return !receiver.inbox.isEmpty() || receiver.rendezvousBusy() || !ctx.isReady();
+        return !receiver.inbox.isEmpty() || receiver.rendezvousBusy() || !ctx.isReady() || violated != null;
     }
 
 

@@ -1,16 +1,11 @@
 package io.regmem.registration.ucx;
 
-import static java.lang.foreign.ValueLayout.JAVA_INT;
-import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static java.lang.foreign.ValueLayout.JAVA_LONG_UNALIGNED;
 
 import io.regmem.registration.Access;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.spi.Atomics;
-import io.regmem.registration.spi.GracePeriod;
-import io.regmem.registration.spi.MrContext;
-import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
 import java.lang.foreign.Arena;
@@ -33,39 +28,16 @@ import java.lang.foreign.MemorySegment;
  * requester never waits on it.
  */
 final class UcxReceiver {
-    private static final int REPLIES = 64;
-
     final UcxInbox inbox = new UcxInbox();
     private final UcxQp qp;
     private final QpContext ctx;
     private final UcxInbox.Message m = new UcxInbox.Message();
     private final Segments src = new Segments();
     private final Segments dst = new Segments();
-    /**
-     * Each reply slot's header (a ring: each must live until its send completed; slices made once, so
-     * the data path allocates nothing).
-     */
-    private final MemorySegment[] replyHeaders = new MemorySegment[REPLIES];
-    /** The UCX request of each reply slot's send still under way, or 0. */
-    private final long[] replyRequests = new long[REPLIES];
-    /**
-     * Each reply slot's buffer for READ bytes, grown (from the QP's arena) when a READ needs more:
-     * reused once the slot's previous reply was sent, so READs allocate nothing in steady state.
-     */
-    private final MemorySegment[] replyBuffers = new MemorySegment[REPLIES];
-    private final Arena arena;
-    private long replies;
-    /** Answers (acknowledgements, READ responses) handed to UCX, and those it refused or had no endpoint for (diagnostics). */
-    long answersOut;
-    long answersNotSent;
+    /** The ring of answers going out (acknowledgements, READ answers). */
+    final UcxReplies replies;
     /** The sequence number of the first message refused, or -1: it and everything after are not executed. */
     private long refusedFrom = -1;
-
-    /**
-     * Each reply slot's bounce buffer of a READ answered by rendezvous (from the QP's staging), or
-     * null; given back once the slot's send completed.
-     */
-    private final MemorySegment[] replyStages = new MemorySegment[REPLIES];
 
     // ---- the rendezvous WRITE under way (at most one: the messages after it wait behind it) ----
     /** Its UCX request (the receive of its bytes into {@link #rndvStage}), or 0. */
@@ -79,20 +51,14 @@ final class UcxReceiver {
     private int rndvKey;
     /** The bounce buffer its bytes arrive in (copied into the checked range from there). */
     private MemorySegment rndvStage;
-    /** Receive parameters (contiguous, into a bounce buffer); send parameters of a rendezvous READ answer. */
+    /** Receive parameters (contiguous, into a bounce buffer). */
     private final MemorySegment recvParams;
-    private final MemorySegment rndvSendParams;
 
     UcxReceiver(UcxQp qp, Arena arena) {
         this.qp = qp;
         this.ctx = qp.ctx;
-        this.arena = arena;
-        MemorySegment headers = arena.allocate(UcxAm.HEADER * REPLIES, 8);
-        for (int i = 0; i < REPLIES; i++) {
-            replyHeaders[i] = headers.asSlice(i * UcxAm.HEADER, UcxAm.HEADER);
-        }
+        this.replies = new UcxReplies(qp, arena);
         this.recvParams = UcpRequestParam.allocate(arena);
-        this.rndvSendParams = UcpRequestParam.amSend(arena, UcpLayout.AM_SEND_FLAG_RNDV);
     }
 
     /** True while a rendezvous WRITE's bytes are on their way in (any thread): a poll must finish it. */
@@ -110,7 +76,7 @@ final class UcxReceiver {
                 refuseAll(); // nothing executes at a QP in the error state; the sender hears so at once
                 return;
             }
-            if (!slotFree()) {
+            if (!replies.slotFree()) {
                 return; // its answer's slot still holds a reply going out: it waits (never for the peer here)
             }
             if (waitsForReceive()) {
@@ -150,14 +116,14 @@ final class UcxReceiver {
             writeByRendezvous(kept); // answered now (refused, or done at once) or when its bytes are in
             return;
         }
-        WcStatus senderStatus = op == Opcode.RDMA_WRITE ? write() : place();
+        WcStatus senderStatus = op == Opcode.RDMA_WRITE ? write() : UcxPlacement.place(m, qp, src, dst);
         if (kept) {
             release(m.data);
         }
         if (senderStatus != WcStatus.SUCCESS && refusedFrom < 0) {
             refusedFrom = m.seq;
         }
-        send(claimSlot(), m.seq, senderStatus, UcxAm.TYPE_ACK, 0);
+        replies.send(replies.claim(), m.seq, senderStatus, UcxAm.TYPE_ACK, 0);
     }
 
     /**
@@ -170,7 +136,7 @@ final class UcxReceiver {
      */
     boolean executeNow(long data, long length, long seq, int opcode, int imm, int invalidate, long remoteAddress, int rkey,
             int flags, boolean rndv) {
-        if (opcode == Opcode.SEND_WITH_INV.ordinal() || rndvRequest != 0 || !nextSlotFree()) {
+        if (opcode == Opcode.SEND_WITH_INV.ordinal() || rndvRequest != 0 || !replies.nextSlotFree()) {
             return false;
         }
         m.flags = flags;
@@ -236,46 +202,13 @@ final class UcxReceiver {
         return now - rnrUntil < 0;
     }
 
-    /** True if the next reply slot's previous reply has been sent (never progresses: never waits for a peer). */
-    private boolean slotFree() {
-        boolean took = qp.device.lockWorkerUnlessHeld();
-        try {
-            return nextSlotFree();
-        } finally {
-            if (took) {
-                qp.device.workerLock.unlock();
-            }
-        }
-    }
-
-    /** True if the next reply slot's previous reply has been sent (worker lock held; never progresses). */
-    private boolean nextSlotFree() {
-        int slot = (int) (replies % REPLIES);
-        long r = replyRequests[slot];
-        if (r != 0 && qp.channel.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
-            return false;
-        }
-        replyRequests[slot] = 0;
-        freeStage(slot);
-        return true;
-    }
-
-    /** Gives back slot {@code slot}'s bounce buffer, if it has one (its send is done). */
-    private void freeStage(int slot) {
-        MemorySegment b = replyStages[slot];
-        if (b != null) {
-            replyStages[slot] = null;
-            qp.staging.give(b);
-        }
-    }
-
     /** Answers the message in {@link #m} (popped) with {@code status} without executing it, and releases kept data. */
     private void answerUnexecuted(WcStatus status, boolean kept) {
         if (kept) {
             release(m.data);
         }
         boolean read = UcxAm.OPCODES[m.opcode] == Opcode.RDMA_READ;
-        send(claimSlot(), m.seq, status, read ? UcxAm.TYPE_READ_RESPONSE : UcxAm.TYPE_ACK, 0);
+        replies.send(replies.claim(), m.seq, status, read ? UcxAm.TYPE_READ_RESPONSE : UcxAm.TYPE_ACK, 0);
     }
 
     /**
@@ -283,7 +216,7 @@ final class UcxReceiver {
      * RETRY_EXC_ERR, unexecuted, and released (execution lock held).
      */
     void refuseAll() {
-        while (inbox.peek(m) && slotFree()) {
+        while (inbox.peek(m) && replies.slotFree()) {
             inbox.pop();
             answerUnexecuted(WcStatus.RETRY_EXC_ERR, true);
         }
@@ -318,7 +251,13 @@ final class UcxReceiver {
      * memory after the section), which UCX sends back with the status.
      */
     private void read() {
-        int slot = claimSlot();
+        if (m.length > UcxReplies.SLOT_BUFFER_MAX && replies.beyondWindow(m.length)) {
+            qp.violate("a READ of " + m.length + " bytes while " + replies.bytesUnderWay() + " bytes of answers are under way "
+                    + "(at most " + UcxAm.WINDOW_BYTES + " unless alone)");
+            ctx.toError(); // unanswered: the connection ends
+            return;
+        }
+        int slot = replies.claim();
         long bytes = 0;
         WcStatus status = WcStatus.SUCCESS;
         if (m.length > 0) {
@@ -328,12 +267,7 @@ final class UcxReceiver {
             try {
                 if (ctx.memory().resolveRemote(m.remoteAddress, m.length, m.rkey, Access.REMOTE_READ, src)) {
                     MemorySegment b;
-                    if (qp.rendezvous(m.length)) { // answered by rendezvous, from a bounce buffer
-                        b = qp.staging.take(m.length);
-                        replyStages[slot] = b;
-                    } else {
-                        b = buffer(slot, m.length);
-                    }
+                    b = replies.buffer(slot, m.length);
                     dst.add(b, 0, m.length);
                     bytes = m.length;
                     if (Segments.copy(qp.reader, src, dst) != Segments.COPIED) {
@@ -355,7 +289,7 @@ final class UcxReceiver {
                 refusedFrom = m.seq;
             }
         }
-        send(slot, m.seq, status, UcxAm.TYPE_READ_RESPONSE, bytes);
+        replies.send(slot, m.seq, status, UcxAm.TYPE_READ_RESPONSE, bytes);
     }
 
     /**
@@ -363,14 +297,14 @@ final class UcxReceiver {
      * hardware atomic inside the grace-period section); the value found goes back as a READ's answer.
      */
     private void atomic(Opcode op) {
-        int slot = claimSlot();
+        int slot = replies.claim();
         WcStatus status;
         if (m.length != UcxAm.ATOMIC_OPERANDS || m.data == 0) {
             status = WcStatus.REM_INV_REQ_ERR;
         } else {
             long compareAdd = Ucp.NATIVE.get(JAVA_LONG_UNALIGNED, m.data);
             long swap = Ucp.NATIVE.get(JAVA_LONG_UNALIGNED, m.data + 8);
-            MemorySegment b = buffer(slot, 8);
+            MemorySegment b = replies.buffer(slot, 8);
             qp.reader.enter();
             try {
                 status = Atomics.execute(ctx.memory(), op, m.remoteAddress, m.rkey, compareAdd, swap, src, b);
@@ -384,7 +318,7 @@ final class UcxReceiver {
                 refusedFrom = m.seq;
             }
         }
-        send(slot, m.seq, status, UcxAm.TYPE_READ_RESPONSE, status == WcStatus.SUCCESS ? 8 : 0);
+        replies.send(slot, m.seq, status, UcxAm.TYPE_READ_RESPONSE, status == WcStatus.SUCCESS ? 8 : 0);
     }
 
     /**
@@ -414,7 +348,7 @@ final class UcxReceiver {
                 refusedFrom = m.seq;
             }
             ctx.toError(); // a NAKed protection error breaks the connection at both ends
-            send(claimSlot(), m.seq, WcStatus.REM_ACCESS_ERR, UcxAm.TYPE_ACK, 0);
+            replies.send(replies.claim(), m.seq, WcStatus.REM_ACCESS_ERR, UcxAm.TYPE_ACK, 0);
             return;
         }
         MemorySegment b = qp.staging.take(m.length);
@@ -448,7 +382,7 @@ final class UcxReceiver {
         if (r == 0) {
             return true;
         }
-        if (!slotFree()) {
+        if (!replies.slotFree()) {
             return false; // (its answer waits for a reply slot)
         }
         int status = UcpLayout.UCS_OK;
@@ -492,7 +426,7 @@ final class UcxReceiver {
         if (verdict != WcStatus.SUCCESS && refusedFrom < 0) {
             refusedFrom = rndvSeq;
         }
-        send(claimSlot(), rndvSeq, verdict, UcxAm.TYPE_ACK, 0);
+        replies.send(replies.claim(), rndvSeq, verdict, UcxAm.TYPE_ACK, 0);
         return true;
     }
 
@@ -528,159 +462,6 @@ final class UcxReceiver {
         rndvBusy = false;
     }
 
-    /** Slot {@code slot}'s READ buffer, at least {@code length} bytes long (grown by doubling). */
-    private MemorySegment buffer(int slot, long length) {
-        MemorySegment b = replyBuffers[slot];
-        if (b == null || b.byteSize() < length) {
-            long size = Math.max(4096, b == null ? 0 : b.byteSize());
-            while (size < length) {
-                size = size > Long.MAX_VALUE / 2 ? length : size * 2;
-            }
-            b = arena.allocate(size, 64);
-            replyBuffers[slot] = b;
-        }
-        return b;
-    }
-
-    /** Places the message {@link #m} holds; returns the sender's status. */
-    private WcStatus place() {
-        Opcode op = UcxAm.OPCODES[m.opcode];
-        boolean imm = op == Opcode.RDMA_WRITE_WITH_IMM;
-        // WRITE_WITH_IMM checks its remote range first (as soft does), and takes a receive (with an SRQ:
-        // from the shared queue) only once that passed.
-        PostedWr recv = imm ? null : ctx.nextRecv();
-        if (recv == null && !imm) {
-            return WcStatus.RNR_RETRY_EXC_ERR;
-        }
-        src.clear();
-        dst.clear();
-        if (m.length > 0) {
-            src.add(Ucp.NATIVE, m.data, m.length);
-        }
-        GracePeriod.Reader reader = qp.reader;
-        reader.enter();
-        boolean inside = true;
-        try {
-            if (imm) {
-                if (!ctx.memory().resolveRemote(m.remoteAddress, m.length, m.rkey, Access.REMOTE_WRITE, dst)) {
-                    ctx.toError(); // a NAKed protection error breaks the connection at both ends
-                    return WcStatus.REM_ACCESS_ERR;
-                }
-                if (ctx.nextRecv() == null) {
-                    return WcStatus.RNR_RETRY_EXC_ERR;
-                }
-                if (m.length > 0 && Segments.copy(null, src, dst) != Segments.COPIED) {
-                    ctx.toError();
-                    return WcStatus.REM_ACCESS_ERR;
-                }
-                ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV_RDMA_WITH_IMM, m.length, true, m.imm, false, 0, m.solicited());
-                return WcStatus.SUCCESS;
-            }
-            if (!ctx.memory().gatherLocal(recv, dst, true)) {
-                ctx.completeRecv(WcStatus.LOC_PROT_ERR, Opcode.RECV, 0, false, 0, false, 0);
-                return WcStatus.REM_OP_ERR;
-            }
-            if (dst.total() < m.length) {
-                ctx.completeRecv(WcStatus.LOC_LEN_ERR, Opcode.RECV, 0, false, 0, false, 0);
-                return WcStatus.REM_INV_REQ_ERR;
-            }
-            MrContext invalidated = null;
-            if (op == Opcode.SEND_WITH_INV) {
-                invalidated = ctx.memory().invalidationTarget(m.invalidate);
-                if (invalidated == null) {
-                    return WcStatus.REM_INV_REQ_ERR;
-                }
-            }
-            if (m.length > 0) {
-                dst.truncate(m.length);
-                if (Segments.copy(null, src, dst) != Segments.COPIED) {
-                    ctx.completeRecv(WcStatus.LOC_PROT_ERR, Opcode.RECV, 0, false, 0, false, 0);
-                    return WcStatus.REM_OP_ERR;
-                }
-            }
-            reader.exit();
-            inside = false;
-            if (invalidated != null) {
-                ctx.memory().invalidate(invalidated); // after the data is placed (verbs order), outside the section
-                qp.device.grace.synchronize();
-            }
-            boolean withImm = op == Opcode.SEND_WITH_IMM;
-            ctx.completeRecv(WcStatus.SUCCESS, Opcode.RECV, m.length, withImm, withImm ? m.imm : 0, invalidated != null,
-                    m.invalidate, m.solicited());
-            return WcStatus.SUCCESS;
-        } finally {
-            if (inside) {
-                reader.exit();
-            }
-            src.clear();
-            dst.clear();
-        }
-    }
-
-    /** The next reply slot, its previous reply sent (so its header and buffer may be reused). */
-    private int claimSlot() {
-        int slot = (int) (replies++ % REPLIES);
-        boolean took = qp.device.lockWorkerUnlessHeld();
-        try {
-            finish(slot);
-        } finally {
-            if (took) {
-                qp.device.workerLock.unlock();
-            }
-        }
-        return slot;
-    }
-
-    /**
-     * Answers the sender from reply slot {@code slot}: its status (its request completes with it)
-     * and, for a READ, the first {@code bytes} bytes of the slot's buffer.
-     */
-    private void send(int slot, long seq, WcStatus status, int type, long bytes) {
-        boolean took = qp.device.lockWorkerUnlessHeld();
-        try {
-            long ep = qp.endpoint();
-            if (ep == 0) {
-                answersNotSent++;
-                return;
-            }
-            MemorySegment h = replyHeaders[slot];
-            h.fill((byte) 0);
-            h.set(JAVA_INT, UcxAm.H_TYPE, type);
-            h.set(JAVA_INT, UcxAm.H_DST, qp.peerNumber());
-            h.set(JAVA_INT, UcxAm.H_SRC, qp.number);
-            h.set(JAVA_LONG, UcxAm.H_SEQ, seq);
-            h.set(JAVA_INT, UcxAm.H_STATUS, status.ordinal());
-            h.set(JAVA_LONG, UcxAm.H_TOKEN, qp.peerToken());
-            MemorySegment stage = replyStages[slot];
-            long r = stage != null && bytes > 0
-                    ? qp.device.ucp.amSend(ep, UcxAm.ID, h.address(), UcxAm.HEADER, stage.address(), bytes,
-                            rndvSendParams.address(), qp.toSelf())
-                    : qp.device.ucp.amSend(ep, UcxAm.ID, h.address(), UcxAm.HEADER,
-                            bytes == 0 ? 0 : replyBuffers[slot].address(), bytes, qp.amParams.address(), qp.toSelf());
-            if (r != 0 && !Ucp.isError(r)) {
-                replyRequests[slot] = r;
-            }
-            if (Ucp.isError(r)) {
-                answersNotSent++;
-            } else {
-                answersOut++;
-            }
-        } finally {
-            if (took) {
-                qp.device.workerLock.unlock();
-            }
-        }
-    }
-
-    /** Waits until the reply in {@code slot} is sent (worker lock held). */
-    private void finish(int slot) {
-        long previous = replyRequests[slot];
-        while (previous != 0 && qp.channel.worker.poll(previous) == UcpLayout.UCS_INPROGRESS) {
-            qp.channel.worker.progress(); // the ring came round to a reply still being sent: let it go out
-        }
-        replyRequests[slot] = 0;
-        freeStage(slot);
-    }
 
     private void release(long data) {
         if (data == 0) {
@@ -703,33 +484,6 @@ final class UcxReceiver {
             inbox.pop();
             release(m.data);
         }
-        qp.device.lockWorker();
-        try {
-            long deadline = System.nanoTime() + 2_000_000_000L;
-            for (int i = 0; i < REPLIES; i++) {
-                long r = replyRequests[i];
-                replyRequests[i] = 0;
-                boolean done = true;
-                if (r != 0 && qp.channel.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
-                    qp.channel.worker.cancel(r);
-                    while (qp.channel.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
-                        if (System.nanoTime() > deadline) { // a peer that does not take it (stopped): left to the worker
-                            qp.device.abandon(r);
-                            qp.leftToWorker = true; // its header and buffer stay until the device closes
-                            done = false;
-                            break;
-                        }
-                        qp.channel.worker.progress();
-                    }
-                }
-                if (done) {
-                    freeStage(i);
-                } else {
-                    replyStages[i] = null;
-                }
-            }
-        } finally {
-            qp.device.workerLock.unlock();
-        }
+        replies.dropAll();
     }
 }
