@@ -183,8 +183,8 @@ final class UcxAm {
                 long number = arg & 0xffff_ffffL;
                 if (number < d.length && d[(int) number] != null) {
                     UcxDevice device = d[(int) number];
-                    device.lastCallbackFailure = t;
-                    device.callbackFailures++; // (worker lock held: one writer)
+                    device.messages.lastCallbackFailure = t;
+                    device.messages.callbackFailures++; // (worker lock held: one writer)
                 }
             } catch (Throwable ignored) {
                 // nothing more can be done here

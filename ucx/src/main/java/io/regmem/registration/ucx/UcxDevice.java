@@ -5,7 +5,6 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.Access;
 import io.regmem.registration.DeviceAttributes;
-import io.regmem.registration.Opcode;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.CqContext;
 import io.regmem.registration.spi.GracePeriod;
@@ -19,9 +18,7 @@ import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
 import org.agrona.collections.ArrayUtil;
@@ -49,14 +46,12 @@ final class UcxDevice implements ProviderDevice {
     final UcpWorker worker;
     /** The main channel: its worker serves the connections inside this JVM. */
     final UcxChannel main;
-    /** The channels to other processes, retired ones included, until destroyed: replaced, never mutated, under the worker lock. */
-    private volatile UcxChannel[] channels = new UcxChannel[0];
-    /** The channels new connections to a peer may join, by the peer's identity (guarded by itself). */
-    private final HashMap<Object, UcxChannel> channelTable = new HashMap<>();
-    /** Serial numbers of channels (worker lock). */
-    private int nextSerial = 1;
-    /** Progress rounds of {@link #progressChannels} (worker lock). */
-    private long round;
+    /** The channels to other processes: a worker per peer process. */
+    final UcxChannels channels = new UcxChannels(this);
+    /** Where the AM callback's messages go: the QP they name, checked. */
+    final UcxMessages messages = new UcxMessages(this);
+    /** How the device's workers and QPs are progressed, and a deregistration's wait. */
+    final UcxProgress progress = new UcxProgress(this);
     /** The AM handler's upcall stub, installed on every worker of the device. */
     MemorySegment amStub;
     /** Guards every call on the worker. */
@@ -140,7 +135,7 @@ final class UcxDevice implements ProviderDevice {
             while (!stopping) {
                 int work;
                 try {
-                    work = progressQps();
+                    work = progress.qps();
                 } catch (RdmaException closing) {
                     return;
                 }
@@ -153,33 +148,6 @@ final class UcxDevice implements ProviderDevice {
     /** True if the device runs a progress thread (started before any CQ exists). */
     boolean hasProgressThread() {
         return progressThread != null;
-    }
-
-    /** One round of the progress thread: the worker, then every QP whose lock is free; the work done. */
-    private int progressQps() {
-        int work = 0;
-        lockWorker();
-        try {
-            work += progressAll();
-        } finally {
-            workerLock.unlock();
-        }
-        for (UcxQp qp : qps) {
-            ReentrantLock l = qp.ctx.lock();
-            if (!qp.destroyed && (qp.receiveWork() || qp.sendWork()) && l.tryLock()) {
-                try {
-                    if (!qp.destroyed) {
-                        work += qp.inbox().isEmpty() ? 0 : 1;
-                        qp.deliver();
-                        work += qp.busy() ? 1 : 0;
-                        qp.reap();
-                    }
-                } finally {
-                    l.unlock();
-                }
-            }
-        }
-        return work;
     }
 
     @Override
@@ -247,24 +215,6 @@ final class UcxDevice implements ProviderDevice {
         return context;
     }
 
-    /**
-     * Progresses the workers of this JVM's other open devices whose lock is free (an in-process peer
-     * answers only when its worker progresses); true if any did something. Takes no lock it waits for.
-     */
-    boolean progressOthers() {
-        boolean busy = false;
-        for (UcxDevice other : UcxAm.devices()) {
-            if (other != null && other != this && other.workerLock.tryLock()) {
-                try {
-                    busy |= !other.closed && other.worker.progress();
-                } finally {
-                    other.workerLock.unlock();
-                }
-            }
-        }
-        return busy;
-    }
-
     /** True if this device's chunk source holds {@code [address, address + length)} (worker lock held). */
     boolean ownsAllocation(long address, long length) {
         return chunkSource.allocationOf(address, length) != null;
@@ -280,194 +230,29 @@ final class UcxDevice implements ProviderDevice {
         return address;
     }
 
-    /**
-     * The channel for a connection to the peer process {@code key} names (the listener's address a
-     * requester connects to, or the requester's worker address a listener is asked by): the one
-     * earlier live connections to it use, or a new one with a worker of its own. The caller gives it
-     * back with {@link #releaseChannel} (its QP's destruction). A new channel's worker is made under the
-     * worker lock (a few milliseconds, once per peer process).
-     *
-     * @throws RdmaException {@link Errno#ENODEV} if the device was closed; {@link Errno#ENOMEM} if UCX
-     *                       cannot make a worker
-     */
+    /** The AM handler's number on this device's workers. */
+    int amNumber() {
+        return amNumber;
+    }
+
+    /** The channel for a connection to the peer process {@code key} names ({@link UcxChannels#acquire}). */
     UcxChannel acquireChannel(Object key) {
-        synchronized (channelTable) {
-            UcxChannel c = channelTable.get(key);
-            if (c == null) {
-                c = newChannel(key);
-                channelTable.put(key, c);
-            }
-            c.users++;
-            return c;
-        }
+        return channels.acquire(key);
     }
 
-    /** A channel with a worker of its own, its AM handler installed (channel table's monitor held). */
-    private UcxChannel newChannel(Object key) {
-        lockWorker();
-        try {
-            UcpWorker w = new UcpWorker(context);
-            try {
-                int serial = nextSerial++;
-                byte[] a = w.address();
-                UcxAm.installOn(this, amNumber, w, serial);
-                UcxChannel c = new UcxChannel(this, serial, w, a, key);
-                channels = ArrayUtil.add(channels, c);
-                return c;
-            } catch (RuntimeException e) {
-                w.close();
-                throw e;
-            }
-        } finally {
-            workerLock.unlock();
-        }
-    }
-
-    /** No new connection joins {@code c} any more (one of its connections ended); the main channel stays. */
+    /** No new connection joins {@code c} any more ({@link UcxChannels#retire}). */
     void retireChannel(UcxChannel c) {
-        if (c == null || c.serial == 0) {
-            return;
-        }
-        synchronized (channelTable) {
-            if (!c.retired) {
-                c.retired = true;
-                channelTable.remove(c.key, c);
-            }
-        }
+        channels.retire(c);
     }
 
-    /**
-     * A QP that took {@code c} is destroyed: the last one destroys the channel (its endpoints closed,
-     * its worker settled and destroyed; requests a dead peer never finishes are released first).
-     * The main channel stays.
-     */
+    /** A QP that took {@code c} is destroyed ({@link UcxChannels#release}). */
     void releaseChannel(UcxChannel c) {
-        if (c == null || c.serial == 0) {
-            return;
-        }
-        synchronized (channelTable) {
-            if (--c.users > 0) {
-                return;
-            }
-            c.retired = true;
-            channelTable.remove(c.key, c);
-        }
-        destroyChannel(c);
-    }
-
-    /** Destroys a channel nobody uses (its QPs' requests are ended or released). */
-    private void destroyChannel(UcxChannel c) {
-        List<Long> closing;
-        if (!lockWorkerIfOpen()) {
-            return; // the device's close destroyed it
-        }
-        try {
-            if (c.worker.isClosed()) {
-                return;
-            }
-            closing = c.endpoints.startClosingAll();
-        } finally {
-            workerLock.unlock();
-        }
-        // Settled with the lock taken per round: the device's other channels go on meanwhile.
-        long deadline = System.nanoTime() + 200_000_000L;
-        int idle = 0;
-        while (idle < 16 && System.nanoTime() < deadline) {
-            if (!lockWorkerIfOpen()) {
-                return;
-            }
-            try {
-                idle = c.worker.progress() ? 0 : idle + 1;
-            } finally {
-                workerLock.unlock();
-            }
-        }
-        if (!lockWorkerIfOpen()) {
-            return;
-        }
-        try {
-            closeChannel(c, closing);
-        } finally {
-            workerLock.unlock();
-        }
-    }
-
-    /** Takes the worker lock unless the device is closed (then false, and its close destroyed every channel). */
-    private boolean lockWorkerIfOpen() {
-        try {
-            lockWorker();
-            return true;
-        } catch (RdmaException closedAlready) {
-            return false;
-        }
-    }
-
-    /** Releases the closes still running and destroys the channel's worker (worker lock held). */
-    private void closeChannel(UcxChannel c, List<Long> closing) {
-        for (long r : closing) {
-            if (c.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
-                abandon(r); // a peer that never answered (gone): released, freed by the destroy
-            }
-        }
-        c.worker.close();
-        channels = ArrayUtil.remove(channels, c);
-        for (Arena a; (a = c.closeLater.poll()) != null; ) {
-            a.close(); // nothing of UCX's uses it any more
-        }
+        channels.release(c);
     }
 
     /** The channels to other processes (for diagnostics and tests). */
     UcxChannel[] channels() {
-        return channels;
-    }
-
-    /**
-     * Progresses the workers the QPs of {@code a} and {@code b} use, each once (a channel is shared by
-     * the QPs to one peer process), up to 64 rounds each while they report work; the main worker if
-     * there are no QPs. A CQ's poll: workers none of its QPs use are left to their own CQs.
-     */
-    void progressChannels(UcxQp[] a, UcxQp[] b) {
-        lockWorker();
-        try {
-            if (a.length == 0 && b.length == 0) {
-                progressWorker(worker);
-                return;
-            }
-            long r = ++round;
-            for (UcxQp qp : a) {
-                progressOnce(qp.channel, r);
-            }
-            for (UcxQp qp : b) {
-                progressOnce(qp.channel, r);
-            }
-        } finally {
-            workerLock.unlock();
-        }
-    }
-
-    private static void progressOnce(UcxChannel c, long round) {
-        if (c.round != round) {
-            c.round = round;
-            progressWorker(c.worker);
-        }
-    }
-
-    /** Progresses {@code w} while it reports work, at most 64 rounds (worker lock held); the rounds that did something. */
-    private static int progressWorker(UcpWorker w) {
-        int i = 0;
-        while (i < 64 && w.progress()) {
-            i++;
-        }
-        return i;
-    }
-
-    /** Progresses every worker of the device (worker lock held); the rounds that did something. */
-    private int progressAll() {
-        int work = progressWorker(worker);
-        for (UcxChannel c : channels) {
-            work += progressWorker(c.worker);
-        }
-        return work;
+        return channels.all();
     }
 
     void unmap(MemorySegment memh) {
@@ -495,93 +280,14 @@ final class UcxDevice implements ProviderDevice {
         }
     }
 
-    /** Header fields arrive at any alignment (UCX places the header where the transport put it). */
-    private static final ValueLayout.OfInt U_INT = ValueLayout.JAVA_INT_UNALIGNED;
-    private static final ValueLayout.OfLong U_LONG = ValueLayout.JAVA_LONG_UNALIGNED;
-
-    /**
-     * Messages the AM callback dropped: for no live QP of this device, with a wrong token, or not of
-     * this provider's kinds (worker lock held to write; read racily by diagnostics).
-     */
-    long dropped;
-    /** AM callbacks that failed with an exception (their message dropped), and the last such failure. */
-    volatile long callbackFailures;
-    volatile Throwable lastCallbackFailure;
-
-    /** What the device's AM callback dropped, for a QP's {@link UcxQp#diagnostics()}. */
-    String droppedDescription() {
-        Throwable t = lastCallbackFailure;
-        return "device: messages dropped " + dropped + ", callbacks failed " + callbackFailures
-                + (t == null ? "" : " (last: " + t + ")");
+    /** The live QPs (a snapshot: the array is replaced, never mutated). */
+    UcxQp[] qps() {
+        return qps;
     }
 
-    /** The live QP with this number, or null. */
-    private UcxQp qp(int number) {
-        for (UcxQp qp : qps) {
-            if (qp.number == number) {
-                return qp;
-            }
-        }
-        return null;
-    }
-
-    /**
-     * An active message arrived on the worker of channel {@code serial} (the AM callback, inside the
-     * worker's progress, worker lock held):
-     * an acknowledgement goes to its sender QP; a message is executed at once if nothing stands in
-     * its way, else into its QP's inbox. True if the data (or a rendezvous descriptor) is kept, to
-     * be released or received later.
-     */
+    /** An active message arrived on the worker of channel {@code serial} ({@link UcxMessages#onMessage}). */
     boolean onMessage(MemorySegment h, int serial, long data, long length, boolean persistent, boolean rndv) {
-        UcxQp qp = qp(h.get(U_INT, UcxAm.H_DST));
-        if (qp == null || h.get(U_LONG, UcxAm.H_TOKEN) != qp.localToken || qp.channel.serial != serial) {
-            dropped++;
-            return false; // the QP is gone, or the message is not from its connection (nor on its worker): dropped
-        }
-        int type = h.get(U_INT, UcxAm.H_TYPE);
-        if (type == UcxAm.TYPE_ACK) {
-            qp.answersIn++;
-            qp.acked(h.get(U_LONG, UcxAm.H_SEQ), h.get(U_INT, UcxAm.H_STATUS));
-            return false;
-        }
-        if (type == UcxAm.TYPE_READ_RESPONSE) {
-            qp.answersIn++;
-            return (length == 0 || persistent || rndv)
-                    && qp.readResponse(h.get(U_LONG, UcxAm.H_SEQ), h.get(U_INT, UcxAm.H_STATUS), length > 0 ? data : 0, length, rndv);
-        }
-        int opcode = h.get(U_INT, UcxAm.H_OPCODE);
-        if (type != UcxAm.TYPE_MSG || opcode < 0 || opcode >= UcxAm.OPCODES.length
-                || (length > 0 && !persistent && !(rndv && opcode == Opcode.RDMA_WRITE.ordinal()))) {
-            dropped++;
-            return false; // not a message this provider sends (eager data persists; only WRITEs go by rendezvous)
-        }
-        qp.messagesIn++;
-        // A READ carries no bytes: its length travels in the header, in the length slot of the inbox.
-        boolean read = opcode == Opcode.RDMA_READ.ordinal();
-        long len = read ? h.get(U_LONG, UcxAm.H_LENGTH) : length;
-        long seq = h.get(U_LONG, UcxAm.H_SEQ);
-        int imm = h.get(U_INT, UcxAm.H_IMM);
-        int inv = h.get(U_INT, UcxAm.H_INV);
-        long raddr = h.get(U_LONG, UcxAm.H_RADDR);
-        int rkey = h.get(U_INT, UcxAm.H_RKEY);
-        int flags = h.get(U_INT, UcxAm.H_STATUS) & (UcxAm.FLAG_RNR_MASK | UcxAm.FLAG_SOLICITED);
-        long d = length > 0 ? data : 0;
-        if (qp.violated != null) {
-            dropped++;
-            return false; // the connection broke the protocol: it ends, nothing of it is kept
-        }
-        if (qp.executeNow(d, len, seq, opcode, imm, inv, raddr, rkey, flags, rndv)) {
-            return false; // executed (or, by rendezvous, its receive started) in this callback: nothing kept
-        }
-        UcxInbox inbox = qp.inbox();
-        if (!inbox.fits(d != 0 && !rndv ? len : 0)) {
-            qp.violate("it sent beyond its window (" + inbox.size() + " messages waiting, at most "
-                    + UcxAm.WINDOW_MESSAGES + " and " + UcxAm.WINDOW_BYTES + " bytes)");
-            dropped++;
-            return false;
-        }
-        inbox.add(d, len, seq, opcode, imm, inv, raddr, rkey, flags, rndv);
-        return length > 0;
+        return messages.onMessage(h, serial, data, length, persistent, rndv);
     }
 
     @Override
@@ -655,22 +361,6 @@ final class UcxDevice implements ProviderDevice {
     }
 
     /**
-     * Before the worker is destroyed: progresses it until it has been idle for 16 calls in a row (at
-     * most 200 ms), so that the connection-level messages UCX still exchanges for closed endpoints
-     * are done. UCX 1.13 aborts the process in {@code ucp_worker_destroy} when such a message is
-     * still pending on a TCP endpoint ({@code ucp_request.c:684: got REP message}). Worker lock held.
-     */
-    private void settle() {
-        long deadline = System.nanoTime() + 200_000_000L;
-        int idle = 0;
-        while (idle < 16 && System.nanoTime() < deadline) {
-            boolean busy = progressAll() > 0;
-            busy |= progressOthers(); // a peer in this JVM must answer too
-            idle = busy ? 0 : idle + 1;
-        }
-    }
-
-    /**
      * Gives up a request nobody waits for any more (its peer never answered; worker lock held): it is
      * released at once ({@code ucp_request_free} of a running request frees it when it ends), so that
      * the worker frees it then or at its destruction. UCX 1.13 asserts, killing the process, if a
@@ -695,31 +385,32 @@ final class UcxDevice implements ProviderDevice {
         }
     }
 
-    /**
-     * Progresses the worker if its lock is free (another thread holds it: that one is progressing
-     * it); never waits. For a peer's progress driven from this JVM's other threads.
-     */
-    void tryProgress() {
-        if (!workerLock.tryLock()) {
-            return;
-        }
-        try {
-            if (!closed) {
-                progressWorker(worker);
-            }
-        } finally {
-            workerLock.unlock();
-        }
+    /** Progresses the workers the QPs of {@code a} and {@code b} use ({@link UcxProgress#channels}). */
+    void progressChannels(UcxQp[] a, UcxQp[] b) {
+        progress.channels(a, b);
     }
 
-    /** Progresses every worker of the device until it has nothing more to do now (at most 64 rounds each). */
+    /** Progresses the worker if its lock is free ({@link UcxProgress#tryWorker}); never waits. */
+    void tryProgress() {
+        progress.tryWorker();
+    }
+
+    /** Progresses every worker of the device until it has nothing more to do now ({@link UcxProgress#all}). */
     void progress() {
-        lockWorker();
-        try {
-            progressAll();
-        } finally {
-            workerLock.unlock();
-        }
+        progress.all();
+    }
+
+    /** Progresses this JVM's other open devices' workers whose lock is free; true if any did something. */
+    boolean progressOthers() {
+        return progress.others();
+    }
+
+    /**
+     * {@link #quiesce()}, and for a region being deregistered also waits for the answers that land in
+     * it ({@link UcxProgress#quiesce}).
+     */
+    void quiesce(Guard region) {
+        progress.quiesce(region);
     }
 
     /** This device's worker address, for a peer's endpoint. */
@@ -727,52 +418,18 @@ final class UcxDevice implements ProviderDevice {
         return address.clone();
     }
 
-
     /**
      * Waits until no access that began before this call is in progress: every data-path section
      * that may have checked a key before the caller invalidated it has ended (its UCX requests are
      * started), and no started request's UCX requests still read or write its local memory. A request
-     * that only waits for its target's answer uses no local memory (a READ's bytes are placed at its
-     * completion, through keys resolved again then), so a deregistration never waits on a peer.
+     * that only waits for its target's answer uses no local memory, so an invalidation never waits on
+     * a peer; a deregistration waits for the answers that land in its region ({@link #quiesce(Guard)}).
      *
      * @throws RdmaException {@link Errno#EIO} if UCX has not finished a request after 10 s
      */
     @Override
     public void quiesce() {
-        quiesce(null);
-    }
-
-    /**
-     * {@link #quiesce()}, and for a region being deregistered ({@code region} non-null) also waits for
-     * the answers of READs and atomics started before that will be placed into it: the target has
-     * executed them, so they complete, placed, rather than fail. The wait ends when each is answered,
-     * or fails as unanswered after the device's answer timeout (RETRY_EXC_ERR: it may have executed).
-     */
-    void quiesce(Guard region) {
-        grace.synchronize(); // every request that resolved its entries before the keys went invalid is started now
-        long deadline = System.nanoTime() + 10_000_000_000L + answerTimeoutNanos;
-        for (UcxQp qp : qps) {
-            while (true) {
-                ReentrantLock l = qp.ctx.lock();
-                if (l.tryLock()) {
-                    try {
-                        qp.reap();
-                        if (!qp.usesLocalMemory() && (region == null || !qp.answersInto(region))) {
-                            break;
-                        }
-                    } finally {
-                        l.unlock();
-                    }
-                } else if (!qp.busy()) {
-                    break; // (another thread runs the QP: nothing started is left to look at)
-                }
-                progress();
-                UcxCq.progressPeer(qp); // an in-process peer answers only when its worker progresses
-                if (System.nanoTime() > deadline) {
-                    throw new RdmaException(Errno.EIO, qp.ctx.name() + ": ucx requests still running after 10 s");
-                }
-            }
-        }
+        progress.quiesce(null);
     }
 
     @Override
@@ -802,14 +459,14 @@ final class UcxDevice implements ProviderDevice {
             }
             closed = true; // under the lock: a racing caller finds the worker gone (lockWorker), never destroyed under it
             List<Long> closing = endpoints.startClosingAll();
-            UcxChannel[] left = channels;
+            UcxChannel[] left = channels.all();
             List<List<Long>> channelClosing = new ArrayList<>();
             for (UcxChannel c : left) {
                 channelClosing.add(c.endpoints.startClosingAll());
             }
-            settle(); // progresses the closes (and the peers of this JVM that answer them)
+            progress.settle(); // progresses the closes (and the peers of this JVM that answer them)
             for (int i = 0; i < left.length; i++) {
-                closeChannel(left[i], channelClosing.get(i));
+                channels.close(left[i], channelClosing.get(i));
             }
             for (long r : closing) {
                 if (worker.poll(r) == UcpLayout.UCS_INPROGRESS) {

@@ -3,16 +3,10 @@ package io.regmem.registration.ucx;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.Opcode;
-import io.regmem.registration.QpInitAttributes;
-import io.regmem.registration.WcStatus;
 import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.Guard;
-import io.regmem.registration.spi.MrContext;
-import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
-import io.regmem.registration.spi.Segments;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandles;
@@ -28,12 +22,14 @@ import java.util.concurrent.locks.ReentrantLock;
  * checked through the verbs layer's key tables inside a grace-period section; RDMA requests check the
  * remote range against the exporter's envelope (bounds, rights). A request is an active message
  * ({@link UcxAm}) that the target executes against its own key tables and acknowledges (a READ's
- * acknowledgement carries the bytes, placed into the local entries, resolved again, when it is
- * reaped), or, on a device that trusts its peers, UCX puts and gets.
+ * acknowledgement carries the bytes, placed when it is reaped into the local entries it resolved
+ * when it started), or, on a device that trusts its peers, UCX puts and gets. Its send side is
+ * {@link UcxSends}, its receiving side {@link UcxReceiver}.
  *
  * <p>Order: WRITEs pipeline; a READ, SEND, SEND_WITH_INV or WRITE_WITH_IMM starts only once every
  * earlier request completed (so that it sees, or lands after, everything before it whatever lanes
- * UCX uses), and requests start in posting order. Requests complete in order ({@link #reap}). A request that fails
+ * UCX uses), and requests start in posting order, within the connection's window ({@link UcxAm#WINDOW_MESSAGES}).
+ * Requests complete in order ({@link #reap}). A request that fails
  * before it starts halts the QP: nothing after it starts, and the error state flushes it.
  *
  * <p>Locks: the post lock, then the execution lock (starting holds both, so a request never starts
@@ -50,14 +46,8 @@ final class UcxQp implements ProviderQp {
     final int rnrRetry;
     private final Arena arena = Arena.ofShared();
     private final UcxReceiver receiver;
-    private final Segments local = new Segments();
-    private final Segments responseBytes = new Segments();
-    private final UcxOp[] ops;
-    private final int mask;
     /** Request parameters of an eager active message (the receiver keeps whole messages). */
     final MemorySegment amParams;
-    /** Receive parameters of a READ's rendezvous answer (into a bounce buffer). */
-    private final MemorySegment respRecvParams;
     /** Bounce buffers of rendezvous transfers (the sender's WRITEs, READs' answers, the receiver's WRITEs). */
     final UcxStaging staging = new UcxStaging(arena);
     /**
@@ -67,6 +57,8 @@ final class UcxQp implements ProviderQp {
     volatile boolean leftToWorker;
     private final UcxKeyTable keys = new UcxKeyTable();
     final UcxSender sender;
+    /** The send queue's requests while UCX carries them: started, answered, reaped in order. */
+    final UcxSends sends;
     /** The channel's endpoint to the peer's worker (shared with its other QPs to that worker), once connected. */
     private UcxEndpoint ep;
     /**
@@ -92,17 +84,6 @@ final class UcxQp implements ProviderQp {
     volatile UcxQp localPeer;
     /** Set once the QP is destroyed: an in-process peer's poll leaves it alone. */
     volatile boolean destroyed;
-    /** One past the newest request started (a sequence number; execution lock; any thread reads it). */
-    private volatile long started;
-    private static final VarHandle STARTED;
-
-    static {
-        try {
-            STARTED = MethodHandles.lookup().findVarHandle(UcxQp.class, "started", long.class);
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
     /**
      * The thread that last polled one of this QP's own CQs, and how many such polls ran: hints
      * (opaque, no fence on the poll path) read by its in-process peer's polls, which leave this QP
@@ -130,8 +111,6 @@ final class UcxQp implements ProviderQp {
     long answersIn;
     /** Why the peer broke the protocol (it sent beyond its window), or null: then its connection ends. */
     volatile String violated;
-    /** Bytes of the requests started and not yet reaped (the window's, {@link UcxAm#WINDOW_BYTES}). */
-    private long windowBytes;
 
     @Override
     public String diagnostics() {
@@ -143,18 +122,10 @@ final class UcxQp implements ProviderQp {
             b.append(e.handle == 0 ? ", endpoint closed" : ", endpoint open").append(e.toSelf ? " (to its own worker)" : "")
                     .append(e.messagesBecause == null ? ", WRITE/READ one-sided" : ", WRITE/READ as checked messages");
         }
-        long s = started;
-        long r = reaped;
-        b.append("; requests started ").append(s).append(", reaped ").append(r);
-        if (r < s) {
-            UcxOp op = ops[(int) r & mask];
-            b.append("; the oldest (#").append(r).append(") has ").append(op.n).append(" UCX request(s) not seen done, ")
-                    .append(!op.awaitAck ? "no answer awaited" : op.ack == UcxOp.ACK_PENDING ? "its answer not in"
-                            : "answered " + op.ack);
-        }
+        sends.describe(b);
         b.append("; messages in ").append(messagesIn).append(", answers in ").append(answersIn)
                 .append(", answers out ").append(receiver.replies.answersOut).append(" (not sent ").append(receiver.replies.answersNotSent)
-                .append("), inbox ").append(receiver.inbox.size()).append("; ").append(device.droppedDescription());
+                .append("), inbox ").append(receiver.inbox.size()).append("; ").append(device.messages.droppedDescription());
         return b.toString();
     }
 
@@ -180,35 +151,17 @@ final class UcxQp implements ProviderQp {
     long peerPollsSeen = -1;
     int peerQuiet;
 
-    /** One past the newest request reaped (execution lock). */
-    private long reaped;
-    /** The sequence number of the last request started that is not a READ, or -1. */
-    private long lastNonRead = -1;
-    /** A request failed before it started: nothing after it starts (execution lock). */
-    private boolean halted;
-    /** The endpoint flush this QP's one-sided WRITEs share (execution lock). */
-    private final UcxWriteFlush writeFlush;
 
     UcxQp(UcxDevice device, QpContext ctx, int number) {
         this.device = device;
         this.channel = device.main;
-        this.writeFlush = new UcxWriteFlush(device);
         this.ctx = ctx;
         this.rnrRetry = ctx.rnrRetry();
         this.number = number;
         this.reader = device.grace.newReader();
-        int depth = Integer.highestOneBit(Math.max(1, ctx.maxSendWr() - 1)) << 1;
-        this.ops = new UcxOp[depth];
-        MemorySegment headers = arena.allocate((UcxAm.HEADER + UcxAm.ATOMIC_OPERANDS) * depth, 8);
-        for (int i = 0; i < depth; i++) {
-            ops[i] = new UcxOp();
-            ops[i].header = headers.asSlice(i * UcxAm.HEADER, UcxAm.HEADER);
-            ops[i].operands = headers.asSlice(UcxAm.HEADER * depth + i * UcxAm.ATOMIC_OPERANDS, UcxAm.ATOMIC_OPERANDS);
-        }
-        this.mask = depth - 1;
         this.amParams = UcpRequestParam.amSend(arena, UcpLayout.AM_SEND_FLAG_EAGER);
-        this.respRecvParams = UcpRequestParam.allocate(arena);
         this.sender = new UcxSender(this, keys, arena);
+        this.sends = new UcxSends(this, arena);
         this.receiver = new UcxReceiver(this, arena);
         ctx.attach(this);
     }
@@ -306,289 +259,45 @@ final class UcxQp implements ProviderQp {
     public void sendPosted(long firstSeq, int count) {
         ctx.lock().lock();
         try {
-            startMore();
+            sends.startMore();
         } finally {
             ctx.lock().unlock();
         }
     }
 
-    /** Starts queued requests in order until one must wait for the ones before it (execution lock held). */
-    private void startMore() {
-        long tail = ctx.sendTail();
-        PostedWr oldest = ctx.nextSend();
-        long head = oldest == null ? tail : oldest.seq();
-        if (started < head) { // requests that never started were flushed (the error state)
-            started = head;
-            reaped = Math.max(reaped, head);
-        }
-        while (started < tail) {
-            PostedWr w = ctx.sendAt(started);
-            Opcode op = w.opcode();
-            // A READ waits only for the earlier requests that are not READs (it must see what they
-            // wrote; UCX orders neither a get after a put nor messages after gets): READs behind
-            // READs run together. Other requests but WRITEs wait for everything before them.
-            boolean waits = op == Opcode.RDMA_READ ? reaped <= lastNonRead
-                    : op != Opcode.RDMA_WRITE && reaped < w.seq();
-            if (waits && !halted && ctx.isReady()) {
-                return; // waits for the earlier requests it depends on to complete
-            }
-            long bytes = op.isAtomic() ? 8 : w.totalLength();
-            if (started > reaped && (started - reaped >= UcxAm.WINDOW_MESSAGES || windowBytes + bytes > UcxAm.WINDOW_BYTES)
-                    && !halted && ctx.isReady()) {
-                return; // the connection's window is full: it waits for answers (the target holds no more)
-            }
-            if (op != Opcode.RDMA_READ) {
-                lastNonRead = w.seq();
-            }
-            if (!start(w)) {
-                return;
-            }
-            windowBytes += bytes;
-        }
-    }
-
-    /** Starts one request; false if it was not started (the QP stopped). Both locks held. */
-    private boolean start(PostedWr w) {
-        UcxOp op = ops[(int) w.seq() & mask];
-        op.reset();
-        if (halted || !ctx.isReady()) {
-            op.failed = UcxOp.ERR_NOT_STARTED; // flushed once the error state is seen
-            return false;
-        }
-        // Counted as started before its keys are checked: a quiesce that waited for the check's
-        // grace-period section to end then sees the request (busy()) until it is reaped. A release
-        // store: the section's entry, a volatile store, comes after it.
-        STARTED.setRelease(this, w.seq() + 1);
-        WcStatus early;
-        try {
-            early = sender.start(w, op);
-        } catch (RuntimeException e) {
-            // Not started after all (the device closed under it): it stays queued, the QP moves to the
-            // error state and flushes it; neither the post nor a poll throws for a transport's failure.
-            STARTED.setRelease(this, w.seq());
-            halted = true;
-            ctx.toError();
-            return false;
-        }
-        if (early != null) {
-            op.failed = early.ordinal();
-            halted = true;
-        }
-        return true;
-    }
-
     /** The receiver's verdict on message {@code seq} (from the AM callback, worker lock held). */
     void acked(long seq, int status) {
-        if (seq >= 0 && status >= 0 && status < UcxAm.STATUSES.length) {
-            UcxOp op = ops[(int) seq & mask];
-            if (op.awaitAck && op.seq == seq) {
-                op.ack = status;
-            }
-        }
+        sends.acked(seq, status);
     }
 
-    /**
-     * The answer to READ {@code seq} (from the AM callback, worker lock held): its status and, on
-     * success, the bytes, kept until the reap places them. False if the data is not kept (no READ
-     * waits for it any more).
-     */
+    /** The answer to READ {@code seq} ({@link UcxSends#readResponse}); false if the data is not kept. */
     boolean readResponse(long seq, int status, long data, long length, boolean rndv) {
-        if (seq < 0 || status < 0 || status >= UcxAm.STATUSES.length) {
-            return false;
-        }
-        UcxOp op = ops[(int) seq & mask];
-        if (!op.awaitAck || op.seq != seq || op.ack != UcxOp.ACK_PENDING) {
-            return false; // (a rendezvous answer nobody waits for: its descriptor is dropped, its sender's send completes)
-        }
-        op.respLength = length;
-        if (rndv && data != 0) {
-            // The bytes are still at the target: received now into a bounce buffer (the reap places
-            // them into the entries, resolved again then); the READ is done once the receive is.
-            op.respRndv = true;
-            if (status == WcStatus.SUCCESS.ordinal() && length == op.bytes) {
-                MemorySegment b = staging.take(length);
-                op.stage = b;
-                op.add(channel.worker.receiveData(data, b.address(), length, respRecvParams.address()));
-            } // (else the descriptor is dropped: the reap fails the READ)
-            op.ack = status; // publishes the above
-            return false;
-        }
-        op.respData = data;
-        op.ack = status; // publishes the two above
-        return data != 0;
+        return sends.readResponse(seq, status, data, length, rndv);
     }
 
-    /**
-     * Completes, in order, the requests that are done and starts those that waited for them
-     * (execution lock held); in the error state, ends the started ones and flushes the rest.
-     */
+    /** Completes the requests that are done, in order ({@link UcxSends#reap}; execution lock held). */
     void reap() {
-        PostedWr w;
-        while ((w = ctx.nextSend()) != null && w.seq() < started) {
-            UcxOp op = ops[(int) w.seq() & mask];
-            if (!op.done(device, false) || (op.needsFlush && !writeFlush.covers(w.seq(), op, this, started))) {
-                if (!unanswered(op, w)) {
-                    break;
-                }
-                op.failed = WcStatus.RETRY_EXC_ERR.ordinal(); // the target never answered: as a NIC's retries run out
-                device.lockWorker();
-                try {
-                    op.awaitAck = false; // a late answer is dropped
-                } finally {
-                    device.workerLock.unlock();
-                }
-                if (op.n > 0) { // (its UCX requests use only the QP's memory: a rendezvous the peer never pulled)
-                    op.abandon(device);
-                    leftToWorker = true;
-                    op.stage = null; // not given back: the peer may still pull it
-                }
-            }
-            reaped = w.seq() + 1;
-            WcStatus status = op.failed >= 0 ? UcxAm.STATUSES[op.failed]
-                    : op.ucsStatus != UcpLayout.UCS_OK ? UcxOp.statusOf(op.ucsStatus)
-                    : op.awaitAck ? UcxAm.STATUSES[op.ack] : WcStatus.SUCCESS;
-            if (op.respData != 0 || (status == WcStatus.SUCCESS && (w.opcode() == Opcode.RDMA_READ || w.opcode().isAtomic())
-                    && !op.oneSided)) {
-                status = placeReadResponse(w, op, status);
-            }
-            if (op.stage != null) {
-                staging.give(op.stage); // its UCX requests are done
-                op.stage = null;
-            }
-            op.answerHeld = false; // placed, or it never will be: a deregistration waits no longer
-            windowBytes -= w.opcode().isAtomic() ? 8 : w.totalLength();
-            ctx.completeSend(status, status == WcStatus.SUCCESS ? op.bytes : 0);
-            if (status != WcStatus.SUCCESS) {
-                if (status == WcStatus.REM_ACCESS_ERR || status == WcStatus.REM_OP_ERR || status == WcStatus.REM_INV_REQ_ERR) {
-                    UcxQp peer = localPeer;
-                    if (peer != null) {
-                        peer.ctx.toError(); // a NAKed protection or request error breaks the connection at both ends
-                    }
-                }
-                break; // the QP is in the error state: everything behind the failure is flushed, whatever its target said
-            }
-        }
-        if (ctx.isError()) {
-            drain();
-            ctx.flush();
-        } else {
-            startMore();
-        }
+        sends.reap();
     }
 
-    /** The head request whose answer is awaited, the polls that found it so, and when the wait was first timed. */
-    private long stalledSeq = -1;
-    private int stalledPolls;
-    private long stalledSince;
-
-    /**
-     * True once the head request {@code seq} has waited longer than the device's answer timeout for
-     * its target's answer, all of its UCX requests done or using only the QP's own memory (a
-     * rendezvous from a bounce buffer that a stopped peer never pulls), so nothing of UCX's uses the
-     * application's memory any more.
-     * Cheap on the data path: the clock is read only every 256th poll that finds the same request
-     * still waiting, and the wait is timed from the first such read.
-     */
-    private boolean unanswered(UcxOp op, PostedWr w) {
-        long seq = w.seq();
-        if (!op.awaitAck || (op.n > 0 && !op.ownMemoryOnly) || op.ack != UcxOp.ACK_PENDING || device.answerTimeoutNanos == 0) {
-            return false;
-        }
-        boolean rnrWait = rnrRetry > 0 && consumesReceive(w.opcode());
-        if (rnrWait && rnrRetry == 7) {
-            return false; // the target holds it until a receive is posted: as a NIC's RNR retries, for ever
-        }
-        if (seq != stalledSeq) {
-            stalledSeq = seq;
-            stalledPolls = 0;
-            stalledSince = 0;
-            return false;
-        }
-        if ((++stalledPolls & 255) != 0) {
-            return false;
-        }
-        long now = System.nanoTime();
-        if (stalledSince == 0) {
-            stalledSince = now;
-            return false;
-        }
-        // The target may hold a request that consumes a receive for up to rnrRetry of its RNR timers
-        // (at most 491.52 ms each) before it answers.
-        long allowance = rnrWait ? rnrRetry * QpInitAttributes.minRnrTimerNanos(31) : 0;
-        return now - stalledSince > device.answerTimeoutNanos + allowance;
-    }
-
-    private static boolean consumesReceive(Opcode op) {
-        return op == Opcode.SEND || op == Opcode.SEND_WITH_IMM || op == Opcode.SEND_WITH_INV || op == Opcode.RDMA_WRITE_WITH_IMM;
-    }
-
-    /**
-     * True if an answer may be placed into {@code to}: each piece's region valid or being deregistered
-     * (its deregistration waits for the answer), its DMA mapping valid, its memory alive.
-     */
-    private static boolean reachable(Segments to) {
-        for (int k = 0; k < to.count(); k++) {
-            Guard r = to.regionGuard(k);
-            Guard m = to.mappingGuard(k);
-            if ((r != null && !r.isValid() && !(r instanceof MrContext c && c.isDeregistering()))
-                    || (m != null && !m.isValid()) || !to.segment(k).scope().isAlive()) {
-                return false;
-            }
-        }
-        return true;
-    }
-
-    /**
-     * True while a started request will still place its answer (a READ's bytes, an atomic's value)
-     * into memory that resolved through {@code region} (execution lock held).
-     */
+    /** True while a started request will still place its answer into memory resolved through {@code region}. */
     boolean answersInto(Guard region) {
-        for (long seq = reaped; seq < started; seq++) {
-            UcxOp op = ops[(int) seq & mask];
-            if (op.answerHeld && op.answerTo.resolvedThrough(region)) {
-                return true;
-            }
-        }
-        return false;
+        return sends.answersInto(region);
     }
 
-    /** Copies a READ's (or atomic's) response into the local entries it started with (execution lock held); releases it. */
-    private WcStatus placeReadResponse(PostedWr w, UcxOp op, WcStatus status) {
-        long data = op.respData;
-        op.respData = 0;
-        try {
-            if (status != WcStatus.SUCCESS) {
-                return status;
-            }
-            if (op.respLength != w.totalLength() || (op.respRndv ? op.stage == null : data == 0 && op.respLength > 0)) {
-                return WcStatus.REM_OP_ERR;
-            }
-            if (op.respLength == 0) {
-                return WcStatus.SUCCESS;
-            }
-            // Into the entries resolved when the request started, in one section: a deregistration of
-            // their region waits for this (answersInto), an invalidation or revoke does not, and its
-            // region then refuses the answer.
-            reader.enter();
-            try {
-                if (!op.answerHeld || !reachable(op.answerTo)) {
-                    return WcStatus.LOC_PROT_ERR;
-                }
-                responseBytes.clear();
-                if (op.respRndv) {
-                    responseBytes.add(op.stage, 0, op.respLength);
-                } else {
-                    responseBytes.add(Ucp.NATIVE, data, op.respLength);
-                }
-                return Segments.copy(null, responseBytes, op.answerTo) == Segments.COPIED ? WcStatus.SUCCESS
-                        : WcStatus.LOC_PROT_ERR;
-            } finally {
-                responseBytes.clear();
-                reader.exit();
-            }
-        } finally {
-            release(data);
-        }
+    /** True while a started request's UCX requests may still use its local memory (execution lock held). */
+    boolean usesLocalMemory() {
+        return sends.usesLocalMemory();
+    }
+
+    /** True if a poll must run this QP's sending side ({@link UcxSends#sendWork}). */
+    boolean sendWork() {
+        return sends.sendWork();
+    }
+
+    /** True if requests were started and not yet reaped (any thread). */
+    boolean busy() {
+        return sends.busy();
     }
 
     /** Releases data UCX kept for an active-message callback (0: none). */
@@ -643,85 +352,11 @@ final class UcxQp implements ProviderQp {
         }
         if (ctx.isError()) {
             receiver.refuseAll(); // answered, unexecuted: their senders do not wait on this QP
-            drain();
+            sends.drain();
             ctx.flush();
             return;
         }
         receiver.deliver();
-    }
-
-    /**
-     * Ends every started request (execution lock held): progresses the worker (and an in-process
-     * peer's) until each of its UCX requests is done, at most {@link #ABANDON_NANOS}; a request
-     * still running then is left to the worker. The endpoint stays: it is the device's, shared with
-     * its other QPs to the same peer. Late answers are dropped.
-     */
-    private void drain() {
-        if (started <= reaped) {
-            return;
-        }
-        long deadline = System.nanoTime() + ABANDON_NANOS;
-        for (long seq = reaped; seq < started; seq++) {
-            UcxOp op = ops[(int) seq & mask];
-            device.lockWorker();
-            try {
-                op.awaitAck = false; // under the worker lock: no answer (nor its rendezvous receive) is taken after this
-            } finally {
-                device.workerLock.unlock();
-            }
-            boolean done = true;
-            while (!op.done(device, true)) {
-                if (System.nanoTime() > deadline) {
-                    op.abandon(device);
-                    leftToWorker = true; // its header (and bounce buffer) stay until the device closes
-                    done = false;
-                    break;
-                }
-                device.progress();
-                UcxCq.progressPeer(this);
-            }
-            release(op.respData); // (a late answer is dropped: readResponse keeps nothing for it)
-            op.respData = 0;
-            op.answerHeld = false;
-            if (op.stage != null && done) {
-                staging.give(op.stage);
-            }
-            op.stage = null;
-        }
-        writeFlush.drain(deadline, started); // a WRITEs' flush under way: ended or left to the worker too
-        reaped = Math.max(reaped, started);
-        windowBytes = 0;
-    }
-
-    /**
-     * How long a QP that ends waits for its UCX requests. Without peer error handling (UCX 1.13 has it
-     * over TCP only), requests to a peer that went away never end: after this they are left to the
-     * worker, which frees them when they end or when it is destroyed.
-     */
-    private static final long ABANDON_NANOS = 2_000_000_000L;
-
-    /**
-     * True while a started request's UCX requests may still read or write its local memory (a send
-     * not yet sent, a get not yet landed); one that only waits for its target's answer does not.
-     * Execution lock held.
-     */
-    boolean usesLocalMemory() {
-        for (long seq = reaped; seq < started; seq++) {
-            UcxOp op = ops[(int) seq & mask];
-            if (!op.ownMemoryOnly && !op.done(device, true)) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    /**
-     * True if a poll must run this QP's sending side: requests started and not reaped, requests
-     * posted and not started (they wait for earlier ones), or the error state to flush. A cheap
-     * test of the idle case (volatile loads only), so that a poll of an idle QP takes no lock.
-     */
-    boolean sendWork() {
-        return started > reaped || ctx.sendTail() > started || !ctx.isReady();
     }
 
     /** True if a poll must run this QP's receiving side: messages waiting, or the error state to flush. */
@@ -729,11 +364,6 @@ final class UcxQp implements ProviderQp {
         return !receiver.inbox.isEmpty() || receiver.rendezvousBusy() || !ctx.isReady() || violated != null;
     }
 
-
-    /** True if requests were started and not yet reaped (any thread). */
-    boolean busy() {
-        return started > reaped;
-    }
 
     @Override
     public void recvPosted(long firstSeq, int count) {
@@ -744,7 +374,7 @@ final class UcxQp implements ProviderQp {
     public void stop() {
         receiver.refuseAll();
         receiver.dropAll();
-        drain();
+        sends.drain();
     }
 
     @Override
@@ -765,7 +395,7 @@ final class UcxQp implements ProviderQp {
     @Override
     public void destroy() {
         receiver.dropAll();
-        drain(); // may progress the in-process peer: its link is cut after
+        sends.drain(); // may progress the in-process peer: its link is cut after
         synchronized (this) {
             destroyed = true; // (under this QP's monitor: a connection under way takes no channel after it)
         }

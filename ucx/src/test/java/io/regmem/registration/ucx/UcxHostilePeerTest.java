@@ -304,7 +304,7 @@ class UcxHostilePeerTest {
         UcxQp s2 = two[1].qp().unwrap(UcxQp.class);
         MemorySegment data = arena.allocate(4096, 4096);
         data.fill((byte) 0x77);
-        long droppedBefore = s2.device.dropped;
+        long droppedBefore = s2.device.messages.dropped;
         // on connection 1's endpoint (another peer's worker), to connection 2's server QP, with its token
         UcxQp q1 = c1.unwrap(UcxQp.class);
         MemorySegment h = arena.allocate(UcxAm.HEADER, 8);
@@ -331,7 +331,7 @@ class UcxHostilePeerTest {
         }
         s2.device.lockWorker();
         try {
-            assertThat(s2.device.dropped).as("both dropped at the target").isGreaterThanOrEqualTo(droppedBefore + 2);
+            assertThat(s2.device.messages.dropped).as("both dropped at the target").isGreaterThanOrEqualTo(droppedBefore + 2);
         } finally {
             s2.device.workerLock.unlock();
         }

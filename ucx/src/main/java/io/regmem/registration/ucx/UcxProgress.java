@@ -1,0 +1,193 @@
+package io.regmem.registration.ucx;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.spi.Guard;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * How a UCX device's workers and QPs are progressed: a CQ's poll progresses the workers its QPs use
+ * ({@link #channels}), the progress thread every worker and QP ({@link #qps}), a waiter its device's
+ * ({@link #all}) and this JVM's other devices' ({@link #others}), never waiting for a lock another
+ * thread holds except the worker lock of its own device; and a deregistration's wait for what may
+ * still touch the region ({@link #quiesce}).
+ */
+final class UcxProgress {
+    private final UcxDevice device;
+    /** Progress rounds of {@link #channels} (worker lock). */
+    private long round;
+
+    UcxProgress(UcxDevice device) {
+        this.device = device;
+    }
+
+    /** One round of the progress thread: the worker, then every QP whose lock is free; the work done. */
+    int qps() {
+        int work = 0;
+        device.lockWorker();
+        try {
+            work += allWorkers();
+        } finally {
+            device.workerLock.unlock();
+        }
+        for (UcxQp qp : device.qps()) {
+            ReentrantLock l = qp.ctx.lock();
+            if (!qp.destroyed && (qp.receiveWork() || qp.sendWork()) && l.tryLock()) {
+                try {
+                    if (!qp.destroyed) {
+                        work += qp.inbox().isEmpty() ? 0 : 1;
+                        qp.deliver();
+                        work += qp.busy() ? 1 : 0;
+                        qp.reap();
+                    }
+                } finally {
+                    l.unlock();
+                }
+            }
+        }
+        return work;
+    }
+
+    /**
+     * Progresses the workers of this JVM's other open devices whose lock is free (an in-process peer
+     * answers only when its worker progresses); true if any did something. Takes no lock it waits for.
+     */
+    boolean others() {
+        boolean busy = false;
+        for (UcxDevice other : UcxAm.devices()) {
+            if (other != null && other != device && other.workerLock.tryLock()) {
+                try {
+                    busy |= !other.isClosed() && other.worker.progress();
+                } finally {
+                    other.workerLock.unlock();
+                }
+            }
+        }
+        return busy;
+    }
+
+    /**
+     * Progresses the workers the QPs of {@code a} and {@code b} use, each once (a channel is shared by
+     * the QPs to one peer process), up to 64 rounds each while they report work; the main worker if
+     * there are no QPs. A CQ's poll: workers none of its QPs use are left to their own CQs.
+     */
+    void channels(UcxQp[] a, UcxQp[] b) {
+        device.lockWorker();
+        try {
+            if (a.length == 0 && b.length == 0) {
+                progressWorker(device.worker);
+                return;
+            }
+            long r = ++round;
+            for (UcxQp qp : a) {
+                progressOnce(qp.channel, r);
+            }
+            for (UcxQp qp : b) {
+                progressOnce(qp.channel, r);
+            }
+        } finally {
+            device.workerLock.unlock();
+        }
+    }
+
+    private static void progressOnce(UcxChannel c, long round) {
+        if (c.round != round) {
+            c.round = round;
+            progressWorker(c.worker);
+        }
+    }
+
+    /** Progresses {@code w} while it reports work, at most 64 rounds (worker lock held); the rounds that did something. */
+    private static int progressWorker(UcpWorker w) {
+        int i = 0;
+        while (i < 64 && w.progress()) {
+            i++;
+        }
+        return i;
+    }
+
+    /** Progresses every worker of the device (worker lock held); the rounds that did something. */
+    private int allWorkers() {
+        int work = progressWorker(device.worker);
+        for (UcxChannel c : device.channels.all()) {
+            work += progressWorker(c.worker);
+        }
+        return work;
+    }
+
+    /**
+     * Before the worker is destroyed: progresses it until it has been idle for 16 calls in a row (at
+     * most 200 ms), so that the connection-level messages UCX still exchanges for closed endpoints
+     * are done. UCX 1.13 aborts the process in {@code ucp_worker_destroy} when such a message is
+     * still pending on a TCP endpoint ({@code ucp_request.c:684: got REP message}). Worker lock held.
+     */
+    void settle() {
+        long deadline = System.nanoTime() + 200_000_000L;
+        int idle = 0;
+        while (idle < 16 && System.nanoTime() < deadline) {
+            boolean busy = allWorkers() > 0;
+            busy |= others(); // a peer in this JVM must answer too
+            idle = busy ? 0 : idle + 1;
+        }
+    }
+
+    /**
+     * Progresses the worker if its lock is free (another thread holds it: that one is progressing
+     * it); never waits. For a peer's progress driven from this JVM's other threads.
+     */
+    void tryWorker() {
+        if (!device.workerLock.tryLock()) {
+            return;
+        }
+        try {
+            if (!device.isClosed()) {
+                progressWorker(device.worker);
+            }
+        } finally {
+            device.workerLock.unlock();
+        }
+    }
+
+    /** Progresses every worker of the device until it has nothing more to do now (at most 64 rounds each). */
+    void all() {
+        device.lockWorker();
+        try {
+            allWorkers();
+        } finally {
+            device.workerLock.unlock();
+        }
+    }
+
+    /**
+     * {@link #quiesce()}, and for a region being deregistered ({@code region} non-null) also waits for
+     * the answers of READs and atomics started before that will be placed into it: the target has
+     * executed them, so they complete, placed, rather than fail. The wait ends when each is answered,
+     * or fails as unanswered after the device's answer timeout (RETRY_EXC_ERR: it may have executed).
+     */
+    void quiesce(Guard region) {
+        device.grace.synchronize(); // every request that resolved its entries before the keys went invalid is started now
+        long deadline = System.nanoTime() + 10_000_000_000L + device.answerTimeoutNanos;
+        for (UcxQp qp : device.qps()) {
+            while (true) {
+                ReentrantLock l = qp.ctx.lock();
+                if (l.tryLock()) {
+                    try {
+                        qp.reap();
+                        if (!qp.usesLocalMemory() && (region == null || !qp.answersInto(region))) {
+                            break;
+                        }
+                    } finally {
+                        l.unlock();
+                    }
+                } else if (!qp.busy()) {
+                    break; // (another thread runs the QP: nothing started is left to look at)
+                }
+                all();
+                UcxCq.progressPeer(qp); // an in-process peer answers only when its worker progresses
+                if (System.nanoTime() > deadline) {
+                    throw new RdmaException(Errno.EIO, qp.ctx.name() + ": ucx requests still running after 10 s");
+                }
+            }
+        }
+    }
+}
