@@ -166,14 +166,21 @@ final class UcxProgress {
      */
     void quiesce(Guard region) {
         device.grace.synchronize(); // every request that resolved its entries before the keys went invalid is started now
-        long deadline = System.nanoTime() + 10_000_000_000L + device.answerTimeoutNanos;
+        long start = System.nanoTime();
+        long deadline = start + 10_000_000_000L;
+        // Answers are waited for as long as a request may wait for its answer (its own timeout fails it
+        // then), plus a second; with no answer timeout, 10 s. After that the region goes, and an answer
+        // still to come is refused at its placement (the request completes with an error).
+        long answersUntil = start + 1_000_000_000L + (device.answerTimeoutNanos > 0 ? device.answerTimeoutNanos : 9_000_000_000L);
         for (UcxQp qp : device.qps()) {
             while (true) {
                 ReentrantLock l = qp.ctx.lock();
+                boolean usesMemory = true;
                 if (l.tryLock()) {
                     try {
                         qp.reap();
-                        if (!qp.usesLocalMemory() && (region == null || !qp.answersInto(region))) {
+                        usesMemory = qp.usesLocalMemory();
+                        if (!usesMemory && (region == null || System.nanoTime() > answersUntil || !qp.answersInto(region))) {
                             break;
                         }
                     } finally {
@@ -184,7 +191,7 @@ final class UcxProgress {
                 }
                 all();
                 UcxCq.progressPeer(qp); // an in-process peer answers only when its worker progresses
-                if (System.nanoTime() > deadline) {
+                if (usesMemory && System.nanoTime() > deadline) {
                     throw new RdmaException(Errno.EIO, qp.ctx.name() + ": ucx requests still running after 10 s");
                 }
             }

@@ -40,6 +40,11 @@ final class UcxReplies {
     /** Send parameters of an answer by rendezvous. */
     private final MemorySegment rndvSendParams;
     private long claimed;
+    /**
+     * The bytes of the slots whose request was last seen under way: at least the bytes of the READ
+     * answers still being sent, so {@link #beyondWindow} polls the slots only when this says it may be.
+     */
+    private long heldBytes;
     /** Answers (acknowledgements, READ responses) handed to UCX, and those it refused or had no endpoint for (diagnostics). */
     long answersOut;
     long answersNotSent;
@@ -73,9 +78,17 @@ final class UcxReplies {
         if (r != 0 && qp.channel.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
             return false;
         }
-        requests[slot] = 0;
+        sent(slot);
         freeStage(slot);
         return true;
+    }
+
+    /** Marks slot {@code slot}'s send done (its request released by the poll that saw it done, or left to the worker). */
+    private void sent(int slot) {
+        if (requests[slot] != 0) {
+            requests[slot] = 0;
+            heldBytes -= bytes[slot];
+        }
     }
 
     /** Gives back slot {@code slot}'s bounce buffer, if it has one (its send is done). */
@@ -107,7 +120,7 @@ final class UcxReplies {
         while (previous != 0 && qp.channel.worker.poll(previous) == UcpLayout.UCS_INPROGRESS) {
             qp.channel.worker.progress(); // the ring came round to a reply still being sent: let it go out
         }
-        requests[slot] = 0;
+        sent(slot);
         freeStage(slot);
     }
 
@@ -139,6 +152,9 @@ final class UcxReplies {
      * connection's window (a lone one may be larger): what a peer keeping to its window never asks.
      */
     boolean beyondWindow(long length) {
+        if (heldBytes + length <= UcxAm.WINDOW_BYTES) {
+            return false; // (the common case: no slot polled)
+        }
         long under = bytesUnderWay();
         return under > 0 && under + length > UcxAm.WINDOW_BYTES;
     }
@@ -160,7 +176,7 @@ final class UcxReplies {
                 if (qp.channel.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
                     sum += bytes[i];
                 } else {
-                    requests[i] = 0;
+                    sent(i);
                     freeStage(i);
                 }
             }
@@ -201,6 +217,7 @@ final class UcxReplies {
                             n == 0 ? 0 : buffers[slot].address(), n, qp.amParams.address(), qp.toSelf());
             if (r != 0 && !Ucp.isError(r)) {
                 requests[slot] = r;
+                heldBytes += n;
             }
             if (Ucp.isError(r)) {
                 answersNotSent++;
@@ -224,7 +241,7 @@ final class UcxReplies {
             long deadline = System.nanoTime() + 2_000_000_000L;
             for (int i = 0; i < REPLIES; i++) {
                 long r = requests[i];
-                requests[i] = 0;
+                sent(i);
                 boolean done = true;
                 if (r != 0 && qp.channel.worker.poll(r) == UcpLayout.UCS_INPROGRESS) {
                     qp.channel.worker.cancel(r);
