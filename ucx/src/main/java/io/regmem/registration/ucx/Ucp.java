@@ -58,41 +58,8 @@ final class Ucp {
     static final int MIN_MAJOR = 1;
     static final int MIN_MINOR = 13;
 
-    private final MethodHandle configRead;
-    private final MethodHandle configRelease;
-    private final MethodHandle initVersion;
-    private final MethodHandle cleanup;
-    private final MethodHandle workerCreate;
-    private final MethodHandle workerDestroy;
-    private final MethodHandle workerProgress;
-    private final MethodHandle workerGetAddress;
-    private final MethodHandle workerReleaseAddress;
-    private final MethodHandle memMap;
-    private final MethodHandle memUnmap;
-    private final MethodHandle memQuery;
-    private final MethodHandle rkeyPack;
-    private final MethodHandle rkeyBufferRelease;
-    private final MethodHandle epCreate;
-    private final MethodHandle epCloseNbx;
-    private final MethodHandle epRkeyUnpack;
-    private final MethodHandle rkeyDestroy;
-    private final MethodHandle putNbx;
-    private final MethodHandle getNbx;
-    private final MethodHandle epFlushNbx;
-    private final MethodHandle requestCheckStatus;
-    private final MethodHandle requestFree;
-    private final MethodHandle requestCancel;
-    private final MethodHandle statusString;
-    private final MethodHandle setAmHandler;
-    private final MethodHandle amSendNbx;
-    private final MethodHandle amSendNbxCritical;
-    private final MethodHandle amDataRelease;
-    private final MethodHandle amRecvDataNbx;
-    private final MethodHandle epQuery;
-    private final MethodHandle epPrintInfo;
-    private final MethodHandle openMemstream;
-    private final MethodHandle fclose;
-    private final MethodHandle free;
+    /** The bound functions of libucp and libucs (and libc's, for {@link #epInfo}). */
+    final UcpFunctions fn;
     /** The version of the library that was loaded: major, minor, release. */
     final int major;
     final int minor;
@@ -150,7 +117,7 @@ final class Ucp {
                     + "1.13 or later (Debian/Ubuntu: apt-get install libucx0), or name its directory with -D"
                     + LIBDIR + "=...");
         }
-        MethodHandle version = bind(linker, ucp, "ucp_get_version", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, ADDRESS));
+        MethodHandle version = UcpFunctions.bind(linker, ucp, "ucp_get_version", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, ADDRESS));
         try (Arena a = Arena.ofConfined()) {
             MemorySegment v = a.allocate(JAVA_INT, 3);
             version.invokeExact(v, v.asSlice(4), v.asSlice(8));
@@ -164,48 +131,9 @@ final class Ucp {
             throw new RdmaException(Errno.ENODEV, "ucx: UCX " + major + "." + minor + "." + release + " is too old: regmem needs "
                     + MIN_MAJOR + "." + MIN_MINOR + " or later");
         }
-        configRead = bind(linker, ucp, "ucp_config_read", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
-        configRelease = bind(linker, ucp, "ucp_config_release", FunctionDescriptor.ofVoid(ADDRESS));
-        initVersion = bind(linker, ucp, "ucp_init_version",
-                FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
-        cleanup = bind(linker, ucp, "ucp_cleanup", FunctionDescriptor.ofVoid(ADDRESS));
-        workerCreate = bind(linker, ucp, "ucp_worker_create", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
-        workerDestroy = bind(linker, ucp, "ucp_worker_destroy", FunctionDescriptor.ofVoid(ADDRESS));
-        workerProgress = bind(linker, ucp, "ucp_worker_progress", FunctionDescriptor.of(JAVA_INT, PTR));
-        workerGetAddress = bind(linker, ucp, "ucp_worker_get_address", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
-        workerReleaseAddress = bind(linker, ucp, "ucp_worker_release_address", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS));
-        memMap = bind(linker, ucp, "ucp_mem_map", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
-        memUnmap = bind(linker, ucp, "ucp_mem_unmap", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
-        memQuery = bind(linker, ucp, "ucp_mem_query", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
-        rkeyPack = bind(linker, ucp, "ucp_rkey_pack", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS, ADDRESS));
-        rkeyBufferRelease = bind(linker, ucp, "ucp_rkey_buffer_release", FunctionDescriptor.ofVoid(ADDRESS));
-        epCreate = bind(linker, ucp, "ucp_ep_create", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
-        epCloseNbx = bind(linker, ucp, "ucp_ep_close_nbx", FunctionDescriptor.of(PTR, PTR, PTR));
-        epRkeyUnpack = bind(linker, ucp, "ucp_ep_rkey_unpack", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
-        rkeyDestroy = bind(linker, ucp, "ucp_rkey_destroy", FunctionDescriptor.ofVoid(ADDRESS));
-        putNbx = bindCritical(linker, ucp, "ucp_put_nbx", FunctionDescriptor.of(PTR, PTR, PTR, JAVA_LONG, JAVA_LONG, PTR, PTR));
-        getNbx = bindCritical(linker, ucp, "ucp_get_nbx", FunctionDescriptor.of(PTR, PTR, PTR, JAVA_LONG, JAVA_LONG, PTR, PTR));
-        epFlushNbx = bindCritical(linker, ucp, "ucp_ep_flush_nbx", FunctionDescriptor.of(PTR, PTR, PTR));
-        requestCheckStatus = bindCritical(linker, ucp, "ucp_request_check_status", FunctionDescriptor.of(JAVA_INT, PTR));
-        requestFree = bindCritical(linker, ucp, "ucp_request_free", FunctionDescriptor.ofVoid(PTR));
-        requestCancel = bind(linker, ucp, "ucp_request_cancel", FunctionDescriptor.ofVoid(PTR, PTR));
-        epQuery = bind(linker, ucp, "ucp_ep_query", FunctionDescriptor.of(JAVA_INT, PTR, PTR));
-        epPrintInfo = bind(linker, ucp, "ucp_ep_print_info", FunctionDescriptor.ofVoid(PTR, PTR));
         ignoreErrors = ucs.find("ucs_empty_function").orElseThrow(
                 () -> new RdmaException(Errno.ENODEV, "ucx: libucs has no ucs_empty_function: install UCX 1.13 or later"));
-        SymbolLookup libc = linker.defaultLookup();
-        openMemstream = linker.downcallHandle(libc.find("open_memstream").orElseThrow(), FunctionDescriptor.of(PTR, PTR, PTR));
-        fclose = linker.downcallHandle(libc.find("fclose").orElseThrow(), FunctionDescriptor.of(JAVA_INT, PTR));
-        free = linker.downcallHandle(libc.find("free").orElseThrow(), FunctionDescriptor.ofVoid(PTR));
-        statusString = bind(linker, ucs, "ucs_status_string", FunctionDescriptor.of(ADDRESS, JAVA_INT));
-        setAmHandler = bind(linker, ucp, "ucp_worker_set_am_recv_handler", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
-        amSendNbx = bind(linker, ucp, "ucp_am_send_nbx",
-                FunctionDescriptor.of(PTR, PTR, JAVA_INT, PTR, JAVA_LONG, PTR, JAVA_LONG, PTR));
-        amSendNbxCritical = bindCritical(linker, ucp, "ucp_am_send_nbx",
-                FunctionDescriptor.of(PTR, PTR, JAVA_INT, PTR, JAVA_LONG, PTR, JAVA_LONG, PTR));
-        amDataRelease = bindCritical(linker, ucp, "ucp_am_data_release", FunctionDescriptor.ofVoid(PTR, PTR));
-        amRecvDataNbx = bindCritical(linker, ucp, "ucp_am_recv_data_nbx",
-                FunctionDescriptor.of(PTR, PTR, PTR, PTR, JAVA_LONG, PTR));
+        fn = new UcpFunctions(linker, ucp, ucs);
     }
 
     /**
@@ -214,35 +142,17 @@ final class Ucp {
      * invoker). Initialized at the first data-path call, which needs a loaded library ({@link #get}).
      */
     private static final class Hot {
-        static final MethodHandle WORKER_PROGRESS = loaded.workerProgress;
-        static final MethodHandle PUT_NBX = loaded.putNbx;
-        static final MethodHandle GET_NBX = loaded.getNbx;
-        static final MethodHandle EP_FLUSH_NBX = loaded.epFlushNbx;
-        static final MethodHandle REQUEST_CHECK_STATUS = loaded.requestCheckStatus;
-        static final MethodHandle REQUEST_FREE = loaded.requestFree;
-        static final MethodHandle AM_SEND_NBX = loaded.amSendNbx;
-        static final MethodHandle AM_SEND_NBX_CRITICAL = loaded.amSendNbxCritical;
+        static final MethodHandle WORKER_PROGRESS = loaded.fn.workerProgress;
+        static final MethodHandle PUT_NBX = loaded.fn.putNbx;
+        static final MethodHandle GET_NBX = loaded.fn.getNbx;
+        static final MethodHandle EP_FLUSH_NBX = loaded.fn.epFlushNbx;
+        static final MethodHandle REQUEST_CHECK_STATUS = loaded.fn.requestCheckStatus;
+        static final MethodHandle REQUEST_FREE = loaded.fn.requestFree;
+        static final MethodHandle AM_SEND_NBX = loaded.fn.amSendNbx;
+        static final MethodHandle AM_SEND_NBX_CRITICAL = loaded.fn.amSendNbxCritical;
 
         private Hot() {
         }
-    }
-
-    /**
-     * A downcall without the thread-state transition ({@code Linker.Option.critical}): for the data
-     * path's calls that return at once and never call back into Java (sends, puts, gets, flush
-     * starts, request checks and releases; not the worker's progress, which runs the AM callback).
-     * The transition's fences cost more than UCX's own work for a small request.
-     */
-    private static MethodHandle bindCritical(Linker linker, SymbolLookup lib, String name, FunctionDescriptor fd) {
-        MemorySegment symbol = lib.find(name).orElseThrow(
-                () -> new RdmaException(Errno.ENODEV, "ucx: libucp has no " + name + ": install UCX 1.13 or later"));
-        return linker.downcallHandle(symbol, fd, Linker.Option.critical(false));
-    }
-
-    private static MethodHandle bind(Linker linker, SymbolLookup lib, String name, FunctionDescriptor fd) {
-        MemorySegment symbol = lib.find(name).orElseThrow(
-                () -> new RdmaException(Errno.ENODEV, "ucx: libucp has no " + name + ": install UCX 1.13 or later"));
-        return linker.downcallHandle(symbol, fd);
     }
 
     private static void setenv(Linker linker, String name, String value) {
@@ -273,7 +183,7 @@ final class Ucp {
     /** UCX's description of a status, with its number. */
     String describe(int status) {
         try {
-            MemorySegment s = (MemorySegment) statusString.invokeExact(status);
+            MemorySegment s = (MemorySegment) fn.statusString.invokeExact(status);
             return s.reinterpret(256).getString(0) + " (" + status + ")";
         } catch (Throwable t) {
             return "status " + status;
@@ -289,7 +199,7 @@ final class Ucp {
 
     int configRead(MemorySegment configOut) {
         try {
-            return (int) configRead.invokeExact(MemorySegment.NULL, MemorySegment.NULL, configOut);
+            return (int) fn.configRead.invokeExact(MemorySegment.NULL, MemorySegment.NULL, configOut);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -297,7 +207,7 @@ final class Ucp {
 
     void configRelease(MemorySegment config) {
         try {
-            configRelease.invokeExact(config);
+            fn.configRelease.invokeExact(config);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -305,7 +215,7 @@ final class Ucp {
 
     int init(MemorySegment params, MemorySegment config, MemorySegment contextOut) {
         try {
-            return (int) initVersion.invokeExact(MIN_MAJOR, MIN_MINOR, params, config, contextOut);
+            return (int) fn.initVersion.invokeExact(MIN_MAJOR, MIN_MINOR, params, config, contextOut);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -313,7 +223,7 @@ final class Ucp {
 
     void cleanup(MemorySegment context) {
         try {
-            cleanup.invokeExact(context);
+            fn.cleanup.invokeExact(context);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -321,7 +231,7 @@ final class Ucp {
 
     int workerCreate(MemorySegment context, MemorySegment params, MemorySegment workerOut) {
         try {
-            return (int) workerCreate.invokeExact(context, params, workerOut);
+            return (int) fn.workerCreate.invokeExact(context, params, workerOut);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -329,7 +239,7 @@ final class Ucp {
 
     void workerDestroy(MemorySegment worker) {
         try {
-            workerDestroy.invokeExact(worker);
+            fn.workerDestroy.invokeExact(worker);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -346,7 +256,7 @@ final class Ucp {
 
     int workerGetAddress(MemorySegment worker, MemorySegment addressOut, MemorySegment lengthOut) {
         try {
-            return (int) workerGetAddress.invokeExact(worker, addressOut, lengthOut);
+            return (int) fn.workerGetAddress.invokeExact(worker, addressOut, lengthOut);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -354,7 +264,7 @@ final class Ucp {
 
     void workerReleaseAddress(MemorySegment worker, MemorySegment address) {
         try {
-            workerReleaseAddress.invokeExact(worker, address);
+            fn.workerReleaseAddress.invokeExact(worker, address);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -362,7 +272,7 @@ final class Ucp {
 
     int memMap(MemorySegment context, MemorySegment params, MemorySegment memhOut) {
         try {
-            return (int) memMap.invokeExact(context, params, memhOut);
+            return (int) fn.memMap.invokeExact(context, params, memhOut);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -370,7 +280,7 @@ final class Ucp {
 
     int memUnmap(MemorySegment context, MemorySegment memh) {
         try {
-            return (int) memUnmap.invokeExact(context, memh);
+            return (int) fn.memUnmap.invokeExact(context, memh);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -378,7 +288,7 @@ final class Ucp {
 
     int memQuery(MemorySegment memh, MemorySegment attr) {
         try {
-            return (int) memQuery.invokeExact(memh, attr);
+            return (int) fn.memQuery.invokeExact(memh, attr);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -386,7 +296,7 @@ final class Ucp {
 
     int rkeyPack(MemorySegment context, MemorySegment memh, MemorySegment bufferOut, MemorySegment sizeOut) {
         try {
-            return (int) rkeyPack.invokeExact(context, memh, bufferOut, sizeOut);
+            return (int) fn.rkeyPack.invokeExact(context, memh, bufferOut, sizeOut);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -394,7 +304,7 @@ final class Ucp {
 
     void rkeyBufferRelease(MemorySegment buffer) {
         try {
-            rkeyBufferRelease.invokeExact(buffer);
+            fn.rkeyBufferRelease.invokeExact(buffer);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -402,7 +312,7 @@ final class Ucp {
 
     int epCreate(MemorySegment worker, MemorySegment params, MemorySegment epOut) {
         try {
-            return (int) epCreate.invokeExact(worker, params, epOut);
+            return (int) fn.epCreate.invokeExact(worker, params, epOut);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -410,7 +320,7 @@ final class Ucp {
 
     long epClose(long ep, long param) {
         try {
-            return (long) epCloseNbx.invokeExact(ep, param);
+            return (long) fn.epCloseNbx.invokeExact(ep, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -418,7 +328,7 @@ final class Ucp {
 
     int epRkeyUnpack(MemorySegment ep, MemorySegment packed, MemorySegment rkeyOut) {
         try {
-            return (int) epRkeyUnpack.invokeExact(ep, packed, rkeyOut);
+            return (int) fn.epRkeyUnpack.invokeExact(ep, packed, rkeyOut);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -426,7 +336,7 @@ final class Ucp {
 
     void rkeyDestroy(MemorySegment rkey) {
         try {
-            rkeyDestroy.invokeExact(rkey);
+            fn.rkeyDestroy.invokeExact(rkey);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -480,12 +390,12 @@ final class Ucp {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment ptr = a.allocate(JAVA_LONG);
             MemorySegment size = a.allocate(JAVA_LONG);
-            long f = (long) openMemstream.invokeExact(ptr.address(), size.address());
+            long f = (long) fn.openMemstream.invokeExact(ptr.address(), size.address());
             if (f == 0) {
                 return null;
             }
-            epPrintInfo.invokeExact(ep, f);
-            int closed = (int) fclose.invokeExact(f);
+            fn.epPrintInfo.invokeExact(ep, f);
+            int closed = (int) fn.fclose.invokeExact(f);
             long buf = ptr.get(JAVA_LONG, 0);
             long n = size.get(JAVA_LONG, 0);
             try {
@@ -493,7 +403,7 @@ final class Ucp {
                         : new String(MemorySegment.ofAddress(buf).reinterpret(n).toArray(ValueLayout.JAVA_BYTE),
                                 StandardCharsets.UTF_8);
             } finally {
-                free.invokeExact(buf);
+                fn.free.invokeExact(buf);
             }
         } catch (Throwable t) {
             throw rethrow(t);
@@ -503,7 +413,7 @@ final class Ucp {
     /** {@code ucp_ep_query(ep, attr)}: a ucs_status_t. */
     int epQuery(long ep, long attr) {
         try {
-            return (int) epQuery.invokeExact(ep, attr);
+            return (int) fn.epQuery.invokeExact(ep, attr);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -511,7 +421,7 @@ final class Ucp {
 
     void requestCancel(long worker, long request) {
         try {
-            requestCancel.invokeExact(worker, request);
+            fn.requestCancel.invokeExact(worker, request);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -519,7 +429,7 @@ final class Ucp {
 
     int setAmHandler(MemorySegment worker, MemorySegment param) {
         try {
-            return (int) setAmHandler.invokeExact(worker, param);
+            return (int) fn.setAmHandler.invokeExact(worker, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -547,7 +457,7 @@ final class Ucp {
      */
     long amRecvData(long worker, long desc, long buffer, long count, long param) {
         try {
-            return (long) amRecvDataNbx.invokeExact(worker, desc, buffer, count, param);
+            return (long) fn.amRecvDataNbx.invokeExact(worker, desc, buffer, count, param);
         } catch (Throwable t) {
             throw rethrow(t);
         }
@@ -555,7 +465,7 @@ final class Ucp {
 
     void amDataRelease(long worker, long data) {
         try {
-            amDataRelease.invokeExact(worker, data);
+            fn.amDataRelease.invokeExact(worker, data);
         } catch (Throwable t) {
             throw rethrow(t);
         }
