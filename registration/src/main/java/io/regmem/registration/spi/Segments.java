@@ -103,14 +103,11 @@ public final class Segments {
         n++;
     }
 
-    /** Piece {@code k}'s memory region guard, or null. */
-    public Guard regionGuard(int k) {
-        return region[k];
-    }
-
-    /** Piece {@code k}'s DMA mapping guard, or null. */
-    public Guard mappingGuard(int k) {
-        return mapping[k];
+    /** Adds every piece of {@code from}, with the registrations each resolved through. */
+    public void addAll(Segments from) {
+        for (int k = 0; k < from.n; k++) {
+            add(from.seg[k], from.off[k], from.len[k], from.region[k], from.mapping[k]);
+        }
     }
 
     /** True if some piece resolved through {@code guard} (a region's or a mapping's). */
@@ -125,10 +122,23 @@ public final class Segments {
 
     /** True while every piece's region is valid, its mapping alive and its memory's scope alive. */
     public boolean stillValid() {
+        return valid(false);
+    }
+
+    /**
+     * {@link #stillValid()}, but a region being deregistered ({@link MrContext#isDeregistering()}) counts
+     * as valid: for the answer of a request started before, which that deregistration waits for.
+     */
+    public boolean answerable() {
+        return valid(true);
+    }
+
+    private boolean valid(boolean deregisteringToo) {
         for (int k = 0; k < n; k++) {
             Guard r = region[k];
             Guard m = mapping[k];
-            if ((r != null && !r.isValid()) || (m != null && !m.isValid()) || !seg[k].scope().isAlive()) {
+            if ((r != null && !r.isValid() && !(deregisteringToo && r instanceof MrContext c && c.isDeregistering()))
+                    || (m != null && !m.isValid()) || !seg[k].scope().isAlive()) {
                 return false;
             }
         }

@@ -160,11 +160,8 @@ final class UcxSender {
      * {@code local}: from here a deregistration of their region waits for the answer.
      */
     private void holdAnswer(UcxOp op) {
-        Segments to = op.answerTo;
-        to.clear();
-        for (int k = 0; k < local.count(); k++) {
-            to.add(local.segment(k), local.offset(k), local.length(k), local.regionGuard(k), local.mappingGuard(k));
-        }
+        op.answerTo.clear();
+        op.answerTo.addAll(local);
         op.answerHeld = true;
         local.clear();
     }

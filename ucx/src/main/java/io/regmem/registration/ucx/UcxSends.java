@@ -4,7 +4,6 @@ import io.regmem.registration.Opcode;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.spi.Guard;
-import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
@@ -295,22 +294,6 @@ final class UcxSends {
     }
 
     /**
-     * True if an answer may be placed into {@code to}: each piece's region valid or being deregistered
-     * (its deregistration waits for the answer), its DMA mapping valid, its memory alive.
-     */
-    private static boolean reachable(Segments to) {
-        for (int k = 0; k < to.count(); k++) {
-            Guard r = to.regionGuard(k);
-            Guard m = to.mappingGuard(k);
-            if ((r != null && !r.isValid() && !(r instanceof MrContext c && c.isDeregistering()))
-                    || (m != null && !m.isValid()) || !to.segment(k).scope().isAlive()) {
-                return false;
-            }
-        }
-        return true;
-    }
-
-    /**
      * True while a started request will still place its answer (a READ's bytes, an atomic's value)
      * into memory that resolved through {@code region} (execution lock held).
      */
@@ -343,7 +326,7 @@ final class UcxSends {
             // region then refuses the answer.
             qp.reader.enter();
             try {
-                if (!op.answerHeld || !reachable(op.answerTo)) {
+                if (!op.answerHeld || !op.answerTo.answerable()) {
                     return WcStatus.LOC_PROT_ERR;
                 }
                 responseBytes.clear();
