@@ -253,29 +253,34 @@ final class FixedBuffers {
         if (s.registered && !s.cleared) {
             clear(s);
         }
-        if (s.indexIdle()) {
-            releaseIndex(s);
+        if (!settle(s)) {
+            retiring.add(s);
+            ring.cancelOn(s);
         }
-        if (s.quiet()) {
-            finish(s);
-            return;
-        }
-        retiring.add(s);
-        ring.cancelOn(s);
     }
 
     /** Ends the retirements whose slots became quiet, and frees the indexes no operation names any more (owner). */
     void finishRetired() {
         for (int i = retiring.size() - 1; i >= 0; i--) {
-            FixedSlot s = retiring.get(i);
-            if (s.indexIdle()) {
-                releaseIndex(s);
-            }
-            if (s.quiet()) {
+            if (settle(retiring.get(i))) {
                 retiring.remove(i);
-                finish(s);
             }
         }
+    }
+
+    /**
+     * A retiring slot's progress (owner): its index is freed once no operation names it, and the slot
+     * finished (its memory let go) once it is quiet; true when finished.
+     */
+    private boolean settle(FixedSlot s) {
+        if (s.indexIdle()) {
+            releaseIndex(s);
+        }
+        if (s.quiet()) {
+            finish(s);
+            return true;
+        }
+        return false;
     }
 
     private void finish(FixedSlot s) {
