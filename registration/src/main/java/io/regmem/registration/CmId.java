@@ -94,54 +94,13 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             if (qp != null) {
                 throw new RdmaException(Errno.EBUSY, this + ": already has " + qp + "; a CM ID carries one QP");
             }
+            QpChecks.check(this, device, pd, attrs);
             CompletionQueue scq = attrs.sendCq();
             CompletionQueue rcq = attrs.recvCq();
-            if (scq == null || rcq == null) {
-                throw new RdmaException(Errno.EINVAL, this + ": createQp needs a send CQ and a receive CQ");
-            }
-            for (CompletionQueue cq : new CompletionQueue[] {scq, rcq}) {
-                if (cq.device != device) {
-                    throw new RdmaException(Errno.EINVAL, this + ": " + cq + " belongs to device " + cq.device.name());
-                }
-                cq.checkAlive("createQp");
-            }
             SharedReceiveQueue srq = attrs.srq();
-            if (srq != null) {
-                srq.checkAlive("createQp");
-                if (srq.pd() != pd) {
-                    throw new RdmaException(Errno.EINVAL, this + ": createQp with " + srq + " of " + srq.pd() + " in " + pd
-                            + "; a QP's SRQ is of its own PD");
-                }
-            }
-            DeviceAttributes a = device.attributes();
-            check(attrs.maxSendWr(), a.maxQpWr(), "maxSendWr", "maxQpWr");
-            check(attrs.maxRecvWr(), a.maxQpWr(), "maxRecvWr", "maxQpWr");
-            check(attrs.maxSendSge(), a.maxSendSge(), "maxSendSge", "maxSendSge");
-            if (srq == null) { // with an SRQ the receive SGEs are the SRQ's (ibv_create_qp(3) ignores them)
-                check(attrs.maxRecvSge(), a.maxRecvSge(), "maxRecvSge", "maxRecvSge");
-            }
-            if (attrs.rnrRetry() < 0 || attrs.rnrRetry() > 7) {
-                throw new RdmaException(Errno.EINVAL, this + ": rnrRetry " + attrs.rnrRetry()
-                        + " is outside [0, 7] (0: fail at once, 7: retry for ever)");
-            }
-            if (attrs.minRnrTimer() < 0 || attrs.minRnrTimer() > 31) {
-                throw new RdmaException(Errno.EINVAL, this + ": minRnrTimer " + attrs.minRnrTimer()
-                        + " is outside [0, 31] (the IBA's min_rnr_timer code)");
-            }
-            if (attrs.maxInlineData() < 0 || attrs.maxInlineData() > QpInitAttributes.MAX_INLINE_DATA) {
-                throw new RdmaException(Errno.EINVAL, this + ": maxInlineData " + attrs.maxInlineData() + " is outside [0, "
-                        + QpInitAttributes.MAX_INLINE_DATA + "]");
-            }
-            if (attrs.maxRdmaCtxs() < 0) {
-                throw new RdmaException(Errno.EINVAL, this + ": maxRdmaCtxs " + attrs.maxRdmaCtxs() + " is negative");
-            }
-            if (attrs.integrity() && !a.integrityHandover()) {
-                throw new RdmaException(Errno.EOPNOTSUPP, this + ": createQp with integrity on device " + device.name()
-                        + ", which has no signature offload (DeviceAttributes.integrityHandover is false)");
-            }
             int ctxs = attrs.maxRdmaCtxs();
             long extra = RwSizing.maxSendWr(device.attributes(), device.rwForceMr(), ctxs, attrs.integrity());
-            int sendWr = (int) Math.min(a.maxQpWr(), attrs.maxSendWr() + extra);
+            int sendWr = (int) Math.min(device.attributes().maxQpWr(), attrs.maxSendWr() + extra);
             QueuePair created = new QueuePair(this, pd, attrs, sendWr);
             created.provider = device.provider().createQp(created.context); // throws: nothing created
             try {
@@ -165,13 +124,6 @@ public final class CmId extends RdmaResource implements AutoCloseable {
             qp = created;
             device.tracker.add(created);
             return created;
-        }
-    }
-
-    private void check(int value, int limit, String what, String deviceLimit) {
-        if (value < 1 || value > limit) {
-            throw new RdmaException(Errno.EINVAL, this + ": " + what + " " + value + " is not in [1, " + deviceLimit
-                    + "=" + limit + "]");
         }
     }
 

@@ -473,37 +473,7 @@ public final class RdmaDevice implements AutoCloseable {
                 return "no live objects";
             }
             String report = tracker.report();
-            for (CmId id : tracker.survivors(CmId.class)) {
-                if (id.qp() != null) {
-                    id.destroyQp(true);
-                }
-            }
-            for (CmId id : tracker.survivors(CmId.class)) {
-                if (!id.isDestroyed()) {
-                    id.close();
-                }
-            }
-            for (MemoryWindow mw : tracker.survivors(MemoryWindow.class)) {
-                mw.close();
-            }
-            for (SharedReceiveQueue srq : tracker.survivors(SharedReceiveQueue.class)) {
-                srq.close();
-            }
-            for (MemoryRegion mr : tracker.survivors(MemoryRegion.class)) {
-                mr.close();
-            }
-            for (DmaMapping m : tracker.survivors(DmaMapping.class)) {
-                m.close();
-            }
-            for (CompletionQueue cq : tracker.survivors(CompletionQueue.class)) {
-                cq.close(true);
-            }
-            for (CompletionChannel ch : tracker.survivors(CompletionChannel.class)) {
-                ch.close();
-            }
-            for (ProtectionDomain pd : tracker.survivors(ProtectionDomain.class)) {
-                pd.close();
-            }
+            tracker.destroyAll();
             closed = true;
             remove(this);
             backend.close();

@@ -62,4 +62,42 @@ public final class ResourceTracker {
         }
         return sb.toString();
     }
+
+    /**
+     * Destroys every survivor in the mandatory order (QPs, CM IDs, windows, SRQs, MRs, DMA mappings,
+     * CQs with their events acknowledged, channels, PDs): {@link RdmaDevice#forceClose()}, device lock held.
+     */
+    void destroyAll() {
+        for (CmId id : survivors(CmId.class)) {
+            if (id.qp() != null) {
+                id.destroyQp(true);
+            }
+        }
+        for (CmId id : survivors(CmId.class)) {
+            if (!id.isDestroyed()) {
+                id.close();
+            }
+        }
+        for (MemoryWindow mw : survivors(MemoryWindow.class)) {
+            mw.close();
+        }
+        for (SharedReceiveQueue srq : survivors(SharedReceiveQueue.class)) {
+            srq.close();
+        }
+        for (MemoryRegion mr : survivors(MemoryRegion.class)) {
+            mr.close();
+        }
+        for (DmaMapping m : survivors(DmaMapping.class)) {
+            m.close();
+        }
+        for (CompletionQueue cq : survivors(CompletionQueue.class)) {
+            cq.close(true);
+        }
+        for (CompletionChannel ch : survivors(CompletionChannel.class)) {
+            ch.close();
+        }
+        for (ProtectionDomain pd : survivors(ProtectionDomain.class)) {
+            pd.close();
+        }
+    }
 }
