@@ -180,7 +180,13 @@ final class UcxProgress {
                     try {
                         qp.reap();
                         usesMemory = qp.usesLocalMemory();
-                        if (!usesMemory && (region == null || System.nanoTime() > answersUntil || !qp.answersInto(region))) {
+                        if (!usesMemory && (region == null || !qp.answersInto(region))) {
+                            break;
+                        }
+                        if (!usesMemory && System.nanoTime() > answersUntil) {
+                            // Given up: under the QP's lock, where every placement runs, so no answer is
+                            // being placed now and none will be (refused: the request fails).
+                            qp.sends.abandonAnswersInto(region);
                             break;
                         }
                     } finally {

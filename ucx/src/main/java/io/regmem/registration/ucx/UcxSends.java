@@ -307,6 +307,19 @@ final class UcxSends {
         return false;
     }
 
+    /**
+     * A deregistration stops waiting for the answers into {@code region} (execution lock held): the
+     * requests that would place one there will not; they complete LOC_PROT_ERR when answered.
+     */
+    void abandonAnswersInto(Guard region) {
+        for (long seq = reaped; seq < started; seq++) {
+            UcxOp op = ops[(int) seq & mask];
+            if (op.answerHeld && op.answerTo.resolvedThrough(region)) {
+                op.answerHeld = false;
+            }
+        }
+    }
+
     /** Copies a READ's (or atomic's) response into the local entries it started with (execution lock held); releases it. */
     private WcStatus placeReadResponse(PostedWr w, UcxOp op, WcStatus status) {
         long data = op.respData;

@@ -778,6 +778,41 @@ class UcxProcessTest {
         failsAloneAndThisSideLives(w, tls);
     }
 
+    /**
+     * A deregistration of the memory a READ's answer is to land in waits for that answer, but not for
+     * ever: with no answer timeout and a stopped peer it gives up after 10 s and returns; the answer
+     * that comes once the peer runs again is refused, so nothing touches the memory after the close
+     * returned, and the READ completes with an error.
+     */
+    @Test
+    void aDeregistrationWaitingForAStoppedPeersAnswerGivesUpAndTheLateAnswerIsRefused() throws Exception {
+        open(java.util.Map.of("answerTimeoutMillis", "0"));
+        UcxChild child = child("tcp");
+        Conn c = connect(child);
+        MemorySegment sink = mem.asSlice(2 << 20, 65536);
+        sink.fill((byte) 0x5A);
+        MemoryRegion sinkMr = pd.register(sink, Access.LOCAL_WRITE);
+        signal("STOP", child);
+        try {
+            c.qp().postSend(new WorkRequest(1).wrId(6).opcode(Opcode.RDMA_READ).signaled(true)
+                    .addSge(sink.address(), 65536, sinkMr.lkey()).remote(c.remote(), c.key()));
+            Thread.sleep(50);
+            sinkMr.close(); // waits for the answer, then gives up (the peer is stopped)
+            assertThat(sinkMr.isDestroyed()).isTrue();
+        } finally {
+            signal("CONT", child);
+        }
+        WorkCompletion wc = await(); // the answer comes now, and is refused
+        assertThat(wc.wrId()).isEqualTo(6);
+        assertThat(wc.status()).isEqualTo(WcStatus.LOC_PROT_ERR);
+        for (int i = 0; i < 65536; i++) {
+            assertThat(sink.get(ValueLayout.JAVA_BYTE, i)).as("byte %d after the deregistration returned", i).isEqualTo((byte) 0x5A);
+        }
+        close(c);
+        child.expect("GONE");
+        child.finish();
+    }
+
     private static void signal(String name, UcxChild child) throws Exception {
         Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(child.process.pid())).inheritIO().start();
         assertThat(kill.waitFor(10, TimeUnit.SECONDS)).isTrue();
