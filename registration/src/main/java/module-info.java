@@ -9,10 +9,12 @@
  * <p>Grant native access to this module and to {@code io.regmem.core}:
  * {@code --enable-native-access=io.regmem.core,io.regmem.registration}.
  */
+@SuppressWarnings("module") // io.regmem.shm is built after this module
 module io.regmem.registration {
     requires transitive io.regmem.core;
     requires org.agrona;
     requires jdk.jfr;
+    requires jdk.net;
 
     exports io.regmem.registration;
     exports io.regmem.registration.cache;
@@ -20,6 +22,8 @@ module io.regmem.registration {
     exports io.regmem.registration.rpc;
     exports io.regmem.registration.rw;
     exports io.regmem.registration.spi;
+    // The handshake between processes, shared by the providers that connect processes; not API.
+    exports io.regmem.registration.link to io.regmem.ucx, io.regmem.shm;
 
     uses io.regmem.registration.spi.RdmaProvider;
 

@@ -2,28 +2,23 @@ package io.regmem.registration.ucx;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.link.HostPort;
+import io.regmem.registration.link.Link;
+import io.regmem.registration.link.Listener;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.LocalRendezvous;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.QpContext;
-import java.io.Closeable;
 import java.io.IOException;
-import java.net.BindException;
-import java.net.InetSocketAddress;
-import java.net.ServerSocket;
-import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
-import java.util.concurrent.ConcurrentLinkedDeque;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 
 /**
  * UCX connection setup by {@code host:port}. A listener binds a TCP socket there (and enters a
  * JVM-wide table). Connecting to a listener of this JVM is done in place: the request ID appears
  * at once and accepting gives each QP its device's endpoint to the other's worker. Connecting to
- * another process goes through the socket ({@link UcxLink}): the requester sends its worker
+ * another process goes through the socket ({@link Link}): the requester sends its worker
  * address and QP number, the listener's thread makes the request ID, accepting answers with its
  * own and waits until the requester's QP is ready, so that nothing is sent to a QP that cannot take
  * it. The socket then stays open: closing it is the disconnect, and its end (also when the peer
@@ -32,20 +27,15 @@ import java.util.concurrent.locks.LockSupport;
  * virtual threads of their own.
  *
  * <p>A listener takes a connection from another process only through the authenticated handshake
- * ({@link UcxLink}): a peer that does not prove it holds the device's secret, sends anything
- * malformed or too long, or takes longer than the handshake's time, costs the listener one log line
- * (System.Logger {@code io.regmem.registration.ucx}, WARNING) and a closed socket, and nothing of what
- * it sent reaches UCX. At most {@link #MAX_PENDING_HANDSHAKES} unauthenticated handshakes run at once
- * per listener; a connection beyond them drops the oldest of them (as sshd's {@code MaxStartups}
- * drops early), never the newest: connections that idle, trickle or reconnect cannot keep a real
- * client out, whose handshake takes a round trip; file descriptors and threads stay bounded.
+ * that every provider connecting processes shares ({@link Listener}, {@link Link}): a peer that does
+ * not prove it holds the device's secret costs the listener one log line (System.Logger
+ * {@code io.regmem.registration.ucx}, WARNING) and a closed socket, nothing of what it sent reaches
+ * UCX, and connections that idle, trickle or reconnect cannot keep a real client out.
  */
 final class UcxCm implements ProviderCm {
     private static final System.Logger LOG = System.getLogger("io.regmem.registration.ucx");
-    /** Unauthenticated handshakes a listener runs at once; a connection beyond them drops the oldest. */
-    static final int MAX_PENDING_HANDSHAKES = 128;
-    /** The listening socket's backlog: connections the kernel holds until the accept loop takes them. */
-    private static final int BACKLOG = 1024;
+    /** What the shared handshake calls this provider and its address. */
+    static final Link.Kind KIND = new Link.Kind("ucx", "worker address");
     private static final Object CM = new Object();
     /** Connection setup between ucx IDs of this JVM (no socket: the two QPs connect directly). */
     private static final LocalRendezvous LOCAL = new LocalRendezvous();
@@ -56,29 +46,12 @@ final class UcxCm implements ProviderCm {
     /** This ID's end of the in-JVM rendezvous. */
     private final LocalRendezvous.End local;
     /** The listening socket, while listening. Guarded by CM. */
-    private ServerSocket server;
+    private Listener server;
     /** The bootstrap connection to another process (a request made by one, or a connect to one). */
-    private volatile UcxLink link;
+    private volatile Link link;
     /** A request from another process: what its requester sent. */
-    private UcxLink.Peer peer;
+    private Link.Peer peer;
     private final UcxDevice device;
-    /** Unauthenticated handshakes under way on this listener, counted in {@link #handshakes}, oldest first. */
-    private final ConcurrentLinkedDeque<Pending> pending = new ConcurrentLinkedDeque<>();
-    /** Handshakes in {@link #pending} not yet ended (each ends once: authenticated, failed or dropped). */
-    private final AtomicInteger handshakes = new AtomicInteger();
-
-    /** One unauthenticated handshake of a listener. */
-    private static final class Pending {
-        final Socket socket;
-        final Object from;
-        /** Claimed once: by its thread (authenticated, or failed) or by the accept loop (dropped). */
-        final AtomicBoolean ended = new AtomicBoolean();
-
-        Pending(Socket socket) {
-            this.socket = socket;
-            this.from = socket.getRemoteSocketAddress();
-        }
-    }
 
     UcxCm(UcxDevice device, CmContext ctx) {
         this.device = device;
@@ -94,19 +67,7 @@ final class UcxCm implements ProviderCm {
 
     /** Checks {@code host:port}: a non-empty host and a port in [1, 65535]. */
     private String checked(String address) {
-        int colon = address.lastIndexOf(':');
-        int port = -1;
-        if (colon > 0) {
-            try {
-                port = Integer.parseInt(address.substring(colon + 1));
-            } catch (NumberFormatException e) {
-                port = -1;
-            }
-        }
-        if (port < 1 || port > 65535) {
-            throw new RdmaException(Errno.EINVAL, ctx.name() + ": ucx address '" + address + "' is not host:port "
-                    + "(a host and a port in [1, 65535])");
-        }
+        HostPort.parse(ctx.name(), "ucx", address);
         return address;
     }
 
@@ -128,123 +89,21 @@ final class UcxCm implements ProviderCm {
         byte[] secret = device.secret(); // before anything is bound: a listener without one takes nobody
         local.listen(a); // EBUSY if an ID of this JVM listens there
         synchronized (CM) {
-            ServerSocket s = null;
             try {
-                s = new ServerSocket();
-                s.setReuseAddress(true);
-                s.bind(new InetSocketAddress(host(a), port(a)), BACKLOG);
-            } catch (IOException | RuntimeException e) {
+                server = Listener.open(ctx.name(), host(a), port(a), secret, device.handshakeMillis(), KIND, LOG,
+                        this::requested);
+            } catch (RdmaException e) {
                 local.unlisten();
-                closeQuietly(s);
-                throw new RdmaException(e instanceof BindException ? Errno.EBUSY : Errno.EINVAL,
-                        ctx.name() + ": cannot listen at '" + a + "': " + e.getMessage(), e);
+                throw e;
             }
             listenAddress = a;
-            server = s;
-            ServerSocket listening = s;
-            Thread.ofVirtual().name("regmem-ucx-listen-" + a).start(() -> acceptLoop(listening, secret));
         }
     }
 
-    private static void closeQuietly(Closeable c) {
-        if (c != null) {
-            try {
-                c.close();
-            } catch (IOException ignored) {
-                // closing: nothing to report
-            }
-        }
-    }
-
-    /** Takes connections from other processes until the socket closes; each handshake on a thread of its own. */
-    private void acceptLoop(ServerSocket s, byte[] secret) {
-        while (!s.isClosed()) {
-            Socket socket;
-            try {
-                socket = s.accept();
-            } catch (IOException closed) {
-                return;
-            }
-            Pending p = new Pending(socket);
-            pending.addLast(p);
-            if (handshakes.incrementAndGet() > MAX_PENDING_HANDSHAKES) {
-                dropOldest();
-            }
-            Thread.ofVirtual().name("regmem-ucx-hello").start(() -> {
-                try {
-                    hello(s, p, secret);
-                } finally {
-                    end(p);
-                }
-            });
-        }
-    }
-
-    /** Ends the oldest unauthenticated handshake: its socket closed, its thread's reads fail. */
-    private void dropOldest() {
-        for (Pending old; (old = pending.pollFirst()) != null; ) {
-            if (end(old)) {
-                refused(old.from, "dropped unauthenticated: " + MAX_PENDING_HANDSHAKES
-                        + " handshakes were under way, this one the oldest");
-                closeQuietly(old.socket);
-                return;
-            }
-        }
-    }
-
-    /** Ends a handshake's count and place once; true for the call that did. */
-    private boolean end(Pending p) {
-        if (!p.ended.compareAndSet(false, true)) {
-            return false;
-        }
-        handshakes.decrementAndGet();
-        pending.remove(p);
-        return true;
-    }
-
-    private void refused(Object peer, String why) {
-        LOG.log(System.Logger.Level.WARNING, "regmem ucx: " + listenAddressForLog() + " refused a connection from "
-                + peer + ": " + why);
-    }
-
-    private String listenAddressForLog() {
-        String a = listenAddress;
-        return "listener " + (a == null ? ctx.name() : a);
-    }
-
-    /**
-     * The listener's side of the handshake up to the request: challenge, then the requester's
-     * authenticated HELLO; then the request ID (or, for a connection that is not a regmem peer with
-     * the secret, a log line and a closed socket).
-     */
-    private void hello(ServerSocket s, Pending pend, byte[] secret) {
-        UcxLink l;
-        UcxLink.Peer p;
-        Socket socket = pend.socket;
-        Object from = pend.from;
-        try {
-            l = new UcxLink(socket, secret, device.handshakeMillis());
-        } catch (IOException e) {
-            closeQuietly(socket);
-            return; // gone before anything was said
-        }
-        try {
-            long deadline = l.deadline();
-            l.sendChallenge();
-            p = l.readHello(deadline);
-        } catch (IOException | RuntimeException e) {
-            if (!pend.ended.get()) { // (a dropped one was logged by the accept loop)
-                refused(from, e.getMessage());
-            }
-            l.close();
-            return;
-        }
-        if (!end(pend)) {
-            l.close(); // dropped just as it authenticated: the requester sees a rejection and may retry
-            return;
-        }
+    /** An authenticated HELLO on this ID's listener: the request ID (or, if it stopped listening, a rejection). */
+    private void requested(Listener from, Link l, Link.Peer p) {
         synchronized (CM) {
-            if (server != s || ctx.isDestroyed()) {
+            if (server != from || ctx.isDestroyed()) {
                 l.close(); // stopped listening meanwhile: the requester sees a rejection
                 return;
             }
@@ -263,7 +122,7 @@ final class UcxCm implements ProviderCm {
         }
         byte[] secret = device.secret();
         UcxQp mine = qp(ctx.qp());
-        UcxLink l = UcxLink.connect(ctx.name(), host(a), port(a), secret, device.handshakeMillis());
+        Link l = Link.connect(ctx.name(), KIND, host(a), port(a), secret, device.handshakeMillis());
         link = l;
         Thread.ofVirtual().name("regmem-ucx-connect-" + a).start(() -> handshake(l, mine, a, privateData));
     }
@@ -274,7 +133,7 @@ final class UcxCm implements ProviderCm {
      * does not prove it holds the secret is a rejection, and a log line; its worker address never
      * reaches UCX.
      */
-    private void handshake(UcxLink l, UcxQp mine, String address, byte[] privateData) {
+    private void handshake(Link l, UcxQp mine, String address, byte[] privateData) {
         try {
             long deadline = l.deadline();
             l.readChallenge(deadline);
@@ -284,17 +143,17 @@ final class UcxCm implements ProviderCm {
             l.sendHello(mine.number, mine.localToken, worker, privateData);
             // The answer waits for the listener's application to accept; its wire-up needs this worker.
             Object answer = l.readAnswer(l.deadline(), () -> progressQuietly(mine.device));
-            if (answer instanceof UcxLink.Rejected r) {
+            if (answer instanceof Link.Rejected r) {
                 l.close();
                 rejectedIfWaiting(r.privateData());
                 return;
             }
-            UcxLink.Peer p = (UcxLink.Peer) answer;
+            Link.Peer p = (Link.Peer) answer;
             if (ctx.isDestroyed() || !ctx.isConnecting()) {
                 l.close();
                 return;
             }
-            mine.connect(p.worker(), p.qp(), p.token());
+            mine.connect(p.address(), p.qp(), p.token());
             l.sendReady();
             ctx.established(p.privateData());
         } catch (IOException | RuntimeException e) {
@@ -345,8 +204,8 @@ final class UcxCm implements ProviderCm {
      * inside the block (under {@code CM}) that then sets its link, so a reader that finds none yet
      * takes {@code CM} to be sure: after it, the link is there if the request has one.
      */
-    private UcxLink link() {
-        UcxLink l = link;
+    private Link link() {
+        Link l = link;
         if (l == null) {
             synchronized (CM) {
                 l = link;
@@ -360,7 +219,7 @@ final class UcxCm implements ProviderCm {
 
     @Override
     public void accept(byte[] privateData) {
-        UcxLink l = link();
+        Link l = link();
         if (l != null) {
             acceptRemote(l, privateData);
             return;
@@ -388,11 +247,11 @@ final class UcxCm implements ProviderCm {
      * the handshake's time); then the link is watched for its end. A failure closes the link (the
      * requester sees a rejection) and leaves the QP in the error state.
      */
-    private void acceptRemote(UcxLink l, byte[] privateData) {
+    private void acceptRemote(Link l, byte[] privateData) {
         UcxQp mine = qp(ctx.qp());
         try {
-            byte[] worker = mine.useChannel(ByteBuffer.wrap(peer.worker().clone())); // one per requester worker
-            mine.connect(peer.worker(), peer.qp(), peer.token());
+            byte[] worker = mine.useChannel(ByteBuffer.wrap(peer.address().clone())); // one per requester worker
+            mine.connect(peer.address(), peer.qp(), peer.token());
             l.sendAccept(mine.number, mine.localToken, worker, privateData);
             l.awaitReady(l.deadline(), () -> progressQuietly(mine.device));
         } catch (IOException | RuntimeException e) {
@@ -424,7 +283,7 @@ final class UcxCm implements ProviderCm {
 
     @Override
     public void reject(byte[] privateData) {
-        UcxLink l = link();
+        Link l = link();
         if (l != null) {
             try {
                 l.sendReject(privateData);
@@ -439,7 +298,7 @@ final class UcxCm implements ProviderCm {
 
     @Override
     public void disconnect() {
-        UcxLink l = link();
+        Link l = link();
         if (l != null) {
             QpContext qp = ctx.qp();
             if (qp != null) {
@@ -455,7 +314,7 @@ final class UcxCm implements ProviderCm {
 
     @Override
     public void destroy() {
-        UcxLink l = link();
+        Link l = link();
         if (l != null) {
             l.close();
         }
@@ -463,7 +322,7 @@ final class UcxCm implements ProviderCm {
         synchronized (CM) {
             if (listenAddress != null) {
                 listenAddress = null;
-                closeQuietly(server);
+                server.close();
                 server = null;
             }
         }

@@ -16,6 +16,7 @@ import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.ProviderMr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
+import io.regmem.registration.link.Secret;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -302,13 +303,13 @@ final class UcxDevice implements ProviderDevice {
 
     /**
      * The secret that authenticates this device's connections to other processes: the configured
-     * one, or the user's default ({@link UcxSecret#defaultSecret()}, read or made on first use).
+     * one, or the user's default ({@link Secret#defaultSecret}, read or made on first use).
      *
      * @throws RdmaException {@link Errno#EACCES} if the default file cannot be made or read
      */
     synchronized byte[] secret() {
         if (secret == null) {
-            secret = UcxSecret.defaultSecret();
+            secret = Secret.defaultSecret("ucx");
         }
         return secret;
     }

@@ -5,6 +5,8 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.RdmaProvider;
+import io.regmem.registration.link.Secret;
+import io.regmem.registration.link.Link;
 import java.lang.reflect.RecordComponent;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -40,7 +42,7 @@ import org.agrona.concurrent.YieldingIdleStrategy;
  * {@code busy} (spin), {@code yield}, {@code backoff} (the default: spin, yield, then park from 1 us
  * up to 1 ms) or {@code sleep} (park 100 us). {@code secret=TEXT} or {@code secretFile=PATH} give the
  * secret that authenticates connections between processes (else {@code REGMEM_SECRET},
- * {@code REGMEM_SECRET_FILE}, or the user's {@code ~/.regmem/secret}: {@link UcxSecret});
+ * {@code REGMEM_SECRET_FILE}, or the user's {@code ~/.regmem/secret}: {@code io.regmem.registration.link.Secret});
  * {@code handshakeTimeoutMillis} (default 10000) bounds each half of a connection's handshake;
  * {@code answerTimeoutMillis} (default 5000; 0: wait for ever) is how long a request waits for its
  * target's answer before it completes {@code RETRY_EXC_ERR} and its QP moves to the error state, as a
@@ -101,8 +103,8 @@ public final class UcxProvider implements RdmaProvider {
         if (!oneSided.equals("true") && !oneSided.equals("false")) {
             throw new RdmaException(Errno.EINVAL, "ucx: oneSided must be true or false, got " + oneSided);
         }
-        byte[] secret = UcxSecret.configured(options, System.getenv());
-        int handshakeMillis = (int) millis(options, "handshakeTimeoutMillis", UcxLink.HANDSHAKE_MILLIS, 1);
+        byte[] secret = Secret.configured("ucx", options, System.getenv());
+        int handshakeMillis = (int) millis(options, "handshakeTimeoutMillis", Link.HANDSHAKE_MILLIS, 1);
         long answerMillis = millis(options, "answerTimeoutMillis", ANSWER_TIMEOUT_MILLIS, 0);
         HashMap<String, String> limits = new HashMap<>(options);
         limits.keySet().removeAll(OWN_OPTIONS);

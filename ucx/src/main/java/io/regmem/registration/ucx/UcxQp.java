@@ -7,6 +7,7 @@ import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.Guard;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
+import io.regmem.registration.link.Link;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandles;
@@ -78,7 +79,7 @@ final class UcxQp implements ProviderQp {
      * The random token this QP's peer must put in every message to it (sent in the handshake), and
      * the one the peer gave for messages to it.
      */
-    final long localToken = UcxLink.token();
+    final long localToken = Link.token();
     private volatile long peerToken;
     /** The peer QP when it is in this JVM (in-process connections), else null: a poll progresses it too. */
     volatile UcxQp localPeer;

@@ -10,8 +10,8 @@
  * codes and flag values ({@code UCS_*}, {@code AM_SEND_FLAG_*}, {@code AM_RECV_ATTR_FLAG_*},
  * {@code MEM_MAP_PROT_*}) and nothing else of it ({@code ProviderLayeringTest} checks).</li>
  * <li><b>Wire</b>: {@code UcxAm} (the active-message header), {@code RemoteKeyEnvelope} (an
- * exported key), {@code UcxLink} and {@code UcxSecret} (the authenticated TCP handshake that
- * exchanges worker addresses).</li>
+ * exported key); the authenticated TCP handshake that exchanges worker addresses is
+ * {@code io.regmem.registration.link}'s, shared with the other providers that connect processes.</li>
  * <li><b>Transport</b>: {@code UcxChannel} (a worker: the device's main one, or one per peer
  * process), {@code UcxEndpoint(s)} and {@code UcxTransports} (one endpoint per peer worker, what
  * its lanes are, whether its keys are NIC-enforced), {@code UcxSender} and

@@ -2,6 +2,7 @@ package io.regmem.registration.ucx;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.regmem.registration.link.Link;
 import java.io.IOException;
 import java.io.InputStream;
 import java.net.Socket;
@@ -16,7 +17,7 @@ import javax.crypto.spec.SecretKeySpec;
 
 /**
  * A client that is not a regmem peer, on a plain {@link Socket}: it speaks the UCX handshake's wire
- * format ({@link UcxLink}) as far as it likes, written here again from the format's description
+ * format ({@link Link}) as far as it likes, written here again from the format's description
  * (so the test checks the format, not the code against itself), and damages it in every way the
  * test asks. Each attack ends by waiting until the listener closed the connection.
  */
@@ -78,8 +79,8 @@ final class HostileClient {
         byte[] c = s.getInputStream().readNBytes(6 + 16);
         assertThat(c).as("the listener's challenge").hasSize(22);
         ByteBuffer b = ByteBuffer.wrap(c);
-        assertThat(b.getInt()).isEqualTo(UcxLink.MAGIC);
-        assertThat(b.getShort()).isEqualTo(UcxLink.VERSION);
+        assertThat(b.getInt()).isEqualTo(Link.MAGIC);
+        assertThat(b.getShort()).isEqualTo(Link.VERSION);
         byte[] nonce = new byte[16];
         b.get(nonce);
         return nonce;
@@ -117,7 +118,7 @@ final class HostileClient {
         ByteBuffer b = ByteBuffer.allocate(HELLO_FIXED + worker.length + privateData.length + 32);
         byte[] mine = new byte[16];
         new SplittableRandom().nextBytes(mine);
-        b.putInt(UcxLink.MAGIC).putShort(UcxLink.VERSION).put(mine).putInt(qp).putLong(token).putInt(worker.length)
+        b.putInt(Link.MAGIC).putShort(Link.VERSION).put(mine).putInt(qp).putLong(token).putInt(worker.length)
                 .putShort((short) privateData.length).put(worker).put(privateData);
         b.put(hmac(secret, "regmem hello", nonce, java.util.Arrays.copyOf(b.array(), b.position())));
         return b.array();
@@ -126,7 +127,7 @@ final class HostileClient {
     /** A HELLO header with the lengths given and nothing after it. */
     static byte[] header(int workerLength, int privateLength) {
         ByteBuffer b = ByteBuffer.allocate(HELLO_FIXED);
-        b.putInt(UcxLink.MAGIC).putShort(UcxLink.VERSION).put(new byte[16]).putInt(0).putLong(1).putInt(workerLength)
+        b.putInt(Link.MAGIC).putShort(Link.VERSION).put(new byte[16]).putInt(0).putLong(1).putInt(workerLength)
                 .putShort((short) privateLength);
         return b.array();
     }
@@ -220,7 +221,7 @@ final class HostileClient {
         send(recorded[0]);
         n += 2;
         // absurd lengths: refused from the header alone, before anything is read or allocated from them
-        for (int w : new int[] {0, -1, Integer.MIN_VALUE, UcxLink.MAX_WORKER_ADDRESS + 1, Integer.MAX_VALUE}) {
+        for (int w : new int[] {0, -1, Integer.MIN_VALUE, Link.MAX_ADDRESS + 1, Integer.MAX_VALUE}) {
             send(header(w, 0));
             n++;
         }

@@ -17,6 +17,8 @@ import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
+import io.regmem.registration.link.Link;
+import io.regmem.registration.link.Listener;
 import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -184,7 +186,7 @@ class UcxHostileClientTest {
         List<Socket> flood = new ArrayList<>();
         int extra = 40;
         try {
-            for (int i = 0; i < UcxCm.MAX_PENDING_HANDSHAKES + extra; i++) {
+            for (int i = 0; i < Listener.MAX_PENDING_HANDSHAKES + extra; i++) {
                 Socket s = new Socket("127.0.0.1", port);
                 s.setSoTimeout(HostileClient.CLOSED_WITHIN_MILLIS);
                 flood.add(s);
@@ -209,7 +211,7 @@ class UcxHostileClientTest {
             }
         }
         awaitLogged(flood.size()); // those dropped, and those that ended when the client closed
-        assertThat(refusals(logged)).contains("dropped unauthenticated: " + UcxCm.MAX_PENDING_HANDSHAKES
+        assertThat(refusals(logged)).contains("dropped unauthenticated: " + Listener.MAX_PENDING_HANDSHAKES
                 + " handshakes were under way, this one the oldest");
         assertThat(listener.getRequest()).isNull();
         realClientWritesAndReadsBack(dev, "localhost:" + port, listener);
@@ -440,7 +442,7 @@ class UcxHostileClientTest {
                 case "garbage" -> s.getOutputStream().write(HostileClient.random(4096, 9));
                 case "silent" -> s.getInputStream().read(); // until the requester gives up and closes
                 default -> {
-                    ByteBuffer c = ByteBuffer.allocate(22).putInt(UcxLink.MAGIC).putShort(UcxLink.VERSION)
+                    ByteBuffer c = ByteBuffer.allocate(22).putInt(Link.MAGIC).putShort(Link.VERSION)
                             .put(HostileClient.random(16, 1));
                     s.getOutputStream().write(c.array());
                     byte[] fixed = s.getInputStream().readNBytes(HostileClient.HELLO_FIXED);
@@ -450,12 +452,12 @@ class UcxHostileClientTest {
                     s.getInputStream().readNBytes(w + p + 32);
                     if (kind.equals("forged-accept")) {
                         byte[] worker = HostileClient.random(300, 2);
-                        ByteBuffer a = ByteBuffer.allocate(1 + 4 + 8 + 4 + 2 + worker.length + 32).put(UcxLink.ACCEPT)
+                        ByteBuffer a = ByteBuffer.allocate(1 + 4 + 8 + 4 + 2 + worker.length + 32).put(Link.ACCEPT)
                                 .putInt(0).putLong(1).putInt(worker.length).putShort((short) 0).put(worker)
                                 .put(HostileClient.random(32, 3));
                         s.getOutputStream().write(a.array());
                     } else {
-                        ByteBuffer r = ByteBuffer.allocate(1 + 2 + 5 + 32).put(UcxLink.REJECT).putShort((short) 5)
+                        ByteBuffer r = ByteBuffer.allocate(1 + 2 + 5 + 32).put(Link.REJECT).putShort((short) 5)
                                 .put("nope!".getBytes()).put(HostileClient.random(32, 4));
                         s.getOutputStream().write(r.array());
                     }

@@ -14,6 +14,7 @@ import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
+import io.regmem.registration.link.Link;
 import io.regmem.registration.testkit.ConnectionCrowd;
 import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.Arena;
@@ -66,7 +67,7 @@ class UcxListenerLockoutTest {
      * address), sent one at a time: the listener waits for the rest until its deadline.
      */
     static byte[] slowHello() {
-        return ByteBuffer.allocate(4 + 2 + 16 + 4 + 8 + 4 + 2 + 100).putInt(UcxLink.MAGIC).putShort(UcxLink.VERSION)
+        return ByteBuffer.allocate(4 + 2 + 16 + 4 + 8 + 4 + 2 + 100).putInt(Link.MAGIC).putShort(Link.VERSION)
                 .put(new byte[16]).putInt(1).putLong(7).putInt(100).putShort((short) 0).array();
     }
 

@@ -3,6 +3,7 @@ package io.regmem.registration.ucx;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.link.Link;
 import io.regmem.registration.testkit.NoLeaks;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -68,11 +69,11 @@ class UcxProviderTest {
     @Test
     void theBootstrapSocketProbesAPeerThatFallsSilent() throws Exception {
         try (java.net.ServerSocket server = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress());
-             UcxLink link = UcxLink.connect("test", "127.0.0.1", server.getLocalPort(), null, UcxLink.HANDSHAKE_MILLIS);
+             Link link = Link.connect("test", UcxCm.KIND, "127.0.0.1", server.getLocalPort(), null, Link.HANDSHAKE_MILLIS);
              java.net.Socket accepted = server.accept()) {
             assertThat(link.keepalive()).as("on, idle s, interval s, probes").containsExactly(1,
-                    UcxLink.KEEPALIVE_IDLE_SECONDS, UcxLink.KEEPALIVE_INTERVAL_SECONDS, UcxLink.KEEPALIVE_PROBES);
-            assertThat(new UcxLink(accepted, null, UcxLink.HANDSHAKE_MILLIS).keepalive()[0]).isEqualTo(1);
+                    Link.KEEPALIVE_IDLE_SECONDS, Link.KEEPALIVE_INTERVAL_SECONDS, Link.KEEPALIVE_PROBES);
+            assertThat(new Link(accepted, null, Link.HANDSHAKE_MILLIS, UcxCm.KIND).keepalive()[0]).isEqualTo(1);
         }
     }
 }

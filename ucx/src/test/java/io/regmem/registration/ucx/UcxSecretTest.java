@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.link.Secret;
 import io.regmem.registration.testkit.NoLeaks;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -22,7 +23,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-/** Where a UCX device's handshake secret comes from ({@link UcxSecret}); needs no UCX. */
+/** Where a UCX device's handshake secret comes from ({@link Secret}); needs no UCX. */
 @org.junit.jupiter.api.extension.ExtendWith(NoLeaks.class)
 class UcxSecretTest {
     @TempDir
@@ -47,7 +48,7 @@ class UcxSecretTest {
         try {
             List<Future<byte[]>> makers = new ArrayList<>();
             for (int i = 0; i < 8; i++) {
-                makers.add(pool.submit((Callable<byte[]>) UcxSecret::defaultSecret));
+                makers.add(pool.submit((Callable<byte[]>) () -> Secret.defaultSecret("ucx")));
             }
             byte[] first = makers.get(0).get();
             for (Future<byte[]> f : makers) {
@@ -62,15 +63,15 @@ class UcxSecretTest {
         try (var left = Files.list(file.getParent())) {
             assertThat(left.map(p -> p.getFileName().toString())).containsExactly("secret");
         }
-        assertThat(UcxSecret.defaultSecret()).isEqualTo(Files.readString(file).strip().getBytes(StandardCharsets.US_ASCII));
+        assertThat(Secret.defaultSecret("ucx")).isEqualTo(Files.readString(file).strip().getBytes(StandardCharsets.US_ASCII));
     }
 
     @Test
     void aDefaultFileOthersMayReadIsRefused() throws Exception {
-        UcxSecret.defaultSecret();
+        Secret.defaultSecret("ucx");
         Path file = home.resolve(".regmem").resolve("secret");
         Files.setPosixFilePermissions(file, PosixFilePermissions.fromString("rw-r--r--"));
-        assertThatThrownBy(UcxSecret::defaultSecret).isInstanceOf(RdmaException.class)
+        assertThatThrownBy(() -> Secret.defaultSecret("ucx")).isInstanceOf(RdmaException.class)
                 .hasMessageContaining("chmod 600").matches(e -> ((RdmaException) e).errno() == Errno.EACCES);
     }
 
@@ -78,17 +79,17 @@ class UcxSecretTest {
     void optionsComeFirstThenTheEnvironmentThenNothing() throws Exception {
         Path f = home.resolve("s");
         Files.writeString(f, "secret from a file, long enough\n");
-        assertThat(UcxSecret.configured(Map.of("secret", "the option's secret text"), Map.of(UcxSecret.ENV, "environment's secret")))
+        assertThat(Secret.configured("ucx", Map.of("secret", "the option's secret text"), Map.of(Secret.ENV, "environment's secret")))
                 .isEqualTo("the option's secret text".getBytes());
-        assertThat(UcxSecret.configured(Map.of("secretFile", f.toString()), Map.of(UcxSecret.ENV, "environment's secret")))
+        assertThat(Secret.configured("ucx", Map.of("secretFile", f.toString()), Map.of(Secret.ENV, "environment's secret")))
                 .isEqualTo("secret from a file, long enough".getBytes());
-        assertThat(UcxSecret.configured(Map.of(), Map.of(UcxSecret.ENV, "environment's secret")))
+        assertThat(Secret.configured("ucx", Map.of(), Map.of(Secret.ENV, "environment's secret")))
                 .isEqualTo("environment's secret".getBytes());
-        assertThat(UcxSecret.configured(Map.of(), Map.of(UcxSecret.ENV_FILE, f.toString())))
+        assertThat(Secret.configured("ucx", Map.of(), Map.of(Secret.ENV_FILE, f.toString())))
                 .isEqualTo("secret from a file, long enough".getBytes());
-        assertThat(UcxSecret.configured(Map.of(), Map.of())).isNull();
+        assertThat(Secret.configured("ucx", Map.of(), Map.of())).isNull();
         Files.writeString(f, "too short\n");
-        assertThatThrownBy(() -> UcxSecret.configured(Map.of("secretFile", f.toString()), Map.of()))
+        assertThatThrownBy(() -> Secret.configured("ucx", Map.of("secretFile", f.toString()), Map.of()))
                 .isInstanceOf(RdmaException.class).hasMessageContaining("has 9 bytes; it needs at least 16");
     }
 }

@@ -1,4 +1,4 @@
-package io.regmem.registration.ucx;
+package io.regmem.registration.link;
 
 import static io.regmem.registration.CmId.MAX_ACCEPT_PRIVATE_DATA;
 import static io.regmem.registration.CmId.MAX_CONNECT_PRIVATE_DATA;
@@ -27,43 +27,47 @@ import javax.crypto.spec.SecretKeySpec;
 import jdk.net.ExtendedSocketOptions;
 
 /**
- * The bootstrap connection between two processes for one CM connection: a TCP socket that carries
- * an authenticated handshake (worker addresses, QP numbers, connection tokens, private data) and
+ * The bootstrap connection between two processes for one CM connection, the same for every provider
+ * that connects processes (ucx, shm): a TCP socket that carries an authenticated handshake (the
+ * transport's addresses, QP numbers, connection tokens, private data) and
  * then stays open as the connection's life line. Closing it is the disconnect; its end (EOF or
  * reset, which the kernel also delivers when the peer process dies, SIGKILL included) tells the
  * other side that its peer is gone.
  *
- * <p>The handshake proves to each side that the other holds the same secret ({@link UcxSecret}),
+ * <p>The handshake proves to each side that the other holds the same secret ({@link Secret}),
  * with fresh random challenges so that nothing recorded can be replayed, before any byte of it
- * reaches UCX: a worker address goes to {@code ucp_ep_create} only once its message's HMAC checked.
+ * reaches the transport: a UCX worker address goes to {@code ucp_ep_create}, an shm lane offer to the
+ * lane's setup, only once its message's HMAC checked.
  * Every length is checked against its bound before anything is read or allocated from it, and the
  * whole handshake has one deadline, however slowly the peer trickles its bytes. Messages, big-endian:
  * <pre>
  * CHALLENGE  listener to requester, first:  magic u32 "RMCM", version u16, listener nonce [16]
  * HELLO      requester: magic u32, version u16, requester nonce [16], QP u32, token u64,
- *            worker length u32 (1..65536), private length u16 (0..56), worker [n], private [n],
+ *            address length u32 (1..65536), private length u16 (0..56), address [n], private [n],
  *            HMAC-SHA256 [32] of "regmem hello" + listener nonce + every byte above
- * ACCEPT     listener: type u8 = 1, QP u32, token u64, worker length u32, private length u16 (0..196),
- *            worker, private, HMAC of "regmem accept" + requester nonce + listener nonce + the bytes above
+ * ACCEPT     listener: type u8 = 1, QP u32, token u64, address length u32, private length u16 (0..196),
+ *            address, private, HMAC of "regmem accept" + requester nonce + listener nonce + the bytes above
  * REJECT     listener: type u8 = 2, private length u16 (0..148), private,
  *            HMAC of "regmem reject" + requester nonce + listener nonce + the bytes above
  * READY      requester: type u8 = 3, HMAC of "regmem ready" + listener nonce + requester nonce
  * </pre>
+ * The address is the transport's (a UCX worker address; an shm lane offer), opaque here: its
+ * provider reads it, once authenticated, and refuses one that is not its own.
  * A message that is not what the step expects, too long, damaged or not authentic ends the
  * handshake with {@link IOException} (its message says which rule failed); the socket is closed.
  */
-final class UcxLink implements AutoCloseable {
-    static final int MAGIC = 0x524D_434D; // "RMCM"
-    static final short VERSION = 2;
-    static final byte ACCEPT = 1;
-    static final byte REJECT = 2;
-    static final byte READY = 3;
-    static final int NONCE = 16;
-    static final int MAC = 32;
-    /** The longest worker address taken: UCX's are hundreds of bytes (more with many NICs). */
-    static final int MAX_WORKER_ADDRESS = 65536;
+public final class Link implements AutoCloseable {
+    public static final int MAGIC = 0x524D_434D; // "RMCM"
+    public static final short VERSION = 2;
+    public static final byte ACCEPT = 1;
+    public static final byte REJECT = 2;
+    public static final byte READY = 3;
+    public static final int NONCE = 16;
+    public static final int MAC = 32;
+    /** The longest transport address taken: UCX's worker addresses are hundreds of bytes (more with many NICs). */
+    public static final int MAX_ADDRESS = 65536;
     /** How long a whole handshake may take by default (connect, challenge, hello; accept, ready). */
-    static final int HANDSHAKE_MILLIS = 10_000;
+    public static final int HANDSHAKE_MILLIS = 10_000;
     private static final SecureRandom RANDOM = new SecureRandom();
 
     private final Socket socket;
@@ -75,21 +79,32 @@ final class UcxLink implements AutoCloseable {
     private byte[] listenerNonce;
     private byte[] requesterNonce;
 
-    /** What a HELLO or ACCEPT carries. */
-    record Peer(int qp, long token, byte[] worker, byte[] privateData) {
+    /** What a HELLO or ACCEPT carries: the sender's QP number, connection token, transport address and private data. */
+    public record Peer(int qp, long token, byte[] address, byte[] privateData) {
     }
 
+    /**
+     * Who speaks: the provider's name and what its address is called, for messages ("not a regmem
+     * ucx peer", "worker address of 70000 bytes").
+     */
+    public record Kind(String provider, String addressName) {
+    }
+
+    private final Kind kind;
+
     /** TCP keepalive on the life line: probes after 5 s of silence, every 1 s, 3 unanswered end it. */
-    static final int KEEPALIVE_IDLE_SECONDS = 5;
-    static final int KEEPALIVE_INTERVAL_SECONDS = 1;
-    static final int KEEPALIVE_PROBES = 3;
+    public static final int KEEPALIVE_IDLE_SECONDS = 5;
+    public static final int KEEPALIVE_INTERVAL_SECONDS = 1;
+    public static final int KEEPALIVE_PROBES = 3;
 
     /**
      * @param secret        the handshake's secret (null: the link only carries a life line, for tests)
      * @param timeoutMillis how long each half of the handshake may take
+     * @param kind          who speaks, for messages
      */
-    UcxLink(Socket socket, byte[] secret, int timeoutMillis) throws IOException {
+    public Link(Socket socket, byte[] secret, int timeoutMillis, Kind kind) throws IOException {
         this.socket = socket;
+        this.kind = kind;
         this.timeoutMillis = timeoutMillis;
         this.key = secret == null ? null : new SecretKeySpec(secret, "HmacSHA256");
         socket.setTcpNoDelay(true);
@@ -114,11 +129,11 @@ final class UcxLink implements AutoCloseable {
      * @throws RdmaException {@link Errno#ENOENT} if nobody listens there; {@link Errno#EINVAL} for a host
      *                       that does not resolve; {@link Errno#ETIMEDOUT} if the connect takes too long
      */
-    static UcxLink connect(String who, String host, int port, byte[] secret, int timeoutMillis) {
+    public static Link connect(String who, Kind kind, String host, int port, byte[] secret, int timeoutMillis) {
         Socket s = new Socket();
         try {
             s.connect(new InetSocketAddress(host, port), timeoutMillis);
-            return new UcxLink(s, secret, timeoutMillis);
+            return new Link(s, secret, timeoutMillis, kind);
         } catch (UnknownHostException e) {
             closeQuietly(s);
             throw new RdmaException(Errno.EINVAL, who + ": unknown host '" + host + "'", e);
@@ -137,7 +152,7 @@ final class UcxLink implements AutoCloseable {
     }
 
     /** The peer's {@code ip:port}. */
-    String peerAddress() {
+    public String peerAddress() {
         SocketAddress a = socket.getRemoteSocketAddress();
         if (a instanceof InetSocketAddress i) {
             return i.getAddress().getHostAddress() + ":" + i.getPort();
@@ -146,14 +161,14 @@ final class UcxLink implements AutoCloseable {
     }
 
     /** A deadline {@code timeoutMillis} from now, for one half of the handshake. */
-    long deadline() {
+    public long deadline() {
         return System.nanoTime() + timeoutMillis * 1_000_000L;
     }
 
     // ---- the listener's side ----
 
     /** Sends the listener's challenge (the first message on a new connection). */
-    void sendChallenge() throws IOException {
+    public void sendChallenge() throws IOException {
         listenerNonce = nonce();
         ByteBuffer b = ByteBuffer.allocate(6 + NONCE);
         b.putInt(MAGIC).putShort(VERSION).put(listenerNonce);
@@ -162,12 +177,12 @@ final class UcxLink implements AutoCloseable {
     }
 
     /** Reads and authenticates the requester's HELLO: only then is anything of it used. */
-    Peer readHello(long deadline) throws IOException {
+    public Peer readHello(long deadline) throws IOException {
         byte[] fixed = new byte[4 + 2 + NONCE + 4 + 8 + 4 + 2];
         readFully(fixed, deadline, "HELLO");
         ByteBuffer f = ByteBuffer.wrap(fixed);
         if (f.getInt() != MAGIC) {
-            throw new IOException("not a regmem ucx peer (bad magic)");
+            throw new IOException("not a regmem " + kind.provider() + " peer (bad magic)");
         }
         short v = f.getShort();
         if (v != VERSION) {
@@ -177,34 +192,34 @@ final class UcxLink implements AutoCloseable {
         f.get(nonce);
         int qp = f.getInt();
         long token = f.getLong();
-        int workerLength = f.getInt();
+        int addressLength = f.getInt();
         int privateLength = Short.toUnsignedInt(f.getShort());
-        checkLength("worker address", workerLength, 1, MAX_WORKER_ADDRESS);
+        checkLength(kind.addressName(), addressLength, 1, MAX_ADDRESS);
         checkLength("private data", privateLength, 0, MAX_CONNECT_PRIVATE_DATA);
-        byte[] worker = new byte[workerLength];
+        byte[] address = new byte[addressLength];
         byte[] data = new byte[privateLength];
         byte[] mac = new byte[MAC];
-        readFully(worker, deadline, "HELLO");
+        readFully(address, deadline, "HELLO");
         readFully(data, deadline, "HELLO");
         readFully(mac, deadline, "HELLO");
-        verify(mac, "HELLO", "regmem hello", listenerNonce, fixed, worker, data);
+        verify(mac, "HELLO", "regmem hello", listenerNonce, fixed, address, data);
         requesterNonce = nonce;
         if (qp < 0) {
             throw new IOException("HELLO names QP " + qp);
         }
-        return new Peer(qp, token, worker, data);
+        return new Peer(qp, token, address, data);
     }
 
-    /** Answers ACCEPT: this side's QP, token, worker address and private data. */
-    void sendAccept(int qp, long token, byte[] worker, byte[] privateData) throws IOException {
-        ByteBuffer b = ByteBuffer.allocate(1 + 4 + 8 + 4 + 2 + worker.length + privateData.length + MAC);
-        b.put(ACCEPT).putInt(qp).putLong(token).putInt(worker.length).putShort((short) privateData.length)
-                .put(worker).put(privateData);
+    /** Answers ACCEPT: this side's QP, token, transport address and private data. */
+    public void sendAccept(int qp, long token, byte[] address, byte[] privateData) throws IOException {
+        ByteBuffer b = ByteBuffer.allocate(1 + 4 + 8 + 4 + 2 + address.length + privateData.length + MAC);
+        b.put(ACCEPT).putInt(qp).putLong(token).putInt(address.length).putShort((short) privateData.length)
+                .put(address).put(privateData);
         sendSigned(b, "regmem accept", requesterNonce, listenerNonce);
     }
 
     /** Answers REJECT with {@code privateData}. */
-    void sendReject(byte[] privateData) throws IOException {
+    public void sendReject(byte[] privateData) throws IOException {
         ByteBuffer b = ByteBuffer.allocate(1 + 2 + privateData.length + MAC);
         b.put(REJECT).putShort((short) privateData.length).put(privateData);
         sendSigned(b, "regmem reject", requesterNonce, listenerNonce);
@@ -216,7 +231,7 @@ final class UcxLink implements AutoCloseable {
      *
      * @throws SocketTimeoutException if it does not come by {@code deadline}
      */
-    void awaitReady(long deadline, Runnable progress) throws IOException {
+    public void awaitReady(long deadline, Runnable progress) throws IOException {
         int type = readType(deadline, progress);
         if (type != READY) {
             throw new IOException(type < 0 ? "the requester closed the connection before READY"
@@ -230,12 +245,12 @@ final class UcxLink implements AutoCloseable {
     // ---- the requester's side ----
 
     /** Reads the listener's challenge. */
-    void readChallenge(long deadline) throws IOException {
+    public void readChallenge(long deadline) throws IOException {
         byte[] b = new byte[6 + NONCE];
         readFully(b, deadline, "CHALLENGE");
         ByteBuffer f = ByteBuffer.wrap(b);
         if (f.getInt() != MAGIC) {
-            throw new IOException("not a regmem ucx listener (bad magic)");
+            throw new IOException("not a regmem " + kind.provider() + " listener (bad magic)");
         }
         short v = f.getShort();
         if (v != VERSION) {
@@ -245,17 +260,17 @@ final class UcxLink implements AutoCloseable {
         f.get(listenerNonce);
     }
 
-    /** Sends HELLO: this side's QP, token, worker address and private data, signed. */
-    void sendHello(int qp, long token, byte[] worker, byte[] privateData) throws IOException {
+    /** Sends HELLO: this side's QP, token, transport address and private data, signed. */
+    public void sendHello(int qp, long token, byte[] address, byte[] privateData) throws IOException {
         requesterNonce = nonce();
-        ByteBuffer b = ByteBuffer.allocate(4 + 2 + NONCE + 4 + 8 + 4 + 2 + worker.length + privateData.length + MAC);
-        b.putInt(MAGIC).putShort(VERSION).put(requesterNonce).putInt(qp).putLong(token).putInt(worker.length)
-                .putShort((short) privateData.length).put(worker).put(privateData);
+        ByteBuffer b = ByteBuffer.allocate(4 + 2 + NONCE + 4 + 8 + 4 + 2 + address.length + privateData.length + MAC);
+        b.putInt(MAGIC).putShort(VERSION).put(requesterNonce).putInt(qp).putLong(token).putInt(address.length)
+                .putShort((short) privateData.length).put(address).put(privateData);
         sendSigned(b, "regmem hello", listenerNonce);
     }
 
     /** The listener's answer: an authenticated ACCEPT (a Peer) or REJECT (its private data, as {@link Rejected}). */
-    Object readAnswer(long deadline, Runnable progress) throws IOException {
+    public Object readAnswer(long deadline, Runnable progress) throws IOException {
         int type = readType(deadline, progress);
         if (type == ACCEPT) {
             byte[] fixed = new byte[4 + 8 + 4 + 2];
@@ -263,21 +278,21 @@ final class UcxLink implements AutoCloseable {
             ByteBuffer f = ByteBuffer.wrap(fixed);
             int qp = f.getInt();
             long token = f.getLong();
-            int workerLength = f.getInt();
+            int addressLength = f.getInt();
             int privateLength = Short.toUnsignedInt(f.getShort());
-            checkLength("worker address", workerLength, 1, MAX_WORKER_ADDRESS);
+            checkLength(kind.addressName(), addressLength, 1, MAX_ADDRESS);
             checkLength("private data", privateLength, 0, MAX_ACCEPT_PRIVATE_DATA);
-            byte[] worker = new byte[workerLength];
+            byte[] address = new byte[addressLength];
             byte[] data = new byte[privateLength];
             byte[] mac = new byte[MAC];
-            readFully(worker, deadline, "ACCEPT");
+            readFully(address, deadline, "ACCEPT");
             readFully(data, deadline, "ACCEPT");
             readFully(mac, deadline, "ACCEPT");
-            verify(mac, "ACCEPT", "regmem accept", requesterNonce, listenerNonce, new byte[] {ACCEPT}, fixed, worker, data);
+            verify(mac, "ACCEPT", "regmem accept", requesterNonce, listenerNonce, new byte[] {ACCEPT}, fixed, address, data);
             if (qp < 0) {
                 throw new IOException("ACCEPT names QP " + qp);
             }
-            return new Peer(qp, token, worker, data);
+            return new Peer(qp, token, address, data);
         }
         if (type == REJECT) {
             byte[] length = new byte[2];
@@ -296,11 +311,11 @@ final class UcxLink implements AutoCloseable {
     }
 
     /** An authenticated REJECT. */
-    record Rejected(byte[] privateData) {
+    public record Rejected(byte[] privateData) {
     }
 
     /** Sends READY, signed. */
-    void sendReady() throws IOException {
+    public void sendReady() throws IOException {
         ByteBuffer b = ByteBuffer.allocate(1 + MAC);
         b.put(READY);
         byte[] mac = mac("regmem ready", listenerNonce, requesterNonce, new byte[] {READY});
@@ -401,7 +416,7 @@ final class UcxLink implements AutoCloseable {
     }
 
     /** A random connection token (never 0: 0 marks "none"). */
-    static long token() {
+    public static long token() {
         long t;
         do {
             t = RANDOM.nextLong();
@@ -413,7 +428,7 @@ final class UcxLink implements AutoCloseable {
      * Blocks until the peer closes the connection or goes away (no timeout): the connection's life
      * line. Returns normally in both cases.
      */
-    void awaitEnd() {
+    public void awaitEnd() {
         try {
             socket.setSoTimeout(0);
             byte[] sink = new byte[64];
@@ -426,7 +441,7 @@ final class UcxLink implements AutoCloseable {
     }
 
     /** The socket's keepalive settings: on, idle seconds, interval seconds, probes (for tests). */
-    int[] keepalive() throws IOException {
+    public int[] keepalive() throws IOException {
         return new int[] {socket.getKeepAlive() ? 1 : 0, socket.getOption(ExtendedSocketOptions.TCP_KEEPIDLE),
                 socket.getOption(ExtendedSocketOptions.TCP_KEEPINTERVAL),
                 socket.getOption(ExtendedSocketOptions.TCP_KEEPCOUNT)};

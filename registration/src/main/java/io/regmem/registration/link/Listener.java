@@ -1,0 +1,211 @@
+package io.regmem.registration.link;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.io.Closeable;
+import java.io.IOException;
+import java.net.BindException;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The listening side of {@link Link}, the same for every provider that connects processes: a TCP
+ * socket at {@code host:port} whose accept loop runs the authenticated handshake of each connection
+ * up to the requester's HELLO, and hands the provider only the connections whose HELLO checked
+ * ({@link Requests#requested}).
+ *
+ * <p>A connection that does not prove it holds the secret, sends anything malformed or too long, or
+ * takes longer than the handshake's time, costs the listener one log line (the provider's logger,
+ * WARNING) and a closed socket, and nothing of what it sent reaches the provider. At most
+ * {@link #MAX_PENDING_HANDSHAKES} unauthenticated handshakes run at once; a connection beyond them
+ * drops the oldest of them (as sshd's {@code MaxStartups} drops early), never the newest: connections
+ * that idle, trickle or reconnect cannot keep a real client out, whose handshake takes a round trip;
+ * file descriptors and threads stay bounded. Each handshake ends exactly once (authenticated, failed
+ * or dropped). The accept loop and the handshakes run on virtual threads of their own.
+ */
+public final class Listener implements AutoCloseable {
+    /** Unauthenticated handshakes a listener runs at once; a connection beyond them drops the oldest. */
+    public static final int MAX_PENDING_HANDSHAKES = 128;
+    /** The listening socket's backlog: connections the kernel holds until the accept loop takes them. */
+    private static final int BACKLOG = 1024;
+
+    /** What the provider does with an authenticated HELLO. */
+    @FunctionalInterface
+    public interface Requests {
+        /**
+         * A requester proved it holds the secret and sent {@code peer}: make the request (the link is
+         * the provider's from here: it answers, or closes it). Called on the handshake's thread; must
+         * not throw.
+         */
+        void requested(Listener listener, Link link, Link.Peer peer);
+    }
+
+    private final ServerSocket server;
+    private final String address;
+    private final byte[] secret;
+    private final int handshakeMillis;
+    private final Link.Kind kind;
+    private final System.Logger log;
+    private final Requests requests;
+    /** Unauthenticated handshakes under way, counted in {@link #handshakes}, oldest first. */
+    private final ConcurrentLinkedDeque<Pending> pending = new ConcurrentLinkedDeque<>();
+    /** Handshakes in {@link #pending} not yet ended. */
+    private final AtomicInteger handshakes = new AtomicInteger();
+
+    /** One unauthenticated handshake. */
+    private static final class Pending {
+        final Socket socket;
+        final Object from;
+        /** Claimed once: by its thread (authenticated, or failed) or by the accept loop (dropped). */
+        final AtomicBoolean ended = new AtomicBoolean();
+
+        Pending(Socket socket) {
+            this.socket = socket;
+            this.from = socket.getRemoteSocketAddress();
+        }
+    }
+
+    private Listener(ServerSocket server, String address, byte[] secret, int handshakeMillis, Link.Kind kind,
+            System.Logger log, Requests requests) {
+        this.server = server;
+        this.address = address;
+        this.secret = secret;
+        this.handshakeMillis = handshakeMillis;
+        this.kind = kind;
+        this.log = log;
+        this.requests = requests;
+    }
+
+    /**
+     * Binds {@code host:port} and starts taking connections.
+     *
+     * @param who the listening ID's name, for messages
+     * @throws RdmaException {@link Errno#EBUSY} if the port is taken; {@link Errno#EINVAL} for an
+     *                       address that is not local
+     */
+    public static Listener open(String who, String host, int port, byte[] secret, int handshakeMillis, Link.Kind kind,
+            System.Logger log, Requests requests) {
+        ServerSocket s = null;
+        try {
+            s = new ServerSocket();
+            s.setReuseAddress(true);
+            s.bind(new InetSocketAddress(host, port), BACKLOG);
+        } catch (IOException | RuntimeException e) {
+            closeQuietly(s);
+            throw new RdmaException(e instanceof BindException ? Errno.EBUSY : Errno.EINVAL,
+                    who + ": cannot listen at '" + host + ":" + port + "': " + e.getMessage(), e);
+        }
+        Listener l = new Listener(s, host + ":" + port, secret, handshakeMillis, kind, log, requests);
+        Thread.ofVirtual().name("regmem-" + kind.provider() + "-listen-" + host + ":" + port).start(l::acceptLoop);
+        return l;
+    }
+
+    /** The port it listens on. */
+    public int port() {
+        return server.getLocalPort();
+    }
+
+    /** Stops listening; handshakes under way fail (their requesters see a rejection). */
+    @Override
+    public void close() {
+        closeQuietly(server);
+    }
+
+    /** Takes connections until the socket closes; each handshake on a thread of its own. */
+    private void acceptLoop() {
+        while (!server.isClosed()) {
+            Socket socket;
+            try {
+                socket = server.accept();
+            } catch (IOException closed) {
+                return;
+            }
+            Pending p = new Pending(socket);
+            pending.addLast(p);
+            if (handshakes.incrementAndGet() > MAX_PENDING_HANDSHAKES) {
+                dropOldest();
+            }
+            Thread.ofVirtual().name("regmem-" + kind.provider() + "-hello").start(() -> {
+                try {
+                    hello(p);
+                } finally {
+                    end(p);
+                }
+            });
+        }
+    }
+
+    /** Ends the oldest unauthenticated handshake: its socket closed, its thread's reads fail. */
+    private void dropOldest() {
+        for (Pending old; (old = pending.pollFirst()) != null; ) {
+            if (end(old)) {
+                refused(old.from, "dropped unauthenticated: " + MAX_PENDING_HANDSHAKES
+                        + " handshakes were under way, this one the oldest");
+                closeQuietly(old.socket);
+                return;
+            }
+        }
+    }
+
+    /** Ends a handshake's count and place once; true for the call that did. */
+    private boolean end(Pending p) {
+        if (!p.ended.compareAndSet(false, true)) {
+            return false;
+        }
+        handshakes.decrementAndGet();
+        pending.remove(p);
+        return true;
+    }
+
+    /** Logs a refused connection (the provider's logger, WARNING). */
+    public void refused(Object peer, String why) {
+        log.log(System.Logger.Level.WARNING, "regmem " + kind.provider() + ": listener " + address
+                + " refused a connection from " + peer + ": " + why);
+    }
+
+    /**
+     * The listener's side of the handshake up to the request: challenge, then the requester's
+     * authenticated HELLO; then the provider's request (or, for a connection that is not a regmem
+     * peer with the secret, a log line and a closed socket).
+     */
+    private void hello(Pending pend) {
+        Link l;
+        Link.Peer p;
+        try {
+            l = new Link(pend.socket, secret, handshakeMillis, kind);
+        } catch (IOException e) {
+            closeQuietly(pend.socket);
+            return; // gone before anything was said
+        }
+        try {
+            long deadline = l.deadline();
+            l.sendChallenge();
+            p = l.readHello(deadline);
+        } catch (IOException | RuntimeException e) {
+            if (!pend.ended.get()) { // (a dropped one was logged by the accept loop)
+                refused(pend.from, e.getMessage());
+            }
+            l.close();
+            return;
+        }
+        if (!end(pend)) {
+            l.close(); // dropped just as it authenticated: the requester sees a rejection and may retry
+            return;
+        }
+        requests.requested(this, l, p);
+    }
+
+    private static void closeQuietly(Closeable c) {
+        if (c != null) {
+            try {
+                c.close();
+            } catch (IOException ignored) {
+                // closing: nothing to report
+            }
+        }
+    }
+}
