@@ -1,0 +1,190 @@
+package io.regmem.registration.shm;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static java.lang.foreign.ValueLayout.JAVA_SHORT;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+
+/**
+ * The peer process of a same-host connection, as the kernel knows it: a pidfd taken from the lane's
+ * socket ({@code SO_PEERPIDFD}, race-free) or, on kernels before 6.5, from {@code pidfd_open} of the
+ * pid the socket reports, checked against the start time the peer claimed in its authenticated
+ * handshake (so that a pid reused by another process is refused); and what this host allows between
+ * the two (Yama's {@code ptrace_scope}, a probe copy).
+ */
+final class PeerProcess implements AutoCloseable {
+    final int pid;
+    private final int pidfd;
+    private volatile boolean closed;
+
+    private PeerProcess(int pid, int pidfd) {
+        this.pid = pid;
+        this.pidfd = pidfd;
+    }
+
+    /**
+     * The peer of the connected socket {@code sock}, which must be the process {@code claimedPid}
+     * started at {@code claimedStart} (clock ticks since boot, {@code /proc/PID/stat} field 22).
+     *
+     * @throws IOException if the socket's peer is another process, or it is gone
+     */
+    static PeerProcess of(int sock, int claimedPid, long claimedStart) throws IOException {
+        int pid = UnixSocket.peerPid(sock);
+        if (pid != claimedPid) {
+            throw new IOException("the lane's socket is held by process " + pid + ", the handshake named " + claimedPid);
+        }
+        int fd = UnixSocket.peerPidfd(sock);
+        return fd >= 0 ? checked(new PeerProcess(pid, fd), claimedStart) : open(pid, claimedStart);
+    }
+
+    /**
+     * The process {@code pid} through {@code pidfd_open}, which must have started at {@code claimedStart}
+     * (else the pid was reused by another process).
+     *
+     * @throws IOException if it is gone or is another process
+     */
+    static PeerProcess open(int pid, long claimedStart) throws IOException {
+        int fd;
+        try (Arena a = Arena.ofConfined()) {
+            fd = (int) Sys.syscall(a.allocate(Sys.CAPTURE), Sys.SYS_PIDFD_OPEN, pid, 0, 0, 0, 0, 0);
+        }
+        if (fd < 0) {
+            throw new IOException("pidfd_open(" + pid + ") failed with errno " + -fd);
+        }
+        return checked(new PeerProcess(pid, fd), claimedStart);
+    }
+
+    private static PeerProcess checked(PeerProcess p, long claimedStart) throws IOException {
+        // Taken after the pidfd: if the start time still matches, the pidfd is the claimed process's.
+        long start = startTime(p.pid);
+        if (start != claimedStart || !p.alive()) {
+            p.close();
+            throw new IOException("process " + p.pid + " is not the one that connected (started at " + start + ", the "
+                    + "handshake named " + claimedStart + ")");
+        }
+        return p;
+    }
+
+    /** True while the process runs (or is stopped): its pidfd is not yet readable. */
+    boolean alive() {
+        if (closed) {
+            return false;
+        }
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment pfd = a.allocate(8, 4);
+            pfd.set(JAVA_INT, 0, pidfd);
+            pfd.set(JAVA_SHORT, 4, (short) Sys.POLLIN);
+            int n = Sys.poll(a.allocate(Sys.CAPTURE), pfd, 1, 0);
+            return n == 0;
+        }
+    }
+
+    /**
+     * Waits up to {@code millis} for the process to exit.
+     *
+     * @return true if it has exited
+     */
+    boolean awaitExit(int millis) {
+        if (closed) {
+            return true;
+        }
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment pfd = a.allocate(8, 4);
+            pfd.set(JAVA_INT, 0, pidfd);
+            pfd.set(JAVA_SHORT, 4, (short) Sys.POLLIN);
+            return Sys.poll(a.allocate(Sys.CAPTURE), pfd, 1, millis) > 0;
+        }
+    }
+
+    @Override
+    public synchronized void close() {
+        if (!closed) {
+            closed = true;
+            SharedFile.close(pidfd);
+        }
+    }
+
+    // ---- this host ----
+
+    /** This process's id. */
+    static int self() {
+        return (int) ProcessHandle.current().pid();
+    }
+
+    /**
+     * A process's start time in clock ticks since boot ({@code /proc/PID/stat} field 22), or -1 if it
+     * is gone.
+     */
+    static long startTime(int pid) {
+        try {
+            String stat = Files.readString(Path.of("/proc/" + pid + "/stat"), StandardCharsets.US_ASCII);
+            // The command name (field 2) is in parentheses and may hold spaces: count from the last ')'.
+            String[] f = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+            return Long.parseLong(f[19]); // field 22 is the 20th after the name
+        } catch (IOException | RuntimeException gone) {
+            return -1;
+        }
+    }
+
+    /** This boot's id ({@code /proc/sys/kernel/random/boot_id}): two processes with the same one share a host. */
+    static String bootId() {
+        try {
+            return Files.readString(Path.of("/proc/sys/kernel/random/boot_id"), StandardCharsets.US_ASCII).strip();
+        } catch (IOException e) {
+            return "";
+        }
+    }
+
+    /** Yama's {@code ptrace_scope} (0 to 3), or -1 where Yama is not in the kernel. */
+    static int ptraceScope() {
+        try {
+            return Integer.parseInt(Files.readString(Path.of("/proc/sys/kernel/yama/ptrace_scope")).strip());
+        } catch (NoSuchFileException absent) {
+            return -1;
+        } catch (IOException | NumberFormatException e) {
+            return -1;
+        }
+    }
+
+    /**
+     * Lets {@code pid}, and no other process, copy from this one under Yama's scope 1
+     * ({@code PR_SET_PTRACER}; one tracer at a time, the last one named).
+     *
+     * @return 0, or -errno (-EINVAL where Yama is absent)
+     */
+    static int allowTracer(int pid) {
+        try (Arena a = Arena.ofConfined()) {
+            return Sys.prctl(a.allocate(Sys.CAPTURE), Sys.PR_SET_PTRACER, pid);
+        }
+    }
+
+    /**
+     * Copies 8 bytes at {@code address} in {@code pid}'s memory with {@code process_vm_readv}: whether
+     * this host lets this process copy out of that one.
+     *
+     * @return the 8 bytes as a long in {@code out[0]}; 0, or -errno (-EPERM: not allowed)
+     */
+    static int probe(int pid, long address, long[] out) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment local = a.allocate(8, 8);
+            MemorySegment iov = a.allocate(32, 8);
+            iov.set(JAVA_LONG, 0, local.address());
+            iov.set(JAVA_LONG, 8, 8);
+            iov.set(JAVA_LONG, 16, address);
+            iov.set(JAVA_LONG, 24, 8);
+            long n = Sys.processVmReadv(a.allocate(Sys.CAPTURE), pid, iov.address(), 1, iov.address() + 16, 1);
+            if (n != 8) {
+                return n < 0 ? (int) n : -Sys.EFAULT;
+            }
+            out[0] = local.get(JAVA_LONG, 0);
+            return 0;
+        }
+    }
+}

@@ -1,0 +1,108 @@
+package io.regmem.registration.shm;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * A connection's shared memory: an anonymous {@code memfd} (no name in {@code /dev/shm}, gone with the
+ * last descriptor and mapping) sealed against shrinking and growing, so that a peer can never cut it
+ * under a mapping (an access past a shrunk file's end is a SIGBUS, which would take the JVM down), and
+ * sealed against further seals. The side that makes it sizes and seals it; the side that receives it
+ * ({@code SCM_RIGHTS}) maps it only after {@link #verify} found those seals and the agreed size.
+ *
+ * <p>A mapping is a {@link MemorySegment} of a shared arena whose close unmaps it: an access after the
+ * close throws {@link IllegalStateException}, never touches unmapped memory.
+ */
+final class SharedFile {
+    /** The seals a lane's memfd carries: no shrinking, no growing, no more seals. */
+    static final int SEALS = Sys.F_SEAL_SHRINK | Sys.F_SEAL_GROW | Sys.F_SEAL_SEAL;
+
+    private SharedFile() {
+    }
+
+    /**
+     * Makes a sealed memfd of {@code size} bytes.
+     *
+     * @return its descriptor (close-on-exec)
+     * @throws RdmaException {@link Errno#ENOMEM} if it cannot be made or sized
+     */
+    static int create(String name, long size) {
+        Sys.requireBound();
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment capture = a.allocate(Sys.CAPTURE);
+            int fd = Sys.memfdCreate(capture, a.allocateFrom(name), Sys.MFD_CLOEXEC | Sys.MFD_ALLOW_SEALING);
+            if (fd < 0) {
+                throw new RdmaException(Errno.ENOMEM, "shm: memfd_create failed with errno " + -fd);
+            }
+            int rc = Sys.ftruncate(capture, fd, size);
+            if (rc == 0) {
+                rc = Sys.fcntl(capture, fd, Sys.F_ADD_SEALS, SEALS);
+            }
+            if (rc < 0) {
+                Sys.close(capture, fd);
+                throw new RdmaException(Errno.ENOMEM, "shm: sizing or sealing a memfd of " + size + " bytes failed with errno "
+                        + -rc);
+            }
+            return fd;
+        }
+    }
+
+    /**
+     * Checks a received memfd before it is mapped: sealed with {@link #SEALS} and exactly {@code size}
+     * bytes long.
+     *
+     * @return null if it may be mapped, else why not
+     */
+    static String verify(int fd, long size) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment capture = a.allocate(Sys.CAPTURE);
+            int seals = Sys.fcntl(capture, fd, Sys.F_GET_SEALS, 0);
+            if (seals < 0) {
+                return "not a sealable memfd (F_GET_SEALS failed with errno " + -seals + ")";
+            }
+            if ((seals & SEALS) != SEALS) {
+                return "its seals are 0x" + Integer.toHexString(seals) + ", not shrink, grow and seal";
+            }
+            long length = Sys.lseek(capture, fd, 0, Sys.SEEK_END);
+            if (length != size) {
+                return "it is " + length + " bytes long, not " + size;
+            }
+            return null;
+        }
+    }
+
+    /**
+     * Maps {@code size} bytes of {@code fd}, shared, readable and writable, into {@code arena}: the
+     * arena's close unmaps it.
+     *
+     * @throws RdmaException {@link Errno#ENOMEM} if it cannot be mapped
+     */
+    static MemorySegment map(int fd, long size, Arena arena) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment capture = a.allocate(Sys.CAPTURE);
+            long address = Sys.mmap(capture, size, Sys.PROT_READ | Sys.PROT_WRITE, Sys.MAP_SHARED, fd);
+            if (address < 0) {
+                throw new RdmaException(Errno.ENOMEM, "shm: mapping a memfd of " + size + " bytes failed with errno " + -address);
+            }
+            return MemorySegment.ofAddress(address).reinterpret(size, arena, s -> unmap(s.address(), size));
+        }
+    }
+
+    private static void unmap(long address, long size) {
+        try (Arena a = Arena.ofConfined()) {
+            Sys.munmap(a.allocate(Sys.CAPTURE), address, size);
+        }
+    }
+
+    /** Closes a descriptor (errors ignored: it is gone either way). */
+    static void close(int fd) {
+        if (fd < 0) {
+            return;
+        }
+        try (Arena a = Arena.ofConfined()) {
+            Sys.close(a.allocate(Sys.CAPTURE), fd);
+        }
+    }
+}

@@ -1,0 +1,13 @@
+/**
+ * The same-host lane and the {@code shm} provider: regmem's verbs between processes of one host over
+ * rings in a sealed {@code memfd} per connection, where the target checks every request against its
+ * own key tables and moves the bytes itself (through the ring, or with one
+ * {@code process_vm_readv} from the initiator's memory). Linux only; libc is the only native library.
+ *
+ * <p>Grant native access to this module too:
+ * {@code --enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.shm}.
+ */
+module io.regmem.shm {
+    requires transitive io.regmem.registration;
+    requires org.agrona;
+}

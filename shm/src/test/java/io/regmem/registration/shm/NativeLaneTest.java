@@ -1,0 +1,119 @@
+package io.regmem.registration.shm;
+
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.regmem.registration.testkit.NoLeaks;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * The kernel pieces of the lane: a sealed memfd handed over a Unix socket and mapped twice shares its
+ * bytes; a memfd without the seals, or of another size, is refused before it is mapped; the socket
+ * names its peer; a pidfd sees a killed process at once and refuses a pid that is not the claimed
+ * process; a probe copy reads another process's memory where the kernel allows it; nothing is left
+ * open.
+ */
+@ExtendWith(NoLeaks.class)
+class NativeLaneTest {
+
+    private static long openDescriptors() throws IOException {
+        try (var s = Files.list(Path.of("/proc/self/fd"))) {
+            return s.count();
+        }
+    }
+
+    @Test
+    void aSealedMemfdPassedOverTheSocketSharesItsBytesAndNamesItsPeer() throws Exception {
+        long before = openDescriptors();
+        String name = "regmem-test-" + System.nanoTime();
+        int listening = UnixSocket.listen(name);
+        int client = UnixSocket.connect(name);
+        int server = UnixSocket.accept(listening, System.nanoTime() + 5_000_000_000L);
+        int fd = SharedFile.create("lane-test", 1 << 20);
+        try (Arena arena = Arena.ofShared()) {
+            UnixSocket.send(client, new byte[] {1, 2, 3, 4}, fd);
+            UnixSocket.Received got = UnixSocket.receive(server, 4, System.nanoTime() + 5_000_000_000L);
+            assertThat(got.data()).containsExactly(1, 2, 3, 4);
+            assertThat(got.fd()).isGreaterThanOrEqualTo(0).isNotEqualTo(fd);
+            assertThat(SharedFile.verify(got.fd(), 1 << 20)).isNull();
+            assertThat(SharedFile.verify(got.fd(), 1 << 21)).contains("not 2097152");
+            MemorySegment mine = SharedFile.map(fd, 1 << 20, arena);
+            MemorySegment theirs = SharedFile.map(got.fd(), 1 << 20, arena);
+            mine.set(JAVA_LONG, 4096, 0x1234_5678_9abcL);
+            assertThat(theirs.get(JAVA_LONG, 4096)).isEqualTo(0x1234_5678_9abcL);
+            SharedFile.close(got.fd());
+            assertThat(UnixSocket.peerPid(server)).isEqualTo(PeerProcess.self());
+            assertThat(UnixSocket.peerPid(client)).isEqualTo(PeerProcess.self());
+            try (PeerProcess p = PeerProcess.of(server, PeerProcess.self(), PeerProcess.startTime(PeerProcess.self()))) {
+                assertThat(p.alive()).isTrue();
+            }
+            assertThatThrownBy(() -> PeerProcess.of(server, PeerProcess.self() + 1, 0)).isInstanceOf(IOException.class)
+                    .hasMessageContaining("held by process " + PeerProcess.self());
+            assertThatThrownBy(() -> PeerProcess.of(server, PeerProcess.self(), 12345)).isInstanceOf(IOException.class)
+                    .hasMessageContaining("not the one that connected");
+            // A probe copy out of a process (here this one) where the kernel allows it.
+            long[] out = new long[1];
+            assertThat(PeerProcess.probe(PeerProcess.self(), mine.address() + 4096, out)).isZero();
+            assertThat(out[0]).isEqualTo(0x1234_5678_9abcL);
+            assertThat(PeerProcess.probe(PeerProcess.self(), 8, out)).as("an unmapped address").isEqualTo(-Sys.EFAULT);
+        } finally {
+            SharedFile.close(fd);
+            SharedFile.close(server);
+            SharedFile.close(client);
+            SharedFile.close(listening);
+        }
+        assertThat(openDescriptors()).isEqualTo(before);
+    }
+
+    @Test
+    void anUnsealedMemfdIsRefusedAndAMissingPeerTimesOut() throws Exception {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment capture = a.allocate(Sys.CAPTURE);
+            int fd = Sys.memfdCreate(capture, a.allocateFrom("unsealed"), Sys.MFD_CLOEXEC | Sys.MFD_ALLOW_SEALING);
+            assertThat(fd).isGreaterThanOrEqualTo(0);
+            Sys.ftruncate(capture, fd, 1 << 16);
+            assertThat(SharedFile.verify(fd, 1 << 16)).contains("not shrink, grow and seal");
+            SharedFile.close(fd);
+        }
+        String name = "regmem-test-" + System.nanoTime();
+        int listening = UnixSocket.listen(name);
+        try {
+            assertThatThrownBy(() -> UnixSocket.listen(name)).isInstanceOf(IOException.class).hasMessageContaining("@" + name);
+            long t0 = System.nanoTime();
+            assertThatThrownBy(() -> UnixSocket.accept(listening, System.nanoTime() + 50_000_000L))
+                    .isInstanceOf(IOException.class).hasMessageContaining("did not connect");
+            assertThat(System.nanoTime() - t0).isGreaterThanOrEqualTo(50_000_000L);
+        } finally {
+            SharedFile.close(listening);
+        }
+        assertThatThrownBy(() -> UnixSocket.connect("regmem-nobody-" + System.nanoTime())).isInstanceOf(IOException.class);
+    }
+
+    @Test
+    void aPidfdSeesAKilledProcessAndRefusesAnotherOnesPid() throws Exception {
+        Process child = new ProcessBuilder("sleep", "60").start();
+        int pid = (int) child.pid();
+        long start = PeerProcess.startTime(pid);
+        assertThat(start).isPositive();
+        assertThatThrownBy(() -> PeerProcess.open(pid, start + 1)).isInstanceOf(IOException.class);
+        try (PeerProcess p = PeerProcess.open(pid, start)) {
+            assertThat(p.alive()).isTrue();
+            assertThat(p.awaitExit(20)).isFalse();
+            child.destroyForcibly();
+            assertThat(p.awaitExit(5_000)).isTrue();
+            assertThat(p.alive()).isFalse();
+        } finally {
+            child.destroyForcibly();
+            child.waitFor(10, TimeUnit.SECONDS);
+        }
+        assertThatThrownBy(() -> PeerProcess.open(pid, start)).isInstanceOf(IOException.class);
+    }
+}
