@@ -2,7 +2,8 @@
  * The same-host lane and the {@code shm} provider: regmem's verbs between processes of one host over
  * rings in a sealed {@code memfd} per connection, where the target checks every request against its
  * own key tables and moves the bytes itself (through the ring, or with one
- * {@code process_vm_readv} from the initiator's memory). Linux only; libc is the only native library.
+ * {@code process_vm_readv} from the initiator's memory). {@code RdmaDevice.open("shm")} finds it
+ * through the {@code RdmaProvider} service. Linux only; libc is the only native library.
  *
  * <p>Grant native access to this module too:
  * {@code --enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.shm}.
@@ -10,4 +11,6 @@
 module io.regmem.shm {
     requires transitive io.regmem.registration;
     requires org.agrona;
+
+    provides io.regmem.registration.spi.RdmaProvider with io.regmem.registration.shm.ShmProvider;
 }

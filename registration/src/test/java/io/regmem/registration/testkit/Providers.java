@@ -26,7 +26,7 @@ public final class Providers {
 
     /**
      * A connection address for the provider under test: soft listens under any name (this one);
-     * UCX under {@code host:port} (a fresh loopback port each call).
+     * ucx and shm under {@code host:port} (a fresh loopback port each call).
      */
     public static String address(String name) {
         return address(NAME, name);
@@ -34,7 +34,7 @@ public final class Providers {
 
     /** As {@link #address(String)}, for the named provider. */
     public static String address(String provider, String name) {
-        return provider.equals("ucx") ? "127.0.0.1:" + PORTS.incrementAndGet() : name;
+        return provider.equals("ucx") || provider.equals("shm") ? "127.0.0.1:" + PORTS.incrementAndGet() : name;
     }
 
     /**

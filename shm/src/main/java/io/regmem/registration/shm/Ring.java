@@ -118,6 +118,14 @@ final class Ring {
         ring.set(JAVA_INT, HEADER + at + 4, type);
     }
 
+    /**
+     * Turns the record whose payload is at {@code payload} (claimed, not yet published) into filler:
+     * the consumer skips it. For a claim whose bytes could not be written after all.
+     */
+    void cancel(long payload) {
+        ring.set(JAVA_INT, payload - RECORD_HEADER + 4, PAD);
+    }
+
     /** True if a record of {@code length} payload bytes fits now. */
     boolean fits(int length) {
         long total = align(RECORD_HEADER + (long) length);
@@ -198,6 +206,11 @@ final class Ring {
             payload = HEADER + at + RECORD_HEADER;
             return true;
         }
+    }
+
+    /** True if the producer published records this consumer has not taken yet (any thread; racy). */
+    boolean pending() {
+        return (long) LONG.getAcquire(ring, TAIL) != position;
     }
 
     /** Done with the record {@link #next()} found: the position moves past it (published by {@link #release()}). */

@@ -1,0 +1,139 @@
+package io.regmem.registration.shm;
+
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.invoke.VarHandle;
+
+/**
+ * One side's view of a connection's shared memory: a sealed memfd of a header page and four rings,
+ * each written by one side only.
+ * <pre>
+ *    0 magic u64   8 each ring's data bytes u64
+ *   64 the requester is ready u64   72 the requester can copy out of the listener u64
+ *  128 the listener is ready u64   136 the listener can copy out of the requester u64
+ * 4096 the requester's requests, then its answers, then the listener's requests, then its answers
+ * </pre>
+ * The requester makes and sizes the memfd and writes the magic and size; the listener maps it only
+ * once {@link SharedFile#verify} passed and then checks them. Each side says, in its words, whether
+ * it can copy out of the other ({@code process_vm_readv}): an initiator lets its target pull large
+ * bytes only if the target said so. The words are hints from a peer: a false one only makes that
+ * peer's own copies fail.
+ */
+final class Lane implements AutoCloseable {
+    static final long MAGIC = 0x314e_4c4d_4853_4d52L; // "RMSHMLN1" in native (little-endian) order
+    static final long H_MAGIC = 0;
+    static final long H_CAPACITY = 8;
+    static final long H_REQUESTER_READY = 64;
+    static final long H_REQUESTER_PULLS = 72;
+    static final long H_LISTENER_READY = 128;
+    static final long H_LISTENER_PULLS = 136;
+    static final long RINGS = 4096;
+    /** The default data bytes of each ring. */
+    static final long DEFAULT_CAPACITY = 2L << 20;
+
+    private static final VarHandle LONG = JAVA_LONG.varHandle();
+
+    private final Arena arena;
+    final MemorySegment memory;
+    final boolean requester;
+    /** This side's rings (it produces them). */
+    final Ring myRequests;
+    final Ring myAnswers;
+    /** The peer's rings (this side consumes them). */
+    final Ring peerRequests;
+    final Ring peerAnswers;
+    /** The peer's process id (this process's own for a connection inside the JVM). */
+    final int peerPid;
+    /** The peer process's pidfd, or null for a connection inside this JVM. */
+    final PeerProcess peer;
+    /** True if this side may copy out of the peer with {@code process_vm_readv} (it probed it). */
+    volatile boolean pulls;
+
+    private Lane(Arena arena, MemorySegment memory, long capacity, boolean requester, int peerPid, PeerProcess peer) {
+        this.arena = arena;
+        this.memory = memory;
+        this.requester = requester;
+        this.peerPid = peerPid;
+        this.peer = peer;
+        long ring = Ring.size(capacity);
+        Ring[] r = new Ring[4];
+        for (int i = 0; i < 4; i++) {
+            r[i] = new Ring(memory.asSlice(RINGS + i * ring, ring));
+        }
+        myRequests = requester ? r[0] : r[2];
+        myAnswers = requester ? r[1] : r[3];
+        peerRequests = requester ? r[2] : r[0];
+        peerAnswers = requester ? r[3] : r[1];
+    }
+
+    /** The memfd bytes of a lane whose rings have {@code capacity} data bytes each. */
+    static long size(long capacity) {
+        return RINGS + 4 * Ring.size(capacity);
+    }
+
+    /**
+     * Makes a lane's memfd (the requester does): sealed, sized, its header written.
+     *
+     * @return its descriptor
+     */
+    static int create(long capacity) {
+        int fd = SharedFile.create("regmem-shm-lane", size(capacity));
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment header = SharedFile.map(fd, RINGS, a);
+            header.set(JAVA_LONG, H_CAPACITY, capacity);
+            header.set(JAVA_LONG, H_MAGIC, MAGIC);
+        } catch (RuntimeException e) {
+            SharedFile.close(fd);
+            throw e;
+        }
+        return fd;
+    }
+
+    /**
+     * Maps a lane's memfd as one side of it. The listener's side checks the header first.
+     *
+     * @return the lane, or null if the memory is not a lane of {@code capacity} (the arena is then closed)
+     */
+    static Lane attach(int fd, long capacity, boolean requester, int peerPid, PeerProcess peer) {
+        Arena arena = Arena.ofShared();
+        try {
+            MemorySegment memory = SharedFile.map(fd, size(capacity), arena);
+            if (memory.get(JAVA_LONG, H_MAGIC) != MAGIC || memory.get(JAVA_LONG, H_CAPACITY) != capacity) {
+                arena.close();
+                return null;
+            }
+            return new Lane(arena, memory, capacity, requester, peerPid, peer);
+        } catch (RuntimeException e) {
+            arena.close();
+            throw e;
+        }
+    }
+
+    /** Says whether this side can copy out of the peer, and that it is ready. */
+    void announce(boolean canPull) {
+        pulls = canPull;
+        memory.set(JAVA_LONG, requester ? H_REQUESTER_PULLS : H_LISTENER_PULLS, canPull ? 1 : 0);
+        LONG.setRelease(memory, requester ? H_REQUESTER_READY : H_LISTENER_READY, 1L);
+    }
+
+    /** True once the peer announced itself ({@link #announce}). */
+    boolean peerReady() {
+        return (long) LONG.getAcquire(memory, requester ? H_LISTENER_READY : H_REQUESTER_READY) == 1L;
+    }
+
+    /** True if the peer said it can copy out of this process (read after {@link #peerReady()}). */
+    boolean peerPulls() {
+        return memory.get(JAVA_LONG, requester ? H_LISTENER_PULLS : H_REQUESTER_PULLS) == 1L;
+    }
+
+    /** Unmaps the lane (callers make sure nothing of this side reads it any more) and lets go of the peer's pidfd. */
+    @Override
+    public void close() {
+        if (peer != null) {
+            peer.close();
+        }
+        arena.close();
+    }
+}

@@ -1,0 +1,214 @@
+package io.regmem.registration.shm;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.DeviceAttributes;
+import io.regmem.registration.link.Secret;
+import io.regmem.registration.spi.CmContext;
+import io.regmem.registration.spi.CqContext;
+import io.regmem.registration.spi.GracePeriod;
+import io.regmem.registration.spi.MrContext;
+import io.regmem.registration.spi.ProviderCm;
+import io.regmem.registration.spi.ProviderCq;
+import io.regmem.registration.spi.ProviderDevice;
+import io.regmem.registration.spi.ProviderMr;
+import io.regmem.registration.spi.ProviderQp;
+import io.regmem.registration.spi.QpContext;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.util.Arrays;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
+import org.agrona.concurrent.IdleStrategy;
+
+/**
+ * An shm device: its limits and options, its QPs, the grace-period domain of its data path (every
+ * copy into or out of its registered memory runs in a section of it), and, if asked for, a progress
+ * thread that serves and completes without anybody polling.
+ */
+final class ShmDevice implements ProviderDevice {
+    private static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
+
+    final DeviceAttributes attributes;
+    final GracePeriod grace = new GracePeriod();
+    /** Bytes up to which a WRITE's or SEND's bytes travel inside the request. */
+    final long inlineThreshold;
+    /** How long a request waits for its answer (0: for ever). */
+    final long answerTimeoutNanos;
+    /** Each ring's data bytes, for the connections this device asks for. */
+    final long ringBytes;
+    final int handshakeMillis;
+    private byte[] secret;
+    private volatile ShmQp[] qps = new ShmQp[0];
+    private Thread progressThread;
+    private volatile boolean closed;
+
+    ShmDevice(DeviceAttributes attributes, byte[] secret, int handshakeMillis, long answerTimeoutNanos, long inlineThreshold,
+            long ringBytes) {
+        this.attributes = attributes;
+        this.secret = secret;
+        this.handshakeMillis = handshakeMillis;
+        this.answerTimeoutNanos = answerTimeoutNanos;
+        this.inlineThreshold = inlineThreshold;
+        this.ringBytes = ringBytes;
+    }
+
+    /** Starts the progress thread (before any CQ exists), idling as {@code idle} says between rounds with no work. */
+    ShmDevice startProgressThread(IdleStrategy idle) {
+        progressThread = Thread.ofPlatform().daemon().name("regmem-shm-progress").start(() -> {
+            while (!closed) {
+                int work = 0;
+                for (ShmQp qp : qps) {
+                    work += qp.progress();
+                }
+                idle.idle(work);
+            }
+        });
+        return this;
+    }
+
+    boolean hasProgressThread() {
+        return progressThread != null;
+    }
+
+    /** The secret of this device's connections: the configured one, or the user's default (made on first use). */
+    synchronized byte[] secret() {
+        if (secret == null) {
+            secret = Secret.defaultSecret("shm");
+        }
+        return secret;
+    }
+
+    @Override
+    public DeviceAttributes attributes() {
+        return attributes;
+    }
+
+    @Override
+    public ProviderMr registerMemory(MrContext mr) {
+        if (mr.isIntegrity()) {
+            throw new RdmaException(Errno.EOPNOTSUPP, mr.name() + ": shm: integrity (signature) MRs are not supported "
+                    + "(T10-PI offload is a soft provider feature)");
+        }
+        return new ShmMr(this, mr);
+    }
+
+    @Override
+    public ProviderQp createQp(QpContext ctx) {
+        ShmQp qp = new ShmQp(this, ctx);
+        synchronized (this) {
+            ShmQp[] next = Arrays.copyOf(qps, qps.length + 1);
+            next[qps.length] = qp;
+            qps = next;
+        }
+        return qp;
+    }
+
+    synchronized void removeQp(ShmQp qp) {
+        ShmQp[] q = qps;
+        for (int i = 0; i < q.length; i++) {
+            if (q[i] == qp) {
+                ShmQp[] next = new ShmQp[q.length - 1];
+                System.arraycopy(q, 0, next, 0, i);
+                System.arraycopy(q, i + 1, next, i, q.length - i - 1);
+                qps = next;
+                return;
+            }
+        }
+    }
+
+    @Override
+    public ProviderCq createCq(CqContext ctx) {
+        ShmCq cq = new ShmCq(this);
+        ctx.attach(cq);
+        return cq;
+    }
+
+    @Override
+    public ProviderCm createCmId(CmContext ctx) {
+        return new ShmCm(this, ctx);
+    }
+
+    @Override
+    public void quiesce() {
+        grace.synchronize();
+    }
+
+    /**
+     * Waits out the sections that checked {@code region} before its keys went invalid, and the
+     * answers of READs and atomics started before that will be placed into it (their targets executed
+     * them): each is placed or fails by the answer timeout (plus a second; 10 s with none), whoever
+     * progresses its QP, this thread included.
+     */
+    void quiesce(MrContext region) {
+        grace.synchronize();
+        long until = System.nanoTime() + 1_000_000_000L + (answerTimeoutNanos > 0 ? answerTimeoutNanos : 9_000_000_000L);
+        for (ShmQp qp : qps) {
+            ReentrantLock l = qp.ctx.lock();
+            while (!qp.isDestroyed()) {
+                if (System.nanoTime() - until >= 0) {
+                    // Given up: under the QP's lock, where every placement runs, so none is being placed
+                    // now and none will be (the requests fail, LOC_PROT_ERR).
+                    l.lock();
+                    try {
+                        qp.initiator.abandonAnswersInto(region);
+                    } finally {
+                        l.unlock();
+                    }
+                    break;
+                }
+                if (l.tryLock()) {
+                    try {
+                        if (!qp.answersInto(region)) {
+                            break;
+                        }
+                        qp.run();
+                    } finally {
+                        l.unlock();
+                    }
+                }
+                LockSupport.parkNanos(50_000L);
+            }
+        }
+    }
+
+    @Override
+    public void close() {
+        closed = true;
+        Thread t = progressThread;
+        if (t != null) {
+            try {
+                t.join(5_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    /** The shm registration handle: the key is the verbs layer's, exported as its 4 bytes (big-endian). */
+    private static final class ShmMr implements ProviderMr {
+        private final ShmDevice device;
+        private final MrContext region;
+
+        ShmMr(ShmDevice device, MrContext region) {
+            this.device = device;
+            this.region = region;
+        }
+
+        @Override
+        public int exportedKeySize(int rkey) {
+            return 4;
+        }
+
+        @Override
+        public void exportRemoteKey(int rkey, MemorySegment to) {
+            to.set(BE_INT, 0, rkey);
+        }
+
+        @Override
+        public void deregister() {
+            device.quiesce(region);
+        }
+    }
+}

@@ -1,0 +1,409 @@
+package io.regmem.registration.shm;
+
+import static java.lang.foreign.ValueLayout.JAVA_BYTE;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+import static java.lang.foreign.ValueLayout.JAVA_SHORT;
+
+import io.regmem.registration.Opcode;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.spi.MrContext;
+import io.regmem.registration.spi.PostedWr;
+import io.regmem.registration.spi.QpContext;
+import io.regmem.registration.spi.Segments;
+import java.lang.foreign.MemorySegment;
+
+/**
+ * A QP's send side on the lane (its execution lock held throughout): it starts its requests in
+ * posting order into its request ring and completes them, in order, with the target's answers.
+ *
+ * <p>Starting a request checks its local entries in a grace-period section ({@code LOC_PROT_ERR}
+ * otherwise: it then halts the QP, nothing after it starts, and it completes with that status when
+ * its turn comes). A WRITE's or SEND's bytes go inline in the request up to the device's inline
+ * threshold; above it, when the target said it can copy out of this process, the request names the
+ * entries and the target pulls them ({@code process_vm_readv}); otherwise they are streamed through
+ * the ring in records. A READ's bytes and an atomic's value come back in the target's answer ring
+ * and are placed into the entries resolved at start, in this side's section: the target never
+ * writes into this process. A local request (REG_MR, LOCAL_INV, BIND_MW) runs when it is the oldest,
+ * so the requests after it see its effect. A request that has no answer within the device's answer
+ * timeout completes RETRY_EXC_ERR (the target may have executed it).
+ */
+final class ShmInitiator {
+    private final ShmQp qp;
+    private final QpContext ctx;
+    /** Started requests, oldest first (a FIFO of the send queue's depth). */
+    private final long[] seq;
+    private final Opcode[] op;
+    private final long[] total;
+    private final long[] since;
+    private final long[] placed;
+    private final boolean[] failed;
+    private final Segments[] sinks;
+    private int head;
+    private int count;
+    /** The next posted request to start. */
+    private long next;
+    /** A request that failed before it started (nothing after it starts), or -1; its status. */
+    private long haltSeq = -1;
+    private WcStatus haltStatus;
+    /** The request whose bytes are being streamed, or -1; its place in the FIFO, offset and entries. */
+    private long streamSeq = -1;
+    private int streamSlot;
+    private long streamOffset;
+    private final Segments streamSrc = new Segments();
+    /** The stream failed locally: an ABORT record is still to be written. */
+    private boolean abortPending;
+    private final Segments gather = new Segments();
+    private final MemorySegment value = MemorySegment.ofArray(new long[1]);
+
+    ShmInitiator(ShmQp qp) {
+        this.qp = qp;
+        this.ctx = qp.ctx;
+        int depth = Math.max(1, ctx.maxSendWr());
+        seq = new long[depth];
+        op = new Opcode[depth];
+        total = new long[depth];
+        since = new long[depth];
+        placed = new long[depth];
+        failed = new boolean[depth];
+        sinks = new Segments[depth];
+        for (int i = 0; i < depth; i++) {
+            sinks[i] = new Segments();
+        }
+    }
+
+    /** True while a request is started and not yet answered, or one waits to start. */
+    boolean busy() {
+        return count > 0 || next < ctx.sendTail() || haltSeq >= 0;
+    }
+
+    /** True if a started request placing an answer resolved an entry through {@code region}. */
+    boolean answersInto(MrContext region) {
+        for (int i = 0, s = head; i < count; i++, s = (s + 1) % seq.length) {
+            if ((Wire.isRead(op[s]) || Wire.isAtomic(op[s])) && sinks[s].resolvedThrough(region)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Marks the answers still to come into {@code region} as refused: those requests fail, nothing is placed. */
+    void abandonAnswersInto(MrContext region) {
+        for (int i = 0, s = head; i < count; i++, s = (s + 1) % seq.length) {
+            if ((Wire.isRead(op[s]) || Wire.isAtomic(op[s])) && sinks[s].resolvedThrough(region)) {
+                failed[s] = true;
+            }
+        }
+    }
+
+    /** Forgets everything started (the QP is in the error state: the verbs layer flushes the queue). */
+    void reset() {
+        count = 0;
+        head = 0;
+        next = ctx.sendTail();
+        haltSeq = -1;
+        streamSeq = -1;
+        abortPending = false;
+    }
+
+    // ---- starting ----
+
+    /** Starts what may start now; the work done. */
+    int start(Lane lane) {
+        int work = 0;
+        if (streamSeq >= 0) {
+            work += stream(lane);
+            if (streamSeq >= 0) {
+                lane.myRequests.publish();
+                return work;
+            }
+        }
+        while (next < ctx.sendTail() && haltSeq < 0 && ctx.isReady()) {
+            PostedWr w = ctx.sendAt(next);
+            Opcode o = w.opcode();
+            if (!Wire.remote(o)) {
+                if (count > 0 || ctx.nextSend() != w) {
+                    break; // a local request runs when it is the oldest
+                }
+                next++;
+                work++;
+                qp.runLocal(w);
+                continue;
+            }
+            if (count == seq.length) {
+                break;
+            }
+            WcStatus s = startOne(lane, w, o);
+            if (s == null) {
+                break; // the ring is full: at a later progress
+            }
+            work++;
+            if (s != WcStatus.SUCCESS) {
+                haltSeq = next;
+                haltStatus = s;
+                next++;
+                break;
+            }
+            next++;
+            if (streamSeq >= 0) {
+                work += stream(lane);
+                if (streamSeq >= 0) {
+                    break;
+                }
+            }
+        }
+        lane.myRequests.publish();
+        completeHalted();
+        return work;
+    }
+
+    /** Writes request {@code w}'s record; null if the ring has no room now (nothing changed). */
+    private WcStatus startOne(Lane lane, PostedWr w, Opcode o) {
+        boolean sink = Wire.isRead(o) || Wire.isAtomic(o);
+        int slot = (head + count) % seq.length;
+        Segments segs = sink ? sinks[slot] : gather;
+        qp.reader.enter();
+        try {
+            segs.clear();
+            if (!qp.memory.gatherLocal(w, segs, sink)) {
+                return WcStatus.LOC_PROT_ERR;
+            }
+            long bytes = Wire.isAtomic(o) ? 8 : w.totalLength();
+            int mode = Wire.MODE_INLINE;
+            int length = Wire.REQ_HEADER;
+            if (Wire.carriesData(o)) {
+                if (bytes <= qp.device.inlineThreshold) {
+                    length += (int) bytes;
+                } else if (lane.peerPulls() && pullable(segs)) {
+                    mode = Wire.MODE_PULL;
+                    length += Wire.ENTRY * segs.count();
+                } else {
+                    mode = Wire.MODE_STREAM;
+                }
+            }
+            Ring ring = lane.myRequests;
+            long at = ring.claim(Wire.REQ, length);
+            if (at < 0) {
+                return null;
+            }
+            MemorySegment r = ring.segment();
+            r.set(JAVA_LONG, at + Wire.R_SEQ, w.seq());
+            r.set(JAVA_BYTE, at + Wire.R_OPCODE, (byte) o.ordinal());
+            r.set(JAVA_BYTE, at + Wire.R_MODE, (byte) mode);
+            r.set(JAVA_SHORT, at + Wire.R_FLAGS, (short) ((ctx.rnrRetry() & Wire.FLAG_RNR_MASK)
+                    | (w.solicited() ? Wire.FLAG_SOLICITED : 0)));
+            r.set(JAVA_INT, at + Wire.R_IMM, o == Opcode.SEND_WITH_INV ? w.invalidateRkey() : w.immData());
+            r.set(JAVA_LONG, at + Wire.R_RADDR, w.remoteAddress());
+            r.set(JAVA_INT, at + Wire.R_RKEY, w.rkey());
+            r.set(JAVA_INT, at + Wire.R_ENTRIES, mode == Wire.MODE_PULL ? segs.count() : 0);
+            r.set(JAVA_LONG, at + Wire.R_TOTAL, bytes);
+            r.set(JAVA_LONG, at + Wire.R_CMP, w.compareAdd());
+            r.set(JAVA_LONG, at + Wire.R_SWAP, w.swap());
+            if (mode == Wire.MODE_INLINE && Wire.carriesData(o)
+                    && !Copies.fromPieces(segs, 0, r, at + Wire.REQ_HEADER, bytes)) {
+                ring.cancel(at);
+                return WcStatus.LOC_PROT_ERR; // its memory ended under the copy (freed without deregistration)
+            }
+            if (mode == Wire.MODE_PULL) {
+                long e = at + Wire.REQ_HEADER;
+                for (int k = 0; k < segs.count(); k++, e += Wire.ENTRY) {
+                    r.set(JAVA_LONG, e, segs.segment(k).address() + segs.offset(k));
+                    r.set(JAVA_LONG, e + 8, segs.length(k));
+                }
+            }
+            seq[slot] = w.seq();
+            op[slot] = o;
+            total[slot] = bytes;
+            since[slot] = System.nanoTime();
+            placed[slot] = 0;
+            failed[slot] = false;
+            count++;
+            if (mode == Wire.MODE_STREAM) {
+                streamSeq = w.seq();
+                streamSlot = slot;
+                streamOffset = 0;
+                streamSrc.clear();
+                streamSrc.addAll(segs);
+            }
+            return WcStatus.SUCCESS;
+        } finally {
+            qp.reader.exit();
+            gather.clear();
+        }
+    }
+
+    /** True if the target can pull these entries: native memory, few enough of them, none empty. */
+    private static boolean pullable(Segments segs) {
+        if (segs.count() > Wire.MAX_ENTRIES) {
+            return false;
+        }
+        for (int k = 0; k < segs.count(); k++) {
+            if (!segs.segment(k).isNative() || segs.length(k) == 0) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Streams the bytes of the request in progress while the ring has room; the records written. */
+    private int stream(Lane lane) {
+        Ring ring = lane.myRequests;
+        int work = 0;
+        long bytes = total[streamSlot];
+        while (streamOffset < bytes || abortPending) {
+            if (abortPending) {
+                long at = ring.claim(Wire.ABORT, 8);
+                if (at < 0) {
+                    return work;
+                }
+                ring.segment().set(JAVA_LONG, at, streamSeq);
+                abortPending = false;
+                failed[streamSlot] = true;
+                streamSeq = -1;
+                return work + 1;
+            }
+            int n = (int) Math.min(Math.min(ring.maxPayload, Segments.PIECE), bytes - streamOffset);
+            long at = ring.claim(Wire.DATA, n);
+            if (at < 0) {
+                return work;
+            }
+            qp.reader.enter();
+            try {
+                if (!streamSrc.stillValid() || !Copies.fromPieces(streamSrc, streamOffset, ring.segment(), at, n)) {
+                    ring.cancel(at);
+                    abortPending = true;
+                    continue;
+                }
+            } finally {
+                qp.reader.exit();
+            }
+            streamOffset += n;
+            work++;
+            if ((work & 7) == 0) {
+                ring.publish();
+            }
+        }
+        streamSeq = -1;
+        return work;
+    }
+
+    /** Completes the halted request once it is the oldest (everything before it completed). */
+    private void completeHalted() {
+        if (haltSeq >= 0 && count == 0) {
+            PostedWr h = ctx.nextSend();
+            if (h != null && h.seq() == haltSeq) {
+                haltSeq = -1;
+                ctx.completeSend(haltStatus, 0);
+            }
+        }
+    }
+
+    // ---- answers ----
+
+    /** Takes the target's answers; the work done. */
+    int answers(Lane lane) {
+        Ring r = lane.peerAnswers;
+        MemorySegment m = r.segment();
+        int work = 0;
+        while (ctx.isReady() && r.next()) {
+            if (r.type == Wire.RDATA) {
+                int s = head;
+                if (count == 0 || !Wire.isRead(op[s]) || placed[s] + r.length > total[s]) {
+                    throw qp.violation("READ bytes where none are due");
+                }
+                if (!failed[s]) {
+                    qp.reader.enter();
+                    try {
+                        if (!sinks[s].answerable() || !Copies.intoPieces(m, r.payload, sinks[s], placed[s], r.length)) {
+                            failed[s] = true; // its memory went away: the READ fails, LOC_PROT_ERR
+                        }
+                    } finally {
+                        qp.reader.exit();
+                    }
+                }
+                placed[s] += r.length;
+            } else if (r.type == Wire.ACK) {
+                if (r.length != Wire.ACK_SIZE) {
+                    throw qp.violation("an answer of " + r.length + " bytes");
+                }
+                long ackSeq = m.get(JAVA_LONG, r.payload + Wire.A_SEQ);
+                int status = m.get(JAVA_INT, r.payload + Wire.A_STATUS);
+                long found = m.get(JAVA_LONG, r.payload + Wire.A_VALUE);
+                if (count == 0 || ackSeq != seq[head] || status < 0 || status >= Wire.STATUSES.length) {
+                    throw qp.violation("an answer to request " + ackSeq + " with status " + status + " where "
+                            + (count == 0 ? "none is due" : "request " + seq[head] + "'s is due"));
+                }
+                r.consume();
+                work++;
+                complete(Wire.STATUSES[status], found);
+                continue;
+            } else if (r.type == Wire.RNR_WAIT) {
+                if (count > 0) {
+                    since[head] = System.nanoTime(); // the target holds it for a receive: not lost
+                }
+            } else {
+                throw qp.violation("an answer record of type " + r.type);
+            }
+            r.consume();
+            work++;
+        }
+        r.release();
+        completeHalted();
+        return work;
+    }
+
+    /** Completes the oldest started request with the target's verdict. */
+    private void complete(WcStatus verdict, long found) {
+        int s = head;
+        Opcode o = op[s];
+        WcStatus status = verdict;
+        if (status == WcStatus.SUCCESS && Wire.isRead(o) && placed[s] != total[s]) {
+            throw qp.violation("a READ answered with " + placed[s] + " of its " + total[s] + " bytes");
+        }
+        if (status == WcStatus.SUCCESS && Wire.isAtomic(o) && !failed[s]) {
+            value.set(JAVA_LONG, 0, found);
+            qp.reader.enter();
+            try {
+                if (!sinks[s].answerable() || !Copies.intoPieces(value, 0, sinks[s], 0, 8)) {
+                    failed[s] = true;
+                }
+            } finally {
+                qp.reader.exit();
+            }
+        }
+        if (failed[s] && (status == WcStatus.SUCCESS || streamAborted(s))) {
+            status = WcStatus.LOC_PROT_ERR;
+        }
+        PostedWr w = ctx.nextSend();
+        if (w == null || w.seq() != seq[s]) {
+            throw qp.violation("an answer to request " + seq[s] + " that is not the oldest");
+        }
+        head = (head + 1) % seq.length;
+        count--;
+        sinks[s].clear();
+        long bytes = status == WcStatus.SUCCESS ? w.totalLength() : 0;
+        int invalidate = o == Opcode.RDMA_READ_WITH_INV ? w.sgeLkey(0) : 0;
+        ctx.completeSend(status, bytes);
+        if (o == Opcode.RDMA_READ_WITH_INV && status == WcStatus.SUCCESS) {
+            qp.invalidateLocal(invalidate);
+        }
+    }
+
+    /** True for a streamed request this side gave up (an ABORT went): whatever the target says, it failed. */
+    private boolean streamAborted(int slot) {
+        return failed[slot] && Wire.carriesData(op[slot]);
+    }
+
+    /**
+     * Fails the oldest started request if it has waited longer than {@code timeoutNanos} for its answer
+     * (RETRY_EXC_ERR, as a NIC's retries running out); true if it did.
+     */
+    boolean timedOut(long timeoutNanos) {
+        if (count == 0 || timeoutNanos <= 0 || System.nanoTime() - since[head] < timeoutNanos) {
+            return false;
+        }
+        count = 0;
+        ctx.completeSend(WcStatus.RETRY_EXC_ERR, 0);
+        return true;
+    }
+}

@@ -1,0 +1,293 @@
+package io.regmem.registration.shm;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.spi.GracePeriod;
+import io.regmem.registration.spi.MemoryAccess;
+import io.regmem.registration.spi.MrContext;
+import io.regmem.registration.spi.PostedWr;
+import io.regmem.registration.spi.ProviderQp;
+import io.regmem.registration.spi.QpContext;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * An shm queue pair: its send side ({@link ShmInitiator}) and its target side ({@link ShmTarget})
+ * over the connection's {@link Lane}, both run under the QP's execution lock by whoever progresses it
+ * (a poll of one of its CQs, the device's progress thread, or the post itself, which starts its
+ * requests at once when the lock is free). Nothing of the peer is trusted: a record that breaks the
+ * lane's rules ends the connection ({@link #violation}).
+ */
+final class ShmQp implements ProviderQp {
+    private static final System.Logger LOG = System.getLogger("io.regmem.registration.shm");
+    private static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
+
+    final ShmDevice device;
+    final QpContext ctx;
+    final MemoryAccess memory;
+    final GracePeriod.Reader reader;
+    final Copies copies = new Copies();
+    final ShmInitiator initiator;
+    final ShmTarget target;
+    /** The connection's shared memory, once connected; null after the QP is destroyed. */
+    private volatile Lane lane;
+    /** The peer QP when it is in this JVM (its progress serves this QP's requests), or null. */
+    volatile ShmQp localPeer;
+    /** The CM ID whose connection this QP carries, once connected. */
+    volatile ShmCm cm;
+    /** Set once the peer is gone (its life line ended): what is left in its rings is taken, then the QP errs. */
+    private volatile boolean peerGone;
+    private volatile boolean destroyed;
+    /** Why the lane broke, or null. */
+    private volatile String broken;
+
+    ShmQp(ShmDevice device, QpContext ctx) {
+        this.device = device;
+        this.ctx = ctx;
+        this.memory = ctx.memory();
+        this.reader = device.grace.newReader();
+        this.initiator = new ShmInitiator(this);
+        this.target = new ShmTarget(this);
+        ctx.attach(this);
+    }
+
+    /** Connects the QP over {@code l} and moves it to RTS. */
+    void connect(Lane l) {
+        ReentrantLock lock = ctx.lock();
+        lock.lock();
+        try {
+            if (destroyed) {
+                l.close();
+                return;
+            }
+            lane = l;
+        } finally {
+            lock.unlock();
+        }
+        ctx.ready();
+    }
+
+    @Override
+    public void sendPosted(long firstSeq, int count) {
+        ReentrantLock l = ctx.lock();
+        if (lane != null && l.tryLock()) { // start at once; else the lock's holder or the next progress does
+            try {
+                run();
+            } finally {
+                l.unlock();
+            }
+        }
+    }
+
+    @Override
+    public void recvPosted(long firstSeq, int count) {
+        ReentrantLock l = ctx.lock();
+        if (target.busy() && lane != null && l.tryLock()) { // a request held for a receive may go now
+            try {
+                run();
+            } finally {
+                l.unlock();
+            }
+        }
+    }
+
+    @Override
+    public void stop() {
+        // Every copy of this QP runs under its execution lock, which the caller holds: none is under way.
+    }
+
+    @Override
+    public int importRemoteKey(MemorySegment exported) {
+        if (exported.byteSize() != 4) {
+            throw new RdmaException(Errno.EINVAL, ctx.name() + ": an shm remote key is 4 bytes, got " + exported.byteSize());
+        }
+        return exported.get(BE_INT, 0);
+    }
+
+    @Override
+    public void destroy() {
+        ReentrantLock l = ctx.lock();
+        l.lock();
+        try {
+            destroyed = true;
+            Lane old = lane;
+            lane = null;
+            if (old != null) {
+                old.close();
+            }
+            copies.close();
+            localPeer = null;
+        } finally {
+            l.unlock();
+        }
+        reader.close();
+        device.removeQp(this);
+    }
+
+    @Override
+    public String diagnostics() {
+        Lane l = lane;
+        String why = broken;
+        return "shm: " + (l == null ? "not connected" : "lane to process " + l.peerPid + (l.pulls ? ", pulls" : ", no pulls"))
+                + (why != null ? ", broken: " + why : "") + (peerGone ? ", peer gone" : "");
+    }
+
+    // ---- progress ----
+
+    /**
+     * Progresses this QP and, for a peer in this JVM, that one if its lock is free (its progress serves
+     * this side's requests), a few rounds while either does work, so that one poll sees a round trip
+     * inside the JVM complete; the work done. Any thread.
+     */
+    int progress() {
+        if (destroyed || (ctx.idle() && idleLane())) {
+            return 0;
+        }
+        int work = 0;
+        for (int round = 0; round < 3; round++) {
+            int w = locked(this);
+            ShmQp peer = localPeer;
+            if (peer != null && !peer.destroyed && peer.ctx.lock().tryLock()) {
+                try {
+                    w += peer.run();
+                } finally {
+                    peer.ctx.lock().unlock();
+                }
+            }
+            work += w;
+            if (w == 0 || peer == null) {
+                break;
+            }
+        }
+        return work;
+    }
+
+    private static int locked(ShmQp qp) {
+        ReentrantLock l = qp.ctx.lock();
+        l.lock();
+        try {
+            return qp.run();
+        } finally {
+            l.unlock();
+        }
+    }
+
+    /** True if nothing waits on the lane (no record from the peer, nothing under way). Any thread; racy. */
+    boolean idleLane() {
+        Lane l = lane;
+        return l == null || (!l.peerAnswers.pending() && !l.peerRequests.pending() && !initiator.busy() && !target.busy()
+                && !peerGone);
+    }
+
+    /** One round under the execution lock; the work done. */
+    int run() {
+        if (destroyed) {
+            return 0;
+        }
+        Lane l = lane;
+        int work = 0;
+        if (l != null && ctx.isReady()) {
+            try {
+                work += initiator.answers(l);
+                work += target.serve(l);
+                work += initiator.start(l);
+                if (initiator.timedOut(device.answerTimeoutNanos)) {
+                    work++;
+                }
+                if (peerGone && !l.peerAnswers.pending() && !l.peerRequests.pending()) {
+                    ctx.toError(); // the peer's last words are taken: the rest is flushed
+                }
+            } catch (Ring.Violation | IllegalStateException | IndexOutOfBoundsException e) {
+                breakLane(e.getMessage());
+            }
+        }
+        if (ctx.isError()) {
+            initiator.reset();
+            target.reset();
+            ctx.flush();
+            work++;
+        }
+        return work;
+    }
+
+    /** A rule of the lane broken by the peer: its connection ends. */
+    Ring.Violation violation(String why) {
+        return new Ring.Violation(why);
+    }
+
+    private void breakLane(String why) {
+        if (broken == null) {
+            broken = why;
+            LOG.log(System.Logger.Level.WARNING, "regmem shm: " + ctx.name() + ": the connection ends: " + why);
+        }
+        ctx.toError();
+        ShmCm c = cm;
+        if (c != null) {
+            c.peerBroke();
+        }
+    }
+
+    /**
+     * The peer is gone (its life line ended, or its process exited): its answers already in the rings
+     * are taken at the next progress, then the QP moves to the error state and the rest is flushed.
+     */
+    void peerGone() {
+        peerGone = true;
+        ReentrantLock l = ctx.lock();
+        l.lock();
+        try {
+            run();
+        } finally {
+            l.unlock();
+        }
+    }
+
+    /** True if a request under way will place its answer into {@code region} (a READ's bytes, an atomic's value). */
+    boolean answersInto(MrContext region) {
+        return initiator.answersInto(region);
+    }
+
+    // ---- local requests ----
+
+    /** Runs a local request (the oldest of the send queue) and completes it. */
+    void runLocal(PostedWr w) {
+        WcStatus status;
+        switch (w.opcode()) {
+            case LOCAL_INV -> {
+                MrContext mr = memory.invalidationTarget(w.invalidateRkey());
+                status = mr == null ? WcStatus.LOC_PROT_ERR : WcStatus.SUCCESS;
+                if (mr != null) {
+                    memory.invalidate(mr);
+                    device.grace.synchronize(); // outside any section: wait out the readers
+                }
+            }
+            case REG_MR, REG_MR_INTEGRITY, BIND_MW -> {
+                reader.enter();
+                try {
+                    status = w.opcode() == Opcode.BIND_MW ? memory.bindWindow(w) : memory.fastRegister(w);
+                } finally {
+                    reader.exit();
+                }
+            }
+            default -> status = WcStatus.GENERAL_ERR;
+        }
+        ctx.completeSend(status, 0);
+    }
+
+    /** Invalidates the fast-reg MR whose key is {@code lkey} after a READ_WITH_INV placed its bytes. */
+    void invalidateLocal(int lkey) {
+        MrContext mr = memory.invalidationTarget(lkey);
+        if (mr != null) {
+            memory.invalidate(mr);
+            device.grace.synchronize();
+        }
+    }
+
+    boolean isDestroyed() {
+        return destroyed;
+    }
+}
