@@ -11,8 +11,8 @@ import java.lang.invoke.VarHandle;
  * each written by one side only.
  * <pre>
  *    0 magic u64   8 each ring's data bytes u64
- *   64 the requester is ready u64   72 the requester can copy out of the listener u64
- *  128 the listener is ready u64   136 the listener can copy out of the requester u64
+ *   64 the requester is ready u64   72 the requester can copy out of the listener u64   80 the requester's QP is gone u64
+ *  128 the listener is ready u64   136 the listener can copy out of the requester u64   144 the listener's QP is gone u64
  * 4096 the requester's requests, then its answers, then the listener's requests, then its answers
  * </pre>
  * The requester makes and sizes the memfd and writes the magic and size; the listener maps it only
@@ -29,6 +29,8 @@ final class Lane implements AutoCloseable {
     static final long H_REQUESTER_PULLS = 72;
     static final long H_LISTENER_READY = 128;
     static final long H_LISTENER_PULLS = 136;
+    static final long H_REQUESTER_GONE = 80;
+    static final long H_LISTENER_GONE = 144;
     static final long RINGS = 4096;
     /** The default data bytes of each ring. */
     static final long DEFAULT_CAPACITY = 2L << 20;
@@ -126,6 +128,16 @@ final class Lane implements AutoCloseable {
     /** True if the peer said it can copy out of this process (read after {@link #peerReady()}). */
     boolean peerPulls() {
         return memory.get(JAVA_LONG, requester ? H_LISTENER_PULLS : H_REQUESTER_PULLS) == 1L;
+    }
+
+    /** Says that this side's QP is gone (destroyed): the peer's QP moves to the error state at its next progress. */
+    void leave() {
+        LONG.setRelease(memory, requester ? H_REQUESTER_GONE : H_LISTENER_GONE, 1L);
+    }
+
+    /** True once the peer said its QP is gone. Any thread. */
+    boolean peerLeft() {
+        return (long) LONG.getAcquire(memory, requester ? H_LISTENER_GONE : H_REQUESTER_GONE) == 1L;
     }
 
     /** Unmaps the lane (callers make sure nothing of this side reads it any more) and lets go of the peer's pidfd. */

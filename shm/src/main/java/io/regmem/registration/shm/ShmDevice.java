@@ -163,7 +163,7 @@ final class ShmDevice implements ProviderDevice {
                         if (!qp.answersInto(region)) {
                             break;
                         }
-                        qp.run();
+                        qp.runWithPeer();
                     } finally {
                         l.unlock();
                     }

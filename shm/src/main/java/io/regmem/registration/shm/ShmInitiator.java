@@ -289,7 +289,7 @@ final class ShmInitiator {
 
     /** Completes the halted request once it is the oldest (everything before it completed). */
     private void completeHalted() {
-        if (haltSeq >= 0 && count == 0) {
+        if (haltSeq >= 0 && count == 0 && ctx.isReady()) { // (in the error state the flush completes it)
             PostedWr h = ctx.nextSend();
             if (h != null && h.seq() == haltSeq) {
                 haltSeq = -1;

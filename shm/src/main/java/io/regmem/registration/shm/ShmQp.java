@@ -117,10 +117,16 @@ final class ShmQp implements ProviderQp {
             Lane old = lane;
             lane = null;
             if (old != null) {
+                old.leave();
                 old.close();
             }
             copies.close();
+            ShmQp peer = localPeer;
             localPeer = null;
+            if (peer != null) {
+                peer.localPeer = null;
+                peer.ctx.toError(); // the peer loses its connection at once
+            }
         } finally {
             l.unlock();
         }
@@ -166,6 +172,20 @@ final class ShmQp implements ProviderQp {
         return work;
     }
 
+    /** One round of this QP (its lock held by the caller) and of its peer in this JVM if that one's lock is free. */
+    int runWithPeer() {
+        int w = run();
+        ShmQp peer = localPeer;
+        if (peer != null && !peer.destroyed && peer.ctx.lock().tryLock()) {
+            try {
+                w += peer.run();
+            } finally {
+                peer.ctx.lock().unlock();
+            }
+        }
+        return w;
+    }
+
     private static int locked(ShmQp qp) {
         ReentrantLock l = qp.ctx.lock();
         l.lock();
@@ -180,7 +200,7 @@ final class ShmQp implements ProviderQp {
     boolean idleLane() {
         Lane l = lane;
         return l == null || (!l.peerAnswers.pending() && !l.peerRequests.pending() && !initiator.busy() && !target.busy()
-                && !peerGone);
+                && !peerGone && !l.peerLeft());
     }
 
     /** One round under the execution lock; the work done. */
@@ -193,12 +213,13 @@ final class ShmQp implements ProviderQp {
         if (l != null && ctx.isReady()) {
             try {
                 work += initiator.answers(l);
+                work += initiator.start(l); // (a local request posted meanwhile runs before more of the peer's are served)
                 work += target.serve(l);
                 work += initiator.start(l);
                 if (initiator.timedOut(device.answerTimeoutNanos)) {
                     work++;
                 }
-                if (peerGone && !l.peerAnswers.pending() && !l.peerRequests.pending()) {
+                if ((peerGone || l.peerLeft()) && !l.peerAnswers.pending() && !l.peerRequests.pending()) {
                     ctx.toError(); // the peer's last words are taken: the rest is flushed
                 }
             } catch (Ring.Violation | IllegalStateException | IndexOutOfBoundsException e) {

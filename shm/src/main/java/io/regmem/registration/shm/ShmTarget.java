@@ -59,6 +59,13 @@ final class ShmTarget {
     private long rnrSeq = -1;
     private long rnrUntil;
     private long rnrSent;
+    /**
+     * Set once a request failed: its initiator's QP is in the error state, and nothing it sent after
+     * that request executes here (as a responder drops what follows a NAK), pipelined or not.
+     */
+    private boolean refused;
+    /** The most requests served in one call, so that a flood of them does not hold up the QP's own work. */
+    private static final int BATCH = 16;
     /** A fast-reg MR a SEND_WITH_INV invalidated: made invalid once out of the section. */
     private MrContext invalidateAfter;
 
@@ -86,7 +93,7 @@ final class ShmTarget {
         MemorySegment m = in.segment();
         int work = 0;
         try {
-            while (ctx.isReady()) {
+            for (int served = 0; ctx.isReady() && !refused && served < BATCH; served++) {
                 if (state == READ_OUT) {
                     work += readOut(out);
                     if (state == READ_OUT) {
@@ -189,6 +196,23 @@ final class ShmTarget {
         }
         if (mode == Wire.MODE_PULL) {
             readEntries(m, p + Wire.REQ_HEADER, entries, total);
+        }
+        if (op == Opcode.RDMA_WRITE_WITH_IMM) {
+            // The key is checked before the receive is looked at, as soft does: a bad key is REM_ACCESS_ERR,
+            // never RNR, and takes no receive from a shared receive queue.
+            qp.reader.enter();
+            try {
+                dst.clear();
+                if (!qp.memory.resolveRemote(raddr, total, rkey, Access.REMOTE_WRITE, dst)) {
+                    lastSeq = seq;
+                    rnrSeq = -1;
+                    answer(out, seq, WcStatus.REM_ACCESS_ERR, 0);
+                    return true;
+                }
+            } finally {
+                qp.reader.exit();
+                dst.clear();
+            }
         }
         if (Wire.consumesReceive(op) && ctx.nextRecv() == null && holdsForReceive(out, seq, flags)) {
             return false;
@@ -423,6 +447,9 @@ final class ShmTarget {
         a.set(JAVA_INT, at + Wire.A_STATUS, status.ordinal());
         a.set(JAVA_INT, at + Wire.A_STATUS + 4, 0);
         a.set(JAVA_LONG, at + Wire.A_VALUE, value);
+        if (status != WcStatus.SUCCESS) {
+            refused = true;
+        }
         if (status == WcStatus.REM_ACCESS_ERR || status == WcStatus.REM_OP_ERR || status == WcStatus.REM_INV_REQ_ERR) {
             out.publish();
             ctx.toError();
