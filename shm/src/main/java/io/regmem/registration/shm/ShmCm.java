@@ -127,7 +127,7 @@ final class ShmCm implements ProviderCm {
                 l.close();
                 return;
             }
-            Lane lane = LaneSetup.join(theirs, device.ringBytes, l.deadline());
+            Lane lane = LaneSetup.join(theirs, device.ringBytes, l.deadline(), device.pull);
             mine.cm = this;
             mine.connect(lane);
             l.sendReady();
@@ -195,7 +195,7 @@ final class ShmCm implements ProviderCm {
     private static void linkLocal(QpContext passive, QpContext active) {
         ShmQp mine = ShmContexts.qp(passive);
         ShmQp theirs = ShmContexts.qp(active);
-        Lane[] lanes = LaneSetup.local(mine.device.ringBytes);
+        Lane[] lanes = LaneSetup.local(mine.device.ringBytes, theirs.device.pull, mine.device.pull);
         theirs.localPeer = mine;
         mine.localPeer = theirs;
         theirs.connect(lanes[0]);
@@ -214,7 +214,7 @@ final class ShmCm implements ProviderCm {
         try (LaneSetup.Listening listening = new LaneSetup.Listening(ring)) {
             l.sendAccept(0, Link.token(), listening.offer.encode(), privateData);
             long deadline = l.deadline();
-            Lane lane = listening.complete(peerOffer, deadline);
+            Lane lane = listening.complete(peerOffer, deadline, device.pull);
             try {
                 l.awaitReady(deadline, () -> { });
             } catch (IOException | RuntimeException e) {

@@ -39,14 +39,17 @@ final class ShmDevice implements ProviderDevice {
     /** Each ring's data bytes, for the connections this device asks for. */
     final long ringBytes;
     final int handshakeMillis;
+    /** False if this device never copies out of its peers ({@code pull=false}). */
+    final boolean pull;
     private byte[] secret;
     private volatile ShmQp[] qps = new ShmQp[0];
     private Thread progressThread;
     private volatile boolean closed;
 
     ShmDevice(DeviceAttributes attributes, byte[] secret, int handshakeMillis, long answerTimeoutNanos, long inlineThreshold,
-            long ringBytes) {
+            long ringBytes, boolean pull) {
         this.attributes = attributes;
+        this.pull = pull;
         this.secret = secret;
         this.handshakeMillis = handshakeMillis;
         this.answerTimeoutNanos = answerTimeoutNanos;

@@ -36,7 +36,8 @@ import org.agrona.concurrent.YieldingIdleStrategy;
  * SEND's bytes up to it travel inside the request, larger ones are pulled by the target (one
  * {@code process_vm_readv}) or, where the kernel does not allow that, streamed through the ring;
  * {@code ringBytes} (default 2 MiB, a power of two from 64 KiB to 256 MiB): each of a connection's
- * four rings, asked for by the connecting side.
+ * four rings, asked for by the connecting side; {@code pull=false}: this device never copies out of its
+ * peers (as where the kernel refuses it), so their large WRITEs and SENDs are streamed through the ring.
  */
 public final class ShmProvider implements RdmaProvider {
     /** The default {@code inlineThreshold}. */
@@ -46,7 +47,7 @@ public final class ShmProvider implements RdmaProvider {
     private static final Set<String> ATTRIBUTE_NAMES = Arrays.stream(DeviceAttributes.class.getRecordComponents())
             .map(RecordComponent::getName).collect(Collectors.toUnmodifiableSet());
     private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "secret", "secretFile",
-            "handshakeTimeoutMillis", "answerTimeoutMillis", "inlineThreshold", "ringBytes");
+            "handshakeTimeoutMillis", "answerTimeoutMillis", "inlineThreshold", "ringBytes", "pull");
     /** What an shm device offers before options lower it: the usual limits, no iWARP, no signature offload. */
     static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false);
 
@@ -89,6 +90,10 @@ public final class ShmProvider implements RdmaProvider {
         if (Long.bitCount(ring) != 1) {
             throw new RdmaException(Errno.EINVAL, "shm: ringBytes must be a power of two, got " + ring);
         }
+        String pull = options.getOrDefault("pull", "true");
+        if (!pull.equals("true") && !pull.equals("false")) {
+            throw new RdmaException(Errno.EINVAL, "shm: pull must be true or false, got " + pull);
+        }
         HashMap<String, String> limits = new HashMap<>(options);
         limits.keySet().removeAll(OWN_OPTIONS);
         DeviceAttributes attributes = DEFAULTS.with(limits);
@@ -100,7 +105,8 @@ public final class ShmProvider implements RdmaProvider {
             throw new RdmaException(Errno.EOPNOTSUPP, "shm: integrityHandover=true is not offered (no T10-PI signature "
                     + "offload)");
         }
-        ShmDevice device = new ShmDevice(attributes, secret, handshakeMillis, answerMillis * 1_000_000L, inline, ring);
+        ShmDevice device = new ShmDevice(attributes, secret, handshakeMillis, answerMillis * 1_000_000L, inline, ring,
+                Boolean.parseBoolean(pull));
         return Boolean.parseBoolean(progress) ? device.startProgressThread(idle) : device;
     }
 

@@ -1,0 +1,84 @@
+package io.regmem.registration.shm;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.file.Path;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A child JVM running {@link ShmPeerMain} (an shm listener on the loopback), and what it says: its
+ * {@code REGMEM ...} lines one by one, and all of its output. {@link #finish()} ends it and checks
+ * that it left nothing behind.
+ */
+final class ShmChild implements AutoCloseable {
+    final Process process;
+    final String address;
+    final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
+    private final StringBuilder all = new StringBuilder();
+
+    /** A child listening at 127.0.0.1:{@code port} with the device options {@code options} ({@code k=v,k=v}). */
+    ShmChild(int port, String options) throws IOException {
+        address = "127.0.0.1:" + port;
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-cp",
+                System.getProperty("java.class.path"),
+                "-Djava.util.logging.SimpleFormatter.format=%4$s %3$s: %5$s%6$s%n",
+                ShmPeerMain.class.getName(), address, options);
+        b.redirectErrorStream(true);
+        process = b.start();
+        Thread.ofPlatform().daemon().start(() -> {
+            try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream()))) {
+                for (String line; (line = r.readLine()) != null; ) {
+                    synchronized (all) {
+                        all.append(line).append('\n');
+                    }
+                    if (line.startsWith("REGMEM ")) {
+                        lines.add(line.substring(7));
+                    }
+                }
+            } catch (IOException ignored) {
+                // the child is gone
+            }
+        });
+    }
+
+    /** The child's next line, which must start with {@code prefix}. */
+    String expect(String prefix) throws InterruptedException {
+        String line = lines.poll(30, TimeUnit.SECONDS);
+        assertThat(line).as("the child's next line (its output so far:\n%s)", output()).isNotNull().startsWith(prefix);
+        return line;
+    }
+
+    /** Everything the child printed so far. */
+    String output() {
+        synchronized (all) {
+            return all.toString();
+        }
+    }
+
+    /** Sends the child a signal ({@code STOP}, {@code CONT}, {@code KILL}). */
+    void signal(String name) throws IOException, InterruptedException {
+        Process k = new ProcessBuilder("kill", "-" + name, Long.toString(process.pid())).start();
+        assertThat(k.waitFor(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(k.exitValue()).isZero();
+    }
+
+    /** Closes its input: it tears down, says whether it left anything, and exits. */
+    void finish() throws Exception {
+        process.getOutputStream().close();
+        expect("CLEAN");
+        assertThat(process.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        assertThat(process.exitValue()).as("the child's exit (its output:\n%s)", output()).isZero();
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+        process.destroyForcibly();
+        process.waitFor(30, TimeUnit.SECONDS);
+    }
+}

@@ -1,0 +1,156 @@
+package io.regmem.registration.shm;
+
+import io.regmem.registration.Access;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.HashMap;
+import java.util.HexFormat;
+import java.util.Map;
+import java.util.concurrent.ConcurrentLinkedQueue;
+
+/**
+ * The other process of the shm process tests: an shm device that listens at the address in its first
+ * argument (its second: device options {@code k=v,k=v}), registers {@link #SIZE} bytes (filled with
+ * {@link #pattern}) for remote reads, writes and atomics, and serves one connection after another,
+ * polling its CQ all the time: it echoes every message it receives back with a SEND. It tells the
+ * test what it needs on stdout ({@code REGMEM LISTENING}, {@code REGMEM KEY <hex> <address>},
+ * {@code REGMEM CONNECTED <diagnostics>}, {@code REGMEM DISCONNECTED}); the end of its input tears
+ * everything down and prints {@code REGMEM CLEAN} when nothing was left.
+ */
+public final class ShmPeerMain {
+    static final long SIZE = 4L << 20;
+    private static final int RECVS = 16;
+    private static final int RECV_SIZE = 16384;
+
+    private ShmPeerMain() {
+    }
+
+    /** The byte at offset {@code i} of the registered region. */
+    static byte pattern(long i) {
+        return (byte) (i * 31 + 7);
+    }
+
+    public static void main(String[] args) throws Exception {
+        ConcurrentLinkedQueue<String> commands = new ConcurrentLinkedQueue<>();
+        Thread.ofPlatform().daemon().start(() -> {
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
+                for (String line; (line = in.readLine()) != null; ) {
+                    commands.add(line.trim());
+                }
+            } catch (IOException ignored) {
+                // end of input either way
+            }
+            commands.add("END");
+        });
+        Map<String, String> options = new HashMap<>();
+        if (args.length > 1 && !args[1].isEmpty()) {
+            for (String kv : args[1].split(",")) {
+                options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
+            }
+        }
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("shm", options)) {
+            MemorySegment mem = arena.allocate(SIZE, 4096);
+            for (long i = 0; i < SIZE; i++) {
+                mem.set(ValueLayout.JAVA_BYTE, i, pattern(i));
+            }
+            MemorySegment recvMem = arena.allocate((long) RECVS * RECV_SIZE, 4096);
+            ProtectionDomain pd = dev.allocPd();
+            MemoryRegion mr = pd.register(mem, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ,
+                    Access.REMOTE_ATOMIC);
+            MemoryRegion recvMr = pd.register(recvMem, Access.LOCAL_WRITE);
+            CompletionQueue cq = dev.createCq(256);
+            CmId listener = dev.createCmId();
+            listener.listen(args[0]);
+            System.out.println("REGMEM KEY " + HexFormat.of().formatHex(mr.exportRemoteKey()) + " " + mem.address());
+            System.out.println("REGMEM LISTENING");
+            System.out.flush();
+            WorkCompletion[] wcs = new WorkCompletion[32];
+            for (int i = 0; i < wcs.length; i++) {
+                wcs[i] = new WorkCompletion();
+            }
+            WorkRequest wr = new WorkRequest(1);
+            CmId id = null;
+            QueuePair qp = null;
+            boolean end = false;
+            while (!end) {
+                for (String c; (c = commands.poll()) != null; ) {
+                    if (c.equals("END")) {
+                        end = true;
+                    }
+                }
+                if (id == null) {
+                    CmId req = listener.getRequest();
+                    if (req != null) {
+                        id = req;
+                        qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(64).maxRecvWr(RECVS)
+                                .maxSendSge(4).maxRecvSge(1));
+                        for (int i = 0; i < RECVS; i++) {
+                            qp.postRecv(wr.reset().wrId(i).addSge(recvMem.address() + (long) i * RECV_SIZE, RECV_SIZE,
+                                    recvMr.lkey()));
+                        }
+                        id.accept();
+                        System.out.println("REGMEM CONNECTED " + qp.diagnostics());
+                        System.out.flush();
+                    } else {
+                        Thread.onSpinWait();
+                    }
+                }
+                if (qp != null) {
+                    int n = cq.poll(wcs);
+                    for (int k = 0; k < n; k++) {
+                        WorkCompletion wc = wcs[k];
+                        if (wc.opcode() == Opcode.RECV && wc.status() == WcStatus.SUCCESS) {
+                            int slot = (int) wc.wrId();
+                            // echo it, then post the receive again
+                            qp.postSend(wr.reset().wrId(1000 + slot).opcode(Opcode.SEND).signaled(true)
+                                    .addSge(recvMem.address() + (long) slot * RECV_SIZE, wc.byteLen(), recvMr.lkey()));
+                            qp.postRecv(wr.reset().wrId(slot).addSge(recvMem.address() + (long) slot * RECV_SIZE, RECV_SIZE,
+                                    recvMr.lkey()));
+                        }
+                    }
+                    if (id.connState() == CmId.ConnState.DISCONNECTED) {
+                        while (cq.poll(wcs) > 0) {
+                            Thread.onSpinWait();
+                        }
+                        id.destroyQp();
+                        id.close();
+                        id = null;
+                        qp = null;
+                        System.out.println("REGMEM DISCONNECTED");
+                        System.out.flush();
+                    }
+                }
+            }
+            if (id != null) {
+                id.disconnect();
+                while (cq.poll(wcs) > 0) {
+                    Thread.onSpinWait();
+                }
+                id.destroyQp();
+                id.close();
+            }
+            listener.close();
+            mr.close();
+            recvMr.close();
+            cq.close();
+            pd.close();
+            System.out.println(dev.resources().survivors().isEmpty() ? "REGMEM CLEAN" : "REGMEM LEFT " + dev.resources().report());
+            System.out.flush();
+        }
+    }
+}

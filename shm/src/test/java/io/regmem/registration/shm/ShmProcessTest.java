@@ -1,0 +1,273 @@
+package io.regmem.registration.shm;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.regmem.registration.Access;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import io.regmem.registration.testkit.NoLeaks;
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.net.ServerSocket;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * shm between two processes ({@link ShmPeerMain} in a child JVM): WRITEs, READs, SENDs and atomics of
+ * every size move byte-exact both ways, by pulls where the kernel allows them and through the rings
+ * where a side may not copy ({@code pull=false}: the copy-refused path); a killed peer completes
+ * everything outstanding with errors at once; a stopped peer fails requests by the answer timeout and
+ * holds nothing up; both processes end with nothing left.
+ */
+@ExtendWith(NoLeaks.class)
+class ShmProcessTest {
+    private static final long SIZE = 4L << 20;
+
+    static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+
+    /** A completion as it was polled. */
+    record Done(long wrId, WcStatus status, long byteLen) {
+    }
+
+    /** This side of a connection to a child: device, PD, CQ, ID, QP, 4 MiB registered, the child's key and address. */
+    private static final class Side implements AutoCloseable {
+        final Arena arena = Arena.ofShared();
+        final RdmaDevice dev;
+        final ProtectionDomain pd;
+        final CompletionQueue cq;
+        final CmId id;
+        final QueuePair qp;
+        final MemorySegment mem = arena.allocate(SIZE, 4096);
+        final MemoryRegion mr;
+        final int rkey;
+        final long remote;
+        final WorkCompletion[] wcs = new WorkCompletion[64];
+
+        Side(ShmChild child, String keyLine, Map<String, String> options) throws InterruptedException {
+            dev = RdmaDevice.open("shm", options);
+            pd = dev.allocPd();
+            cq = dev.createCq(256);
+            mr = pd.register(mem, Access.LOCAL_WRITE);
+            id = dev.createCmId();
+            qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(64).maxRecvWr(16).maxSendSge(4)
+                    .maxRecvSge(1));
+            String[] k = keyLine.split(" ");
+            rkey = qp.importRemoteKey(HexFormat.of().parseHex(k[1]));
+            remote = Long.parseLong(k[2]);
+            id.connect(child.address);
+            long deadline = System.nanoTime() + 20_000_000_000L;
+            while (id.connState() != CmId.ConnState.CONNECTED) {
+                assertThat(System.nanoTime()).as("connected in time: %s", id.connState()).isLessThan(deadline);
+                assertThat(id.connState()).isNotIn(CmId.ConnState.DISCONNECTED);
+                Thread.sleep(1);
+            }
+            for (int i = 0; i < wcs.length; i++) {
+                wcs[i] = new WorkCompletion();
+            }
+        }
+
+        /** Polls until {@code n} completions came (30 s at most); returns them. */
+        List<Done> await(int n) {
+            List<Done> got = new ArrayList<>();
+            long deadline = System.nanoTime() + 30_000_000_000L;
+            while (got.size() < n) {
+                int c = cq.poll(wcs);
+                for (int i = 0; i < c; i++) {
+                    got.add(new Done(wcs[i].wrId(), wcs[i].status(), wcs[i].byteLen()));
+                }
+                assertThat(System.nanoTime()).as("%d completions in time, got %s", n, got).isLessThan(deadline);
+            }
+            return got;
+        }
+
+        @Override
+        public void close() {
+            if (id.connState() == CmId.ConnState.CONNECTED) {
+                id.disconnect();
+            }
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (qp.outstandingSends() + qp.outstandingRecvs() > 0 && System.nanoTime() < deadline) {
+                cq.poll(wcs);
+            }
+            id.destroyQp();
+            id.close();
+            if (!mr.isDestroyed()) {
+                mr.close();
+            }
+            cq.close();
+            pd.close();
+            assertThat(dev.resources().survivors()).as(dev.resources().report()).isEmpty();
+            dev.close();
+            arena.close();
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"pull=true", "pull=false"})
+    void bytesMoveExactlyBothWaysByPullsOrThroughTheRings(String pull) throws Exception {
+        try (ShmChild child = new ShmChild(freePort(), pull)) {
+            String key = child.expect("KEY");
+            child.expect("LISTENING");
+            try (Side s = new Side(child, key, Map.of(pull.substring(0, 4), pull.substring(5)))) {
+                String diag = child.expect("CONNECTED");
+                assertThat(diag).contains(pull.equals("pull=true") ? ", pulls" : ", no pulls");
+                assertThat(s.qp.diagnostics()).contains(pull.equals("pull=true") ? ", pulls" : ", no pulls");
+                SplittableRandom r = new SplittableRandom(7);
+                WorkRequest w = new WorkRequest(4);
+                for (long size : new long[] {1, 64, 4096, 4097, 65536, (1 << 20) + 3, 3L << 20}) {
+                    long at = r.nextLong(0, SIZE - size);
+                    for (long i = 0; i < size; i++) {
+                        s.mem.set(ValueLayout.JAVA_BYTE, i, (byte) r.nextInt());
+                    }
+                    s.qp.postSend(w.reset().wrId(1).opcode(Opcode.RDMA_WRITE).signaled(true)
+                            .addSge(s.mem.address(), size, s.mr.lkey()).remote(s.remote + at, s.rkey));
+                    Done wc = s.await(1).get(0);
+                    assertThat(wc.status()).as("WRITE of %d", size).isEqualTo(WcStatus.SUCCESS);
+                    assertThat(wc.byteLen()).isEqualTo(size);
+                    long back = SIZE / 2 - size / 2;
+                    s.mem.asSlice(back, size).fill((byte) 0);
+                    s.qp.postSend(w.reset().wrId(2).opcode(Opcode.RDMA_READ).signaled(true)
+                            .addSge(s.mem.address() + back, size, s.mr.lkey()).remote(s.remote + at, s.rkey));
+                    wc = s.await(1).get(0);
+                    assertThat(wc.status()).as("READ of %d", size).isEqualTo(WcStatus.SUCCESS);
+                    if (back >= size) {
+                        assertThat(s.mem.asSlice(back, size).mismatch(s.mem.asSlice(0, size))).as("READ of %d", size)
+                                .isEqualTo(-1);
+                    }
+                }
+                // The child's region still holds its pattern where nothing was written: READ its last page.
+                s.qp.postSend(w.reset().wrId(3).opcode(Opcode.RDMA_READ).signaled(true)
+                        .addSge(s.mem.address(), 4096, s.mr.lkey()).remote(s.remote + SIZE - 4096, s.rkey));
+                assertThat(s.await(1).get(0).status()).isEqualTo(WcStatus.SUCCESS);
+                // SENDs come back echoed, small (inline) and large (pulled or streamed).
+                for (int size : new int[] {100, 16384}) {
+                    s.qp.postRecv(w.reset().wrId(50).addSge(s.mem.address() + (2L << 20), size, s.mr.lkey()));
+                    for (int i = 0; i < size; i++) {
+                        s.mem.set(ValueLayout.JAVA_BYTE, (1L << 20) + i, (byte) (i * 13 + size));
+                    }
+                    s.qp.postSend(w.reset().wrId(51).opcode(Opcode.SEND).signaled(true)
+                            .addSge(s.mem.address() + (1L << 20), size, s.mr.lkey()));
+                    List<Done> got = s.await(2);
+                    assertThat(got).extracting(Done::status).containsOnly(WcStatus.SUCCESS);
+                    assertThat(s.mem.asSlice(2L << 20, size).mismatch(s.mem.asSlice(1L << 20, size))).isEqualTo(-1);
+                }
+                // Atomics, executed by the child on its memory.
+                long atomicAt = s.remote + 8 * 1000;
+                s.qp.postSend(w.reset().wrId(60).opcode(Opcode.ATOMIC_FETCH_AND_ADD).signaled(true)
+                        .addSge(s.mem.address(), 8, s.mr.lkey()).remote(atomicAt, s.rkey).atomic(5, 0));
+                assertThat(s.await(1).get(0).status()).isEqualTo(WcStatus.SUCCESS);
+                long first = s.mem.get(ValueLayout.JAVA_LONG, 0);
+                s.qp.postSend(w.reset().wrId(61).opcode(Opcode.ATOMIC_CMP_AND_SWP).signaled(true)
+                        .addSge(s.mem.address() + 8, 8, s.mr.lkey()).remote(atomicAt, s.rkey).atomic(first + 5, 42));
+                assertThat(s.await(1).get(0).status()).isEqualTo(WcStatus.SUCCESS);
+                assertThat(s.mem.get(ValueLayout.JAVA_LONG, 8)).isEqualTo(first + 5);
+            }
+            child.expect("DISCONNECTED");
+            child.finish();
+        }
+    }
+
+    @Test
+    void aKilledPeerCompletesEverythingOutstandingWithErrorsAtOnce() throws Exception {
+        try (ShmChild child = new ShmChild(freePort(), "")) {
+            String key = child.expect("KEY");
+            child.expect("LISTENING");
+            try (Side s = new Side(child, key, Map.of())) {
+                child.expect("CONNECTED");
+                child.signal("STOP"); // nothing it is sent is answered now
+                WorkRequest w = new WorkRequest(1);
+                for (int i = 0; i < 4; i++) {
+                    s.qp.postSend(w.reset().wrId(i).opcode(Opcode.RDMA_WRITE).signaled(true)
+                            .addSge(s.mem.address() + 65536L * i, 65536, s.mr.lkey()).remote(s.remote, s.rkey));
+                    s.qp.postSend(w.reset().wrId(10 + i).opcode(Opcode.RDMA_READ).signaled(true)
+                            .addSge(s.mem.address() + (1L << 20) + 65536L * i, 65536, s.mr.lkey()).remote(s.remote, s.rkey));
+                }
+                assertThat(s.cq.poll(s.wcs)).as("nothing is answered by a stopped peer").isZero();
+                long t0 = System.nanoTime();
+                child.process.destroyForcibly(); // SIGKILL, stopped or not
+                Thread reaper = Thread.ofPlatform().start(() -> {
+                    try {
+                        child.process.waitFor();
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                });
+                List<Done> got = s.await(8);
+                long micros = (System.nanoTime() - t0) / 1_000;
+                reaper.join();
+                long exitMicros = (System.nanoTime() - t0) / 1_000;
+                long millis = micros / 1000;
+                System.out.println("shm: a killed peer's 8 outstanding requests completed " + micros + " us after SIGKILL"
+                        + " (the kernel reported its exit to waitpid by " + exitMicros + " us)");
+                assertThat(got).extracting(Done::status).doesNotContain(WcStatus.SUCCESS);
+                assertThat(millis).as("completed within the acceptance bound (measured above)").isLessThan(2_000);
+                long deadline = System.nanoTime() + 10_000_000_000L;
+                while (s.id.connState() != CmId.ConnState.DISCONNECTED) {
+                    assertThat(System.nanoTime()).as("DISCONNECTED reported").isLessThan(deadline);
+                    Thread.sleep(1);
+                }
+                assertThat(s.qp.state()).isEqualTo(QueuePair.State.ERROR);
+            }
+        }
+    }
+
+    @Test
+    void aStoppedPeerFailsRequestsByTheAnswerTimeoutAndHoldsNothingUp() throws Exception {
+        try (ShmChild child = new ShmChild(freePort(), "")) {
+            String key = child.expect("KEY");
+            child.expect("LISTENING");
+            try (Side s = new Side(child, key, Map.of("answerTimeoutMillis", "300"))) {
+                child.expect("CONNECTED");
+                child.signal("STOP");
+                try {
+                    WorkRequest w = new WorkRequest(1);
+                    s.qp.postSend(w.reset().wrId(1).opcode(Opcode.RDMA_READ).signaled(true)
+                            .addSge(s.mem.address(), 65536, s.mr.lkey()).remote(s.remote, s.rkey));
+                    s.qp.postSend(w.reset().wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
+                            .addSge(s.mem.address(), 65536, s.mr.lkey()).remote(s.remote, s.rkey));
+                    long t0 = System.nanoTime();
+                    List<Done> got = s.await(2);
+                    long millis = (System.nanoTime() - t0) / 1_000_000;
+                    assertThat(got.get(0).status()).isEqualTo(WcStatus.RETRY_EXC_ERR);
+                    assertThat(got.get(1).status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
+                    assertThat(millis).as("by the answer timeout").isGreaterThanOrEqualTo(250);
+                    // Its memory is this side's again: deregistering it waits for nothing of the stopped peer.
+                    long d0 = System.nanoTime();
+                    s.mr.close();
+                    assertThat((System.nanoTime() - d0) / 1_000_000).as("deregistration does not wait for the peer")
+                            .isLessThan(2_000);
+                } finally {
+                    child.signal("CONT");
+                }
+                MemoryRegion again = s.pd.register(s.mem, Access.LOCAL_WRITE);
+                again.close();
+            } catch (IllegalStateException closedTwice) {
+                throw closedTwice;
+            }
+            child.expect("DISCONNECTED");
+            child.finish();
+        }
+    }
+}
