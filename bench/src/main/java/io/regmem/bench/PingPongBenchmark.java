@@ -39,8 +39,11 @@ import org.openjdk.jmh.annotations.TearDown;
 @BenchmarkMode(Mode.SampleTime)
 @OutputTimeUnit(TimeUnit.NANOSECONDS)
 public class PingPongBenchmark extends BenchDefaults {
-    /** soft: two soft devices of this JVM; ucx: two ucx devices of this JVM; ucx-process: the echo in a child JVM. */
-    @Param({"soft", "ucx", "ucx-process"})
+    /**
+     * soft: two soft devices of this JVM; ucx: two ucx devices of this JVM; ucx-process and shm-process:
+     * the echo in a child JVM, on that provider.
+     */
+    @Param({"soft", "ucx", "ucx-process", "shm-process"})
     public String pair;
 
     /** Bytes per message. */
@@ -69,7 +72,8 @@ public class PingPongBenchmark extends BenchDefaults {
     @Setup(Level.Trial)
     public void setUp() throws Exception {
         arena = Arena.ofShared();
-        if (pair.equals("ucx-process")) {
+        if (pair.endsWith("-process")) {
+            String provider = pair.substring(0, pair.indexOf('-'));
             String address;
             try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
                 address = "127.0.0.1:" + s.getLocalPort();
@@ -77,12 +81,12 @@ public class PingPongBenchmark extends BenchDefaults {
             String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
             ProcessBuilder b = new ProcessBuilder(javaBin, "--enable-native-access=ALL-UNNAMED",
                     "--sun-misc-unsafe-memory-access=allow", "-cp", System.getProperty("java.class.path"),
-                    PingPongPeer.class.getName(), address);
+                    PingPongPeer.class.getName(), address, provider);
             b.redirectErrorStream(true);
             child = b.start();
             BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
             expect(out, "LISTENING");
-            dev = RdmaDevice.open("ucx");
+            dev = RdmaDevice.open(provider);
             pd = dev.allocPd();
             cq = dev.createCq(256);
             id = dev.createCmId();

@@ -9,6 +9,7 @@ import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.RdmaDevice;
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.HexFormat;
 import java.util.Map;
@@ -25,13 +26,17 @@ public final class UcxBenchPeer {
     }
 
     public static void main(String[] args) throws Exception {
-        try (RdmaDevice dev = RdmaDevice.open("ucx", Map.of("progressThread", "true",
-                     "idleStrategy", args.length > 1 ? args[1] : "busy",
-                     "rndvThreshold", args.length > 2 ? args[2] : "65536"))) {
-            // Memory UCX allocates: a peer that trusts this one may put into it directly.
+        String provider = args.length > 3 ? args[3] : "ucx";
+        Map<String, String> options = provider.equals("ucx")
+                ? Map.of("progressThread", "true", "idleStrategy", args.length > 1 ? args[1] : "busy",
+                        "rndvThreshold", args.length > 2 ? args[2] : "65536")
+                : Map.of("progressThread", "true", "idleStrategy", args.length > 1 ? args[1] : "busy");
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open(provider, options)) {
+            // ucx: memory UCX allocates (a peer that trusts this one may put into it directly); shm: an arena's.
             ChunkSource source = dev.chunkSource();
-            Chunk chunk = source.allocate(16 << 20, 4096);
-            MemorySegment memory = MemorySegment.ofAddress(chunk.address()).reinterpret(chunk.size());
+            Chunk chunk = source == null ? null : source.allocate(16 << 20, 4096);
+            MemorySegment memory = chunk != null ? MemorySegment.ofAddress(chunk.address()).reinterpret(chunk.size())
+                    : arena.allocate(16 << 20, 4096);
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(1024);
             MemoryRegion mr = pd.register(memory, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ,
@@ -56,7 +61,9 @@ public final class UcxBenchPeer {
             id.close();
             listener.close();
             mr.close();
-            source.release(chunk);
+            if (chunk != null) {
+                source.release(chunk);
+            }
             cq.close();
             pd.close();
         }

@@ -46,8 +46,11 @@ import org.openjdk.jmh.annotations.TearDown;
 public class UcxPutBenchmark extends BenchDefaults {
     private static final int WINDOW = 16;
 
-    /** UCX_TLS of the child with '+' for ',' (JMH splits parameter values on commas): shared memory or TCP. */
-    @Param({"sysv+posix+cma", "tcp"})
+    /**
+     * UCX_TLS of the child with '+' for ',' (JMH splits parameter values on commas): shared memory or
+     * TCP; or {@code shm}: both ends on the shm provider (the same-host lane) instead of ucx.
+     */
+    @Param({"sysv+posix+cma", "tcp", "shm"})
     public String transport;
 
     /**
@@ -93,15 +96,19 @@ public class UcxPutBenchmark extends BenchDefaults {
         String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         ProcessBuilder b = new ProcessBuilder(javaBin, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
                 "-cp", System.getProperty("java.class.path"), UcxBenchPeer.class.getName(), address,
-                mode.equals("oneSided") ? "backoff" : "busy", rndvThreshold); // one-sided WRITEs need no target progress
-        b.environment().put("UCX_TLS", transport.replace('+', ','));
+                mode.equals("oneSided") ? "backoff" : "busy", rndvThreshold, // one-sided WRITEs need no target progress
+                transport.equals("shm") ? "shm" : "ucx");
+        if (!transport.equals("shm")) {
+            b.environment().put("UCX_TLS", transport.replace('+', ','));
+        }
         b.redirectErrorStream(true);
         child = b.start();
         BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
         expect(out, "LISTENING");
         arena = Arena.ofShared();
-        dev = RdmaDevice.open("ucx", Map.of("oneSided", Boolean.toString(mode.equals("oneSided")),
-                "rndvThreshold", rndvThreshold));
+        dev = transport.equals("shm") ? RdmaDevice.open("shm")
+                : RdmaDevice.open("ucx", Map.of("oneSided", Boolean.toString(mode.equals("oneSided")),
+                        "rndvThreshold", rndvThreshold));
         pd = dev.allocPd();
         cq = dev.createCq(1024);
         MemorySegment memory = arena.allocate(16 << 20, 4096);

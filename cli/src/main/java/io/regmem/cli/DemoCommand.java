@@ -99,13 +99,13 @@ final class DemoCommand implements Callable<Integer> {
     String provider;
 
     @Option(names = "--device-option", paramLabel = "KEY=VALUE", description = "An option for every device the demo "
-            + "opens (and its child server), as RdmaDevice.open(provider, options) takes it; repeatable. ucx: "
+            + "opens (and its child server), as RdmaDevice.open(provider, options) takes it; repeatable. ucx and shm: "
             + "secret=TEXT, secretFile=PATH (the connection secret; else REGMEM_SECRET or ~/.regmem/secret), "
             + "handshakeTimeoutMillis=N, progressThread=true, ...")
     Map<String, String> deviceOptions = new LinkedHashMap<>();
 
     @Option(names = "--connect", description = "host:port of a 'regmem serve': the RPC part's server runs there "
-            + "(ucx). Without it, --provider ucx starts one as a child process on the loopback.")
+            + "(ucx, shm). Without it, --provider ucx or shm starts one as a child process on the loopback.")
     String connect;
 
     @Option(names = "--storage-mib", description = "Size of the storage part's file in MiB, 1 to 65536 (default: "
@@ -263,8 +263,8 @@ final class DemoCommand implements Callable<Integer> {
         if (!optionsOk()) {
             return OptionCheck.USAGE;
         }
-        if (connect != null && !provider.equals("ucx")) {
-            spec.commandLine().getErr().println("regmem demo: --connect needs --provider ucx (soft reaches only this JVM)");
+        if (connect != null && !SoftPair.connectsProcesses(provider)) {
+            spec.commandLine().getErr().println("regmem demo: --connect needs --provider ucx or shm (soft reaches only this JVM)");
             return OptionCheck.USAGE;
         }
         if (System.console() == null) {
@@ -296,7 +296,7 @@ final class DemoCommand implements Callable<Integer> {
         boolean rpc = rpcCalls > 0 || rpcSeconds != null;
         String server = connect;
         Process child = null;
-        if (rpc && server == null && provider.equals("ucx")) {
+        if (rpc && server == null && SoftPair.connectsProcesses(provider)) {
             server = "127.0.0.1:" + freePort();
             child = startServer(server);
             if (child == null) {

@@ -65,7 +65,7 @@ public final class SoftPair implements AutoCloseable {
         pdB = devB.allocPd();
         cqA = devA.createCq(cqDepth);
         cqB = devB.createCq(cqDepth);
-        String name = provider.equals("ucx") ? "127.0.0.1:" + freePort() : "regmem-pair-" + NAMES.incrementAndGet();
+        String name = connectsProcesses(provider) ? "127.0.0.1:" + freePort() : "regmem-pair-" + NAMES.incrementAndGet();
         listener = devB.createCmId();
         listener.listen(name);
         idA = devA.createCmId();
@@ -110,5 +110,10 @@ public final class SoftPair implements AutoCloseable {
     public void forceClose() {
         devA.forceClose();
         devB.forceClose();
+    }
+
+    /** True for the providers that connect processes by {@code host:port} (ucx, shm); soft reaches only this JVM. */
+    public static boolean connectsProcesses(String provider) {
+        return provider.equals("ucx") || provider.equals("shm");
     }
 }
