@@ -219,8 +219,8 @@ final class ShmQp implements ProviderQp {
                 if (initiator.timedOut(device.answerTimeoutNanos)) {
                     work++;
                 }
-                if ((peerGone || l.peerLeft()) && !l.peerAnswers.pending() && !l.peerRequests.pending()) {
-                    ctx.toError(); // the peer's last words are taken: the rest is flushed
+                if (peerGone || l.peerLeft()) {
+                    ctx.toError(); // the peer's last answers were taken above: the rest is flushed
                 }
             } catch (Ring.Violation | IllegalStateException | IndexOutOfBoundsException e) {
                 breakLane(e.getMessage());
