@@ -25,7 +25,9 @@ final class ShmChild implements AutoCloseable {
     ShmChild(int port, String options) throws IOException {
         address = "127.0.0.1:" + port;
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-cp",
+        // A fixed heap, touched at start: the child's resident memory then grows only by what is not heap.
+        ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-Xms96m", "-Xmx96m",
+                "-XX:+AlwaysPreTouch", "-cp",
                 System.getProperty("java.class.path"),
                 "-Djava.util.logging.SimpleFormatter.format=%4$s %3$s: %5$s%6$s%n",
                 ShmPeerMain.class.getName(), address, options);
@@ -66,6 +68,12 @@ final class ShmChild implements AutoCloseable {
         Process k = new ProcessBuilder("kill", "-" + name, Long.toString(process.pid())).start();
         assertThat(k.waitFor(10, TimeUnit.SECONDS)).isTrue();
         assertThat(k.exitValue()).isZero();
+    }
+
+    /** Sends the child a command line. */
+    void command(String c) throws IOException {
+        process.getOutputStream().write((c + "\n").getBytes());
+        process.getOutputStream().flush();
     }
 
     /** Closes its input: it tears down, says whether it left anything, and exits. */

@@ -29,7 +29,8 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * {@link #pattern}) for remote reads, writes and atomics, and serves one connection after another,
  * polling its CQ all the time: it echoes every message it receives back with a SEND. It tells the
  * test what it needs on stdout ({@code REGMEM LISTENING}, {@code REGMEM KEY <hex> <address>},
- * {@code REGMEM CONNECTED <diagnostics>}, {@code REGMEM DISCONNECTED}); the end of its input tears
+ * {@code REGMEM CONNECTED <diagnostics>}, {@code REGMEM DISCONNECTED}); the command {@code STATS} prints
+ * {@code REGMEM STATS fds=N maps=M}; the end of its input tears
  * everything down and prints {@code REGMEM CLEAN} when nothing was left.
  */
 public final class ShmPeerMain {
@@ -38,6 +39,32 @@ public final class ShmPeerMain {
     private static final int RECV_SIZE = 16384;
 
     private ShmPeerMain() {
+    }
+
+    /**
+     * This process's open descriptors, its mappings of lane memfds, all its mappings and its resident
+     * set: {@code fds=N lanes=L maps=M rssKiB=R}.
+     */
+    static String stats() throws IOException {
+        long fds;
+        try (var f = java.nio.file.Files.list(java.nio.file.Path.of("/proc/self/fd"))) {
+            fds = f.count();
+        }
+        java.util.List<String> maps = java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/maps"));
+        long lanes = maps.stream().filter(l -> l.contains("regmem-shm-lane")).count();
+        long rss = java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/status")).stream()
+                .filter(l -> l.startsWith("VmRSS:")).mapToLong(l -> Long.parseLong(l.replaceAll("[^0-9]", ""))).sum();
+        return "fds=" + fds + " lanes=" + lanes + " maps=" + maps.size() + " rssKiB=" + rss;
+    }
+
+    /** The figure {@code name} of a {@link #stats()} line. */
+    static long stat(String line, String name) {
+        for (String part : line.split(" ")) {
+            if (part.startsWith(name + "=")) {
+                return Long.parseLong(part.substring(name.length() + 1));
+            }
+        }
+        throw new IllegalArgumentException(name + " not in " + line);
     }
 
     /** The byte at offset {@code i} of the registered region. */
@@ -91,6 +118,9 @@ public final class ShmPeerMain {
                 for (String c; (c = commands.poll()) != null; ) {
                     if (c.equals("END")) {
                         end = true;
+                    } else if (c.equals("STATS")) {
+                        System.out.println("REGMEM STATS " + stats());
+                        System.out.flush();
                     }
                 }
                 if (id == null) {

@@ -270,4 +270,67 @@ class ShmProcessTest {
             child.finish();
         }
     }
+
+    @Test
+    void aThousandConnectionsLeaveNoDescriptorMappingOrMemoryBehindInEitherProcess() throws Exception {
+        try (ShmChild child = new ShmChild(freePort(), "")) {
+            String key = child.expect("KEY");
+            child.expect("LISTENING");
+            try (RdmaDevice dev = RdmaDevice.open("shm")) {
+                ProtectionDomain pd = dev.allocPd();
+                CompletionQueue cq = dev.createCq(64);
+                WorkCompletion[] wcs = {new WorkCompletion(), new WorkCompletion()};
+                String[] before = null;
+                String childBefore = null;
+                int cycles = 1000;
+                for (int i = 0; i < cycles + 20; i++) {
+                    if (i == 520) {
+                        child.command("STATS");
+                        System.out.println("shm: halfway: child " + child.expect("STATS") + "; this process " + ShmPeerMain.stats());
+                    }
+                    if (i == 20) { // after a warm-up (the JDK opens some files once)
+                        child.command("STATS");
+                        childBefore = child.expect("STATS");
+                        before = new String[] {ShmPeerMain.stats()};
+                    }
+                    CmId id = dev.createCmId();
+                    QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(4).maxRecvWr(1));
+                    id.connect(child.address);
+                    long deadline = System.nanoTime() + 20_000_000_000L;
+                    while (id.connState() != CmId.ConnState.CONNECTED) {
+                        assertThat(System.nanoTime()).as("cycle %d connected", i).isLessThan(deadline);
+                        assertThat(id.connState()).isNotEqualTo(CmId.ConnState.DISCONNECTED);
+                        Thread.onSpinWait();
+                    }
+                    child.expect("CONNECTED");
+                    id.disconnect();
+                    while (qp.outstandingSends() + qp.outstandingRecvs() > 0) {
+                        cq.poll(wcs);
+                    }
+                    id.destroyQp();
+                    id.close();
+                    child.expect("DISCONNECTED");
+                }
+                assertThat(key).isNotNull();
+                child.command("STATS");
+                String childAfter = child.expect("STATS");
+                String after = ShmPeerMain.stats();
+                System.out.println("shm: " + cycles + " connections: child " + childBefore + " -> " + childAfter + "; this process "
+                        + before[0] + " -> " + after);
+                for (String[] pair : new String[][] {{childBefore, childAfter}, {before[0], after}}) {
+                    assertThat(ShmPeerMain.stat(pair[1], "fds")).as("descriptors").isEqualTo(ShmPeerMain.stat(pair[0], "fds"));
+                    assertThat(ShmPeerMain.stat(pair[1], "lanes")).as("lane mappings").isZero();
+                    // (the JVM maps and unmaps a little of its own: code cache, thread stacks)
+                    assertThat(ShmPeerMain.stat(pair[1], "maps")).as("mappings").isLessThan(ShmPeerMain.stat(pair[0], "maps") + 16);
+                }
+                // The child's heap is fixed and touched: its resident memory grows only by native memory
+                // (this process's heap is free to grow, so its figure says nothing).
+                assertThat(ShmPeerMain.stat(childAfter, "rssKiB")).as("the child's resident memory")
+                        .isLessThan(ShmPeerMain.stat(childBefore, "rssKiB") + 16 * 1024);
+                cq.close();
+                pd.close();
+            }
+            child.finish();
+        }
+    }
 }
