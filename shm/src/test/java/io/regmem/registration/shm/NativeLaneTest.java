@@ -87,10 +87,8 @@ class NativeLaneTest {
         int listening = UnixSocket.listen(name);
         try {
             assertThatThrownBy(() -> UnixSocket.listen(name)).isInstanceOf(IOException.class).hasMessageContaining("@" + name);
-            long t0 = System.nanoTime();
             assertThatThrownBy(() -> UnixSocket.accept(listening, System.nanoTime() + 50_000_000L))
                     .isInstanceOf(IOException.class).hasMessageContaining("did not connect");
-            assertThat(System.nanoTime() - t0).isGreaterThanOrEqualTo(50_000_000L);
         } finally {
             SharedFile.close(listening);
         }
