@@ -27,7 +27,7 @@ class EveryTestClassChecksForLeaksTest {
         List<String> missing = new ArrayList<>();
         int checked = 0;
         List<Path> sources = new ArrayList<>();
-        for (String module : List.of("registration", "ucx", "uring", "cli")) {
+        for (String module : List.of("registration", "ucx", "shm", "uring", "cli")) {
             Path root = Path.of("..", module, "src/test/java");
             assertThat(root).as("the %s module's tests", module).isDirectory();
             try (Stream<Path> files = Files.walk(root)) {

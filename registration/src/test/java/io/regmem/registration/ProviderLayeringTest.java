@@ -18,12 +18,12 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * The arrows between the verbs layer, the spi and the providers point one way. The spi imports only
  * value types of the verbs package ({@link #SPI_VALUE_TYPES}), and those import nothing of the spi,
- * so no class-level import circle runs through it. The providers (soft, ucx) reach the verbs layer
+ * so no class-level import circle runs through it. The providers (soft, ucx, shm) reach the verbs layer
  * through the spi's contexts and their values only: no provider source calls {@code queuePair()},
  * {@code region()} or {@code cmId()} on anything, nor names the verbs objects' types
  * ({@code QueuePair}, {@code CmId}, {@code CompletionQueue}, {@code MemoryRegion}; their public
  * constants, e.g. {@code CmId.MAX_CONNECT_PRIVATE_DATA}, are values); and a context's attachment is
- * read in one helper per provider ({@code SoftContexts}, {@code UcxContexts}). A new upward arrow
+ * read in one helper per provider ({@code SoftContexts}, {@code UcxContexts}, {@code ShmContexts}). A new upward arrow
  * fails here, naming the file and line.
  */
 @ExtendWith(NoLeaks.class)
@@ -42,8 +42,9 @@ class ProviderLayeringTest {
         assertThat(root).as("run from the module's directory").isDirectory();
         List<String> upward = new ArrayList<>();
         int checked = 0;
-        for (String provider : new String[] {"soft", "ucx"}) {
-            Path dir = provider.equals("ucx") ? Path.of("../ucx/src/main/java/io/regmem/registration/ucx") : root.resolve(provider);
+        for (String provider : new String[] {"soft", "ucx", "shm"}) {
+            Path dir = provider.equals("soft") ? root.resolve(provider)
+                    : Path.of("../" + provider + "/src/main/java/io/regmem/registration/" + provider);
             assertThat(dir).as("the %s provider's sources", provider).isDirectory();
             try (Stream<Path> files = Files.walk(dir)) {
                 for (Path f : files.filter(p -> p.toString().endsWith(".java")).toList()) {
