@@ -25,10 +25,12 @@ import java.lang.invoke.VarHandle;
  * <p>Each side keeps its own position privately and reads the other's counter only to learn how far
  * it may go: a counter that moves backwards, beyond the other's position, or by more than the
  * capacity, is a violation. One thread at a time uses each end (the caller's lock).
+ *
+ * <p>Public only for the benchmarks (the package is not exported: not API).
  */
-final class Ring {
+public final class Ring {
     /** Where the data starts, from the ring's base. */
-    static final long HEADER = 128;
+    public static final long HEADER = 128;
     static final long TAIL = 0;
     static final long HEAD = 64;
     /** A record's header: payload length, type. */
@@ -39,7 +41,7 @@ final class Ring {
     private static final VarHandle LONG = JAVA_LONG.varHandle();
 
     /** A rule of the ring broken by the other side (or memory that ended): the connection cannot go on. */
-    static final class Violation extends RuntimeException {
+    public static final class Violation extends RuntimeException {
         Violation(String message) {
             super(message, null, false, false);
         }
@@ -58,7 +60,7 @@ final class Ring {
     private long published;
 
     /** The ring at {@code ring} (header and data: {@link #HEADER} + capacity bytes). */
-    Ring(MemorySegment ring) {
+    public Ring(MemorySegment ring) {
         this.ring = ring;
         this.capacity = ring.byteSize() - HEADER;
         if (capacity < 4096 || Long.bitCount(capacity) != 1) {
@@ -69,7 +71,7 @@ final class Ring {
     }
 
     /** The bytes a ring of {@code capacity} data bytes occupies. */
-    static long size(long capacity) {
+    public static long size(long capacity) {
         return HEADER + capacity;
     }
 
@@ -90,7 +92,7 @@ final class Ring {
      *         full now (nothing changed); the record is the consumer's once {@link #publish()} ran
      * @throws Violation if the consumer's head broke the rules
      */
-    long claim(int type, int length) {
+    public long claim(int type, int length) {
         if (length < 0 || length > maxPayload) {
             throw new IllegalArgumentException("a record's payload is 0 to " + maxPayload + " bytes, got " + length);
         }
@@ -147,7 +149,7 @@ final class Ring {
     }
 
     /** Publishes the records claimed so far to the consumer. */
-    void publish() {
+    public void publish() {
         if (published != position) {
             published = position;
             LONG.setRelease(ring, TAIL, position);
@@ -163,11 +165,11 @@ final class Ring {
     // ---- the consumer ----
 
     /** The type of the record {@link #next()} found. */
-    int type;
+    public int type;
     /** Its payload's length. */
-    int length;
+    public int length;
     /** Its payload's offset in the ring's segment. */
-    long payload;
+    public long payload;
 
     /**
      * Finds the next record, skipping filler: sets {@link #type}, {@link #length} and {@link #payload}.
@@ -176,7 +178,7 @@ final class Ring {
      * @return false if none was published
      * @throws Violation if the producer broke the ring's rules (its tail, a record's header)
      */
-    boolean next() {
+    public boolean next() {
         while (true) {
             if (position == other) {
                 long t = (long) LONG.getAcquire(ring, TAIL);
@@ -214,12 +216,12 @@ final class Ring {
     }
 
     /** Done with the record {@link #next()} found: the position moves past it (published by {@link #release()}). */
-    void consume() {
+    public void consume() {
         position += align(RECORD_HEADER + (long) length);
     }
 
     /** Gives the consumed records' memory back to the producer. */
-    void release() {
+    public void release() {
         if (published != position) {
             published = position;
             LONG.setRelease(ring, HEAD, position);
@@ -227,7 +229,7 @@ final class Ring {
     }
 
     /** The ring's memory (header and data): payload offsets are relative to it. */
-    MemorySegment segment() {
+    public MemorySegment segment() {
         return ring;
     }
 }
