@@ -262,7 +262,7 @@ final class ShmInitiator {
                 streamSeq = -1;
                 return work + 1;
             }
-            int n = (int) Math.min(Math.min(ring.maxPayload, Segments.PIECE), bytes - streamOffset);
+            int n = (int) Math.min(Math.min(ring.maxPayload, Wire.STREAM_PIECE), bytes - streamOffset);
             long at = ring.claim(Wire.DATA, n);
             if (at < 0) {
                 return work;
@@ -322,6 +322,10 @@ final class ShmInitiator {
                     }
                 }
                 placed[s] += r.length;
+                r.consume();
+                r.release(); // the target may write the next piece into this one's room while this side goes on
+                work++;
+                continue;
             } else if (r.type == Wire.ACK) {
                 if (r.length != Wire.ACK_SIZE) {
                     throw qp.violation("an answer of " + r.length + " bytes");

@@ -129,6 +129,9 @@ final class ShmTarget {
                         }
                     }
                     cDone += in.length;
+                    in.consume();
+                    in.release(); // the initiator may stream the next piece into this one's room
+                    work++;
                     if (last) {
                         if (state == STREAM_IN) {
                             state = IDLE;
@@ -137,6 +140,7 @@ final class ShmTarget {
                             state = IDLE; // the end of a stream refused at its request
                         }
                     }
+                    continue;
                 } else if (type == Wire.ABORT) {
                     if ((state != STREAM_IN && state != SKIP) || in.length != 8 || m.get(JAVA_LONG, in.payload) != cSeq) {
                         throw qp.violation("an abort where no stream is under way");
@@ -409,7 +413,7 @@ final class ShmTarget {
     private int readOut(Ring out) {
         int work = 0;
         while (cDone < cTotal && !cFailed) {
-            int n = (int) Math.min(Math.min(out.maxPayload, Segments.PIECE), cTotal - cDone);
+            int n = (int) Math.min(Math.min(out.maxPayload, Wire.STREAM_PIECE), cTotal - cDone);
             long at = out.claim(Wire.RDATA, n);
             if (at < 0) {
                 return work;

@@ -64,6 +64,13 @@ final class Wire {
     static final int FLAG_RNR_MASK = 7;
     static final int FLAG_SOLICITED = 0x100;
 
+    /**
+     * The most bytes of one streamed record (DATA, RDATA): small enough that the reader copies one piece
+     * out while the writer fills the next (each side gives a record's room back as soon as it is done
+     * with it), large enough that a record's overhead is noise.
+     */
+    static final int STREAM_PIECE = 128 << 10;
+
     /** The largest message: the verbs layer's limit (2 GiB). */
     static final long MAX_MESSAGE = 1L << 31;
 
