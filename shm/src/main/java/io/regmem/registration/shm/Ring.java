@@ -14,8 +14,8 @@ import java.lang.invoke.VarHandle;
  * {@link Violation} (the connection then ends) instead of being used.
  *
  * <p>Layout at the ring's base: the producer's tail (a byte count, only growing) at 0, the
- * consumer's head at 64 (each on a cache line of its own), then the data, {@code capacity} bytes (a
- * power of two). A record is an 8-byte header (payload length u32, type u32), then the payload,
+ * consumer's head at 128 (two cache lines apart, as the adjacent-line prefetcher fetches pairs), then
+ * the data from 256, {@code capacity} bytes (a power of two). A record is an 8-byte header (payload length u32, type u32), then the payload,
  * padded to 8 bytes; a record never wraps: when the space to the end is too short the producer fills
  * it with a {@link #PAD} record and starts again at offset 0 (as Agrona's rings do). The producer
  * writes records past its published tail and then publishes the tail with a release store; the
@@ -30,9 +30,9 @@ import java.lang.invoke.VarHandle;
  */
 public final class Ring {
     /** Where the data starts, from the ring's base. */
-    public static final long HEADER = 128;
+    public static final long HEADER = 256;
     static final long TAIL = 0;
-    static final long HEAD = 64;
+    static final long HEAD = 128;
     /** A record's header: payload length, type. */
     static final int RECORD_HEADER = 8;
     /** The type of the filler record at the end of the data. */
