@@ -23,14 +23,19 @@ final class ShmChild implements AutoCloseable {
 
     /** A child listening at 127.0.0.1:{@code port} with the device options {@code options} ({@code k=v,k=v}). */
     ShmChild(int port, String options) throws IOException {
-        address = "127.0.0.1:" + port;
+        this("127.0.0.1:" + port, options, "");
+    }
+
+    /** A child with a mode of its own ({@code client <hex key> <address>}: it connects to {@code address}). */
+    ShmChild(String address, String options, String mode) throws IOException {
+        this.address = address;
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         // A fixed heap, touched at start: the child's resident memory then grows only by what is not heap.
         ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-Xms96m", "-Xmx96m",
-                "-XX:+AlwaysPreTouch", "-cp",
+                "-XX:+AlwaysPreTouch", "-XX:NativeMemoryTracking=summary", "-cp",
                 System.getProperty("java.class.path"),
                 "-Djava.util.logging.SimpleFormatter.format=%4$s %3$s: %5$s%6$s%n",
-                ShmPeerMain.class.getName(), address, options);
+                ShmPeerMain.class.getName(), address, options, mode);
         b.redirectErrorStream(true);
         process = b.start();
         Thread.ofPlatform().daemon().start(() -> {

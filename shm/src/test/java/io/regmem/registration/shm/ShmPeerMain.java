@@ -30,11 +30,15 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * polling its CQ all the time: it echoes every message it receives back with a SEND. It tells the
  * test what it needs on stdout ({@code REGMEM LISTENING}, {@code REGMEM KEY <hex> <address>},
  * {@code REGMEM CONNECTED <diagnostics>}, {@code REGMEM DISCONNECTED}); the command {@code STATS} prints
- * {@code REGMEM STATS fds=N maps=M}; the end of its input tears
+ * {@code REGMEM STATS fds=N ...}; {@code DEREGWATCH} deregisters the region and fills it with
+ * {@link #WATCH}, and {@code CHECK} then says {@code INTACT} if nothing wrote it since (else
+ * {@code CHANGED at <offset>}); the end of its input tears
  * everything down and prints {@code REGMEM CLEAN} when nothing was left.
  */
 public final class ShmPeerMain {
     static final long SIZE = 4L << 20;
+    /** What DEREGWATCH fills the deregistered region with. */
+    static final byte WATCH = 0x5A;
     private static final int RECVS = 16;
     private static final int RECV_SIZE = 16384;
 
@@ -54,7 +58,29 @@ public final class ShmPeerMain {
         long lanes = maps.stream().filter(l -> l.contains("regmem-shm-lane")).count();
         long rss = java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/status")).stream()
                 .filter(l -> l.startsWith("VmRSS:")).mapToLong(l -> Long.parseLong(l.replaceAll("[^0-9]", ""))).sum();
-        return "fds=" + fds + " lanes=" + lanes + " maps=" + maps.size() + " rssKiB=" + rss;
+        return "fds=" + fds + " lanes=" + lanes + " maps=" + maps.size() + " rssKiB=" + rss + " offHeapKiB=" + offHeap();
+    }
+
+    /**
+     * Off-heap memory the JVM's code allocated and still holds (Native Memory Tracking's "Other"
+     * category: FFM arenas, direct buffers), in KiB; -1 without {@code -XX:NativeMemoryTracking}.
+     */
+    static long offHeap() {
+        try {
+            Object out = java.lang.management.ManagementFactory.getPlatformMBeanServer().invoke(
+                    new javax.management.ObjectName("com.sun.management:type=DiagnosticCommand"), "vmNativeMemory",
+                    new Object[] {new String[] {"summary"}}, new String[] {String[].class.getName()});
+            for (String line : String.valueOf(out).split("\n")) {
+                int at = line.indexOf("Other (reserved=");
+                if (at >= 0) {
+                    String c = line.substring(line.indexOf("committed=") + 10);
+                    return Long.parseLong(c.substring(0, c.indexOf("KB")));
+                }
+            }
+            return -1;
+        } catch (Exception e) {
+            return -1;
+        }
     }
 
     /** The figure {@code name} of a {@link #stats()} line. */
@@ -90,6 +116,10 @@ public final class ShmPeerMain {
                 options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
             }
         }
+        if (args.length > 2 && args[2].startsWith("client ")) {
+            client(args[0], options, args[2].substring(7));
+            return;
+        }
         try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("shm", options)) {
             MemorySegment mem = arena.allocate(SIZE, 4096);
             for (long i = 0; i < SIZE; i++) {
@@ -120,6 +150,20 @@ public final class ShmPeerMain {
                         end = true;
                     } else if (c.equals("STATS")) {
                         System.out.println("REGMEM STATS " + stats());
+                        System.out.flush();
+                    } else if (c.equals("DEREGWATCH") && !mr.isDestroyed()) {
+                        mr.close(); // deregistered while the peer's WRITEs and READs flow: then nothing may touch it
+                        mem.fill(WATCH);
+                        System.out.println("REGMEM DEREGISTERED");
+                        System.out.flush();
+                    } else if (c.equals("CHECK")) {
+                        long changed = -1;
+                        for (long i = 0; i < SIZE && changed < 0; i++) {
+                            if (mem.get(ValueLayout.JAVA_BYTE, i) != WATCH) {
+                                changed = i;
+                            }
+                        }
+                        System.out.println(changed < 0 ? "REGMEM INTACT" : "REGMEM CHANGED at " + changed);
                         System.out.flush();
                     }
                 }
@@ -175,12 +219,56 @@ public final class ShmPeerMain {
                 id.close();
             }
             listener.close();
-            mr.close();
+            if (!mr.isDestroyed()) {
+                mr.close();
+            }
             recvMr.close();
             cq.close();
             pd.close();
             System.out.println(dev.resources().survivors().isEmpty() ? "REGMEM CLEAN" : "REGMEM LEFT " + dev.resources().report());
             System.out.flush();
+        }
+    }
+
+    /**
+     * The client mode (third argument {@code client <hex key> <address>}): connects to the listener at
+     * {@code address} and streams 1 MiB WRITEs and READs through the key, 8 in flight, for ever; prints
+     * {@code REGMEM STREAMING} once the first completed. The test kills it in the middle.
+     */
+    private static void client(String address, Map<String, String> options, String keyAndAddress) throws Exception {
+        String[] k = keyAndAddress.split(" ");
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("shm", options)) {
+            MemorySegment mem = arena.allocate(SIZE, 4096);
+            ProtectionDomain pd = dev.allocPd();
+            MemoryRegion mr = pd.register(mem, Access.LOCAL_WRITE);
+            CompletionQueue cq = dev.createCq(64);
+            CmId id = dev.createCmId();
+            QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(16).maxRecvWr(1));
+            int rkey = qp.importRemoteKey(HexFormat.of().parseHex(k[0]));
+            long remote = Long.parseLong(k[1]);
+            id.connect(address);
+            while (id.connState() != CmId.ConnState.CONNECTED) {
+                Thread.onSpinWait();
+            }
+            WorkRequest w = new WorkRequest(1);
+            WorkCompletion[] wcs = {new WorkCompletion(), new WorkCompletion(), new WorkCompletion(), new WorkCompletion()};
+            long chunk = 1L << 20;
+            int inFlight = 0;
+            boolean said = false;
+            for (long n = 0; qp.state() == QueuePair.State.RTS; n++) {
+                while (inFlight < 8) {
+                    qp.postSend(w.reset().wrId(n).opcode(n % 2 == 0 ? Opcode.RDMA_WRITE : Opcode.RDMA_READ).signaled(true)
+                            .addSge(mem.address() + chunk * (n % 4), chunk, mr.lkey()).remote(remote, rkey));
+                    inFlight++;
+                }
+                int c = cq.poll(wcs);
+                inFlight -= c;
+                if (c > 0 && !said) {
+                    said = true;
+                    System.out.println("REGMEM STREAMING");
+                    System.out.flush();
+                }
+            }
         }
     }
 }

@@ -283,10 +283,6 @@ class ShmProcessTest {
                 String childBefore = null;
                 int cycles = 1000;
                 for (int i = 0; i < cycles + 20; i++) {
-                    if (i == 520) {
-                        child.command("STATS");
-                        System.out.println("shm: halfway: child " + child.expect("STATS") + "; this process " + ShmPeerMain.stats());
-                    }
                     if (i == 20) { // after a warm-up (the JDK opens some files once)
                         child.command("STATS");
                         childBefore = child.expect("STATS");
@@ -319,17 +315,161 @@ class ShmProcessTest {
                 for (String[] pair : new String[][] {{childBefore, childAfter}, {before[0], after}}) {
                     assertThat(ShmPeerMain.stat(pair[1], "fds")).as("descriptors").isEqualTo(ShmPeerMain.stat(pair[0], "fds"));
                     assertThat(ShmPeerMain.stat(pair[1], "lanes")).as("lane mappings").isZero();
-                    // (the JVM maps and unmaps a little of its own: code cache, thread stacks)
-                    assertThat(ShmPeerMain.stat(pair[1], "maps")).as("mappings").isLessThan(ShmPeerMain.stat(pair[0], "maps") + 16);
+                    // (the JVM maps and unmaps some of its own: code cache, thread stacks, malloc's arenas; a
+                    // lane's mapping is counted exactly above)
+                    assertThat(ShmPeerMain.stat(pair[1], "maps")).as("mappings").isLessThan(ShmPeerMain.stat(pair[0], "maps") + 64);
                 }
-                // The child's heap is fixed and touched: its resident memory grows only by native memory
-                // (this process's heap is free to grow, so its figure says nothing).
-                assertThat(ShmPeerMain.stat(childAfter, "rssKiB")).as("the child's resident memory")
-                        .isLessThan(ShmPeerMain.stat(childBefore, "rssKiB") + 16 * 1024);
+                // The off-heap memory the child's code holds (FFM arenas: each QP's iovec arrays, each lane's
+                // setup) is back where it was: a leak of even 1 KiB per connection would show. (Resident
+                // memory is only printed: the JIT and malloc's arenas grow it over the first thousands.)
+                long offHeap = ShmPeerMain.stat(childBefore, "offHeapKiB");
+                assertThat(offHeap).as("Native Memory Tracking in the child").isNotNegative();
+                assertThat(ShmPeerMain.stat(childAfter, "offHeapKiB")).as("the child's off-heap memory (KiB)")
+                        .isLessThan(offHeap + 1000);
                 cq.close();
                 pd.close();
             }
             child.finish();
+        }
+    }
+
+    /**
+     * Deregistration racing large WRITEs and READs at both ends: the child deregisters its region while
+     * this side streams 256 KiB WRITEs (pulled) and READs through it, and fills it at once; nothing
+     * lands in it after the close returned. This side deregisters the memory its READs land in while
+     * answers are on their way; after the close returns nothing lands there either.
+     */
+    @Test
+    void deregistrationRacingLargeWritesAndReadsAtBothEndsLeavesTheMemoryUntouched() throws Exception {
+        try (ShmChild child = new ShmChild(freePort(), "")) {
+            String key = child.expect("KEY");
+            child.expect("LISTENING");
+            try (Side s = new Side(child, key, Map.of())) {
+                child.expect("CONNECTED");
+                WorkRequest w = new WorkRequest(1);
+                long chunk = 256 << 10;
+                // At this side: READs into a region of its own, deregistered while their answers come.
+                MemorySegment sinkMem = s.arena.allocate(16 * chunk, 4096);
+                MemoryRegion sink = s.pd.register(sinkMem, Access.LOCAL_WRITE);
+                for (int i = 0; i < 16; i++) {
+                    s.qp.postSend(w.reset().wrId(100 + i).opcode(Opcode.RDMA_READ).signaled(true)
+                            .addSge(sinkMem.address() + chunk * i, chunk, sink.lkey()).remote(s.remote, s.rkey));
+                }
+                sink.close();
+                sinkMem.fill((byte) 0x33);
+                List<Done> reads = s.await(16);
+                assertThat(reads).extracting(Done::status).allMatch(st -> st == WcStatus.SUCCESS || st == WcStatus.LOC_PROT_ERR);
+                assertThat(sinkMem.mismatch(s.arena.allocate(16 * chunk).fill((byte) 0x33))).as("nothing landed after the close")
+                        .isEqualTo(-1);
+                // At the child: WRITEs and READs streaming while it deregisters its region.
+                int posted = 0;
+                int done = 0;
+                boolean deregistered = false;
+                long deadline = System.nanoTime() + 60_000_000_000L;
+                List<Done> all = new ArrayList<>();
+                while (all.isEmpty() || all.get(all.size() - 1).status() == WcStatus.SUCCESS || posted > done) {
+                    assertThat(System.nanoTime()).as("the stream ends").isLessThan(deadline);
+                    while (posted - done < 16 && s.qp.state() == QueuePair.State.RTS && (all.isEmpty()
+                            || all.get(all.size() - 1).status() == WcStatus.SUCCESS)) {
+                        boolean write = posted % 2 == 0;
+                        s.qp.postSend(w.reset().wrId(posted).opcode(write ? Opcode.RDMA_WRITE : Opcode.RDMA_READ)
+                                .signaled(true).addSge(s.mem.address() + chunk * (posted % 8), chunk, s.mr.lkey())
+                                .remote(s.remote + chunk * (posted % 16), s.rkey));
+                        posted++;
+                    }
+                    if (posted == 200 && !deregistered) {
+                        child.command("DEREGWATCH");
+                        deregistered = true;
+                    }
+                    int n = s.cq.poll(s.wcs);
+                    for (int i = 0; i < n; i++) {
+                        all.add(new Done(s.wcs[i].wrId(), s.wcs[i].status(), s.wcs[i].byteLen()));
+                    }
+                    done += n;
+                    if (!deregistered && posted >= 200) {
+                        child.command("DEREGWATCH");
+                        deregistered = true;
+                    }
+                    if (s.qp.state() == QueuePair.State.ERROR && posted == done) {
+                        break;
+                    }
+                }
+                child.expect("DEREGISTERED");
+                assertThat(all).extracting(Done::status).contains(WcStatus.SUCCESS);
+                assertThat(all.get(all.size() - 1).status()).isNotEqualTo(WcStatus.SUCCESS);
+                // The child's region after its close returned: nothing of this side's landed there.
+                Thread.sleep(50);
+                child.command("CHECK");
+                child.expect("INTACT");
+            }
+            child.expect("DISCONNECTED");
+            child.finish();
+        }
+    }
+
+    /**
+     * This side as the target of a child that streams 1 MiB WRITEs and READs, 8 in flight: with
+     * {@code pull=false} here the WRITEs' bytes come through the rings (the kill lands in the middle of
+     * a record or a stream), else this side pulls them from the child (the kill lands in the middle of
+     * a copy out of it). The child is killed in the middle, twice: each time this side's QP ends in
+     * the error state and its ID reports DISCONNECTED, nothing outside the granted range changes, and
+     * the listener serves the next.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"false", "true"})
+    void aPeerKilledMidStreamLeavesTheTargetWholeAndServing(String pull) throws Exception {
+        int port = freePort();
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("shm", Map.of("pull", pull))) {
+            MemorySegment all = arena.allocate(SIZE + (2 << 20), 4096);
+            all.fill((byte) 0x77);
+            MemorySegment granted = all.asSlice(1 << 20, SIZE);
+            ProtectionDomain pd = dev.allocPd();
+            MemoryRegion mr = pd.register(granted, Access.LOCAL_WRITE, Access.REMOTE_WRITE, Access.REMOTE_READ);
+            CompletionQueue cq = dev.createCq(64);
+            CmId listener = dev.createCmId();
+            listener.listen("127.0.0.1:" + port);
+            WorkCompletion[] wcs = {new WorkCompletion(), new WorkCompletion()};
+            String key = HexFormat.of().formatHex(mr.exportRemoteKey()) + " " + granted.address();
+            for (int round = 0; round < 2; round++) {
+                try (ShmChild child = new ShmChild("127.0.0.1:" + port, "", "client " + key)) {
+                    CmId id;
+                    long deadline = System.nanoTime() + 30_000_000_000L;
+                    while ((id = listener.getRequest()) == null) {
+                        assertThat(System.nanoTime()).as("round %d: the request", round).isLessThan(deadline);
+                        Thread.sleep(1);
+                    }
+                    QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(4).maxRecvWr(1));
+                    id.accept();
+                    while (child.lines.isEmpty()) { // serve until the child streams
+                        cq.poll(wcs);
+                        assertThat(System.nanoTime()).as("round %d: streaming", round).isLessThan(deadline);
+                    }
+                    assertThat(child.expect("STREAMING")).isNotNull();
+                    for (int i = 0; i < 1000 + round * 5000; i++) {
+                        cq.poll(wcs); // serve a while, then the kill lands somewhere in the middle
+                    }
+                    child.process.destroyForcibly();
+                    while (id.connState() != CmId.ConnState.DISCONNECTED || qp.state() != QueuePair.State.ERROR) {
+                        cq.poll(wcs);
+                        assertThat(System.nanoTime()).as("round %d: the end seen", round).isLessThan(deadline);
+                    }
+                    while (cq.poll(wcs) > 0) {
+                        Thread.onSpinWait();
+                    }
+                    id.destroyQp();
+                    id.close();
+                }
+                for (long i = 0; i < 1 << 20; i++) {
+                    if (all.get(ValueLayout.JAVA_BYTE, i) != 0x77 || all.get(ValueLayout.JAVA_BYTE, SIZE + (1 << 20) + i) != 0x77) {
+                        throw new AssertionError("round " + round + ": a byte outside the granted range changed at " + i);
+                    }
+                }
+            }
+            listener.close();
+            cq.close();
+            mr.close();
+            pd.close();
+            assertThat(dev.resources().survivors()).isEmpty();
         }
     }
 }
