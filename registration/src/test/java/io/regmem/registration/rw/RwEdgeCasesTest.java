@@ -225,7 +225,10 @@ class RwEdgeCasesTest {
                     }
                     ctx.destroy(f.qp, 1, sg, 16, DmaDirection.TO_DEVICE);
                 };
-                for (int i = 0; i < 2000; i++) {
+                // Warm-up long enough for C2 to compile the whole path even when the suite's other tests
+                // keep the JIT busy (a provider whose path is deeper, shm's pulls through an FFM downcall,
+                // allocates in C1-compiled code until then).
+                for (int i = 0; i < 20_000; i++) {
                     once.run();
                 }
                 // The least of five batches: a one-off (a deoptimization, a lazily built JDK table) may

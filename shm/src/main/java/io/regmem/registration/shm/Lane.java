@@ -1,5 +1,6 @@
 package io.regmem.registration.shm;
 
+import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import java.lang.foreign.Arena;
@@ -11,8 +12,10 @@ import java.lang.invoke.VarHandle;
  * each written by one side only.
  * <pre>
  *    0 magic u64   8 each ring's data bytes u64
- *   64 the requester is ready u64   72 the requester can copy out of the listener u64   80 the requester's QP is gone u64
- *  128 the listener is ready u64   136 the listener can copy out of the requester u64   144 the listener's QP is gone u64
+ *   64 the requester is ready u64   72 it can copy out of the listener u64   80 its QP is gone u64
+ *   88 its progress thread sleeps u32 (a futex word)   96 its progress thread may sleep u64
+ *  128 the listener is ready u64   136 it can copy out of the requester u64   144 its QP is gone u64
+ *  152 its progress thread sleeps u32   160 its progress thread may sleep u64
  * 4096 the requester's requests, then its answers, then the listener's requests, then its answers
  * </pre>
  * The requester makes and sizes the memfd and writes the magic and size; the listener maps it only
@@ -31,11 +34,16 @@ final class Lane implements AutoCloseable {
     static final long H_LISTENER_PULLS = 136;
     static final long H_REQUESTER_GONE = 80;
     static final long H_LISTENER_GONE = 144;
+    static final long H_REQUESTER_SLEEPS = 88;
+    static final long H_LISTENER_SLEEPS = 152;
+    static final long H_REQUESTER_SLEEPER = 96;
+    static final long H_LISTENER_SLEEPER = 160;
     static final long RINGS = 4096;
     /** The default data bytes of each ring. */
     static final long DEFAULT_CAPACITY = 2L << 20;
 
     private static final VarHandle LONG = JAVA_LONG.varHandle();
+    private static final VarHandle INT = JAVA_INT.varHandle();
 
     private final Arena arena;
     final MemorySegment memory;
@@ -52,6 +60,7 @@ final class Lane implements AutoCloseable {
     final PeerProcess peer;
     /** True if this side may copy out of the peer with {@code process_vm_readv} (it probed it). */
     volatile boolean pulls;
+    private final MemorySegment wakeCapture;
 
     private Lane(Arena arena, MemorySegment memory, long capacity, boolean requester, int peerPid, PeerProcess peer) {
         this.arena = arena;
@@ -64,6 +73,7 @@ final class Lane implements AutoCloseable {
         for (int i = 0; i < 4; i++) {
             r[i] = new Ring(memory.asSlice(RINGS + i * ring, ring));
         }
+        wakeCapture = arena.allocate(Sys.CAPTURE);
         myRequests = requester ? r[0] : r[2];
         myAnswers = requester ? r[1] : r[3];
         peerRequests = requester ? r[2] : r[0];
@@ -113,9 +123,13 @@ final class Lane implements AutoCloseable {
         }
     }
 
-    /** Says whether this side can copy out of the peer, and that it is ready. */
-    void announce(boolean canPull) {
+    /**
+     * Says whether this side can copy out of the peer and whether its progress thread may sleep
+     * (then the peer wakes it: {@link #wakePeer()}), and that it is ready.
+     */
+    void announce(boolean canPull, boolean maySleep) {
         pulls = canPull;
+        memory.set(JAVA_LONG, requester ? H_REQUESTER_SLEEPER : H_LISTENER_SLEEPER, maySleep ? 1 : 0);
         memory.set(JAVA_LONG, requester ? H_REQUESTER_PULLS : H_LISTENER_PULLS, canPull ? 1 : 0);
         LONG.setRelease(memory, requester ? H_REQUESTER_READY : H_LISTENER_READY, 1L);
     }
@@ -138,6 +152,32 @@ final class Lane implements AutoCloseable {
     /** True once the peer said its QP is gone. Any thread. */
     boolean peerLeft() {
         return (long) LONG.getAcquire(memory, requester ? H_LISTENER_GONE : H_REQUESTER_GONE) == 1L;
+    }
+
+    /** The address of this side's sleeping word (a 32-bit futex word in the shared memory). */
+    long sleepWord() {
+        return memory.address() + (requester ? H_REQUESTER_SLEEPS : H_LISTENER_SLEEPS);
+    }
+
+    /** Sets or clears this side's sleeping word (set before the progress thread's last look for work). */
+    void sleeping(boolean sleeps) {
+        INT.setVolatile(memory, requester ? H_REQUESTER_SLEEPS : H_LISTENER_SLEEPS, sleeps ? 1 : 0);
+    }
+
+    /**
+     * After this side published work into the lane: wakes the peer's progress thread if it sleeps. The
+     * fence orders the publication before the look at the peer's sleeping word, as the sleeper orders
+     * its word before its last look for work, so one of the two always sees the other. Nothing (not
+     * even the fence) for a peer that never sleeps.
+     */
+    void wakePeer() {
+        if (memory.get(JAVA_LONG, requester ? H_LISTENER_SLEEPER : H_REQUESTER_SLEEPER) != 0L) {
+            VarHandle.fullFence();
+            long word = requester ? H_LISTENER_SLEEPS : H_REQUESTER_SLEEPS;
+            if ((int) INT.getVolatile(memory, word) == 1 && INT.compareAndSet(memory, word, 1, 0)) {
+                Waker.wake(wakeCapture, memory.address() + word);
+            }
+        }
     }
 
     /** Unmaps the lane (callers make sure nothing of this side reads it any more) and lets go of the peer's pidfd. */

@@ -61,16 +61,20 @@ final class LaneSetup {
         return ok;
     }
 
-    /** A lane between two QPs of this JVM (one memfd, mapped once per side); each pulls if it may. */
-    static Lane[] local(long ringBytes, boolean activePulls, boolean passivePulls) {
+    /**
+     * A lane between two QPs of this JVM (one memfd, mapped once per side); each pulls if it may, and
+     * says whether its progress thread may sleep.
+     */
+    static Lane[] local(long ringBytes, boolean activePulls, boolean passivePulls, boolean activeSleeps,
+            boolean passiveSleeps) {
         int fd = Lane.create(ringBytes);
         try {
             int self = PeerProcess.self();
             Lane a = Lane.attach(fd, ringBytes, true, self, null);
             Lane b = Lane.attach(fd, ringBytes, false, self, null);
             boolean pulls = probe(self, PROBE.address(), PROBE_VALUE);
-            a.announce(pulls && activePulls);
-            b.announce(pulls && passivePulls);
+            a.announce(pulls && activePulls, activeSleeps);
+            b.announce(pulls && passivePulls, passiveSleeps);
             return new Lane[] {a, b};
         } finally {
             SharedFile.close(fd);
@@ -101,7 +105,7 @@ final class LaneSetup {
          *
          * @throws IOException naming what failed (the requester is then refused)
          */
-        Lane complete(LaneOffer requester, long deadline, boolean mayPull) throws IOException {
+        Lane complete(LaneOffer requester, long deadline, boolean mayPull, boolean maySleep) throws IOException {
             int sock = UnixSocket.accept(socket, deadline);
             PeerProcess peer = null;
             int fd = -1;
@@ -124,7 +128,7 @@ final class LaneSetup {
                     throw new IOException("the lane's memfd does not hold a lane of " + offer.ringBytes() + "-byte rings");
                 }
                 peer = null; // the lane's now
-                lane.announce(mayPull && probe(requester.pid(), requester.probeAddress(), requester.probeValue()));
+                lane.announce(mayPull && probe(requester.pid(), requester.probeAddress(), requester.probeValue()), maySleep);
                 return lane;
             } finally {
                 SharedFile.close(fd);
@@ -149,7 +153,8 @@ final class LaneSetup {
      *
      * @throws IOException naming what failed
      */
-    static Lane join(LaneOffer listener, long ringBytes, long deadline, boolean mayPull) throws IOException {
+    static Lane join(LaneOffer listener, long ringBytes, long deadline, boolean mayPull, boolean maySleep)
+            throws IOException {
         if (PeerProcess.ptraceScope() == 1) {
             PeerProcess.allowTracer(listener.pid()); // Yama scope 1: this listener, and no other process, may copy out
         }
@@ -172,7 +177,7 @@ final class LaneSetup {
                 }
                 LockSupport.parkNanos(100_000L);
             }
-            lane.announce(mayPull && probe(listener.pid(), listener.probeAddress(), listener.probeValue()));
+            lane.announce(mayPull && probe(listener.pid(), listener.probeAddress(), listener.probeValue()), maySleep);
             Lane done = lane;
             lane = null;
             return done;

@@ -127,7 +127,7 @@ final class ShmCm implements ProviderCm {
                 l.close();
                 return;
             }
-            Lane lane = LaneSetup.join(theirs, device.ringBytes, l.deadline(), device.pull);
+            Lane lane = LaneSetup.join(theirs, device.ringBytes, l.deadline(), device.pull, device.sleeps());
             mine.cm = this;
             mine.connect(lane);
             l.sendReady();
@@ -195,7 +195,8 @@ final class ShmCm implements ProviderCm {
     private static void linkLocal(QpContext passive, QpContext active) {
         ShmQp mine = ShmContexts.qp(passive);
         ShmQp theirs = ShmContexts.qp(active);
-        Lane[] lanes = LaneSetup.local(mine.device.ringBytes, theirs.device.pull, mine.device.pull);
+        Lane[] lanes = LaneSetup.local(mine.device.ringBytes, theirs.device.pull, mine.device.pull, theirs.device.sleeps(),
+                mine.device.sleeps());
         theirs.localPeer = mine;
         mine.localPeer = theirs;
         theirs.connect(lanes[0]);
@@ -214,7 +215,7 @@ final class ShmCm implements ProviderCm {
         try (LaneSetup.Listening listening = new LaneSetup.Listening(ring)) {
             l.sendAccept(0, Link.token(), listening.offer.encode(), privateData);
             long deadline = l.deadline();
-            Lane lane = listening.complete(peerOffer, deadline, device.pull);
+            Lane lane = listening.complete(peerOffer, deadline, device.pull, device.sleeps());
             try {
                 l.awaitReady(deadline, () -> { });
             } catch (IOException | RuntimeException e) {

@@ -44,7 +44,12 @@ final class ShmDevice implements ProviderDevice {
     private byte[] secret;
     private volatile ShmQp[] qps = new ShmQp[0];
     private Thread progressThread;
+    /** The progress thread's sleep (null: it never sleeps: no thread, or idleStrategy busy or yield). */
+    private Waker waker;
     private volatile boolean closed;
+    /** How long the progress thread finds nothing to do before it sleeps until a peer wakes it (10 ms at most). */
+    static final long SLEEP_AFTER_NANOS = 50_000L;
+    static final long SLEEP_NANOS = 10_000_000L;
 
     ShmDevice(DeviceAttributes attributes, byte[] secret, int handshakeMillis, long answerTimeoutNanos, long inlineThreshold,
             long ringBytes, boolean pull) {
@@ -57,18 +62,66 @@ final class ShmDevice implements ProviderDevice {
         this.ringBytes = ringBytes;
     }
 
-    /** Starts the progress thread (before any CQ exists), idling as {@code idle} says between rounds with no work. */
-    ShmDevice startProgressThread(IdleStrategy idle) {
+    /**
+     * Starts the progress thread (before any CQ exists), idling as {@code idle} says between rounds with
+     * no work; if {@code sleep}, after {@value #SLEEP_AFTER_NANOS} ns with nothing to do it sleeps until
+     * a peer publishes work into one of its lanes and wakes it ({@link Waker}), or 10 ms pass.
+     */
+    ShmDevice startProgressThread(IdleStrategy idle, boolean sleep) {
+        waker = sleep ? new Waker() : null;
         progressThread = Thread.ofPlatform().daemon().name("regmem-shm-progress").start(() -> {
+            long[] words = new long[Waker.MAX];
+            long lastWork = System.nanoTime();
             while (!closed) {
                 int work = 0;
                 for (ShmQp qp : qps) {
                     work += qp.progress();
                 }
-                idle.idle(work);
+                if (work > 0) {
+                    lastWork = System.nanoTime();
+                    idle.idle(work);
+                } else if (waker != null && System.nanoTime() - lastWork > SLEEP_AFTER_NANOS) {
+                    sleepUntilWoken(words);
+                    lastWork = System.nanoTime();
+                } else {
+                    idle.idle(0);
+                }
             }
         });
         return this;
+    }
+
+    /** Sets every lane's sleeping word, looks for work a last time, and sleeps unless it found some. */
+    private void sleepUntilWoken(long[] words) {
+        ShmQp[] q = qps;
+        int n = 0;
+        for (ShmQp qp : q) {
+            long w = qp.sleeping(true);
+            if (w != 0 && n < words.length) {
+                words[n++] = w;
+            }
+        }
+        int work = 0;
+        for (ShmQp qp : q) {
+            work += qp.progress();
+        }
+        if (work == 0) {
+            waker.sleep(words, n, SLEEP_NANOS);
+        }
+        for (ShmQp qp : q) {
+            qp.sleeping(false);
+        }
+    }
+
+    /** True if this device's progress thread may sleep (its peers then wake it). */
+    boolean sleeps() {
+        return waker != null;
+    }
+
+    /** How many times a peer woke the sleeping progress thread. */
+    long woken() {
+        Waker w = waker;
+        return w == null ? 0 : w.woken;
     }
 
     boolean hasProgressThread() {
@@ -186,6 +239,9 @@ final class ShmDevice implements ProviderDevice {
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
+        }
+        if (waker != null && (t == null || !t.isAlive())) {
+            waker.close();
         }
     }
 

@@ -30,7 +30,9 @@ import org.agrona.concurrent.YieldingIdleStrategy;
  * <p>Options: the {@link DeviceAttributes} limits, which lower what the device accepts;
  * {@code iWarp=true} and {@code integrityHandover=true} are refused with {@link Errno#EOPNOTSUPP};
  * {@code progressThread=true} and {@code idleStrategy} ({@code busy}, {@code yield}, {@code backoff}
- * (the default), {@code sleep}) as ucx's; {@code secret}, {@code secretFile},
+ * (the default), {@code sleep}) as ucx's, except that with {@code backoff} or {@code sleep} a progress
+ * thread that found nothing to do for 50 us sleeps until a peer publishes work into one of its lanes
+ * and wakes it (a futex in the lane's memory), or 10 ms pass; {@code secret}, {@code secretFile},
  * {@code handshakeTimeoutMillis} (default 10000) and {@code answerTimeoutMillis} (default 5000; 0: for
  * ever) as ucx's; {@code inlineThreshold} (default {@value #INLINE_THRESHOLD} bytes): a WRITE's or
  * SEND's bytes up to it travel inside the request, larger ones are pulled by the target (one
@@ -107,7 +109,9 @@ public final class ShmProvider implements RdmaProvider {
         }
         ShmDevice device = new ShmDevice(attributes, secret, handshakeMillis, answerMillis * 1_000_000L, inline, ring,
                 Boolean.parseBoolean(pull));
-        return Boolean.parseBoolean(progress) ? device.startProgressThread(idle) : device;
+        String idleName = options.getOrDefault("idleStrategy", "backoff");
+        return Boolean.parseBoolean(progress)
+                ? device.startProgressThread(idle, !idleName.equals("busy") && !idleName.equals("yield")) : device;
     }
 
     /** A whole-number option in [{@code min}, {@code max}], or its default. */

@@ -139,6 +139,7 @@ final class ShmQp implements ProviderQp {
         Lane l = lane;
         String why = broken;
         return "shm: " + (l == null ? "not connected" : "lane to process " + l.peerPid + (l.pulls ? ", pulls" : ", no pulls"))
+                + (device.sleeps() ? ", progress thread woken " + device.woken() + " times" : "")
                 + (why != null ? ", broken: " + why : "") + (peerGone ? ", peer gone" : "");
     }
 
@@ -222,6 +223,9 @@ final class ShmQp implements ProviderQp {
                 if (peerGone || l.peerLeft()) {
                     ctx.toError(); // the peer's last answers were taken above: the rest is flushed
                 }
+                if (work > 0) {
+                    l.wakePeer(); // (nothing unless the peer's progress thread may sleep)
+                }
             } catch (Ring.Violation | IllegalStateException | IndexOutOfBoundsException e) {
                 breakLane(e.getMessage());
             }
@@ -264,6 +268,23 @@ final class ShmQp implements ProviderQp {
             run();
         } finally {
             l.unlock();
+        }
+    }
+
+    /**
+     * Sets or clears this side's sleeping word in the lane (the device's progress thread, around its
+     * sleep); the word's address, or 0 if the QP has no lane. Never throws: a lane closed meanwhile is skipped.
+     */
+    long sleeping(boolean sleeps) {
+        Lane l = lane;
+        if (l == null) {
+            return 0;
+        }
+        try {
+            l.sleeping(sleeps);
+            return l.sleepWord();
+        } catch (IllegalStateException closed) {
+            return 0;
         }
     }
 

@@ -57,6 +57,10 @@ final class Sys {
     static final int EFAULT = 14;
     static final int ESRCH = 3;
     static final int ENOPROTOOPT = 92;
+    static final long SYS_FUTEX_WAITV = 449;
+    static final int FUTEX2_SIZE_U32 = 0x02;
+    static final int CLOCK_MONOTONIC = 1;
+    static final int ETIMEDOUT = 110;
 
     /** The call-state (errno) layout: core's. */
     static final StructLayout CAPTURE = Libc.CAPTURE;
@@ -150,6 +154,7 @@ final class Sys {
         PVM_WRITEV = h[15];
         PRCTL = h[16];
         SYSCALL = h[17];
+
         if (why == null && Libc.UNAVAILABLE != null) {
             why = "shm: core's libc binding (mmap) " + Libc.UNAVAILABLE;
         }

@@ -113,7 +113,7 @@ class ShmHostilePeerTest {
                         l.readChallenge(l.deadline());
                         l.sendHello(0, Link.token(), LaneSetup.offer(RING).encode(), new byte[0]);
                         Link.Peer p = (Link.Peer) l.readAnswer(l.deadline(), () -> { });
-                        laneRef.set(LaneSetup.join(LaneOffer.decode(p.address(), true), RING, l.deadline(), true));
+                        laneRef.set(LaneSetup.join(LaneOffer.decode(p.address(), true), RING, l.deadline(), true, false));
                         l.sendReady();
                     } catch (Throwable t) {
                         failure.set(t);

@@ -32,7 +32,8 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * {@code REGMEM CONNECTED <diagnostics>}, {@code REGMEM DISCONNECTED}); the command {@code STATS} prints
  * {@code REGMEM STATS fds=N ...}; {@code DEREGWATCH} deregisters the region and fills it with
  * {@link #WATCH}, and {@code CHECK} then says {@code INTACT} if nothing wrote it since (else
- * {@code CHANGED at <offset>}); the end of its input tears
+ * {@code CHANGED at <offset>}); {@code DIAG} prints its QP's diagnostics; with the option
+ * {@code progressThread=true} its main thread only looks every 5 ms; the end of its input tears
  * everything down and prints {@code REGMEM CLEAN} when nothing was left.
  */
 public final class ShmPeerMain {
@@ -144,7 +145,12 @@ public final class ShmPeerMain {
             CmId id = null;
             QueuePair qp = null;
             boolean end = false;
+            // With a progress thread, this thread only looks now and then (the progress thread serves).
+            boolean lazy = "true".equals(options.get("progressThread"));
             while (!end) {
+                if (lazy) {
+                    Thread.sleep(5);
+                }
                 for (String c; (c = commands.poll()) != null; ) {
                     if (c.equals("END")) {
                         end = true;
@@ -155,6 +161,9 @@ public final class ShmPeerMain {
                         mr.close(); // deregistered while the peer's WRITEs and READs flow: then nothing may touch it
                         mem.fill(WATCH);
                         System.out.println("REGMEM DEREGISTERED");
+                        System.out.flush();
+                    } else if (c.equals("DIAG")) {
+                        System.out.println("REGMEM DIAG " + (qp == null ? "no connection" : qp.diagnostics()));
                         System.out.flush();
                     } else if (c.equals("CHECK")) {
                         long changed = -1;

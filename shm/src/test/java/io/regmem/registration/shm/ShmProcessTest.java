@@ -472,4 +472,58 @@ class ShmProcessTest {
             assertThat(dev.resources().survivors()).isEmpty();
         }
     }
+
+    /**
+     * A peer whose progress thread sleeps (idleStrategy backoff, nobody polling) is woken by this
+     * side's requests through the futex in the lane, not by its 10 ms timeout: spaced READs each find
+     * it asleep, and it counts the wake-ups. (The round trip of such a READ is printed.)
+     */
+    @Test
+    void aSleepingPeerIsWokenByTheRequestsThatReachIt() throws Exception {
+        try (ShmChild child = new ShmChild(freePort(), "progressThread=true,idleStrategy=backoff")) {
+            String key = child.expect("KEY");
+            child.expect("LISTENING");
+            try (Side s = new Side(child, key, Map.of())) {
+                child.expect("CONNECTED");
+                WorkRequest w = new WorkRequest(1);
+                for (int i = 0; i < 20_000; i++) { // warm up both JVMs' code first (cold code takes milliseconds)
+                    s.qp.postSend(w.reset().wrId(i).opcode(Opcode.RDMA_READ).signaled(true)
+                            .addSge(s.mem.address(), 8, s.mr.lkey()).remote(s.remote, s.rkey));
+                    while (s.cq.poll(s.wcs) == 0) {
+                        Thread.onSpinWait();
+                    }
+                }
+                long wokenBefore = woken(child);
+                int reads = 20;
+                long total = 0;
+                long first = 0;
+                for (int i = 0; i < reads; i++) {
+                    Thread.sleep(25); // the child's progress thread falls asleep (after 50 us with nothing to do)
+                    long t0 = System.nanoTime();
+                    s.qp.postSend(w.reset().wrId(i).opcode(Opcode.RDMA_READ).signaled(true)
+                            .addSge(s.mem.address(), 8, s.mr.lkey()).remote(s.remote, s.rkey));
+                    assertThat(s.await(1).get(0).status()).isEqualTo(WcStatus.SUCCESS);
+                    total += System.nanoTime() - t0;
+                    if (i == 0) {
+                        first = System.nanoTime() - t0;
+                    }
+                }
+                long woken = woken(child) - wokenBefore;
+                System.out.println("shm: " + reads + " spaced READs to a sleeping peer (after a warm-up): mean round trip "
+                        + total / reads / 1000 + " us, first " + first / 1000 + " us; the peer's progress thread was woken "
+                        + woken + " times for them");
+                assertThat(woken).as("the peer's progress thread was woken by the requests").isGreaterThanOrEqualTo(reads / 2);
+            }
+            child.expect("DISCONNECTED");
+            child.finish();
+        }
+    }
+
+    /** How many times the child's progress thread was woken by a peer (its QP's diagnostics say). */
+    private static long woken(ShmChild child) throws Exception {
+        child.command("DIAG");
+        String diag = child.expect("DIAG");
+        assertThat(diag).contains("progress thread woken");
+        return Long.parseLong(diag.replaceAll(".*progress thread woken (\\d+) times.*", "$1"));
+    }
 }

@@ -1,0 +1,76 @@
+package io.regmem.registration.shm;
+
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * How a device's progress thread sleeps when it has had nothing to do for a while, and how a peer
+ * wakes it: each lane has a sleeping word per side in its shared memory; the sleeper sets its words,
+ * looks for work a last time, and waits on all of them at once ({@code futex_waitv}, Linux 5.16 and
+ * later; at most {@value #MAX} lanes, the rest by the timeout); a peer that published work into a
+ * lane whose sleeping word is set clears it and wakes it ({@code FUTEX_WAKE} on the shared word). No
+ * descriptor is exchanged, so a peer cannot make a wake block; a peer that scribbles on the words can
+ * only wake this side early or keep it from sleeping, which its requests could do anyway. The waits
+ * allocate nothing.
+ */
+final class Waker implements AutoCloseable {
+    /** The most lanes one wait watches (the kernel's limit for {@code futex_waitv}). */
+    static final int MAX = 128;
+    /** {@code struct futex_waitv}: val u64, uaddr u64, flags u32, reserved u32. */
+    private static final long ENTRY = 24;
+    private final Arena arena = Arena.ofShared();
+    private final MemorySegment capture = arena.allocate(Sys.CAPTURE);
+    private final MemorySegment waiters = arena.allocate(ENTRY * MAX, 8);
+    private final MemorySegment timeout = arena.allocate(16, 8);
+    /** Sleeps a peer's wake ended (rather than the timeout). */
+    volatile long woken;
+    /** False once a wait found {@code futex_waitv} missing (an old kernel): then the timeout alone paces. */
+    private boolean waitv = true;
+
+    /**
+     * Waits until a peer wakes one of {@code words} (addresses of 32-bit sleeping words, each now 1)
+     * or {@code nanos} pass. The progress thread only.
+     *
+     * @return true if a peer woke it
+     */
+    boolean sleep(long[] words, int count, long nanos) {
+        int n = Math.min(count, MAX);
+        if (n == 0 || !waitv) {
+            LockSupport.parkNanos(nanos);
+            return false;
+        }
+        for (int i = 0; i < n; i++) {
+            waiters.set(JAVA_LONG, ENTRY * i, 1L);
+            waiters.set(JAVA_LONG, ENTRY * i + 8, words[i]);
+            waiters.set(JAVA_INT, ENTRY * i + 16, Sys.FUTEX2_SIZE_U32); // shared (not private): the peer wakes it
+            waiters.set(JAVA_INT, ENTRY * i + 20, 0);
+        }
+        long deadline = System.nanoTime() + nanos; // HotSpot's nanoTime is CLOCK_MONOTONIC on Linux
+        timeout.set(JAVA_LONG, 0, deadline / 1_000_000_000L);
+        timeout.set(JAVA_LONG, 8, deadline % 1_000_000_000L);
+        long r = Sys.syscall(capture, Sys.SYS_FUTEX_WAITV, waiters.address(), n, 0, timeout.address(), Sys.CLOCK_MONOTONIC,
+                0);
+        if (r >= 0) {
+            woken++;
+            return true;
+        }
+        if (r == -38) { // ENOSYS: no futex_waitv here
+            waitv = false;
+        }
+        return false; // ETIMEDOUT, or EAGAIN (a word changed before the wait: work came)
+    }
+
+    /** Wakes the waiter on the shared 32-bit word at {@code address}. Any thread; never blocks. */
+    static void wake(MemorySegment capture, long address) {
+        Sys.syscall(capture, Sys.SYS_FUTEX, address, Sys.FUTEX_WAKE, 1, 0, 0, 0);
+    }
+
+    @Override
+    public void close() {
+        arena.close();
+    }
+}
