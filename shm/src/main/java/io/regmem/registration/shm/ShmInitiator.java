@@ -54,6 +54,8 @@ final class ShmInitiator {
     /** The stream failed locally: an ABORT record is still to be written. */
     private boolean abortPending;
     private final Segments gather = new Segments();
+    /** Looks for a timed-out request ({@link #timedOut}); the clock is read every 64th. */
+    private int looks;
     private final MemorySegment value = MemorySegment.ofArray(new long[1]);
 
     ShmInitiator(ShmQp qp) {
@@ -403,7 +405,9 @@ final class ShmInitiator {
      * (RETRY_EXC_ERR, as a NIC's retries running out); true if it did.
      */
     boolean timedOut(long timeoutNanos) {
-        if (count == 0 || timeoutNanos <= 0 || System.nanoTime() - since[head] < timeoutNanos) {
+        // The clock is read every 64th look only: a poll loop looks millions of times a second, and a
+        // timeout of milliseconds does not need nanosecond checks (clock_gettime showed in profiles).
+        if (count == 0 || timeoutNanos <= 0 || (++looks & 63) != 0 || System.nanoTime() - since[head] < timeoutNanos) {
             return false;
         }
         count = 0;
