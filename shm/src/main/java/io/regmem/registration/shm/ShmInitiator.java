@@ -281,9 +281,7 @@ final class ShmInitiator {
             }
             streamOffset += n;
             work++;
-            if ((work & 7) == 0) {
-                ring.publish();
-            }
+            ring.publish(); // each piece at once: the target copies it in while this side fills the next
         }
         streamSeq = -1;
         return work;

@@ -430,9 +430,7 @@ final class ShmTarget {
             }
             cDone += n;
             work++;
-            if ((work & 7) == 0) {
-                out.publish();
-            }
+            out.publish(); // each piece at once: the initiator copies it out while this side fills the next
         }
         if (!out.fits(Wire.ACK_SIZE)) {
             return work;
@@ -440,6 +438,7 @@ final class ShmTarget {
         state = IDLE;
         src.clear();
         answer(out, cSeq, cFailed ? WcStatus.REM_ACCESS_ERR : WcStatus.SUCCESS, 0);
+        out.publish(); // the initiator copies this READ's bytes out while this side serves the next
         return work + 1;
     }
 
