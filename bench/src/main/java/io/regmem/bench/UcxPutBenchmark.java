@@ -20,7 +20,9 @@ import java.lang.foreign.MemorySegment;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.HexFormat;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -94,10 +96,18 @@ public class UcxPutBenchmark extends BenchDefaults {
             address = "127.0.0.1:" + s.getLocalPort();
         }
         String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        ProcessBuilder b = new ProcessBuilder(javaBin, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
+        // REGMEM_BENCH_CHILD_CPUS=LIST pins the child to those CPUs (taskset -c LIST): with two spinning
+        // threads on two vCPUs, the scheduler sometimes leaves both on one (bench/shm-compare.sh says when).
+        String cpus = System.getenv("REGMEM_BENCH_CHILD_CPUS");
+        List<String> command = new ArrayList<>();
+        if (cpus != null && !cpus.isEmpty()) {
+            command.addAll(List.of("taskset", "-c", cpus));
+        }
+        command.addAll(List.of(javaBin, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
                 "-cp", System.getProperty("java.class.path"), UcxBenchPeer.class.getName(), address,
                 mode.equals("oneSided") ? "backoff" : "busy", rndvThreshold, // one-sided WRITEs need no target progress
-                transport.equals("shm") ? "shm" : "ucx");
+                transport.equals("shm") ? "shm" : "ucx"));
+        ProcessBuilder b = new ProcessBuilder(command);
         if (!transport.equals("shm")) {
             b.environment().put("UCX_TLS", transport.replace('+', ','));
         }
