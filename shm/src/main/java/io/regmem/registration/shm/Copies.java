@@ -38,24 +38,7 @@ final class Copies implements AutoCloseable {
      * @return false if a piece's memory ended under the copy
      */
     static boolean intoPieces(MemorySegment ring, long at, Segments dst, long offset, long n) {
-        try {
-            long skip = offset;
-            for (int k = 0; k < dst.count() && n > 0; k++) {
-                long len = dst.length(k);
-                if (skip >= len) {
-                    skip -= len;
-                    continue;
-                }
-                long c = Math.min(len - skip, n);
-                MemorySegment.copy(ring, at, dst.segment(k), dst.offset(k) + skip, c);
-                at += c;
-                n -= c;
-                skip = 0;
-            }
-            return n == 0;
-        } catch (IllegalStateException | IndexOutOfBoundsException | WrongThreadException gone) {
-            return false;
-        }
+        return copy(dst, offset, ring, at, n, true);
     }
 
     /**
@@ -65,16 +48,25 @@ final class Copies implements AutoCloseable {
      * @return false if a piece's memory ended under the copy
      */
     static boolean fromPieces(Segments src, long offset, MemorySegment ring, long at, long n) {
+        return copy(src, offset, ring, at, n, false);
+    }
+
+    /** {@link #intoPieces} ({@code toPieces}) or {@link #fromPieces}: one walk over the pieces. */
+    private static boolean copy(Segments pieces, long offset, MemorySegment ring, long at, long n, boolean toPieces) {
         try {
             long skip = offset;
-            for (int k = 0; k < src.count() && n > 0; k++) {
-                long len = src.length(k);
+            for (int k = 0; k < pieces.count() && n > 0; k++) {
+                long len = pieces.length(k);
                 if (skip >= len) {
                     skip -= len;
                     continue;
                 }
                 long c = Math.min(len - skip, n);
-                MemorySegment.copy(src.segment(k), src.offset(k) + skip, ring, at, c);
+                if (toPieces) {
+                    MemorySegment.copy(ring, at, pieces.segment(k), pieces.offset(k) + skip, c);
+                } else {
+                    MemorySegment.copy(pieces.segment(k), pieces.offset(k) + skip, ring, at, c);
+                }
                 at += c;
                 n -= c;
                 skip = 0;

@@ -42,6 +42,15 @@ final class UnixSocket {
         return s;
     }
 
+    /** A new Unix stream socket (close-on-exec). */
+    private static int newSocket(MemorySegment capture) throws IOException {
+        int fd = Sys.socket(capture, Sys.AF_UNIX, Sys.SOCK_STREAM | Sys.SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            throw new IOException("socket(AF_UNIX) failed with errno " + -fd);
+        }
+        return fd;
+    }
+
     /**
      * A listening socket under the abstract name {@code name}.
      *
@@ -52,10 +61,7 @@ final class UnixSocket {
         Sys.requireBound();
         try (Arena a = Arena.ofConfined()) {
             MemorySegment capture = a.allocate(Sys.CAPTURE);
-            int fd = Sys.socket(capture, Sys.AF_UNIX, Sys.SOCK_STREAM | Sys.SOCK_CLOEXEC, 0);
-            if (fd < 0) {
-                throw new IOException("socket(AF_UNIX) failed with errno " + -fd);
-            }
+            int fd = newSocket(capture);
             MemorySegment addr = address(a, name);
             int rc = Sys.bind(capture, fd, addr, (int) addr.byteSize());
             if (rc == 0) {
@@ -127,10 +133,7 @@ final class UnixSocket {
         Sys.requireBound();
         try (Arena a = Arena.ofConfined()) {
             MemorySegment capture = a.allocate(Sys.CAPTURE);
-            int fd = Sys.socket(capture, Sys.AF_UNIX, Sys.SOCK_STREAM | Sys.SOCK_CLOEXEC, 0);
-            if (fd < 0) {
-                throw new IOException("socket(AF_UNIX) failed with errno " + -fd);
-            }
+            int fd = newSocket(capture);
             MemorySegment addr = address(a, name);
             int rc = Sys.connect(capture, fd, addr, (int) addr.byteSize());
             if (rc < 0) {
