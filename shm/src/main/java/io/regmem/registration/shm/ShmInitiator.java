@@ -38,6 +38,12 @@ final class ShmInitiator {
     private final long[] since;
     private final long[] placed;
     private final boolean[] failed;
+    /** The request's entries are pulled by the target (it reads them until its answer). */
+    private final boolean[] pulled;
+    /** Bytes of pulled requests not yet answered (a deregistration of their sources waits for them). */
+    private long pulling;
+    /** The most pulled bytes unanswered at once: later ones wait to start, so a deregistration waits for these only. */
+    static final long PULL_WINDOW = 1L << 20;
     private final Segments[] sinks;
     private int head;
     private int count;
@@ -53,7 +59,6 @@ final class ShmInitiator {
     private final Segments streamSrc = new Segments();
     /** The stream failed locally: an ABORT record is still to be written. */
     private boolean abortPending;
-    private final Segments gather = new Segments();
     /** Looks for a timed-out request ({@link #timedOut}); the clock is read every 64th. */
     private int looks;
     private final MemorySegment value = MemorySegment.ofArray(new long[1]);
@@ -68,6 +73,7 @@ final class ShmInitiator {
         since = new long[depth];
         placed = new long[depth];
         failed = new boolean[depth];
+        pulled = new boolean[depth];
         sinks = new Segments[depth];
         for (int i = 0; i < depth; i++) {
             sinks[i] = new Segments();
@@ -82,7 +88,7 @@ final class ShmInitiator {
     /** True if a started request placing an answer resolved an entry through {@code region}. */
     boolean answersInto(MrContext region) {
         for (int i = 0, s = head; i < count; i++, s = (s + 1) % seq.length) {
-            if ((Wire.isRead(op[s]) || Wire.isAtomic(op[s])) && sinks[s].resolvedThrough(region)) {
+            if ((Wire.isRead(op[s]) || Wire.isAtomic(op[s]) || pulled[s]) && sinks[s].resolvedThrough(region)) {
                 return true;
             }
         }
@@ -92,7 +98,7 @@ final class ShmInitiator {
     /** Marks the answers still to come into {@code region} as refused: those requests fail, nothing is placed. */
     void abandonAnswersInto(MrContext region) {
         for (int i = 0, s = head; i < count; i++, s = (s + 1) % seq.length) {
-            if ((Wire.isRead(op[s]) || Wire.isAtomic(op[s])) && sinks[s].resolvedThrough(region)) {
+            if ((Wire.isRead(op[s]) || Wire.isAtomic(op[s]) || pulled[s]) && sinks[s].resolvedThrough(region)) {
                 failed[s] = true;
             }
         }
@@ -101,6 +107,7 @@ final class ShmInitiator {
     /** Forgets everything started (the QP is in the error state: the verbs layer flushes the queue). */
     void reset() {
         count = 0;
+        pulling = 0;
         head = 0;
         next = ctx.sendTail();
         haltSeq = -1;
@@ -163,7 +170,7 @@ final class ShmInitiator {
     private WcStatus startOne(Lane lane, PostedWr w, Opcode o) {
         boolean sink = Wire.isRead(o) || Wire.isAtomic(o);
         int slot = (head + count) % seq.length;
-        Segments segs = sink ? sinks[slot] : gather;
+        Segments segs = sinks[slot]; // kept until the answer for a sink, or for a source the target pulls
         qp.reader.enter();
         try {
             segs.clear();
@@ -177,6 +184,9 @@ final class ShmInitiator {
                 if (bytes <= qp.device.inlineThreshold) {
                     length += (int) bytes;
                 } else if (lane.peerPulls() && pullable(segs)) {
+                    if (pulling > 0 && pulling + bytes > PULL_WINDOW) {
+                        return null; // waits for the pulls under way (their sources stay in use until answered)
+                    }
                     mode = Wire.MODE_PULL;
                     length += Wire.ENTRY * segs.count();
                 } else {
@@ -215,6 +225,10 @@ final class ShmInitiator {
             }
             seq[slot] = w.seq();
             op[slot] = o;
+            pulled[slot] = mode == Wire.MODE_PULL;
+            if (pulled[slot]) {
+                pulling += bytes;
+            }
             total[slot] = bytes;
             since[slot] = System.nanoTime();
             placed[slot] = 0;
@@ -227,10 +241,12 @@ final class ShmInitiator {
                 streamSrc.clear();
                 streamSrc.addAll(segs);
             }
+            if (!sink && mode != Wire.MODE_PULL) {
+                segs.clear(); // copied inline, or streamed from its own copy: nothing waits on it
+            }
             return WcStatus.SUCCESS;
         } finally {
             qp.reader.exit();
-            gather.clear();
         }
     }
 
@@ -385,6 +401,9 @@ final class ShmInitiator {
         head = (head + 1) % seq.length;
         count--;
         sinks[s].clear();
+        if (pulled[s]) {
+            pulling -= total[s];
+        }
         long bytes = status == WcStatus.SUCCESS ? w.totalLength() : 0;
         int invalidate = o == Opcode.RDMA_READ_WITH_INV ? w.sgeLkey(0) : 0;
         ctx.completeSend(status, bytes);
@@ -409,6 +428,7 @@ final class ShmInitiator {
             return false;
         }
         count = 0;
+        pulling = 0;
         ctx.completeSend(WcStatus.RETRY_EXC_ERR, 0);
         return true;
     }
