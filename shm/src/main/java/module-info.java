@@ -12,5 +12,7 @@ module io.regmem.shm {
     requires transitive io.regmem.registration;
     requires org.agrona;
 
+    exports io.regmem.registration.shm to io.regmem.ucx;
+
     provides io.regmem.registration.spi.RdmaProvider with io.regmem.registration.shm.ShmProvider;
 }

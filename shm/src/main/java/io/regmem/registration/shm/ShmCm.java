@@ -128,7 +128,7 @@ final class ShmCm implements ProviderCm {
                 return;
             }
             Lane lane = LaneSetup.join(theirs, device.ringBytes, l.deadline(), device.pull, device.sleeps());
-            mine.cm = this;
+            mine.onBroken = this::peerBroke;
             mine.connect(lane);
             l.sendReady();
             ctx.established(p.privateData());
@@ -222,7 +222,7 @@ final class ShmCm implements ProviderCm {
                 lane.close();
                 throw e;
             }
-            mine.cm = this;
+            mine.onBroken = this::peerBroke;
             mine.connect(lane);
         } catch (IOException | RuntimeException e) {
             ctx.qp().toError();

@@ -31,7 +31,7 @@ final class ShmDevice implements ProviderDevice {
     private static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
 
     final DeviceAttributes attributes;
-    final GracePeriod grace = new GracePeriod();
+    final GracePeriod grace;
     /** Bytes up to which a WRITE's or SEND's bytes travel inside the request. */
     final long inlineThreshold;
     /** How long a request waits for its answer (0: for ever). */
@@ -53,7 +53,14 @@ final class ShmDevice implements ProviderDevice {
 
     ShmDevice(DeviceAttributes attributes, byte[] secret, int handshakeMillis, long answerTimeoutNanos, long inlineThreshold,
             long ringBytes, boolean pull) {
+        this(attributes, new GracePeriod(), secret, handshakeMillis, answerTimeoutNanos, inlineThreshold, ringBytes, pull);
+    }
+
+    /** A device whose data path runs in sections of {@code grace} (another provider's, for {@link SameHostLane}). */
+    ShmDevice(DeviceAttributes attributes, GracePeriod grace, byte[] secret, int handshakeMillis, long answerTimeoutNanos,
+            long inlineThreshold, long ringBytes, boolean pull) {
         this.attributes = attributes;
+        this.grace = grace;
         this.pull = pull;
         this.secret = secret;
         this.handshakeMillis = handshakeMillis;
@@ -152,13 +159,22 @@ final class ShmDevice implements ProviderDevice {
 
     @Override
     public ProviderQp createQp(QpContext ctx) {
-        ShmQp qp = new ShmQp(this, ctx);
+        return addQp(new ShmQp(this, ctx));
+    }
+
+    /** Adds {@code qp} to the QPs this device progresses and quiesces. */
+    ShmQp addQp(ShmQp qp) {
         synchronized (this) {
             ShmQp[] next = Arrays.copyOf(qps, qps.length + 1);
             next[qps.length] = qp;
             qps = next;
         }
         return qp;
+    }
+
+    /** The live QPs (a snapshot: the array is replaced, never mutated). */
+    ShmQp[] qps() {
+        return qps;
     }
 
     synchronized void removeQp(ShmQp qp) {

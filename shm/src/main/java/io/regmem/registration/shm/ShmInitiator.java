@@ -177,6 +177,11 @@ final class ShmInitiator {
             if (!qp.memory.gatherLocal(w, segs, sink)) {
                 return WcStatus.LOC_PROT_ERR;
             }
+            boolean rdma = o == Opcode.RDMA_WRITE || o == Opcode.RDMA_WRITE_WITH_IMM || sink;
+            long key = rdma ? qp.keys.targetKey(w) : Integer.toUnsignedLong(w.rkey());
+            if (key < 0) { // a key this side cannot name to the target: nothing is sent
+                return WcStatus.REM_ACCESS_ERR;
+            }
             long bytes = Wire.isAtomic(o) ? 8 : w.totalLength();
             int mode = Wire.MODE_INLINE;
             int length = Wire.REQ_HEADER;
@@ -204,9 +209,9 @@ final class ShmInitiator {
             r.set(JAVA_BYTE, at + Wire.R_MODE, (byte) mode);
             r.set(JAVA_SHORT, at + Wire.R_FLAGS, (short) ((ctx.rnrRetry() & Wire.FLAG_RNR_MASK)
                     | (w.solicited() ? Wire.FLAG_SOLICITED : 0)));
-            r.set(JAVA_INT, at + Wire.R_IMM, o == Opcode.SEND_WITH_INV ? w.invalidateRkey() : w.immData());
+            r.set(JAVA_INT, at + Wire.R_IMM, o == Opcode.SEND_WITH_INV ? qp.keys.invalidateKey(w.invalidateRkey()) : w.immData());
             r.set(JAVA_LONG, at + Wire.R_RADDR, w.remoteAddress());
-            r.set(JAVA_INT, at + Wire.R_RKEY, w.rkey());
+            r.set(JAVA_INT, at + Wire.R_RKEY, (int) key);
             r.set(JAVA_INT, at + Wire.R_ENTRIES, mode == Wire.MODE_PULL ? segs.count() : 0);
             r.set(JAVA_LONG, at + Wire.R_TOTAL, bytes);
             r.set(JAVA_LONG, at + Wire.R_CMP, w.compareAdd());
@@ -309,6 +314,12 @@ final class ShmInitiator {
             PostedWr h = ctx.nextSend();
             if (h != null && h.seq() == haltSeq) {
                 haltSeq = -1;
+                ShmQp peer = qp.localPeer;
+                if (haltStatus == WcStatus.REM_ACCESS_ERR && peer != null) {
+                    // a key this side could not name (its own in-JVM connections' rule, as the provider
+                    // whose QP this is): the error breaks both ends, once everything before it completed
+                    peer.ctx.toError();
+                }
                 ctx.completeSend(haltStatus, 0);
             }
         }

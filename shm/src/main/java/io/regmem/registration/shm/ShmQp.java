@@ -37,8 +37,10 @@ final class ShmQp implements ProviderQp {
     private volatile Lane lane;
     /** The peer QP when it is in this JVM (its progress serves this QP's requests), or null. */
     volatile ShmQp localPeer;
-    /** The CM ID whose connection this QP carries, once connected. */
-    volatile ShmCm cm;
+    /** What ends the connection's life line when the peer broke the lane's rules (set before it connects), or null. */
+    volatile Runnable onBroken;
+    /** How a work request's remote key becomes the target's own key. */
+    final RemoteKeys keys;
     /** Set once the peer is gone (its life line ended): what is left in its rings is taken, then the QP errs. */
     private volatile boolean peerGone;
     private volatile boolean destroyed;
@@ -46,13 +48,24 @@ final class ShmQp implements ProviderQp {
     private volatile String broken;
 
     ShmQp(ShmDevice device, QpContext ctx) {
+        this(device, ctx, RemoteKeys.TARGETS_OWN, true);
+    }
+
+    /**
+     * A QP of {@code device} over {@code ctx}; {@code attach}: it is the context's provider QP (else
+     * another provider's QP carries its connection over the lane, {@link SameHostLane}).
+     */
+    ShmQp(ShmDevice device, QpContext ctx, RemoteKeys keys, boolean attach) {
         this.device = device;
         this.ctx = ctx;
+        this.keys = keys;
         this.memory = ctx.memory();
         this.reader = device.grace.newReader();
         this.initiator = new ShmInitiator(this);
         this.target = new ShmTarget(this);
-        ctx.attach(this);
+        if (attach) {
+            ctx.attach(this);
+        }
     }
 
     /** Connects the QP over {@code l} and moves it to RTS. */
@@ -213,6 +226,9 @@ final class ShmQp implements ProviderQp {
         int work = 0;
         if (l != null && ctx.isReady()) {
             try {
+                // Read before the answers: a peer publishes its last answers before it leaves, so
+                // every answer it sent before leaving is taken below, and none completes as a flush.
+                boolean left = peerGone || l.peerLeft();
                 work += initiator.answers(l);
                 work += initiator.start(l); // (a local request posted meanwhile runs before more of the peer's are served)
                 work += target.serve(l);
@@ -220,7 +236,7 @@ final class ShmQp implements ProviderQp {
                 if (initiator.timedOut(device.answerTimeoutNanos)) {
                     work++;
                 }
-                if (peerGone || l.peerLeft()) {
+                if (left) {
                     ctx.toError(); // the peer's last answers were taken above: the rest is flushed
                 }
                 if (work > 0) {
@@ -235,6 +251,15 @@ final class ShmQp implements ProviderQp {
             target.reset();
             ctx.flush();
             work++;
+            if (l != null && !peerGone && broken == null) {
+                try {
+                    if (target.refuseAll(l) > 0) { // the peer's requests fail at once, unexecuted
+                        l.wakePeer();
+                    }
+                } catch (Ring.Violation | IllegalStateException | IndexOutOfBoundsException e) {
+                    breakLane(e.getMessage());
+                }
+            }
         }
         return work;
     }
@@ -250,9 +275,9 @@ final class ShmQp implements ProviderQp {
             LOG.log(System.Logger.Level.WARNING, "regmem shm: " + ctx.name() + ": the connection ends: " + why);
         }
         ctx.toError();
-        ShmCm c = cm;
-        if (c != null) {
-            c.peerBroke();
+        Runnable r = onBroken;
+        if (r != null) {
+            r.run();
         }
     }
 

@@ -442,6 +442,36 @@ final class ShmTarget {
         return work + 1;
     }
 
+    /**
+     * The QP is in the error state: each request the peer sent is answered RETRY_EXC_ERR, unexecuted,
+     * as a NIC's retries run out against a responder that answers nothing (its initiator does not wait
+     * for its answer timeout); streamed bytes and aborts are dropped. The work done.
+     */
+    int refuseAll(Lane lane) {
+        Ring in = lane.peerRequests;
+        Ring out = lane.myAnswers;
+        int work = 0;
+        try {
+            for (int n = 0; n < BATCH && in.next(); n++) {
+                if (in.type == Wire.REQ) {
+                    if (in.length < Wire.REQ_HEADER) {
+                        throw qp.violation("a request of " + in.length + " bytes");
+                    }
+                    if (!out.fits(Wire.ACK_SIZE)) {
+                        break;
+                    }
+                    answer(out, in.segment().get(JAVA_LONG, in.payload + Wire.R_SEQ), WcStatus.RETRY_EXC_ERR, 0);
+                }
+                in.consume();
+                work++;
+            }
+        } finally {
+            in.release();
+            out.publish();
+        }
+        return work;
+    }
+
     /** Writes the verdict on request {@code seq} (room for it was checked); a NAKed error breaks this QP too. */
     private void answer(Ring out, long seq, WcStatus status, long value) {
         long at = out.claim(Wire.ACK, Wire.ACK_SIZE);

@@ -1,0 +1,226 @@
+package io.regmem.registration.shm;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.DeviceAttributes;
+import io.regmem.registration.link.Link;
+import io.regmem.registration.spi.GracePeriod;
+import io.regmem.registration.spi.MrContext;
+import io.regmem.registration.spi.QpContext;
+import java.io.IOException;
+
+/**
+ * The same-host lane for another provider's connections: ucx carries a connection whose two ends
+ * share a host over it instead of UCX (the handshake, its secret and the QPs stay ucx's). One per
+ * device: it runs its QPs' lanes in sections of the device's own grace period, so that an
+ * invalidation or deregistration on the device waits for the lane's copies too, and the device's
+ * deregistration calls {@link #quiesce} for the answers still to be placed. The lanes are the shm
+ * provider's, with its defaults (4 KiB inline, 2 MiB rings, pulls where the kernel allows them);
+ * progress is the device's: its CQs' polls and its progress thread call {@link Qp#progress} and
+ * {@link #progress} (the lanes never ask the peer to wake this side: it does not sleep on them).
+ *
+ * <p>Not for applications: exported to {@code io.regmem.ucx} only.
+ */
+public final class SameHostLane implements AutoCloseable {
+    private final ShmDevice engine;
+
+    private SameHostLane(ShmDevice engine) {
+        this.engine = engine;
+    }
+
+    /**
+     * The lane engine of a device whose data path runs in sections of {@code grace}; requests wait
+     * {@code answerTimeoutNanos} for their answers (0: for ever).
+     *
+     * @throws RdmaException {@link Errno#ENOSYS} where the lane's system calls are not there
+     */
+    public static SameHostLane open(DeviceAttributes attributes, GracePeriod grace, long answerTimeoutNanos) {
+        Sys.requireBound();
+        try {
+            LaneSetup.offer(Lane.DEFAULT_CAPACITY); // (this host's identity read once, here)
+        } catch (RuntimeException | LinkageError e) {
+            throw new RdmaException(Errno.ENOSYS, "shm: the same-host lane cannot start here: " + e, e);
+        }
+        return new SameHostLane(new ShmDevice(attributes, grace, null, Link.HANDSHAKE_MILLIS, answerTimeoutNanos,
+                ShmProvider.INLINE_THRESHOLD, Lane.DEFAULT_CAPACITY, true));
+    }
+
+    /** What a requester offers in its HELLO: who it is, where its probe word is, the rings' size. */
+    public byte[] requesterOffer() {
+        return LaneSetup.offer(engine.ringBytes).encode();
+    }
+
+    /**
+     * Checks a requester's offer: a well-formed one from a process of this host, for rings this side
+     * takes.
+     *
+     * @throws IOException naming the rule it breaks
+     */
+    public void checkRequester(byte[] offer) throws IOException {
+        LaneOffer o = LaneOffer.decode(offer, false);
+        if (!LaneSetup.sameHost(o)) {
+            throw new IOException("the requester is on another host (boot id " + o.bootId() + ")");
+        }
+        if (o.ringBytes() != engine.ringBytes) {
+            throw new IOException("the requester asks for rings of " + o.ringBytes() + " bytes, not " + engine.ringBytes);
+        }
+    }
+
+    /** A lane QP for {@code ctx}, whose provider QP is another's; {@code keys} translates its remote keys. */
+    public Qp newQp(QpContext ctx, RemoteKeys keys) {
+        return new Qp(engine.addQp(new ShmQp(engine, ctx, keys, false)));
+    }
+
+    /**
+     * The listener's side of a lane for the request whose requester offered {@code requesterOffer}:
+     * a one-time socket; send {@link Accepting#offer()} in the ACCEPT, then {@link Accepting#complete}.
+     *
+     * @throws IOException if the offer breaks a rule or the socket cannot be made
+     */
+    public Accepting accept(byte[] requesterOffer) throws IOException {
+        checkRequester(requesterOffer);
+        return new Accepting(LaneOffer.decode(requesterOffer, false), new LaneSetup.Listening(engine.ringBytes));
+    }
+
+    /**
+     * The requester's side: makes the lane with the listener whose ACCEPT carried {@code listenerOffer}
+     * and connects {@code qp} over it (the QP is ready then).
+     *
+     * @throws IOException naming what failed
+     */
+    public void join(Qp qp, byte[] listenerOffer, long deadline) throws IOException {
+        LaneOffer theirs = LaneOffer.decode(listenerOffer, true);
+        if (!LaneSetup.sameHost(theirs)) {
+            throw new IOException("the listener is on another host (boot id " + theirs.bootId() + ")");
+        }
+        if (theirs.ringBytes() != engine.ringBytes) {
+            throw new IOException("the listener answered rings of " + theirs.ringBytes() + " bytes, not " + engine.ringBytes);
+        }
+        qp.shm.connect(LaneSetup.join(theirs, engine.ringBytes, deadline, engine.pull, false));
+    }
+
+    /** Connects two lane QPs of this JVM ({@code active} made the request) over one lane; both are ready then. */
+    public static void linkLocal(Qp passive, Qp active) {
+        ShmQp mine = passive.shm;
+        ShmQp theirs = active.shm;
+        Lane[] lanes = LaneSetup.local(mine.device.ringBytes, theirs.device.pull, mine.device.pull, false, false);
+        theirs.localPeer = mine;
+        mine.localPeer = theirs;
+        theirs.connect(lanes[0]);
+        mine.connect(lanes[1]);
+    }
+
+    /** Progresses every lane QP of the device whose lock is free or comes free (its progress thread); the work done. */
+    public int progress() {
+        int work = 0;
+        for (ShmQp qp : engine.qps()) {
+            work += qp.progress();
+        }
+        return work;
+    }
+
+    /**
+     * For a region being deregistered (its keys already invalid, the device's sections waited out):
+     * waits for the answers of READs and atomics started before that will be placed into it, and for
+     * the verdicts on pulled WRITEs and SENDs from it ({@link ShmDevice#quiesce(MrContext)}).
+     */
+    public void quiesce(MrContext region) {
+        engine.quiesce(region);
+    }
+
+    @Override
+    public void close() {
+        engine.close();
+    }
+
+    /** The listener's one-time socket for one request; close it when done (it closes a lane never connected). */
+    public static final class Accepting implements AutoCloseable {
+        private final LaneOffer requester;
+        private final LaneSetup.Listening listening;
+        private Lane lane;
+
+        private Accepting(LaneOffer requester, LaneSetup.Listening listening) {
+            this.requester = requester;
+            this.listening = listening;
+        }
+
+        /** What the ACCEPT carries: the one-time socket and its ticket, this process's identity and probe word. */
+        public byte[] offer() {
+            return listening.offer.encode();
+        }
+
+        /**
+         * Takes the requester's memfd on the socket (by {@code deadline}) and maps the lane.
+         *
+         * @throws IOException naming what failed
+         */
+        public void complete(long deadline) throws IOException {
+            lane = listening.complete(requester, deadline, true, false);
+        }
+
+        /** Connects {@code qp} over the lane (after the requester's READY): it is ready then. */
+        public void connect(Qp qp) {
+            Lane l = lane;
+            lane = null;
+            qp.shm.connect(l);
+        }
+
+        @Override
+        public void close() {
+            listening.close();
+            if (lane != null) {
+                lane.close();
+                lane = null;
+            }
+        }
+    }
+
+    /** A connection's lane QP: its provider QP delegates its data path here once it is connected over the lane. */
+    public static final class Qp {
+        final ShmQp shm;
+
+        private Qp(ShmQp shm) {
+            this.shm = shm;
+        }
+
+        /** What ends the connection's life line when the peer breaks the lane's rules (before it connects). */
+        public void onBroken(Runnable r) {
+            shm.onBroken = r;
+        }
+
+        /** The send queue's doorbell: starts requests at once when the QP's lock is free. */
+        public void sendPosted(long firstSeq, int count) {
+            shm.sendPosted(firstSeq, count);
+        }
+
+        /** The receive queue's doorbell: a request held for a receive may go now. */
+        public void recvPosted(long firstSeq, int count) {
+            shm.recvPosted(firstSeq, count);
+        }
+
+        /** Runs the QP (and a peer of this JVM whose lock is free); the work done. */
+        public int progress() {
+            return shm.progress();
+        }
+
+        /** True if nothing waits on the QP or its lane (racy, any thread). */
+        public boolean idle() {
+            return shm.ctx.idle() && shm.idleLane();
+        }
+
+        /** The life line ended: what the peer wrote is taken, then the QP errs. */
+        public void peerGone() {
+            shm.peerGone();
+        }
+
+        /** Ends the lane (the peer's QP errs) and forgets the QP. */
+        public void destroy() {
+            shm.destroy();
+        }
+
+        /** For {@code qp.diagnostics()}. */
+        public String diagnostics() {
+            return shm.diagnostics();
+        }
+    }
+}
