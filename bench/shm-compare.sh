@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The same-host lane (the shm provider) between two processes beside what people run there, in paired
-# rounds so that every peer sees the same minutes of this machine. Per round:
-#  (1) the verbs SEND/RECV ping-pong of 64 B to a child JVM on shm and on ucx over shared memory
-#      (PingPongBenchmark), and Aeron IPC ping-pong of 64 B (AeronPingPongBenchmark), one JMH run,
-#      SampleTime: p50/p99 of the round trip;
-#  (2) the RPC transport's 64 B call to a 'regmem serve' child, on shm and on ucx over shared memory
+# The same-host lane between two processes beside what people run there, in paired rounds so that
+# every peer sees the same minutes of this machine. 'ucx' below is a ucx device as it comes (its
+# same-host connections take the lane), 'ucx over UCX' the same with REGMEM_UCX_SAME_HOST_LANE=false
+# (UCX's shared-memory transports). Per round:
+#  (1) the verbs SEND/RECV ping-pong of 64 B to a child JVM on shm, on ucx and on ucx over UCX
+#      (PingPongBenchmark), and Aeron IPC ping-pong of 64 B (AeronPingPongBenchmark), SampleTime:
+#      p50/p99 of the round trip;
+#  (2) the RPC transport's 64 B call to a 'regmem serve' child, on shm, ucx and ucx over UCX
 #      (one call in flight, every call's latency in an HdrHistogram);
-#  (3) UcxPutBenchmark on shm and on ucx over shared memory: the 8 B WRITE round trip, and 64 KiB and
+#  (3) UcxPutBenchmark on shm, ucx and ucx over UCX: the 8 B WRITE round trip, and 64 KiB and
 #      1 MiB WRITEs and READs with 16 in flight (ns per request: bytes / time = bandwidth);
 #  (4) the native peers on the same sizes: ucx_perftest ucp_put_lat, ucp_am_lat, ucp_put_bw, ucp_get,
 #      ucp_am_bw (sysv,posix,cma), and pvm-copy (bench/native/pvm-copy.c, built here with gcc): one
@@ -47,22 +49,33 @@ rpc_args=(--threads 1 --requests 1 --rdma-requests 0 --storage-calls 1 --storage
   --rpc-concurrency 1 --rpc-payloads 64 --rpc-duration "$secs" --rpc-warmup 2 --quiet-progress)
 show() { grep -E 'RPC over|Call latency|PASS|FAIL|regmem demo: [a-z]' || true; }
 for ((i = 1; i <= rounds; i++)); do
-  echo "== round $i of $rounds: verbs SEND/RECV ping-pong to a child JVM (shm, ucx over shared memory) and Aeron IPC"
+  echo "== round $i of $rounds: verbs SEND/RECV ping-pong to a child JVM (shm, ucx) and Aeron IPC"
   jmh 'PingPongBenchmark.roundTrip$' --param pair=shm-process,ucx-process
-  for provider in shm ucx; do
-    echo "== round $i of $rounds: RPC 64 B call on $provider, server in another process"
+  echo "== round $i of $rounds: verbs SEND/RECV ping-pong to a child JVM, ucx over UCX"
+  REGMEM_UCX_SAME_HOST_LANE=false jmh 'PingPongBenchmark.roundTrip$' --param pair=ucx-process
+  for variant in shm ucx ucx-over-ucx; do
+    provider="${variant%%-*}"
+    lane=true
+    [ "$variant" = ucx-over-ucx ] && lane=false
+    echo "== round $i of $rounds: RPC 64 B call on $variant, server in another process"
     port=$((port + 1))
-    "$here/regmem" serve --provider "$provider" --listen "127.0.0.1:$port" --rpc-concurrency 1 --rpc-payloads 64 \
-      --connections 1 > "$here/bench/target/shm-compare-serve.log" 2>&1 &
+    REGMEM_UCX_SAME_HOST_LANE=$lane "$here/regmem" serve --provider "$provider" --listen "127.0.0.1:$port" \
+      --rpc-concurrency 1 --rpc-payloads 64 --connections 1 > "$here/bench/target/shm-compare-serve.log" 2>&1 &
     server=$!
     sleep 3
-    "$here/regmem" demo --provider "$provider" --connect "127.0.0.1:$port" "${rpc_args[@]}" 2>&1 | show
+    REGMEM_UCX_SAME_HOST_LANE=$lane "$here/regmem" demo --provider "$provider" --connect "127.0.0.1:$port" "${rpc_args[@]}" \
+      2>&1 | show
     wait "$server" || echo "(the server ended with $?: $(tail -1 "$here/bench/target/shm-compare-serve.log"))"
   done
-  echo "== round $i of $rounds: WRITE round trip of 8 B, WRITEs and READs with 16 in flight (shm, ucx over shared memory)"
+  echo "== round $i of $rounds: WRITE round trip of 8 B, WRITEs and READs with 16 in flight (shm, ucx)"
   jmh 'UcxPutBenchmark.writeRoundTrip$' --size 8 --param transport=shm,sysv+posix+cma --param mode=message
   jmh 'UcxPutBenchmark.(writeStreamed|readStreamed)$' --size 65536,1048576 --param transport=shm,sysv+posix+cma \
     --param mode=message
+  echo "== round $i of $rounds: the same, ucx over UCX"
+  REGMEM_UCX_SAME_HOST_LANE=false jmh 'UcxPutBenchmark.writeRoundTrip$' --size 8 --param transport=sysv+posix+cma \
+    --param mode=message
+  REGMEM_UCX_SAME_HOST_LANE=false jmh 'UcxPutBenchmark.(writeStreamed|readStreamed)$' --size 65536,1048576 \
+    --param transport=sysv+posix+cma --param mode=message
   echo "== round $i of $rounds: native peers"
   perftest ucp_put_lat 8 3000000
   perftest ucp_am_lat 8 1000000

@@ -9,6 +9,9 @@
 # Needs ucx-utils (ucx_perftest). Usage: bench/ucx-compare.sh [ROUNDS]   (output on stdout; each regmem
 # run's whole JMH output is kept in bench/target/ucx-compare-jmh.log, and any error it reports is shown)
 set -euo pipefail
+# ucx over UCX itself: a ucx device's connections to this host would otherwise take the same-host
+# lane (bench/shm-compare.sh measures that).
+export REGMEM_UCX_SAME_HOST_LANE=false
 here="$(cd "$(dirname "$0")/.." && pwd)"
 rounds="${1:-1}"
 command -v ucx_perftest >/dev/null || { echo "ucx-compare: ucx_perftest is missing (apt-get install ucx-utils)" >&2; exit 2; }

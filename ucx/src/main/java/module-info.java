@@ -4,13 +4,15 @@
  * {@code RdmaProvider} service once this module is on the module path (or its jar on the class
  * path); without {@code libucp} the open fails with {@code ENODEV} naming the package to install.
  *
- * <p>Grant native access to this module too:
- * {@code --enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.ucx}.
+ * <p>A connection whose peer is on the same host takes the shm provider's same-host lane by default
+ * (option {@code sameHostLane}). Grant native access to these modules:
+ * {@code --enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.shm,io.regmem.ucx}.
  */
 module io.regmem.ucx {
     requires transitive io.regmem.registration;
     requires org.agrona;
     requires jdk.net;
+    requires io.regmem.shm;
 
     provides io.regmem.registration.spi.RdmaProvider with io.regmem.registration.ucx.UcxProvider;
 }

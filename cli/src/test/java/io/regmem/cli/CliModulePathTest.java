@@ -51,10 +51,10 @@ class CliModulePathTest {
             Assumptions.assumeFalse(e.errno() == Errno.ENODEV && !"true".equals(System.getenv("CI")), "UCX is not installed");
             throw e;
         }
-        List<String> path = ModulePath.of(List.of("core", "registration", "uring", "ucx", "cli"),
+        List<String> path = ModulePath.of(List.of("core", "registration", "uring", "shm", "ucx", "cli"),
                 List.of("agrona", "jctools-core", "picocli", "HdrHistogram"));
         List<String> args = List.of("--add-modules", "io.regmem.ucx",
-                "--enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.uring,io.regmem.ucx",
+                "--enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.uring,io.regmem.shm,io.regmem.ucx",
                 "--sun-misc-unsafe-memory-access=allow");
         String out = ModulePath.exec(dir, path, "io.regmem.cli", "io.regmem.cli.RegmemCommand", args,
                 List.of("demo", "--provider", "ucx", "--requests", "100", "--rdma-requests", "100", "--rpc-calls", "500",

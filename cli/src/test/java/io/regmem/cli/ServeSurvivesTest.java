@@ -105,6 +105,12 @@ class ServeSurvivesTest {
         return b;
     }
 
+    /** {@code b} with its ucx devices' same-host connections over UCX, not the lane. */
+    private static ProcessBuilder overUcx(ProcessBuilder b) {
+        b.environment().put("REGMEM_UCX_SAME_HOST_LANE", "false");
+        return b;
+    }
+
     private String expectLine(String contains) throws InterruptedException {
         long deadline = System.nanoTime() + 30_000_000_000L;
         while (System.nanoTime() < deadline) {
@@ -328,11 +334,12 @@ class ServeSurvivesTest {
         requireUcx();
         List<String> stops = sendStops();
         String address = "127.0.0.1:" + freePort();
-        serve = regmem("serve", "--provider", "ucx", "--listen", address, "--connections", "2").start();
+        // (UCX's shared-memory transports: a connection to this host would otherwise take the same-host lane)
+        serve = overUcx(regmem("serve", "--provider", "ucx", "--listen", address, "--connections", "2")).start();
         followServe();
         expectLine("regmem serve: listening at " + address);
-        killedClient = regmem("demo", "--provider", "ucx", "--connect", address, "--rpc-duration", "60", "--rpc-warmup", "0",
-                "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0", "--quiet-progress").start();
+        killedClient = overUcx(regmem("demo", "--provider", "ucx", "--connect", address, "--rpc-duration", "60",
+                "--rpc-warmup", "0", "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0", "--quiet-progress")).start();
         Process victim = killedClient;
         Thread.ofPlatform().daemon().start(() -> drain(victim.getInputStream()));
         expectLine("regmem serve: connection 1 from 127.0.0.1:");
@@ -352,8 +359,8 @@ class ServeSurvivesTest {
         expectLine("regmem serve: connection 1 ended after ");
 
         String out = runDemo("demo", "--provider", "ucx", "--connect", address, "--device-option", "secret=" + SECRET,
-                "--rpc-calls", "1000", "--rpc-warmup", "0", "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0",
-                "--quiet-progress");
+                "--device-option", "sameHostLane=false", "--rpc-calls", "1000", "--rpc-warmup", "0", "--requests", "100",
+                "--rdma-requests", "0", "--storage-mib", "0", "--quiet-progress");
         assertThat(out).contains("): 1,000 calls", "Replies checked byte by byte: 0 wrong", "PASS: ");
         expectLine("regmem serve: connection 2 ended after 1,000 calls; requests free 16/16; rpc-server-buffers-2: no buffers leaked");
         expectLine("regmem serve: done; device: no live objects");
@@ -491,7 +498,10 @@ class ServeSurvivesTest {
         Object ucx = provider.invoke(dev);
         java.lang.reflect.Method address = ucx.getClass().getDeclaredMethod("workerAddress");
         address.setAccessible(true);
-        return (byte[]) address.invoke(ucx);
+        byte[] worker = (byte[]) address.invoke(ucx);
+        // the address a ucx HELLO carries: magic "RMUX", version 1, the worker address, no lane offer
+        return java.nio.ByteBuffer.allocate(12 + worker.length).putInt(0x524D_5558).putShort((short) 1).putInt(worker.length)
+                .put(worker).putShort((short) 0).array();
     }
 
     /** Sends an authentic HELLO, then stays silent until serve closes the connection. */

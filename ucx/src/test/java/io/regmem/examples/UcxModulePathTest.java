@@ -28,13 +28,13 @@ class UcxModulePathTest {
     @Test
     void theUcxExampleRunsOnTheModulePathThroughTheProviderService() throws Exception {
         UcxAvailable.assumeInstalled();
-        List<String> path = ModulePath.of(List.of("core", "registration", "ucx"), List.of("agrona", "jctools-core"));
+        List<String> path = ModulePath.of(List.of("core", "registration", "shm", "ucx"), List.of("agrona", "jctools-core"));
         String example = Files.readString(Path.of("src/test/java/io/regmem/examples/UcxExample.java"));
         String out = ModulePath.run(dir, path, Map.of(
                         "module-info.java", "module ucx.app { requires io.regmem.registration; }\n",
                         "io/regmem/examples/UcxExample.java", example),
                 "ucx.app", "io.regmem.examples.UcxExample",
-                List.of("--add-modules", "io.regmem.ucx", "--enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.ucx",
+                List.of("--add-modules", "io.regmem.ucx", "--enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.shm,io.regmem.ucx",
                         "--sun-misc-unsafe-memory-access=allow"));
         assertThat(out).isEqualTo("""
                 completion: SUCCESS, 64 bytes

@@ -5,6 +5,7 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.link.HostPort;
 import io.regmem.registration.link.Link;
 import io.regmem.registration.link.Listener;
+import io.regmem.registration.shm.SameHostLane;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.LocalRendezvous;
 import io.regmem.registration.spi.ProviderCm;
@@ -49,8 +50,9 @@ final class UcxCm implements ProviderCm {
     private Listener server;
     /** The bootstrap connection to another process (a request made by one, or a connect to one). */
     private volatile Link link;
-    /** A request from another process: what its requester sent. */
+    /** A request from another process: what its requester sent, and its address. */
     private Link.Peer peer;
+    private UcxHello hello;
     private final UcxDevice device;
 
     UcxCm(UcxDevice device, CmContext ctx) {
@@ -102,6 +104,14 @@ final class UcxCm implements ProviderCm {
 
     /** An authenticated HELLO on this ID's listener: the request ID (or, if it stopped listening, a rejection). */
     private void requested(Listener from, Link l, Link.Peer p) {
+        UcxHello hello;
+        try {
+            hello = UcxHello.decode(p.address());
+        } catch (IOException e) {
+            from.refused(l.peerAddress(), e.getMessage());
+            l.close();
+            return;
+        }
         synchronized (CM) {
             if (server != from || ctx.isDestroyed()) {
                 l.close(); // stopped listening meanwhile: the requester sees a rejection
@@ -110,6 +120,7 @@ final class UcxCm implements ProviderCm {
             UcxCm request = UcxContexts.cm(ctx.newRequest(p.privateData(), l.peerAddress()));
             request.link = l;
             request.peer = p;
+            request.hello = hello;
             // A requester that goes away before the answer: the request stays until accept or reject fails on it.
         }
     }
@@ -140,7 +151,9 @@ final class UcxCm implements ProviderCm {
             // A worker of its own for the connections to this listener: a peer process that dies in
             // the middle of a send stops only its own connections' receives (UcxChannel).
             byte[] worker = mine.useChannel("listener " + address);
-            l.sendHello(mine.number, mine.localToken, worker, privateData);
+            SameHostLane lane = device.lanes.lane();
+            l.sendHello(mine.number, mine.localToken, new UcxHello(worker, lane == null ? null : lane.requesterOffer()).encode(),
+                    privateData);
             // The answer waits for the listener's application to accept; its wire-up needs this worker.
             Object answer = l.readAnswer(l.deadline(), () -> progressQuietly(mine.device));
             if (answer instanceof Link.Rejected r) {
@@ -153,8 +166,17 @@ final class UcxCm implements ProviderCm {
                 l.close();
                 return;
             }
-            mine.connect(p.address(), p.qp(), p.token());
+            UcxHello theirs = UcxHello.decode(p.address());
+            if (theirs.laneOffer() != null) {
+                if (lane == null) {
+                    throw new IOException("the listener answered a same-host lane this device did not offer");
+                }
+                lane.join(mine.useLane(lane, l::close), theirs.laneOffer(), l.deadline());
+            } else {
+                mine.connect(theirs.worker(), p.qp(), p.token());
+            }
             l.sendReady();
+            took(mine, address);
             ctx.established(p.privateData());
         } catch (IOException | RuntimeException e) {
             l.close();
@@ -189,10 +211,15 @@ final class UcxCm implements ProviderCm {
         QpContext qp = ctx.qp();
         if (qp != null) {
             UcxQp mine = qp(qp);
-            mine.device.retireChannel(mine.channel); // the peer may be gone: no new connection joins its channel
-            long deadline = System.nanoTime() + VERDICT_GRACE_NANOS;
-            while (mine.busy() && System.nanoTime() < deadline && !ctx.isDestroyed()) {
-                LockSupport.parkNanos(1_000_000L);
+            SameHostLane.Qp lane = mine.lane;
+            if (lane != null) {
+                lane.peerGone(); // what the peer wrote into the rings is taken, then the QP errs
+            } else {
+                mine.device.retireChannel(mine.channel); // the peer may be gone: no new connection joins its channel
+                long deadline = System.nanoTime() + VERDICT_GRACE_NANOS;
+                while (mine.busy() && System.nanoTime() < deadline && !ctx.isDestroyed()) {
+                    LockSupport.parkNanos(1_000_000L);
+                }
             }
             qp.toError();
         }
@@ -231,6 +258,13 @@ final class UcxCm implements ProviderCm {
     private static void linkLocal(QpContext passive, QpContext active) {
         UcxQp mine = qp(passive);
         UcxQp theirs = qp(active);
+        SameHostLane myLane = mine.device.lanes.lane();
+        SameHostLane theirLane = theirs.device.lanes.lane();
+        if (myLane != null && theirLane != null) {
+            SameHostLane.linkLocal(mine.useLane(myLane, null), theirs.useLane(theirLane, null));
+            took(mine, "a QP of this JVM");
+            return;
+        }
         mine.useMainChannel(); // (a QP whose connection to another process failed may hold a channel)
         theirs.useMainChannel();
         byte[] myWorker = mine.device.workerAddress();
@@ -239,6 +273,15 @@ final class UcxCm implements ProviderCm {
         mine.connect(theirWorker, theirs.number, theirs.localToken);
         theirs.localPeer = mine;
         mine.localPeer = theirs;
+        took(mine, "a QP of this JVM");
+    }
+
+    /** The debug line that says which way a connection took. */
+    private static void took(UcxQp qp, String peer) {
+        if (LOG.isLoggable(System.Logger.Level.DEBUG)) {
+            LOG.log(System.Logger.Level.DEBUG, "regmem ucx: " + qp.ctx.name() + ": connected to " + peer
+                    + (qp.lane != null ? " over the same-host lane" : " over UCX (" + qp.channel + ")"));
+        }
     }
 
     /**
@@ -249,11 +292,16 @@ final class UcxCm implements ProviderCm {
      */
     private void acceptRemote(Link l, byte[] privateData) {
         UcxQp mine = qp(ctx.qp());
+        SameHostLane lane = hello.laneOffer() == null ? null : device.lanes.lane();
         try {
-            byte[] worker = mine.useChannel(ByteBuffer.wrap(peer.address().clone())); // one per requester worker
-            mine.connect(peer.address(), peer.qp(), peer.token());
-            l.sendAccept(mine.number, mine.localToken, worker, privateData);
-            l.awaitReady(l.deadline(), () -> progressQuietly(mine.device));
+            if (lane != null && acceptsLane(lane)) {
+                acceptOverLane(l, mine, lane, privateData);
+            } else {
+                byte[] worker = mine.useChannel(ByteBuffer.wrap(hello.worker().clone())); // one per requester worker
+                mine.connect(hello.worker(), peer.qp(), peer.token());
+                l.sendAccept(mine.number, mine.localToken, new UcxHello(worker, null).encode(), privateData);
+                l.awaitReady(l.deadline(), () -> progressQuietly(mine.device));
+            }
         } catch (IOException | RuntimeException e) {
             ctx.qp().toError();
             l.close();
@@ -262,11 +310,39 @@ final class UcxCm implements ProviderCm {
             throw new RdmaException(errno, ctx.name() + ": accept of the request from " + l.peerAddress() + " failed: "
                     + e.getMessage(), e);
         }
+        took(mine, l.peerAddress());
         ctx.established(null);
         Thread.ofVirtual().name("regmem-ucx-link").start(() -> {
             l.awaitEnd();
             peerGone();
         });
+    }
+
+    /** True if the requester's lane offer is one this side takes (this host, same rings); else the connection runs over UCX. */
+    private boolean acceptsLane(SameHostLane lane) {
+        try {
+            lane.checkRequester(hello.laneOffer());
+            return true;
+        } catch (IOException e) {
+            LOG.log(System.Logger.Level.DEBUG, "regmem ucx: " + ctx.name() + ": no same-host lane: " + e.getMessage());
+            return false;
+        }
+    }
+
+    /**
+     * Accepts over the same-host lane: ACCEPT with this side's lane offer (a one-time socket), the
+     * requester's memfd on it, its authenticated READY, then the QP is connected over the lane.
+     */
+    private void acceptOverLane(Link l, UcxQp mine, SameHostLane lane, byte[] privateData) throws IOException {
+        SameHostLane.Qp q = mine.useLane(lane, l::close);
+        try (SameHostLane.Accepting a = lane.accept(hello.laneOffer())) {
+            l.sendAccept(mine.number, mine.localToken, new UcxHello(mine.device.workerAddress(), a.offer()).encode(),
+                    privateData);
+            long deadline = l.deadline();
+            a.complete(deadline);
+            l.awaitReady(deadline, () -> { });
+            a.connect(q);
+        }
     }
 
     private static void progressQuietly(UcxDevice device) {
@@ -303,7 +379,9 @@ final class UcxCm implements ProviderCm {
             QpContext qp = ctx.qp();
             if (qp != null) {
                 UcxQp mine = qp(qp);
-                mine.device.retireChannel(mine.channel);
+                if (mine.lane == null) {
+                    mine.device.retireChannel(mine.channel);
+                }
                 qp.toError();
             }
             l.close(); // the peer's link ends: its QP errs and its ID reports DISCONNECTED

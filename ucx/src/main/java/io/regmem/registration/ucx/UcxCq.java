@@ -1,13 +1,15 @@
 package io.regmem.registration.ucx;
 
 import io.regmem.core.RdmaException;
+import io.regmem.registration.shm.SameHostLane;
 import io.regmem.registration.spi.CqMembers;
 import io.regmem.registration.spi.ProviderCq;
 import io.regmem.registration.spi.ProviderQp;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * A UCX completion queue: polling it progresses the workers its QPs use (which also serve the peers'
+ * A UCX completion queue: polling it runs its QPs on the same-host lane ({@link SameHostLane}), and
+ * for the others progresses the workers they use (which also serve the peers'
  * requests aimed at this process: without RDMA hardware a target must progress), places the
  * messages that arrived for the QPs whose receives complete here, and reaps, in order, the requests
  * of the QPs whose sends complete here.
@@ -44,13 +46,37 @@ final class UcxCq implements ProviderCq {
         Thread me = Thread.currentThread();
         UcxQp[] qps = members.senders();
         UcxQp[] receivers = members.receivers();
+        boolean overUcx = qps.length == 0 && receivers.length == 0;
         for (UcxQp qp : qps) {
             qp.polledBy(me);
+            SameHostLane.Qp l = qp.lane;
+            if (l != null) {
+                l.progress();
+            } else {
+                overUcx = true;
+            }
         }
         for (UcxQp qp : receivers) {
             qp.polledBy(me);
+            SameHostLane.Qp l = qp.lane;
+            if (l == null) {
+                overUcx = true;
+            } else if (!contains(qps, qp)) {
+                l.progress();
+            }
         }
-        progressRounds(qps, receivers);
+        if (overUcx) {
+            progressRounds(qps, receivers);
+        }
+    }
+
+    private static boolean contains(UcxQp[] qps, UcxQp qp) {
+        for (UcxQp q : qps) {
+            if (q == qp) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private void progressRounds(UcxQp[] qps, UcxQp[] receivers) {
@@ -58,12 +84,12 @@ final class UcxCq implements ProviderCq {
         for (int round = 0; round < 3; round++) {
             device.progressChannels(qps, receivers); // the workers its QPs use, each once
             for (UcxQp qp : receivers) {
-                if (qp.receiveWork()) {
+                if (qp.lane == null && qp.receiveWork()) {
                     withLock(qp, true);
                 }
             }
             for (UcxQp qp : qps) {
-                if (qp.sendWork()) {
+                if (qp.lane == null && qp.sendWork()) {
                     withLock(qp, false);
                 }
             }

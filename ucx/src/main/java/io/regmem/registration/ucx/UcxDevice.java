@@ -3,7 +3,6 @@ package io.regmem.registration.ucx;
 import io.regmem.core.ChunkSource;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.Access;
 import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.CqContext;
@@ -71,7 +70,10 @@ final class UcxDevice implements ProviderDevice {
     private boolean closed;
     /** This device's worker address (what a peer's endpoint connects to). */
     private final byte[] address;
-    private final UcxChunkSource chunkSource = new UcxChunkSource(this);
+    final UcxChunkSource chunkSource = new UcxChunkSource(this);
+    final UcxRegistrations registrations = new UcxRegistrations(this);
+    /** The same-host lane, for connections whose peer is on this host. */
+    final UcxLanes lanes = new UcxLanes(this);
 
     /** The main channel's endpoints to peer workers (of this JVM), one per peer. */
     final UcxEndpoints endpoints;
@@ -158,57 +160,12 @@ final class UcxDevice implements ProviderDevice {
 
     @Override
     public ProviderMr registerMemory(MrContext mr) {
-        if (mr.isIntegrity()) {
-            throw new RdmaException(Errno.EOPNOTSUPP, mr.name() + ": ucx: integrity (signature) MRs are not supported "
-                    + "(T10-PI offload is a soft provider feature)");
-        }
-        MemorySegment segment = mr.segment();
-        if (segment == null || mr.isWindow()) {
-            // Fast-reg MRs and windows: every access is checked by the target against the verbs key
-            // tables, which REG_MR, LOCAL_INV and window binds update; UCX needs no registration.
-            return new UcxMr(this, mr, MemorySegment.NULL, new byte[0], null);
-        }
-        lockWorker(); // context calls too: the worker uses the context's registrations
-        try {
-            UcxChunkSource.Allocation shared = chunkSource.allocationOf(segment.address(), segment.byteSize());
-            if (shared != null) { // memory UCX allocated and registered: its registration serves the region
-                shared.regions++;
-                return new UcxMr(this, mr, shared.memh, shared.packed, shared);
-            }
-            int access = mr.access();
-            int prot = UcpLayout.MEM_MAP_PROT_LOCAL_READ | UcpLayout.MEM_MAP_PROT_LOCAL_WRITE
-                    | ((access & Access.REMOTE_READ.bit()) != 0 ? UcpLayout.MEM_MAP_PROT_REMOTE_READ : 0)
-                    | ((access & (Access.REMOTE_WRITE.bit() | Access.REMOTE_ATOMIC.bit())) != 0
-                            ? UcpLayout.MEM_MAP_PROT_REMOTE_WRITE : 0);
-            MemorySegment memh = context.map(segment.address(), segment.byteSize(), prot); // (a NIC enforces these rights)
-            try {
-                return new UcxMr(this, mr, memh, context.packRemoteKey(memh), null);
-            } catch (RuntimeException e) {
-                context.unmap(memh);
-                throw e;
-            }
-        } finally {
-            workerLock.unlock();
-        }
+        return registrations.register(mr);
     }
 
     @Override
     public ChunkSource chunkSource() {
         return chunkSource;
-    }
-
-    /** Deregisters a region: its own registration unmapped, or its share of an allocation's given back. */
-    void deregister(MemorySegment memh, UcxChunkSource.Allocation shared) {
-        lockWorker();
-        try {
-            if (shared != null) {
-                chunkSource.regionGone(shared);
-            } else {
-                context.unmap(memh);
-            }
-        } finally {
-            workerLock.unlock();
-        }
     }
 
     /** The UCX context, for {@link UcxChunkSource} (worker lock held). */
@@ -254,15 +211,6 @@ final class UcxDevice implements ProviderDevice {
     /** The channels to other processes (for diagnostics and tests). */
     UcxChannel[] channels() {
         return channels.all();
-    }
-
-    void unmap(MemorySegment memh) {
-        lockWorker();
-        try {
-            context.unmap(memh);
-        } finally {
-            workerLock.unlock();
-        }
     }
 
     @Override
@@ -479,6 +427,7 @@ final class UcxDevice implements ProviderDevice {
         } finally {
             workerLock.unlock();
         }
+        lanes.close();
         UcxAm.uninstall(amNumber);
         context.close();
         for (Arena a; (a = main.closeLater.poll()) != null; ) {

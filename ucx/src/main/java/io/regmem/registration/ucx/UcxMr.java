@@ -59,7 +59,7 @@ final class UcxMr implements ProviderMr {
         // READs and atomics started before that land here (their targets executed them).
         device.quiesce(region);
         if (memh.address() != 0) {
-            device.deregister(memh, shared);
+            device.registrations.deregister(memh, shared);
         }
     }
 }

@@ -3,6 +3,7 @@ package io.regmem.registration.ucx;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.spi.Guard;
+import io.regmem.registration.spi.MrContext;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -30,9 +31,10 @@ final class UcxProgress {
         } finally {
             device.workerLock.unlock();
         }
+        work += device.lanes.progress();
         for (UcxQp qp : device.qps()) {
             ReentrantLock l = qp.ctx.lock();
-            if (!qp.destroyed && (qp.receiveWork() || qp.sendWork()) && l.tryLock()) {
+            if (!qp.destroyed && qp.lane == null && (qp.receiveWork() || qp.sendWork()) && l.tryLock()) {
                 try {
                     if (!qp.destroyed) {
                         work += qp.inbox().isEmpty() ? 0 : 1;
@@ -80,10 +82,14 @@ final class UcxProgress {
             }
             long r = ++round;
             for (UcxQp qp : a) {
-                progressOnce(qp.channel, r);
+                if (qp.lane == null) { // (a QP on the same-host lane uses no worker)
+                    progressOnce(qp.channel, r);
+                }
             }
             for (UcxQp qp : b) {
-                progressOnce(qp.channel, r);
+                if (qp.lane == null) {
+                    progressOnce(qp.channel, r);
+                }
             }
         } finally {
             device.workerLock.unlock();
@@ -201,6 +207,9 @@ final class UcxProgress {
                     throw new RdmaException(Errno.EIO, qp.ctx.name() + ": ucx requests still running after 10 s");
                 }
             }
+        }
+        if (region instanceof MrContext mr) {
+            device.lanes.quiesce(mr); // the lane's answers into it and verdicts on pulls from it
         }
     }
 }

@@ -48,7 +48,14 @@ import org.agrona.concurrent.YieldingIdleStrategy;
  * target's answer before it completes {@code RETRY_EXC_ERR} and its QP moves to the error state, as a
  * NIC's retries running out; {@code rndvThreshold} (default 65536) is the size from which a WRITE,
  * and a READ's answer, go by UCX's rendezvous protocol rather than eagerly with the header (through a
- * bounce buffer of the QP's at each end, so a peer never holds the application's memory).
+ * bounce buffer of the QP's at each end, so a peer never holds the application's memory);
+ * {@code sameHostLane} (default true, or false where the environment has
+ * {@code REGMEM_UCX_SAME_HOST_LANE=false}): a connection whose two devices both have it on and whose
+ * peer is on this host (another process, or this JVM) runs over the shm provider's same-host lane
+ * instead of UCX: rings in a sealed memfd, the target checking and copying itself
+ * ({@code io.regmem.registration.shm.SameHostLane}); the handshake, its secret, the keys and the QPs stay
+ * ucx's, and a debug line (System.Logger {@code io.regmem.registration.ucx}) says which way each
+ * connection took. {@code oneSided} and {@code rndvThreshold} then do not apply to it.
  */
 public final class UcxProvider implements RdmaProvider {
     private static final AtomicInteger DEVICES = new AtomicInteger();
@@ -70,7 +77,7 @@ public final class UcxProvider implements RdmaProvider {
 
     /** Options besides the {@link DeviceAttributes} components. */
     private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "oneSided", "secret",
-            "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis", "rndvThreshold");
+            "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis", "rndvThreshold", "sameHostLane");
     /** The default of {@code rndvThreshold}, in bytes. */
     static final long RNDV_THRESHOLD = 65536;
     /** The UCX minor version (1.x) whose remote-key unpack survives a key of memory that is gone. */
@@ -103,6 +110,10 @@ public final class UcxProvider implements RdmaProvider {
         if (!oneSided.equals("true") && !oneSided.equals("false")) {
             throw new RdmaException(Errno.EINVAL, "ucx: oneSided must be true or false, got " + oneSided);
         }
+        String lane = options.getOrDefault("sameHostLane", String.valueOf(UcxLanes.defaultEnabled()));
+        if (!lane.equals("true") && !lane.equals("false")) {
+            throw new RdmaException(Errno.EINVAL, "ucx: sameHostLane must be true or false, got " + lane);
+        }
         byte[] secret = Secret.configured("ucx", options, System.getenv());
         int handshakeMillis = (int) millis(options, "handshakeTimeoutMillis", Link.HANDSHAKE_MILLIS, 1);
         long answerMillis = millis(options, "answerTimeoutMillis", ANSWER_TIMEOUT_MILLIS, 0);
@@ -128,6 +139,7 @@ public final class UcxProvider implements RdmaProvider {
         UcxDevice device = new UcxDevice(ucp, attributes, "regmem-" + ProcessHandle.current().pid() + "-"
                 + DEVICES.incrementAndGet(), secret, handshakeMillis);
         device.oneSided = Boolean.parseBoolean(oneSided);
+        device.lanes.enabled = Boolean.parseBoolean(lane);
         device.answerTimeoutNanos = answerMillis * 1_000_000L;
         device.rndvThreshold = bytes(options, "rndvThreshold", RNDV_THRESHOLD);
         return Boolean.parseBoolean(progress) ? device.startProgressThread(idle) : device;

@@ -8,6 +8,7 @@ import io.regmem.registration.spi.Guard;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.link.Link;
+import io.regmem.registration.shm.SameHostLane;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandles;
@@ -107,6 +108,12 @@ final class UcxQp implements ProviderQp {
         }
     }
 
+    /**
+     * The QP's same-host lane, once it connected over one ({@link #useLane}): its data path runs
+     * there (posts, progress, completions), and nothing of UCX carries its requests.
+     */
+    volatile SameHostLane.Qp lane;
+
     /** Messages and answers the AM callback delivered to this QP (worker lock held to write; diagnostics). */
     long messagesIn;
     long answersIn;
@@ -115,6 +122,10 @@ final class UcxQp implements ProviderQp {
 
     @Override
     public String diagnostics() {
+        SameHostLane.Qp l = lane;
+        if (l != null) {
+            return "ucx over the same-host lane: " + l.diagnostics();
+        }
         StringBuilder b = new StringBuilder("ucx: peer QP ").append(peerNumber).append(", on the ").append(channel);
         UcxEndpoint e = ep;
         if (e == null) {
@@ -208,6 +219,29 @@ final class UcxQp implements ProviderQp {
         }
     }
 
+    /**
+     * Gives this QP, not yet connected, a lane QP of {@code engine}, for a connection over the
+     * same-host lane; {@code onBroken} ends the connection's life line if the peer breaks the lane's
+     * rules. The QP leaves any channel it took.
+     *
+     * @throws RdmaException {@link Errno#ENODEV} if the QP is gone
+     */
+    SameHostLane.Qp useLane(SameHostLane engine, Runnable onBroken) {
+        useMainChannel();
+        synchronized (this) {
+            if (destroyed) {
+                throw new RdmaException(Errno.ENODEV, ctx.name() + ": the QP was destroyed");
+            }
+            SameHostLane.Qp l = lane;
+            if (l == null) {
+                l = engine.newQp(ctx, new UcxLaneKeys(keys));
+                lane = l;
+            }
+            l.onBroken(onBroken);
+            return l;
+        }
+    }
+
     /** The token messages to the peer carry. */
     long peerToken() {
         return peerToken;
@@ -258,6 +292,11 @@ final class UcxQp implements ProviderQp {
      */
     @Override
     public void sendPosted(long firstSeq, int count) {
+        SameHostLane.Qp l = lane;
+        if (l != null) {
+            l.sendPosted(firstSeq, count);
+            return;
+        }
         ctx.lock().lock();
         try {
             sends.startMore();
@@ -368,7 +407,11 @@ final class UcxQp implements ProviderQp {
 
     @Override
     public void recvPosted(long firstSeq, int count) {
-        // Receives wait for messages; the receive CQ's poll places them.
+        SameHostLane.Qp l = lane;
+        if (l != null) {
+            l.recvPosted(firstSeq, count);
+        }
+        // Over UCX, receives wait for messages; the receive CQ's poll places them.
     }
 
     @Override
@@ -397,8 +440,13 @@ final class UcxQp implements ProviderQp {
     public void destroy() {
         receiver.dropAll();
         sends.drain(); // may progress the in-process peer: its link is cut after
+        SameHostLane.Qp l;
         synchronized (this) {
-            destroyed = true; // (under this QP's monitor: a connection under way takes no channel after it)
+            destroyed = true; // (under this QP's monitor: a connection under way takes no channel or lane after it)
+            l = lane;
+        }
+        if (l != null) {
+            l.destroy(); // the peer's QP errs
         }
         try {
             device.lockWorker();
