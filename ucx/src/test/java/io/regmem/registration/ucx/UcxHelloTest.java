@@ -3,17 +3,20 @@ package io.regmem.registration.ucx;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.regmem.registration.testkit.NoLeaks;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.util.Arrays;
 import java.util.SplittableRandom;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * The address a ucx HELLO or ACCEPT carries: a worker address and an optional lane offer, read back
  * exactly; anything else (another provider's address, a cut or padded one, absurd lengths, random
  * bytes) is refused with an IOException naming the rule, never another exception.
  */
+@ExtendWith(NoLeaks.class)
 class UcxHelloTest {
 
     @Test

@@ -209,6 +209,52 @@ class UcxSameHostLaneTest {
         child.finish();
     }
 
+    /** Lines of /proc/PID/maps and entries of /proc/PID/fd: the mappings and descriptors a process holds. */
+    private static long[] holdings(long pid) throws java.io.IOException {
+        try (var maps = java.nio.file.Files.lines(java.nio.file.Path.of("/proc/" + pid + "/maps"));
+             var fds = java.nio.file.Files.list(java.nio.file.Path.of("/proc/" + pid + "/fd"))) {
+            return new long[] {maps.count(), fds.count()};
+        }
+    }
+
+    /**
+     * 150 connections over the lane, one after the other, each with a READ: none keeps a UCX worker
+     * (the one the requester made for its HELLO goes when the lane is chosen), and together they leave
+     * no mapping or descriptor behind in either process.
+     */
+    @Test
+    void connectingAgainAndAgainLeavesNothingBehindInEitherProcess() throws Exception {
+        open(LANE);
+        UcxChild child = child(true);
+        long[] mine = null;
+        long[] theirs = null;
+        UcxDevice device = null;
+        for (int round = 0; round < 150; round++) {
+            if (round == 20) { // after the first rounds settled whatever UCX and the JVM keep
+                mine = holdings(ProcessHandle.current().pid());
+                theirs = holdings(child.process.pid());
+            }
+            Conn c = connect(child);
+            device = c.qp().unwrap(UcxQp.class).device;
+            assertThat(c.qp().diagnostics()).startsWith("ucx over the same-host lane");
+            assertThat(device.channels()).as("no UCX worker for a connection over the lane").isEmpty();
+            c.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_READ).signaled(true)
+                    .addSge(mem.address(), 4096, mr.lkey()).remote(c.remote() + round, c.key()));
+            assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
+            assertThat(mem.get(ValueLayout.JAVA_BYTE, 4095)).isEqualTo(UcxPeerMain.pattern(round + 4095));
+            close(c);
+            child.expect("GONE");
+        }
+        long[] mineAfter = holdings(ProcessHandle.current().pid());
+        long[] theirsAfter = holdings(child.process.pid());
+        assertThat(mineAfter[0] - mine[0]).as("this process's mappings added by 130 connections (%d before)", mine[0])
+                .isLessThan(40);
+        assertThat(mineAfter[1] - mine[1]).as("this process's descriptors added (%d before)", mine[1]).isLessThan(10);
+        assertThat(theirsAfter[0] - theirs[0]).as("the child's mappings added (%d before)", theirs[0]).isLessThan(40);
+        assertThat(theirsAfter[1] - theirs[1]).as("the child's descriptors added (%d before)", theirs[1]).isLessThan(10);
+        child.finish();
+    }
+
     /** "here": this side has the lane off, "there": the child has; either way the connection runs over UCX. */
     @ParameterizedTest(name = "lane off {0}")
     @ValueSource(strings = {"here", "there"})
