@@ -5,7 +5,9 @@
 # correct) on soft with client and server threads in one JVM, (2) the same across processes on ucx
 # over shared memory (a 'regmem serve' child), (3) the verbs SEND/RECV ping-pong (PingPongBenchmark:
 # soft, ucx in one JVM, ucx across processes) and (4) Aeron IPC ping-pong of 64 B
-# (AeronPingPongBenchmark), both JMH SampleTime. Two busy-polling threads in every case.
+# (AeronPingPongBenchmark), both JMH SampleTime. Two busy-polling threads in every case. ucx here is
+# as it comes: its connections to this host (in one JVM or across processes) take the same-host lane;
+# run with REGMEM_UCX_SAME_HOST_LANE=false to measure ucx over UCX (bench/shm-compare.sh does both).
 # Usage: bench/rpc-compare.sh [ROUNDS] [SECONDS]   (output on stdout; JMH output in bench/target/rpc-compare-jmh.log)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,7 +28,7 @@ jmh() { # $1 include regex, rest: more regmem bench arguments
 for ((i = 1; i <= rounds; i++)); do
   echo "== round $i of $rounds: regmem RPC, soft, client and server threads in one JVM"
   "$here/regmem" demo "${rpc_args[@]}" --rpc-threads 2>&1 | show
-  echo "== round $i of $rounds: regmem RPC, ucx over shared memory, server in another process"
+  echo "== round $i of $rounds: regmem RPC, ucx, server in another process"
   port=$((port + 1))
   UCX_TLS=sysv,posix,cma,self "$here/regmem" serve --listen "127.0.0.1:$port" --rpc-concurrency 1 --rpc-payloads 64 \
     --connections 1 > "$here/bench/target/rpc-compare-serve.log" 2>&1 &
