@@ -141,39 +141,38 @@ public final class QueuePair extends RdmaResource {
      *                       {@link Errno#EBADF} if the QP was destroyed. Nothing of the chain is posted then.
      */
     public void postSend(WorkRequest first) {
-        postLock.lock();
-        try {
-            checkAlive("postSend");
-            if (state != State.RTS && state != State.ERROR) {
-                throw new RdmaException(Errno.EINVAL, this + ": postSend in state " + state + " (bad WR index 0): "
-                        + "connect first");
-            }
-            int n = 0;
-            for (WorkRequest wr = first; wr != null; wr = wr.next()) {
-                WrChecks.send(this, wr, n);
-                if (n == sq.room()) {
-                    throw new RdmaException(Errno.ENOMEM, this + ": send queue full (maxSendWr " + maxSendWr
-                            + ", " + sq.size() + " outstanding: a slot is freed when its completion is polled): "
-                            + "bad WR index " + n);
-                }
-                n++;
-            }
-            long firstSeq = sq.tailSeq();
-            int i = 0;
-            for (WorkRequest wr = first; wr != null; wr = wr.next()) {
-                try {
-                    sq.pushSlot(i).copyFrom(wr, signalAll);
-                } catch (IllegalStateException | WrongThreadException e) { // an inline payload freed since its check
-                    throw new RdmaException(Errno.EINVAL, this + ": inline payload could not be read (" + e.getMessage()
-                            + "): bad WR index " + i, e);
-                }
-                i++;
-            }
-            sq.commitPush(n);
-            provider.sendPosted(firstSeq, n);
-        } finally {
-            postLock.unlock();
-        }
+        QpPosts.send(this, first, false);
+    }
+
+    /** {@link #tryPostSend} and {@link #tryPostRecv}: the QP is not connected yet (before RTS); nothing was posted. */
+    public static final int NOT_CONNECTED = -1;
+    /**
+     * {@link #tryPostSend} and {@link #tryPostRecv}: the chain does not fit the queue now; nothing was
+     * posted. A slot comes free when its completion is polled.
+     */
+    public static final int BACK_PRESSURED = -2;
+
+    /**
+     * {@link #postSend} that returns back-pressure instead of throwing for it, as Aeron's
+     * {@code offer} does: the number of requests posted (the whole chain), or
+     * {@link #BACK_PRESSURED} when the chain does not fit the send queue now, or
+     * {@link #NOT_CONNECTED} before the QP is connected (a {@code connect()} still under way);
+     * nothing of the chain is posted then. Allocates nothing.
+     *
+     * @throws RdmaException as {@link #postSend} for everything else (a bad request, a destroyed QP)
+     */
+    public int tryPostSend(WorkRequest first) {
+        return QpPosts.send(this, first, true);
+    }
+
+    /**
+     * {@link #postRecv} that returns {@link #BACK_PRESSURED} when the chain does not fit the receive
+     * queue now (nothing posted), else the number of requests posted. Allocates nothing.
+     *
+     * @throws RdmaException as {@link #postRecv} for everything else
+     */
+    public int tryPostRecv(WorkRequest first) {
+        return QpPosts.recv(this, first, true);
     }
 
     /** The largest message: 2^31 bytes, InfiniBand's limit. */
@@ -186,33 +185,7 @@ public final class QueuePair extends RdmaResource {
      * @throws RdmaException as {@link #postSend}, with the receive queue's limits
      */
     public void postRecv(WorkRequest first) {
-        postLock.lock();
-        try {
-            checkAlive("postRecv");
-            if (srq != null) {
-                throw new RdmaException(Errno.EINVAL, this + ": postRecv on a QP whose receives come from " + srq
-                        + " (bad WR index 0): post them to the SRQ");
-            }
-            int n = 0;
-            for (WorkRequest wr = first; wr != null; wr = wr.next()) {
-                WrChecks.sges(this, wr, n, maxRecvSge, "maxRecvSge");
-                if (n == rq.room()) {
-                    throw new RdmaException(Errno.ENOMEM, this + ": receive queue full (maxRecvWr " + maxRecvWr
-                            + ", " + rq.size() + " outstanding: a slot is freed when its completion is polled): "
-                            + "bad WR index " + n);
-                }
-                n++;
-            }
-            long firstSeq = rq.tailSeq();
-            int i = 0;
-            for (WorkRequest wr = first; wr != null; wr = wr.next()) {
-                rq.pushSlot(i++).copyFrom(wr, true);
-            }
-            rq.commitPush(n);
-            provider.recvPosted(firstSeq, n);
-        } finally {
-            postLock.unlock();
-        }
+        QpPosts.recv(this, first, false);
     }
 
     /**
