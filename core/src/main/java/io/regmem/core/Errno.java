@@ -45,7 +45,9 @@ public enum Errno {
     /** Connection reset by peer: the other end went away in the middle of an exchange. */
     ECONNRESET(104),
     /** Timed out: a peer did not answer within the stated bound. */
-    ETIMEDOUT(110);
+    ETIMEDOUT(110),
+    /** Connection refused: the peer rejected the connection request, or there was nobody to take it. */
+    ECONNREFUSED(111);
 
     private final int value;
 

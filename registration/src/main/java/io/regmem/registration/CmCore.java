@@ -1,8 +1,12 @@
 package io.regmem.registration;
 
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.QpContext;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 
 /**
  * A connection-manager ID as its provider sees it ({@link CmContext}): the events it reports change
@@ -68,6 +72,7 @@ final class CmCore extends ProviderState implements CmContext {
     @Override
     public void established(byte[] privateData) {
         peerData(privateData);
+        id.wasConnected = true;
         id.conn = CmId.ConnState.CONNECTED;
         id.leaveListener();
         connectionEvent("ESTABLISHED");
@@ -112,4 +117,40 @@ final class CmCore extends ProviderState implements CmContext {
         return id.provider;
     }
 
+
+    /** {@link CmId#awaitConnected}: looks at the ID's state, spinning a while, then parking 100 us at a time. */
+    void awaitConnected(long timeout, TimeUnit unit) {
+        long start = System.nanoTime();
+        long limit = unit.toNanos(Math.max(0, timeout));
+        for (int looks = 0; ; looks++) {
+            CmId.ConnState c = id.conn;
+            switch (c) {
+                case CONNECTED -> {
+                    return;
+                }
+                case DISCONNECTED -> throw id.wasConnected
+                        ? new RdmaException(Errno.ECONNRESET, id + ": awaitConnected: the connection ended")
+                        : new RdmaException(Errno.ECONNREFUSED, id + ": awaitConnected: the peer rejected the request, or "
+                                + "it failed (" + id.privateData().length + " bytes of the peer's private data)");
+                case IDLE, LISTENING -> throw new RdmaException(Errno.EINVAL, id + ": awaitConnected in state " + c
+                        + ": nothing to wait for (connect, or accept a request, first)");
+                default -> {
+                    // CONNECTING or REQUESTED: under way
+                }
+            }
+            long left = limit - (System.nanoTime() - start);
+            if (left <= 0) {
+                throw new RdmaException(Errno.ETIMEDOUT, id + ": awaitConnected: still " + c + " after "
+                        + unit.toMillis(Math.max(0, timeout)) + " ms");
+            }
+            if (Thread.currentThread().isInterrupted()) {
+                throw new RdmaException(Errno.EINTR, id + ": awaitConnected: interrupted in state " + c);
+            }
+            if (looks < 1000) {
+                Thread.onSpinWait();
+            } else {
+                LockSupport.parkNanos(Math.min(left, 100_000L));
+            }
+        }
+    }
 }

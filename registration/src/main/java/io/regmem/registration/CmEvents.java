@@ -10,6 +10,8 @@ import java.util.ArrayList;
  */
 final class CmEvents {
     private static final ThreadLocal<CmEvents> CURRENT = ThreadLocal.withInitial(CmEvents::new);
+    /** The ID whose event handler this thread is running, if any. */
+    private static final ThreadLocal<CmId> IN_HANDLER = new ThreadLocal<>();
     private final ArrayList<CmEvent> queued = new ArrayList<>();
     private int depth;
 
@@ -31,7 +33,7 @@ final class CmEvents {
                 CmEvent[] batch = e.queued.toArray(CmEvent[]::new);
                 e.queued.clear();
                 for (CmEvent ev : batch) {
-                    CmId.deliver(ev);
+                    deliver(ev);
                 }
             }
             done = true;
@@ -47,7 +49,45 @@ final class CmEvents {
         if (e.depth > 0) {
             e.queued.add(event);
         } else {
-            CmId.deliver(event);
+            deliver(event);
         }
+    }
+
+    /** True while this thread runs {@code id}'s event handler. */
+    static boolean inHandlerOf(CmId id) {
+        return IN_HANDLER.get() == id;
+    }
+
+    /** Runs the handler of an event, outside every lock. */
+    private static void deliver(CmEvent e) {
+        CmId id = e.id();
+        CmEventHandler h = id.handler;
+        if (h == null) {
+            return;
+        }
+        CmId outer = IN_HANDLER.get();
+        IN_HANDLER.set(id);
+        boolean destroy;
+        try {
+            destroy = h.onEvent(e);
+        } finally {
+            IN_HANDLER.set(outer);
+        }
+        if (destroy && !id.isDestroyed()) {
+            destroyAfterEvent(id);
+        }
+    }
+
+    /** What a handler's "true" asks for: reject a request, disconnect and free the QP, destroy the ID. */
+    private static void destroyAfterEvent(CmId id) {
+        if (id.connState() == CmId.ConnState.REQUESTED) {
+            id.reject();
+        } else if (id.connState() == CmId.ConnState.CONNECTED) {
+            id.disconnect();
+        }
+        if (id.qp() != null) {
+            id.destroyQp();
+        }
+        id.close();
     }
 }

@@ -5,6 +5,7 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.internal.RwSizing;
 import io.regmem.registration.spi.ProviderCm;
 import java.util.ArrayDeque;
+import java.util.concurrent.TimeUnit;
 
 /**
  * A connection-manager ID ({@code rdma_create_id}): the handle a connection is made through. It
@@ -44,6 +45,8 @@ public final class CmId extends RdmaResource implements AutoCloseable {
 
     private volatile QueuePair qp;
     volatile ConnState conn = ConnState.IDLE;
+    /** Set once the connection was established (before {@link #conn} says CONNECTED). */
+    volatile boolean wasConnected;
     /** What the peer sent with its connection request, accept or reject (never null). */
     volatile byte[] peerData = NO_DATA;
     /** The peer's address: what {@link #connect} was given, or what the provider reported for a request. */
@@ -57,8 +60,6 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     ProviderCm provider;
     /** What the provider sees of this ID. */
     final CmCore context = new CmCore(this);
-    /** The ID whose event handler this thread is running, if any. */
-    private static final ThreadLocal<CmId> IN_HANDLER = new ThreadLocal<>();
 
     CmId(RdmaDevice device) {
         super(device, "CmId", null);
@@ -378,39 +379,6 @@ public final class CmId extends RdmaResource implements AutoCloseable {
         this.handler = h;
     }
 
-    /** Runs the handler of an event, outside every lock (see {@link CmEvents}). */
-    static void deliver(CmEvent e) {
-        CmId id = e.id();
-        CmEventHandler h = id.handler;
-        if (h == null) {
-            return;
-        }
-        CmId outer = IN_HANDLER.get();
-        IN_HANDLER.set(id);
-        boolean destroy;
-        try {
-            destroy = h.onEvent(e);
-        } finally {
-            IN_HANDLER.set(outer);
-        }
-        if (destroy && !id.isDestroyed()) {
-            id.destroyAfterEvent();
-        }
-    }
-
-    /** What a handler's "true" asks for: reject a request, disconnect and free the QP, destroy the ID. */
-    private void destroyAfterEvent() {
-        if (connState() == ConnState.REQUESTED) {
-            reject();
-        } else if (connState() == ConnState.CONNECTED) {
-            disconnect();
-        }
-        if (qp() != null) {
-            destroyQp();
-        }
-        close();
-    }
-
     /**
      * The private data the peer sent ({@code event->param.conn.private_data}): on a request ID,
      * the requester's (from {@link #connect(String, byte[])}); on a connecting ID, the acceptor's
@@ -448,6 +416,26 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     }
 
     /**
+     * Waits until the connection is up ({@link ConnState#CONNECTED}), as an rdma_cm user blocks on
+     * {@code rdma_get_cm_event} for {@code ESTABLISHED}: {@link #connect} returns while the request
+     * is under way (a provider that connects processes answers from its own thread), and a send
+     * posted before then is refused ({@code QueuePair.tryPostSend} says {@code NOT_CONNECTED}).
+     * Returns at once if connected.
+     *
+     * @throws RdmaException {@link Errno#ETIMEDOUT} if not connected within {@code timeout} (the request
+     *                       goes on; wait again or {@link #disconnect}); {@link Errno#ECONNREFUSED} if
+     *                       the peer rejected the request or it failed ({@link #privateData()} holds a
+     *                       rejecter's data); {@link Errno#ECONNRESET} if the connection was up and
+     *                       ended; {@link Errno#EINVAL} on an ID with nothing under way (idle,
+     *                       listening); {@link Errno#EINTR} if the thread was interrupted (its flag
+     *                       stays set); {@link Errno#EBADF} if destroyed
+     */
+    public void awaitConnected(long timeout, TimeUnit unit) {
+        checkAlive("awaitConnected");
+        context.awaitConnected(timeout, unit);
+    }
+
+    /**
      * Destroys the ID ({@code rdma_destroy_id}).
      *
      * @throws RdmaException {@link Errno#EBUSY} while a QP is attached (nothing changes: call
@@ -455,7 +443,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      */
     @Override
     public void close() {
-        if (IN_HANDLER.get() == this) {
+        if (CmEvents.inHandlerOf(this)) {
             throw new RdmaException(Errno.EBUSY, this + ": destroyed inside its own event handler; return true "
                     + "from the handler instead and regmem destroys it afterwards");
         }

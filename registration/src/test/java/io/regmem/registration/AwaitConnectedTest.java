@@ -1,0 +1,157 @@
+package io.regmem.registration;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.testkit.NoLeaks;
+import io.regmem.registration.testkit.Providers;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * {@code CmId.awaitConnected}: returns once the peer accepted (also when the accept comes later, on
+ * another thread), and fails naming why otherwise: ETIMEDOUT (the request goes on), ECONNREFUSED for a
+ * rejection, ECONNRESET for a connection that was up and ended, EINVAL with nothing under way, EINTR
+ * for an interrupted thread (its flag kept).
+ */
+@ExtendWith(NoLeaks.class)
+class AwaitConnectedTest {
+    private static final AtomicInteger NAMES = new AtomicInteger();
+    private RdmaDevice devA;
+    private RdmaDevice devB;
+    private ProtectionDomain pdA;
+    private ProtectionDomain pdB;
+    private CompletionQueue cqA;
+    private CompletionQueue cqB;
+    private CmId listener;
+    private String address;
+
+    @BeforeEach
+    void setUp() {
+        devA = Providers.open();
+        devB = Providers.open();
+        pdA = devA.allocPd();
+        pdB = devB.allocPd();
+        cqA = devA.createCq(64);
+        cqB = devB.createCq(64);
+        listener = devB.createCmId();
+        address = Providers.address(Providers.NAME, "await-" + NAMES.incrementAndGet());
+        listener.listen(address);
+    }
+
+    @AfterEach
+    void tearDown() {
+        for (RdmaDevice d : new RdmaDevice[] {devA, devB}) {
+            for (CmId id : d.resources().survivors(CmId.class)) {
+                if (id != listener) {
+                    if (id.qp() != null) {
+                        id.destroyQp();
+                    }
+                    id.close();
+                }
+            }
+        }
+        listener.close();
+        cqA.close();
+        cqB.close();
+        pdA.close();
+        pdB.close();
+        devA.close();
+        devB.close();
+    }
+
+    private CmId requester() {
+        CmId id = devA.createCmId();
+        id.createQp(pdA, new QpInitAttributes().sendCq(cqA).recvCq(cqA).maxSendWr(4).maxRecvWr(4));
+        return id;
+    }
+
+    private CmId request() {
+        CmId r = Providers.awaitRequest(listener);
+        r.createQp(pdB, new QpInitAttributes().sendCq(cqB).recvCq(cqB).maxSendWr(4).maxRecvWr(4));
+        return r;
+    }
+
+    private static Errno errno(Throwable e) {
+        return ((RdmaException) e).errno();
+    }
+
+    @Test
+    void returnsOnceTheAcceptCameOnAnotherThread() throws Exception {
+        CmId a = requester();
+        a.connect(address, new byte[] {7});
+        Thread acceptor = Thread.ofPlatform().start(() -> {
+            CmId r = request();
+            try {
+                Thread.sleep(200);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            r.accept(new byte[] {9});
+        });
+        a.awaitConnected(10, TimeUnit.SECONDS);
+        assertThat(a.connState()).isEqualTo(CmId.ConnState.CONNECTED);
+        assertThat(a.privateData()).containsExactly(9);
+        assertThat(a.qp().tryPostRecv(new WorkRequest(1).wrId(1))).isEqualTo(1);
+        acceptor.join();
+        a.awaitConnected(0, TimeUnit.SECONDS); // connected: returns at once
+        a.disconnect();
+        assertThatThrownBy(() -> a.awaitConnected(1, TimeUnit.SECONDS)).isInstanceOf(RdmaException.class)
+                .matches(e -> errno(e) == Errno.ECONNRESET).hasMessageContaining("the connection ended");
+        while (cqA.poll(new WorkCompletion[] {new WorkCompletion()}) > 0) {
+            // the flushed receive
+        }
+    }
+
+    @Test
+    void aRejectionIsConnectionRefusedWithTheRejectersData() {
+        CmId a = requester();
+        a.connect(address);
+        request().reject(new byte[] {1, 2, 3});
+        assertThatThrownBy(() -> a.awaitConnected(10, TimeUnit.SECONDS)).isInstanceOf(RdmaException.class)
+                .matches(e -> errno(e) == Errno.ECONNREFUSED).hasMessageContaining("3 bytes of the peer's private data");
+        assertThat(a.privateData()).containsExactly(1, 2, 3);
+    }
+
+    @Test
+    void nobodyAcceptingIsATimeoutAndTheRequestGoesOn() {
+        CmId a = requester();
+        a.connect(address);
+        CmId r = request(); // taken, not answered
+        long start = System.nanoTime();
+        assertThatThrownBy(() -> a.awaitConnected(50, TimeUnit.MILLISECONDS)).isInstanceOf(RdmaException.class)
+                .matches(e -> errno(e) == Errno.ETIMEDOUT).hasMessageContaining("still CONNECTING");
+        assertThat(System.nanoTime() - start).as("waited about the timeout").isGreaterThanOrEqualTo(50_000_000L);
+        assertThat(a.connState()).isEqualTo(CmId.ConnState.CONNECTING);
+        r.accept();
+        a.awaitConnected(10, TimeUnit.SECONDS);
+        a.disconnect();
+    }
+
+    @Test
+    void nothingUnderWayIsInvalidAndAnInterruptIsEintr() {
+        CmId idle = devA.createCmId();
+        assertThatThrownBy(() -> idle.awaitConnected(1, TimeUnit.SECONDS)).isInstanceOf(RdmaException.class)
+                .matches(e -> errno(e) == Errno.EINVAL).hasMessageContaining("state IDLE");
+        assertThatThrownBy(() -> listener.awaitConnected(1, TimeUnit.SECONDS)).isInstanceOf(RdmaException.class)
+                .matches(e -> errno(e) == Errno.EINVAL).hasMessageContaining("state LISTENING");
+        CmId a = requester();
+        a.connect(address);
+        Thread.currentThread().interrupt();
+        try {
+            assertThatThrownBy(() -> a.awaitConnected(10, TimeUnit.SECONDS)).isInstanceOf(RdmaException.class)
+                    .matches(e -> errno(e) == Errno.EINTR);
+            assertThat(Thread.currentThread().isInterrupted()).as("the flag stays set").isTrue();
+        } finally {
+            Thread.interrupted();
+        }
+        request().reject();
+        idle.close();
+    }
+}
