@@ -231,10 +231,12 @@ class RwEdgeCasesTest {
                 for (int i = 0; i < 20_000; i++) {
                     once.run();
                 }
-                // The least of five batches: a one-off (a deoptimization, a lazily built JDK table) may
-                // land in one batch; a steady allocation of even 16 B per round shows in all of them.
+                // The least of up to 30 batches, ending at the first under the bound: a one-off (a
+                // deoptimization, a lazily built JDK table) or a recompilation still queued behind the
+                // suite's other work (one CI run in six saw the shm path at 160 B a round through five
+                // batches) lands in some of them; a steady allocation of even 16 B per round shows in all.
                 long least = Long.MAX_VALUE;
-                for (int batch = 0; batch < 5; batch++) {
+                for (int batch = 0; batch < 30 && least >= 1000; batch++) {
                     long before = mx.getCurrentThreadAllocatedBytes();
                     for (int i = 0; i < 1000; i++) {
                         once.run();
