@@ -1,11 +1,14 @@
 package io.regmem.cli;
 
 import io.regmem.core.BufferPool;
+import io.regmem.core.Errno;
 import io.regmem.core.LeakReport;
 import io.regmem.core.PoolStats;
 import io.regmem.core.PooledBuffer;
+import io.regmem.core.RdmaException;
 import io.regmem.core.SafetyMode;
 import io.regmem.core.ScatterList;
+import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.spi.RdmaProvider;
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -14,6 +17,7 @@ import java.io.PrintStream;
 import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
 import java.net.ServerSocket;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -44,14 +48,15 @@ import picocli.CommandLine.Option;
  */
 @Command(name = "demo", mixinStandardHelpOptions = true,
         description = {"Run regmem's four workloads on one provider, check every byte, and end with PASS or FAIL:",
-            "  1. RPC over RDMA: a client and a server (RpcTransport) exchange calls with registered",
-            "     buffers, request pools and the send-context ring; latency percentiles per payload size.",
-            "  2. Allocator: worker threads allocate, write, describe in scatter lists and free buffers",
-            "     (half of them freed on another thread); allocate/free latency and pool statistics.",
+            "  1. RPC over RDMA: a client and a server (RpcTransport) exchange calls with registered buffers, "
+                + "request pools and the send-context ring; latency percentiles per payload size.",
+            "  2. Allocator: worker threads allocate, write, describe in scatter lists and free buffers (half of "
+                + "them freed on another thread); allocate/free latency and pool statistics.",
             "  3. RDMA loopback: WRITE and READ between two queue pairs, every byte compared.",
-            "  4. Storage (where io_uring works): a file read with READ_FIXED into registered buffers and",
-            "     served by RDMA WRITE from the same memory, and written back with WRITE_FIXED.",
-            "A part is skipped with 0 as its count. Exit status 0 on PASS, 1 on FAIL, 2 on a bad option."})
+            "  4. Storage (where io_uring works): a file read with READ_FIXED into registered buffers and served "
+                + "by RDMA WRITE from the same memory, and written back with WRITE_FIXED.",
+            "A part is skipped with 0 as its count. Exit status 0 on PASS, 1 on FAIL, 2 on a bad option "
+                + "(a --device-option the provider refuses included)."})
 final class DemoCommand implements Callable<Integer> {
 
     @Option(names = "--threads", description = "Worker threads, 1 to 64 (default: ${DEFAULT-VALUE}).", defaultValue = "2")
@@ -94,8 +99,7 @@ final class DemoCommand implements Callable<Integer> {
             + "default one thread drives both ends.")
     boolean rpcThreads;
 
-    @Option(names = "--provider", description = "RDMA provider (default: ${DEFAULT-VALUE}; the embedded soft provider).",
-            defaultValue = "soft")
+    @Option(names = "--provider", description = "RDMA provider (default: soft, the embedded provider; ucx with --connect).")
     String provider;
 
     @Option(names = "--device-option", paramLabel = "KEY=VALUE", description = "An option for every device the demo "
@@ -254,13 +258,38 @@ final class DemoCommand implements Callable<Integer> {
         if (rpcSeconds != null) {
             check.range("--rpc-duration", rpcSeconds, 1, 86_400);
         }
+        Path jfrDir = jfr == null ? null : jfr.toAbsolutePath().getParent();
+        check.rule(jfrDir == null || Files.isDirectory(jfrDir), "--jfr " + jfr + ": the directory " + jfrDir
+                + " does not exist");
         return check.ok();
+    }
+
+    /**
+     * The device options checked by the provider itself before any work starts (a device opened and
+     * closed): one it refuses ({@code EINVAL}) is a bad option, exit status 2 with its message.
+     */
+    private boolean deviceOptionsOk() {
+        if (deviceOptions.isEmpty()) {
+            return true;
+        }
+        try (RdmaDevice d = RdmaDevice.open(provider, deviceOptions)) {
+            return d != null;
+        } catch (RdmaException e) {
+            if (e.errno() != Errno.EINVAL) {
+                return true; // not an option's fault (a provider missing): the run says so
+            }
+            spec.commandLine().getErr().println("regmem demo: --device-option: " + e.getMessage());
+            return false;
+        }
     }
 
     @Override
     public Integer call() throws Exception {
         PrintStream out = System.out;
-        if (!optionsOk()) {
+        if (provider == null) {
+            provider = connect != null ? "ucx" : "soft";
+        }
+        if (!optionsOk() || !deviceOptionsOk()) {
             return OptionCheck.USAGE;
         }
         if (connect != null && !SoftPair.connectsProcesses(provider)) {
@@ -276,7 +305,7 @@ final class DemoCommand implements Callable<Integer> {
             run(out, failures);
         } catch (RuntimeException e) { // a part that cannot go on: the verdict says which error stopped it
             out.flush();
-            failures.add("stopped by " + e);
+            failures.add("stopped by " + (e instanceof RdmaException ? e.getMessage() : e.toString()));
         }
         if (recording != null) {
             recording.stopAndSummarize(out);

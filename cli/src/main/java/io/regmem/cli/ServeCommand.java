@@ -11,6 +11,8 @@ import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine;
@@ -71,6 +73,19 @@ final class ServeCommand implements Callable<Integer> {
         long slotBytes = Math.max(RpcDemo.maxPayload(rpcPayloads), 64);
         RpcDemo.Terms offered = new RpcDemo.Terms(rpcConcurrency, RpcDemo.maxPayload(rpcPayloads));
         boolean allClean = true;
+        // SIGTERM or SIGINT: the loops below stop, the connection under way is torn down, and the
+        // closing lines are printed before the JVM goes (the hook waits up to 10 s for that).
+        CountDownLatch finished = new CountDownLatch(1);
+        Thread hook = new Thread(() -> {
+            stopping = true;
+            try {
+                finished.await(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }, "regmem-serve-stop");
+        Runtime.getRuntime().addShutdownHook(hook);
+        int served = 0;
         try (RdmaDevice dev = RdmaDevice.open(provider, deviceOptions)) {
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(8192);
@@ -79,12 +94,18 @@ final class ServeCommand implements Callable<Integer> {
             out.printf(Locale.ROOT, "regmem serve: listening at %s (%s provider, %d calls in flight, payloads up to %d B)%n",
                     listen, provider, reqs, slotBytes);
             out.flush();
-            for (int served = 0; connections == 0 || served < connections; served++) {
+            while (!stopping && (connections == 0 || served < connections)) {
                 CmId id;
-                while ((id = listener.getRequest()) == null) {
+                while ((id = listener.getRequest()) == null && !stopping) {
                     Thread.sleep(1);
                 }
-                allClean &= serve(out, pd, cq, id, offered, reqs, slotBytes, served + 1);
+                if (id == null) {
+                    break;
+                }
+                allClean &= serve(out, pd, cq, id, offered, reqs, slotBytes, ++served);
+            }
+            if (stopping) {
+                out.printf(Locale.ROOT, "regmem serve: stopped by a signal after %d connections%n", served);
             }
             listener.close();
             cq.close();
@@ -92,9 +113,20 @@ final class ServeCommand implements Callable<Integer> {
             String report = dev.resources().report();
             out.printf(Locale.ROOT, "regmem serve: done; device: %s%n", report);
             allClean &= report.equals("no live objects");
+        } finally {
+            out.flush();
+            finished.countDown();
+            try {
+                Runtime.getRuntime().removeShutdownHook(hook);
+            } catch (IllegalStateException shuttingDown) {
+                // the hook is running: it returns now
+            }
         }
         return allClean ? 0 : 1;
     }
+
+    /** Set by the shutdown hook (SIGTERM, SIGINT): the serve loops stop. */
+    private static volatile boolean stopping;
 
     /**
      * One connection: check the client's terms (or refuse it with this server's), accept, serve until
@@ -128,7 +160,7 @@ final class ServeCommand implements Callable<Integer> {
             out.printf(Locale.ROOT, "regmem serve: connection %d from %s accepted%n", number, peer);
             out.flush();
             int idle = 0;
-            while (end.server.transport().isConnected() && qp.state() != QueuePair.State.ERROR) {
+            while (end.server.transport().isConnected() && qp.state() != QueuePair.State.ERROR && !stopping) {
                 if (end.server.transport().poll() > 0) {
                     idle = 0;
                 } else if (++idle > RpcDemo.IDLE_SPINS) {

@@ -161,7 +161,9 @@ class DemoCommandTest {
         "demo --storage-depth 65            | --storage-depth 65 | 1 to 64",
         "demo --storage-calls 0             | --storage-calls 0 | 1 to",
         "demo --storage-mib 1 --storage-block 1048576 | --storage-mib 1 | 8 x --storage-depth",
-        "demo --connect 127.0.0.1:1         | --connect | --provider ucx",
+        "demo --provider soft --connect 127.0.0.1:1 | --connect | --provider ucx",
+        "demo --device-option bogus=1       | --device-option | unknown option 'bogus'",
+        "demo --jfr /nonexistent-regmem/x.jfr | --jfr | does not exist",
         "serve --listen 127.0.0.1:1 --provider foo | --provider 'foo' | known: soft",
         "serve --listen 127.0.0.1:1 --rpc-concurrency 0 | --rpc-concurrency 0 | 1 to 1024",
         "serve --listen 127.0.0.1:1 --connections -1 | --connections -1 | 0 to",
@@ -186,6 +188,35 @@ class DemoCommandTest {
         assertThat(line.strip()).as("one line").doesNotContain("\n").startsWith("regmem " + args.trim().split(" ")[0] + ": ")
                 .contains(names.trim(), allowed.trim()).doesNotContain("Exception");
         assertThat(captured.toString(StandardCharsets.UTF_8)).as("no work started").isEmpty();
+        assertThat(BufferPool.openPools()).isEmpty();
+    }
+
+    /** {@code --connect} without {@code --provider} means ucx (the provider that reaches other hosts). */
+    @Test
+    void connectWithoutAProviderMeansUcx() throws Exception {
+        try (io.regmem.registration.RdmaDevice probe = io.regmem.registration.RdmaDevice.open("ucx")) {
+            assertThat(probe.providerName()).isEqualTo("ucx");
+        } catch (io.regmem.core.RdmaException e) {
+            org.junit.jupiter.api.Assumptions.assumeFalse(!"true".equals(System.getenv("CI")), "UCX is not installed");
+            throw e;
+        }
+        int closedPort;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+            closedPort = s.getLocalPort();
+        }
+        PrintStream original = System.out;
+        ByteArrayOutputStream captured = new ByteArrayOutputStream();
+        int status;
+        try {
+            System.setOut(new PrintStream(captured, true, StandardCharsets.UTF_8));
+            status = RegmemCommand.commandLine().execute("demo", "--connect", "127.0.0.1:" + closedPort,
+                    "--rpc-calls", "10", "--requests", "10", "--rdma-requests", "0", "--storage-mib", "0");
+        } finally {
+            System.setOut(original);
+        }
+        String out = captured.toString(StandardCharsets.UTF_8);
+        assertThat(status).as(out).isEqualTo(1);
+        assertThat(out).contains("cannot connect to the server at 127.0.0.1:" + closedPort, "ucx");
         assertThat(BufferPool.openPools()).isEmpty();
     }
 

@@ -322,6 +322,32 @@ class ServeSurvivesTest {
     }
 
     /**
+     * SIGTERM (as a service manager stops it): serve stops listening, tears down and says so, the
+     * connection under way included: a client mid-stream, then the closing lines, nothing left.
+     */
+    @Test
+    void sigtermEndsServeWithItsClosingLines() throws Exception {
+        requireUcx();
+        String address = startServe();
+        String[] out = new String[1];
+        Thread client = Thread.ofPlatform().start(() -> runDemo(out, "demo", "--provider", "ucx", "--connect", address,
+                "--device-option", "secret=" + SECRET, "--rpc-duration", "30", "--rpc-warmup", "0", "--requests", "100",
+                "--rdma-requests", "0", "--storage-mib", "0", "--quiet-progress"));
+        expectLine("accepted");
+        Thread.sleep(300);
+        // SIGTERM through the process handle: Process.destroy() would also close this side of serve's pipes
+        serve.toHandle().destroy();
+        expectLine("regmem serve: connection 1 ended after ");
+        expectLine("regmem serve: stopped by a signal after 1 connections");
+        expectLine("regmem serve: done; device: no live objects");
+        assertThat(serve.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        client.join(60_000);
+        assertThat(client.isAlive()).isFalse();
+        assertThat(out[0]).as(out[0]).contains("Replies checked byte by byte: 0 wrong");
+        assertThat(BufferPool.openPools()).isEmpty();
+    }
+
+    /**
      * The worst moment to die: a client killed inside a shared-memory send, after it claimed a slot
      * of serve's receive FIFO and before it marked the slot written (gdb stops it there: the
      * instruction after the {@code lock cmpxchg} of UCX's {@code uct_mm_ep_am_short} and
