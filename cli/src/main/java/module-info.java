@@ -4,7 +4,8 @@
  * {@code --provider ucx}.
  *
  * <p>Run it with {@code --enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.uring}
- * (and {@code io.regmem.ucx} with {@code --add-modules io.regmem.ucx} for the ucx provider).
+ * (and {@code io.regmem.shm,io.regmem.ucx} for those providers, which service binding finds on the
+ * module path).
  */
 module io.regmem.cli {
     requires io.regmem.registration;

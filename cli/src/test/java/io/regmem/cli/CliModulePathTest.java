@@ -40,7 +40,7 @@ class CliModulePathTest {
 
     /**
      * {@code regmem demo --provider ucx} on the module path: the ucx provider found through
-     * io.regmem.ucx's service ({@code --add-modules}), and the RPC server it starts as a child JVM
+     * io.regmem.ucx's service (service binding: no {@code --add-modules}), and the RPC server it starts as a child JVM
      * started on the same module path.
      */
     @Test
@@ -53,8 +53,7 @@ class CliModulePathTest {
         }
         List<String> path = ModulePath.of(List.of("core", "registration", "uring", "shm", "ucx", "cli"),
                 List.of("agrona", "jctools-core", "picocli", "HdrHistogram"));
-        List<String> args = List.of("--add-modules", "io.regmem.ucx",
-                "--enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.uring,io.regmem.shm,io.regmem.ucx",
+        List<String> args = List.of("--enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.uring,io.regmem.shm,io.regmem.ucx",
                 "--sun-misc-unsafe-memory-access=allow");
         String out = ModulePath.exec(dir, path, "io.regmem.cli", "io.regmem.cli.RegmemCommand", args,
                 List.of("demo", "--provider", "ucx", "--requests", "100", "--rdma-requests", "100", "--rpc-calls", "500",

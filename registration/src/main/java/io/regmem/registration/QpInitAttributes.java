@@ -75,7 +75,11 @@ public final class QpInitAttributes {
         return this;
     }
 
-    /** True: every send WR completes with a CQE; false: only those marked signaled. */
+    /**
+     * True (the default, unlike verbs' {@code sq_sig_all = 0}): every send WR completes with a CQE,
+     * and {@code WorkRequest.signaled(false)} changes nothing; false: only those marked signaled (and
+     * failures) do, as in verbs.
+     */
     public QpInitAttributes signalAll(boolean all) {
         this.signalAll = all;
         return this;

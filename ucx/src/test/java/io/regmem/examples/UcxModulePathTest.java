@@ -16,8 +16,8 @@ import org.junit.jupiter.api.io.TempDir;
 /**
  * The io.regmem.ucx module on the module path: the UCX example, compiled into an application module
  * that requires only io.regmem.registration, finds the ucx provider through the service that
- * io.regmem.ucx provides ({@code --add-modules io.regmem.ucx}), with native access granted to the
- * three modules by name.
+ * io.regmem.ucx provides (service binding resolves it: no {@code --add-modules}), with native access
+ * granted to the modules by name.
  */
 @ExtendWith(NoLeaks.class)
 class UcxModulePathTest {
@@ -34,7 +34,7 @@ class UcxModulePathTest {
                         "module-info.java", "module ucx.app { requires io.regmem.registration; }\n",
                         "io/regmem/examples/UcxExample.java", example),
                 "ucx.app", "io.regmem.examples.UcxExample",
-                List.of("--add-modules", "io.regmem.ucx", "--enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.shm,io.regmem.ucx",
+                List.of("--enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.shm,io.regmem.ucx",
                         "--sun-misc-unsafe-memory-access=allow"));
         assertThat(out).isEqualTo("""
                 completion: SUCCESS, 64 bytes
