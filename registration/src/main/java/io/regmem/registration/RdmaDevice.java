@@ -64,7 +64,10 @@ public final class RdmaDevice implements AutoCloseable {
      * about the device or its objects carries that name.
      *
      * @param provider e.g. {@code "soft"}
-     * @param options  provider options, e.g. {@code Map.of("maxSendSge", "2")}
+     * @param options  provider options, e.g. {@code Map.of("maxSendSge", "2")}: every provider takes the
+     *                 {@link DeviceAttributes} limits; each one's own are in its class Javadoc
+     *                 ({@link io.regmem.registration.soft.SoftProvider}, {@code io.regmem.registration.shm.ShmProvider},
+     *                 {@code io.regmem.registration.ucx.UcxProvider}) and in docs/providers.md
      * @throws RdmaException {@link Errno#ENOENT} naming the providers present if none has that name;
      *                       {@link Errno#EINVAL} for a bad option; {@link Errno#EEXIST} if an open device
      *                       already has the asked {@link #NAME}
