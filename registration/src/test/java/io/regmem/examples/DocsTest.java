@@ -32,6 +32,7 @@ class DocsTest {
     static final Map<String, List<String>> QUOTED_IN = Map.of(
             "allocator", List.of("docs/allocator.md"),
             "rdma-write", List.of("README.md", "docs/verbs.md"),
+            "sleeping-server", List.of("docs/verbs.md"),
             "cache", List.of("docs/cache.md"),
             "rw", List.of("docs/rw.md"),
             "rpc", List.of("docs/rpc.md"),

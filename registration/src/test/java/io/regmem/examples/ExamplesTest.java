@@ -49,6 +49,15 @@ class ExamplesTest {
     }
 
     @Test
+    void sleepingServer() throws Exception {
+        assertThat(run(SleepingServerExample::main)).isEqualTo("""
+                server woke for: message 1
+                server woke for: message 2
+                server woke for: message 3
+                """);
+    }
+
+    @Test
     void cache() throws Exception {
         assertThat(run(CacheExample::main)).isEqualTo("""
                 first get: lkey assigned
