@@ -28,12 +28,12 @@ public final class SleepingServerExample {
             MemorySegment outbox = arena.allocate(4096, 4096);
             ProtectionDomain serverPd = server.allocPd();
             CompletionChannel channel = server.createCompletionChannel();
-            CompletionQueue serverCq = server.createCq(16, channel);   // its completions raise events
+            CompletionQueue serverCq = server.createCq(256, channel);  // its completions raise events
             MemoryRegion inboxMr = serverPd.register(inbox, Access.LOCAL_WRITE);
             CmId listener = server.createCmId();
             listener.listen("sleeping-server");
             ProtectionDomain clientPd = client.allocPd();
-            CompletionQueue clientCq = client.createCq(16);
+            CompletionQueue clientCq = client.createCq(256);
             MemoryRegion outboxMr = clientPd.register(outbox, Access.LOCAL_WRITE);
             CmId active = client.createCmId();
             QueuePair qp = active.createQp(clientPd, QpInitAttributes.of(clientCq));

@@ -33,14 +33,14 @@ public final class UcxExample {
 
             // The server registers its memory for remote writes and listens.
             ProtectionDomain serverPd = server.allocPd();
-            CompletionQueue serverCq = server.createCq(16);
+            CompletionQueue serverCq = server.createCq(256);            // room for all its QP's slots: 128 + 128
             MemoryRegion targetMr = serverPd.register(target, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
             CmId listener = server.createCmId();
             listener.listen(address);                             // ucx: host:port (a UCX listener)
 
             // The client registers its source and connects.
             ProtectionDomain clientPd = client.allocPd();
-            CompletionQueue clientCq = client.createCq(16);
+            CompletionQueue clientCq = client.createCq(256);
             MemoryRegion sourceMr = clientPd.register(source, Access.LOCAL_WRITE);
             CmId active = client.createCmId();
             QueuePair qp = active.createQp(clientPd, QpInitAttributes.of(clientCq));
