@@ -12,7 +12,7 @@
 @SuppressWarnings("module") // io.regmem.shm is built after this module
 module io.regmem.registration {
     requires transitive io.regmem.core;
-    requires org.agrona;
+    requires transitive org.agrona; // (CompletionAgent is an Agrona Agent)
     requires jdk.jfr;
     requires jdk.net;
 
