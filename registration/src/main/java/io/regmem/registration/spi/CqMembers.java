@@ -48,4 +48,17 @@ public final class CqMembers<Q extends ProviderQp> {
     public Q[] receivers() {
         return receivers;
     }
+
+    /**
+     * True if {@code qp} is one of {@code qps} (by identity): a poll that runs the senders and then the
+     * receivers skips a receiver it already ran as a sender.
+     */
+    public static boolean contains(ProviderQp[] qps, ProviderQp qp) {
+        for (ProviderQp q : qps) {
+            if (q == qp) {
+                return true;
+            }
+        }
+        return false;
+    }
 }

@@ -47,6 +47,24 @@ final class LaneSetup {
         return !BOOT_ID.isEmpty() && BOOT_ID.equals(peer.bootId());
     }
 
+    /**
+     * A listener's offer from its ACCEPT, checked: well formed, from this host, for rings of
+     * {@code ringBytes} (the size the requester asked for).
+     *
+     * @throws IOException naming the rule it breaks
+     */
+    static LaneOffer listenerOffer(byte[] bytes, long ringBytes) throws IOException {
+        LaneOffer theirs = LaneOffer.decode(bytes, true);
+        if (!sameHost(theirs)) {
+            throw new IOException("the listener is on another host (boot id " + theirs.bootId() + "): the lane connects "
+                    + "processes of one host; use ucx between hosts");
+        }
+        if (theirs.ringBytes() != ringBytes) {
+            throw new IOException("the listener answered rings of " + theirs.ringBytes() + " bytes, not " + ringBytes);
+        }
+        return theirs;
+    }
+
     /** Whether this process may copy out of {@code pid}, by copying its probe word; logs once when refused. */
     static boolean probe(int pid, long address, long value) {
         long[] out = new long[1];

@@ -89,25 +89,13 @@ public final class SameHostLane implements AutoCloseable {
      * @throws IOException naming what failed
      */
     public void join(Qp qp, byte[] listenerOffer, long deadline) throws IOException {
-        LaneOffer theirs = LaneOffer.decode(listenerOffer, true);
-        if (!LaneSetup.sameHost(theirs)) {
-            throw new IOException("the listener is on another host (boot id " + theirs.bootId() + ")");
-        }
-        if (theirs.ringBytes() != engine.ringBytes) {
-            throw new IOException("the listener answered rings of " + theirs.ringBytes() + " bytes, not " + engine.ringBytes);
-        }
+        LaneOffer theirs = LaneSetup.listenerOffer(listenerOffer, engine.ringBytes);
         qp.shm.connect(LaneSetup.join(theirs, engine.ringBytes, deadline, engine.pull, false));
     }
 
     /** Connects two lane QPs of this JVM ({@code active} made the request) over one lane; both are ready then. */
     public static void linkLocal(Qp passive, Qp active) {
-        ShmQp mine = passive.shm;
-        ShmQp theirs = active.shm;
-        Lane[] lanes = LaneSetup.local(mine.device.ringBytes, theirs.device.pull, mine.device.pull, false, false);
-        theirs.localPeer = mine;
-        mine.localPeer = theirs;
-        theirs.connect(lanes[0]);
-        mine.connect(lanes[1]);
+        ShmQp.linkLocal(passive.shm, active.shm);
     }
 
     /** Progresses every lane QP of the device whose lock is free or comes free (its progress thread); the work done. */

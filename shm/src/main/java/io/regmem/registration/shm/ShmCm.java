@@ -115,14 +115,7 @@ final class ShmCm implements ProviderCm {
                 return;
             }
             Link.Peer p = (Link.Peer) answer;
-            LaneOffer theirs = LaneOffer.decode(p.address(), true);
-            if (!LaneSetup.sameHost(theirs)) {
-                throw new IOException("the listener is on another host (boot id " + theirs.bootId() + "): shm connects "
-                        + "processes of one host; use ucx between hosts");
-            }
-            if (theirs.ringBytes() != device.ringBytes) {
-                throw new IOException("the listener answered rings of " + theirs.ringBytes() + " bytes, not " + device.ringBytes);
-            }
+            LaneOffer theirs = LaneSetup.listenerOffer(p.address(), device.ringBytes);
             if (ctx.isDestroyed() || !ctx.isConnecting()) {
                 l.close();
                 return;
@@ -188,19 +181,7 @@ final class ShmCm implements ProviderCm {
             acceptRemote(l, privateData);
             return;
         }
-        local.accept(privateData, ShmCm::linkLocal);
-    }
-
-    /** Connects two QPs of this JVM over one lane. */
-    private static void linkLocal(QpContext passive, QpContext active) {
-        ShmQp mine = ShmContexts.qp(passive);
-        ShmQp theirs = ShmContexts.qp(active);
-        Lane[] lanes = LaneSetup.local(mine.device.ringBytes, theirs.device.pull, mine.device.pull, theirs.device.sleeps(),
-                mine.device.sleeps());
-        theirs.localPeer = mine;
-        mine.localPeer = theirs;
-        theirs.connect(lanes[0]);
-        mine.connect(lanes[1]);
+        local.accept(privateData, (passive, active) -> ShmQp.linkLocal(ShmContexts.qp(passive), ShmContexts.qp(active)));
     }
 
     /**

@@ -25,19 +25,10 @@ final class ShmCq implements ProviderCq {
             qp.progress();
         }
         for (ShmQp qp : r) {
-            if (!contains(s, qp)) {
+            if (!CqMembers.contains(s, qp)) {
                 qp.progress();
             }
         }
-    }
-
-    private static boolean contains(ShmQp[] qps, ShmQp qp) {
-        for (ShmQp q : qps) {
-            if (q == qp) {
-                return true;
-            }
-        }
-        return false;
     }
 
     @Override

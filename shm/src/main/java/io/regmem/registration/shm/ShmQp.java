@@ -84,6 +84,19 @@ final class ShmQp implements ProviderQp {
         ctx.ready();
     }
 
+    /**
+     * Connects two QPs of this JVM ({@code active} made the request) over one lane (one memfd, mapped
+     * once per side); each pulls if its device may, and says whether its device's progress thread may sleep.
+     */
+    static void linkLocal(ShmQp passive, ShmQp active) {
+        Lane[] lanes = LaneSetup.local(passive.device.ringBytes, active.device.pull, passive.device.pull,
+                active.device.sleeps(), passive.device.sleeps());
+        active.localPeer = passive;
+        passive.localPeer = active;
+        active.connect(lanes[0]);
+        passive.connect(lanes[1]);
+    }
+
     @Override
     public void sendPosted(long firstSeq, int count) {
         ReentrantLock l = ctx.lock();

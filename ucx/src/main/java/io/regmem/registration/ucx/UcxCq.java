@@ -61,22 +61,13 @@ final class UcxCq implements ProviderCq {
             SameHostLane.Qp l = qp.lane;
             if (l == null) {
                 overUcx = true;
-            } else if (!contains(qps, qp)) {
+            } else if (!CqMembers.contains(qps, qp)) {
                 l.progress();
             }
         }
         if (overUcx) {
             progressRounds(qps, receivers);
         }
-    }
-
-    private static boolean contains(UcxQp[] qps, UcxQp qp) {
-        for (UcxQp q : qps) {
-            if (q == qp) {
-                return true;
-            }
-        }
-        return false;
     }
 
     private void progressRounds(UcxQp[] qps, UcxQp[] receivers) {

@@ -139,6 +139,12 @@ final class UcxKeyTable {
         }
     }
 
+    /** The exporter's own key a SEND_WITH_INV names by {@code key}: an imported key's, else {@code key} as it is. */
+    int invalidateKey(int key) {
+        RemoteKeyEnvelope.Decoded k = get(key);
+        return k != null ? k.rkey() : key;
+    }
+
     /** True if a work request's {@code key} is a target's own key, sent as it is (no handle of a table). */
     static boolean isRaw(int key) {
         return (key & 0xFF00_0000) != TAG;

@@ -30,7 +30,6 @@ final class UcxLaneKeys implements RemoteKeys {
 
     @Override
     public int invalidateKey(int key) {
-        RemoteKeyEnvelope.Decoded ik = keys.get(key); // a key imported on this QP: the exporter's own rkey
-        return ik != null ? ik.rkey() : key;
+        return keys.invalidateKey(key);
     }
 }

@@ -243,13 +243,7 @@ final class UcxSender {
         // A message's status slot carries its flags: the RNR retries the target may hold it for, solicited.
         h.set(JAVA_INT, UcxAm.H_STATUS, qp.rnrRetry | (w.solicited() ? UcxAm.FLAG_SOLICITED : 0));
         int inv = w.invalidateRkey();
-        if (w.opcode() == Opcode.SEND_WITH_INV) {
-            RemoteKeyEnvelope.Decoded ik = keys.get(inv); // a key imported on this QP: the exporter's own rkey
-            if (ik != null) {
-                inv = ik.rkey();
-            }
-        }
-        h.set(JAVA_INT, UcxAm.H_INV, inv);
+        h.set(JAVA_INT, UcxAm.H_INV, w.opcode() == Opcode.SEND_WITH_INV ? keys.invalidateKey(inv) : inv);
         if (rdma) {
             h.set(JAVA_LONG, UcxAm.H_RADDR, w.remoteAddress());
             h.set(JAVA_INT, UcxAm.H_RKEY, targetKey); // the exporter's own key: it checks it against its tables

@@ -84,6 +84,14 @@ final class UcxChild {
         }
     }
 
+    /** Lines of /proc/PID/maps and entries of /proc/PID/fd: the mappings and descriptors a process holds. */
+    static long[] holdings(long pid) throws java.io.IOException {
+        try (var maps = java.nio.file.Files.lines(java.nio.file.Path.of("/proc/" + pid + "/maps"));
+             var fds = java.nio.file.Files.list(java.nio.file.Path.of("/proc/" + pid + "/fd"))) {
+            return new long[] {maps.count(), fds.count()};
+        }
+    }
+
     /** Closes its input: it tears down, says whether it left anything, and exits. */
     void finish() throws Exception {
         process.getOutputStream().close();

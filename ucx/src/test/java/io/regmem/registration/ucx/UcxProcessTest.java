@@ -192,14 +192,6 @@ class UcxProcessTest {
         }
     }
 
-    /** Lines of /proc/PID/maps and entries of /proc/PID/fd: the mappings and descriptors a process holds. */
-    private static long[] holdings(long pid) throws java.io.IOException {
-        try (var maps = java.nio.file.Files.lines(java.nio.file.Path.of("/proc/" + pid + "/maps"));
-             var fds = java.nio.file.Files.list(java.nio.file.Path.of("/proc/" + pid + "/fd"))) {
-            return new long[] {maps.count(), fds.count()};
-        }
-    }
-
     /** The worker ("channel=N") the child's KEY line says serves the connection. */
     private static String childChannel(String keyLine) {
         return keyLine.substring(keyLine.lastIndexOf(' ') + 1);
@@ -240,8 +232,8 @@ class UcxProcessTest {
         long[] theirs = null;
         for (int round = 0; round < 60; round++) {
             if (round == 10) { // after the first rounds settled whatever UCX and the JVM keep
-                mine = holdings(ProcessHandle.current().pid());
-                theirs = holdings(child.process.pid());
+                mine = UcxChild.holdings(ProcessHandle.current().pid());
+                theirs = UcxChild.holdings(child.process.pid());
             }
             Conn c = connect(child);
             assertThat(childChannel(lastKeyLine)).isNotEqualTo("channel=0");
@@ -253,8 +245,8 @@ class UcxProcessTest {
             child.expect("GONE");
             assertThat(device.channels()).isEmpty();
         }
-        long[] mineAfter = holdings(ProcessHandle.current().pid());
-        long[] theirsAfter = holdings(child.process.pid());
+        long[] mineAfter = UcxChild.holdings(ProcessHandle.current().pid());
+        long[] theirsAfter = UcxChild.holdings(child.process.pid());
         assertThat(mineAfter[0] - mine[0]).as("this process's mappings added by 50 connections (%d before)", mine[0])
                 .isLessThan(40);
         assertThat(mineAfter[1] - mine[1]).as("this process's descriptors added (%d before)", mine[1]).isLessThan(10);

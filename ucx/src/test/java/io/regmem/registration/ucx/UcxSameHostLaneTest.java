@@ -209,14 +209,6 @@ class UcxSameHostLaneTest {
         child.finish();
     }
 
-    /** Lines of /proc/PID/maps and entries of /proc/PID/fd: the mappings and descriptors a process holds. */
-    private static long[] holdings(long pid) throws java.io.IOException {
-        try (var maps = java.nio.file.Files.lines(java.nio.file.Path.of("/proc/" + pid + "/maps"));
-             var fds = java.nio.file.Files.list(java.nio.file.Path.of("/proc/" + pid + "/fd"))) {
-            return new long[] {maps.count(), fds.count()};
-        }
-    }
-
     /**
      * 150 connections over the lane, one after the other, each with a READ: none keeps a UCX worker
      * (the one the requester made for its HELLO goes when the lane is chosen), and together they leave
@@ -231,8 +223,8 @@ class UcxSameHostLaneTest {
         UcxDevice device = null;
         for (int round = 0; round < 150; round++) {
             if (round == 20) { // after the first rounds settled whatever UCX and the JVM keep
-                mine = holdings(ProcessHandle.current().pid());
-                theirs = holdings(child.process.pid());
+                mine = UcxChild.holdings(ProcessHandle.current().pid());
+                theirs = UcxChild.holdings(child.process.pid());
             }
             Conn c = connect(child);
             device = c.qp().unwrap(UcxQp.class).device;
@@ -245,8 +237,8 @@ class UcxSameHostLaneTest {
             close(c);
             child.expect("GONE");
         }
-        long[] mineAfter = holdings(ProcessHandle.current().pid());
-        long[] theirsAfter = holdings(child.process.pid());
+        long[] mineAfter = UcxChild.holdings(ProcessHandle.current().pid());
+        long[] theirsAfter = UcxChild.holdings(child.process.pid());
         assertThat(mineAfter[0] - mine[0]).as("this process's mappings added by 130 connections (%d before)", mine[0])
                 .isLessThan(40);
         assertThat(mineAfter[1] - mine[1]).as("this process's descriptors added (%d before)", mine[1]).isLessThan(10);
