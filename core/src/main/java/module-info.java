@@ -20,5 +20,5 @@ module io.regmem.core {
     requires jdk.jfr;
 
     exports io.regmem.core;
-    exports io.regmem.core.internal to io.regmem.uring, io.regmem.shm;
+    exports io.regmem.core.internal to io.regmem.uring, io.regmem.shm, io.regmem.registration;
 }

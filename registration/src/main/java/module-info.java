@@ -15,10 +15,13 @@ module io.regmem.registration {
     requires transitive org.agrona; // (CompletionAgent is an Agrona Agent)
     requires jdk.jfr;
     requires jdk.net;
+    requires java.management; // (the JMX beans of .metrics)
+    requires static micrometer.core; // (optional: .metrics' RegmemMeterBinder)
 
     exports io.regmem.registration;
     exports io.regmem.registration.cache;
     exports io.regmem.registration.faults;
+    exports io.regmem.registration.metrics;
     exports io.regmem.registration.rpc;
     exports io.regmem.registration.rw;
     exports io.regmem.registration.spi;

@@ -1,5 +1,6 @@
 package io.regmem.core;
 
+import io.regmem.core.internal.PoolLifecycle;
 import java.util.List;
 import java.util.Objects;
 import java.util.Set;
@@ -50,7 +51,6 @@ public final class BufferPool implements AutoCloseable {
     public static final byte POISON = (byte) 0xDB;
 
     private static final System.Logger LOG = System.getLogger(BufferPool.class.getName());
-    private static final Set<BufferPool> OPEN = ConcurrentHashMap.newKeySet();
     private static final AtomicInteger NAMES = new AtomicInteger();
 
     private final String name;
@@ -105,7 +105,7 @@ public final class BufferPool implements AutoCloseable {
         this.fast = caches.fast;
         this.chunks = new Chunks(name, source, chunkSize, maxBytes);
         this.large = new LargeBuffers(chunks);
-        OPEN.add(this);
+        PoolLifecycle.opened(this);
     }
 
     /** A builder with the documented defaults. */
@@ -118,7 +118,7 @@ public final class BufferPool implements AutoCloseable {
      * so a pool nobody closed fails the test that made it.
      */
     public static List<String> openPools() {
-        return OPEN.stream().map(BufferPool::name).toList();
+        return PoolLifecycle.open().stream().map(BufferPool::name).toList();
     }
 
     // ---- allocate and free ---------------------------------------------------------------------
@@ -373,7 +373,7 @@ public final class BufferPool implements AutoCloseable {
             }
             large.releaseAll();
             caches.removeCurrent();
-            OPEN.remove(this);
+            PoolLifecycle.closed(this);
             closeReport = report;
             PoolEvents.leak(name, report);
             return report;

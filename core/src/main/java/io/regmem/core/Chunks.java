@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 
@@ -26,6 +27,8 @@ final class Chunks {
     private final ReentrantLock lock = new ReentrantLock();
     private final List<Chunk> chunks = new ArrayList<>();
     private final AtomicLong reserved = new AtomicLong();
+    /** Allocations refused because they would exceed {@code maxBytes}. */
+    final LongAdder exhausted = new LongAdder();
     private final List<ChunkListener> listeners = new CopyOnWriteArrayList<>();
     /** Live dedicated chunks of large buffers, for listeners that join later. Guarded by {@link #lock}. */
     private final Set<Chunk> dedicated = new LinkedHashSet<>();
@@ -61,6 +64,7 @@ final class Chunks {
                     event.requested = bytes;
                     event.commit();
                 }
+                exhausted.increment();
                 throw new PoolExhaustedException(pool, maxBytes, r, used, bytes);
             }
             if (reserved.compareAndSet(r, next)) {

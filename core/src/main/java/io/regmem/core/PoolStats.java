@@ -17,10 +17,13 @@ import java.util.List;
  * @param allocations   allocations since the pool was built
  * @param frees         frees since the pool was built
  * @param cacheMisses   allocations the calling thread's cache could not serve
+ * @param cachedBytes   bytes of free buffers held ready by the threads' caches and the size classes' stashes
+ * @param exhausted     allocations refused because they would have exceeded {@code maxBytes}
  * @param classes       one entry per size class that has ever carved a slab
  */
 public record PoolStats(String pool, long reservedBytes, long inUseBytes, long liveBuffers, long chunks,
-                        long largeBuffers, long allocations, long frees, long cacheMisses, List<ClassStats> classes) {
+                        long largeBuffers, long allocations, long frees, long cacheMisses, long cachedBytes,
+                        long exhausted, List<ClassStats> classes) {
 
     /** The snapshot {@link BufferPool#stats()} returns: counts from the caches, classes, chunks and large buffers. */
     static PoolStats collect(String name, SizeClass[] classState, ThreadCaches caches, Chunks chunks,
@@ -33,6 +36,7 @@ public record PoolStats(String pool, long reservedBytes, long inUseBytes, long l
         long live = large.liveCount();
         long totalAllocs = large.allocations();
         long totalFrees = large.frees();
+        long cachedBytes = 0;
         List<ClassStats> perClass = new ArrayList<>();
         for (int cls = 0; cls < n; cls++) {
             long classLive = Math.min(allocs[cls], classState[cls].live(cached[cls]));
@@ -40,12 +44,14 @@ public record PoolStats(String pool, long reservedBytes, long inUseBytes, long l
             inUse += classLive * classState[cls].size;
             totalAllocs += allocs[cls];
             totalFrees += allocs[cls] - classLive;
+            cachedBytes += (cached[cls] + classState[cls].stash.size()) * classState[cls].size;
             if (classState[cls].slots > 0) {
                 perClass.add(new ClassStats(classState[cls].size, classState[cls].slots, classLive, allocs[cls]));
             }
         }
         return new PoolStats(name, chunks.reserved(), inUse, live, chunks.snapshot().size(), large.liveCount(),
-                totalAllocs, totalFrees, misses + large.allocations(), List.copyOf(perClass));
+                totalAllocs, totalFrees, misses + large.allocations(), cachedBytes, chunks.exhausted.sum(),
+                List.copyOf(perClass));
     }
 
     /** Fraction of allocations served by the calling thread's cache, in [0, 1]; 0 before any allocation. */

@@ -84,6 +84,7 @@ public final class PooledBuffer implements AutoCloseable {
         UnsafeBuffer directBuffer;
         Object bytesStore;
         Throwable allocationSite;
+        Object attachment;
     }
 
     PooledBuffer(Slab slab, int slot) {
@@ -198,6 +199,49 @@ public final class PooledBuffer implements AutoCloseable {
         checkLive();
         MemorySegment s = segment;
         return s != null ? s.address() : slab.address(slot());
+    }
+
+    /**
+     * The address of the first byte, for code that will access the memory by address with no
+     * lifetime check of its own ({@code Unsafe}-based libraries such as Netty, native code): as
+     * {@link #asDirectBuffer()} does, it marks the buffer's chunk so that the chunk is
+     * {@linkplain ChunkSource#retire retired} rather than unmapped when the pool gives it back (for a
+     * buffer above the largest size class: when the buffer is freed), so an address kept too long
+     * reads stale or zeroed memory but never faults. {@link #address()} does not mark: use it for
+     * checked uses (building segments, work requests).
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the buffer was freed (checked modes)
+     */
+    public long uncheckedAddress() {
+        checkLive();
+        slab.chunk.markUncheckedViews();
+        return slab.address(slot());
+    }
+
+    /**
+     * The object a library built on the pool keeps with this handle across its allocations, or null:
+     * a wrapper made once per handle and reused each time the pool hands the handle out again, which
+     * is how a wrapper costs no garbage ({@code regmem-netty} keeps its ByteBuf here). The pool never
+     * reads it; only the buffer's owner should use it, as any field of a buffer.
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the buffer was freed (checked modes)
+     */
+    public Object attachment() {
+        checkLive();
+        Views v = views;
+        return v == null ? null : v.attachment;
+    }
+
+    /**
+     * Sets the handle's {@link #attachment()}; it stays with the handle (not with one allocation) until set again.
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the buffer was freed (checked modes)
+     */
+    public void attachment(Object attachment) {
+        checkLive();
+        if (attachment != null || views != null) {
+            views().attachment = attachment;
+        }
     }
 
     /** Usable bytes: the size class, at least the size asked for. */

@@ -155,6 +155,38 @@ class BufferPoolTest {
     }
 
     @Test
+    void uncheckedAddressMarksTheChunkAndAddressDoesNot() {
+        BufferPool pool = BufferPool.builder().build();
+        PooledBuffer b = pool.allocate(64);
+        assertThat(b.address()).isPositive();
+        assertThat(b.chunk().hasUncheckedViews()).isFalse();
+        assertThat(b.uncheckedAddress()).isEqualTo(b.address());
+        assertThat(b.chunk().hasUncheckedViews()).isTrue();
+        b.close();
+        assertThatThrownBy(b::uncheckedAddress).isInstanceOf(RdmaException.class)
+                .extracting(e -> ((RdmaException) e).errno()).isEqualTo(Errno.EBADF);
+        closeClean(pool);
+    }
+
+    @Test
+    void anAttachmentStaysWithTheHandleAcrossAllocations() {
+        BufferPool pool = BufferPool.builder().build();
+        PooledBuffer b = pool.allocate(64);
+        assertThat(b.attachment()).isNull();
+        Object wrapper = new Object();
+        b.attachment(wrapper);
+        b.close();
+        assertThatThrownBy(b::attachment).isInstanceOf(RdmaException.class);
+        PooledBuffer again = pool.allocate(64);
+        assertThat(again).isSameAs(b); // the thread's cache hands the handle back
+        assertThat(again.attachment()).isSameAs(wrapper);
+        again.attachment(null);
+        assertThat(again.attachment()).isNull();
+        again.close();
+        closeClean(pool);
+    }
+
+    @Test
     void byteBufferIsResetForEachNewOwner() {
         BufferPool pool = BufferPool.builder().build();
         PooledBuffer b = pool.allocate(128);

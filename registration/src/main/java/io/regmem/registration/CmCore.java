@@ -108,6 +108,7 @@ final class CmCore extends ProviderState implements CmContext {
         if (id.conn == CmId.ConnState.CONNECTED) {
             id.conn = CmId.ConnState.DISCONNECTED;
             connectionEvent("DISCONNECTED");
+            id.device().errors.report(new RdmaException(Errno.ECONNRESET, id + ": the peer disconnected or went away"));
             CmEvents.post(new CmEvent(CmEvent.Type.DISCONNECTED, id, null));
         }
     }

@@ -70,6 +70,11 @@ final class CmEvents {
         boolean destroy;
         try {
             destroy = h.onEvent(e);
+        } catch (RuntimeException | Error thrown) {
+            if (!id.device().errors.report(thrown)) {
+                throw thrown; // no error handler: the thread that delivered the event sees it, as before
+            }
+            return;
         } finally {
             IN_HANDLER.set(outer);
         }

@@ -24,6 +24,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     private static final VarHandle HEAD;
     private static final VarHandle TAIL;
     private static final VarHandle ARMED;
+    private static final VarHandle FAILED = MethodHandles.arrayElementVarHandle(long[].class);
 
     static {
         try {
@@ -53,6 +54,8 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     private int users;
     private volatile long head;
     private volatile long tail;
+    /** Failed completions polled, by status ordinal: plain counts under the consumer lock ({@link #take}). */
+    private final long[] failedByStatus = new long[WcStatus.values().length];
     private volatile boolean overrun;
     /** The completion channel its events go to, or null. */
     private final CompletionChannel channel;
@@ -261,7 +264,11 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         long h = head;
         long t = tail;
         while (n < out.length && h != t) {
-            copy(ring[(int) h & mask], out[n++]);
+            WorkCompletion wc = out[n++];
+            copy(ring[(int) h & mask], wc);
+            if (wc.status != WcStatus.SUCCESS) {
+                FAILED.setOpaque(failedByStatus, wc.status.ordinal(), failedByStatus[wc.status.ordinal()] + 1);
+            }
             h++;
         }
         HEAD.setRelease(this, h);
@@ -406,6 +413,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
                     ackAll();
                 }
                 checkAndMarkDestroyed();
+                device.counters.retire(this); // (device lock: no poller runs on a destroyed CQ)
             };
             if (channel != null) {
                 channel.destroy(this, destroy); // atomic with the channel's hand-out of this CQ's events
@@ -427,6 +435,28 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
                     + " completion event(s) got and not acknowledged; ackEvents first");
         }
         destroyUnlessCounted("destroy", "queue pair role(s) using it", "destroy the QPs first");
+    }
+
+    /** Completions polled from this CQ since it was created (every status). Any thread; a recent value. */
+    public long completionsPolled() {
+        return head;
+    }
+
+    /**
+     * Completions polled from this CQ with {@code status} ({@link WcStatus#SUCCESS}: those that are not
+     * errors). Any thread; a recent value.
+     */
+    public long completionsPolled(WcStatus status) {
+        if (status == WcStatus.SUCCESS) {
+            long failed = 0;
+            for (WcStatus s : WcStatus.values()) {
+                if (s != WcStatus.SUCCESS) {
+                    failed += (long) FAILED.getOpaque(failedByStatus, s.ordinal());
+                }
+            }
+            return head - failed;
+        }
+        return (long) FAILED.getOpaque(failedByStatus, status.ordinal());
     }
 
     /** The CQ as its provider sees it. */

@@ -42,7 +42,8 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
     }
 
     static {
-        CacheStatsBridge.install((pd, stats) -> ((ProtectionDomain) pd).attachCacheStats(stats));
+        CacheStatsBridge.install((pd, stats) -> ((ProtectionDomain) pd).attachCacheStats(stats),
+                pd -> ((ProtectionDomain) pd).device.name());
     }
 
     /**

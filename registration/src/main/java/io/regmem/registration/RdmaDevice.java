@@ -9,15 +9,13 @@ import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.ServiceLoader;
-import java.util.Set;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
-import org.agrona.collections.ArrayUtil;
+import org.agrona.ErrorHandler;
 
 /**
  * An RDMA device opened through a provider: the root of the verbs object tree
@@ -34,9 +32,10 @@ public final class RdmaDevice implements AutoCloseable {
     final ResourceTracker tracker = new ResourceTracker();
     final KeyTable keys = new KeyTable();
     final DmaTable dma = new DmaTable();
-    /** The open devices of this JVM, in opening order (replaced, never mutated, under OPEN_LOCK). */
-    private static volatile RdmaDevice[] open = new RdmaDevice[0];
-    private static final Object OPEN_LOCK = new Object();
+    /** Completions polled from this device's CQs, by status (metrics). */
+    final DeviceCounters counters = new DeviceCounters(this);
+    /** Where asynchronous failures go besides events and logs. */
+    final DeviceErrors errors = new DeviceErrors();
     private final ProviderDevice backend;
     private final String provider;
     private final String name;
@@ -86,7 +85,7 @@ public final class RdmaDevice implements AutoCloseable {
                 ProviderDevice backend = p.open(Map.copyOf(own));
                 RdmaDevice device;
                 try {
-                    device = add(backend, provider, asked);
+                    device = OpenDevices.add(provider, asked, n -> new RdmaDevice(backend, provider, n));
                 } catch (RuntimeException e) {
                     backend.close();
                     throw e;
@@ -118,41 +117,7 @@ public final class RdmaDevice implements AutoCloseable {
 
     /** The devices open now, in the order they were opened (a snapshot; for leak checks and tools). */
     public static List<RdmaDevice> openDevices() {
-        return List.of(open);
-    }
-
-    /**
-     * Names and adds a new device: {@code asked}, or the provider's name and the lowest number no
-     * open device uses.
-     *
-     * @throws RdmaException {@link Errno#EEXIST} if an open device already has the asked name
-     */
-    private static RdmaDevice add(ProviderDevice backend, String provider, String asked) {
-        synchronized (OPEN_LOCK) {
-            Set<String> taken = new HashSet<>();
-            for (RdmaDevice d : open) {
-                taken.add(d.name());
-            }
-            String name = asked;
-            if (name == null) {
-                int n = 0;
-                while (taken.contains(provider + n)) {
-                    n++;
-                }
-                name = provider + n;
-            } else if (taken.contains(name)) {
-                throw new RdmaException(Errno.EEXIST, "RdmaDevice: a device named '" + name + "' is open already");
-            }
-            RdmaDevice d = new RdmaDevice(backend, provider, name);
-            open = ArrayUtil.add(open, d);
-            return d;
-        }
-    }
-
-    private static void remove(RdmaDevice d) {
-        synchronized (OPEN_LOCK) {
-            open = ArrayUtil.remove(open, d);
-        }
+        return OpenDevices.list();
     }
 
     /** The provider's half of this device. */
@@ -242,6 +207,32 @@ public final class RdmaDevice implements AutoCloseable {
     /** The device's name: the {@link #NAME} option, or the provider's name and a number ({@code soft0}). */
     public String name() {
         return name;
+    }
+
+    /**
+     * The completions polled from this device's CQs and the failed ones by status, since the device
+     * opened (destroyed CQs included): what regmem's JMX beans and Micrometer binder report.
+     */
+    public DeviceCounters counters() {
+        return counters;
+    }
+
+    /**
+     * Sets the handler of this device's asynchronous failures (Agrona's {@link ErrorHandler}, as an
+     * {@code AgentRunner} takes): a CQ overrun or a QP's fatal error (as the asynchronous event, an
+     * {@link RdmaException} {@code EIO}), a connection whose peer disconnected or went away (the
+     * {@code DISCONNECTED} event; {@code ECONNRESET}), and a connection event handler that threw (the
+     * exception itself: it then no longer propagates to the thread that delivered the event). Each is
+     * also what it was before: an event, a log line. Called on the thread that saw the failure (a
+     * provider's or a caller's); it must not block. Null removes it.
+     */
+    public void errorHandler(ErrorHandler handler) {
+        errors.handler(handler);
+    }
+
+    /** The handler set by {@link #errorHandler(ErrorHandler)}, or null. */
+    public ErrorHandler errorHandler() {
+        return errors.handler();
     }
 
     /** The name of the provider that opened the device ({@code soft}). */
@@ -364,6 +355,9 @@ public final class RdmaDevice implements AutoCloseable {
     /** Raises an asynchronous event (from whichever thread found it; takes only the queue's monitor). */
     void raiseAsync(AsyncEvent.Type type, RdmaResource resource, String description) {
         AsyncEvent e = new AsyncEvent(type, resource, description);
+        if (type == AsyncEvent.Type.CQ_ERR || type == AsyncEvent.Type.QP_FATAL) {
+            errors.report(new RdmaException(Errno.EIO, type + ": " + description));
+        }
         synchronized (asyncEvents) {
             if (asyncEvents.size() == ASYNC_EVENTS_KEPT) {
                 asyncEvents.pollFirst();
@@ -459,7 +453,7 @@ public final class RdmaDevice implements AutoCloseable {
                 throw new RdmaException(Errno.EBUSY, "RdmaDevice[" + name + "]: cannot close with " + tracker.report());
             }
             closed = true;
-            remove(this);
+            OpenDevices.remove(this);
             backend.close();
         }
         wakeAsyncWaiters();
@@ -478,7 +472,7 @@ public final class RdmaDevice implements AutoCloseable {
             String report = tracker.report();
             tracker.destroyAll();
             closed = true;
-            remove(this);
+            OpenDevices.remove(this);
             backend.close();
             wakeAsyncWaiters();
             return report;

@@ -24,9 +24,9 @@ import org.junit.jupiter.api.extension.ExtendWith;
 class DocsTest {
     static final Path ROOT = Path.of("").toAbsolutePath().getParent();
     static final Path EXAMPLES = ROOT.resolve("registration/src/test/java/io/regmem/examples");
-    /** Every module's examples (the ucx and io_uring ones live with their modules). */
+    /** Every module's examples (the ucx, io_uring and Netty ones live with their modules). */
     static final List<Path> ALL_EXAMPLES = List.of(EXAMPLES, ROOT.resolve("ucx/src/test/java/io/regmem/examples"),
-            ROOT.resolve("uring/src/test/java/io/regmem/examples"));
+            ROOT.resolve("uring/src/test/java/io/regmem/examples"), ROOT.resolve("netty/src/test/java/io/regmem/examples"));
 
     /** Which documents quote which example. */
     static final Map<String, List<String>> QUOTED_IN = Map.of(
@@ -37,7 +37,8 @@ class DocsTest {
             "rw", List.of("docs/rw.md"),
             "rpc", List.of("docs/rpc.md"),
             "ucx", List.of("docs/providers.md"),
-            "storage", List.of("docs/storage.md"));
+            "storage", List.of("docs/storage.md"),
+            "netty", List.of("docs/netty.md"));
 
     @Test
     void everyExampleIsQuotedVerbatimWhereItIsDocumented() throws IOException {

@@ -13,7 +13,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * Every test class of the modules that use regmem's devices and pools (registration, ucx, uring, cli)
+ * Every test class of the modules that use regmem's devices and pools (registration, ucx, shm, uring, netty, cli)
  * ends its tests leak-free through the one shared
  * {@link NoLeaks} check: a JUnit class carries {@code @ExtendWith(NoLeaks.class)}, a jqwik class
  * {@code @AddLifecycleHook(NoLeaks.class)}. A new test class without it fails here.
@@ -27,7 +27,7 @@ class EveryTestClassChecksForLeaksTest {
         List<String> missing = new ArrayList<>();
         int checked = 0;
         List<Path> sources = new ArrayList<>();
-        for (String module : List.of("registration", "ucx", "shm", "uring", "cli")) {
+        for (String module : List.of("registration", "ucx", "shm", "uring", "netty", "cli")) {
             Path root = Path.of("..", module, "src/test/java");
             assertThat(root).as("the %s module's tests", module).isDirectory();
             try (Stream<Path> files = Files.walk(root)) {

@@ -2,6 +2,7 @@ package io.regmem.registration.internal;
 
 import io.regmem.registration.CacheStats;
 import java.util.function.BiFunction;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
@@ -13,13 +14,16 @@ import java.util.function.Supplier;
  */
 public final class CacheStatsBridge {
     private static volatile BiFunction<Object, Supplier<CacheStats>, Runnable> attach;
+    private static volatile Function<Object, String> deviceName;
 
     private CacheStatsBridge() {
     }
 
     /** Installed once, by the protection domain's class initialiser. */
-    public static void install(BiFunction<Object, Supplier<CacheStats>, Runnable> attachToPd) {
+    public static void install(BiFunction<Object, Supplier<CacheStats>, Runnable> attachToPd,
+                               Function<Object, String> deviceOfPd) {
         attach = attachToPd;
+        deviceName = deviceOfPd;
     }
 
     /**
@@ -27,6 +31,11 @@ public final class CacheStatsBridge {
      * keeping its counters in the PD's totals.
      */
     public static Runnable attach(Object pd, Supplier<CacheStats> stats) {
-        return attach.apply(pd, stats);
+        Runnable detach = attach.apply(pd, stats);
+        Lifecycle.cacheOpened(deviceName.apply(pd), stats);
+        return () -> {
+            detach.run();
+            Lifecycle.cacheClosed(stats);
+        };
     }
 }

@@ -43,6 +43,15 @@ final class SoftDevice implements ProviderDevice {
     }
 
     @Override
+    public int progressRound() {
+        int work = 0;
+        for (SoftQueuePair qp : qps) {
+            work += qp.progressIfFree();
+        }
+        return work;
+    }
+
+    @Override
     public DeviceAttributes attributes() {
         return attributes;
     }

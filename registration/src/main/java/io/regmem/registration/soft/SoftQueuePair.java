@@ -170,6 +170,26 @@ final class SoftQueuePair implements ProviderQp {
     }
 
     /**
+     * As {@link #progress()} if the QP has work and its lock is free (a duty-cycle round must not wait
+     * for a poster): 1 if it ran, 0 if there was nothing to do or its owner holds it.
+     */
+    int progressIfFree() {
+        if (ctx.idle()) {
+            return 0;
+        }
+        ReentrantLock l = lock();
+        if (!l.tryLock()) {
+            return 0;
+        }
+        try {
+            run();
+            return 1;
+        } finally {
+            l.unlock();
+        }
+    }
+
+    /**
      * As {@link #progress()}, by a thread that holds {@code held}'s lock (or null): this QP's own lock
      * is then not taken again, or only tried.
      */

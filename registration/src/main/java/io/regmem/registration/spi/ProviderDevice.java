@@ -46,6 +46,16 @@ public interface ProviderDevice {
      */
     void quiesce();
 
+    /**
+     * One round of what the device's progress thread does ({@code progressThread=true}): execute,
+     * deliver and reap what its queue pairs have pending, without waiting; the work done (0: nothing
+     * was pending). Any thread; it must not block on a QP another thread holds (skip it). The verbs
+     * layer's {@code DeviceAgent} calls it under the application's duty cycle. Default: nothing.
+     */
+    default int progressRound() {
+        return 0;
+    }
+
     /** Releases the provider's resources; called once, after every verbs object of the device is gone. */
     void close();
 

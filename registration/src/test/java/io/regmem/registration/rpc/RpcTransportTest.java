@@ -3,6 +3,7 @@ package io.regmem.registration.rpc;
 import io.regmem.registration.testkit.Providers;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.regmem.core.BufferPool;
 import io.regmem.core.Errno;
@@ -24,6 +25,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import org.agrona.concurrent.AgentInvoker;
+import org.agrona.concurrent.CompositeAgent;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -258,6 +261,35 @@ class RpcTransportTest {
             assertFlushed(p, p.client, p.bufC, p.qpC);
             assertFlushed(p, p.server, p.bufS, p.qpS);
         }
+    }
+
+    /** Both ends' completion handling as Agrona agents in one duty cycle: the calls flow as with poll(). */
+    @Test
+    void pollAgentsDriveTheTransportsUnderAnAgentInvoker() {
+        try (Pair p = new Pair()) {
+            p.server.postRecvs(MAX);
+            p.client.postRecvs(MAX);
+            AgentInvoker invoker = new AgentInvoker(Throwable::printStackTrace,
+                    null, new CompositeAgent(new RpcPollAgent(p.server, "server"),
+                            new RpcPollAgent(p.client, null)));
+            invoker.start();
+            int sent = 0;
+            long work = 0;
+            long deadline = System.nanoTime() + 30_000_000_000L;
+            while (p.completed.get() < 500) {
+                while (sent < 500 && sent - p.completed.get() < MAX && p.call(sent)) {
+                    sent++;
+                }
+                work += invoker.invoke();
+                assertThat(System.nanoTime()).isLessThan(deadline);
+            }
+            assertThat(work).as("the agents report the completions they handled").isGreaterThanOrEqualTo(1000);
+            assertThat(p.wrongReplies).isEmpty();
+            invoker.close();
+            p.client.flushDisconnect();
+            p.server.flushDisconnect();
+        }
+        assertThatThrownBy(() -> new RpcPollAgent(null, "x")).isInstanceOf(RdmaException.class);
     }
 
     @Test

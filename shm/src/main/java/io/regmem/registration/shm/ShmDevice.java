@@ -131,6 +131,16 @@ final class ShmDevice implements ProviderDevice {
         return w == null ? 0 : w.woken;
     }
 
+    /** One round of the progress thread's work, for a DeviceAgent: every QP's progress. */
+    @Override
+    public int progressRound() {
+        int work = 0;
+        for (ShmQp qp : qps) {
+            work += qp.progress();
+        }
+        return work;
+    }
+
     boolean hasProgressThread() {
         return progressThread != null;
     }

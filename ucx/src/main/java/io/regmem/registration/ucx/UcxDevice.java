@@ -148,6 +148,12 @@ final class UcxDevice implements ProviderDevice {
         return this;
     }
 
+    /** One round of the progress thread's work, for a DeviceAgent (the worker, the lanes, every free QP). */
+    @Override
+    public int progressRound() {
+        return progress.qps();
+    }
+
     /** True if the device runs a progress thread (started before any CQ exists). */
     boolean hasProgressThread() {
         return progressThread != null;

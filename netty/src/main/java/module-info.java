@@ -1,0 +1,14 @@
+/**
+ * Netty over regmem's memory: {@link io.regmem.netty.RegmemByteBufAllocator}, a
+ * {@code ByteBufAllocator} whose direct buffers are a {@link io.regmem.core.BufferPool}'s buffers
+ * (and, with a {@link io.regmem.registration.PoolRegistration}, registered memory with keys).
+ *
+ * <p>Grant native access to {@code io.regmem.core} ({@code --enable-native-access=io.regmem.core}).
+ */
+module io.regmem.netty {
+    requires transitive io.regmem.registration;
+    requires transitive io.netty.buffer;
+    requires io.netty.common;
+
+    exports io.regmem.netty;
+}
