@@ -115,52 +115,6 @@ final class RpcDemo {
     /** How long calls may be in flight with none completing before the run fails ({@code -Dregmem.demo.stallSeconds}). */
     static final long STALL_NANOS = Long.getLong("regmem.demo.stallSeconds", 30) * 1_000_000_000L;
 
-    private static final ValueLayout.OfLong WORD = ValueLayout.JAVA_LONG_UNALIGNED;
-
-    /** The argument bytes of call xid: a fixed pattern with every byte XORed with the call's byte. */
-    static void fillArgs(MemorySegment pattern, MemorySegment to, int xid, long size) {
-        xor(pattern, to, size, spread((byte) xid));
-    }
-
-    /** The server's work: every argument byte XORed with 0x5A. */
-    static void transform(MemorySegment args, MemorySegment to, long size) {
-        xor(args, to, size, spread((byte) 0x5A));
-    }
-
-    /**
-     * True if {@code result} is call xid's answer: the pattern XORed with the call's byte and 0x5A,
-     * every byte of it (another call's answer differs wherever the calls' bytes differ).
-     */
-    static boolean check(MemorySegment pattern, MemorySegment result, int xid, long size) {
-        long mask = spread((byte) (xid ^ 0x5A));
-        long i = 0;
-        for (; i + 8 <= size; i += 8) {
-            if (result.get(WORD, i) != (pattern.get(WORD, i) ^ mask)) {
-                return false;
-            }
-        }
-        for (; i < size; i++) {
-            if (result.get(ValueLayout.JAVA_BYTE, i) != (byte) (pattern.get(ValueLayout.JAVA_BYTE, i) ^ mask)) {
-                return false;
-            }
-        }
-        return true;
-    }
-
-    private static long spread(byte b) {
-        return (b & 0xFFL) * 0x0101_0101_0101_0101L;
-    }
-
-    private static void xor(MemorySegment from, MemorySegment to, long size, long mask) {
-        long i = 0;
-        for (; i + 8 <= size; i += 8) {
-            to.set(WORD, i, from.get(WORD, i) ^ mask);
-        }
-        for (; i < size; i++) {
-            to.set(ValueLayout.JAVA_BYTE, i, (byte) (from.get(ValueLayout.JAVA_BYTE, i) ^ mask));
-        }
-    }
-
     /** Where the client connects: null runs both ends in this JVM; else {@code host:port} of a {@code regmem serve}. */
     private String connect;
 

@@ -133,7 +133,7 @@ final class RpcDemoClient implements RpcTransport.Handler {
         WorkRequest before = null;
         if (!c.chunks) {
             h.set(ValueLayout.JAVA_INT, RpcDemo.H_FLAGS, FLAG_ARGS_INLINE | FLAG_RESULT_INLINE);
-            RpcDemo.fillArgs(pattern, req.send().segment(), xid, size);
+            RpcPayloads.fillArgs(pattern, req.send().segment(), xid, size);
             sendBytes = size;
         } else {
             if (!openChunks(c)) {
@@ -177,7 +177,7 @@ final class RpcDemoClient implements RpcTransport.Handler {
         }
         MemorySegment h = c.req.header().segment();
         h.set(ValueLayout.JAVA_INT, RpcDemo.H_FLAGS, 0);
-        RpcDemo.fillArgs(pattern, c.argsArea, c.xid, c.size);
+        RpcPayloads.fillArgs(pattern, c.argsArea, c.xid, c.size);
         c.argSg.clear().add(c.argsArea.address(), c.size);
         c.resultSg.clear().add(c.resultArea.address(), c.size);
         c.argMr.mapSg(c.argSg, 1, 0, 4096);
@@ -208,7 +208,7 @@ final class RpcDemoClient implements RpcTransport.Handler {
         }
         c.replied = true;
         MemorySegment result = c.chunks ? c.resultArea : h.asSlice(HEADER, c.size);
-        if (n < HEADER + (c.chunks ? 0 : c.size) || !RpcDemo.check(pattern, result, xid, c.size)) {
+        if (n < HEADER + (c.chunks ? 0 : c.size) || !RpcPayloads.check(pattern, result, xid, c.size)) {
             errors.incrementAndGet();
         }
         latency.recordValue(Math.max(1, System.nanoTime() - c.started));

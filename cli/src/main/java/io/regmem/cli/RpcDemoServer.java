@@ -196,7 +196,7 @@ final class RpcDemoServer implements RpcTransport.Handler {
 
     /** The arguments are in: compute, then reply. */
     private void process(Slot s) {
-        RpcDemo.transform(s.argArea, s.resArea, s.size);
+        RpcPayloads.transform(s.argArea, s.resArea, s.size);
         s.writePosted = false;
         s.pending = (s.flags & FLAG_RESULT_INLINE) != 0 ? 1 : 2; // the reply's Send, and a write chunk's WRITE
         reply(s);

@@ -130,12 +130,12 @@ class DemoCommandTest {
         for (int i = 0; i < 100; i++) {
             pattern.set(java.lang.foreign.ValueLayout.JAVA_BYTE, i, (byte) (i * 31));
         }
-        RpcDemo.fillArgs(pattern, args, 7, 100);
-        RpcDemo.transform(args, result, 100);
-        assertThat(RpcDemo.check(pattern, result, 7, 100)).isTrue();
-        assertThat(RpcDemo.check(pattern, result, 8, 100)).as("another call's answer").isFalse();
+        RpcPayloads.fillArgs(pattern, args, 7, 100);
+        RpcPayloads.transform(args, result, 100);
+        assertThat(RpcPayloads.check(pattern, result, 7, 100)).isTrue();
+        assertThat(RpcPayloads.check(pattern, result, 8, 100)).as("another call's answer").isFalse();
         result.set(java.lang.foreign.ValueLayout.JAVA_BYTE, 99, (byte) (result.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 99) ^ 1));
-        assertThat(RpcDemo.check(pattern, result, 7, 100)).as("one byte off, in the tail").isFalse();
+        assertThat(RpcPayloads.check(pattern, result, 7, 100)).as("one byte off, in the tail").isFalse();
     }
 
     /**
