@@ -38,7 +38,8 @@ class DocsTest {
             "rpc", List.of("docs/rpc.md"),
             "ucx", List.of("docs/providers.md"),
             "storage", List.of("docs/storage.md"),
-            "netty", List.of("docs/netty.md"));
+            "netty", List.of("docs/netty.md"),
+            "two-process", List.of("docs/providers.md"));
 
     @Test
     void everyExampleIsQuotedVerbatimWhereItIsDocumented() throws IOException {
