@@ -182,6 +182,13 @@ final class RpcDemo {
                 .maxInlineData(INLINE_SEND);
     }
 
+    /** Calls of the single-call phase after the measured run (a server counts them with the rest). */
+    static final int SINGLE_CALLS = 2000;
+
+    static int minPayload(int[] payloads) {
+        return Arrays.stream(payloads).min().orElse(0);
+    }
+
     static int maxPayload(int[] payloads) {
         int max = 0;
         for (int p : payloads) {
@@ -298,23 +305,39 @@ final class RpcDemo {
             pollers.add(startPoller(transports[1], "rpc-server", stop, failure));
         }
         boolean ok = true;
-        long start = 0;
+        long start = System.nanoTime();
         long measuredFrom = 0;
+        long elapsed = 0;
+        long done = 0;
+        long bytes = 0;
+        Histogram latency = client.latency().copy();
+        Histogram single = null;
         try {
             if (warmupNanos > 0) { // the same calls, not counted: the JIT compiles the paths first
-                drive(client, transports, failure, 0, warmupNanos, false);
+                drive(client, transports, failure, 0, warmupNanos, false, concurrency, payloads);
                 measuredFrom = client.done();
                 client.resetMeasurements();
             }
             start = System.nanoTime();
-            ok = drive(client, transports, failure, calls, durationNanos, progress);
+            ok = drive(client, transports, failure, calls, durationNanos, progress, concurrency, payloads);
+            elapsed = System.nanoTime() - start;
+            done = client.done() - measuredFrom;
+            bytes = client.bytes();
+            latency = client.latency().copy();
+            if (ok) { // then one call at a time, of the smallest payload: the latency of a single call
+                client.resetMeasurements();
+                ok = drive(client, transports, failure, SINGLE_CALLS, 0, false, 1, new int[] {minPayload(payloads)});
+                single = client.latency().copy();
+            }
         } catch (RuntimeException e) {
             failureReason = connect != null && !client.transport().isConnected()
                     ? "the server at " + connect + " went away (" + e.getMessage() + ")" : String.valueOf(e);
             out.println("regmem demo: " + failureReason);
             ok = false;
         }
-        long elapsed = System.nanoTime() - start;
+        if (elapsed == 0) {
+            elapsed = System.nanoTime() - start;
+        }
         stop.set(true);
         for (Thread t : pollers) {
             try {
@@ -356,21 +379,26 @@ final class RpcDemo {
         arena.close();
         String devCReport = devC.resources().report();
 
-        long done = client.done() - measuredFrom;
-        Histogram latency = client.latency();
         out.printf(Locale.ROOT, "%nRPC over RDMA (%s provider%s): %,d calls in %.2f s, %,.0f calls/s, %,.1f MiB/s of arguments and results; "
                 + "payloads %s B, %d concurrent, %s%n", provider, connect == null ? "" : ", server at " + connect, done,
                 elapsed / 1e9, done / (elapsed / 1e9),
-                client.bytes() / (elapsed / 1e9) / (1 << 20), Arrays.toString(payloads), concurrency,
+                bytes / (elapsed / 1e9) / (1 << 20), Arrays.toString(payloads), concurrency,
                 connect != null ? "client on one thread, server in its own process"
                         : threads ? "client and server on a thread each" : "one thread");
         if (warmupNanos > 0) {
             out.printf(Locale.ROOT, "Measured after a warm-up of %.1f s: %,d calls before it, checked the same way, not counted%n",
                     warmupNanos / 1e9, measuredFrom);
         }
-        out.printf(Locale.ROOT, "Call latency (us)   p50 %.2f   p90 %.2f   p99 %.2f   p99.9 %.2f   max %.1f%n",
+        out.printf(Locale.ROOT, "Call latency under that load (us, %d calls in flight, payloads up to %,d B: a call waits for "
+                + "the ones ahead of it)%n  p50 %.2f   p90 %.2f   p99 %.2f   p99.9 %.2f   max %.1f%n", concurrency, maxPayload,
                 latency.getValueAtPercentile(50) / 1e3, latency.getValueAtPercentile(90) / 1e3,
                 latency.getValueAtPercentile(99) / 1e3, latency.getValueAtPercentile(99.9) / 1e3, latency.getMaxValue() / 1e3);
+        if (single != null) {
+            out.printf(Locale.ROOT, "Single-call latency (us, one call in flight, %d B, %,d calls after the run)%n"
+                    + "  p50 %.2f   p90 %.2f   p99 %.2f   p99.9 %.2f   max %.1f%n", minPayload(payloads), single.getTotalCount(),
+                    single.getValueAtPercentile(50) / 1e3, single.getValueAtPercentile(90) / 1e3,
+                    single.getValueAtPercentile(99) / 1e3, single.getValueAtPercentile(99.9) / 1e3, single.getMaxValue() / 1e3);
+        }
         out.printf(Locale.ROOT, "Replies checked byte by byte: %,d wrong; calls ended by a failed connection: %,d%n",
                 client.errors(), client.failed());
         out.printf(Locale.ROOT, "Requests free after the run: client %d/%d, server %s; client replies %d made, %d free; "
@@ -393,7 +421,7 @@ final class RpcDemo {
      * waits for the calls in flight). False if the connection failed.
      */
     private boolean drive(RpcDemoClient client, RpcTransport[] transports, AtomicReference<Throwable> failure,
-                          long calls, long nanos, boolean progress) {
+                          long calls, long nanos, boolean progress, int inFlight, int[] sizes) {
         long start = System.nanoTime();
         long lastPrint = start;
         long base = client.done();
@@ -402,8 +430,8 @@ final class RpcDemo {
         long lastChange = start;
         while (nanos > 0 ? System.nanoTime() - start < nanos || xid > client.done() : client.done() - base < calls) {
             boolean more = nanos > 0 ? System.nanoTime() - start < nanos : xid < last;
-            while (more && xid - client.done() < Math.min(concurrency, client.credits() + concurrency)
-                    && client.start(xid, payloads[xid % payloads.length], concurrency)) {
+            while (more && xid - client.done() < Math.min(inFlight, client.credits() + inFlight)
+                    && client.start(xid, sizes[xid % sizes.length], concurrency)) {
                 xid++;
                 more = nanos > 0 ? System.nanoTime() - start < nanos : xid < last;
             }

@@ -74,7 +74,8 @@ class DemoCommandTest {
                     "--storage-calls", "400", "--quiet-progress");
         assertThat(out).contains("started the RPC server as a child process", "RPC over RDMA (ucx provider, server at 127.0.0.1:",
                 "): 2,000 calls", "client on one thread, server in its own process", "Replies checked byte by byte: 0 wrong",
-                "server: connection 1 ended after 2,000 calls; requests free 16/16; rpc-server-buffers-1: no buffers leaked",
+                "server: connection 1 ended after 4,000 calls; requests free 16/16; rpc-server-buffers-1: no buffers leaked",
+                "Single-call latency (us, one call in flight, 64 B, 2,000 calls after the run)",
                 "server: done; device: no live objects", "RDMA loopback on the ucx provider: 300 requests",
                 "rdma-a: no buffers leaked; rdma-b: no buffers leaked", "PASS: ",
                 "Served on the ucx provider", "the file afterwards: as written", "Copies between file and wire on the server: 0",

@@ -232,7 +232,7 @@ class ServeSurvivesTest {
             assertThat(status).as("the client's exit status; it said:%n%s%nserve said:%n%s", out, all).isZero();
         }
         assertThat(out).contains("): 3,000 calls", "Replies checked byte by byte: 0 wrong", "PASS: ");
-        expectLine("regmem serve: connection 6 ended after 3,000 calls; requests free 16/16; rpc-server-buffers-6: no buffers leaked");
+        expectLine("regmem serve: connection 6 ended after 5,000 calls; requests free 16/16; rpc-server-buffers-6: no buffers leaked");
         expectLine("regmem serve: done; device: no live objects");
         assertThat(serve.waitFor(30, TimeUnit.SECONDS)).isTrue();
         synchronized (all) {
@@ -276,7 +276,7 @@ class ServeSurvivesTest {
                 assertThat(status[0]).as("the client's exit status; it said:%n%s", out[0]).isZero();
             }
             assertThat(out[0]).contains("): 500 calls", "Replies checked byte by byte: 0 wrong", "PASS: ");
-            expectLine("regmem serve: connection 1 ended after 500 calls; requests free 16/16");
+            expectLine("regmem serve: connection 1 ended after 2,500 calls; requests free 16/16");
         }
         assertThat(serve.isAlive()).isTrue();
     }
@@ -388,7 +388,7 @@ class ServeSurvivesTest {
                 "--device-option", "sameHostLane=false", "--rpc-calls", "1000", "--rpc-warmup", "0", "--requests", "100",
                 "--rdma-requests", "0", "--storage-mib", "0", "--quiet-progress");
         assertThat(out).contains("): 1,000 calls", "Replies checked byte by byte: 0 wrong", "PASS: ");
-        expectLine("regmem serve: connection 2 ended after 1,000 calls; requests free 16/16; rpc-server-buffers-2: no buffers leaked");
+        expectLine("regmem serve: connection 2 ended after 3,000 calls; requests free 16/16; rpc-server-buffers-2: no buffers leaked");
         expectLine("regmem serve: done; device: no live objects");
         assertThat(serve.waitFor(30, TimeUnit.SECONDS)).isTrue();
         synchronized (all) {
