@@ -92,11 +92,20 @@ final class RegmemByteBuf extends AbstractReferenceCountedByteBuf {
     @Override
     protected void deallocate() {
         PooledBuffer b = buffer;
+        MemorySegment s = segment;
         RegmemByteBufAllocator a = alloc;
-        buffer = null;
+        buffer = null; // before the free: once freed, the handle (and this wrapper) may be another thread's
         segment = null;
         alloc = null;
-        a.free(b); // the wrapper stays with the handle for its next owner
+        try {
+            a.free(b); // the wrapper stays with the handle for its next owner
+        } catch (RuntimeException | Error e) {
+            buffer = b; // refused (pinned: EBUSY): still the caller's, with one reference, as before
+            segment = s;
+            alloc = a;
+            setRefCnt(1);
+            throw e;
+        }
     }
 
     // ---- shape ---------------------------------------------------------------------------------

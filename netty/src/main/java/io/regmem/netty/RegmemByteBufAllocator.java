@@ -144,10 +144,21 @@ public final class RegmemByteBufAllocator extends AbstractByteBufAllocator imple
         return b;
     }
 
-    /** Gives a buffer back to the pool; throws (counting nothing) if the pool refuses it. */
+    /**
+     * Gives a buffer back to the pool; throws (counting nothing) if the pool refuses it (a pinned
+     * buffer: {@code EBUSY}). A buffer released after its pool closed has nothing to go back to (the
+     * pool's close reported it still out): that release does nothing more, so that a pipeline shutting
+     * down after the pool does not fail on it.
+     */
     void free(PooledBuffer b) {
         long capacity = b.capacity();
-        pool.free(b);
+        try {
+            pool.free(b);
+        } catch (RdmaException e) {
+            if (e.errno() != Errno.EBADF || !pool.isClosed()) {
+                throw e;
+            }
+        }
         directBytes.add(-capacity);
     }
 

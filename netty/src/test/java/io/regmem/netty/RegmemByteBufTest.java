@@ -201,8 +201,13 @@ class RegmemByteBufTest {
         assertThat(buf.capacity()).isEqualTo(16);
         assertThat(buf.getLong(0)).isEqualTo(42);
         assertThat(pool.stats().liveBuffers()).isEqualTo(1);
+        assertThatThrownBy(buf::release).as("the last release of a pinned buffer is refused")
+                .isInstanceOf(RdmaException.class).extracting(e -> ((RdmaException) e).errno()).isEqualTo(Errno.EBUSY);
+        assertThat(buf.refCnt()).as("and changes nothing").isEqualTo(1);
+        assertThat(buf.getLong(0)).isEqualTo(42);
         pb.unpin();
-        buf.release();
+        assertThat(buf.release()).isTrue();
+        assertThat(pool.stats().liveBuffers()).isZero();
     }
 
     @Test
@@ -383,5 +388,8 @@ class RegmemByteBufTest {
         LeakReport report = shortLived.closeAndReport();
         assertThat(report.clean()).isFalse(); // the buffer was still out
         assertThatThrownBy(() -> buf.getLong(0)).isInstanceOf(IllegalStateException.class);
+        assertThat(buf.release()).as("a release after the pool closed does not fail").isTrue();
+        assertThat(a.metric().usedDirectMemory()).isZero();
+        assertThatThrownBy(buf::release).isInstanceOf(IllegalReferenceCountException.class);
     }
 }
