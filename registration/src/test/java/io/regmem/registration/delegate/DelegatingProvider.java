@@ -95,6 +95,11 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public int progressRound() {
+            return counted(this).inner.progressRound();
+        }
+
+        @Override
         public void close() {
             inner.close();
         }
