@@ -98,9 +98,13 @@ public final class RegmemMBeans {
         return sources != null;
     }
 
-    /** The name of the bean of {@code pool}: {@code io.regmem:type=BufferPool,name=<pool>}. */
+    /**
+     * The name of the bean of {@code pool} while registered: {@code io.regmem:type=BufferPool,name=<pool>}
+     * (a second open pool of the same name gets {@code "<pool> (2)"}, and so on); that name if it has none.
+     */
     public static ObjectName nameOf(BufferPool pool) {
-        return objectName("BufferPool", pool.name());
+        ObjectName on = NAMES.get(pool);
+        return on != null ? on : objectName("BufferPool", pool.name());
     }
 
     /** The name of the bean of {@code device}: {@code io.regmem:type=RdmaDevice,name=<device>}. */
@@ -123,8 +127,8 @@ public final class RegmemMBeans {
         }
         ObjectName on = objectName(type, name);
         try {
-            if (s.isRegistered(on)) {
-                s.unregisterMBean(on); // a closed object's name reused before its close was seen
+            for (int n = 2; s.isRegistered(on); n++) {
+                on = objectName(type, name + " (" + n + ")"); // two open pools of one name: both get a bean
             }
             s.registerMBean(bean, on);
             NAMES.put(source, on);

@@ -85,6 +85,11 @@ class MetricsTest {
         assertThat(server.getAttribute(name, "Frees")).isEqualTo(100L);
         assertThat((long) server.getAttribute(name, "CachedBytes")).as("freed buffers wait in caches").isPositive();
         assertThat(server.getAttribute(name, "SafetyMode")).isEqualTo("CHECKED");
+        BufferPool twin = BufferPool.builder().name("metrics-before").build();
+        assertThat(RegmemMBeans.nameOf(twin)).as("a second pool of one name gets its own bean").isNotEqualTo(beforeName);
+        assertThat(server.isRegistered(RegmemMBeans.nameOf(twin))).isTrue();
+        twin.close();
+        assertThat(server.isRegistered(beforeName)).as("the first one's bean stays").isTrue();
         pool.close();
         assertThat(server.isRegistered(name)).as("gone at close").isFalse();
         before.close();
