@@ -120,7 +120,7 @@ public final class RegmemMBeans {
         }
     }
 
-    private static void put(Object source, String type, String name, Object bean) {
+    private static synchronized void put(Object source, String type, String name, Object bean) {
         MBeanServer s = server;
         if (s == null) {
             return;
@@ -138,7 +138,7 @@ public final class RegmemMBeans {
         }
     }
 
-    private static void drop(Object source) {
+    private static synchronized void drop(Object source) {
         ObjectName on = NAMES.remove(source);
         MBeanServer s = server;
         if (on == null || s == null) {
