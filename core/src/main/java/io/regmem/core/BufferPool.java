@@ -103,7 +103,7 @@ public final class BufferPool implements AutoCloseable {
         }
         this.caches = new ThreadCaches(classState, b.threadCacheBytes > 0);
         this.fast = caches.fast;
-        this.chunks = new Chunks(name, source, chunkSize, maxBytes);
+        this.chunks = new Chunks(name, source, chunkSize, maxBytes, b.preTouch);
         this.large = new LargeBuffers(chunks);
         PoolLifecycle.opened(this);
     }

@@ -17,6 +17,7 @@ public final class BufferPoolBuilder {
     long maxBytes = Long.MAX_VALUE;
     long slabSize = 256L << 10;
     long threadCacheBytes = 1L << 20;
+    boolean preTouch;
 
     BufferPoolBuilder() {
     }
@@ -96,6 +97,20 @@ public final class BufferPoolBuilder {
      */
     public BufferPoolBuilder threadCacheBytes(long bytes) {
         this.threadCacheBytes = bytes;
+        return this;
+    }
+
+    /**
+     * Touches every page of a chunk when the pool takes it from its source, before its first buffer
+     * is handed out, so that the first message into fresh memory does not wait for page faults
+     * (Aeron's {@code pre-touch} in spirit). It asks the kernel to populate the pages writable
+     * ({@code madvise(MADV_POPULATE_WRITE)}, Linux 5.14) and, where that is refused (an older kernel,
+     * memory that is not a private mapping), writes each page's first byte back as it reads it. It
+     * applies to every chunk (size classes' and large buffers'), huge-page sources included, and
+     * costs the chunk's page faults at the first allocation that takes a new chunk. Default: off.
+     */
+    public BufferPoolBuilder preTouch(boolean touch) {
+        this.preTouch = touch;
         return this;
     }
 

@@ -2,6 +2,7 @@ package io.regmem.core;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -36,11 +37,15 @@ final class Chunks {
     private Chunk currentChunk;
     private long currentOffset;
 
-    Chunks(String pool, ChunkSource source, long chunkSize, long maxBytes) {
+    /** Touch every page of a chunk when it is taken ({@link BufferPoolBuilder#preTouch}). */
+    private final boolean preTouch;
+
+    Chunks(String pool, ChunkSource source, long chunkSize, long maxBytes, boolean preTouch) {
         this.pool = pool;
         this.source = source;
         this.chunkSize = chunkSize;
         this.maxBytes = maxBytes;
+        this.preTouch = preTouch;
     }
 
     /**
@@ -85,6 +90,9 @@ final class Chunks {
             reserved.addAndGet(-bytes);
             throw e;
         }
+        if (preTouch) {
+            touch(chunk);
+        }
         if (event.shouldCommit()) {
             event.pool = pool;
             event.address = chunk.address();
@@ -93,6 +101,21 @@ final class Chunks {
             event.commit();
         }
         return chunk;
+    }
+
+    /**
+     * Faults every page of a fresh chunk in: the kernel populates them writable if it can, else each
+     * page's first byte is written back as read (fresh memory's content is not changed either way).
+     */
+    private void touch(Chunk chunk) {
+        if (Native.madvise(chunk.address(), chunk.size(), Native.MADV_POPULATE_WRITE) == 0 || !Native.AVAILABLE) {
+            return; // (without native calls the source is an arena, whose memory is zeroed, so touched, already)
+        }
+        MemorySegment seg = MemorySegment.ofAddress(chunk.address()).reinterpret(chunk.size());
+        long page = Native.PAGE_SIZE;
+        for (long off = 0; off < chunk.size(); off += page) {
+            seg.set(ValueLayout.JAVA_BYTE, off, seg.get(ValueLayout.JAVA_BYTE, off));
+        }
     }
 
     /**

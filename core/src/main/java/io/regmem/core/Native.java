@@ -20,6 +20,8 @@ final class Native {
     static final int MAP_NORESERVE = 0x4000;
     static final int MAP_HUGETLB = 0x40000;
     static final int MADV_HUGEPAGE = 14;
+    /** Populate the range's page tables writable, as writes would (Linux 5.14). */
+    static final int MADV_POPULATE_WRITE = 23;
     /** True when the calls bound (Linux, native access granted). */
     static final boolean AVAILABLE = Libc.UNAVAILABLE == null;
     /** The system's page size. */
