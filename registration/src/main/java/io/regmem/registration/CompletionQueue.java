@@ -448,15 +448,18 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
      */
     public long completionsPolled(WcStatus status) {
         if (status == WcStatus.SUCCESS) {
-            long failed = 0;
-            for (WcStatus s : WcStatus.values()) {
-                if (s != WcStatus.SUCCESS) {
-                    failed += (long) FAILED.getOpaque(failedByStatus, s.ordinal());
-                }
-            }
-            return head - failed;
+            return head - failedPolled();
         }
         return (long) FAILED.getOpaque(failedByStatus, status.ordinal());
+    }
+
+    /** Completions polled from this CQ with any status but {@link WcStatus#SUCCESS}. */
+    long failedPolled() {
+        long failed = 0;
+        for (int i = 0; i < failedByStatus.length; i++) {
+            failed += (long) FAILED.getOpaque(failedByStatus, i); // (SUCCESS's slot stays 0)
+        }
+        return failed;
     }
 
     /** The CQ as its provider sees it. */

@@ -12,9 +12,10 @@ import java.util.concurrent.atomic.LongAdder;
  */
 public final class DeviceCounters {
     private final RdmaDevice device;
-    /** What destroyed CQs counted: polled, then one slot per status. */
+    /** What destroyed CQs counted: completions polled, failed ones by status, and failed ones in all. */
     private final LongAdder retiredPolled = new LongAdder();
     private final AtomicLongArray retiredByStatus = new AtomicLongArray(WcStatus.values().length);
+    private final LongAdder retiredFailed = new LongAdder();
 
     DeviceCounters(RdmaDevice device) {
         this.device = device;
@@ -43,11 +44,9 @@ public final class DeviceCounters {
 
     /** Completions polled with a status other than {@link WcStatus#SUCCESS}. */
     public long errors() {
-        long n = 0;
-        for (WcStatus s : WcStatus.values()) {
-            if (s != WcStatus.SUCCESS) {
-                n += completions(s);
-            }
+        long n = retiredFailed.sum();
+        for (CompletionQueue cq : device.tracker.survivors(CompletionQueue.class)) {
+            n += cq.failedPolled();
         }
         return n;
     }
@@ -71,6 +70,7 @@ public final class DeviceCounters {
     /** A destroyed CQ's counts, kept in the device's totals. */
     void retire(CompletionQueue cq) {
         retiredPolled.add(cq.completionsPolled());
+        retiredFailed.add(cq.failedPolled());
         for (WcStatus s : WcStatus.values()) {
             if (s != WcStatus.SUCCESS) {
                 retiredByStatus.addAndGet(s.ordinal(), cq.completionsPolled(s));

@@ -54,18 +54,8 @@ public final class RegmemMBeans {
             }
 
             @Override
-            public void remove(BufferPool pool) {
-                drop(pool);
-            }
-
-            @Override
             public void add(RdmaDevice device) {
                 put(device, "RdmaDevice", device.name(), new Beans.Device(device));
-            }
-
-            @Override
-            public void remove(RdmaDevice device) {
-                drop(device);
             }
 
             @Override
@@ -74,8 +64,8 @@ public final class RegmemMBeans {
             }
 
             @Override
-            public void remove(Lifecycle.Cache cache) {
-                drop(cache);
+            public void remove(Object source) {
+                drop(source);
             }
         });
     }

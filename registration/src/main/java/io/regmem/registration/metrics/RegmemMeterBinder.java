@@ -64,18 +64,8 @@ public final class RegmemMeterBinder implements MeterBinder, AutoCloseable {
             }
 
             @Override
-            public void remove(BufferPool pool) {
-                drop(pool);
-            }
-
-            @Override
             public void add(RdmaDevice device) {
                 meters.put(device, deviceMeters(device));
-            }
-
-            @Override
-            public void remove(RdmaDevice device) {
-                drop(device);
             }
 
             @Override
@@ -84,8 +74,8 @@ public final class RegmemMeterBinder implements MeterBinder, AutoCloseable {
             }
 
             @Override
-            public void remove(Lifecycle.Cache cache) {
-                drop(cache);
+            public void remove(Object source) {
+                drop(source);
             }
         });
     }

@@ -14,15 +14,12 @@ final class Sources implements PoolLifecycle.Listener, Lifecycle.Listener {
     interface Sink {
         void add(BufferPool pool);
 
-        void remove(BufferPool pool);
-
         void add(RdmaDevice device);
-
-        void remove(RdmaDevice device);
 
         void add(Lifecycle.Cache cache);
 
-        void remove(Lifecycle.Cache cache);
+        /** A pool, device or cache closed: drop what {@code add} made for it. */
+        void remove(Object source);
     }
 
     private final Sink sink;
@@ -71,7 +68,7 @@ final class Sources implements PoolLifecycle.Listener, Lifecycle.Listener {
 
     @Override
     public void deviceClosed(Object device) {
-        sink.remove((RdmaDevice) device);
+        sink.remove(device);
     }
 
     @Override
