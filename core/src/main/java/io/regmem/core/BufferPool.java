@@ -15,7 +15,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  *  ChunkSource ──mmap──▶ Chunk (chunkSize, e.g. 4 MiB; registered once by a transport)
  *                         ├─ slab for class 4 KiB: [buf][buf][buf]...  (slabSize, e.g. 256 KiB)
  *                         ├─ slab for class 64 B:  [b][b][b][b][b]...
- *                         └─ ... carved by a bump pointer, never returned until close
+ *                         └─ ... carved by a bump pointer; the chunk goes back when all of it is idle
  *  size &gt; largest class ──▶ a dedicated chunk per buffer, unmapped when the buffer is freed
  * </pre>
  * Sizes from 1 byte to {@code largestClass} are rounded up to one of four size classes per
@@ -24,24 +24,21 @@ import java.util.concurrent.atomic.AtomicInteger;
  *
  * <h2>Fast path</h2>
  * Each platform thread has, per pool and size class it uses, a {@link Magazine}: a bounded stack of
- * free buffers that only it touches. Allocate finds the caller's magazine with one load from the
- * pool's table (indexed by size class and thread id, see {@link ThreadCaches}) and pops; free finds
- * it the same way and pushes. Neither writes a shared cache line, takes a lock or creates garbage;
- * a checked free is one compare-and-set on the buffer's own state (what makes it atomic against a
- * second free or a pin on another thread), and nothing else is atomic. A magazine that runs empty
- * takes a batch from the class's stash, a bounded lock-free queue of free handles (JCTools'
- * {@code MpmcArrayQueue}); one that overflows gives a batch back. Beyond the stash, a free slot is
- * idle, a bit in its slab with no object, and binding idle slots to new handles is the slow path
- * (see {@link PooledBuffer} and docs/allocator.md for what each costs the heap). A buffer freed on
- * another thread goes to that thread's magazine and so back into circulation. Virtual threads use
- * the stash directly. Magazines of threads that died are reclaimed the next time a size class runs
- * out of memory. A closed pool's table is empty, so the fast path reads no {@code closed} flag: an
- * allocate or free after {@link #close()} misses and is refused on the slow path.
+ * free buffers that only it touches, found with one load from the pool's table (indexed by size
+ * class and thread id, see {@link ThreadCaches}). Allocate pops, free pushes: no shared write, no
+ * lock, no garbage; a checked free is one compare-and-set on the buffer's own state. A magazine that
+ * runs empty takes a batch from the class's stash (JCTools' {@code MpmcArrayQueue} of free handles);
+ * one that overflows gives a batch back. Beyond the stash a free slot is idle, a bit in its slab
+ * with no object, and binding idle slots (lowest address first) is the slow path. Virtual threads
+ * use the stash directly; magazines of threads that died are reclaimed. A closed pool's table is
+ * empty, so the fast path reads no {@code closed} flag. docs/allocator.md has the costs.
  *
  * <h2>Ownership and limits</h2>
- * Memory given to a size class stays with it until the pool closes: a pool's footprint is its
- * high-water mark per class, bounded by {@code maxBytes}. {@link #close()} closes the scope of
- * every checked view, gives every chunk back and reports buffers still out.
+ * A chunk whose slots are all idle goes back while the pool runs: on {@link #trim()}, or by the
+ * decay ({@link BufferPoolBuilder#decay}): its listeners let go of it first (registrations end),
+ * then its memory is decommitted and its address range kept for the next chunk. Reserved memory is
+ * bounded by {@code maxBytes}. {@link #close()} closes the scope of every checked view, gives every
+ * chunk back and reports buffers still out.
  *
  * <h2>Safety</h2>
  * See {@link SafetyMode}. Whatever the caller does through this API, the JVM does not crash.
@@ -74,6 +71,8 @@ public final class BufferPool implements AutoCloseable {
     private final Magazine[] fast;
     private final Chunks chunks;
     private final LargeBuffers large;
+    private final PoolTrim trim;
+    private final Misses misses;
 
     private final Object closeLock = new Object();
     /** PARANOID only: the live buffers, for the leak report's allocation sites. */
@@ -105,7 +104,10 @@ public final class BufferPool implements AutoCloseable {
         this.fast = caches.fast;
         this.chunks = new Chunks(name, source, chunkSize, maxBytes, b.preTouch);
         this.large = new LargeBuffers(chunks);
+        this.misses = new Misses(this, classState, caches, chunks);
+        this.trim = new PoolTrim(this, classState, caches, chunks, b.decayIdle, b.keepBytes);
         PoolLifecycle.opened(this);
+        trim.start();
     }
 
     /** A builder with the documented defaults. */
@@ -148,55 +150,10 @@ public final class BufferPool implements AutoCloseable {
             m.allocations++;
             b = m.pop();
         } else {
-            b = allocateMiss(cls);
+            b = misses.allocate(cls);
         }
         handOut(b, size);
         return b;
-    }
-
-    /**
-     * The calling thread's magazine of the class is not in the table, or is empty, or the thread has
-     * none (a virtual thread, caches off): the stash, idle slots, a new slab.
-     */
-    private PooledBuffer allocateMiss(int cls) {
-        Magazine m = magazine(cls, "allocate");
-        SizeClass sc = classState[cls];
-        if (m == null) {
-            PooledBuffer b = sc.stash.poll();
-            if (b == null) {
-                b = take(sc, null);
-                caches.uncachedMisses.incrementAndGet();
-            }
-            caches.uncachedAllocations.incrementAndGet(cls);
-            return b;
-        }
-        PooledBuffer b;
-        if (m.top > 0) {
-            b = m.pop(); // the magazine was there, only not in the table (first use, or a shared slot)
-        } else {
-            b = refill(m, sc); // may throw: then nothing is counted
-            m.misses++;
-        }
-        m.allocations++;
-        return b;
-    }
-
-    /**
-     * The slow path's magazine of the calling thread (published in the table; null without a cache),
-     * after which the pool must be open.
-     */
-    private Magazine magazine(int cls, String op) {
-        if (closed) {
-            throw closedException(op); // before making anything for a closed pool
-        }
-        Magazine m = caches.magazine(cls);
-        if (closed) { // the close ran after the check above: it may have cleared the table before the publish
-            if (m != null) {
-                caches.withdraw(cls, m);
-            }
-            throw closedException(op);
-        }
-        return m;
     }
 
     private void handOut(PooledBuffer b, long size) {
@@ -234,7 +191,7 @@ public final class BufferPool implements AutoCloseable {
         long id = Thread.currentThread().threadId();
         Magazine m = fast[ThreadCaches.index(cls, id)];
         if (m == null || m.threadId != id) {
-            m = magazine(cls, "free"); // not in the table, or the thread has none (null): the slow path
+            m = misses.magazine(cls, "free"); // not in the table, or the thread has none (null): the slow path
         }
         markFree(buffer);
         if (m == null) {
@@ -262,47 +219,6 @@ public final class BufferPool implements AutoCloseable {
                 throw buffer.pinnedException(name); // even FAST never hands out memory an I/O still uses
             }
             buffer.markFreePlain();
-        }
-    }
-
-    /** Takes a batch from the stash into the magazine and returns one buffer of it; else binds idle slots. */
-    private PooledBuffer refill(Magazine m, SizeClass sc) {
-        PooledBuffer first = sc.takeBatch(m);
-        return first != null ? first : take(sc, m);
-    }
-
-    /**
-     * The stash is empty: binds a batch of idle slots (one for the caller, the rest into its
-     * magazine), carving a new slab when no slot is idle. Reclaims dead threads' caches first, since
-     * they may hold free buffers (outside the class's lock: that takes other classes' locks).
-     */
-    private PooledBuffer take(SizeClass sc, Magazine m) {
-        PooledBuffer b = takeLocked(sc, m, false);
-        if (b == null && caches.reclaimDead() > 0) {
-            b = sc.stash.poll();
-        }
-        return b != null ? b : takeLocked(sc, m, true);
-    }
-
-    private PooledBuffer takeLocked(SizeClass sc, Magazine m, boolean carve) {
-        sc.lock.lock();
-        try {
-            PooledBuffer b = sc.stash.poll();
-            if (b != null) {
-                return b;
-            }
-            if (!sc.hasIdle()) {
-                if (!carve) {
-                    return null;
-                }
-                if (closed) {
-                    throw closedException("allocate");
-                }
-                sc.add(chunks.carveSlab(this, sc, this::inUseBytes));
-            }
-            return sc.bindBatch(m);
-        } finally {
-            sc.lock.unlock();
         }
     }
 
@@ -336,6 +252,38 @@ public final class BufferPool implements AutoCloseable {
         caches.releaseCurrent();
     }
 
+    /**
+     * Gives back every size-class chunk that holds no live buffer: {@code trim(0)}.
+     *
+     * @return bytes given back
+     */
+    public long trim() {
+        return trim(0);
+    }
+
+    /**
+     * Gives back the size-class chunks that hold no live buffer, highest address first, while the
+     * pool keeps at least {@code keepBytes} reserved. First the calling thread's cache and every
+     * class's stash are made idle (their handles dropped) and the caches of dead threads reclaimed;
+     * other live threads' caches keep their buffers, and so their chunks. Each chunk's listeners let
+     * go of it first (a registration ends, waiting for copies in flight; an io_uring registration
+     * retires it, its memory going back when its I/O completed), then its memory is decommitted and
+     * its address range kept for the pool's next chunk. Nothing changes for live buffers; it runs on
+     * the caller's thread and takes the classes' locks, not the fast path's. A source that cannot
+     * {@linkplain ChunkSource#canDecommit() decommit} gives nothing back.
+     *
+     * @param keepBytes reserved bytes to keep, at least 0
+     * @return bytes given back (counted off {@code reservedBytes} once their listeners let go)
+     * @throws RdmaException {@link Errno#EINVAL} for a negative {@code keepBytes}, {@link Errno#EBADF}
+     *                       if the pool is closed, or what a listener threw (its chunk keeps its pages)
+     */
+    public long trim(long keepBytes) {
+        if (keepBytes < 0) {
+            throw new RdmaException(Errno.EINVAL, name + ": trim(" + keepBytes + "): keepBytes must not be negative");
+        }
+        return trim.trim(keepBytes);
+    }
+
     // ---- accounting ----------------------------------------------------------------------------
 
     /** A snapshot of the pool's accounting; see {@link PoolStats} for its precision. Allocates. */
@@ -343,7 +291,7 @@ public final class BufferPool implements AutoCloseable {
         return PoolStats.collect(name, classState, caches, chunks, large);
     }
 
-    private long inUseBytes() {
+    long inUseBytes() {
         return stats().inUseBytes();
     }
 
@@ -363,21 +311,31 @@ public final class BufferPool implements AutoCloseable {
             if (closeReport != null) {
                 return closeReport;
             }
-            closed = true;
-            caches.clearTable(); // from here every allocate and free takes the slow path, which refuses
-            LeakReport report = LeakCollector.collect(name, paranoid ? liveParanoid : null, classState, caches, large);
-            if (!chunks.closeAll()) {
-                closed = false;
-                throw new RdmaException(Errno.EBUSY, name + ": cannot close while another thread accesses one of its "
-                        + "buffers");
+            trim.lock.lock(); // no trim or decay round runs while the pool closes
+            try {
+                return closeLocked();
+            } finally {
+                trim.lock.unlock();
             }
-            large.releaseAll();
-            caches.removeCurrent();
-            PoolLifecycle.closed(this);
-            closeReport = report;
-            PoolEvents.leak(name, report);
-            return report;
         }
+    }
+
+    private LeakReport closeLocked() {
+        closed = true;
+        caches.clearTable(); // from here every allocate and free takes the slow path, which refuses
+        LeakReport report = LeakCollector.collect(name, paranoid ? liveParanoid : null, classState, caches, large);
+        if (!chunks.closeAll()) {
+            closed = false;
+            throw new RdmaException(Errno.EBUSY, name + ": cannot close while another thread accesses one of its "
+                    + "buffers");
+        }
+        large.releaseAll();
+        trim.stop();
+        caches.removeCurrent();
+        PoolLifecycle.closed(this);
+        closeReport = report;
+        PoolEvents.leak(name, report);
+        return report;
     }
 
     /**
@@ -488,7 +446,7 @@ public final class BufferPool implements AutoCloseable {
         return chunks.snapshot();
     }
 
-    private RdmaException closedException(String op) {
+    RdmaException closedException(String op) {
         return new RdmaException(Errno.EBADF, name + ": " + op + " after the pool was closed");
     }
 

@@ -1,5 +1,6 @@
 package io.regmem.core;
 
+import java.time.Duration;
 import java.util.Objects;
 
 /**
@@ -18,6 +19,11 @@ public final class BufferPoolBuilder {
     long slabSize = 256L << 10;
     long threadCacheBytes = 1L << 20;
     boolean preTouch;
+    Duration decayIdle = DEFAULT_DECAY_IDLE;
+    long keepBytes;
+
+    /** The decay's default idle time: a chunk nobody took a slot from for this long goes back. */
+    public static final Duration DEFAULT_DECAY_IDLE = Duration.ofMillis(500);
 
     BufferPoolBuilder() {
     }
@@ -111,6 +117,44 @@ public final class BufferPoolBuilder {
      */
     public BufferPoolBuilder preTouch(boolean touch) {
         this.preTouch = touch;
+        return this;
+    }
+
+    /**
+     * Gives idle memory back while the pool runs: a size-class chunk whose slots are all free (not
+     * in a buffer, not held by a thread's cache) and from which no slot was handed out for
+     * {@code idle} goes back, as long as the pool keeps at least {@code keepBytes} reserved. A class
+     * nobody allocated from for {@code idle} also has its stash of free buffers dropped so that their
+     * chunks can go. The check runs every quarter of {@code idle} on one daemon thread shared by the
+     * JVM's pools ({@code regmem-decay}), never on the allocate or free path; each chunk goes as
+     * {@link BufferPool#trim(long)} gives it back (listeners first, then its memory). Default: 500 ms
+     * and 0 bytes: a server that peaked holds its peak for about half a second, and a later burst
+     * pays page faults (and, when registered, a registration) per 4 MiB chunk again; set
+     * {@code keepBytes} to the working set to keep it warm, or {@link #noDecay()}.
+     *
+     * @param idle      how long a chunk stays unused before it goes back: from 10 ms to one day
+     * @param keepBytes reserved bytes the decay never goes below, at least 0
+     */
+    public BufferPoolBuilder decay(Duration idle, long keepBytes) {
+        Objects.requireNonNull(idle, "idle");
+        if (idle.compareTo(Duration.ofMillis(10)) < 0 || idle.compareTo(Duration.ofDays(1)) > 0) {
+            throw new RdmaException(Errno.EINVAL, "BufferPoolBuilder: decay idle time " + idle + " must be in [10 ms, 1 day]");
+        }
+        if (keepBytes < 0) {
+            throw new RdmaException(Errno.EINVAL, "BufferPoolBuilder: decay keepBytes " + keepBytes + " must not be negative");
+        }
+        this.decayIdle = idle;
+        this.keepBytes = keepBytes;
+        return this;
+    }
+
+    /**
+     * No decay: the pool keeps the memory its size classes took until {@link BufferPool#trim()} or
+     * its close, and starts no thread. For latency-critical pools that must never fault again.
+     */
+    public BufferPoolBuilder noDecay() {
+        this.decayIdle = null;
+        this.keepBytes = 0;
         return this;
     }
 

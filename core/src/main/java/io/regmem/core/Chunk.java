@@ -1,6 +1,8 @@
 package io.regmem.core;
 
 import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -9,9 +11,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * One contiguous piece of off-heap memory reserved from a {@link ChunkSource}. A chunk's address
  * never changes while it is reserved: that is what lets a transport register it once.
  *
- * <p>A {@link BufferPool} carves its buffers out of chunks and hands each chunk back to its source
- * when the pool closes (or, for a buffer larger than the largest size class, when that buffer is
- * freed). Registration code attaches its per-chunk state through {@link #attachment()}.
+ * <p>A {@link BufferPool} carves its buffers out of chunks and gives a chunk back when it holds no
+ * buffer and the pool {@linkplain BufferPool#trim() trims} (or its decay does), when the pool
+ * closes, or, for a buffer larger than the largest size class, when that buffer is freed. Registration code attaches its per-chunk state through {@link #attachment()}.
  */
 public final class Chunk {
     private final ChunkSource source;
@@ -25,6 +27,11 @@ public final class Chunk {
     private volatile Runnable giveBack;
     private volatile MemorySegment segment;
     private volatile boolean uncheckedViews;
+    /** A size-class chunk's slabs, in carve order (guarded by the pool's chunk lock; empty for a dedicated chunk). */
+    final List<Slab> carved = new ArrayList<>(4);
+    /** The decay's view: the sum of the slabs' {@link Slab#takes} it last saw, and since when (nanoTime) it has not changed. */
+    long decayTakes;
+    long decayStableSince;
 
     /**
      * Made by a {@link ChunkSource}.

@@ -45,6 +45,30 @@ public interface ChunkSource {
         release(chunk);
     }
 
+    /**
+     * True if this source can {@link #decommit} its chunks: then a pool gives idle chunks' memory
+     * back while it runs ({@link BufferPool#trim()}, the decay). False by default: a pool keeps
+     * the chunks of such a source until it closes.
+     */
+    default boolean canDecommit() {
+        return false;
+    }
+
+    /**
+     * Gives a chunk's physical memory back while keeping its address range mapped, readable and
+     * writable (zero-filled when next touched), so that the pool can reuse the range for a later
+     * chunk and a stale view over it can never fault. Called only when every listener has let go of
+     * the chunk (its registrations ended, no I/O into it in flight); never on registered memory.
+     * The mmap sources use {@code madvise(MADV_DONTNEED)}. The pool still {@linkplain #release
+     * releases} the chunk when it closes.
+     *
+     * @param chunk a chunk this source allocated, not released
+     * @throws RdmaException {@link Errno#EOPNOTSUPP} if {@link #canDecommit()} is false
+     */
+    default void decommit(Chunk chunk) {
+        throw new RdmaException(Errno.EOPNOTSUPP, this + ": cannot decommit " + chunk);
+    }
+
     /** The granularity of this source's chunks in bytes (a power of two). */
     long pageSize();
 

@@ -4,10 +4,14 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
@@ -36,6 +40,8 @@ final class Chunks {
     private MemorySegment current;
     private Chunk currentChunk;
     private long currentOffset;
+    /** Size-class chunks given back while the pool runs, their ranges kept for reuse. */
+    final RetainedChunks retained;
 
     /** Touch every page of a chunk when it is taken ({@link BufferPoolBuilder#preTouch}). */
     private final boolean preTouch;
@@ -46,6 +52,7 @@ final class Chunks {
         this.chunkSize = chunkSize;
         this.maxBytes = maxBytes;
         this.preTouch = preTouch;
+        this.retained = new RetainedChunks(pool, source, reserved);
     }
 
     /**
@@ -130,7 +137,8 @@ final class Chunks {
                 told++;
             }
         } catch (RuntimeException e) {
-            chunk.beginRelease(() -> giveBack(chunk));
+            chunk.beginRelease(isDedicated || !source.canDecommit() ? () -> giveBack(chunk)
+                    : () -> retained.retain(chunk, true)); // a size-class chunk's range may have stale views: kept
             try {
                 for (int i = 0; i < told; i++) {
                     listeners.get(i).chunkRemoved(chunk);
@@ -228,12 +236,7 @@ final class Chunks {
     private void giveBack(Chunk chunk) {
         PoolEvents.ChunkUnmap event = new PoolEvents.ChunkUnmap();
         event.begin();
-        boolean retired = chunk.hasUncheckedViews();
-        if (retired) {
-            source.retire(chunk);
-        } else {
-            source.release(chunk);
-        }
+        boolean retired = RetainedChunks.releaseToSource(chunk);
         reserved.addAndGet(-chunk.size());
         if (event.shouldCommit()) {
             event.pool = pool;
@@ -255,10 +258,14 @@ final class Chunks {
         try {
             long remaining = currentChunk == null ? 0 : currentChunk.size() - currentOffset;
             if (remaining < sc.size) {
-                Chunk chunk = allocate(chunkSize, inUse);
+                Chunk chunk = reuseRetained(inUse);
+                if (chunk == null) {
+                    chunk = allocate(chunkSize, inUse);
+                }
                 MemorySegment seg = MemorySegment.ofAddress(chunk.address()).reinterpret(chunkSize, scope, null);
                 chunk.segment(seg);
                 adopt(chunk, false);
+                chunk.decayStableSince = System.nanoTime();
                 chunks.add(chunk);
                 currentChunk = chunk;
                 current = seg;
@@ -268,6 +275,7 @@ final class Chunks {
             long bytes = Math.min(sc.slabBytes, (remaining / sc.size) * sc.size);
             int n = (int) (bytes / sc.size);
             Slab slab = new Slab(owner, currentChunk, sc.index, currentOffset, sc.size, n);
+            currentChunk.carved.add(slab);
             currentOffset += bytes;
             return slab;
         } finally {
@@ -297,7 +305,170 @@ final class Chunks {
         } finally {
             lock.unlock();
         }
+        retained.close(); // and a trimmed chunk whose hold ends later goes to the source then
         return true;
+    }
+
+    // ---- giving memory back while the pool runs ----------------------------------------------
+
+    /** True if this pool's chunks can go back while it runs ({@link ChunkSource#canDecommit()}). */
+    boolean canTrim() {
+        return source.canDecommit();
+    }
+
+    /**
+     * The size-class chunks whose slabs all look idle now (read without the classes' locks: a trim
+     * checks again under them), highest address first. With {@code idleNanos} above zero, only
+     * those whose slabs none of their classes took a slot from for that long (the decay), which
+     * this call also keeps track of.
+     */
+    List<Chunk> candidates(long now, long idleNanos) {
+        List<Chunk> found = new ArrayList<>();
+        lock.lock();
+        try {
+            for (Chunk c : chunks) {
+                long takes = 0;
+                boolean idle = true;
+                for (Slab s : c.carved) {
+                    takes += s.takes;
+                    idle &= s.idle == s.slots;
+                }
+                if (takes != c.decayTakes) {
+                    c.decayTakes = takes;
+                    c.decayStableSince = now;
+                }
+                if (idle && (idleNanos <= 0 || now - c.decayStableSince >= idleNanos)) {
+                    found.add(c);
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+        found.sort((a, b) -> Long.compareUnsigned(b.address(), a.address()));
+        return found;
+    }
+
+    /**
+     * Gives a size-class chunk back if every slot of it is idle: under the locks of its slabs'
+     * classes (in index order, then {@link #lock}) its slabs leave their classes, so no slot of it
+     * can be bound again; then every listener is told (registrations end, waiting for copies in
+     * flight; I/O rings retire the chunk, holding its release until their I/O into it completed);
+     * then, when the last hold ends, its memory is decommitted and its range kept for reuse.
+     *
+     * @return false (nothing changed) if the chunk is gone already or a slot of it is not idle
+     */
+    boolean trim(Chunk c, SizeClass[] classState) {
+        int[] cls;
+        lock.lock();
+        try {
+            if (!chunks.contains(c)) {
+                return false;
+            }
+            cls = c.carved.stream().mapToInt(s -> s.sizeClass).distinct().sorted().toArray();
+        } finally {
+            lock.unlock();
+        }
+        int locked = 0;
+        boolean chunkLocked = false;
+        boolean unlinked = false;
+        try {
+            for (; locked < cls.length; locked++) {
+                classState[cls[locked]].lock.lock();
+            }
+            lock.lock();
+            chunkLocked = true;
+            if (!chunks.contains(c) || !idleUnder(c, cls)) {
+                return false;
+            }
+            Map<Integer, List<Slab>> byClass = new HashMap<>();
+            for (Slab s : c.carved) {
+                byClass.computeIfAbsent(s.sizeClass, k -> new ArrayList<>()).add(s);
+            }
+            byClass.forEach((k, slabs) -> classState[k].unlink(slabs));
+            chunks.remove(c);
+            if (c == currentChunk) {
+                currentChunk = null; // the bump pointer starts a new chunk; this one's tail goes with it
+                current = null;
+            }
+            unlinked = true;
+        } finally {
+            for (int i = locked - 1; i >= 0; i--) {
+                classState[cls[i]].lock.unlock();
+            }
+            if (chunkLocked && !unlinked) {
+                lock.unlock();
+            }
+        }
+        // Still under the chunk lock (as every listener call is): the listeners let go of it.
+        RuntimeException failed = null;
+        AtomicBoolean keepPages = new AtomicBoolean(); // a listener failed: it may still use the memory
+        c.beginRelease(() -> retained.retain(c, !keepPages.get()));
+        try {
+            for (ChunkListener l : listeners) {
+                try {
+                    l.chunkRemoved(c);
+                } catch (RuntimeException e) {
+                    keepPages.set(true);
+                    if (failed == null) {
+                        failed = e;
+                    } else {
+                        failed.addSuppressed(e);
+                    }
+                }
+            }
+        } finally {
+            lock.unlock();
+        }
+        c.dropHold();
+        if (failed != null) {
+            throw failed;
+        }
+        return true;
+    }
+
+    /** True if the chunk's slabs are all of the locked classes and all idle (those locks and {@link #lock} held). */
+    private static boolean idleUnder(Chunk c, int[] cls) {
+        for (Slab s : c.carved) {
+            if (Arrays.binarySearch(cls, s.sizeClass) < 0 || s.idle != s.slots) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * The lowest retained range as a new chunk (budget reserved, its pages touched if asked), or
+     * null if none is kept. Under {@link #lock}.
+     */
+    private Chunk reuseRetained(LongSupplier inUse) {
+        Chunk old = retained.takeLowest();
+        if (old == null) {
+            return null;
+        }
+        try {
+            reserve(old.size(), inUse);
+        } catch (RuntimeException e) {
+            retained.putBack(old);
+            throw e;
+        }
+        // A new Chunk over the same range: what listeners attached to the old one, and a stale
+        // buffer's chunk(), stay with the old object.
+        Chunk chunk = new Chunk(old.source(), old.address(), old.size(), old.sourceToken());
+        if (old.hasUncheckedViews()) {
+            chunk.markUncheckedViews(); // a view of its old life may still read it: retire it at close
+        }
+        if (preTouch) {
+            touch(chunk);
+        }
+        PoolEvents.ChunkMap event = new PoolEvents.ChunkMap();
+        if (event.shouldCommit()) {
+            event.pool = pool;
+            event.address = chunk.address();
+            event.size = chunk.size();
+            event.reused = true;
+            event.commit();
+        }
+        return chunk;
     }
 
     /** Bytes counted against {@code maxBytes} now. */

@@ -58,6 +58,30 @@ final class MmapChunkSource implements ChunkSource {
         retiredBytes.addAndGet(chunk.size());
     }
 
+    @Override
+    public boolean canDecommit() {
+        return Native.AVAILABLE;
+    }
+
+    /**
+     * Drops the pages with {@code madvise(MADV_DONTNEED)}: private anonymous memory then reads as
+     * zeros and is backed again page by page when touched (huge pages too, since Linux 5.18). The
+     * range, its huge-page advice and its mapping stay. If the kernel refuses, a plain or THP
+     * chunk's mapping is replaced in place as {@link #retire} does; a hugetlb chunk keeps its pages.
+     */
+    @Override
+    public void decommit(Chunk chunk) {
+        check(chunk);
+        if (Native.madvise(chunk.address(), chunk.size(), Native.MADV_DONTNEED) != 0 && !hugetlb) {
+            int flags = Native.MAP_PRIVATE | Native.MAP_ANONYMOUS | Native.MAP_FIXED;
+            Native.mmap(chunk.address(), chunk.size(), Native.PROT_READ | Native.PROT_WRITE, flags,
+                    "ChunkSource[" + name + "] decommit");
+            if (adviseHuge) {
+                Native.madvise(chunk.address(), chunk.size(), Native.MADV_HUGEPAGE);
+            }
+        }
+    }
+
     /** Address space kept (with no physical memory) for chunks retired because unchecked views escaped. */
     long retiredBytes() {
         return retiredBytes.get();

@@ -19,6 +19,7 @@ final class Native {
     static final int MAP_ANONYMOUS = 0x20;
     static final int MAP_NORESERVE = 0x4000;
     static final int MAP_HUGETLB = 0x40000;
+    static final int MADV_DONTNEED = 4;
     static final int MADV_HUGEPAGE = 14;
     /** Populate the range's page tables writable, as writes would (Linux 5.14). */
     static final int MADV_POPULATE_WRITE = 23;

@@ -37,6 +37,30 @@ final class PoolEvents {
         @Label("Dedicated")
         @Description("A large buffer's own chunk rather than one shared by size classes")
         boolean dedicated;
+        @Label("Reused")
+        @Description("The range of a chunk given back earlier, kept mapped and taken again (no mmap)")
+        boolean reused;
+    }
+
+    @Name("io.regmem.ChunkTrim")
+    @Label("Pool Chunk Given Back")
+    @Category({"regmem", "Pool"})
+    @Description("A pool gave an idle size-class chunk's memory back while running (trim or decay), after its "
+            + "listeners let go of it; its range stays mapped for reuse")
+    @Enabled(false)
+    @StackTrace(false)
+    static final class ChunkTrim extends Event {
+        @Label("Pool")
+        String pool;
+        @Label("Address")
+        @MemoryAddress
+        long address;
+        @Label("Size")
+        @DataAmount
+        long size;
+        @Label("Decommitted")
+        @Description("False if a listener failed to let go of the chunk: its pages were kept")
+        boolean decommitted;
     }
 
     @Name("io.regmem.ChunkUnmap")

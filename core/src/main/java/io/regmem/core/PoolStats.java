@@ -19,11 +19,13 @@ import java.util.List;
  * @param cacheMisses   allocations the calling thread's cache could not serve
  * @param cachedBytes   bytes of free buffers held ready by the threads' caches and the size classes' stashes
  * @param exhausted     allocations refused because they would have exceeded {@code maxBytes}
+ * @param givenBackChunks size-class chunks given back while the pool ran ({@link BufferPool#trim()}, the decay)
+ * @param givenBackBytes  their bytes (their address ranges stay mapped, with no memory, for reuse)
  * @param classes       one entry per size class that has ever carved a slab
  */
 public record PoolStats(String pool, long reservedBytes, long inUseBytes, long liveBuffers, long chunks,
                         long largeBuffers, long allocations, long frees, long cacheMisses, long cachedBytes,
-                        long exhausted, List<ClassStats> classes) {
+                        long exhausted, long givenBackChunks, long givenBackBytes, List<ClassStats> classes) {
 
     /** The snapshot {@link BufferPool#stats()} returns: counts from the caches, classes, chunks and large buffers. */
     static PoolStats collect(String name, SizeClass[] classState, ThreadCaches caches, Chunks chunks,
@@ -51,7 +53,7 @@ public record PoolStats(String pool, long reservedBytes, long inUseBytes, long l
         }
         return new PoolStats(name, chunks.reserved(), inUse, live, chunks.snapshot().size(), large.liveCount(),
                 totalAllocs, totalFrees, misses + large.allocations(), cachedBytes, chunks.exhausted.sum(),
-                List.copyOf(perClass));
+                chunks.retained.chunks.get(), chunks.retained.bytes.get(), List.copyOf(perClass));
     }
 
     /** Fraction of allocations served by the calling thread's cache, in [0, 1]; 0 before any allocation. */

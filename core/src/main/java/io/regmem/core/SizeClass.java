@@ -1,6 +1,5 @@
 package io.regmem.core;
 
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -20,7 +19,9 @@ import org.jctools.queues.MpmcArrayQueue;
  * stash's handles (bounded) plus a bit and a share of a {@link Slab} per idle slot, whatever the
  * pool's size.
  *
- * <p>{@link #lock} guards the slabs' bits, {@link #slabs} and {@link #partial}.
+ * <p>{@link #lock} guards the slabs' bits, {@link #slabs} and {@link #partial}. A pool's trim
+ * takes the locks of every class with a slab in a chunk (in index order) to take the chunk's slabs
+ * out, once all their slots are idle.
  */
 final class SizeClass {
     /** Bytes of buffers the stash holds without thread caches; with them, four caches' worth. */
@@ -40,8 +41,8 @@ final class SizeClass {
     final ReentrantLock lock = new ReentrantLock();
     /** Every slab carved for the class, in order. */
     final List<Slab> slabs = new ArrayList<>();
-    /** Slabs with idle slots. */
-    private final ArrayDeque<Slab> partial = new ArrayDeque<>();
+    /** Slabs with idle slots, lowest address first. */
+    private final SlabHeap partial = new SlabHeap();
     volatile long slots;
     /** Slots idle (a bit, no handle); written under {@link #lock}, once per batch; read racily by stats. */
     volatile long idleSlots;
@@ -69,17 +70,17 @@ final class SizeClass {
     private int bind(PooledBuffer[] out, int from, int n) {
         int got = 0;
         while (got < n) {
-            Slab s = partial.peekFirst();
+            Slab s = partial.peek();
             if (s == null) {
                 break;
             }
+            s.takes++;
             int slot;
             while (got < n && (slot = s.takeIdle()) >= 0) {
                 out[from + got++] = new PooledBuffer(s, slot);
             }
             if (s.idle == 0) {
-                partial.pollFirst();
-                s.listed = false;
+                partial.remove(s);
             }
         }
         idleSlots -= got; // one volatile write per batch
@@ -146,8 +147,41 @@ final class SizeClass {
         slabs.add(s);
         slots += s.slots;
         idleSlots += s.slots;
-        s.listed = true;
-        partial.addLast(s);
+        partial.add(s);
+    }
+
+    /**
+     * Takes out slabs whose slots are all idle, for their chunk to go back (the lock held): no
+     * handle exists for any of their slots, so nothing can bind, free or reach them through the pool.
+     */
+    void unlink(List<Slab> gone) {
+        long n = 0;
+        for (Slab s : gone) {
+            partial.remove(s);
+            s.trimmed = true;
+            n += s.slots;
+        }
+        slabs.removeIf(s -> s.trimmed);
+        slots -= n;
+        idleSlots -= n;
+    }
+
+    /**
+     * Makes every handle in the stash idle (the lock held), so that their slots no longer keep
+     * their chunks: a trim's, or the decay's for a class nobody allocated from for its idle time.
+     * Bounded by the stash's size when it starts. Returns the handles dropped.
+     */
+    int drainStash() {
+        int n = 0;
+        for (int max = stash.size(); n < max; n++) {
+            PooledBuffer b = stash.poll();
+            if (b == null) {
+                break;
+            }
+            idle(b);
+        }
+        idleSlots += n;
+        return n;
     }
 
     /**
@@ -196,9 +230,8 @@ final class SizeClass {
     private void idle(PooledBuffer b) {
         Slab s = b.slab;
         s.makeIdle(b.slot());
-        if (!s.listed) {
-            s.listed = true;
-            partial.addLast(s);
+        if (s.heapIndex < 0) {
+            partial.add(s);
         }
     }
 }

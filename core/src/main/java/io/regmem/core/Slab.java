@@ -10,8 +10,8 @@ import java.lang.foreign.MemorySegment;
  * or free in a thread cache or the class's stash). Idle slots cost one bit and a share of this
  * object: that is what keeps a large pool's heap small.
  *
- * <p>{@link #idleBits}, {@link #idle} and {@link #listed} are guarded by the size class's lock;
- * the rest is final.
+ * <p>{@link #idleBits}, {@link #idle}, {@link #heapIndex} and {@link #takes} are guarded by the
+ * size class's lock; the rest is final.
  */
 final class Slab {
     final BufferPool pool;
@@ -28,8 +28,15 @@ final class Slab {
     int idle;
     /** The first word of {@link #idleBits} that may have a bit set. */
     int hint;
-    /** True while on its class's list of slabs with idle slots. */
-    boolean listed;
+    /** Its place in its class's {@link SlabHeap} of slabs with idle slots, or -1 when not there. */
+    int heapIndex = -1;
+    /**
+     * Times slots were bound here (once per batch that took from this slab): the decay tells from it
+     * that a chunk whose slots are all idle now was not handed out meanwhile. Read racily by it.
+     */
+    int takes;
+    /** True once its chunk was trimmed: it is out of its class for good. */
+    boolean trimmed;
 
     /** A size class's slab of {@code slots} slots, all idle. */
     Slab(BufferPool pool, Chunk chunk, int sizeClass, long offset, long slotSize, int slots) {
