@@ -15,7 +15,8 @@ import jdk.jfr.consumer.RecordingFile;
 /** {@code regmem demo --jfr FILE}: a JFR recording of regmem's events, counted by type at the end. */
 public final class FlightRecording {
     /** Every regmem event (all off unless a recording enables them). */
-    public static final List<String> EVENTS = List.of("io.regmem.ChunkMap", "io.regmem.ChunkUnmap", "io.regmem.PoolExhausted",
+    public static final List<String> EVENTS = List.of("io.regmem.ChunkMap", "io.regmem.ChunkUnmap", "io.regmem.ChunkTrim",
+            "io.regmem.PoolExhausted",
             "io.regmem.LeakReport", "io.regmem.Registration", "io.regmem.Deregistration", "io.regmem.CacheMiss",
             "io.regmem.CacheEviction", "io.regmem.CacheInvalidation", "io.regmem.QpError", "io.regmem.QpFlush",
             "io.regmem.Connection");

@@ -5,8 +5,10 @@ package io.regmem.core;
  * chunk once, when it is born, and deregister it before its memory goes back to the source.
  * {@link BufferPool#addChunkListener} calls {@link #chunkAdded} for every chunk the pool already has.
  *
- * <p>Calls come on the thread that allocates (or frees, or closes) and under the pool's chunk
- * lock: keep them short, and do not call back into the pool. If {@link #chunkAdded} throws, the
+ * <p>Calls come on the thread that allocates (or frees, closes, or trims: {@link BufferPool#trim()}
+ * on the caller's thread, the decay on the {@code regmem-decay} thread) and under the pool's chunk
+ * lock: keep them short, and do not call back into the pool. A chunk given back by a trim is
+ * removed once; its range may later come back as a new {@code Chunk} (a new {@link #chunkAdded}). If {@link #chunkAdded} throws, the
  * allocation that needed the chunk fails with that exception and the chunk is given back.
  */
 public interface ChunkListener {

@@ -94,6 +94,35 @@ class DeregistrationRaceTest {
         });
     }
 
+    /**
+     * A pool's trim: the chunk's only buffer was freed, but a peer still writes through the chunk's
+     * key (a late or hostile peer). The trim deregisters the chunk (waiting for the copy in flight)
+     * before its memory is decommitted: the memory reads zeros when trim() returns (a copy still
+     * running at the decommit would leave its bytes), and nothing lands in it afterwards.
+     */
+    @Test
+    void poolTrim() throws InterruptedException {
+        race((lb, mem) -> {
+            BufferPool pool = BufferPool.builder().name("race-trim").chunkSize(2 * SIZE).largestClass(SIZE).noDecay()
+                    .build();
+            PoolRegistration reg = lb.pdB.register(pool, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+            PooledBuffer buffer = pool.allocate(SIZE);
+            MemorySegment memory = buffer.segment(); // kept past the free: the pool's range stays mapped
+            long address = buffer.address();
+            int key = lb.qpA.importRemoteKey(reg.exportRemoteKey(buffer));
+            buffer.close(); // every slot of the chunk idle: a trim takes it
+            MemorySegment zeros = Arena.ofAuto().allocate(SIZE);
+            return new Target(address, key, memory, () -> {
+                assertThat(pool.trim()).isEqualTo(2 * SIZE);
+                // decommitted only after the last copy through the key: not one byte of it is left
+                assertThat(memory.mismatch(zeros)).as("bytes written after the memory was given back").isEqualTo(-1);
+            }, () -> {
+                reg.close();
+                pool.close();
+            });
+        });
+    }
+
     @Test
     void memoryWindowUnbind() throws InterruptedException {
         race((lb, mem) -> {

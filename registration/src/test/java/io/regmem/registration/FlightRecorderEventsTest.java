@@ -31,7 +31,8 @@ import org.junit.jupiter.api.io.TempDir;
 @ExtendWith(NoLeaks.class)
 class FlightRecorderEventsTest {
 
-    static final List<String> NAMES = List.of("io.regmem.ChunkMap", "io.regmem.ChunkUnmap", "io.regmem.PoolExhausted",
+    static final List<String> NAMES = List.of("io.regmem.ChunkMap", "io.regmem.ChunkUnmap", "io.regmem.ChunkTrim",
+            "io.regmem.PoolExhausted",
             "io.regmem.LeakReport", "io.regmem.Registration", "io.regmem.Deregistration", "io.regmem.CacheMiss",
             "io.regmem.CacheEviction", "io.regmem.CacheInvalidation", "io.regmem.QpError", "io.regmem.QpFlush",
             "io.regmem.Connection");
@@ -76,6 +77,11 @@ class FlightRecorderEventsTest {
         assertThat(map.getLong("address")).isNotZero();
         assertThat(first(byName, "io.regmem.ChunkUnmap", e -> "jfr-pool".equals(e.getString("pool"))).getLong("size"))
                 .isEqualTo(1L << 20);
+        RecordedEvent trim = first(byName, "io.regmem.ChunkTrim", e -> "jfr-pool".equals(e.getString("pool")));
+        assertThat(trim.getLong("size")).isEqualTo(1L << 20);
+        assertThat(trim.getBoolean("decommitted")).isTrue();
+        assertThat(first(byName, "io.regmem.ChunkMap", e -> "jfr-pool".equals(e.getString("pool")) && e.getBoolean("reused"))
+                .getLong("address")).isEqualTo(trim.getLong("address"));
         RecordedEvent exhausted = first(byName, "io.regmem.PoolExhausted", e -> true);
         assertThat(exhausted.getString("pool")).isEqualTo("jfr-pool");
         assertThat(exhausted.getLong("limit")).isEqualTo(2L << 20);
@@ -109,7 +115,9 @@ class FlightRecorderEventsTest {
 
     private static void poolEvents() {
         BufferPool pool = BufferPool.builder().name("jfr-pool").chunkSize(1L << 20).maxBytes(2L << 20).build();
-        pool.allocate(128); // maps a chunk; left out on purpose: the close reports it
+        pool.allocate(64L << 10).close();
+        pool.trim(); // gives that chunk back (ChunkTrim); the next takes its range again (ChunkMap, reused)
+        pool.allocate(128); // left out on purpose: the close reports it
         assertThatThrownBy(() -> pool.allocate(4L << 20)).isInstanceOf(PoolExhaustedException.class);
         assertThat(pool.closeAndReport().buffers()).isEqualTo(1);
     }

@@ -85,6 +85,16 @@ final class Beans {
         public long getChunks() {
             return stats().chunks();
         }
+
+        @Override
+        public long getGivenBackChunks() {
+            return stats().givenBackChunks();
+        }
+
+        @Override
+        public long getGivenBackBytes() {
+            return stats().givenBackBytes();
+        }
     }
 
     static final class Device implements RdmaDeviceMXBean {

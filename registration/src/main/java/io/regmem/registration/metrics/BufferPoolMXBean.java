@@ -41,4 +41,10 @@ public interface BufferPoolMXBean {
 
     /** Chunks reserved for size classes. */
     long getChunks();
+
+    /** Size-class chunks given back while the pool ran (trim, decay). */
+    long getGivenBackChunks();
+
+    /** Their bytes. */
+    long getGivenBackBytes();
 }

@@ -31,7 +31,8 @@ import java.util.function.ToDoubleFunction;
  * <tr><th>name</th><th>type</th><th>tags</th></tr>
  * <tr><td>{@code regmem.pool.memory.reserved}, {@code .used}, {@code .cached}</td><td>gauge, bytes</td><td>{@code pool}</td></tr>
  * <tr><td>{@code regmem.pool.buffers.live}</td><td>gauge</td><td>{@code pool}</td></tr>
- * <tr><td>{@code regmem.pool.allocations}, {@code regmem.pool.exhausted}</td><td>function counter</td><td>{@code pool}</td></tr>
+ * <tr><td>{@code regmem.pool.allocations}, {@code regmem.pool.exhausted}, {@code regmem.pool.given.back} (chunks)</td><td>function counter</td><td>{@code pool}</td></tr>
+ * <tr><td>{@code regmem.pool.memory.given.back}</td><td>function counter, bytes</td><td>{@code pool}</td></tr>
  * <tr><td>{@code regmem.device.objects}, {@code regmem.device.connections}</td><td>gauge</td><td>{@code device}</td></tr>
  * <tr><td>{@code regmem.device.completions}</td><td>function counter</td><td>{@code device}, {@code status} (lower case: {@code success}, {@code rem_access_err}, ...)</td></tr>
  * <tr><td>{@code regmem.cache.gets}</td><td>function counter</td><td>{@code cache}, {@code result} ({@code hit}, {@code miss})</td></tr>
@@ -116,6 +117,10 @@ public final class RegmemMeterBinder implements MeterBinder, AutoCloseable {
         ms.add(counter("regmem.pool.allocations", pool, p -> p.stats().allocations(), "Allocations", "pool", tag));
         ms.add(counter("regmem.pool.exhausted", pool, p -> p.stats().exhausted(), "Allocations refused at maxBytes",
                 "pool", tag));
+        ms.add(counter("regmem.pool.given.back", pool, p -> p.stats().givenBackChunks(),
+                "Size-class chunks given back while the pool ran (trim, decay)", "pool", tag));
+        ms.add(counter("regmem.pool.memory.given.back", pool, p -> p.stats().givenBackBytes(),
+                "Bytes of size-class chunks given back while the pool ran", "pool", tag));
         return ms;
     }
 

@@ -62,6 +62,40 @@ class CachedPoolRegistrationTest {
         assertThat(pd.useCount()).isZero();
     }
 
+    /**
+     * A trim gives an idle chunk back: its region (and a user's cached get over it) is invalidated
+     * and its rkey dies before the memory goes; the range's next chunk is registered anew.
+     */
+    @Test
+    void aTrimInvalidatesTheChunksRegionBeforeItsMemoryGoes() {
+        RegistrationCache cache = RegistrationCache.of(pd);
+        BufferPool pool = BufferPool.builder().name("cached-trim").chunkSize(1 << 20).noDecay().build();
+        PoolRegistration reg = cache.register(pool, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+        PooledBuffer b = pool.allocate(4096);
+        int key = reg.rkey(b);
+        long address = b.chunk().address();
+        CachedRegion hit = cache.get(b.segment(), Access.REMOTE_WRITE);
+        assertThat(hit.region()).isSameAs(reg.region(b));
+        hit.close();
+        b.close();
+
+        assertThat(pool.trim()).isEqualTo(1 << 20);
+        assertThat(cache.size()).isZero();
+        assertThat(cache.stats().invalidations()).isEqualTo(1);
+        assertThat(device.resources().survivors(io.regmem.registration.MemoryRegion.class))
+                .noneMatch(mr -> mr.rkey() == key && mr.isValid());
+
+        PooledBuffer again = pool.allocate(4096); // the same range, a new chunk, registered through the cache again
+        assertThat(again.chunk().address()).isEqualTo(address);
+        assertThat(reg.region(again).isValid()).isTrue();
+        assertThat(cache.stats().misses()).isEqualTo(2);
+        again.close();
+        pool.close();
+        reg.close();
+        cache.close();
+        assertThat(pd.useCount()).isZero();
+    }
+
     @Test
     void badRightsFailAtOnceEvenWithoutChunks() {
         RegistrationCache cache = RegistrationCache.of(pd);
