@@ -262,6 +262,33 @@ class TrimTest {
     }
 
     @Test
+    void trimsAndDecayRacingTheCloseEndRefusedAndLeaveNothing() throws Exception {
+        for (int round = 0; round < 20; round++) {
+            BufferPool pool = small("trim-close-" + round).decay(Duration.ofMillis(10), 0).build();
+            List<PooledBuffer> bufs = fill(pool, 4);
+            java.util.concurrent.atomic.AtomicReference<Throwable> odd = new java.util.concurrent.atomic.AtomicReference<>();
+            Thread trimmer = Thread.ofPlatform().start(() -> {
+                try {
+                    while (true) {
+                        pool.trim();
+                    }
+                } catch (RdmaException e) {
+                    if (e.errno() != Errno.EBADF) {
+                        odd.set(e);
+                    }
+                } catch (Throwable t) {
+                    odd.set(t);
+                }
+            });
+            bufs.forEach(PooledBuffer::close); // chunks go idle while the trimmer runs
+            closeClean(pool);
+            trimmer.join();
+            assertThat(odd.get()).as("a trim racing the close fails only with EBADF").isNull();
+            assertThat(pool.stats().reservedBytes()).as("everything went back").isZero();
+        }
+    }
+
+    @Test
     void aSourceThatCannotDecommitKeepsItsChunks() {
         BufferPool pool = small("trim-arena").chunkSource(ChunkSource.arena()).build();
         fill(pool, 2).forEach(PooledBuffer::close);
