@@ -140,6 +140,13 @@ public final class PeakTrimBenchmark {
     /** In the child: the whole run for one allocator, as one Markdown row. */
     static String child(String name, long peak) throws Exception {
         long rss0 = rss();
+        Subject warm = subject(name); // the code paths loaded and run once
+        for (int i = 0; i < 100; i++) {
+            Object b = warm.allocate();
+            warm.touch(b);
+            warm.free(b);
+        }
+        warm.close();
         Subject first = subject(name);
         long t0 = System.nanoTime();
         Object one = first.allocate();

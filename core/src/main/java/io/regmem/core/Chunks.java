@@ -385,6 +385,7 @@ final class Chunks {
                 byClass.computeIfAbsent(s.sizeClass, k -> new ArrayList<>()).add(s);
             }
             byClass.forEach((k, slabs) -> classState[k].unlink(slabs));
+            c.carved.clear(); // the slabs are garbage now (a dropped handle's stale reference aside)
             chunks.remove(c);
             if (c == currentChunk) {
                 currentChunk = null; // the bump pointer starts a new chunk; this one's tail goes with it

@@ -21,7 +21,7 @@ import java.util.List;
  * @param exhausted     allocations refused because they would have exceeded {@code maxBytes}
  * @param givenBackChunks size-class chunks given back while the pool ran ({@link BufferPool#trim()}, the decay)
  * @param givenBackBytes  their bytes (their address ranges stay mapped, with no memory, for reuse)
- * @param classes       one entry per size class that has ever carved a slab
+ * @param classes       one entry per size class that has slabs now
  */
 public record PoolStats(String pool, long reservedBytes, long inUseBytes, long liveBuffers, long chunks,
                         long largeBuffers, long allocations, long frees, long cacheMisses, long cachedBytes,
@@ -65,7 +65,7 @@ public record PoolStats(String pool, long reservedBytes, long inUseBytes, long l
      * Accounting of one size class.
      *
      * @param size        the class's buffer capacity in bytes
-     * @param slots       buffers carved for it so far (live, cached or on its free list)
+     * @param slots       buffers its slabs hold now (live, cached or idle; a trim takes idle chunks' slots away)
      * @param live        its buffers allocated and not yet freed
      * @param allocations its allocations since the pool was built
      */
