@@ -17,7 +17,8 @@ import org.HdrHistogram.Histogram;
 import org.jctools.queues.SpscArrayQueue;
 
 /**
- * A mixed-size, two-thread allocator workload, regmem (CHECKED) beside Netty 4.2's adaptive and
+ * A mixed-size, two-thread allocator workload, regmem (CHECKED, with its default decay and with
+ * none) beside Netty 4.2's adaptive and
  * pooled direct allocators, in rounds so that each sees the same minutes of the machine. Each of two
  * threads draws sizes from a distribution, allocates (timed one by one into an HdrHistogram), writes
  * a long, keeps a window of the last {@value #WINDOW} buffers and frees the oldest when the window is
@@ -54,11 +55,24 @@ public final class MixedAllocatorWorkload {
     }
 
     public static final class Regmem implements Subject {
-        public final BufferPool pool = BufferPool.builder().name("mixed").safetyMode(SafetyMode.CHECKED).maxBytes(16L << 30).build();
+        public final BufferPool pool;
+        private final boolean decay;
+
+        /** On the default decay. */
+        public Regmem() {
+            this(true);
+        }
+
+        /** With the default decay, or with none (the memory stays: the decay's cost shows as the difference). */
+        public Regmem(boolean decay) {
+            this.decay = decay;
+            var b = BufferPool.builder().name("mixed").safetyMode(SafetyMode.CHECKED).maxBytes(16L << 30);
+            this.pool = (decay ? b : b.noDecay()).build();
+        }
 
         @Override
         public String name() {
-            return "regmem CHECKED";
+            return decay ? "regmem CHECKED" : "regmem CHECKED, no decay";
         }
 
         @Override
@@ -231,8 +245,8 @@ public final class MixedAllocatorWorkload {
         System.out.println("|---|---|---:|---:|---:|---:|");
         for (int r = 0; r < rounds; r++) {
             for (boolean storage : new boolean[] {false, true}) {
-                for (int k = 0; k < 3; k++) {
-                    Subject s = k == 0 ? new Regmem() : new Netty(k == 1);
+                for (int k = 0; k < 4; k++) {
+                    Subject s = k == 0 ? new Regmem() : k == 1 ? new Regmem(false) : new Netty(k == 2);
                     try {
                         System.out.println(run(s, storage, seconds));
                     } finally {
