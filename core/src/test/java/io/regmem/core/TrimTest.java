@@ -288,6 +288,47 @@ class TrimTest {
         }
     }
 
+    /**
+     * Huge-page sources, pre-touched: a trim gives their pages back and the range comes back as huge
+     * pages again. hugetlb runs only where huge pages are reserved ({@code /proc/sys/vm/nr_hugepages}).
+     */
+    @Test
+    void hugePageSourcesGiveBackAndTakeBackToo() throws Throwable {
+        List<ChunkSource> sources = new ArrayList<>(List.of(ChunkSource.mmapHugePages()));
+        if (freeHugePages() >= 4) {
+            sources.add(ChunkSource.hugetlb());
+        }
+        for (ChunkSource source : sources) {
+            BufferPool pool = BufferPool.builder().name("trim-" + source.name()).chunkSource(source).chunkSize(2L << 20)
+                    .preTouch(true).noDecay().build();
+            long before = freeHugePages();
+            PooledBuffer b = pool.allocate(BUF);
+            Chunk c = b.chunk();
+            b.segment().fill((byte) 7);
+            b.close();
+            assertThat(pool.trim()).isEqualTo(2L << 20);
+            assertThat(Resident.pages(c.address(), c.size())).as("%s: decommitted", source).isZero();
+            assertThat(freeHugePages()).as("%s: huge pages back in the pool", source).isEqualTo(before);
+            PooledBuffer again = pool.allocate(BUF);
+            assertThat(again.chunk().address()).isEqualTo(c.address());
+            assertThat(Resident.pages(c.address(), c.size())).as("%s: touched again", source)
+                    .isEqualTo(c.size() / Native.PAGE_SIZE);
+            assertThat(again.segment().get(ValueLayout.JAVA_BYTE, 0)).isZero();
+            again.close();
+            closeClean(pool);
+        }
+    }
+
+    /** HugePages_Free from /proc/meminfo (0 where none are reserved). */
+    static long freeHugePages() throws java.io.IOException {
+        for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/meminfo"))) {
+            if (line.startsWith("HugePages_Free:")) {
+                return Long.parseLong(line.replaceAll("[^0-9]", ""));
+            }
+        }
+        return 0;
+    }
+
     @Test
     void aSourceThatCannotDecommitKeepsItsChunks() {
         BufferPool pool = small("trim-arena").chunkSource(ChunkSource.arena()).build();

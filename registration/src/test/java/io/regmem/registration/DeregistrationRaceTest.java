@@ -233,6 +233,63 @@ class DeregistrationRaceTest {
     }
 
     /**
+     * The source side of a trim: the chain's WRITEs read from a pool chunk whose only buffer was
+     * freed (a sender that posted from a buffer and freed it too early), the trim takes the chunk mid-chain,
+     * and the moment it returns the range is written with a marker (as the next owner of the memory
+     * would): no byte of the marker may reach the target, since the chunk's lkey died, and the
+     * copies in flight ended, before its memory went.
+     */
+    @Test
+    void poolTrimAsTheSource() throws InterruptedException {
+        int midChain = 0;
+        long bound = 20_000_000;
+        for (int round = 0; round < ROUNDS || (midChain == 0 && round < 10 * ROUNDS); round++) {
+            try (Loopback lb = new Loopback(java.util.Map.of(), 64, new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2),
+                    new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2));
+                 Arena arena = Arena.ofShared()) {
+                BufferPool pool = BufferPool.builder().name("race-trim-source").chunkSize(2 * SIZE).largestClass(SIZE)
+                        .noDecay().build();
+                PoolRegistration reg = lb.pdA.register(pool, Access.LOCAL_WRITE);
+                PooledBuffer buffer = pool.allocate(SIZE);
+                MemorySegment src = buffer.segment(); // kept past the free: the pool's range stays mapped
+                MemoryRegion srcMr = reg.region(buffer);
+                buffer.close();
+                MemorySegment dst = arena.allocate(SIZE, 4096);
+                dst.fill((byte) 0);
+                MemoryRegion dstMr = lb.pdB.register(dst, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
+                Target target = new Target(dstMr.address(), lb.key(dstMr), dst, () -> { }, () -> { });
+                Round r = new Round(lb, src, srcMr, target, round + 2);
+                Thread poster = Thread.ofPlatform().name("poster").start(r);
+                while (!r.posting) {
+                    Thread.onSpinWait();
+                }
+                long until = System.nanoTime() + ThreadLocalRandom.current().nextLong(Math.max(1, bound));
+                while (System.nanoTime() < until) {
+                    Thread.onSpinWait();
+                }
+                assertThat(pool.trim()).isEqualTo(2 * SIZE);
+                src.fill((byte) 0xEE); // the next owner's bytes
+                poster.join(TimeUnit.SECONDS.toMillis(60));
+                assertThat(r.failure.get()).isNull();
+                long marker = 0xEEEEEEEEEEEEEEEEL;
+                for (long i = 0; i < SIZE; i += 8) {
+                    if (dst.get(ValueLayout.JAVA_LONG, i) == marker) {
+                        throw new AssertionError("round " + round + ": the target got bytes written into the trimmed "
+                                + "chunk after trim() returned, at offset " + i + " (" + r.succeeded + " writes completed)");
+                    }
+                }
+                if (r.succeeded > 0 && r.succeeded < CHAIN) {
+                    midChain++;
+                }
+                bound = adapt(bound, r.succeeded);
+                reg.close();
+                pool.close();
+            }
+        }
+        assertThat(midChain).as("rounds whose trim fell in the middle of the chain").isPositive();
+    }
+
+    /**
      * The next delay bound: halved when the deregistration came after the whole chain, doubled when
      * it came before the first write, so that the rounds find the middle of the chain whatever this
      * machine's speed (the first, unraced chain runs cold and overestimates it).
