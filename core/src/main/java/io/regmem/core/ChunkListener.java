@@ -19,7 +19,10 @@ public interface ChunkListener {
     /**
      * A chunk is about to be given back to its source; nothing may reach its memory afterwards. A
      * consumer that cannot stop at once (I/O in flight into the chunk) takes
-     * {@link Chunk#holdRelease()} here and runs the hold's action when it has stopped.
+     * {@link Chunk#holdRelease()} here and runs the hold's action when it has stopped. If this
+     * throws, the other listeners are still told and the chunk's memory is kept, never given back
+     * (the consumer may still use it): a trim rethrows the exception, a pool's close or a large
+     * buffer's free completes and logs it.
      */
     void chunkRemoved(Chunk chunk);
 

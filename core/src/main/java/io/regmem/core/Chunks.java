@@ -23,6 +23,7 @@ import java.util.function.LongSupplier;
  * Every method here is on a slow path.
  */
 final class Chunks {
+    private static final System.Logger LOG = System.getLogger(BufferPool.class.getName());
     private final String pool;
     private final ChunkSource source;
     private final long chunkSize;
@@ -214,15 +215,26 @@ final class Chunks {
      * Gives a chunk back: tells the listeners (so registrations end while the memory is still
      * there), ends {@code scope} if given (a dedicated chunk's own arena), then returns the memory to
      * the source (retired if unchecked views were made) and its bytes to the budget, at once or,
-     * when a listener took a {@linkplain Chunk#holdRelease() hold}, when the last hold is dropped.
+     * when a listener took a {@linkplain Chunk#holdRelease() hold}, when the last hold is dropped. A
+     * listener that throws is logged and the rest go on; that chunk's memory then stays mapped (and
+     * counted).
      */
     void release(Chunk chunk, Arena scopeToClose) {
         chunk.beginRelease(() -> giveBack(chunk));
+        boolean failed = false;
         lock.lock();
         try {
             dedicated.remove(chunk);
             for (ChunkListener l : listeners) {
-                l.chunkRemoved(chunk);
+                try {
+                    l.chunkRemoved(chunk);
+                } catch (RuntimeException e) {
+                    // The others are still told and the close (or free) completes; the memory is kept,
+                    // mapped, since the failed listener may still use it.
+                    failed = true;
+                    LOG.log(System.Logger.Level.WARNING, pool + ": " + l + " failed to let go of " + chunk
+                            + "; its memory stays mapped", e);
+                }
             }
         } finally {
             lock.unlock();
@@ -230,7 +242,9 @@ final class Chunks {
         if (scopeToClose != null) {
             scopeToClose.close();
         }
-        chunk.dropHold(); // the pool's hold: the memory goes back now unless a listener holds it
+        if (!failed) {
+            chunk.dropHold(); // the pool's hold: the memory goes back now unless a listener holds it
+        }
     }
 
     private void giveBack(Chunk chunk) {

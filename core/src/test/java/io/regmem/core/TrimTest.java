@@ -231,6 +231,29 @@ class TrimTest {
     }
 
     @Test
+    void aListenerThatAlwaysThrowsBlocksNeitherACloseNorAFree() throws Throwable {
+        BufferPool pool = small("listener-always-throws").build();
+        pool.addChunkListener(new ChunkListener() {
+            @Override
+            public void chunkAdded(Chunk chunk) {
+            }
+
+            @Override
+            public void chunkRemoved(Chunk chunk) {
+                throw new RdmaException(Errno.EIO, "deregistration failed");
+            }
+        });
+        PooledBuffer big = pool.allocate(4 * CHUNK); // a dedicated chunk
+        Chunk bigChunk = big.chunk();
+        big.segment().fill((byte) 1);
+        big.close(); // completes; the chunk's memory is kept, not unmapped under the listener
+        assertThat(Resident.pages(bigChunk.address(), Native.PAGE_SIZE)).isEqualTo(1);
+        fill(pool, 1).forEach(PooledBuffer::close);
+        closeClean(pool); // completes: the pool is closed, not left half open
+        assertThat(pool.isClosed()).isTrue();
+    }
+
+    @Test
     void staleViewsOfATrimmedChunkReadZerosAndNeverFault() {
         BufferPool pool = small("trim-stale").build();
         List<PooledBuffer> bufs = fill(pool, 2);
