@@ -2,7 +2,6 @@ package io.regmem.core;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -99,7 +98,7 @@ final class Chunks {
             throw e;
         }
         if (preTouch) {
-            touch(chunk);
+            Native.populate(chunk.address(), chunk.size());
         }
         if (event.shouldCommit()) {
             event.pool = pool;
@@ -109,21 +108,6 @@ final class Chunks {
             event.commit();
         }
         return chunk;
-    }
-
-    /**
-     * Faults every page of a fresh chunk in: the kernel populates them writable if it can, else each
-     * page's first byte is written back as read (fresh memory's content is not changed either way).
-     */
-    private void touch(Chunk chunk) {
-        if (Native.madvise(chunk.address(), chunk.size(), Native.MADV_POPULATE_WRITE) == 0 || !Native.AVAILABLE) {
-            return; // (without native calls the source is an arena, whose memory is zeroed, so touched, already)
-        }
-        MemorySegment seg = MemorySegment.ofAddress(chunk.address()).reinterpret(chunk.size());
-        long page = Native.PAGE_SIZE;
-        for (long off = 0; off < chunk.size(); off += page) {
-            seg.set(ValueLayout.JAVA_BYTE, off, seg.get(ValueLayout.JAVA_BYTE, off));
-        }
     }
 
     /**
@@ -473,7 +457,7 @@ final class Chunks {
             chunk.markUncheckedViews(); // a view of its old life may still read it: retire it at close
         }
         if (preTouch) {
-            touch(chunk);
+            Native.populate(chunk.address(), chunk.size());
         }
         PoolEvents.ChunkMap event = new PoolEvents.ChunkMap();
         if (event.shouldCommit()) {

@@ -3,6 +3,7 @@ package io.regmem.core;
 import io.regmem.core.internal.Libc;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 
 /**
  * The libc memory calls core needs ({@code mmap}, {@code munmap}, {@code madvise}), bound once in
@@ -85,6 +86,21 @@ final class Native {
             return rc == 0 ? 0 : Libc.errno(state);
         } catch (Throwable t) {
             return Errno.EIO.value();
+        }
+    }
+
+    /**
+     * Faults every page of [addr, addr + length) in (pre-touch): the kernel populates them writable
+     * if it can ({@code MADV_POPULATE_WRITE}), else each page's first byte is written back as read,
+     * so the memory's content does not change either way.
+     */
+    static void populate(long addr, long length) {
+        if (madvise(addr, length, MADV_POPULATE_WRITE) == 0 || !AVAILABLE) {
+            return; // (without native calls the source is an arena, whose memory is zeroed, so touched, already)
+        }
+        MemorySegment seg = MemorySegment.ofAddress(addr).reinterpret(length);
+        for (long off = 0; off < length; off += PAGE_SIZE) {
+            seg.set(ValueLayout.JAVA_BYTE, off, seg.get(ValueLayout.JAVA_BYTE, off));
         }
     }
 
