@@ -286,13 +286,23 @@ public final class BufferPool implements AutoCloseable {
 
     // ---- accounting ----------------------------------------------------------------------------
 
-    /** A snapshot of the pool's accounting; see {@link PoolStats} for its precision. Allocates. */
+    /**
+     * A snapshot of the pool's accounting; see {@link PoolStats} for its precision. Taken between two
+     * rounds of the decay (which moves free buffers between caches, stashes and idle slots), so it is
+     * exact whenever the application's threads neither allocate nor free. Allocates.
+     */
     public PoolStats stats() {
-        return PoolStats.collect(name, classState, caches, chunks, large);
+        trim.lock.lock();
+        try {
+            return PoolStats.collect(name, classState, caches, chunks, large);
+        } finally {
+            trim.lock.unlock();
+        }
     }
 
+    /** In-use bytes for an exhaustion's message: read without the decay's lock (the caller may hold a class's). */
     long inUseBytes() {
-        return stats().inUseBytes();
+        return PoolStats.collect(name, classState, caches, chunks, large).inUseBytes();
     }
 
     // ---- close ---------------------------------------------------------------------------------

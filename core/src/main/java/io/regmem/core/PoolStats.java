@@ -4,9 +4,10 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * A snapshot of a {@link BufferPool}'s accounting. Exact when no thread is allocating or freeing;
- * while they are, each counter is a recent value of its own (they are read one by one, without a
- * lock, so the hot path never writes a shared counter).
+ * A snapshot of a {@link BufferPool}'s accounting. Exact when no application thread is allocating
+ * or freeing (the pool's decay does not run while it is taken); while they are, each counter is a
+ * recent value of its own (they are read one by one, without a lock the hot path takes, so the hot
+ * path never writes a shared counter).
  *
  * @param pool          the pool's name
  * @param reservedBytes bytes of chunk memory reserved from the chunk source (what {@code maxBytes} limits)

@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
@@ -22,8 +23,8 @@ import org.junit.jupiter.params.provider.EnumSource;
 /**
  * Trims racing everything else: worker threads allocate, mark, pin, check and free buffers of
  * several classes (a quarter of the frees on another thread), and every so often free all they hold
- * and give their caches back, so that chunks do go idle; one thread trims in a loop and the decay
- * runs every few milliseconds. Each buffer carries an ownership mark at its first and last 8 bytes:
+ * and give their caches back at once (a barrier whose action trims the then idle pool), so that
+ * chunks do go idle; one thread trims in a loop and the decay runs every few milliseconds. Each buffer carries an ownership mark at its first and last 8 bytes:
  * a mark that changed while held (a chunk decommitted or reused under a live buffer) or an address
  * the claim map says is owned already (a slot bound twice) fails the test; so does a trim that
  * never gave anything back.
@@ -46,6 +47,8 @@ class TrimStressTest {
         }
         AtomicReference<Throwable> failure = new AtomicReference<>();
         AtomicBoolean working = new AtomicBoolean(true);
+        long[] quietTrims = new long[1];
+        CyclicBarrier quiet = new CyclicBarrier(THREADS, () -> quietTrims[0] += pool.trim());
         CountDownLatch done = new CountDownLatch(THREADS);
         List<Thread> threads = new ArrayList<>();
         for (int t = 0; t < THREADS; t++) {
@@ -57,13 +60,18 @@ class TrimStressTest {
                     List<PooledBuffer> held = new ArrayList<>();
                     List<Long> marks = new ArrayList<>();
                     for (int op = 0; op < OPS; op++) {
-                        if (op % 1500 == 1499) { // all go: their chunks can go idle
+                        if (op % 1500 == 1499) { // all go, on every worker at once: every chunk goes idle
                             for (int i = 0; i < held.size(); i++) {
                                 release(claims, held.get(i), marks.get(i));
                             }
                             held.clear();
                             marks.clear();
+                            quiet.await(1, TimeUnit.MINUTES); // nobody sends from here to the next await
+                            for (PooledBuffer in; (in = inboxes[me].poll()) != null; ) {
+                                release(claims, in, claims.get(in.address()));
+                            }
                             pool.releaseThreadCache();
+                            quiet.await(1, TimeUnit.MINUTES); // the barrier's action trims an idle pool
                         }
                         int choice = rnd.nextInt(10);
                         if (choice < 5 || held.isEmpty()) {
@@ -123,6 +131,7 @@ class TrimStressTest {
                     }
                 } catch (Throwable e) {
                     failure.compareAndSet(null, e);
+                    quiet.reset(); // the others stop waiting for this one
                 } finally {
                     if (!counted) {
                         done.countDown();
@@ -148,16 +157,19 @@ class TrimStressTest {
         }
         working.set(false);
         trimmer.join();
-        if (failure.get() != null) {
-            pool.closeAndReport();
-            throw new AssertionError(failure.get());
+        try {
+            if (failure.get() != null) {
+                throw new AssertionError(failure.get());
+            }
+            assertThat(claims).isEmpty();
+            assertThat(pool.stats().givenBackChunks()).as("chunks given back (racing trims %d bytes, quiet points %d)",
+                    trimmed[0], quietTrims[0]).isPositive();
+            assertThat(pool.stats().liveBuffers()).isZero();
+            pool.trim(); // the workers are gone: their caches are reclaimed, every chunk is idle
+            assertThat(pool.stats().reservedBytes()).isZero();
+        } finally {
+            closeClean(pool);
         }
-        assertThat(claims).isEmpty();
-        assertThat(trimmed[0]).as("the trims raced the workers and gave memory back").isPositive();
-        assertThat(pool.stats().liveBuffers()).isZero();
-        pool.trim(); // the workers are gone: their caches are reclaimed, every chunk is idle
-        assertThat(pool.stats().reservedBytes()).isZero();
-        closeClean(pool);
     }
 
     private static void release(ConcurrentHashMap<Long, Long> claims, PooledBuffer b, long mark) {
