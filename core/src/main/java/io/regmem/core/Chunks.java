@@ -447,7 +447,7 @@ final class Chunks {
         try {
             reserve(old.size(), inUse);
         } catch (RuntimeException e) {
-            retained.putBack(old);
+            retained.keep(old);
             throw e;
         }
         // A new Chunk over the same range: what listeners attached to the old one, and a stale

@@ -103,7 +103,7 @@ final class PoolTrim {
             caches.reclaimDead();
             caches.releaseCurrent();
             for (SizeClass sc : classes) {
-                drainStash(sc);
+                sc.drainStash();
             }
             return giveBack(chunks.candidates(System.nanoTime(), 0), keep);
         } finally {
@@ -127,7 +127,7 @@ final class PoolTrim {
                     allocationsSeen[i] = allocations[i];
                     quietSince[i] = now;
                 } else if (now - quietSince[i] >= idleNanos && !classes[i].stash.isEmpty()) {
-                    drainStash(classes[i]);
+                    classes[i].drainStash();
                 }
             }
             giveBack(chunks.candidates(now, idleNanos), keepBytes);
@@ -135,15 +135,6 @@ final class PoolTrim {
             LOG.log(System.Logger.Level.WARNING, pool.name() + ": the decay could not give memory back", e);
         } finally {
             lock.unlock();
-        }
-    }
-
-    private static void drainStash(SizeClass sc) {
-        sc.lock.lock();
-        try {
-            sc.drainStash();
-        } finally {
-            sc.lock.unlock();
         }
     }
 

@@ -43,16 +43,7 @@ final class RetainedChunks {
         if (decommit) {
             source.decommit(c);
         }
-        lock.lock();
-        try {
-            if (closed) {
-                releaseToSource(c);
-            } else {
-                ranges.add(c);
-            }
-        } finally {
-            lock.unlock();
-        }
+        keep(c);
         reserved.addAndGet(-c.size());
         chunks.incrementAndGet();
         bytes.addAndGet(c.size());
@@ -84,8 +75,11 @@ final class RetainedChunks {
         }
     }
 
-    /** Keeps a range {@link #takeLowest} took and could not use (the budget refused it). */
-    void putBack(Chunk c) {
+    /**
+     * Keeps a range for reuse (a trimmed chunk's, or one {@link #takeLowest} took and could not use:
+     * the budget refused it), or releases it to the source if the pool closed.
+     */
+    void keep(Chunk c) {
         lock.lock();
         try {
             if (closed) {

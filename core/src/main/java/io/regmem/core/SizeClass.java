@@ -167,21 +167,26 @@ final class SizeClass {
     }
 
     /**
-     * Makes every handle in the stash idle (the lock held), so that their slots no longer keep
+     * Makes every handle in the stash idle (under the lock), so that their slots no longer keep
      * their chunks: a trim's, or the decay's for a class nobody allocated from for its idle time.
      * Bounded by the stash's size when it starts. Returns the handles dropped.
      */
     int drainStash() {
-        int n = 0;
-        for (int max = stash.size(); n < max; n++) {
-            PooledBuffer b = stash.poll();
-            if (b == null) {
-                break;
+        lock.lock();
+        try {
+            int n = 0;
+            for (int max = stash.size(); n < max; n++) {
+                PooledBuffer b = stash.poll();
+                if (b == null) {
+                    break;
+                }
+                idle(b);
             }
-            idle(b);
+            idleSlots += n;
+            return n;
+        } finally {
+            lock.unlock();
         }
-        idleSlots += n;
-        return n;
     }
 
     /**
