@@ -1,10 +1,11 @@
 package io.regmem.core;
 
 import static io.regmem.core.NoLeaks.closeClean;
+import static io.regmem.core.OwnershipMarks.check;
+import static io.regmem.core.OwnershipMarks.release;
+import static io.regmem.core.OwnershipMarks.write;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
@@ -78,19 +79,19 @@ class BufferPoolStressTest {
                                 throw new AssertionError("buffer at 0x" + Long.toHexString(b.address())
                                         + " handed out while owned by mark " + Long.toHexString(previous));
                             }
-                            writeMark(b, mark);
+                            write(b, mark);
                             held.add(b);
                             marks.add(mark);
                         } else {
                             int i = rnd.nextInt(held.size());
                             PooledBuffer b = held.remove(i);
                             long mark = marks.remove(i);
-                            checkMark(b, mark);
+                            check(b, mark);
                             if (choice < 8) {
                                 release(claims, b, mark);
                             } else {
                                 // cross-thread free: the mark travels with the buffer
-                                writeMark(b, mark);
+                                write(b, mark);
                                 inboxes[(me + 1) % THREADS].offer(b);
                             }
                         }
@@ -100,7 +101,7 @@ class BufferPoolStressTest {
                         }
                     }
                     for (int i = 0; i < held.size(); i++) {
-                        checkMark(held.get(i), marks.get(i));
+                        check(held.get(i), marks.get(i));
                         release(claims, held.get(i), marks.get(i));
                     }
                     done.countDown();
@@ -141,35 +142,5 @@ class BufferPoolStressTest {
         assertThat(s.liveBuffers()).isZero();
         assertThat(s.allocations()).isEqualTo(s.frees()).isGreaterThan(THREADS * OPS / 3);
         closeClean(pool);
-    }
-
-    private static void release(ConcurrentHashMap<Long, Long> claims, PooledBuffer b, long mark) {
-        checkMark(b, mark);
-        // Unclaim before the pool can hand it out again.
-        if (!claims.remove(b.address(), mark)) {
-            throw new AssertionError("claim of 0x" + Long.toHexString(b.address()) + " changed while held");
-        }
-        b.close();
-    }
-
-    private static void writeMark(PooledBuffer b, long mark) {
-        MemorySegment s = b.segment();
-        s.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, mark);
-        s.set(ValueLayout.JAVA_LONG_UNALIGNED, tailOffset(b), mark);
-    }
-
-    /** The last 8 bytes of the length asked for, but never overlapping the head mark (capacity >= 64). */
-    private static long tailOffset(PooledBuffer b) {
-        return Math.max(8, b.length() - 8);
-    }
-
-    private static void checkMark(PooledBuffer b, long mark) {
-        MemorySegment s = b.segment();
-        long head = s.get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
-        long tail = s.get(ValueLayout.JAVA_LONG_UNALIGNED, tailOffset(b));
-        if (head != mark || tail != mark) {
-            throw new AssertionError("ownership mark of " + b + " overwritten: expected " + Long.toHexString(mark)
-                    + ", found " + Long.toHexString(head) + "/" + Long.toHexString(tail));
-        }
     }
 }

@@ -1,10 +1,11 @@
 package io.regmem.core;
 
 import static io.regmem.core.NoLeaks.closeClean;
+import static io.regmem.core.OwnershipMarks.check;
+import static io.regmem.core.OwnershipMarks.release;
+import static io.regmem.core.OwnershipMarks.write;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -88,7 +89,7 @@ class TrimStressTest {
                                 throw new AssertionError("buffer at 0x" + Long.toHexString(b.address())
                                         + " handed out while owned by mark " + Long.toHexString(previous));
                             }
-                            writeMark(b, mark);
+                            write(b, mark);
                             if (rnd.nextInt(8) == 0) { // an I/O in flight: the free is refused, the chunk stays
                                 b.pin();
                                 try {
@@ -105,7 +106,7 @@ class TrimStressTest {
                             int i = rnd.nextInt(held.size());
                             PooledBuffer b = held.remove(i);
                             long mark = marks.remove(i);
-                            checkMark(b, mark);
+                            check(b, mark);
                             if (choice < 8) {
                                 release(claims, b, mark);
                             } else {
@@ -169,30 +170,6 @@ class TrimStressTest {
             assertThat(pool.stats().reservedBytes()).isZero();
         } finally {
             closeClean(pool);
-        }
-    }
-
-    private static void release(ConcurrentHashMap<Long, Long> claims, PooledBuffer b, long mark) {
-        checkMark(b, mark);
-        if (!claims.remove(b.address(), mark)) {
-            throw new AssertionError("claim of 0x" + Long.toHexString(b.address()) + " changed while held");
-        }
-        b.close();
-    }
-
-    private static void writeMark(PooledBuffer b, long mark) {
-        MemorySegment s = b.segment();
-        s.set(ValueLayout.JAVA_LONG_UNALIGNED, 0, mark);
-        s.set(ValueLayout.JAVA_LONG_UNALIGNED, Math.max(8, b.length() - 8), mark);
-    }
-
-    private static void checkMark(PooledBuffer b, long mark) {
-        MemorySegment s = b.segment();
-        long head = s.get(ValueLayout.JAVA_LONG_UNALIGNED, 0);
-        long tail = s.get(ValueLayout.JAVA_LONG_UNALIGNED, Math.max(8, b.length() - 8));
-        if (head != mark || tail != mark) {
-            throw new AssertionError("ownership mark of " + b + " overwritten: expected " + Long.toHexString(mark)
-                    + ", found " + Long.toHexString(head) + "/" + Long.toHexString(tail));
         }
     }
 }
