@@ -188,6 +188,51 @@ class DeregistrationRaceTest {
      */
     @Test
     void sourceRegionClose() throws InterruptedException {
+        sourceRace((lb, arena) -> {
+            MemorySegment src = arena.allocate(SIZE, 4096);
+            MemoryRegion srcMr = lb.pdA.register(src, Access.LOCAL_WRITE);
+            return new Source(src, srcMr, srcMr::close, () -> { });
+        });
+    }
+
+    /**
+     * The source side of a trim: the chain's WRITEs read from a pool chunk whose only buffer was
+     * freed (a sender that posted from a buffer and freed it too early), the trim takes the chunk mid-chain,
+     * and the moment it returns the range is written with a marker (as the next owner of the memory
+     * would): no byte of the marker may reach the target, since the chunk's lkey died, and the
+     * copies in flight ended, before its memory went.
+     */
+    @Test
+    void poolTrimAsTheSource() throws InterruptedException {
+        sourceRace((lb, arena) -> {
+            BufferPool pool = BufferPool.builder().name("race-trim-source").chunkSize(2 * SIZE).largestClass(SIZE)
+                    .noDecay().build();
+            PoolRegistration reg = lb.pdA.register(pool, Access.LOCAL_WRITE);
+            PooledBuffer buffer = pool.allocate(SIZE);
+            MemorySegment src = buffer.segment(); // kept past the free: the pool's range stays mapped
+            MemoryRegion srcMr = reg.region(buffer);
+            buffer.close();
+            return new Source(src, srcMr, () -> assertThat(pool.trim()).isEqualTo(2 * SIZE), () -> {
+                reg.close();
+                pool.close();
+            });
+        });
+    }
+
+    /** What a source-side round reads from, how it is deregistered, and what releases the rest. */
+    record Source(MemorySegment memory, MemoryRegion region, Runnable deregister, Runnable release) {
+    }
+
+    interface SourceFactory {
+        Source make(Loopback lb, Arena arena);
+    }
+
+    /**
+     * Runs source-side rounds: a chain reads from a fresh source each round, deregistered mid-chain,
+     * and the moment that returns the source is overwritten with a marker (as a new owner would): no
+     * byte of the marker may reach the target.
+     */
+    private static void sourceRace(SourceFactory factory) throws InterruptedException {
         int midChain = 0;
         StringBuilder seen = new StringBuilder(); // writes completed per round, for a failure's message
         long bound = 20_000_000; // the deregistration's delay bound, adapted to where the last one fell
@@ -195,13 +240,13 @@ class DeregistrationRaceTest {
             try (Loopback lb = new Loopback(java.util.Map.of(), 64, new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2),
                     new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2));
                  Arena arena = Arena.ofShared()) {
-                MemorySegment src = arena.allocate(SIZE, 4096);
+                Source source = factory.make(lb, arena);
+                MemorySegment src = source.memory();
                 MemorySegment dst = arena.allocate(SIZE, 4096);
                 dst.fill((byte) 0);
-                MemoryRegion srcMr = lb.pdA.register(src, Access.LOCAL_WRITE);
                 MemoryRegion dstMr = lb.pdB.register(dst, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-                Target target = new Target(dstMr.address(), lb.key(dstMr), dst, srcMr::close, () -> { });
-                Round r = new Round(lb, src, srcMr, target, round + 2);
+                Target target = new Target(dstMr.address(), lb.key(dstMr), dst, source.deregister(), () -> { });
+                Round r = new Round(lb, src, source.region(), target, round + 2);
                 Thread poster = Thread.ofPlatform().name("poster").start(r);
                 while (!r.posting) {
                     Thread.onSpinWait();
@@ -226,67 +271,11 @@ class DeregistrationRaceTest {
                 }
                 seen.append(r.succeeded).append('@').append(bound / 1000).append("us ");
                 bound = adapt(bound, r.succeeded);
+                source.release().run();
             }
         }
         assertThat(midChain).as("rounds whose deregistration fell in the middle of the chain (writes completed "
                 + "@ delay bound, per round: %s)", seen).isPositive();
-    }
-
-    /**
-     * The source side of a trim: the chain's WRITEs read from a pool chunk whose only buffer was
-     * freed (a sender that posted from a buffer and freed it too early), the trim takes the chunk mid-chain,
-     * and the moment it returns the range is written with a marker (as the next owner of the memory
-     * would): no byte of the marker may reach the target, since the chunk's lkey died, and the
-     * copies in flight ended, before its memory went.
-     */
-    @Test
-    void poolTrimAsTheSource() throws InterruptedException {
-        int midChain = 0;
-        long bound = 20_000_000;
-        for (int round = 0; round < ROUNDS || (midChain == 0 && round < 10 * ROUNDS); round++) {
-            try (Loopback lb = new Loopback(java.util.Map.of(), 64, new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2),
-                    new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2));
-                 Arena arena = Arena.ofShared()) {
-                BufferPool pool = BufferPool.builder().name("race-trim-source").chunkSize(2 * SIZE).largestClass(SIZE)
-                        .noDecay().build();
-                PoolRegistration reg = lb.pdA.register(pool, Access.LOCAL_WRITE);
-                PooledBuffer buffer = pool.allocate(SIZE);
-                MemorySegment src = buffer.segment(); // kept past the free: the pool's range stays mapped
-                MemoryRegion srcMr = reg.region(buffer);
-                buffer.close();
-                MemorySegment dst = arena.allocate(SIZE, 4096);
-                dst.fill((byte) 0);
-                MemoryRegion dstMr = lb.pdB.register(dst, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
-                Target target = new Target(dstMr.address(), lb.key(dstMr), dst, () -> { }, () -> { });
-                Round r = new Round(lb, src, srcMr, target, round + 2);
-                Thread poster = Thread.ofPlatform().name("poster").start(r);
-                while (!r.posting) {
-                    Thread.onSpinWait();
-                }
-                long until = System.nanoTime() + ThreadLocalRandom.current().nextLong(Math.max(1, bound));
-                while (System.nanoTime() < until) {
-                    Thread.onSpinWait();
-                }
-                assertThat(pool.trim()).isEqualTo(2 * SIZE);
-                src.fill((byte) 0xEE); // the next owner's bytes
-                poster.join(TimeUnit.SECONDS.toMillis(60));
-                assertThat(r.failure.get()).isNull();
-                long marker = 0xEEEEEEEEEEEEEEEEL;
-                for (long i = 0; i < SIZE; i += 8) {
-                    if (dst.get(ValueLayout.JAVA_LONG, i) == marker) {
-                        throw new AssertionError("round " + round + ": the target got bytes written into the trimmed "
-                                + "chunk after trim() returned, at offset " + i + " (" + r.succeeded + " writes completed)");
-                    }
-                }
-                if (r.succeeded > 0 && r.succeeded < CHAIN) {
-                    midChain++;
-                }
-                bound = adapt(bound, r.succeeded);
-                reg.close();
-                pool.close();
-            }
-        }
-        assertThat(midChain).as("rounds whose trim fell in the middle of the chain").isPositive();
     }
 
     /**
