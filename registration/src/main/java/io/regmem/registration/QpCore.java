@@ -131,6 +131,11 @@ final class QpCore extends ProviderState implements QpContext {
     }
 
     @Override
+    public void fatal(String why) {
+        qp.fatal(why);
+    }
+
+    @Override
     public void flush() {
         qp.flush();
     }

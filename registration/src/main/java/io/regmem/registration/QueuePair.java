@@ -327,11 +327,15 @@ public final class QueuePair extends RdmaResource {
 
     /** A completion of this QP found {@code cq} full and was lost: the QP can no longer be trusted (lock held). */
     void lostCompletion(CompletionQueue cq) {
+        fatal("a completion was lost because " + cq + " overran");
+    }
+
+    /** Moves to the error state for {@code why}, raising QP_FATAL if it was not there already (any thread). */
+    void fatal(String why) {
         boolean was = state == State.ERROR;
-        toError("its completion queue overran");
+        toError(why);
         if (!was) {
-            device.raiseAsync(AsyncEvent.Type.QP_FATAL, this, this + " moved to the error state: a completion was lost "
-                    + "because " + cq + " overran");
+            device.raiseAsync(AsyncEvent.Type.QP_FATAL, this, this + " moved to the error state: " + why);
         }
     }
 

@@ -223,7 +223,8 @@ public final class RdmaDevice implements AutoCloseable {
      * {@link RdmaException} {@code EIO}), a connection whose peer disconnected or went away (the
      * {@code DISCONNECTED} event; {@code ECONNRESET}), and a connection event handler that threw (the
      * exception itself: it then no longer propagates to the thread that delivered the event). Each is
-     * also what it was before: an event, a log line. Called on the thread that saw the failure (a
+     * also what it was before: an event, a log line. With no handler set, a CQ overrun and a QP's fatal
+     * error are logged (WARNING, once per object). Called on the thread that saw the failure (a
      * provider's or a caller's); it must not block. Null removes it.
      */
     public void errorHandler(ErrorHandler handler) {
@@ -355,8 +356,12 @@ public final class RdmaDevice implements AutoCloseable {
     /** Raises an asynchronous event (from whichever thread found it; takes only the queue's monitor). */
     void raiseAsync(AsyncEvent.Type type, RdmaResource resource, String description) {
         AsyncEvent e = new AsyncEvent(type, resource, description);
-        if (type == AsyncEvent.Type.CQ_ERR || type == AsyncEvent.Type.QP_FATAL) {
-            errors.report(new RdmaException(Errno.EIO, type + ": " + description));
+        if ((type == AsyncEvent.Type.CQ_ERR || type == AsyncEvent.Type.QP_FATAL)
+                && !errors.report(new RdmaException(Errno.EIO, type + ": " + description))) {
+            // No handler: said once in the log (each is raised once per object), so that a CQ that
+            // overran or a QP that failed is not silent for an application that reads no events.
+            System.getLogger(RdmaDevice.class.getName()).log(System.Logger.Level.WARNING,
+                    "regmem: RdmaDevice[" + name + "]: " + type + ": " + description);
         }
         synchronized (asyncEvents) {
             if (asyncEvents.size() == ASYNC_EVENTS_KEPT) {

@@ -75,6 +75,8 @@ public final class Link implements AutoCloseable {
     private final OutputStream out;
     private final int timeoutMillis;
     private final SecretKeySpec key;
+    /** A byte {@link #peerClosed()} read ahead, or -1 (the handshake's thread only). */
+    private int peeked = -1;
     /** The listener's and the requester's challenges (this side made one, the other side sent one). */
     private byte[] listenerNonce;
     private byte[] requesterNonce;
@@ -327,10 +329,42 @@ public final class Link implements AutoCloseable {
     // ---- the wire ----
 
     /**
+     * True if the peer has closed its end of the connection (or it was reset): a look that waits at
+     * most a millisecond. A byte that came meanwhile is kept for the next read.
+     */
+    public boolean peerClosed() {
+        if (peeked >= 0) {
+            return false;
+        }
+        try {
+            socket.setSoTimeout(1);
+            try {
+                int b = in.read();
+                if (b < 0) {
+                    return true;
+                }
+                peeked = b;
+                return false;
+            } catch (SocketTimeoutException notYet) {
+                return false;
+            } finally {
+                socket.setSoTimeout(timeoutMillis);
+            }
+        } catch (IOException gone) {
+            return true;
+        }
+    }
+
+    /**
      * One byte, the next message's type, running {@code progress} every few milliseconds while it has
      * not come; -1 at the end of the stream.
      */
     private int readType(long deadline, Runnable progress) throws IOException {
+        if (peeked >= 0) {
+            int b = peeked;
+            peeked = -1;
+            return b;
+        }
         socket.setSoTimeout(2);
         try {
             while (true) {
@@ -351,6 +385,10 @@ public final class Link implements AutoCloseable {
     /** Reads exactly {@code b.length} bytes by {@code deadline}, however the peer splits them. */
     private void readFully(byte[] b, long deadline, String message) throws IOException {
         int off = 0;
+        if (peeked >= 0 && b.length > 0) {
+            b[off++] = (byte) peeked;
+            peeked = -1;
+        }
         while (off < b.length) {
             long left = (deadline - System.nanoTime()) / 1_000_000L;
             if (left <= 0) {

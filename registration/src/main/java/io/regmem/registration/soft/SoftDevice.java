@@ -6,6 +6,7 @@ import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.CqContext;
 import io.regmem.registration.spi.MrContext;
+import io.regmem.registration.spi.ProgressFaults;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.ProviderCq;
 import io.regmem.registration.spi.ProviderDevice;
@@ -35,10 +36,18 @@ final class SoftDevice implements ProviderDevice {
     /** The progress thread's loop: execute whatever is queued, then nap briefly (20 microseconds). */
     private void progressLoop() {
         while (!closed) {
-            for (SoftQueuePair qp : qps) {
-                qp.progress();
+            try {
+                for (SoftQueuePair qp : qps) {
+                    try {
+                        qp.progress();
+                    } catch (RuntimeException | Error e) { // (this QP's fault only: the others are served on)
+                        fault(qp, e);
+                    }
+                }
+                LockSupport.parkNanos(20_000);
+            } catch (RuntimeException | Error e) {
+                ProgressFaults.survived("regmem soft: the progress thread", e);
             }
-            LockSupport.parkNanos(20_000);
         }
     }
 
@@ -46,9 +55,27 @@ final class SoftDevice implements ProviderDevice {
     public int progressRound() {
         int work = 0;
         for (SoftQueuePair qp : qps) {
-            work += qp.progressIfFree();
+            try {
+                work += qp.progressIfFree();
+            } catch (RuntimeException | Error e) {
+                work += fault(qp, e);
+            }
         }
         return work;
+    }
+
+    /** A failure of {@code qp}'s progress: the QP errs with QP_FATAL (said once in the log); never throws. */
+    private static int fault(SoftQueuePair qp, Throwable e) {
+        try {
+            if (!qp.ctx.isError()) {
+                System.getLogger(SoftDevice.class.getName()).log(System.Logger.Level.WARNING,
+                        "regmem soft: " + qp.ctx.name() + ": its progress failed; the QP moves to the error state", e);
+            }
+            qp.ctx.fatal("its progress failed: " + e);
+        } catch (RuntimeException | Error again) {
+            // nothing more can be done for this QP here
+        }
+        return 1;
     }
 
     @Override

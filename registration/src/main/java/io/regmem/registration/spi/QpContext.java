@@ -114,6 +114,14 @@ public interface QpContext {
     void toError();
 
     /**
+     * Moves the QP to the error state because its provider failed while it progressed it (a fault
+     * no work completion describes), and, if it was not in the error state already, raises
+     * {@code QP_FATAL} with {@code why} (the device's error handler gets it, else it is logged). Any
+     * thread; the provider flushes at its next progress.
+     */
+    void fatal(String why);
+
+    /**
      * In the error state: completes every queued request of both queues with
      * {@link WcStatus#WR_FLUSH_ERR}, in order, and settles the queue slots (lock held).
      */

@@ -382,6 +382,11 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public void fatal(String why) {
+            real.fatal(why);
+        }
+
+        @Override
         public void flush() {
             real.flush();
         }

@@ -9,6 +9,7 @@ import java.security.MessageDigest;
 import java.security.SecureRandom;
 import java.util.HexFormat;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
 
 /**
  * Sets up a same-host connection's lane once the authenticated handshake has exchanged the two
@@ -119,12 +120,14 @@ final class LaneSetup {
 
         /**
          * Takes the requester's memfd (it must come from the process {@code requester} names, with the
-         * ticket), maps it as the listener's side and probes the requester.
+         * ticket), maps it as the listener's side and probes the requester; gives up at once when
+         * {@code requesterGone} says the requester is gone (its handshake connection closed).
          *
          * @throws IOException naming what failed (the requester is then refused)
          */
-        Lane complete(LaneOffer requester, long deadline, boolean mayPull, boolean maySleep) throws IOException {
-            int sock = UnixSocket.accept(socket, deadline);
+        Lane complete(LaneOffer requester, long deadline, boolean mayPull, boolean maySleep, BooleanSupplier requesterGone)
+                throws IOException {
+            int sock = UnixSocket.accept(socket, deadline, requesterGone);
             PeerProcess peer = null;
             int fd = -1;
             try {

@@ -8,6 +8,7 @@ import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.QpContext;
 import java.io.IOException;
+import java.util.function.BooleanSupplier;
 
 /**
  * The same-host lane for another provider's connections: ucx carries a connection whose two ends
@@ -138,12 +139,13 @@ public final class SameHostLane implements AutoCloseable {
         }
 
         /**
-         * Takes the requester's memfd on the socket (by {@code deadline}) and maps the lane.
+         * Takes the requester's memfd on the socket (by {@code deadline}, or until {@code requesterGone}
+         * says the requester is gone) and maps the lane.
          *
          * @throws IOException naming what failed
          */
-        public void complete(long deadline) throws IOException {
-            lane = listening.complete(requester, deadline, true, false);
+        public void complete(long deadline, BooleanSupplier requesterGone) throws IOException {
+            lane = listening.complete(requester, deadline, true, false, requesterGone);
         }
 
         /** Connects {@code qp} over the lane (after the requester's READY): it is ready then. */

@@ -196,7 +196,7 @@ final class ShmCm implements ProviderCm {
         try (LaneSetup.Listening listening = new LaneSetup.Listening(ring)) {
             l.sendAccept(0, Link.token(), listening.offer.encode(), privateData);
             long deadline = l.deadline();
-            Lane lane = listening.complete(peerOffer, deadline, device.pull, device.sleeps());
+            Lane lane = listening.complete(peerOffer, deadline, device.pull, device.sleeps(), l::peerClosed);
             try {
                 l.awaitReady(deadline, () -> { });
             } catch (IOException | RuntimeException e) {

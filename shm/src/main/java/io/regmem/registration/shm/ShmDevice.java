@@ -8,6 +8,7 @@ import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.CqContext;
 import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.MrContext;
+import io.regmem.registration.spi.ProgressFaults;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.ProviderCq;
 import io.regmem.registration.spi.ProviderDevice;
@@ -80,18 +81,19 @@ final class ShmDevice implements ProviderDevice {
             long[] words = new long[Waker.MAX];
             long lastWork = System.nanoTime();
             while (!closed) {
-                int work = 0;
-                for (ShmQp qp : qps) {
-                    work += qp.progress();
-                }
-                if (work > 0) {
-                    lastWork = System.nanoTime();
-                    idle.idle(work);
-                } else if (waker != null && System.nanoTime() - lastWork > SLEEP_AFTER_NANOS) {
-                    sleepUntilWoken(words);
-                    lastWork = System.nanoTime();
-                } else {
-                    idle.idle(0);
+                try {
+                    int work = progressRound(); // (a QP whose progress fails errs alone: ShmQp.progress)
+                    if (work > 0) {
+                        lastWork = System.nanoTime();
+                        idle.idle(work);
+                    } else if (waker != null && System.nanoTime() - lastWork > SLEEP_AFTER_NANOS) {
+                        sleepUntilWoken(words);
+                        lastWork = System.nanoTime();
+                    } else {
+                        idle.idle(0);
+                    }
+                } catch (RuntimeException | Error e) {
+                    ProgressFaults.survived("regmem shm: the progress thread", e);
                 }
             }
         });

@@ -46,6 +46,8 @@ final class ShmQp implements ProviderQp {
     private volatile boolean destroyed;
     /** Why the lane broke, or null. */
     private volatile String broken;
+    /** True once its progress failed ({@link #fault}): said once in the log. */
+    private volatile boolean faulted;
 
     ShmQp(ShmDevice device, QpContext ctx) {
         this(device, ctx, RemoteKeys.TARGETS_OWN, true);
@@ -102,7 +104,7 @@ final class ShmQp implements ProviderQp {
         ReentrantLock l = ctx.lock();
         if (lane != null && l.tryLock()) { // start at once; else the lock's holder or the next progress does
             try {
-                run();
+                runGuarded();
             } finally {
                 l.unlock();
             }
@@ -114,7 +116,7 @@ final class ShmQp implements ProviderQp {
         ReentrantLock l = ctx.lock();
         if (target.busy() && lane != null && l.tryLock()) { // a request held for a receive may go now
             try {
-                run();
+                runGuarded();
             } finally {
                 l.unlock();
             }
@@ -177,6 +179,14 @@ final class ShmQp implements ProviderQp {
      * inside the JVM complete; the work done. Any thread.
      */
     int progress() {
+        try {
+            return progressRounds();
+        } catch (RuntimeException | Error e) { // (this QP's fault only: the caller goes on with the others)
+            return fault(e);
+        }
+    }
+
+    private int progressRounds() {
         if (destroyed || (ctx.idle() && idleLane())) {
             return 0;
         }
@@ -186,7 +196,7 @@ final class ShmQp implements ProviderQp {
             ShmQp peer = localPeer;
             if (peer != null && !peer.destroyed && peer.ctx.lock().tryLock()) {
                 try {
-                    w += peer.run();
+                    w += peer.runGuarded();
                 } finally {
                     peer.ctx.lock().unlock();
                 }
@@ -201,11 +211,11 @@ final class ShmQp implements ProviderQp {
 
     /** One round of this QP (its lock held by the caller) and of its peer in this JVM if that one's lock is free. */
     int runWithPeer() {
-        int w = run();
+        int w = runGuarded();
         ShmQp peer = localPeer;
         if (peer != null && !peer.destroyed && peer.ctx.lock().tryLock()) {
             try {
-                w += peer.run();
+                w += peer.runGuarded();
             } finally {
                 peer.ctx.lock().unlock();
             }
@@ -217,17 +227,75 @@ final class ShmQp implements ProviderQp {
         ReentrantLock l = qp.ctx.lock();
         l.lock();
         try {
-            return qp.run();
+            return qp.runGuarded();
         } finally {
             l.unlock();
         }
     }
 
-    /** True if nothing waits on the lane (no record from the peer, nothing under way). Any thread; racy. */
+    /** {@link #run()}, a failure of which errs this QP alone ({@link #fault}); lock held. */
+    int runGuarded() {
+        try {
+            return run();
+        } catch (RuntimeException | Error e) {
+            return fault(e);
+        }
+    }
+
+    /**
+     * True if nothing waits on the lane (no record from the peer, nothing under way). Any thread, without
+     * the QP's lock: racy, and the lane may be unmapped under it by a destroy on another thread.
+     */
     boolean idleLane() {
-        Lane l = lane;
-        return l == null || (!l.peerAnswers.pending() && !l.peerRequests.pending() && !initiator.busy() && !target.busy()
-                && !peerGone && !l.peerLeft());
+        return idleLane(lane);
+    }
+
+    /**
+     * {@link #idleLane()} for {@code l}, this QP's lane when the caller read it. If the lane was
+     * unmapped meanwhile (the QP destroyed: its reads fail, none touches the memory after the unmapping),
+     * the answer is "not idle", so that the caller takes the QP's lock and finds it destroyed.
+     */
+    boolean idleLane(Lane l) {
+        if (l == null) {
+            return true;
+        }
+        try {
+            return !l.peerAnswers.pending() && !l.peerRequests.pending() && !initiator.busy() && !target.busy()
+                    && !peerGone && !l.peerLeft();
+        } catch (IllegalStateException unmapped) {
+            return false;
+        }
+    }
+
+    /** This QP's lane, or null (not connected, or destroyed). */
+    Lane lane() {
+        return lane;
+    }
+
+    /**
+     * A failure of this QP's progress that no rule of the lane describes (a fault of regmem's, or of
+     * the system): the QP moves to the error state with {@code QP_FATAL} (its requests flush at the next
+     * progress) and its connection ends; said once in the log. Never throws.
+     */
+    int fault(Throwable e) {
+        try {
+            if (!faulted) {
+                faulted = true;
+                if (broken == null) {
+                    broken = "its progress failed: " + e;
+                }
+                LOG.log(System.Logger.Level.WARNING, "regmem shm: " + ctx.name() + ": its progress failed; the QP moves to "
+                        + "the error state and the connection ends", e);
+            }
+            ctx.fatal("its progress failed: " + e);
+            Runnable r = onBroken;
+            if (r != null) {
+                r.run();
+            }
+        } catch (RuntimeException | Error again) {
+            // nothing more can be done for this QP here; the caller goes on with the others
+        }
+        return 1;
     }
 
     /** One round under the execution lock; the work done. */
@@ -303,7 +371,7 @@ final class ShmQp implements ProviderQp {
         ReentrantLock l = ctx.lock();
         l.lock();
         try {
-            run();
+            runGuarded();
         } finally {
             l.unlock();
         }

@@ -9,6 +9,7 @@ import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
+import java.util.function.BooleanSupplier;
 
 /**
  * Unix domain stream sockets in the abstract namespace (no file left behind), used only to hand a
@@ -82,6 +83,16 @@ final class UnixSocket {
      * @return true if readable, false at the deadline
      */
     static boolean awaitReadable(int fd, long deadlineNanos) throws IOException {
+        return awaitReadable(fd, deadlineNanos, () -> false);
+    }
+
+    /**
+     * As {@link #awaitReadable(int, long)}, giving up as soon as {@code gone} says the peer is gone
+     * (asked every 20 ms).
+     *
+     * @return true if readable, false at the deadline or once the peer is gone
+     */
+    static boolean awaitReadable(int fd, long deadlineNanos, BooleanSupplier gone) throws IOException {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment capture = a.allocate(Sys.CAPTURE);
             MemorySegment pfd = a.allocate(8, 4);
@@ -93,9 +104,12 @@ final class UnixSocket {
                 pfd.set(JAVA_INT, 0, fd);
                 pfd.set(JAVA_SHORT, 4, (short) Sys.POLLIN);
                 pfd.set(JAVA_SHORT, 6, (short) 0);
-                int n = Sys.poll(capture, pfd, 1, (int) Math.min(left, 100));
+                int n = Sys.poll(capture, pfd, 1, (int) Math.min(left, 20));
                 if (n > 0) {
                     return true;
+                }
+                if (n == 0 && gone.getAsBoolean()) {
+                    return false;
                 }
                 if (n < 0 && n != -Sys.EINTR) {
                     throw new IOException("poll failed with errno " + -n);
@@ -105,14 +119,16 @@ final class UnixSocket {
     }
 
     /**
-     * Accepts one connection on the listening socket {@code fd} by {@code deadlineNanos}.
+     * Accepts one connection on the listening socket {@code fd} by {@code deadlineNanos}, unless
+     * {@code gone} says first that the peer is gone.
      *
      * @return the connected socket's descriptor
-     * @throws IOException if none came in time
+     * @throws IOException if none came in time, or the peer is gone
      */
-    static int accept(int fd, long deadlineNanos) throws IOException {
-        if (!awaitReadable(fd, deadlineNanos)) {
-            throw new IOException("the peer did not connect to the lane's socket in time");
+    static int accept(int fd, long deadlineNanos, BooleanSupplier gone) throws IOException {
+        if (!awaitReadable(fd, deadlineNanos, gone)) {
+            throw new IOException(gone.getAsBoolean() ? "the peer closed its connection before it took the lane"
+                    : "the peer did not connect to the lane's socket in time");
         }
         try (Arena a = Arena.ofConfined()) {
             int c = Sys.accept4(a.allocate(Sys.CAPTURE), fd, Sys.SOCK_CLOEXEC);

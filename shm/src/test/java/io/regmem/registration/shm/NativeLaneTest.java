@@ -36,7 +36,7 @@ class NativeLaneTest {
         String name = "regmem-test-" + System.nanoTime();
         int listening = UnixSocket.listen(name);
         int client = UnixSocket.connect(name);
-        int server = UnixSocket.accept(listening, System.nanoTime() + 5_000_000_000L);
+        int server = UnixSocket.accept(listening, System.nanoTime() + 5_000_000_000L, () -> false);
         int fd = SharedFile.create("lane-test", 1 << 20);
         try (Arena arena = Arena.ofShared()) {
             UnixSocket.send(client, new byte[] {1, 2, 3, 4}, fd);
@@ -87,7 +87,7 @@ class NativeLaneTest {
         int listening = UnixSocket.listen(name);
         try {
             assertThatThrownBy(() -> UnixSocket.listen(name)).isInstanceOf(IOException.class).hasMessageContaining("@" + name);
-            assertThatThrownBy(() -> UnixSocket.accept(listening, System.nanoTime() + 50_000_000L))
+            assertThatThrownBy(() -> UnixSocket.accept(listening, System.nanoTime() + 50_000_000L, () -> false))
                     .isInstanceOf(IOException.class).hasMessageContaining("did not connect");
         } finally {
             SharedFile.close(listening);

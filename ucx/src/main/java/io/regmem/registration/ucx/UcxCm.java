@@ -339,7 +339,7 @@ final class UcxCm implements ProviderCm {
             l.sendAccept(mine.number, mine.localToken, new UcxHello(mine.device.workerAddress(), a.offer()).encode(),
                     privateData);
             long deadline = l.deadline();
-            a.complete(deadline);
+            a.complete(deadline, l::peerClosed);
             l.awaitReady(deadline, () -> { });
             a.connect(q);
         }

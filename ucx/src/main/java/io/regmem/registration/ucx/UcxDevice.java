@@ -9,6 +9,7 @@ import io.regmem.registration.spi.CqContext;
 import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.Guard;
 import io.regmem.registration.spi.MrContext;
+import io.regmem.registration.spi.ProgressFaults;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.ProviderCq;
 import io.regmem.registration.spi.ProviderDevice;
@@ -136,13 +137,14 @@ final class UcxDevice implements ProviderDevice {
     UcxDevice startProgressThread(IdleStrategy idle) {
         progressThread = Thread.ofPlatform().daemon().name("regmem-ucx-progress-" + amNumber).start(() -> {
             while (!stopping) {
-                int work;
                 try {
-                    work = progress.qps();
-                } catch (RdmaException closing) {
-                    return;
+                    idle.idle(progress.qps()); // (a QP whose progress fails errs alone: UcxProgress.qps)
+                } catch (RuntimeException | Error e) {
+                    if (stopping) {
+                        return; // (the device closed under the round: ENODEV)
+                    }
+                    ProgressFaults.survived("regmem ucx: the progress thread of device " + amNumber, e);
                 }
-                idle.idle(work);
             }
         });
         return this;

@@ -14,6 +14,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * still touch the region ({@link #quiesce}).
  */
 final class UcxProgress {
+    private static final System.Logger LOG = System.getLogger("io.regmem.registration.ucx");
     private final UcxDevice device;
     /** Progress rounds of {@link #channels} (worker lock). */
     private long round;
@@ -34,20 +35,41 @@ final class UcxProgress {
         work += device.lanes.progress();
         for (UcxQp qp : device.qps()) {
             ReentrantLock l = qp.ctx.lock();
-            if (!qp.destroyed && qp.lane == null && (qp.receiveWork() || qp.sendWork()) && l.tryLock()) {
-                try {
-                    if (!qp.destroyed) {
-                        work += qp.inbox().isEmpty() ? 0 : 1;
-                        qp.deliver();
-                        work += qp.busy() ? 1 : 0;
-                        qp.reap();
+            try {
+                if (!qp.destroyed && qp.lane == null && (qp.receiveWork() || qp.sendWork()) && l.tryLock()) {
+                    try {
+                        if (!qp.destroyed) {
+                            work += qp.inbox().isEmpty() ? 0 : 1;
+                            qp.deliver();
+                            work += qp.busy() ? 1 : 0;
+                            qp.reap();
+                        }
+                    } finally {
+                        l.unlock();
                     }
-                } finally {
-                    l.unlock();
                 }
+            } catch (RuntimeException | Error e) { // (this QP's fault only: the others are served on)
+                work += fault(qp, e);
             }
         }
         return work;
+    }
+
+    /**
+     * A failure of {@code qp}'s progress that no rule describes: the QP moves to the error state with
+     * {@code QP_FATAL} (its requests flush at its next progress), said once in the log. Never throws.
+     */
+    static int fault(UcxQp qp, Throwable e) {
+        try {
+            if (!qp.ctx.isError()) {
+                LOG.log(System.Logger.Level.WARNING, "regmem ucx: " + qp.ctx.name() + ": its progress failed; the QP moves "
+                        + "to the error state", e);
+            }
+            qp.ctx.fatal("its progress failed: " + e);
+        } catch (RuntimeException | Error again) {
+            // nothing more can be done for this QP here
+        }
+        return 1;
     }
 
     /**
