@@ -50,6 +50,9 @@ import jdk.net.ExtendedSocketOptions;
  * REJECT     listener: type u8 = 2, private length u16 (0..148), private,
  *            HMAC of "regmem reject" + requester nonce + listener nonce + the bytes above
  * READY      requester: type u8 = 3, HMAC of "regmem ready" + listener nonce + requester nonce
+ * NO_LANE    requester, instead of READY when the ACCEPT offered a same-host lane it could not set up:
+ *            type u8 = 4, HMAC of "regmem no lane" + listener nonce + requester nonce; the listener then
+ *            answers a second ACCEPT over its transport and the requester a READY
  * </pre>
  * The address is the transport's (a UCX worker address; an shm lane offer), opaque here: its
  * provider reads it, once authenticated, and refuses one that is not its own.
@@ -62,6 +65,7 @@ public final class Link implements AutoCloseable {
     public static final byte ACCEPT = 1;
     public static final byte REJECT = 2;
     public static final byte READY = 3;
+    public static final byte NO_LANE = 4;
     public static final int NONCE = 16;
     public static final int MAC = 32;
     /** The longest transport address taken: UCX's worker addresses are hundreds of bytes (more with many NICs). */
@@ -244,6 +248,29 @@ public final class Link implements AutoCloseable {
         verify(mac, "READY", "regmem ready", listenerNonce, requesterNonce, new byte[] {READY});
     }
 
+    /**
+     * Waits for the requester's authenticated READY or NO_LANE (after an ACCEPT that offered a
+     * same-host lane), running {@code progress} every few milliseconds.
+     *
+     * @return true for READY, false for NO_LANE
+     * @throws SocketTimeoutException if neither comes by {@code deadline}
+     */
+    public boolean awaitReadyOrNoLane(long deadline, Runnable progress) throws IOException {
+        int type = readType(deadline, progress);
+        if (type != READY && type != NO_LANE) {
+            throw new IOException(type < 0 ? "the requester closed the connection before READY"
+                    : "message type " + type + " where READY or NO_LANE was due");
+        }
+        byte[] mac = new byte[MAC];
+        readFully(mac, deadline, type == READY ? "READY" : "NO_LANE");
+        if (type == READY) {
+            verify(mac, "READY", "regmem ready", listenerNonce, requesterNonce, new byte[] {READY});
+        } else {
+            verify(mac, "NO_LANE", "regmem no lane", listenerNonce, requesterNonce, new byte[] {NO_LANE});
+        }
+        return type == READY;
+    }
+
     // ---- the requester's side ----
 
     /** Reads the listener's challenge. */
@@ -326,6 +353,15 @@ public final class Link implements AutoCloseable {
         out.flush();
     }
 
+    /** Sends NO_LANE, signed: the same-host lane the ACCEPT offered could not be set up here. */
+    public void sendNoLane() throws IOException {
+        ByteBuffer b = ByteBuffer.allocate(1 + MAC);
+        b.put(NO_LANE);
+        b.put(mac("regmem no lane", listenerNonce, requesterNonce, new byte[] {NO_LANE}));
+        out.write(b.array());
+        out.flush();
+    }
+
     // ---- the wire ----
 
     /**
@@ -353,6 +389,14 @@ public final class Link implements AutoCloseable {
         } catch (IOException gone) {
             return true;
         }
+    }
+
+    /**
+     * True if the peer closed its end of the connection or sent something ({@link #peerClosed()}): a
+     * listener waiting for the requester to take a same-host lane stops waiting then.
+     */
+    public boolean peerClosedOrSent() {
+        return peerClosed() || peeked >= 0;
     }
 
     /**

@@ -7,21 +7,22 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * What each side of a same-host connection tells the other in the authenticated handshake (the
- * address a HELLO or ACCEPT carries): who it is (process id, start time, boot id: the same boot id
- * means the same host), where its probe word is (the other side copies it out to learn whether the
+ * address a HELLO or ACCEPT carries): who it is (process id in its own pid namespace and start time,
+ * for messages and the pre-6.5 pid check; boot id: the same boot id means the same host; network
+ * namespace: the same one means the other's abstract sockets are reachable), where its probe word is (the other side copies it out to learn whether the
  * kernel lets it), the rings' size (the requester's choice), and, from the listener, the abstract
  * socket the requester hands the lane's memfd to and the one-time ticket it must show there.
  * Big-endian:
  * <pre>
- *   magic u32 "RMSH"   version u16   pid u32   start time u64   boot id [36]   probe address u64
+ *   magic u32 "RMSH"   version u16   pid u32   start time u64   boot id [36]   network namespace u64   probe address u64
  *   probe value u64   ring bytes u64   socket name length u16 (0, or 1..100)   socket name   ticket [16] (with a name)
  * </pre>
  * Every field is checked when it is read; an offer that is not exactly this is refused.
  */
-record LaneOffer(int pid, long startTime, String bootId, long probeAddress, long probeValue, long ringBytes, String socket,
-        byte[] ticket) {
+record LaneOffer(int pid, long startTime, String bootId, long netns, long probeAddress, long probeValue, long ringBytes,
+        String socket, byte[] ticket) {
     static final int MAGIC = 0x524D_5348; // "RMSH"
-    static final short VERSION = 1;
+    static final short VERSION = 2;
     static final int BOOT_ID = 36;
     static final int TICKET = 16;
     static final int MAX_SOCKET = 100;
@@ -31,8 +32,9 @@ record LaneOffer(int pid, long startTime, String bootId, long probeAddress, long
     /** The bytes of this offer. */
     byte[] encode() {
         byte[] name = socket == null ? new byte[0] : socket.getBytes(StandardCharsets.US_ASCII);
-        ByteBuffer b = ByteBuffer.allocate(4 + 2 + 4 + 8 + BOOT_ID + 8 + 8 + 8 + 2 + name.length + (name.length > 0 ? TICKET : 0));
-        b.putInt(MAGIC).putShort(VERSION).putInt(pid).putLong(startTime).put(fixed(bootId)).putLong(probeAddress)
+        ByteBuffer b = ByteBuffer.allocate(4 + 2 + 4 + 8 + BOOT_ID + 8 + 8 + 8 + 8 + 2 + name.length
+                + (name.length > 0 ? TICKET : 0));
+        b.putInt(MAGIC).putShort(VERSION).putInt(pid).putLong(startTime).put(fixed(bootId)).putLong(netns).putLong(probeAddress)
                 .putLong(probeValue).putLong(ringBytes).putShort((short) name.length).put(name);
         if (name.length > 0) {
             b.put(ticket);
@@ -67,6 +69,7 @@ record LaneOffer(int pid, long startTime, String bootId, long probeAddress, long
             long start = b.getLong();
             byte[] boot = new byte[BOOT_ID];
             b.get(boot);
+            long netns = b.getLong();
             long probeAddress = b.getLong();
             long probeValue = b.getLong();
             long ring = b.getLong();
@@ -97,7 +100,7 @@ record LaneOffer(int pid, long startTime, String bootId, long probeAddress, long
             if (b.hasRemaining()) {
                 throw new IOException("the peer's lane offer has " + b.remaining() + " bytes too many");
             }
-            return new LaneOffer(pid, start, new String(boot, StandardCharsets.US_ASCII).strip(), probeAddress, probeValue,
+            return new LaneOffer(pid, start, new String(boot, StandardCharsets.US_ASCII).strip(), netns, probeAddress, probeValue,
                     ring, nameLength > 0 ? new String(name, StandardCharsets.US_ASCII) : null, ticket);
         } catch (BufferUnderflowException e) {
             throw new IOException("the peer's lane offer is cut short (" + bytes.length + " bytes)");

@@ -28,6 +28,7 @@ final class LaneSetup {
     private static final long PROBE_VALUE = RANDOM.nextLong();
     private static final String BOOT_ID = PeerProcess.bootId();
     private static final long SELF_START = PeerProcess.startTime(PeerProcess.self());
+    private static final long NETNS = PeerProcess.netns();
     /** Set once the warning that copies are refused was logged. */
     private static volatile boolean warned;
 
@@ -40,12 +41,27 @@ final class LaneSetup {
 
     /** This process's offer (a requester's: no socket). */
     static LaneOffer offer(long ringBytes) {
-        return new LaneOffer(PeerProcess.self(), SELF_START, BOOT_ID, PROBE.address(), PROBE_VALUE, ringBytes, null, null);
+        return new LaneOffer(PeerProcess.self(), SELF_START, BOOT_ID, NETNS, PROBE.address(), PROBE_VALUE, ringBytes, null, null);
     }
 
     /** True if the peer's offer comes from this host (same boot id). */
     static boolean sameHost(LaneOffer peer) {
         return !BOOT_ID.isEmpty() && BOOT_ID.equals(peer.bootId());
+    }
+
+    /**
+     * Why the lane cannot work with the peer of {@code offer}, or null if it may: another host, or
+     * another network namespace (the listener's socket is abstract: unreachable from another one).
+     */
+    static String unreachable(LaneOffer peer) {
+        if (!sameHost(peer)) {
+            return "the peer is on another host (boot id " + peer.bootId() + ")";
+        }
+        if (NETNS != 0 && peer.netns() != 0 && NETNS != peer.netns()) {
+            return "the peer is in another network namespace (net:[" + peer.netns() + "], this process net:[" + NETNS
+                    + "]): its abstract sockets are out of reach";
+        }
+        return null;
     }
 
     /**
@@ -114,7 +130,7 @@ final class LaneSetup {
             RANDOM.nextBytes(tag);
             String name = "regmem-shm-" + PeerProcess.self() + "-" + HexFormat.of().formatHex(tag);
             this.socket = UnixSocket.listen(name);
-            this.offer = new LaneOffer(PeerProcess.self(), SELF_START, BOOT_ID, PROBE.address(), PROBE_VALUE, ringBytes, name,
+            this.offer = new LaneOffer(PeerProcess.self(), SELF_START, BOOT_ID, NETNS, PROBE.address(), PROBE_VALUE, ringBytes, name,
                     ticket);
         }
 
@@ -131,7 +147,7 @@ final class LaneSetup {
             PeerProcess peer = null;
             int fd = -1;
             try {
-                peer = PeerProcess.of(sock, requester.pid(), requester.startTime());
+                peer = PeerProcess.of(sock, requester.startTime());
                 UnixSocket.Received got = UnixSocket.receive(sock, LaneOffer.TICKET, deadline);
                 fd = got.fd();
                 if (!MessageDigest.isEqual(got.data(), offer.ticket())) {
@@ -149,7 +165,7 @@ final class LaneSetup {
                     throw new IOException("the lane's memfd does not hold a lane of " + offer.ringBytes() + "-byte rings");
                 }
                 peer = null; // the lane's now
-                lane.announce(mayPull && probe(requester.pid(), requester.probeAddress(), requester.probeValue()), maySleep);
+                lane.announce(mayPull && probe(lane.peerPid, requester.probeAddress(), requester.probeValue()), maySleep);
                 return lane;
             } finally {
                 SharedFile.close(fd);
@@ -176,15 +192,15 @@ final class LaneSetup {
      */
     static Lane join(LaneOffer listener, long ringBytes, long deadline, boolean mayPull, boolean maySleep)
             throws IOException {
-        if (PeerProcess.ptraceScope() == 1) {
-            PeerProcess.allowTracer(listener.pid()); // Yama scope 1: this listener, and no other process, may copy out
-        }
         int sock = UnixSocket.connect(listener.socket());
         PeerProcess peer = null;
         int fd = -1;
         Lane lane = null;
         try {
-            peer = PeerProcess.of(sock, listener.pid(), listener.startTime());
+            peer = PeerProcess.of(sock, listener.startTime());
+            if (PeerProcess.ptraceScope() == 1) {
+                PeerProcess.allowTracer(peer.pid); // Yama scope 1: this listener, and no other process, may copy out
+            }
             fd = Lane.create(ringBytes);
             lane = Lane.attach(fd, ringBytes, true, peer.pid, peer);
             peer = null;
@@ -196,9 +212,13 @@ final class LaneSetup {
                 if (lane.peer != null && !lane.peer.alive()) {
                     throw new IOException("the listener's process exited");
                 }
+                // The listener closes the socket once it mapped the lane and said so, or refused it.
+                if (UnixSocket.readableNow(sock) && !lane.peerReady()) {
+                    throw new IOException("the listener refused the lane (it closed the lane's socket)");
+                }
                 LockSupport.parkNanos(100_000L);
             }
-            lane.announce(mayPull && probe(listener.pid(), listener.probeAddress(), listener.probeValue()), maySleep);
+            lane.announce(mayPull && probe(lane.peerPid, listener.probeAddress(), listener.probeValue()), maySleep);
             Lane done = lane;
             lane = null;
             return done;

@@ -13,11 +13,12 @@ import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 
 /**
- * The peer process of a same-host connection, as the kernel knows it: a pidfd taken from the lane's
- * socket ({@code SO_PEERPIDFD}, race-free) or, on kernels before 6.5, from {@code pidfd_open} of the
- * pid the socket reports, checked against the start time the peer claimed in its authenticated
- * handshake (so that a pid reused by another process is refused); and what this host allows between
- * the two (Yama's {@code ptrace_scope}, a probe copy).
+ * The peer process of a same-host connection, as the kernel knows it: the pid the lane's socket
+ * reports in this process's pid namespace, and a pidfd taken from the socket ({@code SO_PEERPIDFD},
+ * race-free) or, on kernels before 6.5, from {@code pidfd_open} of that pid, checked against the
+ * start time the peer claimed in its authenticated handshake (so that a pid reused by another process
+ * is refused); and what this host allows between the two (Yama's {@code ptrace_scope}, a probe copy),
+ * and which network namespace this process is in (an abstract socket is reachable only inside it).
  */
 final class PeerProcess implements AutoCloseable {
     final int pid;
@@ -30,18 +31,29 @@ final class PeerProcess implements AutoCloseable {
     }
 
     /**
-     * The peer of the connected socket {@code sock}, which must be the process {@code claimedPid}
-     * started at {@code claimedStart} (clock ticks since boot, {@code /proc/PID/stat} field 22).
+     * The peer of the connected socket {@code sock}, as the kernel says: its pid in this process's pid
+     * namespace ({@code SO_PEERCRED}) and a pidfd of it ({@code SO_PEERPIDFD}; before Linux 6.5,
+     * {@code pidfd_open} of that pid, which must then have started at {@code claimedStart}, the
+     * start time the peer gave in its authenticated handshake, so that a reused pid is refused). A
+     * pid number the peer sent is never taken: in another pid namespace it names another process.
      *
-     * @throws IOException if the socket's peer is another process, or it is gone
+     * @throws IOException if the peer is not visible from this process's pid namespace, or is gone
      */
-    static PeerProcess of(int sock, int claimedPid, long claimedStart) throws IOException {
+    static PeerProcess of(int sock, long claimedStart) throws IOException {
         int pid = UnixSocket.peerPid(sock);
-        if (pid != claimedPid) {
-            throw new IOException("the lane's socket is held by process " + pid + ", the handshake named " + claimedPid);
+        if (pid <= 0) {
+            throw new IOException("the peer process is not visible from this process's pid namespace (another container?)");
         }
         int fd = UnixSocket.peerPidfd(sock);
-        return fd >= 0 ? checked(new PeerProcess(pid, fd), claimedStart) : open(pid, claimedStart);
+        if (fd < 0) {
+            return open(pid, claimedStart);
+        }
+        PeerProcess p = new PeerProcess(pid, fd);
+        if (!p.alive()) {
+            p.close();
+            throw new IOException("process " + pid + " exited");
+        }
+        return p;
     }
 
     /**
@@ -130,6 +142,19 @@ final class PeerProcess implements AutoCloseable {
             return Long.parseLong(f[19]); // field 22 is the 20th after the name
         } catch (IOException | RuntimeException gone) {
             return -1;
+        }
+    }
+
+    /**
+     * This process's network namespace ({@code /proc/self/ns/net}'s inode), or 0 if it cannot be read:
+     * two processes with the same one reach each other's abstract sockets.
+     */
+    static long netns() {
+        try {
+            String link = Files.readSymbolicLink(Path.of("/proc/self/ns/net")).toString(); // net:[4026531840]
+            return Long.parseLong(link.substring(link.indexOf('[') + 1, link.indexOf(']')));
+        } catch (IOException | RuntimeException e) {
+            return 0;
         }
     }
 

@@ -52,18 +52,28 @@ public final class SameHostLane implements AutoCloseable {
     }
 
     /**
-     * Checks a requester's offer: a well-formed one from a process of this host, for rings this side
-     * takes.
+     * Checks a requester's offer: a well-formed one from a process of this host and network namespace,
+     * for rings this side takes.
      *
      * @throws IOException naming the rule it breaks
      */
     public void checkRequester(byte[] offer) throws IOException {
         LaneOffer o = LaneOffer.decode(offer, false);
-        if (!LaneSetup.sameHost(o)) {
-            throw new IOException("the requester is on another host (boot id " + o.bootId() + ")");
+        String unreachable = LaneSetup.unreachable(o);
+        if (unreachable != null) {
+            throw new IOException(unreachable);
         }
         if (o.ringBytes() != engine.ringBytes) {
             throw new IOException("the requester asks for rings of " + o.ringBytes() + " bytes, not " + engine.ringBytes);
+        }
+    }
+
+    /** True if {@code offer} is a well-formed lane offer from a process of this host (whatever its namespaces). */
+    public static boolean sameHost(byte[] offer) {
+        try {
+            return LaneSetup.sameHost(LaneOffer.decode(offer, false));
+        } catch (IOException e) {
+            return false;
         }
     }
 

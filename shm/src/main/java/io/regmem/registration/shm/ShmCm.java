@@ -70,8 +70,10 @@ final class ShmCm implements ProviderCm {
         LaneOffer offer;
         try {
             offer = LaneOffer.decode(p.address(), false);
-            if (!LaneSetup.sameHost(offer)) {
-                throw new IOException("the requester is on another host (boot id " + offer.bootId() + ")");
+            String unreachable = LaneSetup.unreachable(offer);
+            if (unreachable != null) {
+                throw new IOException(unreachable + "; the shm provider connects processes that share a host and a "
+                        + "network namespace (use ucx otherwise)");
             }
         } catch (IOException e) {
             from.refused(l.peerAddress(), e.getMessage());

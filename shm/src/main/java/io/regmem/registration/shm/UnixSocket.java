@@ -86,6 +86,20 @@ final class UnixSocket {
         return awaitReadable(fd, deadlineNanos, () -> false);
     }
 
+    /** True if {@code fd} is readable now (bytes, or its end: the peer closed it); never waits. */
+    static boolean readableNow(int fd) throws IOException {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment pfd = a.allocate(8, 4);
+            pfd.set(JAVA_INT, 0, fd);
+            pfd.set(JAVA_SHORT, 4, (short) Sys.POLLIN);
+            int n = Sys.poll(a.allocate(Sys.CAPTURE), pfd, 1, 0);
+            if (n < 0 && n != -Sys.EINTR) {
+                throw new IOException("poll failed with errno " + -n);
+            }
+            return n > 0;
+        }
+    }
+
     /**
      * As {@link #awaitReadable(int, long)}, giving up as soon as {@code gone} says the peer is gone
      * (asked every 20 ms).

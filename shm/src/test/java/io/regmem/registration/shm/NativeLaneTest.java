@@ -52,13 +52,17 @@ class NativeLaneTest {
             SharedFile.close(got.fd());
             assertThat(UnixSocket.peerPid(server)).isEqualTo(PeerProcess.self());
             assertThat(UnixSocket.peerPid(client)).isEqualTo(PeerProcess.self());
-            try (PeerProcess p = PeerProcess.of(server, PeerProcess.self(), PeerProcess.startTime(PeerProcess.self()))) {
+            try (PeerProcess p = PeerProcess.of(server, PeerProcess.startTime(PeerProcess.self()))) {
+                assertThat(p.alive()).isTrue();
+                assertThat(p.pid).as("the pid the kernel gives, whatever the peer claims").isEqualTo(PeerProcess.self());
+            }
+            // Before Linux 6.5 (no SO_PEERPIDFD) the pid is opened and its start time must be the claimed one.
+            try (PeerProcess p = PeerProcess.open(PeerProcess.self(), PeerProcess.startTime(PeerProcess.self()))) {
                 assertThat(p.alive()).isTrue();
             }
-            assertThatThrownBy(() -> PeerProcess.of(server, PeerProcess.self() + 1, 0)).isInstanceOf(IOException.class)
-                    .hasMessageContaining("held by process " + PeerProcess.self());
-            assertThatThrownBy(() -> PeerProcess.of(server, PeerProcess.self(), 12345)).isInstanceOf(IOException.class)
+            assertThatThrownBy(() -> PeerProcess.open(PeerProcess.self(), 12345)).isInstanceOf(IOException.class)
                     .hasMessageContaining("not the one that connected");
+            assertThat(PeerProcess.netns()).as("this process's network namespace").isPositive();
             // A probe copy out of a process (here this one) where the kernel allows it.
             long[] out = new long[1];
             assertThat(PeerProcess.probe(PeerProcess.self(), mine.address() + 4096, out)).isZero();

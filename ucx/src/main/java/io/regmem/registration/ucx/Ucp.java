@@ -205,6 +205,14 @@ final class Ucp {
         }
     }
 
+    int configModify(MemorySegment config, MemorySegment name, MemorySegment value) {
+        try {
+            return (int) fn.configModify.invokeExact(config, name, value);
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
     void configRelease(MemorySegment config) {
         try {
             fn.configRelease.invokeExact(config);

@@ -21,11 +21,26 @@ final class UcpContext implements AutoCloseable {
     private boolean closed;
 
     UcpContext(Ucp ucp, String name) {
+        this(ucp, name, null);
+    }
+
+    /**
+     * A context whose transports are {@code transports} ({@code UCX_TLS}'s syntax, e.g. {@code ^sm}:
+     * every one but shared memory), or UCX's own choice for null.
+     */
+    UcpContext(Ucp ucp, String name, String transports) {
         this.ucp = ucp;
         try (Arena a = Arena.ofConfined()) {
             MemorySegment configOut = a.allocate(ADDRESS);
             ucp.check(ucp.configRead(configOut), Errno.ENODEV, "ucx: ucp_config_read");
             MemorySegment config = configOut.get(ADDRESS, 0);
+            if (transports != null) {
+                int rc = ucp.configModify(config, a.allocateFrom("TLS"), a.allocateFrom(transports));
+                if (rc != 0) {
+                    ucp.configRelease(config);
+                    ucp.check(rc, Errno.ENODEV, "ucx: ucp_config_modify TLS=" + transports);
+                }
+            }
             MemorySegment params = a.allocate(UcpLayout.PARAMS_SIZE, 8);
             params.set(JAVA_LONG, UcpLayout.PARAMS_FIELD_MASK, UcpLayout.PARAM_FIELD_FEATURES | UcpLayout.PARAM_FIELD_NAME);
             params.set(JAVA_LONG, UcpLayout.PARAMS_FEATURES, UcpLayout.FEATURE_RMA | UcpLayout.FEATURE_AM);

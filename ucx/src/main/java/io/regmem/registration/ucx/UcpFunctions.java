@@ -20,6 +20,7 @@ import java.lang.invoke.MethodHandle;
  */
 final class UcpFunctions {
     final MethodHandle configRead;
+    final MethodHandle configModify;
     final MethodHandle configRelease;
     final MethodHandle initVersion;
     final MethodHandle cleanup;
@@ -58,6 +59,7 @@ final class UcpFunctions {
     UcpFunctions(Linker linker, SymbolLookup ucp, SymbolLookup ucs) {
         configRead = bind(linker, ucp, "ucp_config_read", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
         configRelease = bind(linker, ucp, "ucp_config_release", FunctionDescriptor.ofVoid(ADDRESS));
+        configModify = bind(linker, ucp, "ucp_config_modify", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
         initVersion = bind(linker, ucp, "ucp_init_version",
                 FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
         cleanup = bind(linker, ucp, "ucp_cleanup", FunctionDescriptor.ofVoid(ADDRESS));

@@ -48,6 +48,7 @@ final class UcxChannel {
 
     @Override
     public String toString() {
-        return serial == 0 ? "main worker" : "worker " + serial + " (" + users + " QP(s)" + (retired ? ", retired" : "") + ")";
+        return serial == 0 ? "main worker" : "worker " + serial + " (" + users + " QP(s)" + (retired ? ", retired" : "")
+                + (key instanceof UcxChannels.OverNetwork ? ", network transports only" : "") + ")";
     }
 }

@@ -23,6 +23,14 @@ final class UcxChannels {
     /** Serial numbers of channels (worker lock). */
     private int nextSerial = 1;
 
+    /**
+     * The key of a channel to the peer {@code peer} names whose worker has no shared-memory transport
+     * (from {@link UcxDevice#networkContext()}): a same-host peer the lane could not reach, which
+     * UCX's shared-memory transports would not reach either.
+     */
+    record OverNetwork(Object peer) {
+    }
+
     UcxChannels(UcxDevice device) {
         this.device = device;
     }
@@ -53,7 +61,7 @@ final class UcxChannels {
     private UcxChannel newChannel(Object key) {
         device.lockWorker();
         try {
-            UcpWorker w = new UcpWorker(device.context());
+            UcpWorker w = new UcpWorker(key instanceof OverNetwork ? device.networkContext() : device.context());
             try {
                 int serial = nextSerial++;
                 byte[] a = w.address();

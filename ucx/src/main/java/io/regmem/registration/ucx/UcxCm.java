@@ -171,11 +171,31 @@ final class UcxCm implements ProviderCm {
                 if (lane == null) {
                     throw new IOException("the listener answered a same-host lane this device did not offer");
                 }
-                lane.join(mine.useLane(lane, l::close), theirs.laneOffer(), l.deadline());
+                String why = joinLane(l, mine, lane, theirs.laneOffer());
+                if (why == null) {
+                    l.sendReady();
+                } else { // over UCX, as if the lane were off: the listener answers again
+                    LOG.log(System.Logger.Level.DEBUG, "regmem ucx: " + ctx.name() + ": no same-host lane to " + address + ": "
+                            + why + "; the connection goes over UCX");
+                    l.sendNoLane();
+                    Object again = l.readAnswer(l.deadline(), () -> progressQuietly(mine.device));
+                    if (again instanceof Link.Rejected r) {
+                        l.close();
+                        rejectedIfWaiting(r.privateData());
+                        return;
+                    }
+                    Link.Peer q = (Link.Peer) again;
+                    UcxHello overUcx = UcxHello.decode(q.address());
+                    if (overUcx.laneOffer() != null) {
+                        throw new IOException("the listener offered the same-host lane again after NO_LANE");
+                    }
+                    mine.connect(overUcx.worker(), q.qp(), q.token());
+                    l.sendReady();
+                }
             } else {
                 mine.connect(theirs.worker(), p.qp(), p.token());
+                l.sendReady();
             }
-            l.sendReady();
             took(mine, address);
             ctx.established(p.privateData());
         } catch (IOException | RuntimeException e) {
@@ -189,6 +209,23 @@ final class UcxCm implements ProviderCm {
         }
         l.awaitEnd();
         peerGone();
+    }
+
+    /**
+     * The requester's side of the lane the listener offered: joins it and connects the QP over it.
+     *
+     * @return null if the QP is connected over the lane, else why not (the QP then left the lane)
+     */
+    private static String joinLane(Link l, UcxQp mine, SameHostLane lane, byte[] listenerOffer) {
+        SameHostLane.Qp q = mine.useLane(lane, l::close);
+        try {
+            lane.join(q, listenerOffer, l.deadline());
+            mine.laneConnected();
+            return null;
+        } catch (IOException | RuntimeException e) {
+            mine.leaveLane();
+            return e instanceof IOException ? e.getMessage() : e.toString();
+        }
     }
 
     private void rejectedIfWaiting(byte[] privateData) {
@@ -294,13 +331,12 @@ final class UcxCm implements ProviderCm {
         UcxQp mine = qp(ctx.qp());
         SameHostLane lane = hello.laneOffer() == null ? null : device.lanes.lane();
         try {
-            if (lane != null && acceptsLane(lane)) {
-                acceptOverLane(l, mine, lane, privateData);
-            } else {
-                byte[] worker = mine.useChannel(ByteBuffer.wrap(hello.worker().clone())); // one per requester worker
-                mine.connect(hello.worker(), peer.qp(), peer.token());
-                l.sendAccept(mine.number, mine.localToken, new UcxHello(worker, null).encode(), privateData);
-                l.awaitReady(l.deadline(), () -> progressQuietly(mine.device));
+            if (lane == null) {
+                acceptOverUcx(l, mine, privateData, false);
+            } else if (!acceptsLane(lane) || !acceptOverLane(l, mine, lane, privateData)) {
+                // A peer of this host the lane cannot reach (another namespace): UCX's shared-memory
+                // transports would not reach it either, so its channel has network transports only.
+                acceptOverUcx(l, mine, privateData, SameHostLane.sameHost(hello.laneOffer()));
             }
         } catch (IOException | RuntimeException e) {
             ctx.qp().toError();
@@ -330,19 +366,53 @@ final class UcxCm implements ProviderCm {
     }
 
     /**
-     * Accepts over the same-host lane: ACCEPT with this side's lane offer (a one-time socket), the
-     * requester's memfd on it, its authenticated READY, then the QP is connected over the lane.
+     * Accepts over UCX: the QP connects to the requester's worker, ACCEPT with this side's, then READY;
+     * {@code networkOnly}: on a channel without shared-memory transports.
      */
-    private void acceptOverLane(Link l, UcxQp mine, SameHostLane lane, byte[] privateData) throws IOException {
+    private void acceptOverUcx(Link l, UcxQp mine, byte[] privateData, boolean networkOnly) throws IOException {
+        Object peerKey = ByteBuffer.wrap(hello.worker().clone());
+        byte[] worker = mine.useChannel(networkOnly ? new UcxChannels.OverNetwork(peerKey) : peerKey); // one per requester worker
+        mine.connect(hello.worker(), peer.qp(), peer.token());
+        l.sendAccept(mine.number, mine.localToken, new UcxHello(worker, null).encode(), privateData);
+        l.awaitReady(l.deadline(), () -> progressQuietly(mine.device));
+    }
+
+    /**
+     * Accepts over the same-host lane: ACCEPT with this side's lane offer (a one-time socket), the
+     * requester's memfd on it, its authenticated READY, then the QP is connected over the lane. Where
+     * the lane cannot be set up (the requester cannot reach the socket, the kernel does not show
+     * either process to the other, ...), the requester says NO_LANE and the QP leaves the lane.
+     *
+     * @return true if connected over the lane; false if the connection is to go over UCX
+     */
+    private boolean acceptOverLane(Link l, UcxQp mine, SameHostLane lane, byte[] privateData) throws IOException {
         SameHostLane.Qp q = mine.useLane(lane, l::close);
+        String why = null;
         try (SameHostLane.Accepting a = lane.accept(hello.laneOffer())) {
             l.sendAccept(mine.number, mine.localToken, new UcxHello(mine.device.workerAddress(), a.offer()).encode(),
                     privateData);
             long deadline = l.deadline();
-            a.complete(deadline, l::peerClosed);
-            l.awaitReady(deadline, () -> { });
-            a.connect(q);
+            try {
+                a.complete(deadline, l::peerClosedOrSent);
+            } catch (IOException e) {
+                why = e.getMessage();
+            }
+            if (l.awaitReadyOrNoLane(deadline, () -> { })) {
+                if (why != null) {
+                    throw new IOException("the requester says it took a lane this side could not set up: " + why);
+                }
+                a.connect(q);
+                mine.laneConnected();
+                return true;
+            }
+        } catch (IOException | RuntimeException e) {
+            mine.leaveLane();
+            throw e;
         }
+        mine.leaveLane();
+        LOG.log(System.Logger.Level.DEBUG, "regmem ucx: " + ctx.name() + ": no same-host lane with " + l.peerAddress() + ": "
+                + (why != null ? why : "the requester could not set it up") + "; the connection goes over UCX");
+        return false;
     }
 
     private static void progressQuietly(UcxDevice device) {

@@ -43,6 +43,13 @@ final class UcxDevice implements ProviderDevice {
     volatile boolean oneSided;
     final Ucp ucp;
     private final UcpContext context;
+    private final String name;
+    /**
+     * A context without UCX's shared-memory transports, for the channels to same-host peers the lane
+     * could not reach (another network or pid namespace: UCX 1.13's shared-memory transports fail
+     * there); made on first use, worker lock held.
+     */
+    private UcpContext networkContext;
     /** The main channel's worker. */
     final UcpWorker worker;
     /** The main channel: its worker serves the connections inside this JVM. */
@@ -101,6 +108,7 @@ final class UcxDevice implements ProviderDevice {
 
     UcxDevice(Ucp ucp, DeviceAttributes attributes, String name, byte[] secret, int handshakeMillis) {
         this.ucp = ucp;
+        this.name = name;
         this.attributes = attributes;
         this.secret = secret;
         this.handshakeMillis = handshakeMillis;
@@ -179,6 +187,14 @@ final class UcxDevice implements ProviderDevice {
     /** The UCX context, for {@link UcxChunkSource} (worker lock held). */
     UcpContext context() {
         return context;
+    }
+
+    /** The context without shared-memory transports (made on first use; worker lock held). */
+    UcpContext networkContext() {
+        if (networkContext == null) {
+            networkContext = new UcpContext(ucp, name + "-net", "^sm");
+        }
+        return networkContext;
     }
 
     /** True if this device's chunk source holds {@code [address, address + length)} (worker lock held). */
@@ -438,6 +454,9 @@ final class UcxDevice implements ProviderDevice {
         lanes.close();
         UcxAm.uninstall(amNumber);
         context.close();
+        if (networkContext != null) {
+            networkContext.close(); // (its workers, the channels', are gone)
+        }
         for (Arena a; (a = main.closeLater.poll()) != null; ) {
             a.close();
         }

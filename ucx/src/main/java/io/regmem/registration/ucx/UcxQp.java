@@ -222,12 +222,11 @@ final class UcxQp implements ProviderQp {
     /**
      * Gives this QP, not yet connected, a lane QP of {@code engine}, for a connection over the
      * same-host lane; {@code onBroken} ends the connection's life line if the peer breaks the lane's
-     * rules. The QP leaves any channel it took.
+     * rules. The QP keeps any channel it took until the lane is connected ({@link #laneConnected}).
      *
      * @throws RdmaException {@link Errno#ENODEV} if the QP is gone
      */
     SameHostLane.Qp useLane(SameHostLane engine, Runnable onBroken) {
-        useMainChannel();
         synchronized (this) {
             if (destroyed) {
                 throw new RdmaException(Errno.ENODEV, ctx.name() + ": the QP was destroyed");
@@ -239,6 +238,26 @@ final class UcxQp implements ProviderQp {
             }
             l.onBroken(onBroken);
             return l;
+        }
+    }
+
+    /** The QP is connected over its lane: it leaves the channel it took for a connection over UCX. */
+    void laneConnected() {
+        useMainChannel();
+    }
+
+    /**
+     * The lane could not be set up: the QP, not yet connected, forgets its lane QP (destroyed) and
+     * keeps its channel, for the connection over UCX.
+     */
+    void leaveLane() {
+        SameHostLane.Qp l;
+        synchronized (this) {
+            l = lane;
+            lane = null;
+        }
+        if (l != null) {
+            l.destroy();
         }
     }
 
