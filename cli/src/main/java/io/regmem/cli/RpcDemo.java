@@ -271,8 +271,9 @@ final class RpcDemo {
                 failureReason = theirs != null
                         ? "the server at " + connect + " refused the connection: it serves " + theirs + ", this client asks "
                                 + "for " + mine + " (give both sides the same --rpc-concurrency and --rpc-payloads)"
-                        : "the server at " + connect + " did not accept the connection (" + idC.connState()
-                                + "; a regmem serve that has the same connection secret?)";
+                        : idC.failureReason() != null ? "the server at " + connect + " did not take the connection: "
+                                + idC.failureReason()
+                        : "the server at " + connect + " did not accept the connection (" + idC.connState() + ")";
                 out.println("regmem demo: " + failureReason);
                 devC.forceClose();
                 return false;

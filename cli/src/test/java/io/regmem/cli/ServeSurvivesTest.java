@@ -318,6 +318,15 @@ class ServeSurvivesTest {
         assertThat(out[0]).contains("FAIL: the RPC part failed: the server at " + address + " refused the connection: it serves "
                 + "--rpc-concurrency 16 with payloads up to 65536 B, this client asks for --rpc-concurrency 64 with payloads up "
                 + "to 65536 B (give both sides the same --rpc-concurrency and --rpc-payloads)");
+        // Refused before the server's application saw it: the client's line says why.
+        assertThat(runDemo(out, "demo", "--provider", "ucx", "--connect", address, "--device-option",
+                "secret=another-secret-long-enough-0123", "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0"))
+                .isEqualTo(1);
+        assertThat(out[0]).contains("FAIL: the RPC part failed: the server at " + address + " did not take the connection: "
+                + "the listener at " + address + " refused the connection: the two sides' connection secrets differ");
+        assertThat(runDemo(out, "demo", "--provider", "shm", "--connect", address, "--device-option", "secret=" + SECRET,
+                "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0")).isEqualTo(1);
+        assertThat(out[0]).contains("refused the connection: the listener serves another provider");
         assertThat(BufferPool.openPools()).isEmpty();
     }
 

@@ -80,6 +80,12 @@ final class CmCore extends ProviderState implements CmContext {
     }
 
     @Override
+    public void failed(String why) {
+        id.failureReason = why;
+        rejected(null);
+    }
+
+    @Override
     public void rejected(byte[] privateData) {
         peerData(privateData);
         id.conn = CmId.ConnState.DISCONNECTED;
@@ -131,8 +137,10 @@ final class CmCore extends ProviderState implements CmContext {
                 }
                 case DISCONNECTED -> throw id.wasConnected
                         ? new RdmaException(Errno.ECONNRESET, id + ": awaitConnected: the connection ended")
-                        : new RdmaException(Errno.ECONNREFUSED, id + ": awaitConnected: the peer rejected the request, or "
-                                + "it failed (" + id.privateData().length + " bytes of the peer's private data)");
+                        : id.failureReason != null
+                        ? new RdmaException(Errno.ECONNREFUSED, id + ": awaitConnected: the request failed: " + id.failureReason)
+                        : new RdmaException(Errno.ECONNREFUSED, id + ": awaitConnected: the peer rejected the request ("
+                                + id.privateData().length + " bytes of the peer's private data)");
                 case IDLE, LISTENING -> throw new RdmaException(Errno.EINVAL, id + ": awaitConnected in state " + c
                         + ": nothing to wait for (connect, or accept a request, first)");
                 default -> {

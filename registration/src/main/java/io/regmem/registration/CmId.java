@@ -49,6 +49,8 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     volatile boolean wasConnected;
     /** What the peer sent with its connection request, accept or reject (never null). */
     volatile byte[] peerData = NO_DATA;
+    /** Why the request failed on its way (not the peer's rejection), or null. */
+    volatile String failureReason;
     /** The peer's address: what {@link #connect} was given, or what the provider reported for a request. */
     volatile String peerAddress;
     /** Requests that came through this listening ID and were not yet taken or answered. Guarded by itself. */
@@ -231,7 +233,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      * accepts, both QPs are ready to send and this ID's {@link #privateData()} is what the acceptor
      * sent (or, after a rejection, what the rejecter sent). The bytes are copied.
      *
-     * @throws RdmaException {@link Errno#ENOENT} if nobody listens there; {@link Errno#EINVAL}
+     * @throws RdmaException {@link Errno#ECONNREFUSED} if nobody listens there (as a socket's connect); {@link Errno#EINVAL}
      *                       without a QP, when not idle, for a null address, or for private data over
      *                       {@link #MAX_CONNECT_PRIVATE_DATA} bytes; {@link Errno#EACCES} (ucx) if the
      *                       listener's handshake does not prove it holds this device's secret
@@ -242,9 +244,16 @@ public final class CmId extends RdmaResource implements AutoCloseable {
         try {
             synchronized (device.lock) {
                 checkAlive("connect");
-                if (qp == null || conn != ConnState.IDLE || address == null) {
-                    throw new RdmaException(Errno.EINVAL, this + ": connect needs a QP, an idle ID and an address (state "
-                            + conn + ")");
+                if (qp == null) {
+                    throw new RdmaException(Errno.EINVAL, this + ": connect needs a QP: createQp(pd, attributes) first (as "
+                            + "rdma_create_qp before rdma_connect)");
+                }
+                if (conn != ConnState.IDLE) {
+                    throw new RdmaException(Errno.EINVAL, this + ": connect needs an idle ID, this one is " + conn
+                            + " (an ID connects once; make a new one for a new connection)");
+                }
+                if (address == null) {
+                    throw new RdmaException(Errno.EINVAL, this + ": connect needs an address, got null");
                 }
                 conn = ConnState.CONNECTING;
                 peerAddress = address;
@@ -408,6 +417,17 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                     + "(at most " + max + ")");
         }
         return data.clone();
+    }
+
+    /**
+     * Why this ID's connection request failed before the peer's application answered it, or null (none
+     * failed, or the peer's application rejected it: {@link #privateData()} then holds what it sent):
+     * the listener refused the handshake (the two sides' secrets differ, it serves another provider,
+     * it cannot reach this process), went away, or the handshake broke. Set when the ID moves to
+     * {@code DISCONNECTED} with a {@code REJECTED} event.
+     */
+    public String failureReason() {
+        return failureReason;
     }
 
     /** Where this ID stands in connection setup. */

@@ -599,9 +599,11 @@ class ErrorPathTest {
         CompletionQueue cq = lb.devA.createCq(8);
         CmId active = lb.devA.createCmId();
         active.createQp(pd, QpInitAttributes.of(cq));
-        assertRdma(() -> active.connect(nowhere), Errno.ENOENT, "nobody listens");
+        assertRdma(() -> active.connect(nowhere), Errno.ECONNREFUSED, "nobody listens");
+        assertRdma(() -> active.connect(null), Errno.EINVAL, "needs an address");
         active.connect(rules);
         assertThat(active.connState()).isEqualTo(CmId.ConnState.CONNECTING);
+        assertRdma(() -> active.connect(rules), Errno.EINVAL, "needs an idle ID", "CONNECTING");
         CmId request = first.getRequest();
         assertThat(request.connState()).isEqualTo(CmId.ConnState.REQUESTED);
         assertRdma(request::accept, Errno.EINVAL, "a QP");

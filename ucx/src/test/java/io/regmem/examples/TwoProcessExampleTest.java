@@ -62,8 +62,13 @@ class TwoProcessExampleTest {
     void aClientProcessWritesIntoAServerProcessWithTheKeyFromTheAccept() throws Exception {
         UcxAvailable.assumeInstalled();
         int port;
-        try (ServerSocket s = new ServerSocket(0)) {
-            port = s.getLocalPort();
+        // A port below the kernel's ephemeral range (32768-60999), which any outgoing connection may take.
+        for (port = 24_000 + (int) (ProcessHandle.current().pid() % 2000); ; port++) {
+            try (ServerSocket s = new ServerSocket(port)) {
+                break;
+            } catch (IOException taken) {
+                // the next one
+            }
         }
         String address = "127.0.0.1:" + port;
         LinkedBlockingQueue<String> serverLines = new LinkedBlockingQueue<>();

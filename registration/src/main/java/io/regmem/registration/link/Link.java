@@ -6,14 +6,10 @@ import static io.regmem.registration.CmId.MAX_REJECT_PRIVATE_DATA;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import java.io.EOFException;
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
 import java.net.ConnectException;
 import java.net.InetSocketAddress;
 import java.net.Socket;
-import java.net.SocketAddress;
 import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
 import java.nio.ByteBuffer;
@@ -24,7 +20,6 @@ import java.security.SecureRandom;
 import java.util.Arrays;
 import javax.crypto.Mac;
 import javax.crypto.spec.SecretKeySpec;
-import jdk.net.ExtendedSocketOptions;
 
 /**
  * The bootstrap connection between two processes for one CM connection, the same for every provider
@@ -53,6 +48,8 @@ import jdk.net.ExtendedSocketOptions;
  * NO_LANE    requester, instead of READY when the ACCEPT offered a same-host lane it could not set up:
  *            type u8 = 4, HMAC of "regmem no lane" + listener nonce + requester nonce; the listener then
  *            answers a second ACCEPT over its transport and the requester a READY
+ * REFUSED    listener, instead of ACCEPT or REJECT when it cannot take the HELLO: type u8 = 5, reason u8
+ *            ({@link Refusal}); not authenticated, a hint for the requester's error message only
  * </pre>
  * The address is the transport's (a UCX worker address; an shm lane offer), opaque here: its
  * provider reads it, once authenticated, and refuses one that is not its own.
@@ -66,6 +63,7 @@ public final class Link implements AutoCloseable {
     public static final byte REJECT = 2;
     public static final byte READY = 3;
     public static final byte NO_LANE = 4;
+    public static final byte REFUSED = 5;
     public static final int NONCE = 16;
     public static final int MAC = 32;
     /** The longest transport address taken: UCX's worker addresses are hundreds of bytes (more with many NICs). */
@@ -74,13 +72,9 @@ public final class Link implements AutoCloseable {
     public static final int HANDSHAKE_MILLIS = 10_000;
     private static final SecureRandom RANDOM = new SecureRandom();
 
-    private final Socket socket;
-    private final InputStream in;
-    private final OutputStream out;
+    private final LinkSocket wire;
     private final int timeoutMillis;
     private final SecretKeySpec key;
-    /** A byte {@link #peerClosed()} read ahead, or -1 (the handshake's thread only). */
-    private int peeked = -1;
     /** The listener's and the requester's challenges (this side made one, the other side sent one). */
     private byte[] listenerNonce;
     private byte[] requesterNonce;
@@ -99,9 +93,9 @@ public final class Link implements AutoCloseable {
     private final Kind kind;
 
     /** TCP keepalive on the life line: probes after 5 s of silence, every 1 s, 3 unanswered end it. */
-    public static final int KEEPALIVE_IDLE_SECONDS = 5;
-    public static final int KEEPALIVE_INTERVAL_SECONDS = 1;
-    public static final int KEEPALIVE_PROBES = 3;
+    public static final int KEEPALIVE_IDLE_SECONDS = LinkSocket.KEEPALIVE_IDLE_SECONDS;
+    public static final int KEEPALIVE_INTERVAL_SECONDS = LinkSocket.KEEPALIVE_INTERVAL_SECONDS;
+    public static final int KEEPALIVE_PROBES = LinkSocket.KEEPALIVE_PROBES;
 
     /**
      * @param secret        the handshake's secret (null: the link only carries a life line, for tests)
@@ -109,30 +103,16 @@ public final class Link implements AutoCloseable {
      * @param kind          who speaks, for messages
      */
     public Link(Socket socket, byte[] secret, int timeoutMillis, Kind kind) throws IOException {
-        this.socket = socket;
+        this.wire = new LinkSocket(socket, timeoutMillis);
         this.kind = kind;
         this.timeoutMillis = timeoutMillis;
         this.key = secret == null ? null : new SecretKeySpec(secret, "HmacSHA256");
-        socket.setTcpNoDelay(true);
-        socket.setSoTimeout(timeoutMillis);
-        // A peer host that vanishes (power loss, a partition) sends no FIN: keepalive probes find
-        // out within about 8 s and end the life line as a reset would.
-        socket.setKeepAlive(true);
-        try {
-            socket.setOption(ExtendedSocketOptions.TCP_KEEPIDLE, KEEPALIVE_IDLE_SECONDS);
-            socket.setOption(ExtendedSocketOptions.TCP_KEEPINTERVAL, KEEPALIVE_INTERVAL_SECONDS);
-            socket.setOption(ExtendedSocketOptions.TCP_KEEPCOUNT, KEEPALIVE_PROBES);
-        } catch (UnsupportedOperationException notHere) {
-            // the platform's defaults (Linux: 2 hours) then
-        }
-        this.in = socket.getInputStream();
-        this.out = socket.getOutputStream();
     }
 
     /**
      * Connects to the listener at {@code host:port}.
      *
-     * @throws RdmaException {@link Errno#ENOENT} if nobody listens there; {@link Errno#EINVAL} for a host
+     * @throws RdmaException {@link Errno#ECONNREFUSED} if nobody listens there; {@link Errno#EINVAL} for a host
      *                       that does not resolve; {@link Errno#ETIMEDOUT} if the connect takes too long
      */
     public static Link connect(String who, Kind kind, String host, int port, byte[] secret, int timeoutMillis) {
@@ -141,29 +121,25 @@ public final class Link implements AutoCloseable {
             s.connect(new InetSocketAddress(host, port), timeoutMillis);
             return new Link(s, secret, timeoutMillis, kind);
         } catch (UnknownHostException e) {
-            closeQuietly(s);
+            LinkSocket.closeQuietly(s);
             throw new RdmaException(Errno.EINVAL, who + ": unknown host '" + host + "'", e);
         } catch (ConnectException e) {
-            closeQuietly(s);
-            throw new RdmaException(Errno.ENOENT, who + ": nobody listens at '" + host + ":" + port + "' ("
+            LinkSocket.closeQuietly(s);
+            throw new RdmaException(Errno.ECONNREFUSED, who + ": nobody listens at '" + host + ":" + port + "' ("
                     + e.getMessage() + ")", e);
         } catch (SocketTimeoutException e) {
-            closeQuietly(s);
+            LinkSocket.closeQuietly(s);
             throw new RdmaException(Errno.ETIMEDOUT, who + ": no answer from '" + host + ":" + port + "' within "
                     + timeoutMillis + " ms", e);
         } catch (IOException e) {
-            closeQuietly(s);
+            LinkSocket.closeQuietly(s);
             throw new RdmaException(Errno.EIO, who + ": cannot reach '" + host + ":" + port + "': " + e.getMessage(), e);
         }
     }
 
     /** The peer's {@code ip:port}. */
     public String peerAddress() {
-        SocketAddress a = socket.getRemoteSocketAddress();
-        if (a instanceof InetSocketAddress i) {
-            return i.getAddress().getHostAddress() + ":" + i.getPort();
-        }
-        return String.valueOf(a);
+        return wire.peerAddress();
     }
 
     /** A deadline {@code timeoutMillis} from now, for one half of the handshake. */
@@ -178,21 +154,21 @@ public final class Link implements AutoCloseable {
         listenerNonce = nonce();
         ByteBuffer b = ByteBuffer.allocate(6 + NONCE);
         b.putInt(MAGIC).putShort(VERSION).put(listenerNonce);
-        out.write(b.array());
-        out.flush();
+        wire.write(b.array());
     }
 
     /** Reads and authenticates the requester's HELLO: only then is anything of it used. */
     public Peer readHello(long deadline) throws IOException {
         byte[] fixed = new byte[4 + 2 + NONCE + 4 + 8 + 4 + 2];
-        readFully(fixed, deadline, "HELLO");
+        wire.readFully(fixed, deadline, "HELLO");
         ByteBuffer f = ByteBuffer.wrap(fixed);
         if (f.getInt() != MAGIC) {
-            throw new IOException("not a regmem " + kind.provider() + " peer (bad magic)");
+            throw new Refusal.Refused(Refusal.MALFORMED, "not a regmem " + kind.provider() + " peer (bad magic)");
         }
         short v = f.getShort();
         if (v != VERSION) {
-            throw new IOException("the peer speaks handshake version " + v + ", this is version " + VERSION);
+            throw new Refusal.Refused(Refusal.ANOTHER_VERSION, "the peer speaks handshake version " + v + ", this is version "
+                    + VERSION);
         }
         byte[] nonce = new byte[NONCE];
         f.get(nonce);
@@ -205,10 +181,14 @@ public final class Link implements AutoCloseable {
         byte[] address = new byte[addressLength];
         byte[] data = new byte[privateLength];
         byte[] mac = new byte[MAC];
-        readFully(address, deadline, "HELLO");
-        readFully(data, deadline, "HELLO");
-        readFully(mac, deadline, "HELLO");
-        verify(mac, "HELLO", "regmem hello", listenerNonce, fixed, address, data);
+        wire.readFully(address, deadline, "HELLO");
+        wire.readFully(data, deadline, "HELLO");
+        wire.readFully(mac, deadline, "HELLO");
+        try {
+            verify(mac, "HELLO", "regmem hello", listenerNonce, fixed, address, data);
+        } catch (IOException e) {
+            throw new Refusal.Refused(Refusal.SECRET_DIFFERS, e.getMessage());
+        }
         requesterNonce = nonce;
         if (qp < 0) {
             throw new IOException("HELLO names QP " + qp);
@@ -232,19 +212,31 @@ public final class Link implements AutoCloseable {
     }
 
     /**
+     * Tells the requester why its HELLO is refused (REFUSED), instead of an answer; the caller closes
+     * the link then. Quiet if the requester is gone.
+     */
+    public void sendRefused(Refusal why) {
+        try {
+            wire.write(new byte[] {REFUSED, (byte) why.code});
+        } catch (IOException gone) {
+            // nobody to tell
+        }
+    }
+
+    /**
      * Waits for the requester's authenticated READY, running {@code progress} every few milliseconds
      * (the worker must answer the requester's wire-up meanwhile).
      *
      * @throws SocketTimeoutException if it does not come by {@code deadline}
      */
     public void awaitReady(long deadline, Runnable progress) throws IOException {
-        int type = readType(deadline, progress);
+        int type = wire.readType(deadline, progress);
         if (type != READY) {
             throw new IOException(type < 0 ? "the requester closed the connection before READY"
                     : "message type " + type + " where READY was due");
         }
         byte[] mac = new byte[MAC];
-        readFully(mac, deadline, "READY");
+        wire.readFully(mac, deadline, "READY");
         verify(mac, "READY", "regmem ready", listenerNonce, requesterNonce, new byte[] {READY});
     }
 
@@ -256,13 +248,13 @@ public final class Link implements AutoCloseable {
      * @throws SocketTimeoutException if neither comes by {@code deadline}
      */
     public boolean awaitReadyOrNoLane(long deadline, Runnable progress) throws IOException {
-        int type = readType(deadline, progress);
+        int type = wire.readType(deadline, progress);
         if (type != READY && type != NO_LANE) {
             throw new IOException(type < 0 ? "the requester closed the connection before READY"
                     : "message type " + type + " where READY or NO_LANE was due");
         }
         byte[] mac = new byte[MAC];
-        readFully(mac, deadline, type == READY ? "READY" : "NO_LANE");
+        wire.readFully(mac, deadline, type == READY ? "READY" : "NO_LANE");
         if (type == READY) {
             verify(mac, "READY", "regmem ready", listenerNonce, requesterNonce, new byte[] {READY});
         } else {
@@ -276,7 +268,7 @@ public final class Link implements AutoCloseable {
     /** Reads the listener's challenge. */
     public void readChallenge(long deadline) throws IOException {
         byte[] b = new byte[6 + NONCE];
-        readFully(b, deadline, "CHALLENGE");
+        wire.readFully(b, deadline, "CHALLENGE");
         ByteBuffer f = ByteBuffer.wrap(b);
         if (f.getInt() != MAGIC) {
             throw new IOException("not a regmem " + kind.provider() + " listener (bad magic)");
@@ -300,10 +292,10 @@ public final class Link implements AutoCloseable {
 
     /** The listener's answer: an authenticated ACCEPT (a Peer) or REJECT (its private data, as {@link Rejected}). */
     public Object readAnswer(long deadline, Runnable progress) throws IOException {
-        int type = readType(deadline, progress);
+        int type = wire.readType(deadline, progress);
         if (type == ACCEPT) {
             byte[] fixed = new byte[4 + 8 + 4 + 2];
-            readFully(fixed, deadline, "ACCEPT");
+            wire.readFully(fixed, deadline, "ACCEPT");
             ByteBuffer f = ByteBuffer.wrap(fixed);
             int qp = f.getInt();
             long token = f.getLong();
@@ -314,9 +306,9 @@ public final class Link implements AutoCloseable {
             byte[] address = new byte[addressLength];
             byte[] data = new byte[privateLength];
             byte[] mac = new byte[MAC];
-            readFully(address, deadline, "ACCEPT");
-            readFully(data, deadline, "ACCEPT");
-            readFully(mac, deadline, "ACCEPT");
+            wire.readFully(address, deadline, "ACCEPT");
+            wire.readFully(data, deadline, "ACCEPT");
+            wire.readFully(mac, deadline, "ACCEPT");
             verify(mac, "ACCEPT", "regmem accept", requesterNonce, listenerNonce, new byte[] {ACCEPT}, fixed, address, data);
             if (qp < 0) {
                 throw new IOException("ACCEPT names QP " + qp);
@@ -325,17 +317,24 @@ public final class Link implements AutoCloseable {
         }
         if (type == REJECT) {
             byte[] length = new byte[2];
-            readFully(length, deadline, "REJECT");
+            wire.readFully(length, deadline, "REJECT");
             int privateLength = Short.toUnsignedInt(ByteBuffer.wrap(length).getShort());
             checkLength("private data", privateLength, 0, MAX_REJECT_PRIVATE_DATA);
             byte[] data = new byte[privateLength];
             byte[] mac = new byte[MAC];
-            readFully(data, deadline, "REJECT");
-            readFully(mac, deadline, "REJECT");
+            wire.readFully(data, deadline, "REJECT");
+            wire.readFully(mac, deadline, "REJECT");
             verify(mac, "REJECT", "regmem reject", requesterNonce, listenerNonce, new byte[] {REJECT}, length, data);
             return new Rejected(data);
         }
-        throw new IOException(type < 0 ? "the listener closed the connection without an answer"
+        if (type == REFUSED) {
+            byte[] code = new byte[1];
+            wire.readFully(code, deadline, "REFUSED");
+            Refusal r = Refusal.of(code[0]);
+            throw new IOException("the listener at " + peerAddress() + " refused the connection: "
+                    + (r != null ? r.meaning() : "reason " + code[0] + " (unknown to this side)"));
+        }
+        throw new IOException(type < 0 ? "the listener at " + peerAddress() + " closed the connection without an answer"
                 : "message type " + type + " where ACCEPT or REJECT was due");
     }
 
@@ -349,8 +348,7 @@ public final class Link implements AutoCloseable {
         b.put(READY);
         byte[] mac = mac("regmem ready", listenerNonce, requesterNonce, new byte[] {READY});
         b.put(mac);
-        out.write(b.array());
-        out.flush();
+        wire.write(b.array());
     }
 
     /** Sends NO_LANE, signed: the same-host lane the ACCEPT offered could not be set up here. */
@@ -358,99 +356,10 @@ public final class Link implements AutoCloseable {
         ByteBuffer b = ByteBuffer.allocate(1 + MAC);
         b.put(NO_LANE);
         b.put(mac("regmem no lane", listenerNonce, requesterNonce, new byte[] {NO_LANE}));
-        out.write(b.array());
-        out.flush();
+        wire.write(b.array());
     }
 
     // ---- the wire ----
-
-    /**
-     * True if the peer has closed its end of the connection (or it was reset): a look that waits at
-     * most a millisecond. A byte that came meanwhile is kept for the next read.
-     */
-    public boolean peerClosed() {
-        if (peeked >= 0) {
-            return false;
-        }
-        try {
-            socket.setSoTimeout(1);
-            try {
-                int b = in.read();
-                if (b < 0) {
-                    return true;
-                }
-                peeked = b;
-                return false;
-            } catch (SocketTimeoutException notYet) {
-                return false;
-            } finally {
-                socket.setSoTimeout(timeoutMillis);
-            }
-        } catch (IOException gone) {
-            return true;
-        }
-    }
-
-    /**
-     * True if the peer closed its end of the connection or sent something ({@link #peerClosed()}): a
-     * listener waiting for the requester to take a same-host lane stops waiting then.
-     */
-    public boolean peerClosedOrSent() {
-        return peerClosed() || peeked >= 0;
-    }
-
-    /**
-     * One byte, the next message's type, running {@code progress} every few milliseconds while it has
-     * not come; -1 at the end of the stream.
-     */
-    private int readType(long deadline, Runnable progress) throws IOException {
-        if (peeked >= 0) {
-            int b = peeked;
-            peeked = -1;
-            return b;
-        }
-        socket.setSoTimeout(2);
-        try {
-            while (true) {
-                try {
-                    return in.read();
-                } catch (SocketTimeoutException notYet) {
-                    if (System.nanoTime() - deadline > 0) {
-                        throw new SocketTimeoutException("no answer within " + timeoutMillis + " ms");
-                    }
-                    progress.run();
-                }
-            }
-        } finally {
-            socket.setSoTimeout(timeoutMillis);
-        }
-    }
-
-    /** Reads exactly {@code b.length} bytes by {@code deadline}, however the peer splits them. */
-    private void readFully(byte[] b, long deadline, String message) throws IOException {
-        int off = 0;
-        if (peeked >= 0 && b.length > 0) {
-            b[off++] = (byte) peeked;
-            peeked = -1;
-        }
-        while (off < b.length) {
-            long left = (deadline - System.nanoTime()) / 1_000_000L;
-            if (left <= 0) {
-                throw new SocketTimeoutException(message + " did not arrive whole within " + timeoutMillis + " ms");
-            }
-            socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, left));
-            int n;
-            try {
-                n = in.read(b, off, b.length - off);
-            } catch (SocketTimeoutException e) {
-                throw new SocketTimeoutException(message + " did not arrive whole within " + timeoutMillis + " ms");
-            }
-            if (n < 0) {
-                throw new EOFException(message + " ended after " + off + " of its bytes");
-            }
-            off += n;
-        }
-    }
 
     private static void checkLength(String what, int n, int min, int max) throws IOException {
         if (n < min || n > max) {
@@ -464,8 +373,7 @@ public final class Link implements AutoCloseable {
         System.arraycopy(context, 0, parts, 0, context.length);
         parts[context.length] = Arrays.copyOf(b.array(), body);
         b.put(mac(label, parts));
-        out.write(b.array());
-        out.flush();
+        wire.write(b.array());
     }
 
     private void verify(byte[] mac, String message, String label, byte[]... parts) throws IOException {
@@ -511,34 +419,32 @@ public final class Link implements AutoCloseable {
      * line. Returns normally in both cases.
      */
     public void awaitEnd() {
-        try {
-            socket.setSoTimeout(0);
-            byte[] sink = new byte[64];
-            while (in.read(sink) >= 0) {
-                // nothing more is sent after the handshake; anything that comes is ignored
-            }
-        } catch (IOException gone) {
-            // reset or closed here: the connection is over either way
-        }
+        wire.awaitEnd();
     }
 
     /** The socket's keepalive settings: on, idle seconds, interval seconds, probes (for tests). */
     public int[] keepalive() throws IOException {
-        return new int[] {socket.getKeepAlive() ? 1 : 0, socket.getOption(ExtendedSocketOptions.TCP_KEEPIDLE),
-                socket.getOption(ExtendedSocketOptions.TCP_KEEPINTERVAL),
-                socket.getOption(ExtendedSocketOptions.TCP_KEEPCOUNT)};
+        return wire.keepalive();
+    }
+
+    /**
+     * True if the peer has closed its end of the connection (or it was reset): a look that waits at
+     * most a millisecond. A byte that came meanwhile is kept for the next read.
+     */
+    public boolean peerClosed() {
+        return wire.peerClosed();
+    }
+
+    /**
+     * True if the peer closed its end of the connection or sent something ({@link #peerClosed()}): a
+     * listener waiting for the requester to take a same-host lane stops waiting then.
+     */
+    public boolean peerClosedOrSent() {
+        return wire.peerClosedOrSent();
     }
 
     @Override
     public void close() {
-        closeQuietly(socket);
-    }
-
-    private static void closeQuietly(Socket s) {
-        try {
-            s.close();
-        } catch (IOException ignored) {
-            // closing: nothing to report
-        }
+        wire.close();
     }
 }

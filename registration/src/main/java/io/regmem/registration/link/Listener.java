@@ -188,6 +188,9 @@ public final class Listener implements AutoCloseable {
         } catch (IOException | RuntimeException e) {
             if (!pend.ended.get()) { // (a dropped one was logged by the accept loop)
                 refused(pend.from, e.getMessage());
+                if (e instanceof Refusal.Refused r) {
+                    l.sendRefused(r.reason()); // the requester learns why
+                }
             }
             l.close();
             return;

@@ -33,7 +33,7 @@ final class SoftCm implements ProviderCm {
     @Override
     public void connect(String address, byte[] privateData) {
         if (!local.connect(address, privateData)) {
-            throw new RdmaException(Errno.ENOENT, ctx.name() + ": nobody listens under '" + address + "'");
+            throw new RdmaException(Errno.ECONNREFUSED, ctx.name() + ": nobody listens under '" + address + "'");
         }
     }
 

@@ -46,6 +46,13 @@ public interface CmContext {
      */
     void rejected(byte[] privateData);
 
+    /**
+     * The request failed before the peer's application answered it (the handshake broke, the listener
+     * refused the HELLO, the listener went away): as {@link #rejected} with no private data, and the
+     * ID's {@code failureReason()} says {@code why}.
+     */
+    void failed(String why);
+
     /** The peer disconnected: state {@code DISCONNECTED} and a {@code DISCONNECTED} event, if it was connected. */
     void disconnected();
 

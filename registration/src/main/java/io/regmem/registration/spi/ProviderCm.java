@@ -23,7 +23,7 @@ public interface ProviderCm {
      * provider makes a request ID ({@link CmContext#newRequest}) that carries {@code privateData}.
      *
      * @param privateData checked against its limit by the verbs layer; empty for none, never null
-     * @throws RdmaException {@link Errno#ENOENT} if nobody listens there
+     * @throws RdmaException {@link Errno#ECONNREFUSED} if nobody listens there
      */
     void connect(String address, byte[] privateData);
 

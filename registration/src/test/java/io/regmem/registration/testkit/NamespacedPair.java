@@ -137,6 +137,19 @@ public final class NamespacedPair {
         }
     }
 
+    /**
+     * Runs one {@link ChurnClient} cycle against {@code address} (which may refuse it) and returns all it
+     * printed once it ended (a connection that fails prints {@code REGMEM FAILED} and why).
+     */
+    public static String oneCycle(String provider, String address, String options) throws Exception {
+        try (Child client = new Child(List.of(), ChurnClient.class.getName(), provider, address, options, "00000000", "0", "0",
+                "1", "none", "1")) {
+            assertThat(client.process.waitFor(60, TimeUnit.SECONDS)).as("the client ends").isTrue();
+            client.drained();
+            return client.output();
+        }
+    }
+
     /** A child JVM under a command prefix, and its {@code REGMEM} lines. */
     private static final class Child implements AutoCloseable {
         final Process process;

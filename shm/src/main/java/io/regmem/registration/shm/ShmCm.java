@@ -5,6 +5,7 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.link.HostPort;
 import io.regmem.registration.link.Link;
 import io.regmem.registration.link.Listener;
+import io.regmem.registration.link.Refusal;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.LocalRendezvous;
 import io.regmem.registration.spi.ProviderCm;
@@ -72,11 +73,12 @@ final class ShmCm implements ProviderCm {
             offer = LaneOffer.decode(p.address(), false);
             String unreachable = LaneSetup.unreachable(offer);
             if (unreachable != null) {
-                throw new IOException(unreachable + "; the shm provider connects processes that share a host and a "
-                        + "network namespace (use ucx otherwise)");
+                throw new Refusal.Refused(Refusal.UNREACHABLE, unreachable + "; the shm provider connects processes that "
+                        + "share a host and a network namespace (use ucx otherwise)");
             }
         } catch (IOException e) {
             from.refused(l.peerAddress(), e.getMessage());
+            l.sendRefused(e instanceof Refusal.Refused r ? r.reason() : Refusal.ofAddress(e));
             l.close();
             return;
         }
@@ -133,11 +135,18 @@ final class ShmCm implements ProviderCm {
                 LOG.log(System.Logger.Level.WARNING, "regmem shm: " + ctx.name() + ": connecting to " + address + " failed: "
                         + e.getMessage());
             }
-            rejectedIfWaiting(null);
+            failedIfWaiting(e);
             return;
         }
         l.awaitEnd();
         peerGone();
+    }
+
+    /** The request failed on its way (not the peer's rejection): the ID reports REJECTED with {@code e} as the reason. */
+    private void failedIfWaiting(Exception e) {
+        if (!ctx.isDestroyed() && ctx.isConnecting()) {
+            ctx.failed(e instanceof IOException ? e.getMessage() : e.toString());
+        }
     }
 
     private void rejectedIfWaiting(byte[] privateData) {

@@ -25,6 +25,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -41,9 +42,22 @@ import org.junit.jupiter.params.provider.ValueSource;
 class ShmProcessTest {
     private static final long SIZE = 4L << 20;
 
+    private static final AtomicInteger PORTS = new AtomicInteger(26_000 + (int) (ProcessHandle.current().pid() % 2000));
+
+    /**
+     * A port nobody listens on, below the kernel's ephemeral range (32768-60999): a port from that range
+     * may be taken by any outgoing connection between this call and the child's bind.
+     */
     static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket(0)) {
-            return s.getLocalPort();
+        while (true) {
+            int port = PORTS.incrementAndGet();
+            try (ServerSocket s = new ServerSocket(port)) {
+                return s.getLocalPort();
+            } catch (IOException taken) {
+                if (port > 32_000) {
+                    throw taken;
+                }
+            }
         }
     }
 

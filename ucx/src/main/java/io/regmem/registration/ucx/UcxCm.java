@@ -5,6 +5,7 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.link.HostPort;
 import io.regmem.registration.link.Link;
 import io.regmem.registration.link.Listener;
+import io.regmem.registration.link.Refusal;
 import io.regmem.registration.shm.SameHostLane;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.LocalRendezvous;
@@ -109,6 +110,7 @@ final class UcxCm implements ProviderCm {
             hello = UcxHello.decode(p.address());
         } catch (IOException e) {
             from.refused(l.peerAddress(), e.getMessage());
+            l.sendRefused(Refusal.ofAddress(e));
             l.close();
             return;
         }
@@ -204,7 +206,7 @@ final class UcxCm implements ProviderCm {
                 LOG.log(System.Logger.Level.WARNING, "regmem ucx: " + ctx.name() + ": connecting to " + address
                         + " failed: " + e.getMessage());
             }
-            rejectedIfWaiting(null); // the listener went away, refused us, or is not one we may trust
+            failedIfWaiting(e);
             return;
         }
         l.awaitEnd();
@@ -225,6 +227,13 @@ final class UcxCm implements ProviderCm {
         } catch (IOException | RuntimeException e) {
             mine.leaveLane();
             return e instanceof IOException ? e.getMessage() : e.toString();
+        }
+    }
+
+    /** The request failed on its way (not the peer's rejection): the ID reports REJECTED with {@code e} as the reason. */
+    private void failedIfWaiting(Exception e) {
+        if (!ctx.isDestroyed() && ctx.isConnecting()) {
+            ctx.failed(e instanceof IOException ? e.getMessage() : e.toString());
         }
     }
 

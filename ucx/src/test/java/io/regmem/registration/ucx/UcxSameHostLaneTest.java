@@ -42,7 +42,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  */
 @ExtendWith(NoLeaks.class)
 class UcxSameHostLaneTest {
-    private static final AtomicInteger PORTS = new AtomicInteger(31_000 + (int) (ProcessHandle.current().pid() % 2000));
+    private static final AtomicInteger PORTS = new AtomicInteger(31_000 + (int) (ProcessHandle.current().pid() % 1500)); // (below the ephemeral range, 32768-60999)
     private static final Map<String, String> LANE = Map.of("sameHostLane", "true");
     private static final Map<String, String> NO_LANE = Map.of("sameHostLane", "false");
 
