@@ -67,6 +67,14 @@ class DocsTest {
         assertThat(found).containsExactlyInAnyOrderElementsOf(QUOTED_IN.keySet());
     }
 
+    /** The guides name the versions the build uses. */
+    @Test
+    void theNettyGuideNamesTheNettyTheBuildUses() throws IOException {
+        Matcher m = Pattern.compile("<netty.version>([^<]+)</netty.version>").matcher(Files.readString(ROOT.resolve("pom.xml")));
+        assertThat(m.find()).isTrue();
+        assertThat(Files.readString(ROOT.resolve("docs/netty.md"))).contains("Netty " + m.group(1));
+    }
+
     @Test
     void everyRelativeLinkResolves() throws IOException {
         List<Path> docs = new ArrayList<>(List.of(ROOT.resolve("README.md"), ROOT.resolve("BENCHMARKS.md")));

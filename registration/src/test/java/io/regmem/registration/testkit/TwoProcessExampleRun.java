@@ -1,9 +1,8 @@
-package io.regmem.examples;
+package io.regmem.registration.testkit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.regmem.registration.testkit.NoLeaks;
-import io.regmem.registration.ucx.UcxAvailable;
+import io.regmem.examples.TwoProcessExample;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -14,22 +13,21 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.Timeout;
-import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * The two-process example (docs/providers.md) run as it is meant to be: a server JVM and a client
- * JVM; the server prints what the client's WRITE put into its memory, with the client's pid.
+ * Runs the two-process example (docs/providers.md) as it is meant to be: a server JVM and a client
+ * JVM on one provider; the server prints what the client's WRITE put into its memory, with the
+ * client's pid. The ucx and shm modules' tests call it with their provider.
  */
-@ExtendWith(NoLeaks.class)
-@Timeout(value = 2, unit = TimeUnit.MINUTES)
-class TwoProcessExampleTest {
+public final class TwoProcessExampleRun {
+    private TwoProcessExampleRun() {
+    }
 
-    private static Process start(String role, String address, LinkedBlockingQueue<String> lines) throws IOException {
+    private static Process start(String role, String address, String provider, LinkedBlockingQueue<String> lines)
+            throws IOException {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-cp",
-                System.getProperty("java.class.path"), TwoProcessExample.class.getName(), role, address);
+                System.getProperty("java.class.path"), TwoProcessExample.class.getName(), role, address, provider);
         b.redirectErrorStream(true);
         Process p = b.start();
         Thread.ofPlatform().daemon().start(() -> {
@@ -58,9 +56,8 @@ class TwoProcessExampleTest {
         throw new AssertionError("no line starting '" + prefix + "'; the process printed: " + seen);
     }
 
-    @Test
-    void aClientProcessWritesIntoAServerProcessWithTheKeyFromTheAccept() throws Exception {
-        UcxAvailable.assumeInstalled();
+    /** A client process writes into a server process of {@code provider} with the key from the accept. */
+    public static void check(String provider) throws Exception {
         int port;
         // A port below the kernel's ephemeral range (32768-60999), which any outgoing connection may take.
         for (port = 24_000 + (int) (ProcessHandle.current().pid() % 2000); ; port++) {
@@ -75,11 +72,11 @@ class TwoProcessExampleTest {
         LinkedBlockingQueue<String> clientLines = new LinkedBlockingQueue<>();
         List<String> serverSeen = new ArrayList<>();
         List<String> clientSeen = new ArrayList<>();
-        Process server = start("server", address, serverLines);
+        Process server = start("server", address, provider, serverLines);
         Process client = null;
         try {
             next(serverLines, "listening on " + address, serverSeen);
-            client = start("client", address, clientLines);
+            client = start("client", address, provider, clientLines);
             assertThat(next(clientLines, "client: ", clientSeen)).isEqualTo("client: SUCCESS");
             assertThat(next(serverLines, "server: ", serverSeen))
                     .isEqualTo("server: SUCCESS RECV_RDMA_WITH_IMM, imm 42: hello from process " + client.pid());

@@ -22,21 +22,23 @@ import java.util.concurrent.TimeUnit;
  * A server process and a client process: {@code server HOST:PORT} listens and, when a client asks,
  * accepts with its buffer's address and remote key in the accept's private data (as rdma_cm
  * programs do); {@code client HOST:PORT} connects, takes them from its ID's private data, and RDMA
- * WRITEs a greeting with immediate data, which completes a receive at the server.
+ * WRITEs a greeting with immediate data, which completes a receive at the server. A third argument
+ * names the provider: {@code ucx} (the default: between hosts too) or {@code shm} (one host).
  */
 public final class TwoProcessExample {
     public static void main(String[] args) throws Exception {
-        if (args.length == 2 && args[0].equals("server")) {
-            server(args[1]);
-        } else if (args.length == 2 && args[0].equals("client")) {
-            client(args[1]);
+        String provider = args.length == 3 ? args[2] : "ucx";
+        if (args.length >= 2 && args[0].equals("server")) {
+            server(args[1], provider);
+        } else if (args.length >= 2 && args[0].equals("client")) {
+            client(args[1], provider);
         } else {
-            System.err.println("usage: TwoProcessExample server|client HOST:PORT");
+            System.err.println("usage: TwoProcessExample server|client HOST:PORT [ucx|shm]");
         }
     }
 
-    static void server(String address) {
-        RdmaDevice device = RdmaDevice.open("ucx", Map.of("progressThread", "true"));
+    static void server(String address, String provider) {
+        RdmaDevice device = RdmaDevice.open(provider, Map.of("progressThread", "true"));
         try (Arena arena = Arena.ofShared()) {
             MemorySegment target = arena.allocate(4096, 4096);
             ProtectionDomain pd = device.allocPd();
@@ -66,8 +68,8 @@ public final class TwoProcessExample {
         }
     }
 
-    static void client(String address) {
-        RdmaDevice device = RdmaDevice.open("ucx", Map.of("progressThread", "true"));
+    static void client(String address, String provider) {
+        RdmaDevice device = RdmaDevice.open(provider, Map.of("progressThread", "true"));
         try (Arena arena = Arena.ofShared()) {
             MemorySegment source = arena.allocate(4096, 4096);
             source.setString(0, "hello from process " + ProcessHandle.current().pid());
