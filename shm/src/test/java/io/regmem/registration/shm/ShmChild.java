@@ -6,6 +6,8 @@ import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
@@ -28,14 +30,20 @@ final class ShmChild implements AutoCloseable {
 
     /** A child with a mode of its own ({@code client <hex key> <address>}: it connects to {@code address}). */
     ShmChild(String address, String options, String mode) throws IOException {
+        this(address, ShmPeerMain.class, address, options, mode);
+    }
+
+    /** A child running {@code main} with {@code args}. */
+    ShmChild(String address, Class<?> main, String... args) throws IOException {
         this.address = address;
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         // A fixed heap, touched at start: the child's resident memory then grows only by what is not heap.
-        ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-Xms96m", "-Xmx96m",
+        List<String> command = new ArrayList<>(List.of(java, "--enable-native-access=ALL-UNNAMED", "-Xms96m", "-Xmx96m",
                 "-XX:+AlwaysPreTouch", "-XX:NativeMemoryTracking=summary", "-cp",
                 System.getProperty("java.class.path"),
-                "-Djava.util.logging.SimpleFormatter.format=%4$s %3$s: %5$s%6$s%n",
-                ShmPeerMain.class.getName(), address, options, mode);
+                "-Djava.util.logging.SimpleFormatter.format=%4$s %3$s: %5$s%6$s%n", main.getName()));
+        command.addAll(List.of(args));
+        ProcessBuilder b = new ProcessBuilder(command);
         b.redirectErrorStream(true);
         process = b.start();
         Thread.ofPlatform().daemon().start(() -> {
@@ -52,6 +60,17 @@ final class ShmChild implements AutoCloseable {
                 // the child is gone
             }
         });
+    }
+
+    /** The child's next line that starts with {@code prefix}, skipping the others. */
+    String find(String prefix) throws InterruptedException {
+        while (true) {
+            String line = lines.poll(30, TimeUnit.SECONDS);
+            assertThat(line).as("a line %s of the child (its output so far:\n%s)", prefix, output()).isNotNull();
+            if (line.startsWith(prefix)) {
+                return line;
+            }
+        }
     }
 
     /** The child's next line, which must start with {@code prefix}. */
