@@ -2,13 +2,11 @@ package io.regmem.registration.testkit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.regmem.core.RdmaException;
 import io.regmem.registration.Access;
 import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.ProtectionDomain;
-import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.spi.ProgressFaults;
 import java.io.BufferedReader;
@@ -20,7 +18,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HexFormat;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -209,28 +206,11 @@ public final class Churn {
 
     /** Accepts what came, and ends the connections whose client left or died. */
     private void serve(CmId listener, ProtectionDomain pd, CompletionQueue cq, List<CmId> live) {
-        for (CmId req; (req = listener.getRequest()) != null; ) {
-            req.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(4).maxRecvWr(1));
-            try {
-                req.accept();
-                live.add(req);
-                if (connections++ == 0) {
-                    firstDiagnostics = req.qp().diagnostics();
-                }
-            } catch (RdmaException e) { // the client died during the handshake
-                System.out.println("churn: an accept failed: " + e.getMessage());
-                req.destroyQp();
-                req.close();
+        ChurnListener.serve(listener, pd, cq, live, id -> {
+            if (connections++ == 0) {
+                firstDiagnostics = id.qp().diagnostics();
             }
-        }
-        for (Iterator<CmId> it = live.iterator(); it.hasNext(); ) {
-            CmId id = it.next();
-            if (id.connState() == CmId.ConnState.DISCONNECTED) {
-                id.destroyQp();
-                id.close();
-                it.remove();
-            }
-        }
+        }, e -> System.out.println("churn: an accept failed (its client died in the handshake): " + e.getMessage()));
     }
 
     /** How a client lives: dies at a point of a cycle, or is killed after a time. */

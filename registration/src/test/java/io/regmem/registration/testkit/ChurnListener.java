@@ -20,6 +20,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
 
 /**
  * A listener process for {@link ChurnClient}s (for tests that put the two in different namespaces):
@@ -63,26 +64,8 @@ public final class ChurnListener {
             say("LISTENING");
             List<CmId> live = new ArrayList<>();
             while (!end.get()) {
-                for (CmId req; (req = listener.getRequest()) != null; ) {
-                    req.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(4).maxRecvWr(1));
-                    try {
-                        req.accept();
-                        live.add(req);
-                        say("ACCEPTED " + req.qp().diagnostics());
-                    } catch (RdmaException e) {
-                        say("ACCEPT FAILED " + e.getMessage());
-                        req.destroyQp();
-                        req.close();
-                    }
-                }
-                for (Iterator<CmId> it = live.iterator(); it.hasNext(); ) {
-                    CmId id = it.next();
-                    if (id.connState() == CmId.ConnState.DISCONNECTED) {
-                        id.destroyQp();
-                        id.close();
-                        it.remove();
-                    }
-                }
+                serve(listener, pd, cq, live, id -> say("ACCEPTED " + id.qp().diagnostics()),
+                        e -> say("ACCEPT FAILED " + e.getMessage()));
                 Thread.sleep(1);
             }
             for (CmId id : live) {
@@ -97,6 +80,35 @@ public final class ChurnListener {
             cq.close();
             pd.close();
             say(dev.resources().survivors().isEmpty() ? "CLEAN" : "LEFT " + dev.resources().report());
+        }
+    }
+
+    /**
+     * One round of a listener's work: accepts every request that came (a QP each; {@code accepted} is
+     * told, or {@code failed} when the requester died during the handshake) and ends the connections in
+     * {@code live} whose peer left or died.
+     */
+    static void serve(CmId listener, ProtectionDomain pd, CompletionQueue cq, List<CmId> live, Consumer<CmId> accepted,
+                      Consumer<RdmaException> failed) {
+        for (CmId req; (req = listener.getRequest()) != null; ) {
+            req.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(4).maxRecvWr(1));
+            try {
+                req.accept();
+                live.add(req);
+                accepted.accept(req);
+            } catch (RdmaException e) {
+                failed.accept(e);
+                req.destroyQp();
+                req.close();
+            }
+        }
+        for (Iterator<CmId> it = live.iterator(); it.hasNext(); ) {
+            CmId id = it.next();
+            if (id.connState() == CmId.ConnState.DISCONNECTED) {
+                id.destroyQp();
+                id.close();
+                it.remove();
+            }
         }
     }
 

@@ -49,6 +49,18 @@ class ShmProgressFaultTest {
         return (ShmDevice) m.invoke(dev);
     }
 
+    /** A connection between {@code client} and the listener's device, in this JVM: the requester's ID, then the listener's. */
+    private static CmId[] connect(RdmaDevice client, ProtectionDomain pdA, CompletionQueue cqA, CmId listener,
+                                  ProtectionDomain pdB, CompletionQueue cqB, String address) {
+        CmId a = client.createCmId();
+        a.createQp(pdA, new QpInitAttributes().sendCq(cqA).recvCq(cqA).maxSendWr(4).maxRecvWr(1));
+        a.connect(address);
+        CmId b = listener.getRequest();
+        b.createQp(pdB, new QpInitAttributes().sendCq(cqB).recvCq(cqB).maxSendWr(4).maxRecvWr(1));
+        b.accept();
+        return new CmId[] {a, b};
+    }
+
     static Thread progressThread(ShmDevice d) throws ReflectiveOperationException {
         Field f = ShmDevice.class.getDeclaredField("progressThread");
         f.setAccessible(true);
@@ -93,12 +105,9 @@ class ShmProgressFaultTest {
             String address = Providers.address("shm", "x");
             listener.listen(address);
             for (int i = 0; i < 400; i++) {
-                CmId a = client.createCmId();
-                a.createQp(pdA, new QpInitAttributes().sendCq(cqA).recvCq(cqA).maxSendWr(4).maxRecvWr(1));
-                a.connect(address);
-                CmId b = listener.getRequest();
-                b.createQp(pdB, new QpInitAttributes().sendCq(cqB).recvCq(cqB).maxSendWr(4).maxRecvWr(1));
-                b.accept();
+                CmId[] pair = connect(client, pdA, cqA, listener, pdB, cqB, address);
+                CmId a = pair[0];
+                CmId b = pair[1];
                 if (i % 2 == 0) { // the listener's side goes first, or the requester's
                     b.destroyQp();
                     a.destroyQp();
@@ -163,14 +172,7 @@ class ShmProgressFaultTest {
             listener.listen(address);
             List<CmId> ids = new ArrayList<>();
             for (int i = 0; i < 2; i++) {
-                CmId a = client.createCmId();
-                a.createQp(pdA, new QpInitAttributes().sendCq(cqA).recvCq(cqA).maxSendWr(4).maxRecvWr(1));
-                a.connect(address);
-                CmId b = listener.getRequest();
-                b.createQp(pdB, new QpInitAttributes().sendCq(cqB).recvCq(cqB).maxSendWr(4).maxRecvWr(1));
-                b.accept();
-                ids.add(a);
-                ids.add(b);
+                ids.addAll(List.of(connect(client, pdA, cqA, listener, pdB, cqB, address)));
             }
             ShmDevice s = shm(server);
             ShmQp broken = s.qps()[0];
