@@ -141,6 +141,9 @@ final class ShmQp implements ProviderQp {
         ReentrantLock l = ctx.lock();
         l.lock();
         try {
+            if (destroyed) {
+                return; // once
+            }
             destroyed = true;
             Lane old = lane;
             lane = null;

@@ -253,6 +253,9 @@ final class UcxQp implements ProviderQp {
     void leaveLane() {
         SameHostLane.Qp l;
         synchronized (this) {
+            if (destroyed) {
+                return; // (its destroy took the lane QP with it)
+            }
             l = lane;
             lane = null;
         }
