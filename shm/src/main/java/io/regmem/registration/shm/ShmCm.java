@@ -157,6 +157,16 @@ final class ShmCm implements ProviderCm {
 
     /** The life line ended: the QP takes what the peer wrote, then errs; the ID reports DISCONNECTED. */
     private void peerGone() {
+        try {
+            endConnection();
+        } catch (RuntimeException | Error e) { // (the link's thread is regmem's: nothing escapes it)
+            LOG.log(System.Logger.Level.WARNING, "regmem shm: " + ctx.name() + ": ending the connection after its peer went "
+                    + "failed", e);
+        }
+    }
+
+    /** The connection's end after its peer went: the QP errs, the ID reports DISCONNECTED. */
+    private void endConnection() {
         if (ctx.isDestroyed()) {
             return;
         }

@@ -251,6 +251,16 @@ final class UcxCm implements ProviderCm {
      * verdict rather than a flush; a killed peer answers nothing and the wait runs out.
      */
     private void peerGone() {
+        try {
+            endConnection();
+        } catch (RuntimeException | Error e) { // (the link's thread is regmem's: nothing escapes it)
+            LOG.log(System.Logger.Level.WARNING, "regmem ucx: " + ctx.name() + ": ending the connection after its peer went "
+                    + "failed", e);
+        }
+    }
+
+    /** The connection's end after its peer went: the QP errs, the ID reports DISCONNECTED. */
+    private void endConnection() {
         if (ctx.isDestroyed()) {
             return;
         }
