@@ -173,7 +173,7 @@ final class UcxCm implements ProviderCm {
                 if (lane == null) {
                     throw new IOException("the listener answered a same-host lane this device did not offer");
                 }
-                String why = joinLane(l, mine, lane, theirs.laneOffer());
+                String why = UcxLaneSetup.join(l, mine, lane, theirs.laneOffer());
                 if (why == null) {
                     l.sendReady();
                 } else { // over UCX, as if the lane were off: the listener answers again
@@ -211,23 +211,6 @@ final class UcxCm implements ProviderCm {
         }
         l.awaitEnd();
         peerGone();
-    }
-
-    /**
-     * The requester's side of the lane the listener offered: joins it and connects the QP over it.
-     *
-     * @return null if the QP is connected over the lane, else why not (the QP then left the lane)
-     */
-    private static String joinLane(Link l, UcxQp mine, SameHostLane lane, byte[] listenerOffer) {
-        SameHostLane.Qp q = mine.useLane(lane, l::close);
-        try {
-            lane.join(q, listenerOffer, l.deadline());
-            mine.laneConnected();
-            return null;
-        } catch (IOException | RuntimeException e) {
-            mine.leaveLane();
-            return e instanceof IOException ? e.getMessage() : e.toString();
-        }
     }
 
     /** The request failed on its way (not the peer's rejection): the ID reports REJECTED with {@code e} as the reason. */
@@ -352,7 +335,7 @@ final class UcxCm implements ProviderCm {
         try {
             if (lane == null) {
                 acceptOverUcx(l, mine, privateData, false);
-            } else if (!acceptsLane(lane) || !acceptOverLane(l, mine, lane, privateData)) {
+            } else if (!UcxLaneSetup.accept(l, mine, lane, hello, privateData)) {
                 // A peer of this host the lane cannot reach (another namespace): UCX's shared-memory
                 // transports would not reach it either, so its channel has network transports only.
                 acceptOverUcx(l, mine, privateData, SameHostLane.sameHost(hello.laneOffer()));
@@ -373,17 +356,6 @@ final class UcxCm implements ProviderCm {
         });
     }
 
-    /** True if the requester's lane offer is one this side takes (this host, same rings); else the connection runs over UCX. */
-    private boolean acceptsLane(SameHostLane lane) {
-        try {
-            lane.checkRequester(hello.laneOffer());
-            return true;
-        } catch (IOException e) {
-            LOG.log(System.Logger.Level.DEBUG, "regmem ucx: " + ctx.name() + ": no same-host lane: " + e.getMessage());
-            return false;
-        }
-    }
-
     /**
      * Accepts over UCX: the QP connects to the requester's worker, ACCEPT with this side's, then READY;
      * {@code networkOnly}: on a channel without shared-memory transports.
@@ -394,44 +366,6 @@ final class UcxCm implements ProviderCm {
         mine.connect(hello.worker(), peer.qp(), peer.token());
         l.sendAccept(mine.number, mine.localToken, new UcxHello(worker, null).encode(), privateData);
         l.awaitReady(l.deadline(), () -> progressQuietly(mine.device));
-    }
-
-    /**
-     * Accepts over the same-host lane: ACCEPT with this side's lane offer (a one-time socket), the
-     * requester's memfd on it, its authenticated READY, then the QP is connected over the lane. Where
-     * the lane cannot be set up (the requester cannot reach the socket, the kernel does not show
-     * either process to the other, ...), the requester says NO_LANE and the QP leaves the lane.
-     *
-     * @return true if connected over the lane; false if the connection is to go over UCX
-     */
-    private boolean acceptOverLane(Link l, UcxQp mine, SameHostLane lane, byte[] privateData) throws IOException {
-        SameHostLane.Qp q = mine.useLane(lane, l::close);
-        String why = null;
-        try (SameHostLane.Accepting a = lane.accept(hello.laneOffer())) {
-            l.sendAccept(mine.number, mine.localToken, new UcxHello(mine.device.workerAddress(), a.offer()).encode(),
-                    privateData);
-            long deadline = l.deadline();
-            try {
-                a.complete(deadline, l::peerClosedOrSent);
-            } catch (IOException e) {
-                why = e.getMessage();
-            }
-            if (l.awaitReadyOrNoLane(deadline, () -> { })) {
-                if (why != null) {
-                    throw new IOException("the requester says it took a lane this side could not set up: " + why);
-                }
-                a.connect(q);
-                mine.laneConnected();
-                return true;
-            }
-        } catch (IOException | RuntimeException e) {
-            mine.leaveLane();
-            throw e;
-        }
-        mine.leaveLane();
-        LOG.log(System.Logger.Level.DEBUG, "regmem ucx: " + ctx.name() + ": no same-host lane with " + l.peerAddress() + ": "
-                + (why != null ? why : "the requester could not set it up") + "; the connection goes over UCX");
-        return false;
     }
 
     private static void progressQuietly(UcxDevice device) {
