@@ -48,7 +48,7 @@ final class UcxCq implements ProviderCq {
         UcxQp[] receivers = members.receivers();
         boolean overUcx = qps.length == 0 && receivers.length == 0;
         for (UcxQp qp : qps) {
-            qp.polledBy(me);
+            qp.pollers.polledBy(me);
             SameHostLane.Qp l = qp.lane;
             if (l != null) {
                 l.progress();
@@ -57,7 +57,7 @@ final class UcxCq implements ProviderCq {
             }
         }
         for (UcxQp qp : receivers) {
-            qp.polledBy(me);
+            qp.pollers.polledBy(me);
             SameHostLane.Qp l = qp.lane;
             if (l == null) {
                 overUcx = true;
@@ -128,9 +128,9 @@ final class UcxCq implements ProviderCq {
         if (peer == null) {
             return false;
         }
-        Thread poller = peer.lastPoller();
+        Thread poller = peer.pollers.lastPoller();
         if (poller != null && poller != Thread.currentThread()) {
-            long polls = peer.polls();
+            long polls = peer.pollers.polls();
             if (polls != qp.peerPollsSeen) {
                 qp.peerPollsSeen = polls;
                 qp.peerQuiet = 0;

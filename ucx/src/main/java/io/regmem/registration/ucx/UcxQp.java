@@ -11,8 +11,6 @@ import io.regmem.registration.link.Link;
 import io.regmem.registration.shm.SameHostLane;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -86,27 +84,11 @@ final class UcxQp implements ProviderQp {
     volatile UcxQp localPeer;
     /** Set once the QP is destroyed: an in-process peer's poll leaves it alone. */
     volatile boolean destroyed;
-    /**
-     * The thread that last polled one of this QP's own CQs, and how many such polls ran: hints
-     * (opaque, no fence on the poll path) read by its in-process peer's polls, which leave this QP
-     * to a thread of its own (see {@link UcxCq#progressPeer}).
-     */
-    @SuppressWarnings("unused") // through LAST_POLLER
-    private Thread lastPoller;
-    @SuppressWarnings("unused") // through POLLS
-    private long polls;
-    private static final VarHandle LAST_POLLER;
-    private static final VarHandle POLLS;
-
-    static {
-        try {
-            MethodHandles.Lookup l = MethodHandles.lookup();
-            LAST_POLLER = l.findVarHandle(UcxQp.class, "lastPoller", Thread.class);
-            POLLS = l.findVarHandle(UcxQp.class, "polls", long.class);
-        } catch (ReflectiveOperationException e) {
-            throw new ExceptionInInitializerError(e);
-        }
-    }
+    /** Which thread polls this QP's own CQs, and how often (hints for its in-process peer's polls). */
+    final UcxPollers pollers = new UcxPollers();
+    /** The peer's {@link UcxPollers#polls()} when this QP's poll last looked, and how many looks found it unchanged. */
+    long peerPollsSeen = -1;
+    int peerQuiet;
 
     /**
      * The QP's same-host lane, once it connected over one ({@link #useLane}): its data path runs
@@ -140,29 +122,6 @@ final class UcxQp implements ProviderQp {
                 .append("), inbox ").append(receiver.inbox.size()).append("; ").append(device.messages.droppedDescription());
         return b.toString();
     }
-
-    /** A poll of one of this QP's CQs, on {@code t}, runs it now. */
-    void polledBy(Thread t) {
-        if (LAST_POLLER.getOpaque(this) != t) { // a reference store has a GC barrier: only when it changes
-            LAST_POLLER.setOpaque(this, t);
-        }
-        POLLS.setOpaque(this, (long) POLLS.getOpaque(this) + 1);
-    }
-
-    /** The thread that last polled one of this QP's own CQs, or null. */
-    Thread lastPoller() {
-        return (Thread) LAST_POLLER.getOpaque(this);
-    }
-
-    /** How many polls of this QP's own CQs ran it. */
-    long polls() {
-        return (long) POLLS.getOpaque(this);
-    }
-
-    /** The peer's {@link #polls()} when this QP's poll last looked, and how many looks found it unchanged. */
-    long peerPollsSeen = -1;
-    int peerQuiet;
-
 
     UcxQp(UcxDevice device, QpContext ctx, int number) {
         this.device = device;
