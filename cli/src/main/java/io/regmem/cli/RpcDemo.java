@@ -271,9 +271,8 @@ final class RpcDemo {
                 failureReason = theirs != null
                         ? "the server at " + connect + " refused the connection: it serves " + theirs + ", this client asks "
                                 + "for " + mine + " (give both sides the same --rpc-concurrency and --rpc-payloads)"
-                        : idC.failureReason() != null ? "the server at " + connect + " did not take the connection: "
-                                + idC.failureReason()
-                        : "the server at " + connect + " did not accept the connection (" + idC.connState() + ")";
+                        : "the server at " + connect + (idC.failureReason() != null ? " did not take the connection: "
+                                + idC.failureReason() : " did not accept the connection (" + idC.connState() + ")");
                 out.println("regmem demo: " + failureReason);
                 devC.forceClose();
                 return false;
