@@ -2,15 +2,13 @@ package io.regmem.registration;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.regmem.registration.testkit.LogCapture;
 import io.regmem.registration.testkit.Loopback;
 import io.regmem.registration.testkit.NoLeaks;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.logging.Handler;
 import java.util.logging.Level;
-import java.util.logging.LogRecord;
-import java.util.logging.Logger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
@@ -26,27 +24,12 @@ import org.junit.jupiter.api.extension.ExtendWith;
 @Tag("soft-only") // (the other providers' completions come on their own time; the logging is the verbs layer's)
 @ExtendWith(NoLeaks.class)
 class AsyncErrorLogTest {
-    private final Logger log = Logger.getLogger(RdmaDevice.class.getName());
-    private final List<LogRecord> records = new ArrayList<>();
-    private final Handler capture = new Handler() {
-        @Override
-        public synchronized void publish(LogRecord r) {
-            records.add(r);
-        }
-
-        @Override
-        public void flush() {
-        }
-
-        @Override
-        public void close() {
-        }
-    };
+    private LogCapture log;
     private Loopback lb;
 
     @BeforeEach
     void open() {
-        log.addHandler(capture);
+        log = new LogCapture(RdmaDevice.class.getName());
         QpInitAttributes attrs = new QpInitAttributes().maxSendWr(16).maxRecvWr(8).signalAll(true);
         lb = new Loopback("soft", Map.of(), 4, attrs, new QpInitAttributes().maxSendWr(16).maxRecvWr(8).signalAll(true));
     }
@@ -54,7 +37,7 @@ class AsyncErrorLogTest {
     @AfterEach
     void close() {
         lb.close();
-        log.removeHandler(capture);
+        log.close();
     }
 
     private void overrun() {
@@ -71,14 +54,8 @@ class AsyncErrorLogTest {
         }
     }
 
-    private synchronized List<String> warnings() {
-        List<String> out = new ArrayList<>();
-        for (LogRecord r : records) {
-            if (r.getLevel() == Level.WARNING) {
-                out.add(r.getMessage());
-            }
-        }
-        return out;
+    private List<String> warnings() {
+        return log.messages(Level.WARNING);
     }
 
     @Test

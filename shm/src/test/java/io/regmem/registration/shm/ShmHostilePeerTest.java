@@ -17,6 +17,7 @@ import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import io.regmem.registration.link.Link;
+import io.regmem.registration.testkit.LogCapture;
 import io.regmem.registration.testkit.NoLeaks;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -24,9 +25,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.logging.Handler;
-import java.util.logging.LogRecord;
-import java.util.logging.Logger;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -45,31 +43,16 @@ class ShmHostilePeerTest {
     private static final String SECRET = "hostile-peer-test-secret-0123456789";
     private static final long RING = 64L << 10;
     private static final byte CANARY = (byte) 0xC3;
-    private final Logger log = Logger.getLogger("io.regmem.registration.shm");
-    private final StringBuffer warnings = new StringBuffer();
-    private final Handler capture = new Handler() {
-        @Override
-        public void publish(LogRecord r) {
-            warnings.append(r.getMessage()).append('\n');
-        }
-
-        @Override
-        public void flush() {
-        }
-
-        @Override
-        public void close() {
-        }
-    };
+    private LogCapture log;
 
     @BeforeEach
     void listen() {
-        log.addHandler(capture);
+        log = new LogCapture("io.regmem.registration.shm");
     }
 
     @AfterEach
     void quiet() {
-        log.removeHandler(capture);
+        log.close();
     }
 
     @Test
@@ -173,7 +156,7 @@ class ShmHostilePeerTest {
             assertThat(verdicts[1]).as("requests outside the range are refused").isPositive();
             assertThat(connections).isGreaterThan(20);
             assertThat(broken).as("garbage ends connections").isGreaterThan(connections / 2);
-            assertThat(warnings.toString()).contains("the connection ends");
+            assertThat(log.text()).contains("the connection ends");
             listener.close();
             cq.close();
             mr.close();

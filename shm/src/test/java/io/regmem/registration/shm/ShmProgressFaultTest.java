@@ -18,6 +18,7 @@ import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import io.regmem.registration.spi.ProgressFaults;
+import io.regmem.registration.testkit.LogCapture;
 import io.regmem.registration.testkit.Loopback;
 import io.regmem.registration.testkit.NoLeaks;
 import io.regmem.registration.testkit.Providers;
@@ -29,9 +30,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.logging.Handler;
-import java.util.logging.LogRecord;
-import java.util.logging.Logger;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -138,23 +136,7 @@ class ShmProgressFaultTest {
      */
     @Test
     void aQpWhoseProgressFailsErrsAloneAndTheThreadServesTheOthers() throws Exception {
-        Logger log = Logger.getLogger("io.regmem.registration.shm");
-        StringBuffer warnings = new StringBuffer();
-        Handler capture = new Handler() {
-            @Override
-            public void publish(LogRecord r) {
-                warnings.append(r.getMessage()).append('\n');
-            }
-
-            @Override
-            public void flush() {
-            }
-
-            @Override
-            public void close() {
-            }
-        };
-        log.addHandler(capture);
+        LogCapture log = new LogCapture("io.regmem.registration.shm");
         long survived = ProgressFaults.survivedCount();
         try (Arena arena = Arena.ofShared();
              RdmaDevice client = RdmaDevice.open("shm");
@@ -213,7 +195,7 @@ class ShmProgressFaultTest {
                 assertThat(System.nanoTime()).as("the other connection is served").isLessThan(deadline);
             }
             assertThat(local.asSlice(4096, 4096).mismatch(local.asSlice(0, 4096))).isEqualTo(-1);
-            assertThat(warnings.toString()).contains("its progress failed");
+            assertThat(log.text()).contains("its progress failed");
             assertThat(ProgressFaults.survivedCount()).as("the QP's own guard took it").isEqualTo(survived);
             for (CmId id : ids) {
                 if (id.connState() == CmId.ConnState.CONNECTED) {
@@ -235,7 +217,7 @@ class ShmProgressFaultTest {
             pdA.close();
             pdB.close();
         } finally {
-            log.removeHandler(capture);
+            log.close();
         }
     }
 }
