@@ -36,7 +36,7 @@ final class ShmCm implements ProviderCm {
     private Listener server;
     /** The life line to another process (a request made by one, or a connect to one). */
     private volatile Link link;
-    /** A request from another process: what its requester offered. */
+    /** A request from another process: what its requester offered (written before link). */
     private LaneOffer peerOffer;
 
     ShmCm(ShmDevice device, CmContext ctx) {
@@ -88,8 +88,8 @@ final class ShmCm implements ProviderCm {
                 return;
             }
             ShmCm request = ShmContexts.cm(ctx.newRequest(p.privateData(), l.peerAddress()));
-            request.link = l;
             request.peerOffer = offer;
+            request.link = l; // last: its volatile write publishes peerOffer to a reader that skips CM
         }
     }
 

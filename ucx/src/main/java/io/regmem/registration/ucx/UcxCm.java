@@ -51,7 +51,7 @@ final class UcxCm implements ProviderCm {
     private Listener server;
     /** The bootstrap connection to another process (a request made by one, or a connect to one). */
     private volatile Link link;
-    /** A request from another process: what its requester sent, and its address. */
+    /** A request from another process: what its requester sent, and its address (written before link). */
     private Link.Peer peer;
     private UcxHello hello;
     private final UcxDevice device;
@@ -120,9 +120,9 @@ final class UcxCm implements ProviderCm {
                 return;
             }
             UcxCm request = UcxContexts.cm(ctx.newRequest(p.privateData(), l.peerAddress()));
-            request.link = l;
             request.peer = p;
             request.hello = hello;
+            request.link = l; // last: its volatile write publishes peer and hello to a reader that skips CM
             // A requester that goes away before the answer: the request stays until accept or reject fails on it.
         }
     }
