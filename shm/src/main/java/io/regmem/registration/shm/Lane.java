@@ -16,8 +16,14 @@ import java.lang.invoke.VarHandle;
  *   88 its progress thread sleeps u32 (a futex word)   96 its progress thread may sleep u64
  *  128 the listener is ready u64   136 it can copy out of the requester u64   144 its QP is gone u64
  *  152 its progress thread sleeps u32   160 its progress thread may sleep u64
+ *  256 the listener's requests the requester finished: the last one's sequence + 1 u64 (0: none)
+ *  384 the requester's requests the listener finished, the same
  * 4096 the requester's requests, then its answers, then the listener's requests, then its answers
  * </pre>
+ * A side's target says that it finished the peer's WRITEs and SENDs (the bytes placed, every check
+ * passed) in its finished word, written once per round of serving, never in a record per request; a
+ * READ's or atomic's answer, and any error, go in its answer ring, and such a record also says that
+ * every request before it finished (requests execute in order, and nothing runs after an error).
  * The requester makes and sizes the memfd and writes the magic and size; the listener maps it only
  * once {@link SharedFile#verify} passed and then checks them. Each side says, in its words, whether
  * it can copy out of the other ({@code process_vm_readv}): an initiator lets its target pull large
@@ -25,7 +31,7 @@ import java.lang.invoke.VarHandle;
  * peer's own copies fail.
  */
 final class Lane implements AutoCloseable {
-    static final long MAGIC = 0x314e_4c4d_4853_4d52L; // "RMSHMLN1" in native (little-endian) order
+    static final long MAGIC = 0x324e_4c4d_4853_4d52L; // "RMSHMLN2" in native (little-endian) order
     static final long H_MAGIC = 0;
     static final long H_CAPACITY = 8;
     static final long H_REQUESTER_READY = 64;
@@ -38,6 +44,8 @@ final class Lane implements AutoCloseable {
     static final long H_LISTENER_SLEEPS = 152;
     static final long H_REQUESTER_SLEEPER = 96;
     static final long H_LISTENER_SLEEPER = 160;
+    static final long H_REQUESTER_FINISHED = 256;
+    static final long H_LISTENER_FINISHED = 384;
     static final long RINGS = 4096;
     /** The default data bytes of each ring. */
     static final long DEFAULT_CAPACITY = 2L << 20;
@@ -152,6 +160,16 @@ final class Lane implements AutoCloseable {
     /** True once the peer said its QP is gone. Any thread. */
     boolean peerLeft() {
         return (long) LONG.getAcquire(memory, requester ? H_LISTENER_GONE : H_REQUESTER_GONE) == 1L;
+    }
+
+    /** Says that this side finished the peer's requests up to the one with sequence {@code seq} (release). */
+    void finished(long seq) {
+        LONG.setRelease(memory, requester ? H_REQUESTER_FINISHED : H_LISTENER_FINISHED, seq + 1);
+    }
+
+    /** The peer's finished word: the last of this side's requests it finished, + 1 (0: none). Unchecked. */
+    long peerFinished() {
+        return (long) LONG.getAcquire(memory, requester ? H_LISTENER_FINISHED : H_REQUESTER_FINISHED);
     }
 
     /** The address of this side's sleeping word (a 32-bit futex word in the shared memory). */

@@ -9,33 +9,41 @@ import java.lang.invoke.VarHandle;
 /**
  * One single-producer, single-consumer ring of variable-length records in memory two processes share:
  * one side only writes it, the other only reads it. Neither trusts the other: whatever the peer writes
- * into the shared memory (its counter, record lengths, types, payloads, at any moment), this side's
- * accesses stay inside the ring's segment, and a value that breaks the ring's rules raises
- * {@link Violation} (the connection then ends) instead of being used.
+ * into the shared memory (record headers, payloads, its counter, at any moment), this side's accesses
+ * stay inside the ring's segment, and a value that breaks the ring's rules raises {@link Violation}
+ * (the connection then ends) instead of being used.
  *
- * <p>Layout at the ring's base: the producer's tail (a byte count, only growing) at 0, the
- * consumer's head at 128 (two cache lines apart, as the adjacent-line prefetcher fetches pairs), then
- * the data from 256, {@code capacity} bytes (a power of two). A record is an 8-byte header (payload length u32, type u32), then the payload,
- * padded to 8 bytes; a record never wraps: when the space to the end is too short the producer fills
- * it with a {@link #PAD} record and starts again at offset 0 (as Agrona's rings do). The producer
- * writes records past its published tail and then publishes the tail with a release store; the
- * consumer reads the tail with an acquire load, takes each record's header once into locals, checks
- * it, and publishes its head (release) once it no longer needs the records' memory.
+ * <p>Layout at the ring's base: the consumer's head (a byte count, only growing) at 128, then the data
+ * from 256, {@code capacity} bytes (a power of two). A record is an 8-byte header, then the payload,
+ * padded to 8 bytes:
+ * <pre>
+ *   0 record length u32 (header included: never 0)   4 type u32   8 payload ...
+ * </pre>
+ * Records publish themselves, as Aeron's term appender's frames do: the consumer finds the next record
+ * by reading the header at its position with an acquire load, and a zero header means "not yet"; there
+ * is no producer counter. The producer writes a record's payload, and zeroes the header slot that
+ * follows it (the next record's, "not yet" until that one is published), before it writes the record's
+ * header with a release store; of several records written before one {@link #publish()}, only the
+ * first one's header waits for it (the consumer stops there, so the others' headers are plain stores).
+ * A record never wraps: when the space to the end is too short the producer fills it with a
+ * {@link #PAD} record and starts again at offset 0. The consumer publishes its head (release) once it
+ * no longer needs the records' memory; the producer reads that head only when it runs short of room.
+ * The memory starts zeroed (a new memfd).
  *
- * <p>Each side keeps its own position privately and reads the other's counter only to learn how far
- * it may go: a counter that moves backwards, beyond the other's position, or by more than the
- * capacity, is a violation. One thread at a time uses each end (the caller's lock).
+ * <p>Each side keeps its own position privately: a head that moves backwards or beyond what was
+ * published, a header whose record would leave the ring, or more filler in a row than the ring holds,
+ * is a violation. One thread at a time uses each end (the caller's lock).
  *
  * <p>Public only for the benchmarks (the package is not exported: not API).
  */
 public final class Ring {
     /** Where the data starts, from the ring's base. */
     public static final long HEADER = 256;
-    static final long TAIL = 0;
+    /** The consumer's head, from the ring's base (two cache lines from anything else: the adjacent-line prefetcher fetches pairs). */
     static final long HEAD = 128;
-    /** A record's header: payload length, type. */
+    /** A record's header: record length, type. */
     static final int RECORD_HEADER = 8;
-    /** The type of the filler record at the end of the data. */
+    /** The type of the filler record at the end of the data (and of a cancelled one). */
     static final int PAD = 0;
 
     private static final VarHandle LONG = JAVA_LONG.varHandle();
@@ -52,12 +60,15 @@ public final class Ring {
     private final long mask;
     /** The largest record payload taken: a quarter of the capacity. */
     final int maxPayload;
-    /** This side's position: the producer's tail (written, perhaps not yet published), or the consumer's head. */
+    /** This side's position: the producer's end of the records written (perhaps not yet published), or the consumer's head. */
     private long position;
-    /** The producer: the consumer's head as last read. The consumer: the producer's tail as last read. */
+    /** The producer: the consumer's head as last read. */
     private long other;
-    /** The producer's last published tail; the consumer's last published head. */
+    /** The producer's position at its last publish; the consumer's last published head. */
     private long published;
+    /** The producer: the data offset of the first header written since the last publish, or -1; that header's value. */
+    private long withheldAt = -1;
+    private long withheld;
 
     /** The ring at {@code ring} (header and data: {@link #HEADER} + capacity bytes). */
     public Ring(MemorySegment ring) {
@@ -86,7 +97,7 @@ public final class Ring {
     // ---- the producer ----
 
     /**
-     * Claims room for a record of {@code type} with {@code length} payload bytes and writes its header.
+     * Claims room for a record of {@code type} with {@code length} payload bytes.
      *
      * @return the payload's offset in the ring's segment ({@link #segment()}), or -1 if the ring is too
      *         full now (nothing changed); the record is the consumer's once {@link #publish()} ran
@@ -99,25 +110,33 @@ public final class Ring {
         long total = align(RECORD_HEADER + (long) length);
         long at = position & mask;
         long pad = at + total > capacity ? capacity - at : 0;
-        if (position + pad + total - other > capacity) {
+        long need = pad + total + RECORD_HEADER; // and the next record's header slot, zeroed now
+        if (position + need - other > capacity) {
             readHead();
-            if (position + pad + total - other > capacity) {
+            if (position + need - other > capacity) {
                 return -1;
             }
         }
         if (pad > 0) {
-            writeHeader(at, PAD, (int) (pad - RECORD_HEADER));
+            header(at, PAD, pad);
             position += pad;
             at = 0;
         }
-        writeHeader(at, type, length);
+        header(at, type, RECORD_HEADER + (long) length);
         position += total;
+        ring.set(JAVA_LONG, HEADER + (position & mask), 0L); // "not yet" where the next record goes
         return HEADER + at + RECORD_HEADER;
     }
 
-    private void writeHeader(long at, int type, int length) {
-        ring.set(JAVA_INT, HEADER + at, length);
-        ring.set(JAVA_INT, HEADER + at + 4, type);
+    /** Writes a header, or keeps it until {@link #publish()} if it is the first since the last one. */
+    private void header(long at, int type, long recordLength) {
+        long h = (long) type << 32 | recordLength;
+        if (withheldAt < 0) {
+            withheldAt = at;
+            withheld = h;
+        } else {
+            ring.set(JAVA_LONG, HEADER + at, h);
+        }
     }
 
     /**
@@ -125,14 +144,19 @@ public final class Ring {
      * the consumer skips it. For a claim whose bytes could not be written after all.
      */
     void cancel(long payload) {
-        ring.set(JAVA_INT, payload - RECORD_HEADER + 4, PAD);
+        long at = payload - RECORD_HEADER - HEADER;
+        if (at == withheldAt) {
+            withheld &= 0xffff_ffffL; // type PAD
+        } else {
+            ring.set(JAVA_INT, payload - RECORD_HEADER + 4, PAD);
+        }
     }
 
     /** True if a record of {@code length} payload bytes fits now. */
     boolean fits(int length) {
         long total = align(RECORD_HEADER + (long) length);
         long at = position & mask;
-        long need = (at + total > capacity ? capacity - at : 0) + total;
+        long need = (at + total > capacity ? capacity - at : 0) + total + RECORD_HEADER;
         if (position + need - other > capacity) {
             readHead();
         }
@@ -142,7 +166,7 @@ public final class Ring {
     private void readHead() {
         long h = (long) LONG.getAcquire(ring, HEAD);
         if (h < other || h > published) {
-            throw new Violation("the consumer's head moved to " + h + " (it was " + other + ", the tail published is "
+            throw new Violation("the consumer's head moved to " + h + " (it was " + other + ", the records published end at "
                     + published + ")");
         }
         other = h;
@@ -150,13 +174,14 @@ public final class Ring {
 
     /** Publishes the records claimed so far to the consumer. */
     public void publish() {
-        if (published != position) {
-            published = position;
-            LONG.setRelease(ring, TAIL, position);
+        if (withheldAt >= 0) {
+            LONG.setRelease(ring, HEADER + withheldAt, withheld);
+            withheldAt = -1;
         }
+        published = position;
     }
 
-    /** True if every published record was consumed (the consumer's head reached the tail). */
+    /** True if every published record was consumed (the consumer's head reached the end of them). */
     boolean drained() {
         readHead();
         return other == published;
@@ -176,43 +201,44 @@ public final class Ring {
      * The record stays the consumer's until {@link #consume()}.
      *
      * @return false if none was published
-     * @throws Violation if the producer broke the ring's rules (its tail, a record's header)
+     * @throws Violation if the producer broke the ring's rules (a record's header)
      */
     public boolean next() {
+        long skipped = 0;
         while (true) {
-            if (position == other) {
-                long t = (long) LONG.getAcquire(ring, TAIL);
-                if (t == other) {
-                    return false;
-                }
-                if (t < other || t - published > capacity || (t & 7) != 0) {
-                    throw new Violation("the producer's tail moved to " + t + " (it was " + other + ", the head is "
-                            + published + ", the capacity " + capacity + ")");
-                }
-                other = t;
-            }
             long at = position & mask;
-            int len = ring.get(JAVA_INT, HEADER + at);
-            int typ = ring.get(JAVA_INT, HEADER + at + 4);
-            long total = align(RECORD_HEADER + (len & 0xffff_ffffL));
-            if (len < 0 || at + total > capacity || position + total > other) {
-                throw new Violation("a record at " + position + " claims " + len + " payload bytes (to the tail "
-                        + (other - position) + ", to the end " + (capacity - at) + ")");
+            long h = (long) LONG.getAcquire(ring, HEADER + at);
+            if (h == 0) {
+                return false;
+            }
+            long len = h & 0xffff_ffffL;
+            int typ = (int) (h >>> 32);
+            long total = align(len);
+            if (len < RECORD_HEADER || at + total > capacity) {
+                throw new Violation("a record at " + position + " claims " + len + " bytes (to the end " + (capacity - at) + ")");
             }
             if (typ == PAD) {
+                skipped += total;
+                if (skipped > capacity) {
+                    throw new Violation("filler all round the ring from " + (position - skipped + total));
+                }
                 position += total;
                 continue;
             }
+            if (len > RECORD_HEADER + (long) maxPayload) {
+                throw new Violation("a record at " + position + " of " + len + " bytes (at most " + (RECORD_HEADER + maxPayload)
+                        + ")");
+            }
             type = typ;
-            length = len;
+            length = (int) (len - RECORD_HEADER);
             payload = HEADER + at + RECORD_HEADER;
             return true;
         }
     }
 
-    /** True if the producer published records this consumer has not taken yet (any thread; racy). */
+    /** True if the producer published a record this consumer has not taken yet (any thread; racy). */
     boolean pending() {
-        return (long) LONG.getAcquire(ring, TAIL) != position;
+        return (long) LONG.getAcquire(ring, HEADER + (position & mask)) != 0;
     }
 
     /** Done with the record {@link #next()} found: the position moves past it (published by {@link #release()}). */
@@ -226,6 +252,11 @@ public final class Ring {
             published = position;
             LONG.setRelease(ring, HEAD, position);
         }
+    }
+
+    /** This side's position (the producer's end of its records, or the consumer's head): for tests and diagnostics. */
+    long position() {
+        return position;
     }
 
     /** The ring's memory (header and data): payload offsets are relative to it. */

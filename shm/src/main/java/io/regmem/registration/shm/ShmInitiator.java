@@ -15,7 +15,8 @@ import java.lang.foreign.MemorySegment;
 
 /**
  * A QP's send side on the lane (its execution lock held throughout): it starts its requests in
- * posting order into its request ring and completes them, in order, with the target's answers.
+ * posting order into its request ring and completes them, in order, with the target's answers: its
+ * answer records (a READ's bytes, an atomic's value, an error) and its finished word (WRITEs and SENDs).
  *
  * <p>Starting a request checks its local entries in a grace-period section ({@code LOC_PROT_ERR}
  * otherwise: it then halts the QP, nothing after it starts, and it completes with that status when
@@ -40,6 +41,12 @@ final class ShmInitiator {
     private final boolean[] failed;
     /** The request's entries are pulled by the target (it reads them until its answer). */
     private final boolean[] pulled;
+    /** The request is signaled (somebody waits for its completion). */
+    private final boolean[] signaled;
+    /** Started signaled requests not yet completed. */
+    private int signaledOut;
+    /** Looks that skipped the target's finished word ({@link #answers}). */
+    private int finishedLooks;
     /** Bytes of pulled requests not yet answered (a deregistration of their sources waits for them). */
     private long pulling;
     /** The most pulled bytes unanswered at once: later ones wait to start, so a deregistration waits for these only. */
@@ -62,6 +69,10 @@ final class ShmInitiator {
     /** Looks for a timed-out request ({@link #timedOut}); the clock is read every 64th. */
     private int looks;
     private final MemorySegment value = MemorySegment.ofArray(new long[1]);
+    /** The sequence of the last request started, or -1. */
+    private long lastStarted = -1;
+    /** The target's finished word as last read: the last of this side's requests it finished + 1. */
+    private long peerFinished;
 
     ShmInitiator(ShmQp qp) {
         this.qp = qp;
@@ -74,6 +85,7 @@ final class ShmInitiator {
         placed = new long[depth];
         failed = new boolean[depth];
         pulled = new boolean[depth];
+        signaled = new boolean[depth];
         sinks = new Segments[depth];
         for (int i = 0; i < depth; i++) {
             sinks[i] = new Segments();
@@ -108,6 +120,7 @@ final class ShmInitiator {
     void reset() {
         count = 0;
         pulling = 0;
+        signaledOut = 0;
         head = 0;
         next = ctx.sendTail();
         haltSeq = -1;
@@ -229,8 +242,13 @@ final class ShmInitiator {
                 }
             }
             seq[slot] = w.seq();
+            lastStarted = w.seq();
             op[slot] = o;
             pulled[slot] = mode == Wire.MODE_PULL;
+            signaled[slot] = w.signaled();
+            if (signaled[slot]) {
+                signaledOut++;
+            }
             if (pulled[slot]) {
                 pulling += bytes;
             }
@@ -327,13 +345,17 @@ final class ShmInitiator {
 
     // ---- answers ----
 
-    /** Takes the target's answers; the work done. */
+    /**
+     * Takes the target's answers: its answer records, each of which also says that the requests before
+     * it finished, then its finished word for the WRITEs and SENDs after them; the work done.
+     */
     int answers(Lane lane) {
         Ring r = lane.peerAnswers;
         MemorySegment m = r.segment();
         int work = 0;
         while (ctx.isReady() && r.next()) {
             if (r.type == Wire.RDATA) {
+                work += finishedBefore(Long.MAX_VALUE);
                 int s = head;
                 if (count == 0 || !Wire.isRead(op[s]) || placed[s] + r.length > total[s]) {
                     throw qp.violation("READ bytes where none are due");
@@ -360,6 +382,7 @@ final class ShmInitiator {
                 long ackSeq = m.get(JAVA_LONG, r.payload + Wire.A_SEQ);
                 int status = m.get(JAVA_INT, r.payload + Wire.A_STATUS);
                 long found = m.get(JAVA_LONG, r.payload + Wire.A_VALUE);
+                work += finishedBefore(ackSeq);
                 if (count == 0 || ackSeq != seq[head] || status < 0 || status >= Wire.STATUSES.length) {
                     throw qp.violation("an answer to request " + ackSeq + " with status " + status + " where "
                             + (count == 0 ? "none is due" : "request " + seq[head] + "'s is due"));
@@ -369,6 +392,10 @@ final class ShmInitiator {
                 complete(Wire.STATUSES[status], found);
                 continue;
             } else if (r.type == Wire.RNR_WAIT) {
+                long held = r.length == 8 ? m.get(JAVA_LONG, r.payload) : -1;
+                if (count > 0 && held > seq[head] && held <= lastStarted) {
+                    work += finishedBefore(held);
+                }
                 if (count > 0) {
                     since[head] = System.nanoTime(); // the target holds it for a receive: not lost
                 }
@@ -379,8 +406,49 @@ final class ShmInitiator {
             work++;
         }
         r.release();
+        if (count > 0 && !Wire.answered(op[head]) && ctx.isReady() && finishedWanted()) {
+            work += takeFinished(lane);
+        }
         completeHalted();
         return work;
+    }
+
+    /**
+     * True if the target's finished word is worth a look now: somebody waits for a completion, or the
+     * queue's slots or a pulled request's sources are wanted, or it was not looked at for 64 looks (so
+     * that requests nobody waits for still retire). Each look at a word the peer has changed moves a
+     * cache line between the processes: unsignaled WRITEs and SENDs do not pay it every round trip.
+     */
+    private boolean finishedWanted() {
+        return signaledOut > 0 || pulling > 0 || count >= (seq.length + 1) / 2 || next < ctx.sendTail()
+                || (++finishedLooks & 63) == 0;
+    }
+
+    /** Completes the requests the target's finished word says it finished; the requests completed. */
+    private int takeFinished(Lane lane) {
+        long f = lane.peerFinished();
+        if (f != peerFinished) {
+            if (f < peerFinished || f > lastStarted + 1) {
+                throw qp.violation("the target's finished word moved to " + f + " (it was " + peerFinished
+                        + ", the last request started is " + lastStarted + ")");
+            }
+            peerFinished = f;
+        }
+        return finishedBefore(f);
+    }
+
+    /**
+     * Completes, successfully, the oldest started requests whose success has no answer record (WRITEs,
+     * SENDs) and whose sequence is below {@code end}: the target finished them (it said so in its
+     * finished word, or answered a later request). The requests completed.
+     */
+    private int finishedBefore(long end) {
+        int n = 0;
+        while (count > 0 && seq[head] < end && !Wire.answered(op[head]) && ctx.isReady()) {
+            complete(WcStatus.SUCCESS, 0);
+            n++;
+        }
+        return n;
     }
 
     /** Completes the oldest started request with the target's verdict. */
@@ -411,6 +479,9 @@ final class ShmInitiator {
         }
         head = (head + 1) % seq.length;
         count--;
+        if (signaled[s]) {
+            signaledOut--;
+        }
         sinks[s].clear();
         if (pulled[s]) {
             pulling -= total[s];
@@ -432,11 +503,14 @@ final class ShmInitiator {
      * Fails the oldest started request if it has waited longer than {@code timeoutNanos} for its answer
      * (RETRY_EXC_ERR, as a NIC's retries running out); true if it did.
      */
-    boolean timedOut(long timeoutNanos) {
+    boolean timedOut(Lane lane, long timeoutNanos) {
         // The clock is read every 64th look only: a poll loop looks millions of times a second, and a
         // timeout of milliseconds does not need nanosecond checks (clock_gettime showed in profiles).
         if (count == 0 || timeoutNanos <= 0 || (++looks & 63) != 0 || System.nanoTime() - since[head] < timeoutNanos) {
             return false;
+        }
+        if (!Wire.answered(op[head]) && takeFinished(lane) > 0) {
+            return false; // finished after all: its completion was not looked for
         }
         count = 0;
         pulling = 0;

@@ -317,7 +317,7 @@ final class ShmQp implements ProviderQp {
                 work += initiator.start(l); // (a local request posted meanwhile runs before more of the peer's are served)
                 work += target.serve(l);
                 work += initiator.start(l);
-                if (initiator.timedOut(device.answerTimeoutNanos)) {
+                if (initiator.timedOut(l, device.answerTimeoutNanos)) {
                     work++;
                 }
                 if (left) {

@@ -19,7 +19,8 @@ import java.lang.foreign.MemorySegment;
  * A QP's target side on the lane (its execution lock held throughout): it takes the peer's requests
  * from the peer's request ring, in order, checks each exactly as the soft provider does (key, range,
  * rights, liveness, a receive where one is consumed) in its own grace-period section, moves the bytes
- * itself and answers in its answer ring. Every field of a request is read once from the shared
+ * itself and answers: a WRITE's or SEND's success in its finished word ({@link Lane#finished}), once per
+ * round, anything else in its answer ring. Every field of a request is read once from the shared
  * memory and checked before use; a request that breaks the wire's rules ends the connection.
  *
  * <p>Bytes move between the ring and the checked range (inline and streamed requests, READ answers),
@@ -68,6 +69,9 @@ final class ShmTarget {
     private static final int BATCH = 16;
     /** A fast-reg MR a SEND_WITH_INV invalidated: made invalid once out of the section. */
     private MrContext invalidateAfter;
+    /** The last request finished without an answer record (a WRITE's, a SEND's), or -1; said in the finished word yet? */
+    private long finished = -1;
+    private boolean finishedOwed;
 
     ShmTarget(ShmQp qp) {
         this.qp = qp;
@@ -135,7 +139,7 @@ final class ShmTarget {
                     if (last) {
                         if (state == STREAM_IN) {
                             state = IDLE;
-                            answer(out, cSeq, placed(), 0);
+                            answer(out, cSeq, cOp, placed(), 0);
                         } else {
                             state = IDLE; // the end of a stream refused at its request
                         }
@@ -149,7 +153,7 @@ final class ShmTarget {
                         if (!out.fits(Wire.ACK_SIZE)) {
                             break;
                         }
-                        answer(out, cSeq, WcStatus.WR_FLUSH_ERR, 0); // its initiator fails it itself
+                        answer(out, cSeq, cOp, WcStatus.WR_FLUSH_ERR, 0); // its initiator fails it itself
                     }
                     state = IDLE;
                 } else {
@@ -161,6 +165,10 @@ final class ShmTarget {
         } finally {
             in.release();
             out.publish();
+            if (finishedOwed) { // once per round: the batch served
+                finishedOwed = false;
+                lane.finished(finished);
+            }
         }
         MrContext inv = invalidateAfter;
         if (inv != null) {
@@ -210,7 +218,7 @@ final class ShmTarget {
                 if (!qp.memory.resolveRemote(raddr, total, rkey, Access.REMOTE_WRITE, dst)) {
                     lastSeq = seq;
                     rnrSeq = -1;
-                    answer(out, seq, WcStatus.REM_ACCESS_ERR, 0);
+                    answer(out, seq, op, WcStatus.REM_ACCESS_ERR, 0);
                     return true;
                 }
             } finally {
@@ -224,7 +232,7 @@ final class ShmTarget {
         lastSeq = seq;
         rnrSeq = -1;
         if (Wire.consumesReceive(op) && ctx.nextRecv() == null) {
-            answer(out, seq, WcStatus.RNR_RETRY_EXC_ERR, 0);
+            answer(out, seq, op, WcStatus.RNR_RETRY_EXC_ERR, 0);
             if (mode == Wire.MODE_STREAM && total > 0) {
                 begin(SKIP, seq, op, total, imm, flags);
             }
@@ -260,7 +268,7 @@ final class ShmTarget {
             qp.reader.exit();
         }
         if (status != null) {
-            answer(out, seq, status, value);
+            answer(out, seq, op, status, value);
         }
         return true;
     }
@@ -437,7 +445,7 @@ final class ShmTarget {
         }
         state = IDLE;
         src.clear();
-        answer(out, cSeq, cFailed ? WcStatus.REM_ACCESS_ERR : WcStatus.SUCCESS, 0);
+        answer(out, cSeq, cOp, cFailed ? WcStatus.REM_ACCESS_ERR : WcStatus.SUCCESS, 0);
         out.publish(); // the initiator copies this READ's bytes out while this side serves the next
         return work + 1;
     }
@@ -460,7 +468,7 @@ final class ShmTarget {
                     if (!out.fits(Wire.ACK_SIZE)) {
                         break;
                     }
-                    answer(out, in.segment().get(JAVA_LONG, in.payload + Wire.R_SEQ), WcStatus.RETRY_EXC_ERR, 0);
+                    answer(out, in.segment().get(JAVA_LONG, in.payload + Wire.R_SEQ), null, WcStatus.RETRY_EXC_ERR, 0);
                 }
                 in.consume();
                 work++;
@@ -472,8 +480,17 @@ final class ShmTarget {
         return work;
     }
 
-    /** Writes the verdict on request {@code seq} (room for it was checked); a NAKed error breaks this QP too. */
-    private void answer(Ring out, long seq, WcStatus status, long value) {
+    /**
+     * The verdict on request {@code seq} of {@code op}: a WRITE's or SEND's success goes in the finished
+     * word at the end of this round; anything else is an answer record (room for it was checked). A
+     * NAKed error breaks this QP too.
+     */
+    private void answer(Ring out, long seq, Opcode op, WcStatus status, long value) {
+        if (status == WcStatus.SUCCESS && !Wire.answered(op)) {
+            finished = seq;
+            finishedOwed = true;
+            return;
+        }
         long at = out.claim(Wire.ACK, Wire.ACK_SIZE);
         MemorySegment a = out.segment();
         a.set(JAVA_LONG, at + Wire.A_SEQ, seq);

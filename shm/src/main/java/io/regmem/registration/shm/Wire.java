@@ -18,9 +18,11 @@ import io.regmem.registration.WcStatus;
  *  56 INLINE: the bytes; PULL: (address u64, length u64) per entry, in the initiator's memory
  * </pre>
  * A side's <b>answer ring</b> carries its answers to the peer's requests, in the order it took them:
- * the bytes of a READ as {@link #RDATA} records, then one {@link #ACK} per request (sequence u64,
- * status u32 (a {@link WcStatus} ordinal), 4 bytes unused, the value an atomic found u64); while it
- * holds a request for a receive (RNR retry), now and then an {@link #RNR_WAIT}.
+ * the bytes of a READ as {@link #RDATA} records, then an {@link #ACK} (sequence u64, status u32 (a
+ * {@link WcStatus} ordinal), 4 bytes unused, the value an atomic found u64) for a READ, an atomic and
+ * any request that failed; while it holds a request for a receive (RNR retry), now and then an
+ * {@link #RNR_WAIT}. A WRITE's or SEND's success has no record: the target's finished word in the
+ * lane's header says it ({@link Lane#finished}), and so does any answer record to a later request.
  */
 final class Wire {
     /** A request. */
@@ -102,6 +104,14 @@ final class Wire {
 
     static boolean isAtomic(Opcode op) {
         return op == Opcode.ATOMIC_CMP_AND_SWP || op == Opcode.ATOMIC_FETCH_AND_ADD;
+    }
+
+    /**
+     * True for the opcodes whose success is an answer record (a READ's bytes, an atomic's value); the
+     * others' is the target's finished word ({@link Lane#finished}).
+     */
+    static boolean answered(Opcode op) {
+        return isRead(op) || isAtomic(op);
     }
 
     /** True for the opcodes that consume a receive at the target. */

@@ -106,13 +106,28 @@ class RingTest {
                 claimed++;
             }
             producer.publish();
-            assertThat(claimed).isEqualTo(4); // the largest record is a quarter of the ring, header included
+            // The largest record is a quarter of the ring, header included; the fourth would leave no
+            // room for the header slot after it (zeroed as the next record's "not yet").
+            assertThat(claimed).isEqualTo(3);
             assertThat(producer.fits(len)).isFalse();
-            assertThat(producer.claim(7, 8)).as("nothing more fits").isEqualTo(-1);
-            producer.publish();
+            int small = 0;
+            while (producer.claim(8, 8) >= 0) {
+                small++;
+            }
+            assertThat(small).as("16-byte records fill the last quarter but its last header slot").isEqualTo((int) (CAPACITY / 4 / 16) - 1);
+            assertThat(producer.fits(8)).isFalse();
+            assertThat(producer.claim(8, 8)).as("a refused claim changes nothing").isEqualTo(-1);
             for (int i = 0; i < claimed; i++) {
                 assertThat(consumer.next()).isTrue();
                 assertThat(consumer.length).isEqualTo(len);
+                consumer.consume();
+            }
+            assertThat(consumer.next()).as("records claimed are not the consumer's before publish").isFalse();
+            producer.publish();
+            for (int i = 0; i < small; i++) {
+                assertThat(consumer.next()).isTrue();
+                assertThat(consumer.type).isEqualTo(8);
+                assertThat(consumer.length).isEqualTo(8);
                 consumer.consume();
             }
             assertThat(consumer.next()).isFalse();
@@ -143,6 +158,23 @@ class RingTest {
     }
 
     @Test
+    void fillerAllRoundTheRingAndAnOverlongRecordAreViolationsNeverAHang() {
+        try (Arena arena = Arena.ofShared()) {
+            MemorySegment[] v = twoViews(arena);
+            for (long at = 0; at < CAPACITY; at += 8) {
+                v[0].set(JAVA_LONG, Ring.HEADER + at, 8L); // filler of 8 bytes in every slot
+            }
+            assertThatThrownBy(new Ring(v[1])::next).isInstanceOf(Ring.Violation.class).hasMessageContaining("filler all round");
+            v[0].set(JAVA_LONG, Ring.HEADER, 1L << 32 | (CAPACITY / 4 + 64));
+            assertThatThrownBy(new Ring(v[1])::next).isInstanceOf(Ring.Violation.class).hasMessageContaining("at most");
+            v[0].set(JAVA_LONG, Ring.HEADER, 1L << 32 | 4);
+            assertThatThrownBy(new Ring(v[1])::next).isInstanceOf(Ring.Violation.class).hasMessageContaining("claims 4 bytes");
+            v[0].set(JAVA_LONG, Ring.HEADER, 0L);
+            assertThat(new Ring(v[1]).next()).as("a zero header is \"not yet\"").isFalse();
+        }
+    }
+
+    @Test
     void garbageFromAHostileProducerNeverTakesTheConsumerOutsideTheRing() throws Exception {
         try (Arena arena = Arena.ofShared()) {
             MemorySegment[] v = twoViews(arena);
@@ -151,10 +183,11 @@ class RingTest {
             int records = 0;
             for (int round = 0; round < 20_000; round++) {
                 Ring consumer = new Ring(v[1]);
-                // The hostile producer writes anything anywhere: its tail, record headers, payloads,
-                // some of it plausible (an aligned tail within reach, small lengths, known types).
-                if (r.nextBoolean()) {
-                    v[0].set(JAVA_LONG, Ring.TAIL, r.nextBoolean() ? 8 * r.nextLong(0, CAPACITY / 8 + 64) : r.nextLong());
+                // The hostile producer writes anything anywhere: record headers, payloads, some of it
+                // plausible (small lengths, known types, filler).
+                if (r.nextBoolean()) { // the first record's header: absurd, or plausible (filler included)
+                    v[0].set(JAVA_LONG, Ring.HEADER, r.nextBoolean() ? r.nextLong()
+                            : (long) r.nextInt(0, 3) << 32 | 8 * r.nextLong(0, CAPACITY / 8 + 64));
                 }
                 for (int k = 0; k < 16; k++) {
                     long at = r.nextInt(4) == 0 ? Ring.HEADER + 8 * r.nextLong(0, 64)

@@ -82,7 +82,7 @@ class ShmHostilePeerTest {
             int connections = 0;
             int broken = 0;
             long records = 0;
-            long[] verdicts = new long[2]; // successes and refusals the target answered
+            long[] verdicts = new long[3]; // successes and refusals the target answered; its finished word as last seen
             long[] seq = new long[1];
             long until = System.nanoTime() + 8_000_000_000L;
             while (connections < 300 && System.nanoTime() < until) {
@@ -220,9 +220,17 @@ class ShmHostilePeerTest {
         return n;
     }
 
-    /** Reads the target's answers off its answer ring (this side consumes it): counts successes and refusals. */
+    /**
+     * Reads the target's answers off its answer ring (this side consumes it) and its finished word:
+     * counts successes (a READ's or atomic's answer, or the finished word moving) and refusals.
+     */
     private static void readVerdicts(Lane lane, long[] verdicts) {
         Ring answers = lane.peerAnswers;
+        long finished = lane.peerFinished();
+        if (finished != verdicts[2]) {
+            verdicts[2] = finished;
+            verdicts[0]++;
+        }
         try {
             while (answers.next()) {
                 if (answers.type == Wire.ACK) {
@@ -284,10 +292,10 @@ class ShmHostilePeerTest {
             }
             n++;
         }
-        if (r.nextInt(8) == 0) { // a torn or absurd tail
-            m.set(JAVA_LONG, Ring.TAIL, r.nextBoolean() ? r.nextLong() : m.get(JAVA_LONG, Ring.TAIL) + 8 * r.nextInt(-4, 4));
-        } else {
-            ring.publish();
+        ring.publish();
+        if (r.nextInt(8) == 0) { // a torn or absurd record header somewhere in the data
+            long at = Ring.HEADER + 8 * r.nextLong(0, ring.capacity() / 8);
+            m.set(JAVA_LONG, at, r.nextBoolean() ? r.nextLong() : (long) r.nextInt(0, 20) << 32 | 8 * r.nextInt(-4, 600));
         }
         return n;
     }

@@ -161,10 +161,10 @@ class ShmProgressFaultTest {
             broken.onBroken = () -> {
                 throw new IllegalStateException("injected: ending the connection failed");
             };
-            // The peer's requests ring says its producer wrote more than the ring holds: a violation,
-            // whose handling then throws.
+            // The peer's request ring holds a record longer than the ring: a violation, whose handling
+            // then throws.
             Lane l = broken.lane();
-            l.memory.set(JAVA_LONG, Lane.RINGS + Ring.TAIL, 1L << 40);
+            l.memory.set(JAVA_LONG, Lane.RINGS + Ring.HEADER, 1L << 32 | 1L << 30);
             QueuePair brokenQp = ids.get(1).qp();
             long deadline = System.nanoTime() + 10_000_000_000L;
             while (brokenQp.state() != QueuePair.State.ERROR) {
