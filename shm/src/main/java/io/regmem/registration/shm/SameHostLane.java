@@ -203,9 +203,9 @@ public final class SameHostLane implements AutoCloseable {
             return shm.progress();
         }
 
-        /** True if nothing waits on the QP or its lane (racy, any thread). */
+        /** True if a round of progress would find nothing to do on the QP or its lane now (racy, any thread). */
         public boolean idle() {
-            return shm.ctx.idle() && shm.idleLane();
+            return shm.idleForPoll();
         }
 
         /** The life line ended: what the peer wrote is taken, then the QP errs. */

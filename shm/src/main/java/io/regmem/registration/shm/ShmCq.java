@@ -34,12 +34,12 @@ final class ShmCq implements ProviderCq {
     @Override
     public boolean idle() {
         for (ShmQp qp : members.senders()) {
-            if (!qp.ctx.idle() || !qp.idleLane()) {
+            if (!qp.idleForPoll()) {
                 return false;
             }
         }
         for (ShmQp qp : members.receivers()) {
-            if (!qp.ctx.idle() || !qp.idleLane()) {
+            if (!qp.idleForPoll()) {
                 return false;
             }
         }

@@ -414,14 +414,32 @@ final class ShmInitiator {
     }
 
     /**
+     * True if nothing waits to start or stream and no completion somebody waits for is due from the
+     * target's finished word (racy, without the lock: {@link ShmQp#quiet()}).
+     */
+    boolean quiet(Lane lane) {
+        return next == ctx.sendTail() && streamSeq < 0 && haltSeq < 0 && !abortPending
+                && (count == 0 || Wire.answered(op[head]) || !finishedNeeded() || lane.peerFinished() == peerFinished);
+    }
+
+    /** True if somebody waits for a completion of a started request (racy, without the lock). */
+    boolean waitedFor() {
+        return signaledOut > 0 || pulling > 0;
+    }
+
+    /** True if somebody waits for a completion the finished word gives, or for the slots or sources it frees. */
+    private boolean finishedNeeded() {
+        return signaledOut > 0 || pulling > 0 || count >= (seq.length + 1) / 2;
+    }
+
+    /**
      * True if the target's finished word is worth a look now: somebody waits for a completion, or the
      * queue's slots or a pulled request's sources are wanted, or it was not looked at for 64 looks (so
      * that requests nobody waits for still retire). Each look at a word the peer has changed moves a
      * cache line between the processes: unsignaled WRITEs and SENDs do not pay it every round trip.
      */
     private boolean finishedWanted() {
-        return signaledOut > 0 || pulling > 0 || count >= (seq.length + 1) / 2 || next < ctx.sendTail()
-                || (++finishedLooks & 63) == 0;
+        return finishedNeeded() || next < ctx.sendTail() || (++finishedLooks & 63) == 0;
     }
 
     /** Completes the requests the target's finished word says it finished; the requests completed. */

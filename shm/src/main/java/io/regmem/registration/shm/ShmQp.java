@@ -48,6 +48,8 @@ final class ShmQp implements ProviderQp {
     private volatile String broken;
     /** True once its progress failed ({@link #fault}): said once in the log. */
     private volatile boolean faulted;
+    /** Looks of {@link #quiet()} (racy: any thread counts). */
+    private int quietLooks;
 
     ShmQp(ShmDevice device, QpContext ctx) {
         this(device, ctx, RemoteKeys.TARGETS_OWN, true);
@@ -190,7 +192,7 @@ final class ShmQp implements ProviderQp {
     }
 
     private int progressRounds() {
-        if (destroyed || (ctx.idle() && idleLane())) {
+        if (destroyed || (quiet() && (++quietLooks & 63) != 0)) { // every 64th: a full round (timeouts, retirements)
             return 0;
         }
         int work = 0;
@@ -268,6 +270,40 @@ final class ShmQp implements ProviderQp {
         } catch (IllegalStateException unmapped) {
             return false;
         }
+    }
+
+    /**
+     * True if a round of progress would find nothing to do now: no record from the peer, nothing to
+     * start, nothing under way at the target, and no completion due from the target's finished word
+     * that somebody waits for. Any thread, without the QP's lock (racy: a wrong "quiet" only defers the
+     * work to a later look; the progress itself runs a full round every 64th quiet look, with its
+     * timeouts and retirements). A quiet look reads two or three lines the peer has not written, and
+     * takes no lock. A QP whose peer is in this JVM is quiet only when idle, as its progress serves the
+     * peer too.
+     */
+    boolean quiet() {
+        Lane l = lane;
+        if (l == null || localPeer != null) {
+            return ctx.idle() && idleLane(l);
+        }
+        if (!ctx.isReady()) {
+            return false;
+        }
+        try {
+            return !l.peerAnswers.pending() && !l.peerRequests.pending() && !target.busy() && !peerGone
+                    && initiator.quiet(l) && !l.peerLeft();
+        } catch (IllegalStateException unmapped) {
+            return false;
+        }
+    }
+
+    /**
+     * True if a poll of its CQ need not progress it (racy, any thread): it is {@link #quiet()} and
+     * nobody waits for a completion it still owes (those need its answer timeout watched, so their
+     * polls progress it, which runs a full round every 64th quiet look).
+     */
+    boolean idleForPoll() {
+        return quiet() && !initiator.waitedFor();
     }
 
     /** This QP's lane, or null (not connected, or destroyed). */
