@@ -157,4 +157,17 @@ final class Copies implements AutoCloseable {
     public void close() {
         arena.close();
     }
+
+    /** True if the target can pull these entries: native memory, few enough of them, none empty. */
+    static boolean pullable(Segments segs) {
+        if (segs.count() > Wire.MAX_ENTRIES) {
+            return false;
+        }
+        for (int k = 0; k < segs.count(); k++) {
+            if (!segs.segment(k).isNative() || segs.length(k) == 0) {
+                return false;
+            }
+        }
+        return true;
+    }
 }

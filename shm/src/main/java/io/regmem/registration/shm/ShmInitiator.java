@@ -32,28 +32,10 @@ import java.lang.foreign.MemorySegment;
 final class ShmInitiator {
     private final ShmQp qp;
     private final QpContext ctx;
-    /** Started requests, oldest first (a FIFO of the send queue's depth). */
-    private final long[] seq;
-    private final Opcode[] op;
-    private final long[] total;
-    private final long[] since;
-    private final long[] placed;
-    private final boolean[] failed;
-    /** The request's entries are pulled by the target (it reads them until its answer). */
-    private final boolean[] pulled;
-    /** The request is signaled (somebody waits for its completion). */
-    private final boolean[] signaled;
-    /** Started signaled requests not yet completed. */
-    private int signaledOut;
-    /** Looks that skipped the target's finished word ({@link #answers}). */
-    private int finishedLooks;
-    /** Bytes of pulled requests not yet answered (a deregistration of their sources waits for them). */
-    private long pulling;
+    /** Started requests, oldest first. */
+    private final Started in;
     /** The most pulled bytes unanswered at once: later ones wait to start, so a deregistration waits for these only. */
     static final long PULL_WINDOW = 1L << 20;
-    private final Segments[] sinks;
-    private int head;
-    private int count;
     /** The next posted request to start. */
     private long next;
     /** A request that failed before it started (nothing after it starts), or -1; its status. */
@@ -77,51 +59,30 @@ final class ShmInitiator {
     ShmInitiator(ShmQp qp) {
         this.qp = qp;
         this.ctx = qp.ctx;
-        int depth = Math.max(1, ctx.maxSendWr());
-        seq = new long[depth];
-        op = new Opcode[depth];
-        total = new long[depth];
-        since = new long[depth];
-        placed = new long[depth];
-        failed = new boolean[depth];
-        pulled = new boolean[depth];
-        signaled = new boolean[depth];
-        sinks = new Segments[depth];
-        for (int i = 0; i < depth; i++) {
-            sinks[i] = new Segments();
-        }
+        this.in = new Started(Math.max(1, ctx.maxSendWr()));
     }
 
     /** True while a request is started and not yet answered, or one waits to start. */
     boolean busy() {
-        return count > 0 || next < ctx.sendTail() || haltSeq >= 0;
+        return in.count > 0 || next < ctx.sendTail() || haltSeq >= 0;
     }
 
     /** True if a started request placing an answer resolved an entry through {@code region}. */
     boolean answersInto(MrContext region) {
-        for (int i = 0, s = head; i < count; i++, s = (s + 1) % seq.length) {
-            if ((Wire.isRead(op[s]) || Wire.isAtomic(op[s]) || pulled[s]) && sinks[s].resolvedThrough(region)) {
-                return true;
-            }
-        }
-        return false;
+        return in.answersInto(region);
     }
 
     /** Marks the answers still to come into {@code region} as refused: those requests fail, nothing is placed. */
     void abandonAnswersInto(MrContext region) {
-        for (int i = 0, s = head; i < count; i++, s = (s + 1) % seq.length) {
-            if ((Wire.isRead(op[s]) || Wire.isAtomic(op[s]) || pulled[s]) && sinks[s].resolvedThrough(region)) {
-                failed[s] = true;
-            }
-        }
+        in.abandonAnswersInto(region);
     }
 
     /** Forgets everything started (the QP is in the error state: the verbs layer flushes the queue). */
     void reset() {
-        count = 0;
-        pulling = 0;
-        signaledOut = 0;
-        head = 0;
+        in.count = 0;
+        in.pulling = 0;
+        in.signaledOut = 0;
+        in.head = 0;
         next = ctx.sendTail();
         haltSeq = -1;
         streamSeq = -1;
@@ -144,7 +105,7 @@ final class ShmInitiator {
             PostedWr w = ctx.sendAt(next);
             Opcode o = w.opcode();
             if (!Wire.remote(o)) {
-                if (count > 0 || ctx.nextSend() != w) {
+                if (in.count > 0 || ctx.nextSend() != w) {
                     break; // a local request runs when it is the oldest
                 }
                 next++;
@@ -152,7 +113,7 @@ final class ShmInitiator {
                 qp.runLocal(w);
                 continue;
             }
-            if (count == seq.length) {
+            if (in.count == in.seq.length) {
                 break;
             }
             WcStatus s = startOne(lane, w, o);
@@ -182,8 +143,8 @@ final class ShmInitiator {
     /** Writes request {@code w}'s record; null if the ring has no room now (nothing changed). */
     private WcStatus startOne(Lane lane, PostedWr w, Opcode o) {
         boolean sink = Wire.isRead(o) || Wire.isAtomic(o);
-        int slot = (head + count) % seq.length;
-        Segments segs = sinks[slot]; // kept until the answer for a sink, or for a source the target pulls
+        int slot = (in.head + in.count) % in.seq.length;
+        Segments segs = in.sinks[slot]; // kept until the answer for a sink, or for a source the target pulls
         qp.reader.enter();
         try {
             segs.clear();
@@ -201,8 +162,8 @@ final class ShmInitiator {
             if (Wire.carriesData(o)) {
                 if (bytes <= qp.device.inlineThreshold) {
                     length += (int) bytes;
-                } else if (lane.peerPulls() && pullable(segs)) {
-                    if (pulling > 0 && pulling + bytes > PULL_WINDOW) {
+                } else if (lane.peerPulls() && Copies.pullable(segs)) {
+                    if (in.pulling > 0 && in.pulling + bytes > PULL_WINDOW) {
                         return null; // waits for the pulls under way (their sources stay in use until answered)
                     }
                     mode = Wire.MODE_PULL;
@@ -241,22 +202,22 @@ final class ShmInitiator {
                     r.set(JAVA_LONG, e + 8, segs.length(k));
                 }
             }
-            seq[slot] = w.seq();
+            in.seq[slot] = w.seq();
             lastStarted = w.seq();
-            op[slot] = o;
-            pulled[slot] = mode == Wire.MODE_PULL;
-            signaled[slot] = w.signaled();
-            if (signaled[slot]) {
-                signaledOut++;
+            in.op[slot] = o;
+            in.pulled[slot] = mode == Wire.MODE_PULL;
+            in.signaled[slot] = w.signaled();
+            if (in.signaled[slot]) {
+                in.signaledOut++;
             }
-            if (pulled[slot]) {
-                pulling += bytes;
+            if (in.pulled[slot]) {
+                in.pulling += bytes;
             }
-            total[slot] = bytes;
-            since[slot] = System.nanoTime();
-            placed[slot] = 0;
-            failed[slot] = false;
-            count++;
+            in.total[slot] = bytes;
+            in.since[slot] = System.nanoTime();
+            in.placed[slot] = 0;
+            in.failed[slot] = false;
+            in.count++;
             if (mode == Wire.MODE_STREAM) {
                 streamSeq = w.seq();
                 streamSlot = slot;
@@ -273,24 +234,11 @@ final class ShmInitiator {
         }
     }
 
-    /** True if the target can pull these entries: native memory, few enough of them, none empty. */
-    private static boolean pullable(Segments segs) {
-        if (segs.count() > Wire.MAX_ENTRIES) {
-            return false;
-        }
-        for (int k = 0; k < segs.count(); k++) {
-            if (!segs.segment(k).isNative() || segs.length(k) == 0) {
-                return false;
-            }
-        }
-        return true;
-    }
-
     /** Streams the bytes of the request in progress while the ring has room; the records written. */
     private int stream(Lane lane) {
         Ring ring = lane.myRequests;
         int work = 0;
-        long bytes = total[streamSlot];
+        long bytes = in.total[streamSlot];
         while (streamOffset < bytes || abortPending) {
             if (abortPending) {
                 long at = ring.claim(Wire.ABORT, 8);
@@ -299,7 +247,7 @@ final class ShmInitiator {
                 }
                 ring.segment().set(JAVA_LONG, at, streamSeq);
                 abortPending = false;
-                failed[streamSlot] = true;
+                in.failed[streamSlot] = true;
                 streamSeq = -1;
                 return work + 1;
             }
@@ -328,7 +276,7 @@ final class ShmInitiator {
 
     /** Completes the halted request once it is the oldest (everything before it completed). */
     private void completeHalted() {
-        if (haltSeq >= 0 && count == 0 && ctx.isReady()) { // (in the error state the flush completes it)
+        if (haltSeq >= 0 && in.count == 0 && ctx.isReady()) { // (in the error state the flush completes it)
             PostedWr h = ctx.nextSend();
             if (h != null && h.seq() == haltSeq) {
                 haltSeq = -1;
@@ -356,21 +304,21 @@ final class ShmInitiator {
         while (ctx.isReady() && r.next()) {
             if (r.type == Wire.RDATA) {
                 work += finishedBefore(Long.MAX_VALUE);
-                int s = head;
-                if (count == 0 || !Wire.isRead(op[s]) || placed[s] + r.length > total[s]) {
+                int s = in.head;
+                if (in.count == 0 || !Wire.isRead(in.op[s]) || in.placed[s] + r.length > in.total[s]) {
                     throw qp.violation("READ bytes where none are due");
                 }
-                if (!failed[s]) {
+                if (!in.failed[s]) {
                     qp.reader.enter();
                     try {
-                        if (!sinks[s].answerable() || !Copies.intoPieces(m, r.payload, sinks[s], placed[s], r.length)) {
-                            failed[s] = true; // its memory went away: the READ fails, LOC_PROT_ERR
+                        if (!in.sinks[s].answerable() || !Copies.intoPieces(m, r.payload, in.sinks[s], in.placed[s], r.length)) {
+                            in.failed[s] = true; // its memory went away: the READ fails, LOC_PROT_ERR
                         }
                     } finally {
                         qp.reader.exit();
                     }
                 }
-                placed[s] += r.length;
+                in.placed[s] += r.length;
                 r.consume();
                 r.release(); // the target may write the next piece into this one's room while this side goes on
                 work++;
@@ -383,9 +331,9 @@ final class ShmInitiator {
                 int status = m.get(JAVA_INT, r.payload + Wire.A_STATUS);
                 long found = m.get(JAVA_LONG, r.payload + Wire.A_VALUE);
                 work += finishedBefore(ackSeq);
-                if (count == 0 || ackSeq != seq[head] || status < 0 || status >= Wire.STATUSES.length) {
+                if (in.count == 0 || ackSeq != in.seq[in.head] || status < 0 || status >= Wire.STATUSES.length) {
                     throw qp.violation("an answer to request " + ackSeq + " with status " + status + " where "
-                            + (count == 0 ? "none is due" : "request " + seq[head] + "'s is due"));
+                            + (in.count == 0 ? "none is due" : "request " + in.seq[in.head] + "'s is due"));
                 }
                 r.consume();
                 work++;
@@ -393,11 +341,11 @@ final class ShmInitiator {
                 continue;
             } else if (r.type == Wire.RNR_WAIT) {
                 long held = r.length == 8 ? m.get(JAVA_LONG, r.payload) : -1;
-                if (count > 0 && held > seq[head] && held <= lastStarted) {
+                if (in.count > 0 && held > in.seq[in.head] && held <= lastStarted) {
                     work += finishedBefore(held);
                 }
-                if (count > 0) {
-                    since[head] = System.nanoTime(); // the target holds it for a receive: not lost
+                if (in.count > 0) {
+                    in.since[in.head] = System.nanoTime(); // the target holds it for a receive: not lost
                 }
             } else {
                 throw qp.violation("an answer record of type " + r.type);
@@ -406,7 +354,7 @@ final class ShmInitiator {
             work++;
         }
         r.release();
-        if (count > 0 && !Wire.answered(op[head]) && ctx.isReady() && finishedWanted()) {
+        if (in.count > 0 && !Wire.answered(in.op[in.head]) && ctx.isReady()) {
             work += takeFinished(lane);
         }
         completeHalted();
@@ -414,32 +362,17 @@ final class ShmInitiator {
     }
 
     /**
-     * True if nothing waits to start or stream and no completion somebody waits for is due from the
-     * target's finished word (racy, without the lock: {@link ShmQp#quiet()}).
+     * True if nothing waits to start or stream and the target's finished word has not moved while a
+     * WRITE or SEND is the oldest request under way (racy, without the lock: {@link ShmQp#quiet()}).
      */
     boolean quiet(Lane lane) {
         return next == ctx.sendTail() && streamSeq < 0 && haltSeq < 0 && !abortPending
-                && (count == 0 || Wire.answered(op[head]) || !finishedNeeded() || lane.peerFinished() == peerFinished);
+                && (in.count == 0 || Wire.answered(in.op[in.head]) || lane.peerFinished() == peerFinished);
     }
 
     /** True if somebody waits for a completion of a started request (racy, without the lock). */
     boolean waitedFor() {
-        return signaledOut > 0 || pulling > 0;
-    }
-
-    /** True if somebody waits for a completion the finished word gives, or for the slots or sources it frees. */
-    private boolean finishedNeeded() {
-        return signaledOut > 0 || pulling > 0 || count >= (seq.length + 1) / 2;
-    }
-
-    /**
-     * True if the target's finished word is worth a look now: somebody waits for a completion, or the
-     * queue's slots or a pulled request's sources are wanted, or it was not looked at for 64 looks (so
-     * that requests nobody waits for still retire). Each look at a word the peer has changed moves a
-     * cache line between the processes: unsignaled WRITEs and SENDs do not pay it every round trip.
-     */
-    private boolean finishedWanted() {
-        return finishedNeeded() || next < ctx.sendTail() || (++finishedLooks & 63) == 0;
+        return in.signaledOut > 0 || in.pulling > 0;
     }
 
     /** Completes the requests the target's finished word says it finished; the requests completed. */
@@ -462,7 +395,7 @@ final class ShmInitiator {
      */
     private int finishedBefore(long end) {
         int n = 0;
-        while (count > 0 && seq[head] < end && !Wire.answered(op[head]) && ctx.isReady()) {
+        while (in.count > 0 && in.seq[in.head] < end && !Wire.answered(in.op[in.head]) && ctx.isReady()) {
             complete(WcStatus.SUCCESS, 0);
             n++;
         }
@@ -471,38 +404,38 @@ final class ShmInitiator {
 
     /** Completes the oldest started request with the target's verdict. */
     private void complete(WcStatus verdict, long found) {
-        int s = head;
-        Opcode o = op[s];
+        int s = in.head;
+        Opcode o = in.op[s];
         WcStatus status = verdict;
-        if (status == WcStatus.SUCCESS && Wire.isRead(o) && placed[s] != total[s]) {
-            throw qp.violation("a READ answered with " + placed[s] + " of its " + total[s] + " bytes");
+        if (status == WcStatus.SUCCESS && Wire.isRead(o) && in.placed[s] != in.total[s]) {
+            throw qp.violation("a READ answered with " + in.placed[s] + " of its " + in.total[s] + " bytes");
         }
-        if (status == WcStatus.SUCCESS && Wire.isAtomic(o) && !failed[s]) {
+        if (status == WcStatus.SUCCESS && Wire.isAtomic(o) && !in.failed[s]) {
             value.set(JAVA_LONG, 0, found);
             qp.reader.enter();
             try {
-                if (!sinks[s].answerable() || !Copies.intoPieces(value, 0, sinks[s], 0, 8)) {
-                    failed[s] = true;
+                if (!in.sinks[s].answerable() || !Copies.intoPieces(value, 0, in.sinks[s], 0, 8)) {
+                    in.failed[s] = true;
                 }
             } finally {
                 qp.reader.exit();
             }
         }
-        if (failed[s] && (status == WcStatus.SUCCESS || streamAborted(s))) {
+        if (in.failed[s] && (status == WcStatus.SUCCESS || streamAborted(s))) {
             status = WcStatus.LOC_PROT_ERR;
         }
         PostedWr w = ctx.nextSend();
-        if (w == null || w.seq() != seq[s]) {
-            throw qp.violation("an answer to request " + seq[s] + " that is not the oldest");
+        if (w == null || w.seq() != in.seq[s]) {
+            throw qp.violation("an answer to request " + in.seq[s] + " that is not the oldest");
         }
-        head = (head + 1) % seq.length;
-        count--;
-        if (signaled[s]) {
-            signaledOut--;
+        in.head = (in.head + 1) % in.seq.length;
+        in.count--;
+        if (in.signaled[s]) {
+            in.signaledOut--;
         }
-        sinks[s].clear();
-        if (pulled[s]) {
-            pulling -= total[s];
+        in.sinks[s].clear();
+        if (in.pulled[s]) {
+            in.pulling -= in.total[s];
         }
         long bytes = status == WcStatus.SUCCESS ? w.totalLength() : 0;
         int invalidate = o == Opcode.RDMA_READ_WITH_INV ? w.sgeLkey(0) : 0;
@@ -514,7 +447,7 @@ final class ShmInitiator {
 
     /** True for a streamed request this side gave up (an ABORT went): whatever the target says, it failed. */
     private boolean streamAborted(int slot) {
-        return failed[slot] && Wire.carriesData(op[slot]);
+        return in.failed[slot] && Wire.carriesData(in.op[slot]);
     }
 
     /**
@@ -524,14 +457,14 @@ final class ShmInitiator {
     boolean timedOut(Lane lane, long timeoutNanos) {
         // The clock is read every 64th look only: a poll loop looks millions of times a second, and a
         // timeout of milliseconds does not need nanosecond checks (clock_gettime showed in profiles).
-        if (count == 0 || timeoutNanos <= 0 || (++looks & 63) != 0 || System.nanoTime() - since[head] < timeoutNanos) {
+        if (in.count == 0 || timeoutNanos <= 0 || (++looks & 63) != 0 || System.nanoTime() - in.since[in.head] < timeoutNanos) {
             return false;
         }
-        if (!Wire.answered(op[head]) && takeFinished(lane) > 0) {
+        if (!Wire.answered(in.op[in.head]) && takeFinished(lane) > 0) {
             return false; // finished after all: its completion was not looked for
         }
-        count = 0;
-        pulling = 0;
+        in.count = 0;
+        in.pulling = 0;
         ctx.completeSend(WcStatus.RETRY_EXC_ERR, 0);
         return true;
     }

@@ -202,7 +202,7 @@ final class ShmTarget {
         long total = m.get(JAVA_LONG, p + Wire.R_TOTAL);
         Opcode op = opcode < Wire.OPCODES.length ? Wire.OPCODES[opcode] : null;
         if (seq <= lastSeq || op == null || !Wire.remote(op) || total < 0 || total > Wire.MAX_MESSAGE
-                || (Wire.isAtomic(op) && total != 8) || !shapeOk(op, mode, length, entries, total)) {
+                || (Wire.isAtomic(op) && total != 8) || !Wire.shapeOk(op, mode, length, entries, total)) {
             throw qp.violation("a malformed request (sequence " + seq + " after " + lastSeq + ", opcode " + opcode + ", mode "
                     + mode + ", " + length + " bytes, " + entries + " entries, total " + total + ")");
         }
@@ -271,18 +271,6 @@ final class ShmTarget {
             answer(out, seq, op, status, value);
         }
         return true;
-    }
-
-    /** True if the record's shape fits its opcode and mode. */
-    private static boolean shapeOk(Opcode op, int mode, int length, int entries, long total) {
-        boolean data = Wire.carriesData(op);
-        return switch (mode) {
-            case Wire.MODE_INLINE -> entries == 0 && length == Wire.REQ_HEADER + (data ? total : 0);
-            case Wire.MODE_PULL -> data && entries >= 1 && entries <= Wire.MAX_ENTRIES
-                    && length == Wire.REQ_HEADER + (long) Wire.ENTRY * entries;
-            case Wire.MODE_STREAM -> data && entries == 0 && length == Wire.REQ_HEADER;
-            default -> false;
-        };
     }
 
     /** Takes a pulled request's entries once from the ring; they must be non-empty and add up to {@code total}. */

@@ -118,4 +118,16 @@ final class Wire {
     static boolean consumesReceive(Opcode op) {
         return op == Opcode.SEND || op == Opcode.SEND_WITH_INV || op == Opcode.SEND_WITH_IMM || op == Opcode.RDMA_WRITE_WITH_IMM;
     }
+
+    /** True if a request record's shape fits its opcode and mode. */
+    static boolean shapeOk(Opcode op, int mode, int length, int entries, long total) {
+        boolean data = Wire.carriesData(op);
+        return switch (mode) {
+            case Wire.MODE_INLINE -> entries == 0 && length == Wire.REQ_HEADER + (data ? total : 0);
+            case Wire.MODE_PULL -> data && entries >= 1 && entries <= Wire.MAX_ENTRIES
+                    && length == Wire.REQ_HEADER + (long) Wire.ENTRY * entries;
+            case Wire.MODE_STREAM -> data && entries == 0 && length == Wire.REQ_HEADER;
+            default -> false;
+        };
+    }
 }
