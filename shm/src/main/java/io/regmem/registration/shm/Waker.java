@@ -64,9 +64,18 @@ final class Waker implements AutoCloseable {
         return false; // ETIMEDOUT, or EAGAIN (a word changed before the wait: work came)
     }
 
-    /** Wakes the waiter on the shared 32-bit word at {@code address}. Any thread; never blocks. */
+    /**
+     * Wakes the waiter on the shared 32-bit word at {@code address}, then, if there was one, yields
+     * this thread's CPU once ({@code sched_yield}). Any thread; never blocks. The yield is for a
+     * scheduler that puts the woken thread on the waker's CPU (as Linux does in VMs, whose halted
+     * vCPUs count as busy): the waker usually spins next, polling for the answer, and the woken thread
+     * would wait out the spinner's time slice (milliseconds) before it runs; with the yield it runs at
+     * once. When it went to another CPU, the yield returns at once.
+     */
     static void wake(MemorySegment capture, long address) {
-        Sys.syscall(capture, Sys.SYS_FUTEX, address, Sys.FUTEX_WAKE, 1, 0, 0, 0);
+        if (Sys.syscall(capture, Sys.SYS_FUTEX, address, Sys.FUTEX_WAKE, 1, 0, 0, 0) > 0) {
+            Thread.yield();
+        }
     }
 
     @Override
