@@ -18,7 +18,7 @@ import java.util.function.BooleanSupplier;
  * deregistration calls {@link #quiesce} for the answers still to be placed. The lanes are the shm
  * provider's, with its defaults (4 KiB inline, 2 MiB rings, pulls where the kernel allows them);
  * progress is the device's: its CQs' polls and its progress thread call {@link Qp#progress} and
- * {@link #progress} (the lanes never ask the peer to wake this side: it does not sleep on them).
+ * {@link #progress}; a progress thread that idles may sleep on the lanes ({@link #sleepWhenIdle}).
  *
  * <p>Not for applications: exported to {@code io.regmem.ucx} only.
  */
@@ -90,7 +90,8 @@ public final class SameHostLane implements AutoCloseable {
      */
     public Accepting accept(byte[] requesterOffer) throws IOException {
         checkRequester(requesterOffer);
-        return new Accepting(LaneOffer.decode(requesterOffer, false), new LaneSetup.Listening(engine.ringBytes));
+        return new Accepting(LaneOffer.decode(requesterOffer, false), new LaneSetup.Listening(engine.ringBytes),
+                engine.sleeps());
     }
 
     /**
@@ -101,12 +102,32 @@ public final class SameHostLane implements AutoCloseable {
      */
     public void join(Qp qp, byte[] listenerOffer, long deadline) throws IOException {
         LaneOffer theirs = LaneSetup.listenerOffer(listenerOffer, engine.ringBytes);
-        qp.shm.connect(LaneSetup.join(theirs, engine.ringBytes, deadline, engine.pull, false));
+        qp.shm.connect(LaneSetup.join(theirs, engine.ringBytes, deadline, engine.pull, engine.sleeps()));
     }
 
     /** Connects two lane QPs of this JVM ({@code active} made the request) over one lane; both are ready then. */
     public static void linkLocal(Qp passive, Qp active) {
         ShmQp.linkLocal(passive.shm, active.shm);
+    }
+
+    /** The most lanes one sleep watches; more are paced by its timeout. */
+    public static final int SLEEP_WORDS = Waker.MAX;
+
+    /**
+     * From now on the device's progress thread may sleep on its lanes ({@link #sleepUntilWoken}): the
+     * lanes made from now on tell their peers to wake it when they publish work.
+     */
+    public void sleepWhenIdle() {
+        engine.enableSleep();
+    }
+
+    /**
+     * The progress thread, with nothing to do for a while and no other transport to watch: marks every
+     * lane's sleeping word, looks for work a last time, and sleeps until a peer publishes work into one
+     * of them and wakes it, or 10 ms pass ({@code words}: scratch of {@link #SLEEP_WORDS}).
+     */
+    public void sleepUntilWoken(long[] words) {
+        engine.sleepUntilWoken(words);
     }
 
     /** Progresses every lane QP of the device whose lock is free or comes free (its progress thread); the work done. */
@@ -136,11 +157,13 @@ public final class SameHostLane implements AutoCloseable {
     public static final class Accepting implements AutoCloseable {
         private final LaneOffer requester;
         private final LaneSetup.Listening listening;
+        private final boolean maySleep;
         private Lane lane;
 
-        private Accepting(LaneOffer requester, LaneSetup.Listening listening) {
+        private Accepting(LaneOffer requester, LaneSetup.Listening listening, boolean maySleep) {
             this.requester = requester;
             this.listening = listening;
+            this.maySleep = maySleep;
         }
 
         /** What the ACCEPT carries: the one-time socket and its ticket, this process's identity and probe word. */
@@ -155,7 +178,7 @@ public final class SameHostLane implements AutoCloseable {
          * @throws IOException naming what failed
          */
         public void complete(long deadline, BooleanSupplier requesterGone) throws IOException {
-            lane = listening.complete(requester, deadline, true, false, requesterGone);
+            lane = listening.complete(requester, deadline, true, maySleep, requesterGone);
         }
 
         /** Connects {@code qp} over the lane (after the requester's READY): it is ready then. */

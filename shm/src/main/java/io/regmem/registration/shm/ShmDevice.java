@@ -100,8 +100,18 @@ final class ShmDevice implements ProviderDevice {
         return this;
     }
 
+    /**
+     * Lets another thread sleep on this device's lanes ({@link #sleepUntilWoken}): a device without a
+     * progress thread of its own (another provider's lane engine). Lanes made from now on say so to their peers.
+     */
+    synchronized void enableSleep() {
+        if (waker == null) {
+            waker = new Waker();
+        }
+    }
+
     /** Sets every lane's sleeping word, looks for work a last time, and sleeps unless it found some. */
-    private void sleepUntilWoken(long[] words) {
+    void sleepUntilWoken(long[] words) {
         ShmQp[] q = qps;
         int n = 0;
         for (ShmQp qp : q) {

@@ -17,6 +17,7 @@ import io.regmem.registration.spi.ProviderMr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.link.Secret;
+import io.regmem.registration.shm.SameHostLane;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
@@ -142,11 +143,23 @@ final class UcxDevice implements ProviderDevice {
      * with {@code idle} when there is nothing to do. QPs whose lock a user thread holds are left
      * to that thread.
      */
-    UcxDevice startProgressThread(IdleStrategy idle) {
+    UcxDevice startProgressThread(IdleStrategy idle, boolean sleep) {
+        lanes.sleepy = sleep;
         progressThread = Thread.ofPlatform().daemon().name("regmem-ucx-progress-" + amNumber).start(() -> {
+            long[] words = new long[SameHostLane.SLEEP_WORDS];
+            long lastWork = System.nanoTime();
             while (!stopping) {
                 try {
-                    idle.idle(progress.qps()); // (a QP whose progress fails errs alone: UcxProgress.qps)
+                    int work = progress.qps(); // (a QP whose progress fails errs alone: UcxProgress.qps)
+                    if (work > 0) {
+                        lastWork = System.nanoTime();
+                        idle.idle(work);
+                    } else if (sleep && System.nanoTime() - lastWork > SLEEP_AFTER_NANOS && onlyLanes()) {
+                        lanes.sleepUntilWoken(words);
+                        lastWork = System.nanoTime();
+                    } else {
+                        idle.idle(0);
+                    }
                 } catch (RuntimeException | Error e) {
                     if (stopping) {
                         return; // (the device closed under the round: ENODEV)
@@ -156,6 +169,25 @@ final class UcxDevice implements ProviderDevice {
             }
         });
         return this;
+    }
+
+    /** How long the progress thread finds nothing to do before it may sleep on the lanes. */
+    static final long SLEEP_AFTER_NANOS = 50_000L;
+
+    /**
+     * True if every connection of the device runs over the same-host lane (whose peers wake a sleeping
+     * progress thread) and no UCX channel is open: nothing over UCX waits for this thread's progress.
+     */
+    private boolean onlyLanes() {
+        if (channels().length > 0) {
+            return false;
+        }
+        for (UcxQp qp : qps()) {
+            if (qp.lane == null && !qp.destroyed && qp.ctx.isReady()) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** One round of the progress thread's work, for a DeviceAgent (the worker, the lanes, every free QP). */

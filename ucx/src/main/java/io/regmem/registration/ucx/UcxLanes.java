@@ -3,6 +3,7 @@ package io.regmem.registration.ucx;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.shm.SameHostLane;
 import io.regmem.registration.spi.MrContext;
+import java.util.concurrent.locks.LockSupport;
 
 /**
  * A UCX device's same-host lane ({@link SameHostLane}): a connection whose peer is on this host (in
@@ -20,6 +21,8 @@ final class UcxLanes {
     volatile boolean enabled = true;
     /** The open lane engine, or null. */
     private volatile SameHostLane open;
+    /** The device's progress thread may sleep on the lanes (set before any lane opens). */
+    volatile boolean sleepy;
     /** Guarded by this: the lane could not start, or the device closed. */
     private boolean unavailable;
 
@@ -41,7 +44,11 @@ final class UcxLanes {
         synchronized (this) {
             if (open == null && !unavailable) {
                 try {
-                    open = SameHostLane.open(device.attributes(), device.grace, device.answerTimeoutNanos);
+                    SameHostLane l2 = SameHostLane.open(device.attributes(), device.grace, device.answerTimeoutNanos);
+                    if (sleepy) {
+                        l2.sleepWhenIdle();
+                    }
+                    open = l2;
                 } catch (RdmaException | LinkageError e) {
                     unavailable = true;
                     LOG.log(System.Logger.Level.WARNING, "regmem ucx: the same-host lane cannot start here, connections "
@@ -49,6 +56,16 @@ final class UcxLanes {
                 }
             }
             return open;
+        }
+    }
+
+    /** The progress thread, idle with only lane connections: sleeps until a lane's peer wakes it, or 10 ms pass. */
+    void sleepUntilWoken(long[] words) {
+        SameHostLane l = open;
+        if (l == null) {
+            LockSupport.parkNanos(10_000_000L);
+        } else {
+            l.sleepUntilWoken(words);
         }
     }
 

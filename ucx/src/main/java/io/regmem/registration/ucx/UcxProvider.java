@@ -105,7 +105,8 @@ public final class UcxProvider implements RdmaProvider {
         if (!progress.equals("true") && !progress.equals("false")) {
             throw new RdmaException(Errno.EINVAL, "ucx: progressThread must be true or false, got " + progress);
         }
-        IdleStrategy idle = idleStrategy(options.getOrDefault("idleStrategy", "backoff"));
+        String idleName = options.getOrDefault("idleStrategy", "backoff");
+        IdleStrategy idle = idleStrategy(idleName);
         String oneSided = options.getOrDefault("oneSided", "false");
         if (!oneSided.equals("true") && !oneSided.equals("false")) {
             throw new RdmaException(Errno.EINVAL, "ucx: oneSided must be true or false, got " + oneSided);
@@ -142,7 +143,8 @@ public final class UcxProvider implements RdmaProvider {
         device.lanes.enabled = Boolean.parseBoolean(lane);
         device.answerTimeoutNanos = answerMillis * 1_000_000L;
         device.rndvThreshold = bytes(options, "rndvThreshold", RNDV_THRESHOLD);
-        return Boolean.parseBoolean(progress) ? device.startProgressThread(idle) : device;
+        return Boolean.parseBoolean(progress)
+                ? device.startProgressThread(idle, !idleName.equals("busy") && !idleName.equals("yield")) : device;
     }
 
     /** A byte-count option, 1 to 2^31, or its default. */
