@@ -6,13 +6,7 @@ import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.RdmaDevice;
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
 import java.lang.foreign.Arena;
-import java.net.InetAddress;
-import java.net.ServerSocket;
-import java.nio.file.Path;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -56,7 +50,7 @@ public class PingPongBenchmark extends BenchDefaults {
     private VerbsEcho theirs;
     private Thread echo;
     private final AtomicBoolean stop = new AtomicBoolean();
-    private Process child;
+    private BenchChild child;
     private RdmaDevice dev;
     private CmId id;
     private CompletionQueue cq;
@@ -74,18 +68,9 @@ public class PingPongBenchmark extends BenchDefaults {
         arena = Arena.ofShared();
         if (pair.endsWith("-process")) {
             String provider = pair.substring(0, pair.indexOf('-'));
-            String address;
-            try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-                address = "127.0.0.1:" + s.getLocalPort();
-            }
-            String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-            ProcessBuilder b = new ProcessBuilder(javaBin, "--enable-native-access=ALL-UNNAMED",
-                    "--sun-misc-unsafe-memory-access=allow", "-cp", System.getProperty("java.class.path"),
-                    PingPongPeer.class.getName(), address, provider);
-            b.redirectErrorStream(true);
-            child = b.start();
-            BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
-            expect(out, "LISTENING");
+            String address = BenchChild.loopbackAddress();
+            child = BenchChild.start("echo process", false, Map.of(), PingPongPeer.class, address, provider);
+            child.expect("LISTENING");
             dev = RdmaDevice.open(provider);
             pd = dev.allocPd();
             cq = dev.createCq(256);
@@ -93,19 +78,11 @@ public class PingPongBenchmark extends BenchDefaults {
             var qp = id.createQp(pd, attributes(cq));
             mine = new VerbsEcho(pd, qp, cq, arena);
             id.connect(address);
-            expect(out, "READY");
+            child.expect("READY");
             while (id.connState() != CmId.ConnState.CONNECTED) {
                 Thread.onSpinWait();
             }
-            Thread.ofPlatform().daemon().start(() -> {
-                try {
-                    while (out.readLine() != null) {
-                        // drain
-                    }
-                } catch (IOException ignored) {
-                    // gone
-                }
-            });
+            child.drain();
             return;
         }
         devices = new SoftPair(pair, Map.of(), 256, attributes(null), attributes(null));
@@ -114,22 +91,11 @@ public class PingPongBenchmark extends BenchDefaults {
         echo = Thread.ofPlatform().name("ping-pong-echo").start(() -> theirs.echo(stop::get));
     }
 
-    private static String expect(BufferedReader out, String prefix) throws IOException {
-        StringBuilder seen = new StringBuilder();
-        for (String line; (line = out.readLine()) != null; ) {
-            if (line.startsWith(prefix)) {
-                return line;
-            }
-            seen.append(line).append('\n');
-        }
-        throw new IllegalStateException("the echo process ended before saying " + prefix + "; it said:\n" + seen);
-    }
-
     @TearDown(Level.Trial)
     public void tearDown() throws Exception {
         stop.set(true);
         if (child != null) {
-            child.getOutputStream().close();
+            child.endInput();
             id.disconnect();
             mine.close();
             id.destroyQp();
@@ -137,9 +103,7 @@ public class PingPongBenchmark extends BenchDefaults {
             cq.close();
             pd.close();
             dev.close();
-            if (!child.waitFor(30, TimeUnit.SECONDS)) {
-                child.destroyForcibly();
-            }
+            child.close();
         } else {
             echo.join();
             devices.disconnect();

@@ -12,16 +12,9 @@ import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
 import java.lang.foreign.Arena;
-import java.net.InetAddress;
-import java.net.ServerSocket;
-import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.HexFormat;
-import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -53,7 +46,7 @@ public class SleepingPeerBenchmark extends BenchDefaults {
     @Param({"shm"})
     public String provider;
 
-    private Process child;
+    private BenchChild child;
     private Arena arena;
     private RdmaDevice dev;
     private ProtectionDomain pd;
@@ -68,25 +61,9 @@ public class SleepingPeerBenchmark extends BenchDefaults {
 
     @Setup(Level.Trial)
     public void setUp() throws Exception {
-        String address;
-        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            address = "127.0.0.1:" + s.getLocalPort();
-        }
-        String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        // REGMEM_BENCH_CHILD_CPUS=LIST pins the peer to those CPUs (taskset -c LIST), as UcxPutBenchmark's.
-        String cpus = System.getenv("REGMEM_BENCH_CHILD_CPUS");
-        List<String> command = new ArrayList<>();
-        if (cpus != null && !cpus.isEmpty()) {
-            command.addAll(List.of("taskset", "-c", cpus));
-        }
-        command.addAll(List.of(javaBin, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
-                "-cp", System.getProperty("java.class.path"), UcxBenchPeer.class.getName(), address, "backoff", "65536",
-                provider));
-        ProcessBuilder b = new ProcessBuilder(command);
-        b.redirectErrorStream(true);
-        child = b.start();
-        BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
-        expect(out, "LISTENING");
+        String address = BenchChild.loopbackAddress();
+        child = BenchChild.start("peer", true, Map.of(), UcxBenchPeer.class, address, "backoff", "65536", provider);
+        child.expect("LISTENING");
         arena = Arena.ofShared();
         dev = RdmaDevice.open(provider);
         pd = dev.allocPd();
@@ -95,33 +72,16 @@ public class SleepingPeerBenchmark extends BenchDefaults {
         id = dev.createCmId();
         qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(16).maxRecvWr(1));
         id.connect(address);
-        String[] k = expect(out, "KEY ").split(" ");
+        String[] k = child.expect("KEY ").split(" ");
         while (id.connState() != CmId.ConnState.CONNECTED) {
             Thread.onSpinWait();
         }
         key = qp.importRemoteKey(HexFormat.of().parseHex(k[1]));
         remote = Long.parseLong(k[2]);
-        Thread.ofPlatform().daemon().start(() -> {
-            try {
-                while (out.readLine() != null) {
-                    // drained
-                }
-            } catch (IOException ignored) {
-                // the child is gone
-            }
-        });
+        child.drain();
         for (int i = 0; i < 20_000; i++) { // warm both JVMs' code (cold code takes milliseconds)
             read();
         }
-    }
-
-    private static String expect(BufferedReader out, String prefix) throws IOException {
-        for (String line; (line = out.readLine()) != null; ) {
-            if (line.startsWith(prefix)) {
-                return line;
-            }
-        }
-        throw new IllegalStateException("the peer ended before saying " + prefix);
     }
 
     /** The pause before each measured READ: the peer's progress thread falls asleep. */
@@ -154,9 +114,6 @@ public class SleepingPeerBenchmark extends BenchDefaults {
         pd.close();
         dev.close();
         arena.close();
-        child.getOutputStream().close();
-        if (!child.waitFor(30, TimeUnit.SECONDS)) {
-            child.destroyForcibly();
-        }
+        child.close();
     }
 }

@@ -12,19 +12,10 @@ import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.net.InetAddress;
-import java.net.ServerSocket;
-import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.HexFormat;
-import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.Level;
 import org.openjdk.jmh.annotations.Param;
@@ -71,7 +62,7 @@ public class UcxPutBenchmark extends BenchDefaults {
     @Param({"8", "65536", "1048576"})
     public int size;
 
-    private Process child;
+    private BenchChild child;
     private Arena arena;
     private RdmaDevice dev;
     private ProtectionDomain pd;
@@ -91,30 +82,12 @@ public class UcxPutBenchmark extends BenchDefaults {
         for (int i = 0; i < WINDOW; i++) {
             wcs[i] = new WorkCompletion();
         }
-        String address;
-        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            address = "127.0.0.1:" + s.getLocalPort();
-        }
-        String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        // REGMEM_BENCH_CHILD_CPUS=LIST pins the child to those CPUs (taskset -c LIST): with two spinning
-        // threads on two vCPUs, the scheduler sometimes leaves both on one (bench/shm-compare.sh says when).
-        String cpus = System.getenv("REGMEM_BENCH_CHILD_CPUS");
-        List<String> command = new ArrayList<>();
-        if (cpus != null && !cpus.isEmpty()) {
-            command.addAll(List.of("taskset", "-c", cpus));
-        }
-        command.addAll(List.of(javaBin, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
-                "-cp", System.getProperty("java.class.path"), UcxBenchPeer.class.getName(), address,
+        String address = BenchChild.loopbackAddress();
+        child = BenchChild.start("peer", true, transport.equals("shm") ? Map.of() : Map.of("UCX_TLS", transport.replace('+', ',')),
+                UcxBenchPeer.class, address,
                 mode.equals("oneSided") ? "backoff" : "busy", rndvThreshold, // one-sided WRITEs need no target progress
-                transport.equals("shm") ? "shm" : "ucx"));
-        ProcessBuilder b = new ProcessBuilder(command);
-        if (!transport.equals("shm")) {
-            b.environment().put("UCX_TLS", transport.replace('+', ','));
-        }
-        b.redirectErrorStream(true);
-        child = b.start();
-        BufferedReader out = new BufferedReader(new InputStreamReader(child.getInputStream()));
-        expect(out, "LISTENING");
+                transport.equals("shm") ? "shm" : "ucx");
+        child.expect("LISTENING");
         arena = Arena.ofShared();
         dev = transport.equals("shm") ? RdmaDevice.open("shm")
                 : RdmaDevice.open("ucx", Map.of("oneSided", Boolean.toString(mode.equals("oneSided")),
@@ -126,32 +99,13 @@ public class UcxPutBenchmark extends BenchDefaults {
         id = dev.createCmId();
         qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(256).maxRecvWr(16));
         id.connect(address);
-        String[] k = expect(out, "KEY ").split(" ");
+        String[] k = child.expect("KEY ").split(" ");
         while (id.connState() != CmId.ConnState.CONNECTED) {
             Thread.onSpinWait();
         }
         key = qp.importRemoteKey(HexFormat.of().parseHex(k[1]));
         remote = Long.parseLong(k[2]);
-        Thread.ofPlatform().daemon().start(() -> { // keep draining the child's output
-            try {
-                while (out.readLine() != null) {
-                    // nothing
-                }
-            } catch (IOException ignored) {
-                // the child is gone
-            }
-        });
-    }
-
-    private static String expect(BufferedReader out, String prefix) throws IOException {
-        StringBuilder seen = new StringBuilder();
-        for (String line; (line = out.readLine()) != null; ) {
-            if (line.startsWith(prefix)) {
-                return line;
-            }
-            seen.append(line).append('\n');
-        }
-        throw new IllegalStateException("the peer ended before saying " + prefix + "; it said:\n" + seen);
+        child.drain();
     }
 
     @TearDown(Level.Trial)
@@ -167,10 +121,7 @@ public class UcxPutBenchmark extends BenchDefaults {
         pd.close();
         dev.close();
         arena.close();
-        child.getOutputStream().close();
-        if (!child.waitFor(30, TimeUnit.SECONDS)) {
-            child.destroyForcibly();
-        }
+        child.close();
     }
 
     /** One WRITE from the start of the local region to the start of the remote one, as ucx_perftest puts. */
