@@ -330,8 +330,13 @@ final class ShmInitiator {
                 long ackSeq = m.get(JAVA_LONG, r.payload + Wire.A_SEQ);
                 int status = m.get(JAVA_INT, r.payload + Wire.A_STATUS);
                 long found = m.get(JAVA_LONG, r.payload + Wire.A_VALUE);
-                work += finishedBefore(ackSeq);
-                if (in.count == 0 || ackSeq != in.seq[in.head] || status < 0 || status >= Wire.STATUSES.length) {
+                // Checked before it finishes anything: a request started and not yet answered, a known status.
+                boolean possible = in.count > 0 && ackSeq >= in.seq[in.head] && ackSeq <= lastStarted && status >= 0
+                        && status < Wire.STATUSES.length;
+                if (possible) {
+                    work += finishedBefore(ackSeq);
+                }
+                if (!possible || in.count == 0 || ackSeq != in.seq[in.head]) {
                     throw qp.violation("an answer to request " + ackSeq + " with status " + status + " where "
                             + (in.count == 0 ? "none is due" : "request " + in.seq[in.head] + "'s is due"));
                 }
