@@ -13,7 +13,8 @@ import java.lang.foreign.MemorySegment;
  * request arrives in records); and, for a target, straight from the initiator's memory into its own
  * checked pieces with {@code process_vm_readv}, in pieces of at most {@link Segments#PIECE} bytes,
  * each in its own grace-period section with the pieces checked again before it. The iovec arrays
- * are allocated once.
+ * are allocated once. The same pull serves an initiator copying a granted READ's bytes out of its
+ * target ({@link Wire#RGRANT}).
  */
 final class Copies implements AutoCloseable {
     /** The most iovec entries of one {@code process_vm_readv} (the kernel takes up to 1024). */
@@ -27,7 +28,7 @@ final class Copies implements AutoCloseable {
     private final MemorySegment localIov = arena.allocate(MAX_IOV * 16L, 8);
     private final MemorySegment remoteIov = arena.allocate(MAX_IOV * 16L, 8);
     private final MemorySegment capture = arena.allocate(Sys.CAPTURE);
-    /** The initiator's entries of the request being pulled (taken from the ring once). */
+    /** The peer's entries of the request being pulled (taken from the ring once: {@link #takeEntries}). */
     final long[] remoteAddr = new long[Wire.MAX_ENTRIES];
     final long[] remoteLen = new long[Wire.MAX_ENTRIES];
 
@@ -78,13 +79,38 @@ final class Copies implements AutoCloseable {
     }
 
     /**
+     * Takes a pulled request's or a grant's entries once from the ring at {@code at} into
+     * {@link #remoteAddr}/{@link #remoteLen}: each non-empty, none wrapping the address space, adding up
+     * to {@code total}.
+     *
+     * @throws Ring.Violation naming the rule broken
+     */
+    void takeEntries(MemorySegment m, long at, int entries, long total) {
+        long sum = 0;
+        for (int e = 0; e < entries; e++) {
+            long a = m.get(JAVA_LONG, at + (long) Wire.ENTRY * e);
+            long l = m.get(JAVA_LONG, at + (long) Wire.ENTRY * e + 8);
+            if (l <= 0 || l > Wire.MAX_MESSAGE || a + l < a) {
+                throw new Ring.Violation("a pulled request or grant names an entry of " + l + " bytes at 0x"
+                        + Long.toHexString(a));
+            }
+            remoteAddr[e] = a;
+            remoteLen[e] = l;
+            sum += l;
+        }
+        if (sum != total) {
+            throw new Ring.Violation("a pulled request's or grant's entries add up to " + sum + " bytes, not its " + total);
+        }
+    }
+
+    /**
      * Copies {@code total} bytes from process {@code pid}'s memory, at the {@code entries} of
      * {@link #remoteAddr}/{@link #remoteLen}, into {@code dst}'s pieces. The caller is in its section
      * of {@code reader} and checked {@code dst} in it; between pieces of {@link Segments#PIECE} bytes the
      * reader leaves its section and enters a new one, in which {@code dst} is checked again.
      *
      * @return {@link #COPIED}, {@link #LOCAL_FAILED}, or -errno of the copy ({@code -EFAULT}: the
-     *         initiator's memory is not there; {@code -EPERM}: not allowed; {@code -ESRCH}: it is gone)
+     *         peer's memory is not there; {@code -EPERM}: not allowed; {@code -ESRCH}: it is gone)
      */
     long pull(GracePeriod.Reader reader, int pid, int entries, Segments dst, long total) {
         int k = 0; // local piece
@@ -146,7 +172,7 @@ final class Copies implements AutoCloseable {
             long lBytes = chunk;
             long n = Sys.processVmReadv(capture, pid, localIov.address(), li, remoteIov.address(), ri);
             if (n != lBytes) {
-                return n < 0 ? n : -Sys.EFAULT; // part of the initiator's memory is not there
+                return n < 0 ? n : -Sys.EFAULT; // part of the peer's memory is not there
             }
             done += n;
         }

@@ -17,13 +17,20 @@ import java.lang.invoke.VarHandle;
  *  128 the listener is ready u64   136 it can copy out of the requester u64   144 its QP is gone u64
  *  152 its progress thread sleeps u32   160 its progress thread may sleep u64
  *  256 the listener's requests the requester finished: the last one's sequence + 1 u64 (0: none)
- *  384 the requester's requests the listener finished, the same
+ *  264 the listener's READ grants the requester copied out: the last one's sequence + 1 u64
+ *  272 the requester's grants it withdrew: the last one's sequence + 1 u64 (all up to it)
+ *  384 the requester's requests the listener finished; 392 its grants copied; 400 grants withdrawn
  * 4096 the requester's requests, then its answers, then the listener's requests, then its answers
  * </pre>
  * A side's target says that it finished the peer's WRITEs and SENDs (the bytes placed, every check
  * passed) in its finished word, written once per round of serving, never in a record per request; a
  * READ's or atomic's answer, and any error, go in its answer ring, and such a record also says that
  * every request before it finished (requests execute in order, and nothing runs after an error).
+ * A large READ may be answered by a grant instead of its bytes: the initiator copies them out of the
+ * target's memory itself, then says so in its copied word, and the target holds the requests after
+ * it that change memory until then; a target that must take its memory back (a deregistration that
+ * waited long enough, an error, a destroy) withdraws its grants in its withdrawn word first, and an
+ * initiator reads that word after its copy: a READ whose grant was withdrawn fails, whatever it copied.
  * The requester makes and sizes the memfd and writes the magic and size; the listener maps it only
  * once {@link SharedFile#verify} passed and then checks them. Each side says, in its words, whether
  * it can copy out of the other ({@code process_vm_readv}): an initiator lets its target pull large
@@ -31,7 +38,7 @@ import java.lang.invoke.VarHandle;
  * peer's own copies fail.
  */
 final class Lane implements AutoCloseable {
-    static final long MAGIC = 0x324e_4c4d_4853_4d52L; // "RMSHMLN2" in native (little-endian) order
+    static final long MAGIC = 0x334e_4c4d_4853_4d52L; // "RMSHMLN3" in native (little-endian) order
     static final long H_MAGIC = 0;
     static final long H_CAPACITY = 8;
     static final long H_REQUESTER_READY = 64;
@@ -46,6 +53,10 @@ final class Lane implements AutoCloseable {
     static final long H_LISTENER_SLEEPER = 160;
     static final long H_REQUESTER_FINISHED = 256;
     static final long H_LISTENER_FINISHED = 384;
+    static final long H_REQUESTER_COPIED = 264;
+    static final long H_LISTENER_COPIED = 392;
+    static final long H_REQUESTER_REVOKED = 272;
+    static final long H_LISTENER_REVOKED = 400;
     static final long RINGS = 4096;
     /** The default data bytes of each ring. */
     static final long DEFAULT_CAPACITY = 2L << 20;
@@ -170,6 +181,34 @@ final class Lane implements AutoCloseable {
     /** The peer's finished word: the last of this side's requests it finished, + 1 (0: none). Unchecked. */
     long peerFinished() {
         return (long) LONG.getAcquire(memory, requester ? H_LISTENER_FINISHED : H_REQUESTER_FINISHED);
+    }
+
+    /** Says that this side copied out the peer's grants up to the READ with sequence {@code seq} (release). */
+    void copied(long seq) {
+        LONG.setRelease(memory, requester ? H_REQUESTER_COPIED : H_LISTENER_COPIED, seq + 1);
+    }
+
+    /** The peer's copied word: the last of this side's grants it copied out, + 1 (0: none). Unchecked. */
+    long peerCopied() {
+        return (long) LONG.getAcquire(memory, requester ? H_LISTENER_COPIED : H_REQUESTER_COPIED);
+    }
+
+    /**
+     * Withdraws this side's grants up to the READ with sequence {@code seq}: stored before the memory
+     * they name may change owner (the fence orders the store before whatever this thread does next).
+     */
+    void revoke(long seq) {
+        LONG.setVolatile(memory, requester ? H_REQUESTER_REVOKED : H_LISTENER_REVOKED, seq + 1);
+        VarHandle.fullFence();
+    }
+
+    /**
+     * The peer's withdrawn word: its grants up to this sequence (exclusive) are void. Read after a copy
+     * (the fence orders the copy's reads before it), so that a grant seen valid here was valid for the copy.
+     */
+    long peerRevoked() {
+        VarHandle.fullFence();
+        return (long) LONG.getVolatile(memory, requester ? H_LISTENER_REVOKED : H_REQUESTER_REVOKED);
     }
 
     /** The address of this side's sleeping word (a 32-bit futex word in the shared memory). */

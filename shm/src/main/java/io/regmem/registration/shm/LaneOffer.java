@@ -22,7 +22,7 @@ import java.nio.charset.StandardCharsets;
 record LaneOffer(int pid, long startTime, String bootId, long netns, long probeAddress, long probeValue, long ringBytes,
         String socket, byte[] ticket) {
     static final int MAGIC = 0x524D_5348; // "RMSH"
-    static final short VERSION = 3;
+    static final short VERSION = 4;
     static final int BOOT_ID = 36;
     static final int TICKET = 16;
     static final int MAX_SOCKET = 100;

@@ -230,9 +230,10 @@ final class ShmDevice implements ProviderDevice {
     }
 
     /**
-     * Waits out the sections that checked {@code region} before its keys went invalid, and the
-     * answers of READs and atomics started before that will be placed into it (their targets executed
-     * them): each is placed or fails by the answer timeout (plus a second; 10 s with none), whoever
+     * Waits out the sections that checked {@code region} before its keys went invalid, the answers
+     * of READs and atomics started before that will be placed into it (their targets executed them),
+     * and the READs from it granted to peers that have yet to copy them out: each is placed, copied or
+     * fails by the answer timeout (plus a second; 10 s with none; a grant is then withdrawn), whoever
      * progresses its QP, this thread included.
      */
     void quiesce(MrContext region) {
@@ -246,7 +247,7 @@ final class ShmDevice implements ProviderDevice {
                     // now and none will be (the requests fail, LOC_PROT_ERR).
                     l.lock();
                     try {
-                        qp.initiator.abandonAnswersInto(region);
+                        qp.abandonAnswersInto(region);
                     } finally {
                         l.unlock();
                     }

@@ -24,8 +24,10 @@ import java.lang.foreign.MemorySegment;
  * threshold; above it, when the target said it can copy out of this process, the request names the
  * entries and the target pulls them ({@code process_vm_readv}); otherwise they are streamed through
  * the ring in records. A READ's bytes and an atomic's value come back in the target's answer ring
- * and are placed into the entries resolved at start, in this side's section: the target never
- * writes into this process. A local request (REG_MR, LOCAL_INV, BIND_MW) runs when it is the oldest,
+ * and are placed into the entries resolved at start, in this side's section; a READ above the
+ * inline threshold, where this side can copy out of the target, asks for a grant instead and copies
+ * the granted range out of the target itself ({@code process_vm_readv}, in the same section rule),
+ * then checks that the grant was not withdrawn meanwhile. The target never writes into this process. A local request (REG_MR, LOCAL_INV, BIND_MW) runs when it is the oldest,
  * so the requests after it see its effect. A request that has no answer within the device's answer
  * timeout completes RETRY_EXC_ERR (the target may have executed it).
  */
@@ -55,6 +57,8 @@ final class ShmInitiator {
     private long lastStarted = -1;
     /** The target's finished word as last read: the last of this side's requests it finished + 1. */
     private long peerFinished;
+    /** The last grant copied out and not yet said in the copied word, or -1. */
+    private long copiedOwed = -1;
 
     ShmInitiator(ShmQp qp) {
         this.qp = qp;
@@ -159,7 +163,9 @@ final class ShmInitiator {
             long bytes = Wire.isAtomic(o) ? 8 : w.totalLength();
             int mode = Wire.MODE_INLINE;
             int length = Wire.REQ_HEADER;
-            if (Wire.carriesData(o)) {
+            if (Wire.isRead(o) && bytes > qp.device.inlineThreshold && lane.pulls && Copies.pullable(segs)) {
+                mode = Wire.MODE_PULL; // a grant, please: this side copies the bytes out of the target
+            } else if (Wire.carriesData(o)) {
                 if (bytes <= qp.device.inlineThreshold) {
                     length += (int) bytes;
                 } else if (lane.peerPulls() && Copies.pullable(segs)) {
@@ -186,7 +192,8 @@ final class ShmInitiator {
             r.set(JAVA_INT, at + Wire.R_IMM, o == Opcode.SEND_WITH_INV ? qp.keys.invalidateKey(w.invalidateRkey()) : w.immData());
             r.set(JAVA_LONG, at + Wire.R_RADDR, w.remoteAddress());
             r.set(JAVA_INT, at + Wire.R_RKEY, (int) key);
-            r.set(JAVA_INT, at + Wire.R_ENTRIES, mode == Wire.MODE_PULL ? segs.count() : 0);
+            boolean names = mode == Wire.MODE_PULL && !sink; // a WRITE's or SEND's entries, for the target to pull
+            r.set(JAVA_INT, at + Wire.R_ENTRIES, names ? segs.count() : 0);
             r.set(JAVA_LONG, at + Wire.R_TOTAL, bytes);
             r.set(JAVA_LONG, at + Wire.R_CMP, w.compareAdd());
             r.set(JAVA_LONG, at + Wire.R_SWAP, w.swap());
@@ -195,7 +202,7 @@ final class ShmInitiator {
                 ring.cancel(at);
                 return WcStatus.LOC_PROT_ERR; // its memory ended under the copy (freed without deregistration)
             }
-            if (mode == Wire.MODE_PULL) {
+            if (names) {
                 long e = at + Wire.REQ_HEADER;
                 for (int k = 0; k < segs.count(); k++, e += Wire.ENTRY) {
                     r.set(JAVA_LONG, e, segs.segment(k).address() + segs.offset(k));
@@ -210,7 +217,7 @@ final class ShmInitiator {
             if (in.signaled[slot]) {
                 in.signaledOut++;
             }
-            if (in.pulled[slot]) {
+            if (in.pulled[slot] && !sink) {
                 in.pulling += bytes;
             }
             in.total[slot] = bytes;
@@ -323,6 +330,13 @@ final class ShmInitiator {
                 r.release(); // the target may write the next piece into this one's room while this side goes on
                 work++;
                 continue;
+            } else if (r.type == Wire.RGRANT) {
+                work += finishedBefore(Long.MAX_VALUE);
+                WcStatus v = GrantedRead.take(qp, lane, in, r);
+                copiedOwed = in.seq[in.head];
+                complete(v, 0);
+                work++;
+                continue;
             } else if (r.type == Wire.ACK) {
                 if (r.length != Wire.ACK_SIZE) {
                     throw qp.violation("an answer of " + r.length + " bytes");
@@ -359,6 +373,10 @@ final class ShmInitiator {
             work++;
         }
         r.release();
+        if (copiedOwed >= 0) {
+            lane.copied(copiedOwed); // the target may let go of the memory, and run what it held behind the grant
+            copiedOwed = -1;
+        }
         if (in.count > 0 && !Wire.answered(in.op[in.head]) && ctx.isReady()) {
             work += takeFinished(lane);
         }
@@ -439,7 +457,7 @@ final class ShmInitiator {
             in.signaledOut--;
         }
         in.sinks[s].clear();
-        if (in.pulled[s]) {
+        if (in.pulled[s] && Wire.carriesData(o)) {
             in.pulling -= in.total[s];
         }
         long bytes = status == WcStatus.SUCCESS ? w.totalLength() : 0;

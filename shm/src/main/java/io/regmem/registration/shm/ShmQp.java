@@ -150,6 +150,7 @@ final class ShmQp implements ProviderQp {
             Lane old = lane;
             lane = null;
             if (old != null) {
+                target.grants.revokeAll(old); // before its memory can change owner: a deregistration no longer waits for them
                 old.leave();
                 old.close();
             }
@@ -357,6 +358,7 @@ final class ShmQp implements ProviderQp {
                     work++;
                 }
                 if (left) {
+                    target.grants.revokeAll(l); // nobody copies them out now
                     ctx.toError(); // the peer's last answers were taken above: the rest is flushed
                 }
                 if (work > 0) {
@@ -390,6 +392,11 @@ final class ShmQp implements ProviderQp {
     }
 
     private void breakLane(String why) {
+        Lane l = lane;
+        if (l != null) { // (under the lock, as every caller) a peer that broke the rules copies nothing more, and learns it
+            target.grants.revokeAll(l);
+            l.leave();
+        }
         if (broken == null) {
             broken = why;
             LOG.log(System.Logger.Level.WARNING, "regmem shm: " + ctx.name() + ": the connection ends: " + why);
@@ -433,9 +440,20 @@ final class ShmQp implements ProviderQp {
         }
     }
 
-    /** True if a request under way will place its answer into {@code region} (a READ's bytes, an atomic's value). */
+    /**
+     * True if a request under way will place its answer into {@code region} (a READ's bytes, an atomic's
+     * value), or the peer has yet to copy out a READ this side granted from it. Under the QP's lock.
+     */
     boolean answersInto(MrContext region) {
-        return initiator.answersInto(region);
+        return initiator.answersInto(region) || target.grants.through(region);
+    }
+
+    /** Gives up on {@link #answersInto}: those answers are refused, and this side's grants withdrawn. Under the QP's lock. */
+    void abandonAnswersInto(MrContext region) {
+        initiator.abandonAnswersInto(region);
+        if (target.grants.through(region)) {
+            target.grants.revokeAll(lane);
+        }
     }
 
     // ---- local requests ----

@@ -20,7 +20,8 @@ import java.lang.foreign.MemorySegment;
  * from the peer's request ring, in order, checks each exactly as the soft provider does (key, range,
  * rights, liveness, a receive where one is consumed) in its own grace-period section, moves the bytes
  * itself and answers: a WRITE's or SEND's success in its finished word ({@link Lane#finished}), once per
- * round, anything else in its answer ring. Every field of a request is read once from the shared
+ * round, anything else in its answer ring; a large READ the initiator asked to copy itself, with a
+ * grant of the checked range ({@link Grants}). Every field of a request is read once from the shared
  * memory and checked before use; a request that breaks the wire's rules ends the connection.
  *
  * <p>Bytes move between the ring and the checked range (inline and streamed requests, READ answers),
@@ -43,6 +44,8 @@ final class ShmTarget {
     private final Segments dst = new Segments();
     private final Segments src = new Segments();
     private final Segments scratch = new Segments();
+    /** READs answered with a grant, not yet copied out by the initiator. */
+    final Grants grants = new Grants();
     private final MemorySegment found = MemorySegment.ofArray(new long[1]);
     private int state = IDLE;
     /** The request in progress (a stream coming in, a READ going out, a stream skipped). */
@@ -83,6 +86,10 @@ final class ShmTarget {
         return state != IDLE || rnrSeq >= 0;
     }
 
+    /**
+     * Forgets the requests under way (the QP is in the error state). Its grants stay out until copied:
+     * the memory they name does not change owner because of the error ({@link Grants}).
+     */
     void reset() {
         state = IDLE;
         rnrSeq = -1;
@@ -97,6 +104,7 @@ final class ShmTarget {
         MemorySegment m = in.segment();
         int work = 0;
         try {
+            grants.release(lane);
             for (int served = 0; ctx.isReady() && !refused && served < BATCH; served++) {
                 if (state == READ_OUT) {
                     work += readOut(out);
@@ -182,7 +190,7 @@ final class ShmTarget {
     /**
      * Takes one request (its record is consumed by the caller if this returns true).
      *
-     * @return false if it is held for a receive (RNR retry): the record stays
+     * @return false if it is held (for a receive under RNR retry, or behind a grant): the record stays
      */
     private boolean request(Lane lane, Ring in, Ring out) {
         MemorySegment m = in.segment();
@@ -206,8 +214,11 @@ final class ShmTarget {
             throw qp.violation("a malformed request (sequence " + seq + " after " + lastSeq + ", opcode " + opcode + ", mode "
                     + mode + ", " + length + " bytes, " + entries + " entries, total " + total + ")");
         }
-        if (mode == Wire.MODE_PULL) {
-            readEntries(m, p + Wire.REQ_HEADER, entries, total);
+        if (grants.count() > 0 && !Wire.isRead(op)) {
+            return false; // held: nothing that changes memory runs ahead of a READ whose bytes are being copied out
+        }
+        if (mode == Wire.MODE_PULL && entries > 0) {
+            qp.copies.takeEntries(m, p + Wire.REQ_HEADER, entries, total);
         }
         if (op == Opcode.RDMA_WRITE_WITH_IMM) {
             // The key is checked before the receive is looked at, as soft does: a bad key is REM_ACCESS_ERR,
@@ -252,8 +263,12 @@ final class ShmTarget {
                 case RDMA_READ, RDMA_READ_WITH_INV -> {
                     src.clear();
                     if (qp.memory.resolveRemote(raddr, total, rkey, Access.REMOTE_READ, src)) {
-                        begin(READ_OUT, seq, op, total, imm, flags);
-                        status = null; // answered as its bytes go out
+                        status = null; // answered with a grant, or as its bytes go out through the ring
+                        if (mode == Wire.MODE_PULL && total > 0 && grants.grant(out, seq, src)) {
+                            src.clear();
+                        } else {
+                            begin(READ_OUT, seq, op, total, imm, flags);
+                        }
                     } else {
                         status = WcStatus.REM_ACCESS_ERR;
                     }
@@ -271,25 +286,6 @@ final class ShmTarget {
             answer(out, seq, op, status, value);
         }
         return true;
-    }
-
-    /** Takes a pulled request's entries once from the ring; they must be non-empty and add up to {@code total}. */
-    private void readEntries(MemorySegment m, long at, int entries, long total) {
-        Copies c = qp.copies;
-        long sum = 0;
-        for (int e = 0; e < entries; e++) {
-            long a = m.get(JAVA_LONG, at + (long) Wire.ENTRY * e);
-            long l = m.get(JAVA_LONG, at + (long) Wire.ENTRY * e + 8);
-            if (l <= 0 || l > Wire.MAX_MESSAGE || a + l < a) {
-                throw qp.violation("a pulled request names an entry of " + l + " bytes at 0x" + Long.toHexString(a));
-            }
-            c.remoteAddr[e] = a;
-            c.remoteLen[e] = l;
-            sum += l;
-        }
-        if (sum != total) {
-            throw qp.violation("a pulled request's entries add up to " + sum + " bytes, not its " + total);
-        }
     }
 
     /**
@@ -448,6 +444,7 @@ final class ShmTarget {
         Ring out = lane.myAnswers;
         int work = 0;
         try {
+            grants.release(lane);
             for (int n = 0; n < BATCH && in.next(); n++) {
                 if (in.type == Wire.REQ) {
                     if (in.length < Wire.REQ_HEADER) {

@@ -15,13 +15,17 @@ import io.regmem.registration.WcStatus;
  *     retry count, bit 8 solicited)   12 immediate, or the rkey to invalidate, u32
  *  16 remote address u64   24 remote key u32   28 entries u32 (PULL: the scatter list's length)
  *  32 total length u64   40 compare-or-add u64   48 swap u64
- *  56 INLINE: the bytes; PULL: (address u64, length u64) per entry, in the initiator's memory
+ *  56 INLINE: the bytes; PULL: (address u64, length u64) per entry, in the initiator's memory (a READ
+ *     in PULL mode names none: it asks to copy the bytes out of the target itself)
  * </pre>
  * A side's <b>answer ring</b> carries its answers to the peer's requests, in the order it took them:
  * the bytes of a READ as {@link #RDATA} records, then an {@link #ACK} (sequence u64, status u32 (a
  * {@link WcStatus} ordinal), 4 bytes unused, the value an atomic found u64) for a READ, an atomic and
  * any request that failed; while it holds a request for a receive (RNR retry), now and then an
- * {@link #RNR_WAIT}. A WRITE's or SEND's success has no record: the target's finished word in the
+ * {@link #RNR_WAIT}. A READ asked for in PULL mode may instead be answered by one {@link #RGRANT}
+ * (sequence u64, entries u32, 4 bytes unused, then (address u64, length u64) per entry, in the
+ * target's memory): the range checked, the initiator copies it out itself ({@code process_vm_readv})
+ * and says so in its copied word ({@link Lane#copied}). A WRITE's or SEND's success has no record: the target's finished word in the
  * lane's header says it ({@link Lane#finished}), and so does any answer record to a later request.
  */
 final class Wire {
@@ -37,6 +41,8 @@ final class Wire {
     static final int RDATA = 17;
     /** The target holds the oldest request until a receive is posted (RNR retry): it is not lost. Sequence u64. */
     static final int RNR_WAIT = 18;
+    /** A READ checked: the initiator copies its bytes out of the target's memory at the entries named. */
+    static final int RGRANT = 19;
 
     static final int MODE_INLINE = 0;
     static final int MODE_PULL = 1;
@@ -62,6 +68,9 @@ final class Wire {
     static final long A_STATUS = 8;
     static final long A_VALUE = 16;
     static final int ACK_SIZE = 24;
+    static final long G_SEQ = 0;
+    static final long G_ENTRIES = 8;
+    static final int GRANT_HEADER = 16;
 
     static final int FLAG_RNR_MASK = 7;
     static final int FLAG_SOLICITED = 0x100;
@@ -124,8 +133,9 @@ final class Wire {
         boolean data = Wire.carriesData(op);
         return switch (mode) {
             case Wire.MODE_INLINE -> entries == 0 && length == Wire.REQ_HEADER + (data ? total : 0);
-            case Wire.MODE_PULL -> data && entries >= 1 && entries <= Wire.MAX_ENTRIES
-                    && length == Wire.REQ_HEADER + (long) Wire.ENTRY * entries;
+            case Wire.MODE_PULL -> data ? entries >= 1 && entries <= Wire.MAX_ENTRIES
+                    && length == Wire.REQ_HEADER + (long) Wire.ENTRY * entries
+                    : isRead(op) && entries == 0 && length == Wire.REQ_HEADER;
             case Wire.MODE_STREAM -> data && entries == 0 && length == Wire.REQ_HEADER;
             default -> false;
         };

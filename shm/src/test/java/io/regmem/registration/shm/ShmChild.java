@@ -92,6 +92,31 @@ final class ShmChild implements AutoCloseable {
         Process k = new ProcessBuilder("kill", "-" + name, Long.toString(process.pid())).start();
         assertThat(k.waitFor(10, TimeUnit.SECONDS)).isTrue();
         assertThat(k.exitValue()).isZero();
+        if (name.equals("STOP")) { // kill returns once the signal is queued; the child's threads stop as they take it
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (!stopped()) {
+                assertThat(System.nanoTime()).as("the child's threads stop").isLessThan(deadline);
+                Thread.sleep(1);
+            }
+        }
+    }
+
+    /** True if every thread of the child is stopped (state T in its /proc stat). */
+    private boolean stopped() throws IOException {
+        try (var tasks = java.nio.file.Files.list(Path.of("/proc/" + process.pid() + "/task"))) {
+            for (Path t : (Iterable<Path>) tasks::iterator) {
+                try {
+                    String s = java.nio.file.Files.readString(t.resolve("stat"));
+                    char state = s.charAt(s.lastIndexOf(')') + 2);
+                    if (state != 'T' && state != 't') {
+                        return false;
+                    }
+                } catch (java.nio.file.NoSuchFileException gone) {
+                    // a thread that ended meanwhile
+                }
+            }
+        }
+        return true;
     }
 
     /** Sends the child a command line. */

@@ -33,9 +33,10 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * A peer that holds the secret and then writes garbage into the lane: records of every type with
  * absurd lengths, offsets, sequence numbers, keys, opcodes, modes and scatter lists (pointing
- * anywhere, the target's own memory included), torn tails and headers. The target, polling all the
- * while, never crashes or hangs, never writes outside the range its real key grants (canaries before
- * and after it stay intact, and the part of the range the key does not cover too), ends each broken
+ * anywhere, the target's own memory included), torn tails and headers, READs asking for grants and
+ * copied words that move anywhere. The target, polling all the while, never crashes or hangs, never
+ * writes outside the range its real key grants (canaries before and after it stay intact, and the
+ * part of the range the key does not cover too), never grants a READ outside it, ends each broken
  * connection with one log line, and is left with nothing at the end.
  */
 @ExtendWith(NoLeaks.class)
@@ -123,7 +124,7 @@ class ShmHostilePeerTest {
                     for (int burst = 0; burst < 40 && qp.state() == QueuePair.State.RTS; burst++) {
                         records += r.nextInt(3) > 0 ? wellFormed(lane, r, seq, granted.address(), mr.rkey(), all.address())
                                 : scribble(lane, r, granted.address(), mr.rkey(), all.address());
-                        readVerdicts(lane, verdicts);
+                        readVerdicts(lane, verdicts, r, granted.address());
                         for (int k = 0; k < 4; k++) {
                             cq.poll(wcs); // the target serves (and, for a SEND that fits, completes a receive)
                         }
@@ -182,13 +183,16 @@ class ShmHostilePeerTest {
         for (int i = 0; i < 1 + r.nextInt(4); i++) {
             io.regmem.registration.Opcode op = ops[r.nextInt(ops.length)];
             boolean data = Wire.carriesData(op);
-            boolean pull = data && r.nextBoolean();
+            boolean pull = (data || Wire.isRead(op)) && r.nextBoolean(); // a READ in PULL mode asks for a grant
             long total = Wire.isAtomic(op) ? 8 : r.nextLong(0, 600);
-            int entries = pull ? 1 + r.nextInt(3) : 0;
+            int entries = pull && data ? 1 + r.nextInt(3) : 0;
             if (pull && total < entries) {
                 total = entries;
             }
             int length = Wire.REQ_HEADER + (pull ? 16 * entries : data ? (int) total : 0);
+            if (pull && !data && total == 0) {
+                total = 1;
+            }
             long at = ring.claim(Wire.REQ, length);
             if (at < 0) {
                 break;
@@ -222,9 +226,11 @@ class ShmHostilePeerTest {
 
     /**
      * Reads the target's answers off its answer ring (this side consumes it) and its finished word:
-     * counts successes (a READ's or atomic's answer, or the finished word moving) and refusals.
+     * counts successes (a READ's or atomic's answer or grant, or the finished word moving) and
+     * refusals. A grant must name only memory inside the granted range; this side then says it copied
+     * it (or, now and then, moves its copied word anywhere).
      */
-    private static void readVerdicts(Lane lane, long[] verdicts) {
+    private static void readVerdicts(Lane lane, long[] verdicts, SplittableRandom r, long granted) {
         Ring answers = lane.peerAnswers;
         long finished = lane.peerFinished();
         if (finished != verdicts[2]) {
@@ -236,6 +242,19 @@ class ShmHostilePeerTest {
                 if (answers.type == Wire.ACK) {
                     int status = answers.segment().get(JAVA_INT, answers.payload + Wire.A_STATUS);
                     verdicts[status == 0 ? 0 : 1]++;
+                } else if (answers.type == Wire.RGRANT) {
+                    MemorySegment m = answers.segment();
+                    int n = m.get(JAVA_INT, answers.payload + Wire.G_ENTRIES);
+                    for (int e = 0; e < n; e++) {
+                        long a = m.get(JAVA_LONG, answers.payload + Wire.GRANT_HEADER + 16L * e);
+                        long len = m.get(JAVA_LONG, answers.payload + Wire.GRANT_HEADER + 16L * e + 8);
+                        if (a < granted || len <= 0 || a + len > granted + (256 << 10)) {
+                            throw new AssertionError("a grant names " + len + " bytes at 0x" + Long.toHexString(a)
+                                    + ", outside the range its key grants");
+                        }
+                    }
+                    verdicts[0]++;
+                    lane.copied(r.nextInt(16) == 0 ? r.nextLong() : m.get(JAVA_LONG, answers.payload + Wire.G_SEQ));
                 }
                 answers.consume();
             }

@@ -166,7 +166,7 @@ class ShmProcessTest {
                     s.qp.postSend(w.reset().wrId(2).opcode(Opcode.RDMA_READ).signaled(true)
                             .addSge(s.mem.address() + back, size, s.mr.lkey()).remote(s.remote + at, s.rkey));
                     wc = s.await(1).get(0);
-                    assertThat(wc.status()).as("READ of %d", size).isEqualTo(WcStatus.SUCCESS);
+                    assertThat(wc.status()).as("READ of %d: %s %s", size, s.qp.diagnostics(), child.output()).isEqualTo(WcStatus.SUCCESS);
                     if (back >= size) {
                         assertThat(s.mem.asSlice(back, size).mismatch(s.mem.asSlice(0, size))).as("READ of %d", size)
                                 .isEqualTo(-1);
@@ -265,7 +265,7 @@ class ShmProcessTest {
                     s.qp.postSend(w.reset().wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
                             .addSge(s.mem.address(), 65536, s.mr.lkey()).remote(s.remote, s.rkey));
                     List<Done> got = s.await(2); // (the first fails by the answer timeout: nothing else fails it so)
-                    assertThat(got.get(0).status()).isEqualTo(WcStatus.RETRY_EXC_ERR);
+                    assertThat(got.get(0).status()).as("%s %s", got, child.output()).isEqualTo(WcStatus.RETRY_EXC_ERR);
                     assertThat(got.get(1).status()).isEqualTo(WcStatus.WR_FLUSH_ERR);
                     // Its memory is this side's again: deregistering it waits for nothing of the stopped peer.
                     long d0 = System.nanoTime();
