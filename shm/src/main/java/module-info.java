@@ -1,8 +1,8 @@
 /**
  * The same-host lane and the {@code shm} provider: regmem's verbs between processes of one host over
  * rings in a sealed {@code memfd} per connection, where the target checks every request against its
- * own key tables and moves the bytes itself (through the ring, or with one
- * {@code process_vm_readv} from the initiator's memory). {@code RdmaDevice.open("shm")} finds it
+ * own key tables; each side places bytes only into its own memory (through the ring, or with one
+ * {@code process_vm_readv} out of the peer's: a WRITE's source, a READ's granted range). {@code RdmaDevice.open("shm")} finds it
  * through the {@code RdmaProvider} service. Linux only; libc is the only native library.
  *
  * <p>Grant native access to this module too:

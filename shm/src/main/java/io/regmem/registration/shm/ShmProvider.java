@@ -36,10 +36,13 @@ import org.agrona.concurrent.YieldingIdleStrategy;
  * {@code handshakeTimeoutMillis} (default 10000) and {@code answerTimeoutMillis} (default 5000; 0: for
  * ever) as ucx's; {@code inlineThreshold} (default {@value #INLINE_THRESHOLD} bytes): a WRITE's or
  * SEND's bytes up to it travel inside the request, larger ones are pulled by the target (one
- * {@code process_vm_readv}) or, where the kernel does not allow that, streamed through the ring;
+ * {@code process_vm_readv}) or, where the kernel does not allow that, streamed through the ring; a
+ * READ's bytes up to it come back through the ring, larger ones are copied out of the target by the
+ * initiator from the range the target granted (or through the ring where that is not allowed);
  * {@code ringBytes} (default 2 MiB, a power of two from 64 KiB to 256 MiB): each of a connection's
  * four rings, asked for by the connecting side; {@code pull=false}: this device never copies out of its
- * peers (as where the kernel refuses it), so their large WRITEs and SENDs are streamed through the ring.
+ * peers (as where the kernel refuses it), so their large WRITEs and SENDs are streamed through the ring,
+ * and its own large READs come back through it.
  */
 public final class ShmProvider implements RdmaProvider {
     /** The default {@code inlineThreshold}. */
