@@ -27,8 +27,9 @@ import java.lang.foreign.MemorySegment;
  * and are placed into the entries resolved at start, in this side's section; a READ above the
  * inline threshold, where this side can copy out of the target, asks for a grant instead and copies
  * the granted range out of the target itself ({@code process_vm_readv}, in the same section rule),
- * then checks that the grant was not withdrawn meanwhile. The target never writes into this process. A local request (REG_MR, LOCAL_INV, BIND_MW) runs when it is the oldest,
- * so the requests after it see its effect. A request that has no answer within the device's answer
+ * then checks that the grant was not withdrawn meanwhile. The target never writes into this process.
+ * A local request (REG_MR, LOCAL_INV, BIND_MW) runs when it is the oldest, so the requests after it
+ * see its effect. A request that has no answer within the device's answer
  * timeout completes RETRY_EXC_ERR (the target may have executed it).
  */
 final class ShmInitiator {

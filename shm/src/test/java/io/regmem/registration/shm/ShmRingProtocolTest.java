@@ -205,6 +205,42 @@ class ShmRingProtocolTest {
     }
 
     @Test
+    void readsBeyondTheGrantsATargetKeepsOutComeThroughTheRingInOrder() throws Exception {
+        try (Loopback lb = new Loopback("shm", Map.of(), 256, attrs(), attrs())) {
+            MemoryRegion mrA = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
+            MemoryRegion mrB = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_READ);
+            int rkey = lb.key(mrB);
+            int reads = Grants.MAX + 8;
+            long n = 8 << 10;
+            pattern(lb.memB, 0, n * reads, 3);
+            ShmQp a = ShmProgressFaultTest.shm(lb.devA).qps()[0];
+            ShmQp b = ShmProgressFaultTest.shm(lb.devB).qps()[0];
+            WorkRequest w = new WorkRequest(1);
+            for (int i = 0; i < reads; i++) {
+                lb.qpA.postSend(w.reset().wrId(i).opcode(Opcode.RDMA_READ).signaled(true)
+                        .addSge(lb.memA.address() + n * i, n, mrA.lkey()).remote(lb.memB.address() + n * i, rkey));
+            }
+            try (AutoCloseable held = hold(a.ctx.lock())) { // nothing is copied out: the target's grants fill up
+                long deadline = System.nanoTime() + 10_000_000_000L;
+                while (b.lane().peerRequests.pending()) {
+                    assertThat(System.nanoTime()).as("the target serves every READ").isLessThan(deadline);
+                    lb.poll(lb.cqB);
+                }
+                assertThat(b.target.grants.count()).as("grants out at most").isEqualTo(Grants.MAX);
+            }
+            List<Wc> got = drain(lb, reads);
+            assertThat(got).extracting(Wc::status).containsOnly(WcStatus.SUCCESS);
+            for (int i = 0; i < reads; i++) {
+                assertThat(got.get(i).wrId()).isEqualTo(i);
+            }
+            assertThat(lb.memA.asSlice(0, n * reads).mismatch(lb.memB.asSlice(0, n * reads))).as("every READ's bytes")
+                    .isEqualTo(-1);
+            mrA.close();
+            mrB.close();
+        }
+    }
+
+    @Test
     void aDeregistrationAtTheTargetWaitsForTheCopyThenWithdrawsTheGrantAndTheReadFails() throws Exception {
         try (Loopback lb = new Loopback("shm", Map.of("answerTimeoutMillis", "200"), 256, attrs(), attrs())) {
             MemoryRegion mrA = lb.pdA.register(lb.memA, Access.LOCAL_WRITE);
