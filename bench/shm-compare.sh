@@ -10,7 +10,8 @@
 #      (one call in flight, every call's latency in an HdrHistogram);
 #  (3) UcxPutBenchmark on shm, ucx and ucx over UCX: the 8 B WRITE round trip, and 64 KiB and
 #      1 MiB WRITEs and READs with 16 in flight (ns per request: bytes / time = bandwidth);
-#  (4) the native peers on the same sizes: ucx_perftest ucp_put_lat, ucp_am_lat, ucp_put_bw, ucp_get,
+#  (4) Aeron IPC's ping-pong again, so that each round has two runs of it (compare with the lower p50);
+#  (5) the native peers on the same sizes: ucx_perftest ucp_put_lat, ucp_am_lat, ucp_put_bw, ucp_get,
 #      ucp_am_bw (sysv,posix,cma), and pvm-copy (bench/native/pvm-copy.c, built here with gcc): one
 #      process_vm_readv (what the lane's target does for a large WRITE) or process_vm_writev of the
 #      same size between two processes, the same buffers every time.
@@ -47,7 +48,7 @@ perftest() { # $1 test, $2 size, $3 iterations
 }
 rpc_args=(--threads 1 --requests 1 --rdma-requests 0 --storage-calls 1 --storage-depth 1 --storage-mib 1
   --rpc-concurrency 1 --rpc-payloads 64 --rpc-duration "$secs" --rpc-warmup 2 --quiet-progress)
-show() { grep -E 'RPC over|Call latency|PASS|FAIL|regmem demo: [a-z]' || true; }
+show() { grep -E 'RPC over|Call latency|Single-call|^  p50 |PASS|FAIL|regmem demo: [a-z]' || true; }
 for ((i = 1; i <= rounds; i++)); do
   echo "== round $i of $rounds: verbs SEND/RECV ping-pong to a child JVM (shm, ucx) and Aeron IPC"
   jmh 'PingPongBenchmark.roundTrip$' --param pair=shm-process,ucx-process
@@ -76,6 +77,8 @@ for ((i = 1; i <= rounds; i++)); do
     --param mode=message
   REGMEM_UCX_SAME_HOST_LANE=false jmh 'UcxPutBenchmark.(writeStreamed|readStreamed)$' --size 65536,1048576 \
     --param transport=sysv+posix+cma --param mode=message
+  echo "== round $i of $rounds: Aeron IPC ping-pong again"
+  jmh 'AeronPingPongBenchmark.roundTrip$'
   echo "== round $i of $rounds: native peers"
   perftest ucp_put_lat 8 3000000
   perftest ucp_am_lat 8 1000000
