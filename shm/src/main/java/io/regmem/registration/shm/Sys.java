@@ -20,7 +20,10 @@ import java.util.Locale;
  * {@code bind}, {@code listen}, {@code accept4}, {@code connect}, {@code sendmsg}, {@code recvmsg},
  * {@code getsockopt}), {@code poll}, {@code process_vm_readv}/{@code writev}, {@code prctl} and
  * {@code syscall} (pidfd_open, futex). Every call takes an errno-capture segment ({@link #CAPTURE});
- * pointers cross as {@code long}. Each wrapper returns the call's result, or {@code -errno}.
+ * pointers cross as {@code long}. Each wrapper returns the call's result, or {@code -errno}. The one
+ * call of the data path, {@code process_vm_readv}, first goes without the capture: the JDK slices the
+ * capture segment on every call, which escape analysis removes in some compilations only (40 bytes a
+ * copy otherwise); a call that failed is made again with it, for its errno.
  */
 final class Sys {
     static final int MFD_CLOEXEC = 1;
@@ -80,6 +83,7 @@ final class Sys {
     private static final MethodHandle GETSOCKOPT;
     private static final MethodHandle POLL;
     private static final MethodHandle PVM_READV;
+    private static final MethodHandle PVM_READV_PLAIN;
     private static final MethodHandle PVM_WRITEV;
     private static final MethodHandle PRCTL;
     private static final MethodHandle SYSCALL;
@@ -87,7 +91,7 @@ final class Sys {
     static final String UNAVAILABLE;
 
     static {
-        MethodHandle[] h = new MethodHandle[18];
+        MethodHandle[] h = new MethodHandle[19];
         String why = null;
         if (!System.getProperty("os.name", "").toLowerCase(Locale.ROOT).contains("linux")) {
             why = "shm needs Linux (this is " + System.getProperty("os.name") + ")";
@@ -126,6 +130,7 @@ final class Sys {
                         JAVA_LONG, JAVA_LONG);
                 h[14] = linker.downcallHandle(libc.find("process_vm_readv").orElseThrow(), pvm, errno);
                 h[15] = linker.downcallHandle(libc.find("process_vm_writev").orElseThrow(), pvm, errno);
+                h[18] = linker.downcallHandle(libc.find("process_vm_readv").orElseThrow(), pvm);
                 h[16] = linker.downcallHandle(libc.find("prctl").orElseThrow(),
                         FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_LONG), errno, Linker.Option.firstVariadicArg(1));
                 h[17] = linker.downcallHandle(libc.find("syscall").orElseThrow(),
@@ -151,6 +156,7 @@ final class Sys {
         GETSOCKOPT = h[12];
         POLL = h[13];
         PVM_READV = h[14];
+        PVM_READV_PLAIN = h[18];
         PVM_WRITEV = h[15];
         PRCTL = h[16];
         SYSCALL = h[17];
@@ -316,6 +322,11 @@ final class Sys {
     static long processVmReadv(MemorySegment capture, int pid, long localIov, long localCount, long remoteIov,
             long remoteCount) {
         try {
+            long n = (long) PVM_READV_PLAIN.invokeExact(pid, localIov, localCount, remoteIov, remoteCount, 0L);
+            if (n >= 0) {
+                return n;
+            }
+            // Again, capturing errno: a copy into this side's own buffers, in the caller's section still.
             return retLong(capture, (long) PVM_READV.invokeExact(capture, pid, localIov, localCount, remoteIov, remoteCount, 0L));
         } catch (Throwable t) {
             throw failedToRun("process_vm_readv", t);
