@@ -8,9 +8,9 @@
  * module path).
  */
 module io.regmem.cli {
-    requires io.regmem.registration;
+    requires transitive io.regmem.registration; // (SoftPair's API names its types)
     requires io.regmem.uring;
-    requires info.picocli;
+    requires transitive info.picocli; // (RegmemCommand's and OptionCheck's API names its types)
     requires HdrHistogram;
     requires jdk.jfr;
     requires org.jctools.core;

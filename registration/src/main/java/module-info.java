@@ -15,7 +15,7 @@ module io.regmem.registration {
     requires transitive org.agrona; // (CompletionAgent is an Agrona Agent)
     requires jdk.jfr;
     requires jdk.net;
-    requires java.management; // (the JMX beans of .metrics)
+    requires transitive java.management; // (the JMX beans of .metrics: their API names its types)
     requires static micrometer.core; // (optional: .metrics' RegmemMeterBinder)
 
     exports io.regmem.registration;

@@ -8,6 +8,7 @@
  * <p>Grant native access to this module too:
  * {@code --enable-native-access=io.regmem.core,io.regmem.registration,io.regmem.shm}.
  */
+@SuppressWarnings("module") // io.regmem.ucx is built after this module (as io.regmem.registration's link export)
 module io.regmem.shm {
     requires transitive io.regmem.registration;
     requires org.agrona;

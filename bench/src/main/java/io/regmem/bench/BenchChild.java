@@ -87,12 +87,17 @@ final class BenchChild implements AutoCloseable {
         process.getOutputStream().close();
     }
 
-    /** Ends its input and waits up to 30 s for it to exit, then kills it. */
+    /** Ends its input and waits up to 30 s for it to exit, then kills it (at once if this thread is interrupted, which stays set). */
     @Override
-    public void close() throws IOException, InterruptedException {
+    public void close() throws IOException {
         endInput();
-        if (!process.waitFor(30, TimeUnit.SECONDS)) {
+        try {
+            if (!process.waitFor(30, TimeUnit.SECONDS)) {
+                process.destroyForcibly();
+            }
+        } catch (InterruptedException e) {
             process.destroyForcibly();
+            Thread.currentThread().interrupt();
         }
     }
 }

@@ -19,6 +19,10 @@ public final class RegmemCommand implements Runnable {
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;
 
+    /** The root command (picocli fills in its spec). */
+    public RegmemCommand() {
+    }
+
     /** Runs the command line; exits with its status. */
     public static void main(String[] args) {
         // regmem's log lines (a refused connection, a pool closed with buffers out) one line each

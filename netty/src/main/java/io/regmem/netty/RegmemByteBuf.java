@@ -150,6 +150,8 @@ final class RegmemByteBuf extends AbstractReferenceCountedByteBuf {
         return alloc;
     }
 
+    /** Big-endian, as every {@code ByteBuf} (deprecated with Netty's own: use the {@code *LE} accessors). */
+    @Deprecated
     @Override
     public ByteOrder order() {
         return ByteOrder.BIG_ENDIAN;

@@ -29,7 +29,6 @@ import org.junit.jupiter.api.extension.ExtendWith;
 @ExtendWith(NoLeaks.class)
 class ProviderLayeringTest {
     private static final Pattern UPWARD = Pattern.compile("\\.(queuePair|region|cmId)\\(\\)");
-    /** The verbs objects by name (their public constants, such as {@code CmId.MAX_*}, are values). */
     /** What the spi may import from the verbs package: values, not objects with a lifecycle. */
     static final Set<String> SPI_VALUE_TYPES = Set.of("Access", "Opcode", "WcStatus", "DeviceAttributes", "SignatureAttrs",
             "SignatureError", "CacheStats");

@@ -17,6 +17,10 @@ public final class LocalRendezvous {
     /** Listening ends by name. Guarded by {@link #lock}. */
     private final Map<String, End> listeners = new HashMap<>();
 
+    /** An empty rendezvous: no listener yet (a provider keeps one for its devices). */
+    public LocalRendezvous() {
+    }
+
     /** What a provider does when a request is accepted: connect its two QPs to each other. */
     @FunctionalInterface
     public interface QpLinker {

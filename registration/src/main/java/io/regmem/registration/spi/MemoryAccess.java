@@ -31,7 +31,6 @@ public interface MemoryAccess {
      */
     boolean resolveRemote(long addr, long len, int rkey, Access right, Segments out);
 
-    /** Executes a REG_MR (or REG_MR_INTEGRITY) request on this QP: SUCCESS or LOC_PROT_ERR, changing nothing then. */
     /**
      * Executes a BIND_MW ({@link PostedWr#bindMw()}) at its turn in the send queue: binds the type-2
      * window to the range of the region with the rights under the request's key, or, changing
@@ -40,6 +39,7 @@ public interface MemoryAccess {
      */
     WcStatus bindWindow(PostedWr w);
 
+    /** Executes a REG_MR (or REG_MR_INTEGRITY) request on this QP: SUCCESS or LOC_PROT_ERR, changing nothing then. */
     WcStatus fastRegister(PostedWr w);
 
     /** The fast-reg MR of this QP's PD whose current key is {@code rkey} (valid or not), or null. */

@@ -366,12 +366,6 @@ final class UcxDevice implements ProviderDevice {
     }
 
     /**
-     * Gives up a request nobody waits for any more (its peer never answered; worker lock held): it is
-     * released at once ({@code ucp_request_free} of a running request frees it when it ends), so that
-     * the worker frees it then or at its destruction. UCX 1.13 asserts, killing the process, if a
-     * worker is destroyed with a request that was never released.
-     */
-    /**
      * Closes {@code a} once channel {@code c}'s worker is destroyed (nothing of UCX's uses it then):
      * with the channel, or when the device closes.
      */
