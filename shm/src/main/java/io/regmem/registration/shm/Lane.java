@@ -79,7 +79,6 @@ final class Lane implements AutoCloseable {
     final PeerProcess peer;
     /** True if this side may copy out of the peer with {@code process_vm_readv} (it probed it). */
     volatile boolean pulls;
-    private final MemorySegment wakeCapture;
 
     private Lane(Arena arena, MemorySegment memory, long capacity, boolean requester, int peerPid, PeerProcess peer) {
         this.arena = arena;
@@ -92,7 +91,6 @@ final class Lane implements AutoCloseable {
         for (int i = 0; i < 4; i++) {
             r[i] = new Ring(memory.asSlice(RINGS + i * ring, ring));
         }
-        wakeCapture = arena.allocate(Sys.CAPTURE);
         myRequests = requester ? r[0] : r[2];
         myAnswers = requester ? r[1] : r[3];
         peerRequests = requester ? r[2] : r[0];
@@ -232,7 +230,7 @@ final class Lane implements AutoCloseable {
             VarHandle.fullFence();
             long word = requester ? H_LISTENER_SLEEPS : H_REQUESTER_SLEEPS;
             if ((int) INT.getVolatile(memory, word) == 1 && INT.compareAndSet(memory, word, 1, 0)) {
-                Waker.wake(wakeCapture, memory.address() + word);
+                Waker.wake(memory.address() + word);
             }
         }
     }

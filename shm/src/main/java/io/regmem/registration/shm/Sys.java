@@ -84,6 +84,7 @@ final class Sys {
     private static final MethodHandle POLL;
     private static final MethodHandle PVM_READV;
     private static final MethodHandle PVM_READV_PLAIN;
+    private static final MethodHandle SYSCALL_PLAIN;
     private static final MethodHandle PVM_WRITEV;
     private static final MethodHandle PRCTL;
     private static final MethodHandle SYSCALL;
@@ -91,7 +92,7 @@ final class Sys {
     static final String UNAVAILABLE;
 
     static {
-        MethodHandle[] h = new MethodHandle[19];
+        MethodHandle[] h = new MethodHandle[20];
         String why = null;
         if (!System.getProperty("os.name", "").toLowerCase(Locale.ROOT).contains("linux")) {
             why = "shm needs Linux (this is " + System.getProperty("os.name") + ")";
@@ -131,6 +132,9 @@ final class Sys {
                 h[14] = linker.downcallHandle(libc.find("process_vm_readv").orElseThrow(), pvm, errno);
                 h[15] = linker.downcallHandle(libc.find("process_vm_writev").orElseThrow(), pvm, errno);
                 h[18] = linker.downcallHandle(libc.find("process_vm_readv").orElseThrow(), pvm);
+                h[19] = linker.downcallHandle(libc.find("syscall").orElseThrow(),
+                        FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG, JAVA_LONG,
+                                JAVA_LONG), Linker.Option.firstVariadicArg(1));
                 h[16] = linker.downcallHandle(libc.find("prctl").orElseThrow(),
                         FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_LONG), errno, Linker.Option.firstVariadicArg(1));
                 h[17] = linker.downcallHandle(libc.find("syscall").orElseThrow(),
@@ -157,6 +161,7 @@ final class Sys {
         POLL = h[13];
         PVM_READV = h[14];
         PVM_READV_PLAIN = h[18];
+        SYSCALL_PLAIN = h[19];
         PVM_WRITEV = h[15];
         PRCTL = h[16];
         SYSCALL = h[17];
@@ -348,6 +353,18 @@ final class Sys {
             return ret(capture, (int) PRCTL.invokeExact(capture, option, arg));
         } catch (Throwable t) {
             throw failedToRun("prctl", t);
+        }
+    }
+
+    /**
+     * {@code syscall(nr, a, b, c, d, e, f)} where only success matters (a futex wake): the result, or -1
+     * on any failure (errno not captured, so nothing is sliced per call).
+     */
+    static long syscallPlain(long nr, long a, long b, long c, long d, long e, long f) {
+        try {
+            return (long) SYSCALL_PLAIN.invokeExact(nr, a, b, c, d, e, f);
+        } catch (Throwable t) {
+            throw failedToRun("syscall " + nr, t);
         }
     }
 

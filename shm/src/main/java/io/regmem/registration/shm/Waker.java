@@ -72,8 +72,8 @@ final class Waker implements AutoCloseable {
      * would wait out the spinner's time slice (milliseconds) before it runs; with the yield it runs at
      * once. When it went to another CPU, the yield returns at once.
      */
-    static void wake(MemorySegment capture, long address) {
-        if (Sys.syscall(capture, Sys.SYS_FUTEX, address, Sys.FUTEX_WAKE, 1, 0, 0, 0) > 0) {
+    static void wake(long address) {
+        if (Sys.syscallPlain(Sys.SYS_FUTEX, address, Sys.FUTEX_WAKE, 1, 0, 0, 0) > 0) { // (no errno: nothing sliced per wake)
             Thread.yield();
         }
     }
