@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -103,15 +105,15 @@ final class ShmChild implements AutoCloseable {
 
     /** True if every thread of the child is stopped (state T in its /proc stat). */
     private boolean stopped() throws IOException {
-        try (var tasks = java.nio.file.Files.list(Path.of("/proc/" + process.pid() + "/task"))) {
+        try (var tasks = Files.list(Path.of("/proc/" + process.pid() + "/task"))) {
             for (Path t : (Iterable<Path>) tasks::iterator) {
                 try {
-                    String s = java.nio.file.Files.readString(t.resolve("stat"));
+                    String s = Files.readString(t.resolve("stat"));
                     char state = s.charAt(s.lastIndexOf(')') + 2);
                     if (state != 'T' && state != 't') {
                         return false;
                     }
-                } catch (java.nio.file.NoSuchFileException gone) {
+                } catch (NoSuchFileException gone) {
                     // a thread that ended meanwhile
                 }
             }

@@ -1,5 +1,6 @@
 package io.regmem.registration.shm;
 
+import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -18,6 +19,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.ReentrantLock;
 import org.junit.jupiter.api.Test;
@@ -145,8 +147,8 @@ class ShmRingProtocolTest {
 
     /** Holds {@code lock} on a thread of its own until closed (a lock held by the test's thread would let its polls in). */
     private static AutoCloseable hold(ReentrantLock lock) throws InterruptedException {
-        java.util.concurrent.CountDownLatch held = new java.util.concurrent.CountDownLatch(1);
-        java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+        CountDownLatch held = new CountDownLatch(1);
+        CountDownLatch done = new CountDownLatch(1);
         Thread t = Thread.ofPlatform().start(() -> {
             lock.lock();
             try {
@@ -295,7 +297,7 @@ class ShmRingProtocolTest {
                         Ring out = b.lane().myAnswers;
                         long at = out.claim(Wire.RGRANT, Wire.GRANT_HEADER + Wire.ENTRY);
                         out.segment().set(JAVA_LONG, at + Wire.G_SEQ, 0L);
-                        out.segment().set(java.lang.foreign.ValueLayout.JAVA_INT, at + Wire.G_ENTRIES, 1);
+                        out.segment().set(JAVA_INT, at + Wire.G_ENTRIES, 1);
                         out.segment().set(JAVA_LONG, at + Wire.GRANT_HEADER, lb.memB.address());
                         out.segment().set(JAVA_LONG, at + Wire.GRANT_HEADER + 8, (64 << 10) + 1);
                         out.publish();
