@@ -4,16 +4,14 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.registration.testkit.NoLeaks;
 import java.util.Arrays;
+import net.jqwik.api.Example;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.constraints.IntRange;
 import net.jqwik.api.constraints.Size;
 import net.jqwik.api.lifecycle.AddLifecycleHook;
-import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
 
-@ExtendWith(NoLeaks.class)
-@AddLifecycleHook(NoLeaks.class)
+@AddLifecycleHook(NoLeaks.class) // (a jqwik class: its example runs on jqwik too, which JUnit's @ExtendWith does not reach)
 class SortedLongsTest {
     /** The obvious answer: scan for the last key at or below. */
     private static int naiveFloor(long[] keys, int n, long key) {
@@ -37,7 +35,7 @@ class SortedLongsTest {
         assertThat(SortedLongs.floor(keys, n, key)).isEqualTo(naiveFloor(keys, n, key));
     }
 
-    @Test
+    @Example
     void edges() {
         long[] keys = {10, 20, 20, 30};
         assertThat(SortedLongs.floor(keys, 0, 100)).isEqualTo(-1);
