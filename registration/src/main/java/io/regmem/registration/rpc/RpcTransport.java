@@ -4,12 +4,10 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.MemoryRegion;
-import io.regmem.registration.Opcode;
 import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
-import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -86,7 +84,6 @@ public final class RpcTransport {
     private final Handler handler;
     private final int maxRequests;
     private final RepChain chain;
-    private final WorkRequest send;
     private final WorkCompletion[] wcs = new WorkCompletion[32];
     private final AtomicInteger receiving = new AtomicInteger();
     private final AtomicInteger receiveCount = new AtomicInteger();
@@ -96,8 +93,8 @@ public final class RpcTransport {
     private long staleCompletions;
     private long flushed;
     private final FrwrMrs mrs;
-    /** Where a header and send buffer are staged for one inline Send (the send lock held); empty without inline room. */
-    private final MemorySegment inlineStage;
+    /** The Send path (the send lock held). */
+    private final RpcSender sender;
     /** The receive pool shared with other connections, or null: this transport posts its own. */
     private final SharedReceives shared;
     /** Where received reps come from: the shared pool's buffer, or {@link #buffer}. */
@@ -135,7 +132,6 @@ public final class RpcTransport {
             throw new RdmaException(Errno.EINVAL, "RpcTransport: " + buffer + " is the shared receives' buffer; give the "
                     + "transport a buffer of its own for its requests");
         }
-        this.inlineStage = MemorySegment.ofArray(new byte[qp.maxInlineData()]);
         this.shared = shared;
         this.replies = shared == null ? buffer : shared.buffer();
         this.qp = qp;
@@ -147,7 +143,7 @@ public final class RpcTransport {
         this.mrs = new FrwrMrs(buffer, mrPages, maxRdmaSegs);
         this.pollRole = buffer.pollRole();
         this.chain = new RepChain(buffer, maxRequests + RECV_BATCH + 1, qp::postRecv);
-        this.send = new WorkRequest(buffer.ring().slot(0).maxSge());
+        this.sender = new RpcSender(this, qp, buffer, sendLock);
         for (int i = 0; i < wcs.length; i++) {
             wcs[i] = new WorkCompletion();
         }
@@ -230,76 +226,7 @@ public final class RpcTransport {
      * @param before the first of the WRs to post first (their {@code next} links them), or null
      */
     public boolean send(Req req, long headerBytes, long sendBytes, boolean expectReply, WorkRequest before) {
-        if (!sendLock.isHeldByCurrentThread()) {
-            throw new RdmaException(Errno.EPERM, this + ": Sends are prepared and posted under the send lock");
-        }
-        SendCtxRing ring = buffer.ring();
-        SendCtx sc = ring.getLocked();
-        if (sc == null) {
-            return false;
-        }
-        try {
-            sc.owner(req);
-            if (!req.header.dmaMap(buffer.pd()) || (sendBytes > 0 && !req.send.dmaMap(buffer.pd()))) {
-                throw new RdmaException(Errno.EIO, this + ": cannot map " + req + "'s buffers for a Send");
-            }
-            req.header.syncForDevice(headerBytes);
-            sc.addSge(req.header.address(), headerBytes, req.header.lkey());
-            send.reset().opcode(Opcode.SEND).wrId(sc.wrId());
-            if (sendBytes > 0) {
-                req.send.syncForDevice(sendBytes);
-                sc.addSge(req.send.address(), sendBytes, req.send.lkey());
-            }
-            if (headerBytes + sendBytes <= qp.maxInlineData()) {
-                // The small-message path: a message that fits the QP's inline room is copied at post
-                // (IBV_SEND_INLINE), so the provider resolves no key for it. A header-only one goes
-                // from the header itself; header and send buffer are staged together, the bytes the
-                // peer receives the same as the two SGEs'.
-                if (sendBytes == 0) {
-                    send.inline(req.header.segment(), headerBytes);
-                } else {
-                    MemorySegment.copy(req.header.segment(), 0, inlineStage, 0, headerBytes);
-                    MemorySegment.copy(req.send.segment(), 0, inlineStage, headerBytes, sendBytes);
-                    send.inline(inlineStage, headerBytes + sendBytes);
-                }
-            } else {
-                send.addSge(req.header.address(), headerBytes, req.header.lkey());
-                if (sendBytes > 0) {
-                    send.addSge(req.send.address(), sendBytes, req.send.lkey());
-                }
-            }
-            // A call needs no Send completion to finish: its reply proves the peer received the Send, so
-            // the header and send buffers (permanently mapped) are free again; its slot is swept by a
-            // later signaled Send. A Send with no reply to wait for holds its request until its own
-            // completion, so it must be signaled.
-            boolean holds = !expectReply;
-            sc.holdsRef = holds;
-            int wrs = 1;
-            WorkRequest last = null;
-            for (WorkRequest w = before; w != null; w = w.next()) {
-                w.signaled(false);
-                last = w;
-                wrs++;
-            }
-            send.signaled(ring.signal(wrs, holds));
-            req.refs.set(1);
-            if (last == null) {
-                qp.postSend(send);
-            } else {
-                last.next(send);
-                try {
-                    qp.postSend(before);
-                } finally {
-                    last.next(null); // the queue copied the chain; the caller's WRs keep no link to ours
-                }
-            }
-            return true;
-        } catch (RuntimeException e) {
-            req.refs.set(0); // nothing was posted: the request is the caller's again, as before the call
-            ring.ungetLocked(sc); // nothing was posted: no completion would ever release the slot
-            throw e instanceof RdmaException r && r.errno() == Errno.EIO ? r
-                    : new RdmaException(Errno.EIO, this + ": Send of " + req + " failed: " + e.getMessage(), e);
-        }
+        return sender.send(req, headerBytes, sendBytes, expectReply, before);
     }
 
     /**
