@@ -4,7 +4,6 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.core.ScatterList;
 import io.regmem.registration.DmaDirection;
-import io.regmem.registration.DmaMapping;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.MrPool;
 import io.regmem.registration.Opcode;
@@ -116,7 +115,7 @@ public final class RwContext {
     public int init(QueuePair qp, int port, ScatterList sg, int sgCount, long offset, long remoteAddr, int rkey,
                     DmaDirection dir) {
         checkFree("init");
-        checkArgs(qp, port, sg, dir, "init");
+        RwArgs.checkArgs(qp, port, sg, dir, "init");
         if (sgCount < 1 || sgCount > sg.count()) {
             throw new RdmaException(Errno.EINVAL, "RwContext.init: sgCount " + sgCount + " is not in [1, "
                     + sg.count() + "] (the list's entries)");
@@ -137,7 +136,7 @@ public final class RwContext {
     public int initBvec(QueuePair qp, int port, MemorySegment[] buffers, long[] offsets, long[] lengths, int count,
                         long remoteAddr, int rkey, DmaDirection dir) {
         checkFree("initBvec");
-        checkArgs(qp, port, buffers, dir, "initBvec");
+        RwArgs.checkArgs(qp, port, buffers, dir, "initBvec");
         if (offsets == null || lengths == null || count < 1 || count > buffers.length || count > offsets.length
                 || count > lengths.length) {
             throw new RdmaException(Errno.EINVAL, "RwContext.initBvec: count " + count
@@ -163,43 +162,11 @@ public final class RwContext {
         }
     }
 
-    private static void checkArgs(QueuePair qp, int port, Object list, DmaDirection dir, String who) {
-        if (qp == null || list == null) {
-            throw new RdmaException(Errno.EINVAL, "RwContext." + who + ": the QP and the list are required");
-        }
-        if (qp.isDestroyed()) {
-            throw new RdmaException(Errno.EBADF, "RwContext." + who + ": " + qp + " was destroyed");
-        }
-        if (port != 1) {
-            RdmaRw.checkPort(qp.device(), port, "RwContext." + who); // throws; the message is built only then
-        }
-        if (dir != DmaDirection.TO_DEVICE && dir != DmaDirection.FROM_DEVICE) {
-            throw new RdmaException(Errno.EINVAL, "RwContext." + who + ": direction " + dir
-                    + " is neither TO_DEVICE (RDMA WRITE) nor FROM_DEVICE (RDMA READ)");
-        }
-    }
-
     private int build(QueuePair qp, ScatterList sg, int sgCount, long offset, long remoteAddr, int rkey,
                       DmaDirection dir, Kind madeBy, Object identity) {
         RdmaDevice device = qp.device();
-        long total = 0;
-        for (int i = 0; i < sgCount; i++) {
-            total += sg.length(i);
-        }
-        if (offset < 0 || offset >= total) {
-            throw new RdmaException(Errno.EINVAL, "RwContext: offset " + offset + " is not in [0, " + total
-                    + ") (the bytes of the first " + sgCount + " entries)");
-        }
-        long bytes = total - offset;
-        if (bytes > RdmaRw.U32_MAX) {
-            throw new RdmaException(Errno.EINVAL, "RwContext: " + bytes + " bytes exceed 2^32 - 1, the most one context moves");
-        }
-        if (Long.compareUnsigned(remoteAddr + bytes, remoteAddr) < 0 && remoteAddr + bytes != 0) {
-            throw new RdmaException(Errno.EINVAL, "RwContext: remote range 0x" + Long.toHexString(remoteAddr) + " + "
-                    + bytes + " wraps the address space");
-        }
-        // "DMA-map": every entry must be reachable by the device with the local DMA key.
-        checkMapped(device, sg, sgCount);
+        RwArgs.checkRange(sg, sgCount, offset, remoteAddr);
+        RwArgs.checkMapped(device, sg, sgCount); // "DMA-map": every entry reachable with the local DMA key
         // Skip whole entries covered by the offset.
         int first = 0;
         long off = offset;
@@ -258,7 +225,7 @@ public final class RwContext {
     public int initSignature(QueuePair qp, int port, ScatterList sg, int sgCount, ScatterList protSg, int protSgCount,
                              SignatureAttrs attrs, long remoteAddr, int rkey, DmaDirection dir) {
         checkFree("initSignature");
-        checkArgs(qp, port, sg, dir, "initSignature");
+        RwArgs.checkArgs(qp, port, sg, dir, "initSignature");
         RdmaDevice device = qp.device();
         int pages = RdmaRw.frPageListLen(device, true);
         if (attrs == null || sgCount < 1 || sgCount > sg.count() || sgCount > pages || protSgCount < 0
@@ -272,9 +239,9 @@ public final class RwContext {
             throw new RdmaException(Errno.EINVAL, "RwContext.initSignature: " + qp + " was created without integrity "
                     + "(QpInitAttributes.integrity(true))");
         }
-        checkMapped(device, sg, sgCount);
+        RwArgs.checkMapped(device, sg, sgCount);
         if (protSg != null) {
-            checkMapped(device, protSg, protSgCount);
+            RwArgs.checkMapped(device, protSg, protSgCount);
         }
         int slot = sig.get();
         if (slot < 0) {
@@ -295,26 +262,6 @@ public final class RwContext {
         } catch (RuntimeException e) {
             sig.put(slot);
             throw e;
-        }
-    }
-
-    private static void checkMapped(RdmaDevice device, ScatterList sg, int n) {
-        long lo = 0; // the mapping the previous entry was found in (its liveness checked then): [lo, hi)
-        long hi = 0;
-        for (int i = 0; i < n; i++) {
-            long a = sg.address(i);
-            long len = sg.length(i);
-            if (a >= lo && len <= hi - a) {
-                continue;
-            }
-            DmaMapping m = device.dmaMappingOf(a, len);
-            if (m != null) {
-                lo = m.address();
-                hi = lo + m.length();
-            } else {
-                throw new RdmaException(Errno.EIO, "RwContext: entry " + i + " [0x" + Long.toHexString(sg.address(i))
-                        + ", +" + sg.length(i) + ") is not DMA-mapped on " + device.name() + " (RdmaDevice.dmaMap)");
-            }
         }
     }
 
