@@ -120,7 +120,7 @@ public final class BufferPool implements AutoCloseable {
      * so a pool nobody closed fails the test that made it.
      */
     public static List<String> openPools() {
-        return PoolLifecycle.open().stream().map(BufferPool::name).toList();
+        return PoolLifecycle.open().stream().map(p -> ((BufferPool) p).name()).toList();
     }
 
     // ---- allocate and free ---------------------------------------------------------------------

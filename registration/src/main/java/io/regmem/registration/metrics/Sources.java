@@ -33,8 +33,8 @@ final class Sources implements PoolLifecycle.Listener, Lifecycle.Listener {
         Sources s = new Sources(sink);
         PoolLifecycle.addListener(s);
         Lifecycle.addListener(s);
-        for (BufferPool p : PoolLifecycle.open()) {
-            sink.add(p);
+        for (Object p : PoolLifecycle.open()) {
+            sink.add((BufferPool) p);
         }
         for (RdmaDevice d : RdmaDevice.openDevices()) {
             sink.add(d);
@@ -52,12 +52,12 @@ final class Sources implements PoolLifecycle.Listener, Lifecycle.Listener {
     }
 
     @Override
-    public void opened(BufferPool pool) {
-        sink.add(pool);
+    public void poolOpened(Object pool) {
+        sink.add((BufferPool) pool);
     }
 
     @Override
-    public void closed(BufferPool pool) {
+    public void poolClosed(Object pool) {
         sink.remove(pool);
     }
 
