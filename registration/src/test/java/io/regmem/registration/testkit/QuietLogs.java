@@ -12,11 +12,12 @@ import org.junit.jupiter.api.extension.AfterAllCallback;
 import org.junit.jupiter.api.extension.AfterEachCallback;
 import org.junit.jupiter.api.extension.BeforeAllCallback;
 import org.junit.jupiter.api.extension.ExtensionContext;
+import org.opentest4j.TestAbortedException;
 
 /**
  * Log lines in the build only where a test failed: while a test class runs, what reaches the root
  * logger (System.Logger's JUL backend: regmem's warnings, Netty's leak reports) is kept instead of
- * printed; when one of the class's tests fails, what was kept until then is printed to standard error
+ * printed; when one of the class's tests fails (a skip is not a failure), what was kept until then is printed to standard error
  * under the test's name, and at the class's end the console handlers are back. Lines a test provokes
  * on purpose (a hostile peer's connection ended, a fault injected) stay out of the build log; lines
  * around a failure are still there to read. Registered for every Jupiter test of a module whose
@@ -91,7 +92,7 @@ public final class QuietLogs implements BeforeAllCallback, AfterEachCallback, Af
     @Override
     public void afterEach(ExtensionContext context) {
         Swap s = swap(context);
-        if (s != null && context.getExecutionException().isPresent()) {
+        if (s != null && failed(context)) {
             s.kept().printTo(System.err, context.getDisplayName() + " (failed)");
         }
     }
@@ -107,9 +108,14 @@ public final class QuietLogs implements BeforeAllCallback, AfterEachCallback, Af
         for (Handler h : s.console()) {
             root.addHandler(h);
         }
-        if (context.getExecutionException().isPresent()) {
+        if (failed(context)) {
             s.kept().printTo(System.err, context.getDisplayName() + " (failed)");
         }
+    }
+
+    /** True if the test or class failed: an exception other than a skip (an assumption that did not hold). */
+    private static boolean failed(ExtensionContext context) {
+        return context.getExecutionException().filter(e -> !(e instanceof TestAbortedException)).isPresent();
     }
 
     private static Swap swap(ExtensionContext context) {
