@@ -9,13 +9,10 @@ import java.util.logging.Logger;
 
 /**
  * What a logger (System.Logger's JUL backend) is given while it is open: {@code try (LogCapture log =
- * new LogCapture("io.regmem.registration.shm")) { ...; log.text() }}. Thread-safe. While it is open
- * the logger's records go to it only, not on to the console: the lines a test provokes on purpose are
- * the test's to check, not the build log's.
+ * new LogCapture("io.regmem.registration.shm")) { ...; log.text() }}. Thread-safe.
  */
 public final class LogCapture implements AutoCloseable {
     private final Logger logger;
-    private final boolean parentHandlers;
     private final List<LogRecord> records = new ArrayList<>();
     private final Handler handler = new Handler() {
         @Override
@@ -37,9 +34,7 @@ public final class LogCapture implements AutoCloseable {
     /** Starts capturing what the logger {@code name} is given. */
     public LogCapture(String name) {
         logger = Logger.getLogger(name);
-        parentHandlers = logger.getUseParentHandlers();
         logger.addHandler(handler);
-        logger.setUseParentHandlers(false);
     }
 
     /** Every message so far, one a line. */
@@ -66,10 +61,9 @@ public final class LogCapture implements AutoCloseable {
         return out;
     }
 
-    /** Stops capturing; the logger's records go to the console again (as before it opened). */
+    /** Stops capturing. */
     @Override
     public void close() {
-        logger.setUseParentHandlers(parentHandlers);
         logger.removeHandler(handler);
     }
 }

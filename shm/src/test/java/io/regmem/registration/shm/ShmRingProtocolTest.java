@@ -167,6 +167,15 @@ class ShmRingProtocolTest {
         };
     }
 
+    /** Polls {@code b}'s CQ (its target serves) until it has a grant out, within 10 s. */
+    private static void awaitGrant(Loopback lb, ShmQp b) {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (b.target.grants.count() == 0) {
+            assertThat(System.nanoTime()).as("the target grants the READ").isLessThan(deadline);
+            lb.poll(lb.cqB);
+        }
+    }
+
     @Test
     void aLargeReadIsCopiedOutByItsInitiatorAndNothingThatChangesMemoryRunsAheadOfIt() throws Exception {
         try (Loopback lb = new Loopback("shm", Map.of(), 256, attrs(), attrs())) {
@@ -255,11 +264,7 @@ class ShmRingProtocolTest {
                     .addSge(lb.memA.address(), 64 << 10, mrA.lkey()).remote(lb.memB.address(), rkey));
             CompletableFuture<Long> dereg;
             try (AutoCloseable held = hold(a.ctx.lock())) { // the initiator cannot take its answers: the grant stays out
-                long deadline = System.nanoTime() + 10_000_000_000L;
-                while (b.target.grants.count() == 0) {
-                    assertThat(System.nanoTime()).as("the target grants the READ").isLessThan(deadline);
-                    lb.poll(lb.cqB);
-                }
+                awaitGrant(lb, b);
                 long t0 = System.nanoTime();
                 dereg = CompletableFuture.supplyAsync(() -> {
                     mrB.close();
@@ -311,13 +316,9 @@ class ShmRingProtocolTest {
                     lb.qpA.postSend(w.reset().wrId(2).opcode(Opcode.RDMA_WRITE).signaled(true)
                             .addSge(lb.memA.address(), 8, mrA.lkey()).remote(lb.memB.address(), rkey));
                     try (AutoCloseable held = hold(a.ctx.lock())) {
-                        long deadline = System.nanoTime() + 10_000_000_000L;
-                        while (b.target.grants.count() == 0) {
-                            assertThat(System.nanoTime()).as("the target grants the READ").isLessThan(deadline);
-                            lb.poll(lb.cqB);
-                        }
+                        awaitGrant(lb, b);
                         a.lane().copied(1L << 40);
-                        deadline = System.nanoTime() + 10_000_000_000L;
+                        long deadline = System.nanoTime() + 10_000_000_000L;
                         while (lb.qpB.state() != QueuePair.State.ERROR) { // the target reads the word as it serves
                             assertThat(System.nanoTime()).as("the target ends the connection").isLessThan(deadline);
                             lb.poll(lb.cqB);
