@@ -19,11 +19,12 @@ import java.util.Locale;
  * {@code fcntl} (seals), {@code lseek}, {@code close}, Unix domain sockets ({@code socket},
  * {@code bind}, {@code listen}, {@code accept4}, {@code connect}, {@code sendmsg}, {@code recvmsg},
  * {@code getsockopt}), {@code poll}, {@code process_vm_readv}/{@code writev}, {@code prctl} and
- * {@code syscall} (pidfd_open, futex). Every call takes an errno-capture segment ({@link #CAPTURE});
- * pointers cross as {@code long}. Each wrapper returns the call's result, or {@code -errno}. The one
- * call of the data path, {@code process_vm_readv}, first goes without the capture: the JDK slices the
- * capture segment on every call, which escape analysis removes in some compilations only (40 bytes a
- * copy otherwise); a call that failed is made again with it, for its errno.
+ * {@code syscall} (pidfd_open, futex). Calls take an errno-capture segment ({@link #CAPTURE});
+ * pointers cross as {@code long}. Each wrapper returns the call's result, or {@code -errno}. The
+ * data path's calls go without the capture (the JDK slices the capture segment on every call, which
+ * escape analysis removes in some compilations only: 40 bytes a call otherwise): {@code process_vm_readv}
+ * is made again with it only when it failed, for its errno; a futex wake needs no errno at all
+ * ({@link #syscallPlain}).
  */
 final class Sys {
     static final int MFD_CLOEXEC = 1;
