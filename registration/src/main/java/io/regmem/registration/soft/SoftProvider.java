@@ -1,16 +1,12 @@
 package io.regmem.registration.soft;
 
-import io.regmem.core.Errno;
-import io.regmem.core.RdmaException;
 import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.ProviderDevice;
+import io.regmem.registration.spi.ProviderOptions;
 import io.regmem.registration.spi.RdmaProvider;
-import java.lang.reflect.RecordComponent;
-import java.util.Arrays;
 import java.util.Map;
 import java.util.Set;
-import java.util.stream.Collectors;
 
 /**
  * The embedded, in-process provider: {@code RdmaDevice.open("soft", options)}. Every
@@ -45,22 +41,10 @@ public final class SoftProvider implements RdmaProvider {
     /** Options besides the {@link DeviceAttributes} components. */
     private static final Set<String> OWN_OPTIONS = Set.of("progressThread");
 
-    private static final Set<String> ATTRIBUTE_NAMES = Arrays.stream(DeviceAttributes.class.getRecordComponents())
-            .map(RecordComponent::getName).collect(Collectors.toUnmodifiableSet());
-
     @Override
-    public ProviderDevice open(Map<String, String> options) {
-        for (String key : options.keySet()) {
-            if (!OWN_OPTIONS.contains(key) && !ATTRIBUTE_NAMES.contains(key)) {
-                throw new RdmaException(Errno.EINVAL, "soft: unknown option '" + key + "' (known: " + ATTRIBUTE_NAMES
-                        + ", " + OWN_OPTIONS + ")");
-            }
-        }
-        DeviceAttributes attributes = DeviceAttributes.defaults().with(options);
-        String progress = options.getOrDefault("progressThread", "false");
-        if (!progress.equals("true") && !progress.equals("false")) {
-            throw new RdmaException(Errno.EINVAL, "soft: progressThread must be true or false, got " + progress);
-        }
-        return new SoftDevice(attributes, Boolean.parseBoolean(progress));
+    public ProviderDevice open(Map<String, String> given) {
+        ProviderOptions options = ProviderOptions.of("soft", given, OWN_OPTIONS);
+        boolean progress = options.progressThread();
+        return new SoftDevice(options.attributes(DeviceAttributes.defaults(), null, null), progress);
     }
 }

@@ -1,6 +1,5 @@
 package io.regmem.registration.shm;
 
-import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.QpContext;
 
 /** The shm provider's halves of the verbs layer's contexts (the one place that reads their attachments). */
@@ -10,9 +9,5 @@ final class ShmContexts {
 
     static ShmQp qp(QpContext ctx) {
         return (ShmQp) ctx.attachment();
-    }
-
-    static ShmCm cm(CmContext ctx) {
-        return (ShmCm) ctx.attachment();
     }
 }

@@ -2,23 +2,15 @@ package io.regmem.registration.shm;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.internal.Libc;
 import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.link.Link;
-import io.regmem.registration.link.Secret;
 import io.regmem.registration.spi.ProviderDevice;
+import io.regmem.registration.spi.ProviderOptions;
 import io.regmem.registration.spi.RdmaProvider;
-import java.lang.reflect.RecordComponent;
-import java.util.Arrays;
-import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
-import java.util.TreeSet;
-import java.util.stream.Collectors;
-import org.agrona.concurrent.BackoffIdleStrategy;
-import org.agrona.concurrent.BusySpinIdleStrategy;
 import org.agrona.concurrent.IdleStrategy;
-import org.agrona.concurrent.SleepingIdleStrategy;
-import org.agrona.concurrent.YieldingIdleStrategy;
 
 /**
  * The shm provider, {@code RdmaDevice.open("shm", options)}: regmem's verbs between processes of one
@@ -49,8 +41,6 @@ public final class ShmProvider implements RdmaProvider {
     static final long INLINE_THRESHOLD = 4096;
     /** The default {@code answerTimeoutMillis}. */
     static final long ANSWER_TIMEOUT_MILLIS = 5_000;
-    private static final Set<String> ATTRIBUTE_NAMES = Arrays.stream(DeviceAttributes.class.getRecordComponents())
-            .map(RecordComponent::getName).collect(Collectors.toUnmodifiableSet());
     private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "secret", "secretFile",
             "handshakeTimeoutMillis", "answerTimeoutMillis", "inlineThreshold", "ringBytes", "pull");
     /** What an shm device offers before options lower it: the usual limits, no iWARP, no signature offload. */
@@ -73,76 +63,23 @@ public final class ShmProvider implements RdmaProvider {
      *                       value; {@link Errno#EOPNOTSUPP} for a capability the lane does not have
      */
     @Override
-    public ProviderDevice open(Map<String, String> options) {
-        for (String key : options.keySet()) {
-            if (!ATTRIBUTE_NAMES.contains(key) && !OWN_OPTIONS.contains(key)) {
-                TreeSet<String> known = new TreeSet<>(ATTRIBUTE_NAMES);
-                known.addAll(OWN_OPTIONS);
-                throw new RdmaException(Errno.EINVAL, "shm: unknown option '" + key + "' (known: " + known + ")");
-            }
-        }
-        Sys.requireBound();
-        String progress = options.getOrDefault("progressThread", "false");
-        if (!progress.equals("true") && !progress.equals("false")) {
-            throw new RdmaException(Errno.EINVAL, "shm: progressThread must be true or false, got " + progress);
-        }
-        IdleStrategy idle = idleStrategy(options.getOrDefault("idleStrategy", "backoff"));
-        byte[] secret = Secret.configured("shm", options, System.getenv());
-        int handshakeMillis = (int) number(options, "handshakeTimeoutMillis", Link.HANDSHAKE_MILLIS, 1, 600_000);
-        long answerMillis = number(options, "answerTimeoutMillis", ANSWER_TIMEOUT_MILLIS, 0, 600_000);
-        long inline = number(options, "inlineThreshold", INLINE_THRESHOLD, 0, 65536);
-        long ring = number(options, "ringBytes", Lane.DEFAULT_CAPACITY, LaneOffer.MIN_RING, LaneOffer.MAX_RING);
+    public ProviderDevice open(Map<String, String> given) {
+        ProviderOptions options = ProviderOptions.of("shm", given, OWN_OPTIONS);
+        Libc.requireBound("shm");
+        boolean progress = options.progressThread();
+        IdleStrategy idle = options.idleStrategy();
+        byte[] secret = options.secret();
+        int handshakeMillis = (int) options.millis("handshakeTimeoutMillis", Link.HANDSHAKE_MILLIS, 1);
+        long answerMillis = options.millis("answerTimeoutMillis", ANSWER_TIMEOUT_MILLIS, 0);
+        long inline = options.number("inlineThreshold", INLINE_THRESHOLD, 0, 65536);
+        long ring = options.number("ringBytes", Lane.DEFAULT_CAPACITY, LaneOffer.MIN_RING, LaneOffer.MAX_RING);
         if (Long.bitCount(ring) != 1) {
-            throw new RdmaException(Errno.EINVAL, "shm: ringBytes must be a power of two, got " + ring);
+            throw options.invalid("ringBytes must be a power of two, got " + ring);
         }
-        String pull = options.getOrDefault("pull", "true");
-        if (!pull.equals("true") && !pull.equals("false")) {
-            throw new RdmaException(Errno.EINVAL, "shm: pull must be true or false, got " + pull);
-        }
-        HashMap<String, String> limits = new HashMap<>(options);
-        limits.keySet().removeAll(OWN_OPTIONS);
-        DeviceAttributes attributes = DEFAULTS.with(limits);
-        if (attributes.iWarp()) {
-            throw new RdmaException(Errno.EOPNOTSUPP, "shm: iWarp=true is not offered (its READs carry no remotely "
-                    + "written sink)");
-        }
-        if (attributes.integrityHandover()) {
-            throw new RdmaException(Errno.EOPNOTSUPP, "shm: integrityHandover=true is not offered (no T10-PI signature "
-                    + "offload)");
-        }
-        ShmDevice device = new ShmDevice(attributes, secret, handshakeMillis, answerMillis * 1_000_000L, inline, ring,
-                Boolean.parseBoolean(pull));
-        String idleName = options.getOrDefault("idleStrategy", "backoff");
-        return Boolean.parseBoolean(progress)
-                ? device.startProgressThread(idle, !idleName.equals("busy") && !idleName.equals("yield")) : device;
-    }
-
-    /** A whole-number option in [{@code min}, {@code max}], or its default. */
-    private static long number(Map<String, String> options, String name, long dflt, long min, long max) {
-        String v = options.get(name);
-        if (v == null) {
-            return dflt;
-        }
-        long n;
-        try {
-            n = Long.parseLong(v);
-        } catch (NumberFormatException e) {
-            n = min - 1;
-        }
-        if (n < min || n > max) {
-            throw new RdmaException(Errno.EINVAL, "shm: " + name + " must be " + min + " to " + max + ", got " + v);
-        }
-        return n;
-    }
-
-    private static IdleStrategy idleStrategy(String name) {
-        return switch (name) {
-            case "busy" -> new BusySpinIdleStrategy();
-            case "yield" -> new YieldingIdleStrategy();
-            case "backoff" -> new BackoffIdleStrategy(64, 64, 1_000, 1_000_000);
-            case "sleep" -> new SleepingIdleStrategy(100_000);
-            default -> throw new RdmaException(Errno.EINVAL, "shm: idleStrategy must be busy, yield, backoff or sleep, got "
-                    + name);
-        };
+        boolean pull = options.flag("pull", true);
+        DeviceAttributes attributes = options.attributes(DEFAULTS, "its READs carry no remotely written sink",
+                "no T10-PI signature offload");
+        ShmDevice device = new ShmDevice(attributes, secret, handshakeMillis, answerMillis * 1_000_000L, inline, ring, pull);
+        return progress ? device.startProgressThread(idle, options.idleSleeps()) : device;
     }
 }

@@ -1,6 +1,5 @@
 package io.regmem.registration.ucx;
 
-import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.QpContext;
 
 /**
@@ -14,9 +13,5 @@ final class UcxContexts {
 
     static UcxQp qp(QpContext ctx) {
         return (UcxQp) ctx.attachment();
-    }
-
-    static UcxCm cm(CmContext ctx) {
-        return (UcxCm) ctx.attachment();
     }
 }

@@ -4,22 +4,13 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.spi.ProviderDevice;
+import io.regmem.registration.spi.ProviderOptions;
 import io.regmem.registration.spi.RdmaProvider;
-import io.regmem.registration.link.Secret;
 import io.regmem.registration.link.Link;
-import java.lang.reflect.RecordComponent;
-import java.util.Arrays;
-import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
-import java.util.TreeSet;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.stream.Collectors;
-import org.agrona.concurrent.BackoffIdleStrategy;
-import org.agrona.concurrent.BusySpinIdleStrategy;
 import org.agrona.concurrent.IdleStrategy;
-import org.agrona.concurrent.SleepingIdleStrategy;
-import org.agrona.concurrent.YieldingIdleStrategy;
 
 /**
  * The UCX provider, {@code RdmaDevice.open("ucx", options)}, on the system's {@code libucp} (1.13 or
@@ -69,9 +60,6 @@ public final class UcxProvider implements RdmaProvider {
         return "ucx";
     }
 
-    private static final Set<String> ATTRIBUTE_NAMES = Arrays.stream(DeviceAttributes.class.getRecordComponents())
-            .map(RecordComponent::getName).collect(Collectors.toUnmodifiableSet());
-
     /** What a UCX device offers before options lower it: the usual limits, no iWARP, no signature offload. */
     static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false);
 
@@ -93,44 +81,20 @@ public final class UcxProvider implements RdmaProvider {
      *                       {@link Errno#EOPNOTSUPP} for a capability UCX does not have
      */
     @Override
-    public ProviderDevice open(Map<String, String> options) {
-        for (String key : options.keySet()) {
-            if (!ATTRIBUTE_NAMES.contains(key) && !OWN_OPTIONS.contains(key)) {
-                TreeSet<String> known = new TreeSet<>(ATTRIBUTE_NAMES);
-                known.addAll(OWN_OPTIONS);
-                throw new RdmaException(Errno.EINVAL, "ucx: unknown option '" + key + "' (known: " + known + ")");
-            }
-        }
-        String progress = options.getOrDefault("progressThread", "false");
-        if (!progress.equals("true") && !progress.equals("false")) {
-            throw new RdmaException(Errno.EINVAL, "ucx: progressThread must be true or false, got " + progress);
-        }
-        String idleName = options.getOrDefault("idleStrategy", "backoff");
-        IdleStrategy idle = idleStrategy(idleName);
-        String oneSided = options.getOrDefault("oneSided", "false");
-        if (!oneSided.equals("true") && !oneSided.equals("false")) {
-            throw new RdmaException(Errno.EINVAL, "ucx: oneSided must be true or false, got " + oneSided);
-        }
-        String lane = options.getOrDefault("sameHostLane", String.valueOf(UcxLanes.defaultEnabled()));
-        if (!lane.equals("true") && !lane.equals("false")) {
-            throw new RdmaException(Errno.EINVAL, "ucx: sameHostLane must be true or false, got " + lane);
-        }
-        byte[] secret = Secret.configured("ucx", options, System.getenv());
-        int handshakeMillis = (int) millis(options, "handshakeTimeoutMillis", Link.HANDSHAKE_MILLIS, 1);
-        long answerMillis = millis(options, "answerTimeoutMillis", ANSWER_TIMEOUT_MILLIS, 0);
-        HashMap<String, String> limits = new HashMap<>(options);
-        limits.keySet().removeAll(OWN_OPTIONS);
-        DeviceAttributes attributes = DEFAULTS.with(limits);
-        if (attributes.iWarp()) {
-            throw new RdmaException(Errno.EOPNOTSUPP, "ucx: iWarp=true is not offered (UCX READs carry no "
-                    + "remotely written sink)");
-        }
-        if (attributes.integrityHandover()) {
-            throw new RdmaException(Errno.EOPNOTSUPP, "ucx: integrityHandover=true is not offered (UCX has no "
-                    + "T10-PI signature offload)");
-        }
+    public ProviderDevice open(Map<String, String> given) {
+        ProviderOptions options = ProviderOptions.of("ucx", given, OWN_OPTIONS);
+        boolean progress = options.progressThread();
+        IdleStrategy idle = options.idleStrategy();
+        boolean oneSided = options.flag("oneSided", false);
+        boolean lane = options.flag("sameHostLane", UcxLanes.defaultEnabled());
+        byte[] secret = options.secret();
+        int handshakeMillis = (int) options.millis("handshakeTimeoutMillis", Link.HANDSHAKE_MILLIS, 1);
+        long answerMillis = options.millis("answerTimeoutMillis", ANSWER_TIMEOUT_MILLIS, 0);
+        long rndvThreshold = options.number("rndvThreshold", RNDV_THRESHOLD, 1, 1L << 31);
+        DeviceAttributes attributes = options.attributes(DEFAULTS, "UCX READs carry no remotely written sink",
+                "UCX has no T10-PI signature offload");
         Ucp ucp = Ucp.get();
-        if (Boolean.parseBoolean(oneSided) && (ucp.major < 1 || (ucp.major == 1 && ucp.minor < ONE_SIDED_MINOR))) {
+        if (oneSided && (ucp.major < 1 || (ucp.major == 1 && ucp.minor < ONE_SIDED_MINOR))) {
             throw new RdmaException(Errno.EOPNOTSUPP, "ucx: oneSided=true needs UCX 1." + ONE_SIDED_MINOR + " or later, this is "
                     + ucp.major + "." + ucp.minor + "." + ucp.release + ": before 1.19, ucp_ep_rkey_unpack crashes the process "
                     + "when a peer's key names memory the peer has already given back (a peer that exits, or frees a "
@@ -139,58 +103,10 @@ public final class UcxProvider implements RdmaProvider {
         }
         UcxDevice device = new UcxDevice(ucp, attributes, "regmem-" + ProcessHandle.current().pid() + "-"
                 + DEVICES.incrementAndGet(), secret, handshakeMillis);
-        device.oneSided = Boolean.parseBoolean(oneSided);
-        device.lanes.enabled = Boolean.parseBoolean(lane);
+        device.oneSided = oneSided;
+        device.lanes.enabled = lane;
         device.answerTimeoutNanos = answerMillis * 1_000_000L;
-        device.rndvThreshold = bytes(options, "rndvThreshold", RNDV_THRESHOLD);
-        return Boolean.parseBoolean(progress)
-                ? device.startProgressThread(idle, !idleName.equals("busy") && !idleName.equals("yield")) : device;
-    }
-
-    /** A byte-count option, 1 to 2^31, or its default. */
-    private static long bytes(Map<String, String> options, String name, long dflt) {
-        String v = options.get(name);
-        if (v == null) {
-            return dflt;
-        }
-        long n;
-        try {
-            n = Long.parseLong(v);
-        } catch (NumberFormatException e) {
-            n = -1;
-        }
-        if (n < 1 || n > 1L << 31) {
-            throw new RdmaException(Errno.EINVAL, "ucx: " + name + " must be 1 to 2147483648 bytes, got " + v);
-        }
-        return n;
-    }
-
-    /** A millisecond option in [{@code min}, 600000], or its default. */
-    private static long millis(Map<String, String> options, String name, long dflt, long min) {
-        String v = options.get(name);
-        if (v == null) {
-            return dflt;
-        }
-        long ms;
-        try {
-            ms = Long.parseLong(v);
-        } catch (NumberFormatException e) {
-            ms = -1;
-        }
-        if (ms < min || ms > 600_000) {
-            throw new RdmaException(Errno.EINVAL, "ucx: " + name + " must be " + min + " to 600000, got " + v);
-        }
-        return ms;
-    }
-
-    private static IdleStrategy idleStrategy(String name) {
-        return switch (name) {
-            case "busy" -> new BusySpinIdleStrategy();
-            case "yield" -> new YieldingIdleStrategy();
-            case "backoff" -> new BackoffIdleStrategy(64, 64, 1_000, 1_000_000);
-            case "sleep" -> new SleepingIdleStrategy(100_000);
-            default -> throw new RdmaException(Errno.EINVAL, "ucx: idleStrategy must be busy, yield, backoff or sleep, got "
-                    + name);
-        };
+        device.rndvThreshold = rndvThreshold;
+        return progress ? device.startProgressThread(idle, options.idleSleeps()) : device;
     }
 }
