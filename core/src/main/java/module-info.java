@@ -8,7 +8,7 @@
  * which is optional: add {@code net.openhft:chronicle-bytes} and, on the module path,
  * {@code --add-modules chronicle.bytes}.
  */
-@SuppressWarnings("module") // io.regmem.uring and io.regmem.shm need not be present
+@SuppressWarnings("module") // io.regmem.uring, io.regmem.shm and io.regmem.ucx need not be present
 module io.regmem.core {
     requires transitive org.agrona;
     requires org.jctools.core;
@@ -20,5 +20,5 @@ module io.regmem.core {
     requires jdk.jfr;
 
     exports io.regmem.core;
-    exports io.regmem.core.internal to io.regmem.uring, io.regmem.shm, io.regmem.registration;
+    exports io.regmem.core.internal to io.regmem.uring, io.regmem.shm, io.regmem.registration, io.regmem.ucx;
 }

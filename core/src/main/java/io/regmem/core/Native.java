@@ -1,29 +1,30 @@
 package io.regmem.core;
 
 import io.regmem.core.internal.Libc;
+import io.regmem.core.internal.Mman;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
 /**
  * The libc memory calls core needs ({@code mmap}, {@code munmap}, {@code madvise}), bound once in
- * {@link Libc}, with core's checks and messages. Linux only; {@link #AVAILABLE} says whether they
- * bound. Every call here is on a slow path (chunk reservation), so errno capture's small
+ * {@link Mman} (regmem's one libc binding), with core's checks and messages. Linux only;
+ * {@link #AVAILABLE} says whether they bound. Every call here is on a slow path (chunk reservation), so errno capture's small
  * allocation does not matter.
  */
 final class Native {
-    static final int PROT_NONE = 0;
-    static final int PROT_READ = 1;
-    static final int PROT_WRITE = 2;
-    static final int MAP_PRIVATE = 0x02;
-    static final int MAP_FIXED = 0x10;
-    static final int MAP_ANONYMOUS = 0x20;
-    static final int MAP_NORESERVE = 0x4000;
-    static final int MAP_HUGETLB = 0x40000;
-    static final int MADV_DONTNEED = 4;
-    static final int MADV_HUGEPAGE = 14;
+    static final int PROT_NONE = Mman.PROT_NONE;
+    static final int PROT_READ = Mman.PROT_READ;
+    static final int PROT_WRITE = Mman.PROT_WRITE;
+    static final int MAP_PRIVATE = Mman.MAP_PRIVATE;
+    static final int MAP_FIXED = Mman.MAP_FIXED;
+    static final int MAP_ANONYMOUS = Mman.MAP_ANONYMOUS;
+    static final int MAP_NORESERVE = Mman.MAP_NORESERVE;
+    static final int MAP_HUGETLB = Mman.MAP_HUGETLB;
+    static final int MADV_DONTNEED = Mman.MADV_DONTNEED;
+    static final int MADV_HUGEPAGE = Mman.MADV_HUGEPAGE;
     /** Populate the range's page tables writable, as writes would (Linux 5.14). */
-    static final int MADV_POPULATE_WRITE = 23;
+    static final int MADV_POPULATE_WRITE = Mman.MADV_POPULATE_WRITE;
     /** True when the calls bound (Linux, native access granted). */
     static final boolean AVAILABLE = Libc.UNAVAILABLE == null;
     /** The system's page size. */
@@ -42,9 +43,9 @@ final class Native {
         requireAvailable(what);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment state = arena.allocate(Libc.CAPTURE);
-            long result = Libc.mmap(state, addr, length, prot, flags, -1, 0L);
-            if (result == Libc.MAP_FAILED) {
-                int errno = Libc.errno(state);
+            long result = Mman.mmap(state, addr, length, prot, flags, -1, 0L);
+            if (result < 0) {
+                int errno = (int) -result;
                 Errno e = Errno.of(errno);
                 throw new RdmaException(e == Errno.EIO ? Errno.ENOMEM : e,
                         what + ": mmap of " + length + " bytes failed with errno " + errno);
@@ -62,9 +63,9 @@ final class Native {
         requireAvailable(what);
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment state = arena.allocate(Libc.CAPTURE);
-            int rc = Libc.munmap(state, addr, length);
+            int rc = Mman.munmap(state, addr, length);
             if (rc != 0) {
-                int errno = Libc.errno(state);
+                int errno = -rc;
                 throw new RdmaException(Errno.of(errno), what + ": munmap of " + length + " bytes at 0x"
                         + Long.toHexString(addr) + " failed with errno " + errno);
             }
@@ -82,8 +83,7 @@ final class Native {
         }
         try (Arena arena = Arena.ofConfined()) {
             MemorySegment state = arena.allocate(Libc.CAPTURE);
-            int rc = Libc.madvise(state, addr, length, advice);
-            return rc == 0 ? 0 : Libc.errno(state);
+            return -Mman.madvise(state, addr, length, advice);
         } catch (Throwable t) {
             return Errno.EIO.value();
         }

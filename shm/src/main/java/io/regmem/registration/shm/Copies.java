@@ -1,5 +1,7 @@
 package io.regmem.registration.shm;
 
+import io.regmem.core.internal.Libc;
+import io.regmem.core.internal.Uio;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import io.regmem.registration.spi.GracePeriod;
@@ -27,7 +29,7 @@ final class Copies implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final MemorySegment localIov = arena.allocate(MAX_IOV * 16L, 8);
     private final MemorySegment remoteIov = arena.allocate(MAX_IOV * 16L, 8);
-    private final MemorySegment capture = arena.allocate(Sys.CAPTURE);
+    private final MemorySegment capture = arena.allocate(Libc.CAPTURE);
     /** The peer's entries of the request being pulled (taken from the ring once: {@link #takeEntries}). */
     final long[] remoteAddr = new long[Wire.MAX_ENTRIES];
     final long[] remoteLen = new long[Wire.MAX_ENTRIES];
@@ -139,7 +141,7 @@ final class Copies implements AutoCloseable {
             }
             long chunk = Math.min(budget, cover);
             if (chunk <= 0) {
-                return -Sys.EFAULT; // entries that do not add up (checked before; here for safety)
+                return -Libc.EFAULT; // entries that do not add up (checked before; here for safety)
             }
             int li = 0;
             for (long filled = 0; filled < chunk; li++) {
@@ -170,9 +172,9 @@ final class Copies implements AutoCloseable {
                 }
             }
             long lBytes = chunk;
-            long n = Sys.processVmReadv(capture, pid, localIov.address(), li, remoteIov.address(), ri);
+            long n = Uio.processVmReadv(capture, pid, localIov.address(), li, remoteIov.address(), ri);
             if (n != lBytes) {
-                return n < 0 ? n : -Sys.EFAULT; // part of the peer's memory is not there
+                return n < 0 ? n : -Libc.EFAULT; // part of the peer's memory is not there
             }
             done += n;
         }

@@ -1,5 +1,6 @@
 package io.regmem.registration.shm;
 
+import io.regmem.core.internal.Libc;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
@@ -52,7 +53,7 @@ final class GrantedRead {
         if (got == Copies.LOCAL_FAILED) {
             return WcStatus.LOC_PROT_ERR;
         }
-        if (got == -Sys.EFAULT || lane.peerRevoked() > g) {
+        if (got == -Libc.EFAULT || lane.peerRevoked() > g) {
             return WcStatus.REM_ACCESS_ERR;
         }
         if (got < 0) {

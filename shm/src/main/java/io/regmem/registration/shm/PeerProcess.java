@@ -1,5 +1,10 @@
 package io.regmem.registration.shm;
 
+import io.regmem.core.internal.Libc;
+import io.regmem.core.internal.Poll;
+import io.regmem.core.internal.Prctl;
+import io.regmem.core.internal.Uio;
+import io.regmem.core.internal.Unistd;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static java.lang.foreign.ValueLayout.JAVA_SHORT;
@@ -65,7 +70,7 @@ final class PeerProcess implements AutoCloseable {
     static PeerProcess open(int pid, long claimedStart) throws IOException {
         int fd;
         try (Arena a = Arena.ofConfined()) {
-            fd = (int) Sys.syscall(a.allocate(Sys.CAPTURE), Sys.SYS_PIDFD_OPEN, pid, 0, 0, 0, 0, 0);
+            fd = (int) Unistd.syscall(a.allocate(Libc.CAPTURE), Unistd.SYS_PIDFD_OPEN, pid, 0, 0, 0, 0, 0);
         }
         if (fd < 0) {
             throw new IOException("pidfd_open(" + pid + ") failed with errno " + -fd);
@@ -92,8 +97,8 @@ final class PeerProcess implements AutoCloseable {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment pfd = a.allocate(8, 4);
             pfd.set(JAVA_INT, 0, pidfd);
-            pfd.set(JAVA_SHORT, 4, (short) Sys.POLLIN);
-            int n = Sys.poll(a.allocate(Sys.CAPTURE), pfd, 1, 0);
+            pfd.set(JAVA_SHORT, 4, (short) Poll.POLLIN);
+            int n = Poll.poll(a.allocate(Libc.CAPTURE), pfd, 1, 0);
             return n == 0;
         }
     }
@@ -110,8 +115,8 @@ final class PeerProcess implements AutoCloseable {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment pfd = a.allocate(8, 4);
             pfd.set(JAVA_INT, 0, pidfd);
-            pfd.set(JAVA_SHORT, 4, (short) Sys.POLLIN);
-            return Sys.poll(a.allocate(Sys.CAPTURE), pfd, 1, millis) > 0;
+            pfd.set(JAVA_SHORT, 4, (short) Poll.POLLIN);
+            return Poll.poll(a.allocate(Libc.CAPTURE), pfd, 1, millis) > 0;
         }
     }
 
@@ -186,7 +191,7 @@ final class PeerProcess implements AutoCloseable {
      */
     static int allowTracer(int pid) {
         try (Arena a = Arena.ofConfined()) {
-            return Sys.prctl(a.allocate(Sys.CAPTURE), Sys.PR_SET_PTRACER, pid);
+            return Prctl.prctl(a.allocate(Libc.CAPTURE), Prctl.PR_SET_PTRACER, pid);
         }
     }
 
@@ -204,9 +209,9 @@ final class PeerProcess implements AutoCloseable {
             iov.set(JAVA_LONG, 8, 8);
             iov.set(JAVA_LONG, 16, address);
             iov.set(JAVA_LONG, 24, 8);
-            long n = Sys.processVmReadv(a.allocate(Sys.CAPTURE), pid, iov.address(), 1, iov.address() + 16, 1);
+            long n = Uio.processVmReadv(a.allocate(Libc.CAPTURE), pid, iov.address(), 1, iov.address() + 16, 1);
             if (n != 8) {
-                return n < 0 ? (int) n : -Sys.EFAULT;
+                return n < 0 ? (int) n : -Libc.EFAULT;
             }
             out[0] = local.get(JAVA_LONG, 0);
             return 0;

@@ -2,6 +2,7 @@ package io.regmem.registration.shm;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.internal.Libc;
 import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.link.Link;
 import io.regmem.registration.spi.GracePeriod;
@@ -36,7 +37,7 @@ public final class SameHostLane implements AutoCloseable {
      * @throws RdmaException {@link Errno#ENOSYS} where the lane's system calls are not there
      */
     public static SameHostLane open(DeviceAttributes attributes, GracePeriod grace, long answerTimeoutNanos) {
-        Sys.requireBound();
+        Libc.requireBound("shm");
         try {
             LaneSetup.offer(Lane.DEFAULT_CAPACITY); // (this host's identity read once, here)
         } catch (RuntimeException | LinkageError e) {

@@ -2,6 +2,10 @@ package io.regmem.registration.shm;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.internal.Fcntl;
+import io.regmem.core.internal.Libc;
+import io.regmem.core.internal.Mman;
+import io.regmem.core.internal.Unistd;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 
@@ -17,7 +21,7 @@ import java.lang.foreign.MemorySegment;
  */
 final class SharedFile {
     /** The seals a lane's memfd carries: no shrinking, no growing, no more seals. */
-    static final int SEALS = Sys.F_SEAL_SHRINK | Sys.F_SEAL_GROW | Sys.F_SEAL_SEAL;
+    static final int SEALS = Fcntl.F_SEAL_SHRINK | Fcntl.F_SEAL_GROW | Fcntl.F_SEAL_SEAL;
 
     private SharedFile() {
     }
@@ -29,19 +33,19 @@ final class SharedFile {
      * @throws RdmaException {@link Errno#ENOMEM} if it cannot be made or sized
      */
     static int create(String name, long size) {
-        Sys.requireBound();
+        Libc.requireBound("shm");
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment capture = a.allocate(Sys.CAPTURE);
-            int fd = Sys.memfdCreate(capture, a.allocateFrom(name), Sys.MFD_CLOEXEC | Sys.MFD_ALLOW_SEALING);
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
+            int fd = Mman.memfdCreate(capture, a.allocateFrom(name), Mman.MFD_CLOEXEC | Mman.MFD_ALLOW_SEALING);
             if (fd < 0) {
                 throw new RdmaException(Errno.ENOMEM, "shm: memfd_create failed with errno " + -fd);
             }
-            int rc = Sys.ftruncate(capture, fd, size);
+            int rc = Unistd.ftruncate(capture, fd, size);
             if (rc == 0) {
-                rc = Sys.fcntl(capture, fd, Sys.F_ADD_SEALS, SEALS);
+                rc = Fcntl.fcntl(capture, fd, Fcntl.F_ADD_SEALS, SEALS);
             }
             if (rc < 0) {
-                Sys.close(capture, fd);
+                Unistd.close(capture, fd);
                 throw new RdmaException(Errno.ENOMEM, "shm: sizing or sealing a memfd of " + size + " bytes failed with errno "
                         + -rc);
             }
@@ -57,15 +61,15 @@ final class SharedFile {
      */
     static String verify(int fd, long size) {
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment capture = a.allocate(Sys.CAPTURE);
-            int seals = Sys.fcntl(capture, fd, Sys.F_GET_SEALS, 0);
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
+            int seals = Fcntl.fcntl(capture, fd, Fcntl.F_GET_SEALS, 0);
             if (seals < 0) {
                 return "not a sealable memfd (F_GET_SEALS failed with errno " + -seals + ")";
             }
             if ((seals & SEALS) != SEALS) {
                 return "its seals are 0x" + Integer.toHexString(seals) + ", not shrink, grow and seal";
             }
-            long length = Sys.lseek(capture, fd, 0, Sys.SEEK_END);
+            long length = Unistd.lseek(capture, fd, 0, Unistd.SEEK_END);
             if (length != size) {
                 return "it is " + length + " bytes long, not " + size;
             }
@@ -81,8 +85,8 @@ final class SharedFile {
      */
     static MemorySegment map(int fd, long size, Arena arena) {
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment capture = a.allocate(Sys.CAPTURE);
-            long address = Sys.mmap(capture, size, Sys.PROT_READ | Sys.PROT_WRITE, Sys.MAP_SHARED, fd);
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
+            long address = Mman.mmap(capture, 0L, size, Mman.PROT_READ | Mman.PROT_WRITE, Mman.MAP_SHARED, fd, 0L);
             if (address < 0) {
                 throw new RdmaException(Errno.ENOMEM, "shm: mapping a memfd of " + size + " bytes failed with errno " + -address);
             }
@@ -92,7 +96,7 @@ final class SharedFile {
 
     private static void unmap(long address, long size) {
         try (Arena a = Arena.ofConfined()) {
-            Sys.munmap(a.allocate(Sys.CAPTURE), address, size);
+            Mman.munmap(a.allocate(Libc.CAPTURE), address, size);
         }
     }
 
@@ -102,7 +106,7 @@ final class SharedFile {
             return;
         }
         try (Arena a = Arena.ofConfined()) {
-            Sys.close(a.allocate(Sys.CAPTURE), fd);
+            Unistd.close(a.allocate(Libc.CAPTURE), fd);
         }
     }
 }

@@ -1,5 +1,6 @@
 package io.regmem.registration.shm;
 
+import io.regmem.core.internal.Libc;
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
@@ -364,7 +365,7 @@ final class ShmTarget {
                 return WcStatus.REM_OP_ERR; // this side cannot copy out of the initiator (it said so)
             }
             long r = qp.copies.pull(qp.reader, lane.peerPid, entries, dst, total);
-            if (r == -Sys.EFAULT) {
+            if (r == -Libc.EFAULT) {
                 return WcStatus.LOC_PROT_ERR; // the initiator's memory is not there any more
             }
             if (r < 0) {

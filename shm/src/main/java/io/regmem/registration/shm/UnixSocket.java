@@ -1,5 +1,8 @@
 package io.regmem.registration.shm;
 
+import io.regmem.core.internal.Libc;
+import io.regmem.core.internal.Poll;
+import io.regmem.core.internal.Sockets;
 import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
@@ -37,7 +40,7 @@ final class UnixSocket {
             throw new IllegalArgumentException("abstract socket name too long: " + name);
         }
         MemorySegment s = a.allocate(2 + 1 + n.length, 8);
-        s.set(JAVA_SHORT, 0, (short) Sys.AF_UNIX);
+        s.set(JAVA_SHORT, 0, (short) Sockets.AF_UNIX);
         s.set(JAVA_BYTE, 2, (byte) 0);
         MemorySegment.copy(n, 0, s, JAVA_BYTE, 3, n.length);
         return s;
@@ -45,7 +48,7 @@ final class UnixSocket {
 
     /** A new Unix stream socket (close-on-exec). */
     private static int newSocket(MemorySegment capture) throws IOException {
-        int fd = Sys.socket(capture, Sys.AF_UNIX, Sys.SOCK_STREAM | Sys.SOCK_CLOEXEC, 0);
+        int fd = Sockets.socket(capture, Sockets.AF_UNIX, Sockets.SOCK_STREAM | Sockets.SOCK_CLOEXEC, 0);
         if (fd < 0) {
             throw new IOException("socket(AF_UNIX) failed with errno " + -fd);
         }
@@ -59,14 +62,14 @@ final class UnixSocket {
      * @throws IOException if the name is taken or the socket cannot be made
      */
     static int listen(String name) throws IOException {
-        Sys.requireBound();
+        Libc.requireBound("shm");
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment capture = a.allocate(Sys.CAPTURE);
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
             int fd = newSocket(capture);
             MemorySegment addr = address(a, name);
-            int rc = Sys.bind(capture, fd, addr, (int) addr.byteSize());
+            int rc = Sockets.bind(capture, fd, addr, (int) addr.byteSize());
             if (rc == 0) {
-                rc = Sys.listen(capture, fd, 4);
+                rc = Sockets.listen(capture, fd, 4);
             }
             if (rc < 0) {
                 SharedFile.close(fd);
@@ -91,9 +94,9 @@ final class UnixSocket {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment pfd = a.allocate(8, 4);
             pfd.set(JAVA_INT, 0, fd);
-            pfd.set(JAVA_SHORT, 4, (short) Sys.POLLIN);
-            int n = Sys.poll(a.allocate(Sys.CAPTURE), pfd, 1, 0);
-            if (n < 0 && n != -Sys.EINTR) {
+            pfd.set(JAVA_SHORT, 4, (short) Poll.POLLIN);
+            int n = Poll.poll(a.allocate(Libc.CAPTURE), pfd, 1, 0);
+            if (n < 0 && n != -Libc.EINTR) {
                 throw new IOException("poll failed with errno " + -n);
             }
             return n > 0;
@@ -108,7 +111,7 @@ final class UnixSocket {
      */
     static boolean awaitReadable(int fd, long deadlineNanos, BooleanSupplier gone) throws IOException {
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment capture = a.allocate(Sys.CAPTURE);
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
             MemorySegment pfd = a.allocate(8, 4);
             while (true) {
                 long left = (deadlineNanos - System.nanoTime()) / 1_000_000L;
@@ -116,16 +119,16 @@ final class UnixSocket {
                     return false;
                 }
                 pfd.set(JAVA_INT, 0, fd);
-                pfd.set(JAVA_SHORT, 4, (short) Sys.POLLIN);
+                pfd.set(JAVA_SHORT, 4, (short) Poll.POLLIN);
                 pfd.set(JAVA_SHORT, 6, (short) 0);
-                int n = Sys.poll(capture, pfd, 1, (int) Math.min(left, 20));
+                int n = Poll.poll(capture, pfd, 1, (int) Math.min(left, 20));
                 if (n > 0) {
                     return true;
                 }
                 if (n == 0 && gone.getAsBoolean()) {
                     return false;
                 }
-                if (n < 0 && n != -Sys.EINTR) {
+                if (n < 0 && n != -Libc.EINTR) {
                     throw new IOException("poll failed with errno " + -n);
                 }
             }
@@ -145,7 +148,7 @@ final class UnixSocket {
                     : "the peer did not connect to the lane's socket in time");
         }
         try (Arena a = Arena.ofConfined()) {
-            int c = Sys.accept4(a.allocate(Sys.CAPTURE), fd, Sys.SOCK_CLOEXEC);
+            int c = Sockets.accept4(a.allocate(Libc.CAPTURE), fd, Sockets.SOCK_CLOEXEC);
             if (c < 0) {
                 throw new IOException("accept4 failed with errno " + -c);
             }
@@ -160,12 +163,12 @@ final class UnixSocket {
      * @throws IOException if nobody listens there
      */
     static int connect(String name) throws IOException {
-        Sys.requireBound();
+        Libc.requireBound("shm");
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment capture = a.allocate(Sys.CAPTURE);
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
             int fd = newSocket(capture);
             MemorySegment addr = address(a, name);
-            int rc = Sys.connect(capture, fd, addr, (int) addr.byteSize());
+            int rc = Sockets.connect(capture, fd, addr, (int) addr.byteSize());
             if (rc < 0) {
                 SharedFile.close(fd);
                 throw new IOException("connecting to the abstract socket @" + name + " failed with errno " + -rc);
@@ -180,7 +183,7 @@ final class UnixSocket {
      */
     static void send(int sock, byte[] data, int passFd) throws IOException {
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment capture = a.allocate(Sys.CAPTURE);
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
             MemorySegment buf = a.allocate(Math.max(1, data.length));
             MemorySegment.copy(data, 0, buf, JAVA_BYTE, 0, data.length);
             MemorySegment iov = a.allocate(16, 8);
@@ -192,13 +195,13 @@ final class UnixSocket {
             if (passFd >= 0) {
                 MemorySegment cmsg = a.allocate(CMSG_SPACE_INT, 8);
                 cmsg.set(JAVA_LONG, 0, CMSG_LEN_INT);
-                cmsg.set(JAVA_INT, 8, Sys.SOL_SOCKET);
-                cmsg.set(JAVA_INT, 12, Sys.SCM_RIGHTS);
+                cmsg.set(JAVA_INT, 8, Sockets.SOL_SOCKET);
+                cmsg.set(JAVA_INT, 12, Sockets.SCM_RIGHTS);
                 cmsg.set(JAVA_INT, 16, passFd);
                 msg.set(JAVA_LONG, 32, cmsg.address());
                 msg.set(JAVA_LONG, 40, CMSG_SPACE_INT);
             }
-            long n = Sys.sendmsg(capture, sock, msg, Sys.MSG_NOSIGNAL);
+            long n = Sockets.sendmsg(capture, sock, msg, Sockets.MSG_NOSIGNAL);
             if (n != data.length) {
                 throw new IOException(n < 0 ? "sendmsg failed with errno " + -n : "sendmsg sent " + n + " of " + data.length
                         + " bytes");
@@ -221,7 +224,7 @@ final class UnixSocket {
             throw new IOException("the peer sent nothing on the lane's socket in time");
         }
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment capture = a.allocate(Sys.CAPTURE);
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
             MemorySegment buf = a.allocate(Math.max(1, length));
             MemorySegment iov = a.allocate(16, 8);
             iov.set(JAVA_LONG, 0, buf.address());
@@ -232,7 +235,7 @@ final class UnixSocket {
             msg.set(JAVA_LONG, 24, 1);
             msg.set(JAVA_LONG, 32, cmsg.address());
             msg.set(JAVA_LONG, 40, cmsg.byteSize());
-            long n = Sys.recvmsg(capture, sock, msg, Sys.MSG_CMSG_CLOEXEC);
+            long n = Sockets.recvmsg(capture, sock, msg, Sockets.MSG_CMSG_CLOEXEC);
             int fd = -1;
             long controlLength = msg.get(JAVA_LONG, 40);
             // Every descriptor that came is taken (then closed unless it is the one): a peer cannot leak ours.
@@ -241,7 +244,7 @@ final class UnixSocket {
                 if (len < 16 || off + len > controlLength) {
                     break;
                 }
-                if (cmsg.get(JAVA_INT, off + 8) == Sys.SOL_SOCKET && cmsg.get(JAVA_INT, off + 12) == Sys.SCM_RIGHTS) {
+                if (cmsg.get(JAVA_INT, off + 8) == Sockets.SOL_SOCKET && cmsg.get(JAVA_INT, off + 12) == Sockets.SCM_RIGHTS) {
                     for (long p = off + 16; p + 4 <= off + len; p += 4) {
                         int got = cmsg.get(JAVA_INT, p);
                         if (fd < 0) {
@@ -253,10 +256,10 @@ final class UnixSocket {
                 }
                 off += (len + 7) & ~7L;
             }
-            if (n != length || (msg.get(JAVA_INT, 48) & Sys.MSG_CTRUNC) != 0) {
+            if (n != length || (msg.get(JAVA_INT, 48) & Sockets.MSG_CTRUNC) != 0) {
                 SharedFile.close(fd);
                 throw new IOException(n < 0 ? "recvmsg failed with errno " + -n
-                        : (msg.get(JAVA_INT, 48) & Sys.MSG_CTRUNC) != 0 ? "the lane message's control data was cut"
+                        : (msg.get(JAVA_INT, 48) & Sockets.MSG_CTRUNC) != 0 ? "the lane message's control data was cut"
                         : "the lane message had " + n + " bytes, not " + length);
             }
             return new Received(buf.toArray(JAVA_BYTE), fd);
@@ -269,7 +272,7 @@ final class UnixSocket {
             MemorySegment cred = a.allocate(12, 4);
             MemorySegment len = a.allocate(JAVA_INT);
             len.set(JAVA_INT, 0, 12);
-            int rc = Sys.getsockopt(a.allocate(Sys.CAPTURE), sock, Sys.SOL_SOCKET, Sys.SO_PEERCRED, cred, len);
+            int rc = Sockets.getsockopt(a.allocate(Libc.CAPTURE), sock, Sockets.SOL_SOCKET, Sockets.SO_PEERCRED, cred, len);
             if (rc < 0) {
                 throw new IOException("SO_PEERCRED failed with errno " + -rc);
             }
@@ -288,7 +291,7 @@ final class UnixSocket {
             MemorySegment v = a.allocate(JAVA_INT);
             MemorySegment len = a.allocate(JAVA_INT);
             len.set(JAVA_INT, 0, 4);
-            int rc = Sys.getsockopt(a.allocate(Sys.CAPTURE), sock, Sys.SOL_SOCKET, Sys.SO_PEERPIDFD, v, len);
+            int rc = Sockets.getsockopt(a.allocate(Libc.CAPTURE), sock, Sockets.SOL_SOCKET, Sockets.SO_PEERPIDFD, v, len);
             return rc < 0 ? rc : v.get(JAVA_INT, 0);
         }
     }

@@ -1,5 +1,8 @@
 package io.regmem.registration.shm;
 
+import io.regmem.core.internal.Futex;
+import io.regmem.core.internal.Libc;
+import io.regmem.core.internal.Unistd;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
@@ -23,7 +26,7 @@ final class Waker implements AutoCloseable {
     /** {@code struct futex_waitv}: val u64, uaddr u64, flags u32, reserved u32. */
     private static final long ENTRY = 24;
     private final Arena arena = Arena.ofShared();
-    private final MemorySegment capture = arena.allocate(Sys.CAPTURE);
+    private final MemorySegment capture = arena.allocate(Libc.CAPTURE);
     private final MemorySegment waiters = arena.allocate(ENTRY * MAX, 8);
     private final MemorySegment timeout = arena.allocate(16, 8);
     /** Sleeps a peer's wake ended (rather than the timeout). */
@@ -46,13 +49,13 @@ final class Waker implements AutoCloseable {
         for (int i = 0; i < n; i++) {
             waiters.set(JAVA_LONG, ENTRY * i, 1L);
             waiters.set(JAVA_LONG, ENTRY * i + 8, words[i]);
-            waiters.set(JAVA_INT, ENTRY * i + 16, Sys.FUTEX2_SIZE_U32); // shared (not private): the peer wakes it
+            waiters.set(JAVA_INT, ENTRY * i + 16, Futex.FUTEX2_SIZE_U32); // shared (not private): the peer wakes it
             waiters.set(JAVA_INT, ENTRY * i + 20, 0);
         }
         long deadline = System.nanoTime() + nanos; // HotSpot's nanoTime is CLOCK_MONOTONIC on Linux
         timeout.set(JAVA_LONG, 0, deadline / 1_000_000_000L);
         timeout.set(JAVA_LONG, 8, deadline % 1_000_000_000L);
-        long r = Sys.syscall(capture, Sys.SYS_FUTEX_WAITV, waiters.address(), n, 0, timeout.address(), Sys.CLOCK_MONOTONIC,
+        long r = Unistd.syscall(capture, Unistd.SYS_FUTEX_WAITV, waiters.address(), n, 0, timeout.address(), Futex.CLOCK_MONOTONIC,
                 0);
         if (r >= 0) {
             woken++;
@@ -73,7 +76,7 @@ final class Waker implements AutoCloseable {
      * once. When it went to another CPU, the yield returns at once.
      */
     static void wake(long address) {
-        if (Sys.syscallPlain(Sys.SYS_FUTEX, address, Sys.FUTEX_WAKE, 1, 0, 0, 0) > 0) { // (no errno: nothing sliced per wake)
+        if (Unistd.syscallPlain(Unistd.SYS_FUTEX, address, Futex.FUTEX_WAKE, 1, 0, 0, 0) > 0) { // (no errno: nothing sliced per wake)
             Thread.yield();
         }
     }

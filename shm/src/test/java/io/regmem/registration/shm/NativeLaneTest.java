@@ -1,5 +1,8 @@
 package io.regmem.registration.shm;
 
+import io.regmem.core.internal.Libc;
+import io.regmem.core.internal.Mman;
+import io.regmem.core.internal.Unistd;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -67,7 +70,7 @@ class NativeLaneTest {
             long[] out = new long[1];
             assertThat(PeerProcess.probe(PeerProcess.self(), mine.address() + 4096, out)).isZero();
             assertThat(out[0]).isEqualTo(0x1234_5678_9abcL);
-            assertThat(PeerProcess.probe(PeerProcess.self(), 8, out)).as("an unmapped address").isEqualTo(-Sys.EFAULT);
+            assertThat(PeerProcess.probe(PeerProcess.self(), 8, out)).as("an unmapped address").isEqualTo(-Libc.EFAULT);
         } finally {
             SharedFile.close(fd);
             SharedFile.close(server);
@@ -80,10 +83,10 @@ class NativeLaneTest {
     @Test
     void anUnsealedMemfdIsRefusedAndAMissingPeerTimesOut() throws Exception {
         try (Arena a = Arena.ofConfined()) {
-            MemorySegment capture = a.allocate(Sys.CAPTURE);
-            int fd = Sys.memfdCreate(capture, a.allocateFrom("unsealed"), Sys.MFD_CLOEXEC | Sys.MFD_ALLOW_SEALING);
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
+            int fd = Mman.memfdCreate(capture, a.allocateFrom("unsealed"), Mman.MFD_CLOEXEC | Mman.MFD_ALLOW_SEALING);
             assertThat(fd).isGreaterThanOrEqualTo(0);
-            Sys.ftruncate(capture, fd, 1 << 16);
+            Unistd.ftruncate(capture, fd, 1 << 16);
             assertThat(SharedFile.verify(fd, 1 << 16)).contains("not shrink, grow and seal");
             SharedFile.close(fd);
         }

@@ -6,6 +6,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.internal.Stdlib;
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
@@ -105,8 +106,8 @@ final class Ucp {
 
     private Ucp() {
         Linker linker = Linker.nativeLinker();
-        setenv(linker, "UCX_ERROR_SIGNALS", "");
-        setenv(linker, "UCX_RCACHE_ENABLE", "n");
+        setenv("UCX_ERROR_SIGNALS", "");
+        setenv("UCX_RCACHE_ENABLE", "n");
         SymbolLookup ucp;
         SymbolLookup ucs;
         try {
@@ -155,18 +156,9 @@ final class Ucp {
         }
     }
 
-    private static void setenv(Linker linker, String name, String value) {
-        MethodHandle setenv = linker.downcallHandle(linker.defaultLookup().find("setenv").orElseThrow(),
-                FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, JAVA_INT));
-        try (Arena a = Arena.ofConfined()) {
-            int rc = (int) setenv.invokeExact(a.allocateFrom(name), a.allocateFrom(value), 1);
-            if (rc != 0) {
-                throw new RdmaException(Errno.ENODEV, "ucx: setenv(" + name + ") failed");
-            }
-        } catch (RdmaException e) {
-            throw e;
-        } catch (Throwable t) {
-            throw new IllegalStateException(t);
+    private static void setenv(String name, String value) {
+        if (!Stdlib.setenv(name, value)) {
+            throw new RdmaException(Errno.ENODEV, "ucx: setenv(" + name + ") failed");
         }
     }
 
@@ -398,12 +390,12 @@ final class Ucp {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment ptr = a.allocate(JAVA_LONG);
             MemorySegment size = a.allocate(JAVA_LONG);
-            long f = (long) fn.openMemstream.invokeExact(ptr.address(), size.address());
+            long f = Stdlib.openMemstream(ptr.address(), size.address());
             if (f == 0) {
                 return null;
             }
             fn.epPrintInfo.invokeExact(ep, f);
-            int closed = (int) fn.fclose.invokeExact(f);
+            int closed = Stdlib.fclose(f);
             long buf = ptr.get(JAVA_LONG, 0);
             long n = size.get(JAVA_LONG, 0);
             try {
@@ -411,7 +403,7 @@ final class Ucp {
                         : new String(MemorySegment.ofAddress(buf).reinterpret(n).toArray(ValueLayout.JAVA_BYTE),
                                 StandardCharsets.UTF_8);
             } finally {
-                fn.free.invokeExact(buf);
+                Stdlib.free(buf);
             }
         } catch (Throwable t) {
             throw rethrow(t);

@@ -14,9 +14,8 @@ import java.lang.foreign.SymbolLookup;
 import java.lang.invoke.MethodHandle;
 
 /**
- * The downcall handles of the {@code libucp} and {@code libucs} functions regmem calls (and the three
- * libc functions {@link Ucp#epInfo} needs), bound once when the library loads; {@link Ucp} wraps each
- * in a method. The data path's calls are bound {@linkplain #bindCritical critical}.
+ * The downcall handles of the {@code libucp} and {@code libucs} functions regmem calls, bound once
+ * when the library loads; {@link Ucp} wraps each in a method (libc's calls are core's binding's). The data path's calls are bound {@linkplain #bindCritical critical}.
  */
 final class UcpFunctions {
     final MethodHandle configRead;
@@ -52,9 +51,6 @@ final class UcpFunctions {
     final MethodHandle amRecvDataNbx;
     final MethodHandle epQuery;
     final MethodHandle epPrintInfo;
-    final MethodHandle openMemstream;
-    final MethodHandle fclose;
-    final MethodHandle free;
 
     UcpFunctions(Linker linker, SymbolLookup ucp, SymbolLookup ucs) {
         configRead = bind(linker, ucp, "ucp_config_read", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
@@ -85,10 +81,6 @@ final class UcpFunctions {
         requestCancel = bind(linker, ucp, "ucp_request_cancel", FunctionDescriptor.ofVoid(PTR, PTR));
         epQuery = bind(linker, ucp, "ucp_ep_query", FunctionDescriptor.of(JAVA_INT, PTR, PTR));
         epPrintInfo = bind(linker, ucp, "ucp_ep_print_info", FunctionDescriptor.ofVoid(PTR, PTR));
-        SymbolLookup libc = linker.defaultLookup();
-        openMemstream = linker.downcallHandle(libc.find("open_memstream").orElseThrow(), FunctionDescriptor.of(PTR, PTR, PTR));
-        fclose = linker.downcallHandle(libc.find("fclose").orElseThrow(), FunctionDescriptor.of(JAVA_INT, PTR));
-        free = linker.downcallHandle(libc.find("free").orElseThrow(), FunctionDescriptor.ofVoid(PTR));
         statusString = bind(linker, ucs, "ucs_status_string", FunctionDescriptor.of(ADDRESS, JAVA_INT));
         setAmHandler = bind(linker, ucp, "ucp_worker_set_am_recv_handler", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS));
         amSendNbx = bind(linker, ucp, "ucp_am_send_nbx",

@@ -4,6 +4,9 @@ import static io.regmem.registration.uring.UringLayout.*;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.internal.Fcntl;
+import io.regmem.core.internal.Stat;
+import io.regmem.core.internal.Unistd;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -48,13 +51,13 @@ final class FileTable {
         if (!rd && !wr) {
             throw new RdmaException(Errno.EINVAL, ring + ".openFile(" + path + "): modes " + m + " have neither READ nor WRITE");
         }
-        int flags = (rd && wr ? Sys.O_RDWR : wr ? Sys.O_WRONLY : Sys.O_RDONLY) | Sys.O_CLOEXEC
-                | (m.contains(IoFile.Mode.CREATE) ? Sys.O_CREAT : 0) | (m.contains(IoFile.Mode.TRUNCATE) ? Sys.O_TRUNC : 0)
-                | (direct ? Sys.O_DIRECT : 0) | (m.contains(IoFile.Mode.DSYNC) ? Sys.O_DSYNC : 0);
+        int flags = (rd && wr ? Fcntl.O_RDWR : wr ? Fcntl.O_WRONLY : Fcntl.O_RDONLY) | Fcntl.O_CLOEXEC
+                | (m.contains(IoFile.Mode.CREATE) ? Fcntl.O_CREAT : 0) | (m.contains(IoFile.Mode.TRUNCATE) ? Fcntl.O_TRUNC : 0)
+                | (direct ? Fcntl.O_DIRECT : 0) | (m.contains(IoFile.Mode.DSYNC) ? Fcntl.O_DSYNC : 0);
         String p = path.toAbsolutePath().toString();
-        int newFd = Sys.open(capture, p, flags);
+        int newFd = Fcntl.open(capture, p, flags);
         if (newFd < 0) {
-            int errno = Sys.errno(capture);
+            int errno = -newFd;
             throw new RdmaException(Errno.of(errno), ring + ".openFile(" + path + ", " + m + "): open failed with errno " + errno
                     + (errno == Errno.EINVAL.value() && direct ? " (O_DIRECT not supported here?)" : ""));
         }
@@ -62,7 +65,7 @@ final class FileTable {
         int offAlign = 1;
         if (direct) {
             MemorySegment st = arena.allocate(STATX_SIZE, 8);
-            int rc = Sys.statx(capture, p, STATX_BASIC_STATS | STATX_DIOALIGN, st);
+            int rc = Stat.statx(capture, p, STATX_BASIC_STATS | STATX_DIOALIGN, st);
             int mask = rc == 0 ? st.get(ValueLayout.JAVA_INT, STATX_MASK) : 0;
             if ((mask & STATX_DIOALIGN) != 0) {
                 memAlign = st.get(ValueLayout.JAVA_INT, STATX_DIO_MEM_ALIGN);
@@ -72,7 +75,7 @@ final class FileTable {
                 offAlign = 4096;
             }
             if (memAlign == 0 || offAlign == 0) {
-                Sys.close(capture, newFd);
+                Unistd.close(capture, newFd);
                 throw new RdmaException(Errno.EINVAL, ring + ".openFile(" + path + "): the file system does not support "
                         + "O_DIRECT for this file (STATX_DIOALIGN is 0)");
             }
@@ -81,13 +84,13 @@ final class FileTable {
         if (m.contains(IoFile.Mode.REGISTERED)) {
             index = used.nextClearBit(0);
             if (index >= max) {
-                Sys.close(capture, newFd);
+                Unistd.close(capture, newFd);
                 throw new RdmaException(Errno.ENOMEM, ring + ".openFile(" + path + "): all " + max
                         + " fixed-file slots are taken (IoRing.Builder.fixedFiles)");
             }
             long rc = update(index, newFd);
             if (rc < 0) {
-                Sys.close(capture, newFd);
+                Unistd.close(capture, newFd);
                 throw new RdmaException(Errno.of((int) -rc), ring + ".openFile(" + path
                         + "): registering the file failed with errno " + -rc);
             }
@@ -104,7 +107,7 @@ final class FileTable {
             update(f.index, -1);
             used.clear(f.index);
         }
-        Sys.close(capture, f.fd);
+        Unistd.close(capture, f.fd);
         files.remove(f);
         f.closed = true;
     }
@@ -115,7 +118,7 @@ final class FileTable {
             if (clearSlots) {
                 close(f);
             } else {
-                Sys.close(capture, f.fd);
+                Unistd.close(capture, f.fd);
                 f.closed = true;
             }
         }
@@ -130,7 +133,6 @@ final class FileTable {
         u.set(ValueLayout.JAVA_INT, RSRC_UPDATE2_OFFSET, index);
         u.set(ValueLayout.JAVA_LONG, RSRC_UPDATE2_DATA, u.address() + 64);
         u.set(ValueLayout.JAVA_INT, RSRC_UPDATE2_NR, 1);
-        long rc = Sys.syscall(capture, SYS_IO_URING_REGISTER, fd, REGISTER_FILES_UPDATE2, u.address(), RSRC_UPDATE2_SIZE, 0, 0);
-        return rc < 0 ? -Sys.errno(capture) : rc;
+        return Unistd.syscall(capture, SYS_IO_URING_REGISTER, fd, REGISTER_FILES_UPDATE2, u.address(), RSRC_UPDATE2_SIZE, 0, 0);
     }
 }

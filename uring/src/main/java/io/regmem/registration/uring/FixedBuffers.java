@@ -5,6 +5,7 @@ import static io.regmem.registration.uring.UringLayout.*;
 import io.regmem.core.Chunk;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.internal.Unistd;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
@@ -237,8 +238,7 @@ final class FixedBuffers {
         u.set(ValueLayout.JAVA_LONG, RSRC_UPDATE2_TAGS, tag);
         u.set(ValueLayout.JAVA_INT, RSRC_UPDATE2_NR, 1);
         u.set(ValueLayout.JAVA_INT, RSRC_UPDATE2_NR + 4, 0);
-        long rc = Sys.syscall(capture, SYS_IO_URING_REGISTER, fd, REGISTER_BUFFERS_UPDATE, u.address(), RSRC_UPDATE2_SIZE, 0, 0);
-        return rc < 0 ? -Sys.errno(capture) : rc;
+        return Unistd.syscall(capture, SYS_IO_URING_REGISTER, fd, REGISTER_BUFFERS_UPDATE, u.address(), RSRC_UPDATE2_SIZE, 0, 0);
     }
 
     /**

@@ -7,6 +7,8 @@ import io.regmem.core.Chunk;
 import io.regmem.core.Errno;
 import io.regmem.core.PooledBuffer;
 import io.regmem.core.RdmaException;
+import io.regmem.core.internal.Libc;
+import io.regmem.core.internal.Unistd;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -101,9 +103,9 @@ public final class IoRing implements AutoCloseable {
     private static final Set<IoRing> OPEN = ConcurrentHashMap.newKeySet();
 
     private IoRing(Builder b) {
-        Sys.requireBound();
+        Libc.requireBound("io_uring");
         this.owner = Thread.currentThread();
-        this.capture = arena.allocate(Sys.CAPTURE);
+        this.capture = arena.allocate(Libc.CAPTURE);
         this.scratch = arena.allocate(256, 8);
         try {
             this.mem = new RingMemory(arena, capture, b.entries, b.singleIssuer);
@@ -231,9 +233,9 @@ public final class IoRing implements AutoCloseable {
         r.fill((byte) 0);
         r.set(ValueLayout.JAVA_INT, RSRC_REGISTER_NR, n);
         r.set(ValueLayout.JAVA_INT, RSRC_REGISTER_FLAGS, RSRC_REGISTER_SPARSE);
-        long rc = Sys.syscall(capture, SYS_IO_URING_REGISTER, fd, opcode, r.address(), RSRC_REGISTER_SIZE, 0, 0);
+        long rc = Unistd.syscall(capture, SYS_IO_URING_REGISTER, fd, opcode, r.address(), RSRC_REGISTER_SIZE, 0, 0);
         if (rc < 0) {
-            int errno = Sys.errno(capture);
+            int errno = (int) -rc;
             if (errno == Errno.ENOMEM.value()) {
                 throw RingMemory.memlock("registering a sparse " + what + " of " + n + " slots", -1);
             }
@@ -581,14 +583,14 @@ public final class IoRing implements AutoCloseable {
         // too (waiting for nothing), so finished I/Os are posted in the same system call.
         int f = deferTaskrun ? flags | ENTER_GETEVENTS : flags;
         while (true) {
-            long rc = Sys.syscall(capture, SYS_IO_URING_ENTER, fd, toSubmit, minComplete, f, 0, 0);
+            long rc = Unistd.syscall(capture, SYS_IO_URING_ENTER, fd, toSubmit, minComplete, f, 0, 0);
             if (rc >= 0) {
                 int n = (int) rc;
                 prepared -= n;
                 submitted += n;
                 return n;
             }
-            int errno = Sys.errno(capture);
+            int errno = (int) -rc;
             if (errno == 4) { // EINTR
                 continue;
             }

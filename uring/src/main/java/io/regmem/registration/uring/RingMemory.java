@@ -4,6 +4,9 @@ import static io.regmem.registration.uring.UringLayout.*;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.internal.Mman;
+import io.regmem.core.internal.Resource;
+import io.regmem.core.internal.Unistd;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -59,11 +62,11 @@ final class RingMemory {
             flags = extra | SETUP_CQSIZE | SETUP_CLAMP;
             params.set(ValueLayout.JAVA_INT, PARAMS_FLAGS, flags);
             params.set(ValueLayout.JAVA_INT, PARAMS_CQ_ENTRIES, entries * 2);
-            rc = Sys.syscall(capture, SYS_IO_URING_SETUP, entries, params.address(), 0, 0, 0, 0);
+            rc = Unistd.syscall(capture, SYS_IO_URING_SETUP, entries, params.address(), 0, 0, 0, 0);
             if (rc >= 0) {
                 break;
             }
-            errno = Sys.errno(capture);
+            errno = (int) -rc;
             if (errno != Errno.EINVAL.value()) {
                 break;
             }
@@ -117,16 +120,16 @@ final class RingMemory {
 
     /** Maps one region of the ring; on failure unmaps what was mapped, closes the fd and throws. */
     private long map(MemorySegment capture, long length, long offset, long undo1, long undo1Len, long undo2, long undo2Len) {
-        long a = Sys.mmap(capture, length, Sys.PROT_READ | Sys.PROT_WRITE, Sys.MAP_SHARED | Sys.MAP_POPULATE, fd, offset);
-        if (a == -1L) {
-            int errno = Sys.errno(capture);
+        long a = Mman.mmap(capture, 0L, length, Mman.PROT_READ | Mman.PROT_WRITE, Mman.MAP_SHARED | Mman.MAP_POPULATE, fd, offset);
+        if (a < 0) {
+            int errno = (int) -a;
             if (undo1 != 0) {
-                Sys.munmap(capture, undo1, undo1Len);
+                Mman.munmap(capture, undo1, undo1Len);
             }
             if (undo2 != 0) {
-                Sys.munmap(capture, undo2, undo2Len);
+                Mman.munmap(capture, undo2, undo2Len);
             }
-            Sys.close(capture, fd);
+            Unistd.close(capture, fd);
             throw new RdmaException(Errno.of(errno), "IoRing: mmap of the ring (" + length + " bytes at offset 0x"
                     + Long.toHexString(offset) + ") failed with errno " + errno);
         }
@@ -135,12 +138,12 @@ final class RingMemory {
 
     /** Unmaps the rings and closes the ring's file descriptor. */
     void unmap(MemorySegment capture) {
-        Sys.munmap(capture, sqesMapAddr, sqesMapLen);
+        Mman.munmap(capture, sqesMapAddr, sqesMapLen);
         if (cqMapAddr != 0) {
-            Sys.munmap(capture, cqMapAddr, cqMapLen);
+            Mman.munmap(capture, cqMapAddr, cqMapLen);
         }
-        Sys.munmap(capture, sqMapAddr, sqMapLen);
-        Sys.close(capture, fd);
+        Mman.munmap(capture, sqMapAddr, sqMapLen);
+        Unistd.close(capture, fd);
     }
 
     /** The setup flags by name ({@code "SINGLE_ISSUER|DEFER_TASKRUN|..."}). */
@@ -173,11 +176,22 @@ final class RingMemory {
     }
 
     static RdmaException memlock(String what, long bytes) {
-        long limit = Sys.memlockLimit();
+        long limit = Resource.softLimit(Resource.RLIMIT_MEMLOCK);
         return new RdmaException(Errno.ENOMEM, "IoRing: " + what + " failed with ENOMEM: the locked-memory limit "
-                + "RLIMIT_MEMLOCK is " + Sys.describeLimit(limit)
+                + "RLIMIT_MEMLOCK is " + describeLimit(limit)
                 + (bytes >= 0 ? " and this asked to pin " + bytes + " bytes more" : "")
                 + " (pinned pages are charged per ring, and released asynchronously after a ring closes);"
                 + " raise it (ulimit -l, LimitMEMLOCK=, docker --ulimit memlock=) or grant CAP_IPC_LOCK");
+    }
+
+    /** A memlock limit for messages: "64 KiB", "unlimited" or "unknown". */
+    static String describeLimit(long limit) {
+        if (limit == Resource.RLIM_INFINITY) {
+            return "unlimited";
+        }
+        if (limit < 0) {
+            return "unknown";
+        }
+        return limit % 1024 == 0 ? (limit / 1024) + " KiB" : limit + " bytes";
     }
 }
