@@ -6,6 +6,7 @@ import io.regmem.registration.MemoryRegion;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.util.List;
 
 /**
  * One registration held by a {@link RegistrationCache}: a {@link MemoryRegion} plus a reference
@@ -239,5 +240,35 @@ final class CacheEntry extends RegionRefsPadRight {
     public String toString() {
         return "CacheEntry[0x" + Long.toHexString(start) + "+" + (end - start) + ", refs " + refs()
                 + (indexed ? "" : ", unindexed") + ", " + region + "]";
+    }
+
+    /** Revokes an entry's keys, unless its last holder deregistered it meanwhile (then they are gone anyway). */
+    void revoke() {
+        try {
+            region.revoke();
+        } catch (RdmaException ex) {
+            if (ex.errno() != Errno.EBADF) {
+                throw ex;
+            }
+        }
+    }
+
+    /** The bytes {@code entries} cover. */
+    static long bytesOf(List<CacheEntry> entries) {
+        long sum = 0;
+        for (CacheEntry e : entries) {
+            sum += e.end - e.start;
+        }
+        return sum;
+    }
+
+    /** The segment of the entry that starts at {@code address}. */
+    static MemorySegment lowest(List<CacheEntry> entries, long address) {
+        for (CacheEntry e : entries) {
+            if (e.start == address) {
+                return e.segment;
+            }
+        }
+        throw new IllegalStateException("no entry starts at 0x" + Long.toHexString(address));
     }
 }

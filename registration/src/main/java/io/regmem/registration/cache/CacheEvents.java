@@ -67,4 +67,25 @@ final class CacheEvents {
         @Label("Regions")
         int regions;
     }
+
+    /** Records an eviction of {@code e} from {@code cache}, if the event is on. */
+    static void evicted(RegistrationCache cache, CacheEntry e) {
+        Eviction event = new Eviction();
+        if (event.shouldCommit()) {
+            event.cache = cache.toString();
+            event.address = e.start;
+            event.length = e.end - e.start;
+            event.commit();
+        }
+    }
+
+    /** Records an invalidation of {@code regions} regions of {@code cache}, if the event is on. */
+    static void invalidated(RegistrationCache cache, int regions) {
+        Invalidation event = new Invalidation();
+        if (event.shouldCommit()) {
+            event.cache = cache.toString();
+            event.regions = regions;
+            event.commit();
+        }
+    }
 }

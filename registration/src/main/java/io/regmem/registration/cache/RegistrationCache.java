@@ -16,7 +16,6 @@ import java.util.List;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.LongAdder;
 import java.util.function.Function;
 import java.util.function.Predicate;
 
@@ -89,14 +88,7 @@ public final class RegistrationCache implements AutoCloseable {
     /** Detaches this cache's counters from its PD's {@link ProtectionDomain#cacheStats()}, on close. */
     private final Runnable detachStats;
 
-    /** Hits handed over by regions (see {@link CacheEntry}); live regions hold the rest. */
-    private final LongAdder hits = new LongAdder();
-    /** Hits counted by an acquire and then refused (the region was leaving): not hits after all. */
-    private final LongAdder refusedHits = new LongAdder();
-    private final LongAdder misses = new LongAdder();
-    private final LongAdder merges = new LongAdder();
-    private final LongAdder evictions = new LongAdder();
-    private final LongAdder invalidations = new LongAdder();
+    private final CacheCounters counters = new CacheCounters();
 
     private RegistrationCache(Builder b) {
         this.pd = b.pd;
@@ -115,8 +107,6 @@ public final class RegistrationCache implements AutoCloseable {
     public static RegistrationCache of(ProtectionDomain pd) {
         return builder(pd).build();
     }
-
-    // ---- get -------------------------------------------------------------------------------------
 
     /**
      * A region covering all of {@code segment} with at least the given rights.
@@ -179,7 +169,7 @@ public final class RegistrationCache implements AutoCloseable {
             return null;
         }
         if (!e.indexed || !e.scope.isAlive()) {
-            refusedHits.increment();
+            counters.refusedHits.increment();
             e.giveBack(lease); // the lease too: a refused hit must not keep a handle out
             return null;
         }
@@ -199,7 +189,7 @@ public final class RegistrationCache implements AutoCloseable {
             if (again != null) {
                 return again;
             }
-            misses.increment();
+            counters.misses.increment();
             CacheEvents.Miss missEvent = new CacheEvents.Miss();
             missEvent.begin();
             RegionIndex ix = index;
@@ -211,13 +201,13 @@ public final class RegistrationCache implements AutoCloseable {
                 if (merge && e.access == accessMask && e.scope.isAlive() && e.scope.equals(segment.scope())) {
                     lo = Math.min(lo, e.start);
                     hi = Math.max(hi, e.end);
-                    merges.increment();
+                    counters.merges.increment();
                 }
             }
             if (lo != segment.address() || hi != segment.address() + segment.byteSize()) {
                 // Every byte of [lo, hi) lies in the asked segment or an adjacent or overlapping one of
                 // the same scope, so one segment of that scope may span it.
-                MemorySegment first = segment.address() == lo ? segment : lowest(overlapping, lo);
+                MemorySegment first = segment.address() == lo ? segment : CacheEntry.lowest(overlapping, lo);
                 target = first.reinterpret(hi - lo);
             }
             // Leaving: what the new region overlaps, merged or not; a merely adjacent region that
@@ -244,10 +234,10 @@ public final class RegistrationCache implements AutoCloseable {
             }
             // Evict before publishing (no reader sees the index over its limits), and publish once.
             List<CacheEntry> gone = eviction.victims(ix, ix.size() - leaving.size() + 1,
-                    ix.bytes() - bytesOf(leaving) + (created.end - created.start), e -> {
+                    ix.bytes() - CacheEntry.bytesOf(leaving) + (created.end - created.start), e -> {
                         leftIndex(e);
-                        evictions.increment();
-                        evicted(e);
+                        counters.evictions.increment();
+                        CacheEvents.evicted(this, e);
                         dropped.add(e); // its count is already zero: disposeDropped deregisters it
                     });
             gone.addAll(leaving);
@@ -255,25 +245,6 @@ public final class RegistrationCache implements AutoCloseable {
         }
         disposeDropped(dropped);
         return handle;
-    }
-
-    private void evicted(CacheEntry e) {
-        CacheEvents.Eviction event = new CacheEvents.Eviction();
-        if (event.shouldCommit()) {
-            event.cache = toString();
-            event.address = e.start;
-            event.length = e.end - e.start;
-            event.commit();
-        }
-    }
-
-    private static MemorySegment lowest(List<CacheEntry> entries, long address) {
-        for (CacheEntry e : entries) {
-            if (e.start == address) {
-                return e.segment;
-            }
-        }
-        throw new IllegalStateException("no entry starts at 0x" + Long.toHexString(address));
     }
 
     /**
@@ -303,8 +274,6 @@ public final class RegistrationCache implements AutoCloseable {
         Access.validate(mask, this + ".register(" + pool.name() + ")");
         return PoolRegistration.register(pool, new CachedChunks(this, mask));
     }
-
-    // ---- invalidation ----------------------------------------------------------------------------
 
     /**
      * Invalidates every region overlapping {@code [address, address + length)}, indexed or held by
@@ -346,33 +315,17 @@ public final class RegistrationCache implements AutoCloseable {
             }
             for (CacheEntry e : outside) {
                 if (outsideToo.test(e) && outside.remove(e)) {
-                    revoke(e);
+                    e.revoke();
                     n++;
                 }
             }
-            invalidations.add(n);
+            counters.invalidations.add(n);
         }
         if (n > 0) {
-            CacheEvents.Invalidation event = new CacheEvents.Invalidation();
-            if (event.shouldCommit()) {
-                event.cache = toString();
-                event.regions = n;
-                event.commit();
-            }
+            CacheEvents.invalidated(this, n);
         }
         disposeDropped(dropped);
         return n;
-    }
-
-    /** Revokes an entry's keys, unless its last holder deregistered it meanwhile (then they are gone anyway). */
-    private static void revoke(CacheEntry e) {
-        try {
-            e.region.revoke();
-        } catch (RdmaException ex) {
-            if (ex.errno() != Errno.EBADF) {
-                throw ex;
-            }
-        }
     }
 
     /**
@@ -383,8 +336,6 @@ public final class RegistrationCache implements AutoCloseable {
         return new TrackedArena(this, arena);
     }
 
-    // ---- index maintenance (cache lock held) -----------------------------------------------------
-
     /**
      * Takes an entry out of the index: revoke its keys if asked; else, while users still hold it, it
      * is remembered as outside the index, where a later invalidation of its memory still reaches it.
@@ -394,7 +345,7 @@ public final class RegistrationCache implements AutoCloseable {
         e.indexed = false;
         leftIndex(e);
         if (revoke) {
-            revoke(e);
+            e.revoke();
         } else {
             e.outside = true; // before the add: dispose() forgets it when its last holder gives it back
             outside.add(e);
@@ -405,15 +356,7 @@ public final class RegistrationCache implements AutoCloseable {
     /** What an entry that just left the index leaves behind: the hints naming it, its pending hits. */
     private void leftIndex(CacheEntry e) {
         hints.forget(e);
-        hits.add(e.takeHits());
-    }
-
-    private static long bytesOf(List<CacheEntry> entries) {
-        long sum = 0;
-        for (CacheEntry e : entries) {
-            sum += e.end - e.start;
-        }
-        return sum;
+        counters.hits.add(e.takeHits());
     }
 
     /**
@@ -433,7 +376,7 @@ public final class RegistrationCache implements AutoCloseable {
 
     /** Adds hits a region hands over. */
     void countHits(long n) {
-        hits.add(n);
+        counters.hits.add(n);
     }
 
     /** Deregisters a region whose count reached zero. */
@@ -441,24 +384,15 @@ public final class RegistrationCache implements AutoCloseable {
         if (e.outside) { // only regions a replacement pushed out are in the set: no map work otherwise
             outside.remove(e);
         }
-        hits.add(e.takeHits()); // the count is zero: no acquire can add to them any more
+        counters.hits.add(e.takeHits()); // the count is zero: no acquire can add to them any more
         if (!e.region.isDestroyed()) {
             e.region.close();
         }
     }
 
-    // ---- stats and close -------------------------------------------------------------------------
-
     /** Counters since the cache was built, and what the index holds now. */
     public CacheStats stats() {
-        RegionIndex ix = index;
-        long h = hits.sum() - refusedHits.sum();
-        for (CacheEntry e : ix.all()) {
-            h += e.pendingHits();
-        }
-        long m = misses.sum();
-        return new CacheStats(h + m, h, m, merges.sum(), evictions.sum(),
-                invalidations.sum(), ix.size(), ix.bytes());
+        return counters.stats(index);
     }
 
     /** The indexed regions now, in address order (a snapshot; for tests and diagnostics). */

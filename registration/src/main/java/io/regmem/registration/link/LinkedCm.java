@@ -8,6 +8,7 @@ import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.QpContext;
 import java.io.IOException;
 import java.net.SocketTimeoutException;
+import java.util.function.Supplier;
 
 /**
  * The connection layer of every provider that connects by {@code host:port} (shm, ucx): a
@@ -33,6 +34,8 @@ public abstract class LinkedCm implements ProviderCm {
     protected final Link.Kind kind;
     protected final System.Logger log;
     private final LocalRendezvous.End local;
+    private final Supplier<byte[]> secret;
+    private final int handshakeMillis;
     /** The listening socket, while listening. Guarded by CM. */
     private Listener server;
     /** The life line to another process (a request made by one, or a connect to one). */
@@ -40,19 +43,21 @@ public abstract class LinkedCm implements ProviderCm {
     /** A request from another process: what {@link #admit} made of its HELLO (written before link). */
     private Object requested;
 
-    protected LinkedCm(CmContext ctx, LocalRendezvous rendezvous, Link.Kind kind, System.Logger log) {
+    /**
+     * @param secret          the device's secret, asked for before anything is bound or sent (it
+     *                        throws where the device has none)
+     * @param handshakeMillis how long each half of the handshake may take
+     */
+    protected LinkedCm(CmContext ctx, LocalRendezvous rendezvous, Link.Kind kind, System.Logger log, Supplier<byte[]> secret,
+            int handshakeMillis) {
         this.ctx = ctx;
+        this.secret = secret;
+        this.handshakeMillis = handshakeMillis;
         this.kind = kind;
         this.log = log;
         this.local = rendezvous.end(ctx);
         ctx.attach(this);
     }
-
-    /** The device's secret (EACCES-style failure when it has none: before anything is bound or sent). */
-    protected abstract byte[] secret();
-
-    /** How long the handshake may take, in milliseconds. */
-    protected abstract int handshakeMillis();
 
     /**
      * The listener's side: what an authenticated HELLO's address says, decoded and checked; it is
@@ -101,11 +106,11 @@ public abstract class LinkedCm implements ProviderCm {
     @Override
     public final void listen(String address) {
         HostPort a = HostPort.parse(ctx.name(), kind.provider(), address);
-        byte[] secret = secret(); // before anything is bound: a listener without one takes nobody
+        byte[] secret = this.secret.get(); // before anything is bound: a listener without one takes nobody
         local.listen(address); // EBUSY if an ID of this JVM listens there
         synchronized (CM) {
             try {
-                server = Listener.open(ctx.name(), a.host(), a.port(), secret, handshakeMillis(), kind, log, this::requested);
+                server = Listener.open(ctx.name(), a.host(), a.port(), secret, handshakeMillis, kind, log, this::requested);
             } catch (RdmaException e) {
                 local.unlisten();
                 throw e;
@@ -142,9 +147,9 @@ public abstract class LinkedCm implements ProviderCm {
         if (local.connect(address, privateData)) {
             return; // an ID of this JVM listens there
         }
-        byte[] secret = secret();
+        byte[] secret = this.secret.get();
         QpContext qp = ctx.qp();
-        Link l = Link.connect(ctx.name(), kind, a.host(), a.port(), secret, handshakeMillis());
+        Link l = Link.connect(ctx.name(), kind, a.host(), a.port(), secret, handshakeMillis);
         link = l;
         Thread.ofVirtual().name("regmem-" + kind.provider() + "-connect-" + address)
                 .start(() -> handshake(l, qp, address, privateData));

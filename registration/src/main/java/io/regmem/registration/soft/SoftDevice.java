@@ -138,16 +138,6 @@ final class SoftDevice implements ProviderDevice {
         INSTANCE;
 
         @Override
-        public int exportedKeySize(int rkey) {
-            return 4;
-        }
-
-        @Override
-        public void exportRemoteKey(int rkey, MemorySegment to) {
-            to.set(BE_INT, 0, rkey);
-        }
-
-        @Override
         public void deregister() {
             SoftWire.GRACE.synchronize();
         }

@@ -24,18 +24,8 @@ final class ShmCm extends LinkedCm {
     private final ShmDevice device;
 
     ShmCm(ShmDevice device, CmContext ctx) {
-        super(ctx, LOCAL, KIND, LOG);
+        super(ctx, LOCAL, KIND, LOG, device::secret, device.handshakeMillis);
         this.device = device;
-    }
-
-    @Override
-    protected byte[] secret() {
-        return device.secret();
-    }
-
-    @Override
-    protected int handshakeMillis() {
-        return device.handshakeMillis;
     }
 
     /** The requester's offer, if it is a same-host lane's this process can reach. */

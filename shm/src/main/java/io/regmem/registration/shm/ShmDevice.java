@@ -15,9 +15,6 @@ import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.ProviderMr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
-import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.ByteOrder;
 import java.util.Arrays;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
@@ -29,7 +26,6 @@ import org.agrona.concurrent.IdleStrategy;
  * thread that serves and completes without anybody polling.
  */
 final class ShmDevice implements ProviderDevice {
-    private static final ValueLayout.OfInt BE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.BIG_ENDIAN);
 
     final DeviceAttributes attributes;
     final GracePeriod grace;
@@ -292,16 +288,6 @@ final class ShmDevice implements ProviderDevice {
         ShmMr(ShmDevice device, MrContext region) {
             this.device = device;
             this.region = region;
-        }
-
-        @Override
-        public int exportedKeySize(int rkey) {
-            return 4;
-        }
-
-        @Override
-        public void exportRemoteKey(int rkey, MemorySegment to) {
-            to.set(BE_INT, 0, rkey);
         }
 
         @Override

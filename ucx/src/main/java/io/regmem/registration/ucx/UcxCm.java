@@ -38,18 +38,8 @@ final class UcxCm extends LinkedCm {
     }
 
     UcxCm(UcxDevice device, CmContext ctx) {
-        super(ctx, LOCAL, KIND, LOG);
+        super(ctx, LOCAL, KIND, LOG, device::secret, device.handshakeMillis());
         this.device = device;
-    }
-
-    @Override
-    protected byte[] secret() {
-        return device.secret();
-    }
-
-    @Override
-    protected int handshakeMillis() {
-        return device.handshakeMillis();
     }
 
     @Override

@@ -73,7 +73,7 @@ public final class IoRegistration implements ChunkListener, AutoCloseable {
             throw new RdmaException(Errno.EBUSY, ring + ": " + chunk + " of pool " + pool.name()
                     + " is already registered with an io_uring (a pool registers with one ring at a time)");
         }
-        FixedSlot s = ring.addChunk(this, chunk);
+        FixedSlot s = ring.buffers().add(this, chunk);
         slots.add(s);
         chunk.ioAttachment(s);
     }
@@ -82,7 +82,7 @@ public final class IoRegistration implements ChunkListener, AutoCloseable {
     public void chunkRemoved(Chunk chunk) {
         if (chunk.ioAttachment() instanceof FixedSlot s && s.registration == this && slots.remove(s)) {
             chunk.ioAttachment(null);
-            ring.removeChunk(s, chunk.holdRelease());
+            ring.buffers().remove(s, chunk.holdRelease());
         }
     }
 

@@ -3,23 +3,15 @@ package io.regmem.registration.uring;
 import static io.regmem.registration.uring.UringLayout.*;
 
 import io.regmem.core.BufferPool;
-import io.regmem.core.Chunk;
 import io.regmem.core.Errno;
 import io.regmem.core.PooledBuffer;
 import io.regmem.core.RdmaException;
 import io.regmem.core.internal.Libc;
-import io.regmem.core.internal.Unistd;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.lang.invoke.VarHandle;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.CopyOnWriteArrayList;
 
 /**
  * An io_uring instance: a submission queue and a completion queue shared with the kernel, a
@@ -56,55 +48,33 @@ import java.util.concurrent.CopyOnWriteArrayList;
  * operations are prepared or in flight at once.
  */
 public final class IoRing implements AutoCloseable {
-    private static final VarHandle INT = ValueLayout.JAVA_INT.varHandle();
     /** Completion user data at or above this are tags of fixed buffers, not operations. */
     static final long TAG_BASE = 1L << 62;
     /** The user data of the ring's own cancel request at close. */
-    private static final long CANCEL_USER_DATA = 1L << 61;
+    static final long CANCEL_USER_DATA = 1L << 61;
 
-    private final Thread owner;
+    private final RingOwner owner;
     private final Arena arena = Arena.ofShared();
     private final MemorySegment capture;
     private final MemorySegment scratch;
     private final RingMemory mem;
     private final int fd;
-    private final MemorySegment sq;
-    private final MemorySegment cq;
-    private final MemorySegment sqes;
-    private final long sqHeadOff;
-    private final long sqTailOff;
-    private final long sqFlagsOff;
-    private final int sqMask;
-    private final int sqEntries;
-    private final long cqHeadOff;
-    private final long cqTailOff;
-    private final long cqesOff;
-    private final int cqMask;
-    private final boolean taskrunFlag;
-    private final boolean deferTaskrun;
-    private int sqTail;
-    private int cqHead;
+    private final SubmissionQueue sq;
+    private final Preparation prep;
+    private final CompletionQueue cq;
 
     /** An id per prepared or in-flight operation (the SQE's user data). */
     private final Operations ops;
     private final int capacity;
-    private int prepared;
-    /** Completions reaped while the ring waited for itself (a chunk retiring), delivered first by poll. */
-    private final CompletionStash stash;
 
     private final FixedBuffers buffers;
     private final FileTable files;
-    private final List<IoRegistration> registrations = new CopyOnWriteArrayList<>();
+    private final Registrations registrations = new Registrations();
     private volatile boolean closed;
-    private long submitted;
-    private long completed;
-
-    /** Rings open in this JVM, for {@link #openRings()}. */
-    private static final Set<IoRing> OPEN = ConcurrentHashMap.newKeySet();
 
     private IoRing(Builder b) {
         Libc.requireBound("io_uring");
-        this.owner = Thread.currentThread();
+        this.owner = new RingOwner();
         this.capture = arena.allocate(Libc.CAPTURE);
         this.scratch = arena.allocate(256, 8);
         try {
@@ -114,47 +84,27 @@ public final class IoRing implements AutoCloseable {
             throw e;
         }
         this.fd = mem.fd;
-        this.sq = mem.sq;
-        this.cq = mem.cq;
-        this.sqes = mem.sqes;
-        this.sqHeadOff = mem.sqHeadOff;
-        this.sqTailOff = mem.sqTailOff;
-        this.sqFlagsOff = mem.sqFlagsOff;
-        this.sqMask = mem.sqMask;
-        this.sqEntries = mem.sqEntries;
-        this.cqHeadOff = mem.cqHeadOff;
-        this.cqTailOff = mem.cqTailOff;
-        this.cqesOff = mem.cqesOff;
-        this.cqMask = mem.cqMask;
-        this.taskrunFlag = (mem.setupFlags & SETUP_TASKRUN_FLAG) != 0;
-        this.deferTaskrun = (mem.setupFlags & SETUP_DEFER_TASKRUN) != 0;
-        this.sqTail = (int) INT.getAcquire(sq, sqTailOff);
-        this.cqHead = (int) INT.getAcquire(cq, cqHeadOff);
-        this.capacity = sqEntries;
+        this.sq = new SubmissionQueue(this, mem, capture);
+        this.capacity = sq.entries;
         this.ops = new Operations(capacity);
-        this.stash = new CompletionStash(capacity);
         this.buffers = new FixedBuffers(this, fd, capture, scratch, b.fixedBuffers);
+        this.cq = new CompletionQueue(this, mem, sq, ops, buffers, capacity);
+        this.prep = new Preparation(this, sq, ops, buffers);
         this.files = new FileTable(this, fd, arena, capture, scratch, b.fixedFiles);
         try {
-            registerSparse(REGISTER_BUFFERS2, b.fixedBuffers, "fixed-buffer table");
-            registerSparse(REGISTER_FILES2, b.fixedFiles, "fixed-file table");
+            mem.registerSparse(capture, scratch, REGISTER_BUFFERS2, b.fixedBuffers, "fixed-buffer table", this);
+            mem.registerSparse(capture, scratch, REGISTER_FILES2, b.fixedFiles, "fixed-file table", this);
         } catch (RuntimeException e) {
             unmapAndClose();
             throw e;
         }
-        OPEN.add(this);
+        RingOwner.opened(this);
     }
 
     /** The rings open in this JVM now, described (a leak check: tests end with none). */
     public static List<String> openRings() {
-        List<String> out = new ArrayList<>();
-        for (IoRing r : OPEN) {
-            out.add(r + " owned by '" + r.owner.getName() + "'");
-        }
-        return out;
+        return RingOwner.openRings();
     }
-
-    // ---- building ------------------------------------------------------------------------------
 
     /** A builder with the defaults: 256 entries, 1,024 fixed buffers, 64 fixed files, single issuer. */
     public static Builder builder() {
@@ -228,27 +178,9 @@ public final class IoRing implements AutoCloseable {
         }
     }
 
-    private void registerSparse(int opcode, int n, String what) {
-        MemorySegment r = scratch;
-        r.fill((byte) 0);
-        r.set(ValueLayout.JAVA_INT, RSRC_REGISTER_NR, n);
-        r.set(ValueLayout.JAVA_INT, RSRC_REGISTER_FLAGS, RSRC_REGISTER_SPARSE);
-        long rc = Unistd.syscall(capture, SYS_IO_URING_REGISTER, fd, opcode, r.address(), RSRC_REGISTER_SIZE, 0, 0);
-        if (rc < 0) {
-            int errno = (int) -rc;
-            if (errno == Errno.ENOMEM.value()) {
-                throw RingMemory.memlock("registering a sparse " + what + " of " + n + " slots", -1);
-            }
-            throw new RdmaException(Errno.of(errno), this + ": registering a sparse " + what + " of " + n
-                    + " slots failed with errno " + errno);
-        }
-    }
-
-    // ---- queries -------------------------------------------------------------------------------
-
     /** The thread that owns the ring. */
     public Thread owner() {
-        return owner;
+        return owner.thread;
     }
 
     /** Operations that may be prepared or in flight at once (the submission queue's entries). */
@@ -258,22 +190,22 @@ public final class IoRing implements AutoCloseable {
 
     /** Operations prepared and not yet submitted. */
     public int prepared() {
-        return prepared;
+        return sq.prepared;
     }
 
     /** Operations prepared or submitted whose completion has not been delivered. */
     public int inFlight() {
-        return ops.inFlight() + stash.size();
+        return ops.inFlight() + cq.stash.size();
     }
 
     /** Operations submitted to the kernel since the ring was built. */
     public long submitted() {
-        return submitted;
+        return sq.submitted;
     }
 
     /** Completions delivered since the ring was built. */
     public long completed() {
-        return completed;
+        return cq.completed;
     }
 
     /** The setup flags the kernel accepted, by name ({@code "SINGLE_ISSUER|DEFER_TASKRUN|..."}). */
@@ -304,8 +236,6 @@ public final class IoRing implements AutoCloseable {
     public static Errno errno(int result) {
         return result >= 0 ? null : Errno.of(-result);
     }
-
-    // ---- files and pools -----------------------------------------------------------------------
 
     /**
      * Opens a file; with {@link IoFile.Mode#REGISTERED} it also takes a slot of the fixed-file table.
@@ -347,38 +277,22 @@ public final class IoRing implements AutoCloseable {
      */
     public IoRegistration register(BufferPool pool) {
         checkOwner("register");
-        if (pool == null) {
-            throw new RdmaException(Errno.EINVAL, this + ".register: pool is null");
-        }
-        IoRegistration r = new IoRegistration(this, pool);
-        registrations.add(r);
-        try {
-            pool.addChunkListener(r);
-        } catch (RuntimeException e) {
-            registrations.remove(r);
-            throw e;
-        }
-        return r;
+        return registrations.add(this, pool);
     }
 
     void forget(IoRegistration r) {
-        registrations.remove(r);
+        registrations.forget(r);
     }
 
-    FixedSlot addChunk(IoRegistration reg, Chunk chunk) {
-        return buffers.add(reg, chunk);
-    }
-
-    void removeChunk(FixedSlot s, Runnable hold) {
-        buffers.remove(s, hold);
+    /** The fixed-buffer table (its registrations add and remove their chunks' slots). */
+    FixedBuffers buffers() {
+        return buffers;
     }
 
     /** True on the owner thread. */
     boolean onOwner() {
-        return Thread.currentThread() == owner;
+        return owner.isCurrent();
     }
-
-    // ---- operations ----------------------------------------------------------------------------
 
     /**
      * Prepares {@code READ_FIXED}: {@code length} bytes of {@code file} at {@code fileOffset} into
@@ -393,12 +307,14 @@ public final class IoRing implements AutoCloseable {
      *                       prepared or in flight
      */
     public void readFixed(IoFile file, PooledBuffer buffer, long offset, int length, long fileOffset, long userData) {
-        prepareRw(OP_READ_FIXED, file, buffer, offset, length, fileOffset, userData, "readFixed");
+        checkOwner("readFixed");
+        prep.rw(OP_READ_FIXED, file, buffer, offset, length, fileOffset, userData, "readFixed");
     }
 
     /** Prepares {@code WRITE_FIXED}: the mirror of {@link #readFixed}, from the buffer into the file. */
     public void writeFixed(IoFile file, PooledBuffer buffer, long offset, int length, long fileOffset, long userData) {
-        prepareRw(OP_WRITE_FIXED, file, buffer, offset, length, fileOffset, userData, "writeFixed");
+        checkOwner("writeFixed");
+        prep.rw(OP_WRITE_FIXED, file, buffer, offset, length, fileOffset, userData, "writeFixed");
     }
 
     /**
@@ -407,12 +323,14 @@ public final class IoRing implements AutoCloseable {
      * registered with this ring, so that its memory outlives the I/O.
      */
     public void read(IoFile file, PooledBuffer buffer, long offset, int length, long fileOffset, long userData) {
-        prepareRw(OP_READ, file, buffer, offset, length, fileOffset, userData, "read");
+        checkOwner("read");
+        prep.rw(OP_READ, file, buffer, offset, length, fileOffset, userData, "read");
     }
 
     /** Prepares a plain {@code WRITE}: the mirror of {@link #read}. */
     public void write(IoFile file, PooledBuffer buffer, long offset, int length, long fileOffset, long userData) {
-        prepareRw(OP_WRITE, file, buffer, offset, length, fileOffset, userData, "write");
+        checkOwner("write");
+        prep.rw(OP_WRITE, file, buffer, offset, length, fileOffset, userData, "write");
     }
 
     /**
@@ -422,11 +340,7 @@ public final class IoRing implements AutoCloseable {
      */
     public void fsync(IoFile file, boolean dataOnly, long userData) {
         checkOwner("fsync");
-        checkFile(file, false, "fsync");
-        int id = takeOp("fsync");
-        long sqe = nextSqe();
-        writeSqe(sqe, OP_FSYNC, file.sqeFlags, file.sqeFd, 0, 0, 0, dataOnly ? FSYNC_DATASYNC : 0, id, 0);
-        commit(id, userData, null, null);
+        prep.fsync(file, dataOnly, userData);
     }
 
     /**
@@ -438,118 +352,7 @@ public final class IoRing implements AutoCloseable {
      */
     public void nop(long userData) {
         checkOwner("nop");
-        int id = takeOp("nop");
-        long sqe = nextSqe();
-        writeSqe(sqe, OP_NOP, (byte) 0, 0, 0, 0, 0, 0, id, 0);
-        commit(id, userData, null, null);
-    }
-
-    private void prepareRw(byte op, IoFile file, PooledBuffer buffer, long offset, int length, long fileOffset,
-            long userData, String what) {
-        checkOwner(what);
-        boolean writesFile = op == OP_WRITE_FIXED || op == OP_WRITE;
-        checkFile(file, writesFile, what);
-        if (buffer == null) {
-            throw new RdmaException(Errno.EINVAL, this + "." + what + ": buffer is null");
-        }
-        FixedSlot s = slotOf(buffer, what);
-        long base = buffer.address(); // EBADF for a freed buffer
-        if (length <= 0) {
-            throw new RdmaException(Errno.EINVAL, this + "." + what + ": length " + length + " is not positive");
-        }
-        if (offset < 0 || offset > buffer.capacity() - length) {
-            throw new RdmaException(Errno.EFAULT, this + "." + what + ": range [" + offset + ", +" + length
-                    + ") lies outside the buffer's " + buffer.capacity() + " bytes at 0x" + Long.toHexString(base));
-        }
-        if (fileOffset < 0) {
-            throw new RdmaException(Errno.EINVAL, this + "." + what + ": file offset " + fileOffset + " is negative");
-        }
-        long address = base + offset;
-        if (file.direct && ((address & (file.memoryAlignment - 1)) != 0 || (length & (file.offsetAlignment - 1)) != 0
-                || (fileOffset & (file.offsetAlignment - 1)) != 0)) {
-            throw new RdmaException(Errno.EINVAL, this + "." + what + ": O_DIRECT I/O on " + file + " must be aligned: address 0x"
-                    + Long.toHexString(address) + " to " + file.memoryAlignment + ", length " + length + " and file offset "
-                    + fileOffset + " to " + file.offsetAlignment + " bytes");
-        }
-        int id = takeOp(what);
-        long sqe = nextSqe();
-        buffer.pin(); // (EBADF if another thread freed it meanwhile: nothing prepared) unpinned when it completes
-        boolean fixed = op == OP_READ_FIXED || op == OP_WRITE_FIXED;
-        writeSqe(sqe, op, file.sqeFlags, file.sqeFd, fileOffset, address, length, 0, id, fixed ? s.index : 0);
-        commit(id, userData, s, buffer);
-    }
-
-    private FixedSlot slotOf(PooledBuffer buffer, String what) {
-        Object a = buffer.chunk().ioAttachment();
-        if (!(a instanceof FixedSlot s) || s.ring != this || s.removed) {
-            String why = a instanceof FixedSlot s && s.ring == this && s.failure != null
-                    ? " (its registration failed: " + s.failure.getMessage() + ")" : " (register its pool: ring.register(pool))";
-            throw new RdmaException(Errno.EFAULT, this + "." + what + ": " + buffer + " is not in a chunk registered with this ring"
-                    + why);
-        }
-        if (!s.registered) {
-            buffers.runDeferred(); // registered by another thread's allocation: do it now
-            if (!s.registered) {
-                throw new RdmaException(Errno.EFAULT, this + "." + what + ": " + s + " is not registered"
-                        + (s.failure != null ? ": " + s.failure.getMessage() : ""));
-            }
-        }
-        return s;
-    }
-
-    private void checkFile(IoFile file, boolean writing, String what) {
-        if (file == null) {
-            throw new RdmaException(Errno.EINVAL, this + "." + what + ": file is null");
-        }
-        if (file.ring != this) {
-            throw new RdmaException(Errno.EBADF, this + "." + what + ": " + file + " belongs to another ring");
-        }
-        file.checkOpen(what);
-        if (writing ? !file.writable : !file.readable && !what.equals("fsync")) {
-            throw new RdmaException(Errno.EBADF, this + "." + what + ": " + file + " is not open for "
-                    + (writing ? "writing" : "reading"));
-        }
-    }
-
-    private int takeOp(String what) {
-        int id = ops.peekFree();
-        if (id < 0) {
-            throw new RdmaException(Errno.EBUSY, this + "." + what + ": " + capacity + " operations are prepared or in flight"
-                    + " (the queue is full): submit and reap completions first");
-        }
-        return id;
-    }
-
-    private long nextSqe() {
-        int head = (int) INT.getAcquire(sq, sqHeadOff);
-        if (sqTail - head >= sqEntries) {
-            throw new RdmaException(Errno.EBUSY, this + ": the submission queue is full (" + sqEntries + " entries); submit() first");
-        }
-        return (long) (sqTail & sqMask) * SQE_SIZE;
-    }
-
-    private void writeSqe(long o, byte op, byte flags, int fileRef, long off, long addr, int len, int rwFlags, long userData,
-            int bufIndex) {
-        MemorySegment q = sqes;
-        q.set(ValueLayout.JAVA_LONG, o, 0L);
-        q.set(ValueLayout.JAVA_LONG, o + 40, 0L);
-        q.set(ValueLayout.JAVA_LONG, o + 48, 0L);
-        q.set(ValueLayout.JAVA_LONG, o + 56, 0L);
-        q.set(ValueLayout.JAVA_BYTE, o + SQE_OPCODE, op);
-        q.set(ValueLayout.JAVA_BYTE, o + SQE_FLAGS, flags);
-        q.set(ValueLayout.JAVA_INT, o + SQE_FD, fileRef);
-        q.set(ValueLayout.JAVA_LONG, o + SQE_OFF, off);
-        q.set(ValueLayout.JAVA_LONG, o + SQE_ADDR, addr);
-        q.set(ValueLayout.JAVA_INT, o + SQE_LEN, len);
-        q.set(ValueLayout.JAVA_INT, o + SQE_RW_FLAGS, rwFlags);
-        q.set(ValueLayout.JAVA_LONG, o + SQE_USER_DATA, userData);
-        q.set(ValueLayout.JAVA_SHORT, o + SQE_BUF_INDEX, (short) bufIndex);
-    }
-
-    private void commit(int id, long userData, FixedSlot s, PooledBuffer buffer) {
-        ops.begin(id, userData, s, buffer);
-        prepared++;
-        sqTail++;
+        prep.nop(userData);
     }
 
     /**
@@ -569,40 +372,8 @@ public final class IoRing implements AutoCloseable {
     }
 
     /** Publishes the prepared entries and enters the kernel; returns the entries it consumed. */
-    private int enter(int minComplete, int flags) {
-        if (closed) {
-            return 0; // closed by a handler of this very call: nothing to enter
-        }
-        int toSubmit = prepared;
-        if (toSubmit > 0) {
-            INT.setRelease(sq, sqTailOff, sqTail);
-        } else if (minComplete == 0 && flags == 0) {
-            return 0;
-        }
-        // On a DEFER_TASKRUN ring completion work runs only inside GETEVENTS: a submit asks for it
-        // too (waiting for nothing), so finished I/Os are posted in the same system call.
-        int f = deferTaskrun ? flags | ENTER_GETEVENTS : flags;
-        while (true) {
-            long rc = Unistd.syscall(capture, SYS_IO_URING_ENTER, fd, toSubmit, minComplete, f, 0, 0);
-            if (rc >= 0) {
-                int n = (int) rc;
-                prepared -= n;
-                submitted += n;
-                return n;
-            }
-            int errno = (int) -rc;
-            if (errno == 4) { // EINTR
-                continue;
-            }
-            if (errno == Errno.EAGAIN.value() || errno == Errno.EBUSY.value()) {
-                if (minComplete > 0 || flags != 0) {
-                    return 0; // completions pending: reap and come back
-                }
-                throw new RdmaException(Errno.EAGAIN, this + ".submit: the kernel cannot take " + toSubmit
-                        + " entries now (errno " + errno + "); they stay prepared, reap and retry");
-            }
-            throw new RdmaException(Errno.of(errno), this + ": io_uring_enter failed with errno " + errno);
-        }
+    int enter(int minComplete, int flags) {
+        return closed ? 0 : sq.enter(minComplete, flags); // (closed by a handler of this very call: nothing to enter)
     }
 
     /**
@@ -616,18 +387,7 @@ public final class IoRing implements AutoCloseable {
         if (handler == null) {
             throw new RdmaException(Errno.EINVAL, this + ".poll: handler is null");
         }
-        if (buffers.hasDeferred()) {
-            buffers.runDeferred();
-        }
-        int n = drainStash(handler);
-        n += reap(handler);
-        // A cleared fixed buffer's tag completion may need the ring's task work run to be posted:
-        // enter (without waiting) while one is due, as for operations in flight.
-        if (n == 0 && ((ops.inFlight() > prepared && kernelHasWork()) || (buffers.awaitingTags() && !closed))) {
-            enter(0, ENTER_GETEVENTS);
-            n += reap(handler);
-        }
-        return n;
+        return cq.poll(handler);
     }
 
     /**
@@ -641,87 +401,7 @@ public final class IoRing implements AutoCloseable {
         if (handler == null) {
             throw new RdmaException(Errno.EINVAL, this + ".await: handler is null");
         }
-        if (buffers.hasDeferred()) {
-            buffers.runDeferred();
-        }
-        int n = drainStash(handler);
-        n += reap(handler);
-        while (n < minCompletions && ops.inFlight() > 0) {
-            int want = Math.min(minCompletions - n, ops.inFlight());
-            enter(want, ENTER_GETEVENTS);
-            n += reap(handler);
-        }
-        if (prepared > 0) {
-            enter(0, 0);
-        }
-        return n;
-    }
-
-    private boolean kernelHasWork() {
-        if (closed) {
-            return false;
-        }
-        if (!taskrunFlag) {
-            return true;
-        }
-        int f = (int) INT.getAcquire(sq, sqFlagsOff);
-        return (f & (SQ_TASKRUN | SQ_CQ_OVERFLOW)) != 0;
-    }
-
-    private int drainStash(IoCompletionHandler handler) {
-        int n = 0;
-        while (stash.size() > 0) {
-            long ud = stash.headUserData();
-            int res = stash.headResult();
-            stash.pop();
-            completed++;
-            n++;
-            handler.onComplete(ud, res);
-        }
-        return n;
-    }
-
-    /** Reaps the completion queue; operations go to {@code handler}, or to the stash when it is null. */
-    private int reap(IoCompletionHandler handler) {
-        int n = 0;
-        // Only what was there when the call began: a handler that submits may make the kernel post
-        // more at once (page-cache reads complete inline), and a reap must return.
-        if (closed) {
-            return 0;
-        }
-        int end = (int) INT.getAcquire(cq, cqTailOff);
-        while (true) {
-            // fields, not locals: a handler (or a chunk retiring inside one) may reap in between;
-            // a handler may even close the ring, after which its memory is gone
-            int head = cqHead;
-            if (closed || end - head <= 0) {
-                return n;
-            }
-            long o = cqesOff + (long) (head & cqMask) * CQE_SIZE;
-            long ud = cq.get(ValueLayout.JAVA_LONG, o + CQE_USER_DATA);
-            int res = cq.get(ValueLayout.JAVA_INT, o + CQE_RES);
-            cqHead = head + 1;
-            INT.setRelease(cq, cqHeadOff, head + 1);
-            if (ud >= CANCEL_USER_DATA) {
-                if (ud >= TAG_BASE) {
-                    buffers.tagArrived(ud);
-                }
-                continue;
-            }
-            int id = (int) ud;
-            long userData = ops.userData(id);
-            FixedSlot s = ops.end(id);
-            if (s != null && s.removed) {
-                buffers.finishRetired(); // the last operation on a chunk that left its pool
-            }
-            if (handler == null) {
-                stash.add(userData, res);
-            } else {
-                completed++;
-                n++;
-                handler.onComplete(userData, res);
-            }
-        }
+        return cq.await(minCompletions, handler);
     }
 
     /**
@@ -737,34 +417,11 @@ public final class IoRing implements AutoCloseable {
      */
     public int cancel(long userData) {
         checkOwner("cancel");
-        int n = 0;
-        for (int id = 0; id < capacity; id++) {
-            if (ops.isBusy(id) && ops.userData(id) == userData) {
-                n += prepareCancel(id, true) ? 1 : 0;
-            }
-        }
+        int n = prep.cancels(userData);
         if (n > 0) {
             enter(0, 0);
         }
         return n;
-    }
-
-
-    /** Prepares a cancel of operation {@code id}; false (or EBUSY when {@code strict}) if the queue is full. */
-    private boolean prepareCancel(int id, boolean strict) {
-        int head = (int) INT.getAcquire(sq, sqHeadOff);
-        if (sqTail - head >= sqEntries) {
-            if (strict) {
-                throw new RdmaException(Errno.EBUSY, this + ".cancel: the submission queue is full (" + sqEntries
-                        + " entries); submit() first");
-            }
-            return false;
-        }
-        long o = (long) (sqTail & sqMask) * SQE_SIZE;
-        writeSqe(o, OP_ASYNC_CANCEL, (byte) 0, -1, 0, id, 0, 0, CANCEL_USER_DATA, 0);
-        sqTail++;
-        prepared++;
-        return true;
     }
 
     /**
@@ -772,13 +429,7 @@ public final class IoRing implements AutoCloseable {
      * the chunk's retirement ends soon; its memory is held until they completed.
      */
     void cancelOn(FixedSlot s) {
-        int n = 0;
-        for (int id = 0; id < capacity; id++) {
-            if (ops.slot(id) == s && prepareCancel(id, false)) {
-                n++;
-            }
-        }
-        if (n > 0) {
+        if (prep.cancelsOn(s) > 0) {
             enter(0, 0);
         }
     }
@@ -786,26 +437,15 @@ public final class IoRing implements AutoCloseable {
     /** Waits for at least one completion of anything and reaps into the stash (the ring waiting for itself). */
     void waitInternally() {
         enter(1, ENTER_GETEVENTS);
-        reap(null);
+        cq.reap(null);
     }
 
-    // ---- ownership and close -------------------------------------------------------------------
-
     private void checkOwner(String what) {
-        if (Thread.currentThread() != owner) {
-            throw new RdmaException(Errno.EPERM, this + "." + what + ": called on thread '" + Thread.currentThread().getName()
-                    + "'; an io_uring is used by its owner thread '" + owner.getName() + "' only");
-        }
-        if (closed) {
-            throw new RdmaException(Errno.EBADF, this + "." + what + ": the ring is closed");
-        }
+        owner.check(this, what);
     }
 
     void checkOwnerForClose(String what) {
-        if (Thread.currentThread() != owner && owner.isAlive()) {
-            throw new RdmaException(Errno.EPERM, this + "." + what + ": called on thread '" + Thread.currentThread().getName()
-                    + "' while the owner thread '" + owner.getName() + "' lives; close on the owner");
-        }
+        owner.checkForClose(this, what);
     }
 
     /**
@@ -826,69 +466,34 @@ public final class IoRing implements AutoCloseable {
         }
         checkOwnerForClose("close");
         if (onOwner()) {
-            dropPrepared();
-            if (ops.inFlight() > 0) {
-                cancelAll();
-                while (ops.inFlight() > 0) {
-                    waitInternally();
-                }
-            }
+            cq.cancelAndAwaitAll(prep);
             buffers.runDeferred();
-            for (IoRegistration r : registrations) {
-                r.close();
-            }
+            registrations.closeAll();
             files.closeAll(true);
             while (buffers.awaitingTags() || buffers.retiring()) {
                 waitInternally();
             }
-            stash.clear(); // completions nobody reaped before close are dropped, as documented
+            cq.stash.clear(); // completions nobody reaped before close are dropped, as documented
         }
         closed = true;
         for (int id = 0; id < capacity; id++) {
             ops.unpin(id); // owner gone: the kernel has no I/O of it left (on the owner, none is left anyway)
         }
-        for (IoRegistration r : registrations) {
-            r.detachAll(); // owner gone: the kernel has no I/O of it left
-        }
-        registrations.clear();
+        registrations.detachAll(); // owner gone: the kernel has no I/O of it left
         buffers.releaseDeferred();
         files.closeAll(false);
         unmapAndClose();
     }
 
-    /** Takes back the operations prepared and never submitted (their entries are still ours). */
-    private void dropPrepared() {
-        while (prepared > 0) {
-            sqTail--;
-            prepared--;
-            long o = (long) (sqTail & sqMask) * SQE_SIZE;
-            int id = (int) sqes.get(ValueLayout.JAVA_LONG, o + SQE_USER_DATA);
-            ops.end(id);
-        }
-    }
-
-    private void cancelAll() {
-        int head = (int) INT.getAcquire(sq, sqHeadOff);
-        if (sqTail - head >= sqEntries) {
-            return;
-        }
-        long o = (long) (sqTail & sqMask) * SQE_SIZE;
-        writeSqe(o, OP_ASYNC_CANCEL, (byte) 0, -1, 0, 0, 0, ASYNC_CANCEL_ANY, CANCEL_USER_DATA, 0);
-        sqTail++;
-        prepared++;
-        enter(0, 0);
-        prepared = 0;
-    }
-
     private void unmapAndClose() {
         mem.unmap(capture);
         closed = true;
-        OPEN.remove(this);
+        RingOwner.closed(this);
         arena.close();
     }
 
     @Override
     public String toString() {
-        return "IoRing[fd " + fd + ", " + sqEntries + " entries" + (closed ? ", closed" : "") + "]";
+        return "IoRing[fd " + fd + ", " + sq.entries + " entries" + (closed ? ", closed" : "") + "]";
     }
 }

@@ -194,4 +194,21 @@ final class RingMemory {
         }
         return limit % 1024 == 0 ? (limit / 1024) + " KiB" : limit + " bytes";
     }
+
+    /** Registers an empty (sparse) table of {@code n} slots: fixed buffers or files. */
+    void registerSparse(MemorySegment capture, MemorySegment scratch, int opcode, int n, String what, Object ring) {
+        MemorySegment r = scratch;
+        r.fill((byte) 0);
+        r.set(ValueLayout.JAVA_INT, RSRC_REGISTER_NR, n);
+        r.set(ValueLayout.JAVA_INT, RSRC_REGISTER_FLAGS, RSRC_REGISTER_SPARSE);
+        long rc = Unistd.syscall(capture, SYS_IO_URING_REGISTER, fd, opcode, r.address(), RSRC_REGISTER_SIZE, 0, 0);
+        if (rc < 0) {
+            int errno = (int) -rc;
+            if (errno == Errno.ENOMEM.value()) {
+                throw RingMemory.memlock("registering a sparse " + what + " of " + n + " slots", -1);
+            }
+            throw new RdmaException(Errno.of(errno), ring + ": registering a sparse " + what + " of " + n
+                    + " slots failed with errno " + errno);
+        }
+    }
 }
