@@ -9,12 +9,9 @@ import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.spi.ProgressFaults;
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HexFormat;
@@ -149,14 +146,14 @@ public final class Churn {
                         long survivedBefore, AtomicReference<Throwable> uncaught) throws Exception {
         long lastDeadline = System.nanoTime() + 60_000_000_000L;
         while (last.process.isAlive()) {
-            assertThat(System.nanoTime()).as("the last client's cycles end in time:\n%s", last.output).isLessThan(lastDeadline);
+            assertThat(System.nanoTime()).as("the last client's cycles end in time:\n%s", last.output()).isLessThan(lastDeadline);
             serve(listener, pd, cq, live);
             Thread.sleep(1);
         }
         last.reap();
-        assertThat(last.process.exitValue()).as("the last client (its output:\n%s)", last.output).isZero();
+        assertThat(last.process.exitValue()).as("the last client (its output:\n%s)", last.output()).isZero();
         assertThat(last.done).as("the last client's cycles").isEqualTo(20);
-        assertThat(last.output.toString()).contains("REGMEM CLEAN");
+        assertThat(last.output()).contains("REGMEM CLEAN");
         long end = System.nanoTime() + 30_000_000_000L;
         while (!live.isEmpty()) {
             assertThat(System.nanoTime()).as("every connection ends").isLessThan(end);
@@ -232,48 +229,40 @@ public final class Churn {
 
     private Child spawn(String address, String key, long base, int slot, Plan p) throws IOException {
         children++;
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         StringBuilder opts = new StringBuilder();
         options.forEach((k, v) -> opts.append(opts.isEmpty() ? "" : ",").append(k).append('=').append(v));
-        ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-Xms64m", "-Xmx64m",
-                "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-cp", System.getProperty("java.class.path"),
-                ChurnClient.class.getName(), provider, address, opts.toString(), key, Long.toString(base),
-                Integer.toString(slot), Long.toString(random.nextLong()), p.die(), Integer.toString(p.at()));
-        b.redirectErrorStream(true);
-        b.environment().put("UCX_ERROR_SIGNALS", "");
-        return new Child(b.start(), p);
+        return new Child(ChildJvm.of(ChurnClient.class).jvm("-Xms64m", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
+                .args(provider, address, opts.toString(), key, Long.toString(base), Integer.toString(slot),
+                        Long.toString(random.nextLong()), p.die(), Integer.toString(p.at())), p);
     }
 
-    /** A client process and what it said. */
+    /** A client process and what it said (all but its cycle lines). */
     private final class Child {
+        final ChildJvm jvm;
         final Process process;
         final Plan plan;
         final long started = System.nanoTime();
-        final StringBuffer output = new StringBuffer();
         /** The cycles it completed (its reader thread writes; read after {@link #reap}). */
         volatile int done;
-        private final Thread reader;
 
-        Child(Process process, Plan plan) {
-            this.process = process;
+        Child(ChildJvm.Spec spec, Plan plan) throws IOException {
             this.plan = plan;
-            reader = Thread.ofPlatform().daemon().start(() -> {
-                try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream()))) {
-                    for (String line; (line = r.readLine()) != null; ) {
-                        if (line.startsWith("REGMEM CYCLE ")) {
-                            cycles.incrementAndGet();
-                            done++;
-                        } else {
-                            output.append(line).append('\n');
-                        }
-                        if (line.startsWith("REGMEM FAILED") || line.startsWith("REGMEM LEFT")) {
-                            failures.append(line).append('\n');
-                        }
-                    }
-                } catch (IOException ignored) {
-                    // the child is gone
-                }
-            });
+            this.jvm = spec.keep(line -> !line.startsWith("REGMEM CYCLE ")).onLine(this::line).start();
+            this.process = jvm.process;
+        }
+
+        private void line(String line) {
+            if (line.startsWith("REGMEM CYCLE ")) {
+                cycles.incrementAndGet();
+                done++;
+            }
+            if (line.startsWith("REGMEM FAILED") || line.startsWith("REGMEM LEFT")) {
+                failures.append(line).append('\n');
+            }
+        }
+
+        String output() {
+            return jvm.output();
         }
 
         private boolean killedHere;
@@ -292,12 +281,12 @@ public final class Churn {
 
         void reap() throws InterruptedException {
             assertThat(process.waitFor(30, TimeUnit.SECONDS)).isTrue();
-            reader.join(10_000);
+            jvm.drained();
             int exit = process.exitValue();
             if (exit == 137 && !plan.die().equals("none")) {
                 ended++;
             } else if (exit != 0 && exit != 137 && plan.killAfterNanos() == Long.MAX_VALUE) {
-                failures.append("a client exited ").append(exit).append(" (plan ").append(plan).append("):\n").append(output);
+                failures.append("a client exited ").append(exit).append(" (plan ").append(plan).append("):\n").append(output());
             }
         }
     }

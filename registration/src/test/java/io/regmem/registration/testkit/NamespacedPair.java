@@ -2,14 +2,9 @@ package io.regmem.registration.testkit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.BlockingQueue;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 
@@ -112,11 +107,11 @@ public final class NamespacedPair {
      */
     public static Result run(String provider, String options, List<String> listenerPrefix, String listenHost,
                              List<String> clientPrefix, String connectHost, int port, int cycles) throws Exception {
-        try (Child listener = new Child(listenerPrefix, ChurnListener.class.getName(), provider, listenHost + ":" + port,
+        try (ChildJvm listener = child(listenerPrefix, ChurnListener.class, provider, listenHost + ":" + port,
                 options)) {
             String[] key = listener.expect("KEY").split(" ");
             listener.expect("LISTENING");
-            try (Child client = new Child(clientPrefix, ChurnClient.class.getName(), provider, connectHost + ":" + port,
+            try (ChildJvm client = child(clientPrefix, ChurnClient.class, provider, connectHost + ":" + port,
                     options, key[1], key[2], "0", "2026", "none", Integer.toString(cycles))) {
                 assertThat(client.process.waitFor(120, TimeUnit.SECONDS)).as("the client ends (its output:\n%s)",
                         client.output()).isTrue();
@@ -142,7 +137,7 @@ public final class NamespacedPair {
      * printed once it ended (a connection that fails prints {@code REGMEM FAILED} and why).
      */
     public static String oneCycle(String provider, String address, String options) throws Exception {
-        try (Child client = new Child(List.of(), ChurnClient.class.getName(), provider, address, options, "00000000", "0", "0",
+        try (ChildJvm client = child(List.of(), ChurnClient.class, provider, address, options, "00000000", "0", "0",
                 "1", "none", "1")) {
             assertThat(client.process.waitFor(60, TimeUnit.SECONDS)).as("the client ends").isTrue();
             client.drained();
@@ -150,55 +145,8 @@ public final class NamespacedPair {
         }
     }
 
-    /** A child JVM under a command prefix, and its {@code REGMEM} lines. */
-    private static final class Child implements AutoCloseable {
-        final Process process;
-        final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
-        private final StringBuffer all = new StringBuffer();
-        private final Thread reader;
-
-        Child(List<String> prefix, String main, String... args) throws IOException {
-            List<String> command = new ArrayList<>(prefix);
-            command.addAll(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                    "--enable-native-access=ALL-UNNAMED", "-Xmx96m", "-XX:TieredStopAtLevel=1", "-cp",
-                    System.getProperty("java.class.path"), main));
-            command.addAll(List.of(args));
-            ProcessBuilder b = new ProcessBuilder(command).redirectErrorStream(true);
-            b.environment().put("UCX_ERROR_SIGNALS", "");
-            process = b.start();
-            reader = Thread.ofPlatform().daemon().start(() -> {
-                try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream()))) {
-                    for (String line; (line = r.readLine()) != null; ) {
-                        all.append(line).append('\n');
-                        if (line.startsWith("REGMEM ")) {
-                            lines.add(line.substring(7));
-                        }
-                    }
-                } catch (IOException ignored) {
-                    // gone
-                }
-            });
-        }
-
-        String expect(String prefix) throws InterruptedException {
-            String line = lines.poll(60, TimeUnit.SECONDS);
-            assertThat(line).as("the next line of %s (its output so far:\n%s)", process.info().commandLine().orElse("?"),
-                    output()).isNotNull().startsWith(prefix);
-            return line;
-        }
-
-        void drained() throws InterruptedException {
-            reader.join(10_000);
-        }
-
-        String output() {
-            return all.toString();
-        }
-
-        @Override
-        public void close() throws InterruptedException {
-            process.destroyForcibly();
-            process.waitFor(30, TimeUnit.SECONDS);
-        }
+    /** A child JVM under a command prefix. */
+    private static ChildJvm child(List<String> prefix, Class<?> main, String... args) throws IOException {
+        return ChildJvm.of(main).under(prefix).jvm("-Xmx96m", "-XX:TieredStopAtLevel=1").args(args).start();
     }
 }

@@ -3,12 +3,8 @@ package io.regmem.registration.testkit;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.examples.TwoProcessExample;
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.net.ServerSocket;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -23,23 +19,9 @@ public final class TwoProcessExampleRun {
     private TwoProcessExampleRun() {
     }
 
-    private static Process start(String role, String address, String provider, LinkedBlockingQueue<String> lines)
+    private static ChildJvm start(String role, String address, String provider, LinkedBlockingQueue<String> lines)
             throws IOException {
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-cp",
-                System.getProperty("java.class.path"), TwoProcessExample.class.getName(), role, address, provider);
-        b.redirectErrorStream(true);
-        Process p = b.start();
-        Thread.ofPlatform().daemon().start(() -> {
-            try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-                for (String line; (line = r.readLine()) != null; ) {
-                    lines.add(line);
-                }
-            } catch (IOException ignored) {
-                // the process is gone
-            }
-        });
-        return p;
+        return ChildJvm.of(TwoProcessExample.class).args(role, address, provider).onLine(lines::add).start();
     }
 
     private static String next(LinkedBlockingQueue<String> lines, String prefix, List<String> seen) throws InterruptedException {
@@ -72,22 +54,22 @@ public final class TwoProcessExampleRun {
         LinkedBlockingQueue<String> clientLines = new LinkedBlockingQueue<>();
         List<String> serverSeen = new ArrayList<>();
         List<String> clientSeen = new ArrayList<>();
-        Process server = start("server", address, provider, serverLines);
-        Process client = null;
+        ChildJvm server = start("server", address, provider, serverLines);
+        ChildJvm client = null;
         try {
             next(serverLines, "listening on " + address, serverSeen);
             client = start("client", address, provider, clientLines);
             assertThat(next(clientLines, "client: ", clientSeen)).isEqualTo("client: SUCCESS");
             assertThat(next(serverLines, "server: ", serverSeen))
-                    .isEqualTo("server: SUCCESS RECV_RDMA_WITH_IMM, imm 42: hello from process " + client.pid());
-            assertThat(client.waitFor(30, TimeUnit.SECONDS)).isTrue();
-            assertThat(server.waitFor(30, TimeUnit.SECONDS)).isTrue();
-            assertThat(client.exitValue()).as("client output %s", clientSeen).isZero();
-            assertThat(server.exitValue()).as("server output %s", serverSeen).isZero();
+                    .isEqualTo("server: SUCCESS RECV_RDMA_WITH_IMM, imm 42: hello from process " + client.process.pid());
+            assertThat(client.process.waitFor(30, TimeUnit.SECONDS)).isTrue();
+            assertThat(server.process.waitFor(30, TimeUnit.SECONDS)).isTrue();
+            assertThat(client.process.exitValue()).as("client output %s", clientSeen).isZero();
+            assertThat(server.process.exitValue()).as("server output %s", serverSeen).isZero();
         } finally {
-            server.destroyForcibly();
+            server.close();
             if (client != null) {
-                client.destroyForcibly();
+                client.close();
             }
         }
     }

@@ -1,5 +1,6 @@
 package io.regmem.registration.ucx;
 
+import io.regmem.registration.testkit.ChildJvm;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.registration.RdmaDevice;
@@ -7,7 +8,6 @@ import io.regmem.registration.link.Link;
 import io.regmem.registration.testkit.NoLeaks;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.io.TempDir;
@@ -53,13 +53,11 @@ class UcxProviderTest {
 
     @Test
     void withoutUcxOpeningFailsWithThePackageToInstallAndSoftStillWorks(@TempDir Path empty) throws Exception {
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        Process p = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-D" + Ucp.LIBDIR + "=" + empty,
-                "-cp", System.getProperty("java.class.path"), UcxMissingMain.class.getName())
-                .redirectErrorStream(true).start();
-        String out = new String(p.getInputStream().readAllBytes());
-        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
-        assertThat(p.exitValue()).as(out).isZero();
+        String out;
+        try (ChildJvm c = ChildJvm.of(UcxMissingMain.class).jvm("-D" + Ucp.LIBDIR + "=" + empty).start()) {
+            assertThat(c.awaitExit()).as(c.output()).isZero();
+            out = c.output();
+        }
         assertThat(out.lines().filter(l -> l.startsWith("REFUSED ENODEV ")).toList()).as(out).hasSize(2)
                 .allSatisfy(l -> assertThat(l).contains("libucp.so.0").contains("apt-get install libucx0"));
         assertThat(out).contains("SOFT soft");

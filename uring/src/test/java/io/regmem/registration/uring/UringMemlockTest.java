@@ -1,12 +1,12 @@
 package io.regmem.registration.uring;
 
+import io.regmem.registration.testkit.ChildJvm;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.regmem.registration.testkit.NoLeaks;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -28,16 +28,14 @@ class UringMemlockTest {
         if (!"true".equals(System.getenv("CI"))) {
             Assumptions.assumeTrue(tools && root, "needs root, setpriv and prlimit");
         }
-        String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        ProcessBuilder b = new ProcessBuilder(List.of("/usr/bin/setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock",
-                "/usr/bin/prlimit", "--memlock=262144:262144", javaBin, "--enable-native-access=ALL-UNNAMED",
-                "--sun-misc-unsafe-memory-access=allow", "-Xmx256m", "-cp", System.getProperty("java.class.path"),
-                UringMemlockMain.class.getName()));
-        b.redirectErrorStream(true);
-        Process p = b.start();
-        String out = new String(p.getInputStream().readAllBytes());
-        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
-        assertThat(p.exitValue()).as(out).isZero();
+        String out;
+        try (ChildJvm c = ChildJvm.of(UringMemlockMain.class)
+                .under(List.of("/usr/bin/setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock", "/usr/bin/prlimit",
+                        "--memlock=262144:262144"))
+                .jvm("--sun-misc-unsafe-memory-access=allow", "-Xmx256m").start()) {
+            assertThat(c.awaitExit()).as(c.output()).isZero();
+            out = c.output();
+        }
         assertThat(out).startsWith("OK ENOMEM").contains("RLIMIT_MEMLOCK is 256 KiB").contains("4194304 bytes")
                 .contains("CAP_IPC_LOCK");
     }
