@@ -1,5 +1,6 @@
 package io.regmem.cli;
 
+import io.regmem.registration.testkit.ChildJvm;
 import io.regmem.registration.testkit.ConnectionCrowd;
 import io.regmem.registration.testkit.NoLeaks;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -17,12 +18,9 @@ import io.regmem.registration.QueuePair;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
-import java.io.BufferedReader;
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.InputStreamReader;
-import java.io.OutputStream;
 import java.io.PrintStream;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -31,7 +29,6 @@ import java.net.Socket;
 import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -65,17 +62,16 @@ class ServeSurvivesTest {
     private static final int MAGIC = 0x524D_434D;
     private static final short VERSION = 2;
 
-    private Process serve;
-    private Process killedClient;
+    private ChildJvm serve;
+    private ChildJvm killedClient;
     private final BlockingQueue<String> lines = new LinkedBlockingQueue<>();
     private final StringBuilder all = new StringBuilder();
 
     @AfterEach
     void tearDown() throws InterruptedException {
-        for (Process p : new Process[] {serve, killedClient}) {
-            if (p != null && p.isAlive()) {
-                p.destroyForcibly();
-                p.waitFor(30, TimeUnit.SECONDS);
+        for (ChildJvm c : new ChildJvm[] {serve, killedClient}) {
+            if (c != null) {
+                c.close();
             }
         }
     }
@@ -95,20 +91,25 @@ class ServeSurvivesTest {
         }
     }
 
-    private static ProcessBuilder regmem(String... args) {
-        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        ProcessBuilder b = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow",
-                "-cp", System.getProperty("java.class.path"), RegmemCommand.class.getName());
-        b.command().addAll(List.of(args));
-        b.environment().put("REGMEM_SECRET", SECRET);
-        b.redirectErrorStream(true);
-        return b;
+    /** The regmem command in a JVM of its own, with the test's secret. */
+    private static ChildJvm.Spec regmem(String... args) {
+        return ChildJvm.of(RegmemCommand.class).jvm("--sun-misc-unsafe-memory-access=allow").env("REGMEM_SECRET", SECRET)
+                .args(args);
     }
 
-    /** {@code b} with its ucx devices' same-host connections over UCX, not the lane. */
-    private static ProcessBuilder overUcx(ProcessBuilder b) {
-        b.environment().put("REGMEM_UCX_SAME_HOST_LANE", "false");
-        return b;
+    /** {@code s} with its ucx devices' same-host connections over UCX, not the lane. */
+    private static ChildJvm.Spec overUcx(ChildJvm.Spec s) {
+        return s.env("REGMEM_UCX_SAME_HOST_LANE", "false");
+    }
+
+    /** Starts serve; its lines go into {@link #lines} and {@link #all} as they come. */
+    private ChildJvm startServe(ChildJvm.Spec s) throws IOException {
+        return s.onLine(line -> {
+            synchronized (all) {
+                all.append(line).append('\n');
+            }
+            lines.add(line);
+        }).start();
     }
 
     private String expectLine(String contains) throws InterruptedException {
@@ -129,20 +130,8 @@ class ServeSurvivesTest {
         requireUcx();
         int port = freePort();
         String address = "127.0.0.1:" + port;
-        serve = regmem("serve", "--provider", "ucx", "--listen", address, "--connections", "6",
-                "--device-option", "handshakeTimeoutMillis=1000").start();
-        Thread.ofPlatform().daemon().start(() -> {
-            try (BufferedReader r = new BufferedReader(new InputStreamReader(serve.getInputStream()))) {
-                for (String line; (line = r.readLine()) != null; ) {
-                    synchronized (all) {
-                        all.append(line).append('\n');
-                    }
-                    lines.add(line);
-                }
-            } catch (IOException ignored) {
-                // ended
-            }
-        });
+        serve = startServe(regmem("serve", "--provider", "ucx", "--listen", address, "--connections", "6",
+                "--device-option", "handshakeTimeoutMillis=1000"));
         expectLine("regmem serve: listening at " + address);
 
         // not regmem peers with the secret: never a connection, one log line each
@@ -157,7 +146,7 @@ class ServeSurvivesTest {
         for (int i = 0; i < hostile; i++) {
             expectLine("refused a connection from /127.0.0.1:");
         }
-        assertThat(serve.isAlive()).isTrue();
+        assertThat(serve.process.isAlive()).isTrue();
 
         try (Arena arena = Arena.ofShared();
              RdmaDevice dev = RdmaDevice.open("ucx", Map.of("secret", SECRET))) {
@@ -213,12 +202,12 @@ class ServeSurvivesTest {
         }
 
         // 5. a client process killed mid-run (over shared memory, UCX's default on one host)
-        ProcessBuilder killed = regmem("demo", "--provider", "ucx", "--connect", address, "--rpc-duration", "30", "--rpc-warmup", "0",
+        ChildJvm.Spec killed = regmem("demo", "--provider", "ucx", "--connect", address, "--rpc-duration", "30", "--rpc-warmup", "0",
                 "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0", "--quiet-progress");
         killedClient = killed.start();
         expectLine("regmem serve: connection 5 from 127.0.0.1:");
         Thread.sleep(500); // calls are flowing
-        killedClient.destroyForcibly();
+        killedClient.process.destroyForcibly();
         assertThat(expectLine("regmem serve: connection 5 ended after ")).matches(".* ended after [0-9,]+ calls; requests free 16/16; "
                 + "rpc-server-buffers-5: no buffers leaked");
 
@@ -234,9 +223,9 @@ class ServeSurvivesTest {
         assertThat(out).contains("): 3,000 calls", "Replies checked byte by byte: 0 wrong", "PASS: ");
         expectLine("regmem serve: connection 6 ended after 5,000 calls; requests free 16/16; rpc-server-buffers-6: no buffers leaked");
         expectLine("regmem serve: done; device: no live objects");
-        assertThat(serve.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        assertThat(serve.process.waitFor(30, TimeUnit.SECONDS)).isTrue();
         synchronized (all) {
-            assertThat(serve.exitValue()).as(all.toString()).isZero();
+            assertThat(serve.process.exitValue()).as(all.toString()).isZero();
             assertThat(all.toString()).doesNotContain("Exception", "\tat ");
         }
         assertThat(BufferPool.openPools()).isEmpty();
@@ -253,10 +242,7 @@ class ServeSurvivesTest {
         requireUcx();
         int port = freePort();
         String address = "127.0.0.1:" + port;
-        ProcessBuilder b = regmem("serve", "--provider", "ucx", "--listen", address);
-        b.environment().put("UCX_TLS", tls);
-        serve = b.start();
-        followServe();
+        serve = startServe(regmem("serve", "--provider", "ucx", "--listen", address).env("UCX_TLS", tls));
         expectLine("regmem serve: listening at " + address);
         byte[] slowHello = ByteBuffer.allocate(4 + 2 + 16 + 4 + 8 + 4 + 2 + 100).putInt(MAGIC).putShort(VERSION)
                 .put(new byte[16]).putInt(1).putLong(7).putInt(100).putShort((short) 0).array();
@@ -278,7 +264,7 @@ class ServeSurvivesTest {
             assertThat(out[0]).contains("): 500 calls", "Replies checked byte by byte: 0 wrong", "PASS: ");
             expectLine("regmem serve: connection 1 ended after 2,500 calls; requests free 16/16");
         }
-        assertThat(serve.isAlive()).isTrue();
+        assertThat(serve.process.isAlive()).isTrue();
     }
 
     /**
@@ -298,7 +284,7 @@ class ServeSurvivesTest {
                     "64,4096,65536", "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0", "--quiet-progress"));
             expectLine("accepted");
             Thread.sleep(100 + random.nextInt(900));
-            serve.destroyForcibly(); // SIGKILL: mid-Send, mid-READ/WRITE of a chunk or mid-LOCAL_INV, wherever it is
+            serve.process.destroyForcibly(); // SIGKILL: mid-Send, mid-READ/WRITE of a chunk or mid-LOCAL_INV, wherever it is
             client.join(60_000);
             assertThat(client.isAlive()).isFalse();
             assertThat(out[0]).as(out[0])
@@ -307,7 +293,7 @@ class ServeSurvivesTest {
                             "rpc-client-buffers: no buffers leaked", "(client): no live objects")
                     .containsPattern("client replies (\\d+) made, \\1 free")
                     .doesNotContain("Exception");
-            serve.waitFor(30, TimeUnit.SECONDS);
+            serve.process.waitFor(30, TimeUnit.SECONDS);
             lines.clear();
         }
         String address = startServe();
@@ -345,11 +331,11 @@ class ServeSurvivesTest {
         expectLine("accepted");
         Thread.sleep(300);
         // SIGTERM through the process handle: Process.destroy() would also close this side of serve's pipes
-        serve.toHandle().destroy();
+        serve.process.toHandle().destroy();
         expectLine("regmem serve: connection 1 ended after ");
         expectLine("regmem serve: stopped by a signal after 1 connections");
         expectLine("regmem serve: done; device: no live objects");
-        assertThat(serve.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        assertThat(serve.process.waitFor(30, TimeUnit.SECONDS)).isTrue();
         client.join(60_000);
         assertThat(client.isAlive()).isFalse();
         assertThat(out[0]).as(out[0]).contains("Replies checked byte by byte: 0 wrong");
@@ -370,16 +356,13 @@ class ServeSurvivesTest {
         List<String> stops = sendStops();
         String address = "127.0.0.1:" + freePort();
         // (UCX's shared-memory transports: a connection to this host would otherwise take the same-host lane)
-        serve = overUcx(regmem("serve", "--provider", "ucx", "--listen", address, "--connections", "2")).start();
-        followServe();
+        serve = startServe(overUcx(regmem("serve", "--provider", "ucx", "--listen", address, "--connections", "2")));
         expectLine("regmem serve: listening at " + address);
         killedClient = overUcx(regmem("demo", "--provider", "ucx", "--connect", address, "--rpc-duration", "60",
                 "--rpc-warmup", "0", "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0", "--quiet-progress")).start();
-        Process victim = killedClient;
-        Thread.ofPlatform().daemon().start(() -> drain(victim.getInputStream()));
         expectLine("regmem serve: connection 1 from 127.0.0.1:");
         Thread.sleep(1000); // calls are flowing
-        List<String> gdb = new ArrayList<>(List.of("gdb", "-p", Long.toString(killedClient.pid()), "-batch",
+        List<String> gdb = new ArrayList<>(List.of("gdb", "-p", Long.toString(killedClient.process.pid()), "-batch",
                 "-ex", "handle SIGSEGV SIGBUS SIGILL SIGFPE SIGUSR1 SIGUSR2 SIGQUIT nostop noprint pass"));
         for (String stop : stops) {
             gdb.addAll(List.of("-ex", "break *(" + stop + ")"));
@@ -390,7 +373,7 @@ class ServeSurvivesTest {
         assertThat(g.waitFor(90, TimeUnit.SECONDS)).isTrue();
         Assumptions.assumeFalse(said.contains("ptrace: Operation not permitted"), "ptrace is not permitted here");
         assertThat(said).as(said).containsPattern("hit Breakpoint [12], .* in uct_mm_ep_am_(short|bcopy)");
-        assertThat(killedClient.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        assertThat(killedClient.process.waitFor(30, TimeUnit.SECONDS)).isTrue();
         expectLine("regmem serve: connection 1 ended after ");
 
         String out = runDemo("demo", "--provider", "ucx", "--connect", address, "--device-option", "secret=" + SECRET,
@@ -399,9 +382,9 @@ class ServeSurvivesTest {
         assertThat(out).contains("): 1,000 calls", "Replies checked byte by byte: 0 wrong", "PASS: ");
         expectLine("regmem serve: connection 2 ended after 3,000 calls; requests free 16/16; rpc-server-buffers-2: no buffers leaked");
         expectLine("regmem serve: done; device: no live objects");
-        assertThat(serve.waitFor(30, TimeUnit.SECONDS)).isTrue();
+        assertThat(serve.process.waitFor(30, TimeUnit.SECONDS)).isTrue();
         synchronized (all) {
-            assertThat(serve.exitValue()).as(all.toString()).isZero();
+            assertThat(serve.process.exitValue()).as(all.toString()).isZero();
         }
         assertThat(BufferPool.openPools()).isEmpty();
     }
@@ -438,38 +421,12 @@ class ServeSurvivesTest {
         return stops;
     }
 
-    private static void drain(InputStream in) {
-        try (in) {
-            in.transferTo(OutputStream.nullOutputStream());
-        } catch (IOException ignored) {
-            // ended
-        }
-    }
-
     /** Starts {@code regmem serve} (until killed) on a free port; its address once it listens. */
     private String startServe() throws Exception {
         String address = "127.0.0.1:" + freePort();
-        serve = regmem("serve", "--provider", "ucx", "--listen", address).start();
-        followServe();
+        serve = startServe(regmem("serve", "--provider", "ucx", "--listen", address));
         expectLine("regmem serve: listening at " + address);
         return address;
-    }
-
-    /** Collects serve's lines (into {@link #lines} and {@link #all}) on a thread of their own. */
-    private void followServe() {
-        Process p = serve;
-        Thread.ofPlatform().daemon().start(() -> {
-            try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream()))) {
-                for (String line; (line = r.readLine()) != null; ) {
-                    synchronized (all) {
-                        all.append(line).append('\n');
-                    }
-                    lines.add(line);
-                }
-            } catch (IOException ignored) {
-                // ended
-            }
-        });
     }
 
     private String lastLine(String containing) {

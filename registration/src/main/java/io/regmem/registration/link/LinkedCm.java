@@ -44,6 +44,8 @@ public abstract class LinkedCm implements ProviderCm {
     private Object requested;
 
     /**
+     * A subclass attaches itself to {@code ctx} ({@code ctx.attach(this)}) at the end of its constructor.
+     *
      * @param secret          the device's secret, asked for before anything is bound or sent (it
      *                        throws where the device has none)
      * @param handshakeMillis how long each half of the handshake may take
@@ -56,7 +58,6 @@ public abstract class LinkedCm implements ProviderCm {
         this.kind = kind;
         this.log = log;
         this.local = rendezvous.end(ctx);
-        ctx.attach(this);
     }
 
     /**

@@ -1,36 +1,24 @@
 package io.regmem.registration.soft;
 
-import io.regmem.registration.spi.CqMembers;
-import io.regmem.registration.spi.ProviderCq;
-import io.regmem.registration.spi.ProviderQp;
+import io.regmem.registration.spi.MembersCq;
 
 /**
  * A soft CQ knows the QPs whose work completes on it: those that use it as their send CQ (their
  * requests complete here) and those that use it as their receive CQ (their receives are consumed
  * by their peers' requests). Polling it executes those QPs and their peers, nothing else.
  */
-final class SoftCq implements ProviderCq {
-    private final CqMembers<SoftQueuePair> members = new CqMembers<>(new SoftQueuePair[0]);
+final class SoftCq extends MembersCq<SoftQueuePair> {
     /** Its device runs a progress thread. */
     private final boolean selfProgressing;
 
     SoftCq(boolean selfProgressing) {
+        super(new SoftQueuePair[0]);
         this.selfProgressing = selfProgressing;
     }
 
     @Override
     public boolean progressesOnItsOwn() {
         return selfProgressing;
-    }
-
-    @Override
-    public void attach(ProviderQp qp, boolean sends, boolean receives) {
-        members.add((SoftQueuePair) qp, sends, receives);
-    }
-
-    @Override
-    public void detach(ProviderQp qp) {
-        members.remove((SoftQueuePair) qp);
     }
 
     /**

@@ -26,6 +26,7 @@ final class ShmCm extends LinkedCm {
     ShmCm(ShmDevice device, CmContext ctx) {
         super(ctx, LOCAL, KIND, LOG, device::secret, device.handshakeMillis);
         this.device = device;
+        ctx.attach(this);
     }
 
     /** The requester's offer, if it is a same-host lane's this process can reach. */

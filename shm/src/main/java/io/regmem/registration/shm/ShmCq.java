@@ -1,19 +1,18 @@
 package io.regmem.registration.shm;
 
 import io.regmem.registration.spi.CqMembers;
-import io.regmem.registration.spi.ProviderCq;
-import io.regmem.registration.spi.ProviderQp;
+import io.regmem.registration.spi.MembersCq;
 
 /**
  * An shm CQ: polling it progresses the QPs whose work completes on it (their answers, their peers'
  * requests they serve, their requests still to start), and through each QP connected inside this JVM
  * its peer, whose progress serves this side's requests.
  */
-final class ShmCq implements ProviderCq {
-    private final CqMembers<ShmQp> members = new CqMembers<>(new ShmQp[0]);
+final class ShmCq extends MembersCq<ShmQp> {
     private final ShmDevice device;
 
     ShmCq(ShmDevice device) {
+        super(new ShmQp[0]);
         this.device = device;
     }
 
@@ -44,16 +43,6 @@ final class ShmCq implements ProviderCq {
             }
         }
         return true;
-    }
-
-    @Override
-    public void attach(ProviderQp qp, boolean sends, boolean receives) {
-        members.add((ShmQp) qp, sends, receives);
-    }
-
-    @Override
-    public void detach(ProviderQp qp) {
-        members.remove((ShmQp) qp);
     }
 
     @Override

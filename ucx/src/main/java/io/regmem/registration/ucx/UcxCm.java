@@ -40,6 +40,7 @@ final class UcxCm extends LinkedCm {
     UcxCm(UcxDevice device, CmContext ctx) {
         super(ctx, LOCAL, KIND, LOG, device::secret, device.handshakeMillis());
         this.device = device;
+        ctx.attach(this);
     }
 
     @Override

@@ -3,8 +3,7 @@ package io.regmem.registration.ucx;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.shm.SameHostLane;
 import io.regmem.registration.spi.CqMembers;
-import io.regmem.registration.spi.ProviderCq;
-import io.regmem.registration.spi.ProviderQp;
+import io.regmem.registration.spi.MembersCq;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -14,25 +13,14 @@ import java.util.concurrent.locks.ReentrantLock;
  * messages that arrived for the QPs whose receives complete here, and reaps, in order, the requests
  * of the QPs whose sends complete here.
  */
-final class UcxCq implements ProviderCq {
+final class UcxCq extends MembersCq<UcxQp> {
     /** Looks that find the peer's own thread gone quiet before this side runs the peer again. */
     static final int PEER_QUIET = 64;
     private final UcxDevice device;
-    /** The QPs whose send and receive queues complete here. */
-    private final CqMembers<UcxQp> members = new CqMembers<>(new UcxQp[0]);
 
     UcxCq(UcxDevice device) {
+        super(new UcxQp[0]);
         this.device = device;
-    }
-
-    @Override
-    public void attach(ProviderQp qp, boolean sends, boolean receives) {
-        members.add((UcxQp) qp, sends, receives);
-    }
-
-    @Override
-    public void detach(ProviderQp qp) {
-        members.remove((UcxQp) qp);
     }
 
     /**
