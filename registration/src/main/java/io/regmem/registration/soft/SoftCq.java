@@ -8,18 +8,10 @@ import io.regmem.registration.spi.MembersCq;
  * by their peers' requests). Polling it executes those QPs and their peers, nothing else.
  */
 final class SoftCq extends MembersCq<SoftQueuePair> {
-    /** Its device runs a progress thread. */
-    private final boolean selfProgressing;
-
     SoftCq(boolean selfProgressing) {
-        super(new SoftQueuePair[0]);
-        this.selfProgressing = selfProgressing;
+        super(new SoftQueuePair[0], () -> selfProgressing);
     }
 
-    @Override
-    public boolean progressesOnItsOwn() {
-        return selfProgressing;
-    }
 
     /**
      * Executes the QPs whose requests complete here and the peers of those whose receives complete
@@ -63,9 +55,5 @@ final class SoftCq extends MembersCq<SoftQueuePair> {
             }
         }
         return true;
-    }
-
-    @Override
-    public void destroy() {
     }
 }

@@ -1,8 +1,11 @@
 package io.regmem.registration.spi;
 
+import java.util.function.BooleanSupplier;
+
 /**
  * A {@link ProviderCq} that keeps the QPs completing on it in {@link CqMembers}: the verbs layer's
- * {@link #attach} and {@link #detach} are done here; a provider's CQ extends it and iterates
+ * {@link #attach} and {@link #detach} are done here, and whether it progresses on its own is its
+ * device's; a provider's CQ extends it and iterates
  * {@link #members} in {@link #progress()}.
  *
  * @param <Q> the provider's QP type
@@ -11,11 +14,26 @@ public abstract class MembersCq<Q extends ProviderQp> implements ProviderCq {
     /** The QPs whose send and receive queues complete here. */
     protected final CqMembers<Q> members;
     private final Class<?> type;
+    private final BooleanSupplier selfProgressing;
 
-    /** @param none an empty array of the provider's QP type */
-    protected MembersCq(Q[] none) {
+    /**
+     * @param none            an empty array of the provider's QP type
+     * @param selfProgressing whether its device runs a progress thread ({@link #progressesOnItsOwn()})
+     */
+    protected MembersCq(Q[] none, BooleanSupplier selfProgressing) {
         this.members = new CqMembers<>(none);
         this.type = none.getClass().getComponentType();
+        this.selfProgressing = selfProgressing;
+    }
+
+    @Override
+    public final boolean progressesOnItsOwn() {
+        return selfProgressing.getAsBoolean();
+    }
+
+    /** Nothing to release by default: the CQ holds no resource of its own. */
+    @Override
+    public void destroy() {
     }
 
     @SuppressWarnings("unchecked")

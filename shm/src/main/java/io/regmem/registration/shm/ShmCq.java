@@ -9,11 +9,8 @@ import io.regmem.registration.spi.MembersCq;
  * its peer, whose progress serves this side's requests.
  */
 final class ShmCq extends MembersCq<ShmQp> {
-    private final ShmDevice device;
-
     ShmCq(ShmDevice device) {
-        super(new ShmQp[0]);
-        this.device = device;
+        super(new ShmQp[0], device::hasProgressThread);
     }
 
     @Override
@@ -43,14 +40,5 @@ final class ShmCq extends MembersCq<ShmQp> {
             }
         }
         return true;
-    }
-
-    @Override
-    public boolean progressesOnItsOwn() {
-        return device.hasProgressThread();
-    }
-
-    @Override
-    public void destroy() {
     }
 }

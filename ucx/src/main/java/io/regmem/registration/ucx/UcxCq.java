@@ -19,7 +19,7 @@ final class UcxCq extends MembersCq<UcxQp> {
     private final UcxDevice device;
 
     UcxCq(UcxDevice device) {
-        super(new UcxQp[0]);
+        super(new UcxQp[0], device::hasProgressThread);
         this.device = device;
     }
 
@@ -149,14 +149,5 @@ final class UcxCq extends MembersCq<UcxQp> {
             return false; // the peer's device is closing: nothing of it to progress
         }
         return true;
-    }
-
-    @Override
-    public boolean progressesOnItsOwn() {
-        return device.hasProgressThread();
-    }
-
-    @Override
-    public void destroy() {
     }
 }
