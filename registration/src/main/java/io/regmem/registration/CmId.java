@@ -2,7 +2,6 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.internal.RwSizing;
 import io.regmem.registration.spi.ProviderCm;
 import java.util.ArrayDeque;
 import java.util.concurrent.TimeUnit;
@@ -89,43 +88,8 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     public QueuePair createQp(ProtectionDomain pd, QpInitAttributes attrs) {
         synchronized (device.lock) {
             checkAlive("createQp");
-            if (pd.device != device) {
-                throw new RdmaException(Errno.EINVAL, this + ": createQp with " + pd + " of device " + pd.device.name()
-                        + "; this ID is bound to " + device.name());
-            }
-            pd.checkAlive("createQp");
-            if (qp != null) {
-                throw new RdmaException(Errno.EBUSY, this + ": already has " + qp + "; a CM ID carries one QP");
-            }
-            QpChecks.check(this, device, pd, attrs);
-            CompletionQueue scq = attrs.sendCq();
-            CompletionQueue rcq = attrs.recvCq();
-            SharedReceiveQueue srq = attrs.srq();
-            int ctxs = attrs.maxRdmaCtxs();
-            long extra = RwSizing.maxSendWr(device.attributes(), device.rwForceMr(), ctxs, attrs.integrity());
-            int sendWr = (int) Math.min(device.attributes().maxQpWr(), attrs.maxSendWr() + extra);
-            QueuePair created = new QueuePair(this, pd, attrs, sendWr);
-            created.provider = device.provider().createQp(created.context); // throws: nothing created
-            try {
-                created.createMrPools(ctxs, attrs.integrity()); // throws: nothing created
-            } catch (RuntimeException e) {
-                created.provider.destroy();
-                throw e;
-            }
-            pd.retain();
-            scq.retain();
-            rcq.retain();
-            if (srq != null) {
-                srq.retain();
-            }
-            scq.attach(created);
-            scq.provider.attach(created.provider, true, rcq == scq);
-            if (rcq != scq) {
-                rcq.attach(created);
-                rcq.provider.attach(created.provider, false, true);
-            }
+            QueuePair created = CmQps.create(this, pd, attrs);
             qp = created;
-            device.tracker.add(created);
             return created;
         }
     }
@@ -151,45 +115,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     void destroyQp(boolean force) {
         synchronized (device.lock) {
             checkAlive("destroyQp");
-            QueuePair q = qp;
-            if (q == null) {
-                throw new RdmaException(Errno.EINVAL, this + ": destroyQp with no QP attached (already destroyed?)");
-            }
-            int held = q.rdmaMrs().used() + q.sigMrs().used();
-            if (held > 0 && !force) {
-                throw new RdmaException(Errno.EBUSY, this + ": cannot destroy " + q + ": " + held + " pool MR(s) are "
-                        + "still held by live rw contexts (mrs_used); destroy the contexts first");
-            }
-            q.postLock.lock(); // no post is in progress, and none starts (the QP is in the error state)
-            q.lock.lock();
-            try {
-                q.toError("destroyed");
-                q.provider().stop(); // nothing of the QP touches memory any more
-                if (q.srqHold != null) {
-                    q.srqHold.giveBack();
-                }
-            } finally {
-                q.lock.unlock();
-                q.postLock.unlock();
-            }
-            q.provider().destroy(); // the provider unlinks it (the peer loses its connection) and never runs it again
-            q.releaseInlineArea();
-            q.sendCq().provider.detach(q.provider()); // no poll runs it any more
-            if (q.recvCq() != q.sendCq()) {
-                q.recvCq().provider.detach(q.provider());
-            }
-            q.destroyMrPools();
-            q.markDestroyed();
-            q.pd().release();
-            q.sendCq().release();
-            q.recvCq().release();
-            if (q.srq != null) {
-                q.srq.release();
-            }
-            q.sendCq().detach(q);
-            if (q.recvCq() != q.sendCq()) {
-                q.recvCq().detach(q);
-            }
+            CmQps.destroy(this, qp, force);
             qp = null;
         }
     }
