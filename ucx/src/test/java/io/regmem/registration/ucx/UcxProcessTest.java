@@ -7,28 +7,23 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.Access;
 import io.regmem.registration.CmId;
-import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
-import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.QueuePair;
-import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import io.regmem.registration.testkit.NoLeaks;
-import java.io.IOException;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -44,38 +39,15 @@ import org.junit.jupiter.params.provider.ValueSource;
  * child's checks, and a child killed under puts fails nothing of ours.
  */
 @ExtendWith(NoLeaks.class)
-class UcxProcessTest {
+class UcxProcessTest extends UcxPeerRig {
     private static final AtomicInteger PORTS = new AtomicInteger(27_000 + (int) (ProcessHandle.current().pid() % 2000));
     /** How long a killed peer may take to fail everything that was sent to it (README states 5 s). */
     private static final long KILL_BOUND_NANOS = 5_000_000_000L;
 
-    private final List<UcxChild> children = new ArrayList<>();
-    private final Arena arena = Arena.ofShared();
-    private RdmaDevice dev;
-    private ProtectionDomain pd;
-    private CompletionQueue cq;
-    private MemorySegment mem;
-    private MemoryRegion mr;
-    private final WorkCompletion[] one = {new WorkCompletion()};
-    /** The child's KEY line of the last {@link #connect}. */
-    private String lastKeyLine;
-
-    /** A connection to a child: the ID, QP and the key it exported. */
-    private record Conn(CmId id, QueuePair qp, int key, long remote, byte[] exported) {
-    }
-
     private void open() {
-        open(java.util.Map.of());
+        open(Map.of());
     }
 
-    private void open(java.util.Map<String, String> options) {
-        UcxAvailable.require();
-        dev = RdmaDevice.open("ucx", options);
-        pd = dev.allocPd();
-        cq = dev.createCq(256);
-        mem = arena.allocate(4 << 20, 4096);
-        mr = pd.register(mem, Access.LOCAL_WRITE);
-    }
 
     /** Closes this test's device (nothing may be left on it) and opens a new one with the defaults. */
     private void reopen() {
@@ -95,77 +67,10 @@ class UcxProcessTest {
         return c;
     }
 
-    private Conn connect(UcxChild c) throws Exception {
-        CmId id = dev.createCmId();
-        QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(128).maxRecvWr(16).maxSendSge(4));
-        id.connect(c.address);
-        String line = c.expect("KEY ");
-        lastKeyLine = line;
-        String[] key = line.split(" ");
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (id.connState() != CmId.ConnState.CONNECTED) {
-            assertThat(System.nanoTime()).as("connected within 10 s (state %s)", id.connState()).isLessThan(deadline);
-            Thread.sleep(1);
-        }
-        assertThat(qp.state()).isEqualTo(QueuePair.State.RTS);
-        if (key[1].equals("none")) { // (the child's region is deregistered)
-            return new Conn(id, qp, 0, 0, null);
-        }
-        byte[] exported = HexFormat.of().parseHex(key[1]);
-        int handle = qp.importRemoteKey(MemorySegment.ofArray(exported));
-        return new Conn(id, qp, handle, Long.parseLong(key[2]), exported);
-    }
 
-    private WorkCompletion await() {
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (cq.poll(one) == 0) {
-            assertThat(System.nanoTime()).as("a completion within 10 s").isLessThan(deadline);
-        }
-        return one[0];
-    }
 
-    private void close(Conn c) {
-        c.id().disconnect();
-        while (cq.poll(one) > 0) {
-            // flushed
-        }
-        c.id().destroyQp();
-        c.id().close();
-    }
 
-    @AfterEach
-    void tearDown() throws Exception {
-        for (UcxChild c : children) {
-            c.process.destroyForcibly();
-            c.process.waitFor(30, TimeUnit.SECONDS);
-        }
-        if (dev != null) {
-            if (mr != null && !mr.isDestroyed()) {
-                mr.close();
-            }
-            for (CmId id : dev.resources().survivors(CmId.class)) {
-                if (id.qp() != null) {
-                    id.destroyQp();
-                }
-                id.close();
-            }
-            cq.close();
-            pd.close();
-            assertThat(dev.resources().survivors()).as(dev.resources().report()).isEmpty();
-            dev.close();
-        }
-        arena.close();
-    }
 
-    /** READs 64 KiB of the child's pattern from {@code offset} and checks every byte. */
-    private void readsThePattern(Conn c, long offset) {
-        c.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_READ).signaled(true)
-                .addSge(mem.address(), 65536, mr.lkey()).remote(c.remote() + offset, c.key()));
-        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
-        for (int i = 0; i < 65536; i++) {
-            assertThat(mem.get(ValueLayout.JAVA_BYTE, i)).as("byte %d", i).isEqualTo(UcxPeerMain.pattern(offset + i));
-        }
-    }
 
     /** A new child on {@code tls} connects, and a READ of its pattern comes back byte-exact; it then ends clean. */
     private void aNewPeerWorks(String tls) throws Exception {

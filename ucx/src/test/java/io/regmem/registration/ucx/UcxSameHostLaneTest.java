@@ -2,30 +2,19 @@ package io.regmem.registration.ucx;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.regmem.registration.Access;
 import io.regmem.registration.CmId;
-import io.regmem.registration.CompletionQueue;
-import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
-import io.regmem.registration.ProtectionDomain;
-import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.QueuePair;
-import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import io.regmem.registration.testkit.NoLeaks;
-import java.lang.foreign.Arena;
-import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.ArrayList;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -41,31 +30,11 @@ import org.junit.jupiter.params.provider.ValueSource;
  * target racing WRITEs and READs leaves its memory alone once it returned.
  */
 @ExtendWith(NoLeaks.class)
-class UcxSameHostLaneTest {
+class UcxSameHostLaneTest extends UcxPeerRig {
     private static final AtomicInteger PORTS = new AtomicInteger(31_000 + (int) (ProcessHandle.current().pid() % 1500)); // (below the ephemeral range, 32768-60999)
     private static final Map<String, String> LANE = Map.of("sameHostLane", "true");
     private static final Map<String, String> NO_LANE = Map.of("sameHostLane", "false");
 
-    private final List<UcxChild> children = new ArrayList<>();
-    private final Arena arena = Arena.ofShared();
-    private RdmaDevice dev;
-    private ProtectionDomain pd;
-    private CompletionQueue cq;
-    private MemorySegment mem;
-    private MemoryRegion mr;
-    private final WorkCompletion[] one = {new WorkCompletion()};
-
-    private record Conn(CmId id, QueuePair qp, int key, long remote, byte[] exported) {
-    }
-
-    private void open(Map<String, String> options) {
-        UcxAvailable.require();
-        dev = RdmaDevice.open("ucx", options);
-        pd = dev.allocPd();
-        cq = dev.createCq(256);
-        mem = arena.allocate(4 << 20, 4096);
-        mr = pd.register(mem, Access.LOCAL_WRITE);
-    }
 
     private UcxChild child(boolean lane) throws Exception {
         UcxChild c = new UcxChild("sysv,posix,cma", PORTS.incrementAndGet(), "arena",
@@ -75,69 +44,10 @@ class UcxSameHostLaneTest {
         return c;
     }
 
-    private Conn connect(UcxChild c) throws Exception {
-        CmId id = dev.createCmId();
-        QueuePair qp = id.createQp(pd, new QpInitAttributes().sendCq(cq).recvCq(cq).maxSendWr(128).maxRecvWr(16).maxSendSge(4));
-        id.connect(c.address);
-        String[] key = c.expect("KEY ").split(" ");
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (id.connState() != CmId.ConnState.CONNECTED) {
-            assertThat(System.nanoTime()).as("connected within 10 s (state %s)", id.connState()).isLessThan(deadline);
-            Thread.sleep(1);
-        }
-        byte[] exported = HexFormat.of().parseHex(key[1]);
-        return new Conn(id, qp, qp.importRemoteKey(MemorySegment.ofArray(exported)), Long.parseLong(key[2]), exported);
-    }
 
-    private WorkCompletion await() {
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (cq.poll(one) == 0) {
-            assertThat(System.nanoTime()).as("a completion within 10 s").isLessThan(deadline);
-        }
-        return one[0];
-    }
 
-    private void close(Conn c) {
-        c.id().disconnect();
-        while (cq.poll(one) > 0) {
-            // flushed
-        }
-        c.id().destroyQp();
-        c.id().close();
-    }
 
-    @AfterEach
-    void tearDown() throws Exception {
-        for (UcxChild c : children) {
-            c.process.destroyForcibly();
-            c.process.waitFor(30, TimeUnit.SECONDS);
-        }
-        if (dev != null) {
-            if (mr != null && !mr.isDestroyed()) {
-                mr.close();
-            }
-            for (CmId id : dev.resources().survivors(CmId.class)) {
-                if (id.qp() != null) {
-                    id.destroyQp();
-                }
-                id.close();
-            }
-            cq.close();
-            pd.close();
-            assertThat(dev.resources().survivors()).as(dev.resources().report()).isEmpty();
-            dev.close();
-        }
-        arena.close();
-    }
 
-    private void readsThePattern(Conn c, long offset) {
-        c.qp().postSend(new WorkRequest(1).wrId(1).opcode(Opcode.RDMA_READ).signaled(true)
-                .addSge(mem.address(), 65536, mr.lkey()).remote(c.remote() + offset, c.key()));
-        assertThat(await().status()).isEqualTo(WcStatus.SUCCESS);
-        for (int i = 0; i < 65536; i++) {
-            assertThat(mem.get(ValueLayout.JAVA_BYTE, i)).as("byte %d", i).isEqualTo(UcxPeerMain.pattern(offset + i));
-        }
-    }
 
     @Test
     void aProcessOfThisHostIsReachedOverTheLaneAndBytesCrossExactly() throws Exception {
