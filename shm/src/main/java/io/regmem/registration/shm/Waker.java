@@ -18,21 +18,24 @@ import java.util.concurrent.locks.LockSupport;
  * lane whose sleeping word is set clears it and wakes it ({@code FUTEX_WAKE} on the shared word). No
  * descriptor is exchanged, so a peer cannot make a wake block; a peer that scribbles on the words can
  * only wake this side early or keep it from sleeping, which its requests could do anyway. The waits
- * allocate nothing.
+ * and wakes allocate nothing: they go without errno capture ({@code futex_waitv}'s presence is asked
+ * once).
  */
 final class Waker implements AutoCloseable {
     /** The most lanes one wait watches (the kernel's limit for {@code futex_waitv}). */
     static final int MAX = 128;
     /** {@code struct futex_waitv}: val u64, uaddr u64, flags u32, reserved u32. */
     private static final long ENTRY = 24;
+    /**
+     * Whether this kernel has {@code futex_waitv}: asked once, with errno captured (a call with no
+     * waiters is {@code EINVAL} where it exists), so that the waits themselves go without the capture.
+     */
+    private static final boolean HAS_WAITV = probe();
     private final Arena arena = Arena.ofShared();
-    private final MemorySegment capture = arena.allocate(Libc.CAPTURE);
     private final MemorySegment waiters = arena.allocate(ENTRY * MAX, 8);
     private final MemorySegment timeout = arena.allocate(16, 8);
     /** Sleeps a peer's wake ended (rather than the timeout). */
     volatile long woken;
-    /** False once a wait found {@code futex_waitv} missing (an old kernel): then the timeout alone paces. */
-    private boolean waitv = true;
 
     /**
      * Waits until a peer wakes one of {@code words} (addresses of 32-bit sleeping words, each now 1)
@@ -42,7 +45,7 @@ final class Waker implements AutoCloseable {
      */
     boolean sleep(long[] words, int count, long nanos) {
         int n = Math.min(count, MAX);
-        if (n == 0 || !waitv) {
+        if (n == 0 || !HAS_WAITV) {
             LockSupport.parkNanos(nanos);
             return false;
         }
@@ -55,16 +58,25 @@ final class Waker implements AutoCloseable {
         long deadline = System.nanoTime() + nanos; // HotSpot's nanoTime is CLOCK_MONOTONIC on Linux
         timeout.set(JAVA_LONG, 0, deadline / 1_000_000_000L);
         timeout.set(JAVA_LONG, 8, deadline % 1_000_000_000L);
-        long r = Unistd.syscall(capture, Unistd.SYS_FUTEX_WAITV, waiters.address(), n, 0, timeout.address(), Futex.CLOCK_MONOTONIC,
-                0);
+        // Without errno capture (the JDK slices its segment per call): only success matters here.
+        long r = Unistd.syscallPlain(Unistd.SYS_FUTEX_WAITV, waiters.address(), n, 0, timeout.address(),
+                Futex.CLOCK_MONOTONIC, 0);
         if (r >= 0) {
             woken++;
             return true;
         }
-        if (r == -38) { // ENOSYS: no futex_waitv here
-            waitv = false;
+        return false; // ETIMEDOUT, or EAGAIN (a word changed before the wait: work came), or EINTR
+    }
+
+    /** True if {@code futex_waitv} is there (not {@code ENOSYS}, nor refused by a seccomp filter). */
+    private static boolean probe() {
+        if (Libc.UNAVAILABLE != null) {
+            return false;
         }
-        return false; // ETIMEDOUT, or EAGAIN (a word changed before the wait: work came)
+        try (Arena a = Arena.ofConfined()) {
+            long r = Unistd.syscall(a.allocate(Libc.CAPTURE), Unistd.SYS_FUTEX_WAITV, 0, 0, 0, 0, 0, 0);
+            return r == -22; // EINVAL: it exists and refused no waiters; ENOSYS (old kernel) or EPERM (seccomp): not here
+        }
     }
 
     /**
