@@ -42,6 +42,8 @@ public enum Errno {
     ENOSYS(38),
     /** The operation is not supported by this provider or configuration. */
     EOPNOTSUPP(95),
+    /** Address already in use: another socket holds the address an ID asked to bind. */
+    EADDRINUSE(98),
     /** Connection reset by peer: the other end went away in the middle of an exchange. */
     ECONNRESET(104),
     /** Timed out: a peer did not answer within the stated bound. */

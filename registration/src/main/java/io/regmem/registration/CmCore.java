@@ -141,7 +141,7 @@ final class CmCore extends ProviderState implements CmContext {
                         ? new RdmaException(Errno.ECONNREFUSED, id + ": awaitConnected: the request failed: " + id.failureReason)
                         : new RdmaException(Errno.ECONNREFUSED, id + ": awaitConnected: the peer rejected the request ("
                                 + id.privateData().length + " bytes of the peer's private data)");
-                case IDLE, LISTENING -> throw new RdmaException(Errno.EINVAL, id + ": awaitConnected in state " + c
+                case IDLE, BOUND, LISTENING -> throw new RdmaException(Errno.EINVAL, id + ": awaitConnected in state " + c
                         + ": nothing to wait for (connect, or accept a request, first)");
                 default -> {
                     // CONNECTING or REQUESTED: under way

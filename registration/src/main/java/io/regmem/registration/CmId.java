@@ -19,6 +19,8 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     public enum ConnState {
         /** Not connected, not listening. */
         IDLE,
+        /** Bound to a local address ({@link #bindAddr}), not yet listening. */
+        BOUND,
         /** Accepting connection requests under a name. */
         LISTENING,
         /** Active side: a request is waiting for the peer's accept. */
@@ -52,6 +54,8 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     volatile String failureReason;
     /** The peer's address: what {@link #connect} was given, or what the provider reported for a request. */
     volatile String peerAddress;
+    /** The local address: what {@link #bindAddr} bound, or what {@link #listen(String)} was given; null before. */
+    volatile String localAddress;
     /** Requests that came through this listening ID and were not yet taken or answered. Guarded by itself. */
     final ArrayDeque<CmId> requests = new ArrayDeque<>();
     /** For a request: the listener it came through. */
@@ -123,8 +127,8 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     // ---- connection setup: the verbs layer keeps the states and events, the provider the wire ----
 
     /**
-     * Listens for connection requests at {@code address} ({@code rdma_listen}): on soft, any name,
-     * unique within the JVM.
+     * Listens for connection requests at {@code address} ({@code rdma_bind_addr} and {@code rdma_listen}
+     * in one): on soft, any name, unique within the JVM; on shm and ucx, {@code host:port}.
      *
      * @throws RdmaException {@link Errno#EBUSY} if another ID listens there; {@link Errno#EINVAL} if this
      *                       ID is not idle or the address is null
@@ -137,8 +141,54 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                         + " (needs an idle ID and an address)");
             }
             provider.listen(address);
+            localAddress = address;
             conn = ConnState.LISTENING;
         }
+    }
+
+    /**
+     * Binds this ID to the local {@code address} ({@code rdma_bind_addr}), for {@link #listen()}: on shm
+     * and ucx {@code host:port}, a TCP port taken now, where port 0 lets the system pick one
+     * ({@link #localAddress()} then says which); on soft a name, reserved when it listens. A bound ID
+     * listens; it does not connect (the system picks a connection's source address).
+     *
+     * @throws RdmaException {@link Errno#EADDRINUSE} if another socket holds the address (the ID stays
+     *                       idle); {@link Errno#EINVAL} if this ID is not idle, for a null address or
+     *                       one the provider does not understand
+     */
+    public void bindAddr(String address) {
+        synchronized (device.lock) {
+            checkAlive("bindAddr");
+            if (address == null || conn != ConnState.IDLE) {
+                throw new RdmaException(Errno.EINVAL, this + ": bindAddr(" + address + ") in state " + conn
+                        + " (needs an idle ID and an address)");
+            }
+            localAddress = provider.bind(address);
+            conn = ConnState.BOUND;
+        }
+    }
+
+    /**
+     * Listens at the address {@link #bindAddr} bound ({@code rdma_listen}).
+     *
+     * @throws RdmaException {@link Errno#EINVAL} unless this ID is bound and not yet listening;
+     *                       {@link Errno#EBUSY} if an ID of this JVM listens there already
+     */
+    public void listen() {
+        synchronized (device.lock) {
+            checkAlive("listen");
+            if (conn != ConnState.BOUND) {
+                throw new RdmaException(Errno.EINVAL, this + ": listen() in state " + conn
+                        + " (needs an ID bound with bindAddr; or listen(address) on an idle one)");
+            }
+            provider.listen(localAddress);
+            conn = ConnState.LISTENING;
+        }
+    }
+
+    /** The local address: what {@link #bindAddr} bound (with the port picked), or what {@link #listen(String)} was given; else null. */
+    public String localAddress() {
+        return localAddress;
     }
 
     /**

@@ -18,6 +18,18 @@ public record HostPort(String host, int port) {
      * @throws RdmaException {@link Errno#EINVAL} if it is not host:port
      */
     public static HostPort parse(String who, String provider, String address) {
+        return parse(who, provider, address, 1);
+    }
+
+    /**
+     * As {@link #parse(String, String, String)}, with port 0 allowed (one the system picks), for a
+     * bind.
+     */
+    public static HostPort parseForBind(String who, String provider, String address) {
+        return parse(who, provider, address, 0);
+    }
+
+    private static HostPort parse(String who, String provider, String address, int minPort) {
         int colon = address.lastIndexOf(':');
         int port = -1;
         if (colon > 0) {
@@ -27,9 +39,9 @@ public record HostPort(String host, int port) {
                 port = -1;
             }
         }
-        if (port < 1 || port > 65535) {
+        if (port < minPort || port > 65535) {
             throw new RdmaException(Errno.EINVAL, who + ": " + provider + " address '" + address + "' is not host:port "
-                    + "(a host and a port in [1, 65535])");
+                    + "(a host and a port in [" + minPort + ", 65535])");
         }
         return new HostPort(address.substring(0, colon), port);
     }

@@ -7,6 +7,7 @@ import io.regmem.registration.spi.LocalRendezvous;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.QpContext;
 import java.io.IOException;
+import java.net.ServerSocket;
 import java.net.SocketTimeoutException;
 import java.util.function.Supplier;
 
@@ -38,6 +39,8 @@ public abstract class LinkedCm implements ProviderCm {
     private final int handshakeMillis;
     /** The listening socket, while listening. Guarded by CM. */
     private Listener server;
+    /** A socket {@link #bind} bound that {@link #listen} has not started yet. Guarded by CM. */
+    private ServerSocket bound;
     /** The life line to another process (a request made by one, or a connect to one). */
     private volatile Link link;
     /** A request from another process: what {@link #admit} made of its HELLO (written before link). */
@@ -101,6 +104,23 @@ public abstract class LinkedCm implements ProviderCm {
     }
 
     /**
+     * Binds a TCP socket at {@code address} (port 0: one the system picks) that {@link #listen} then
+     * takes connections on.
+     *
+     * @throws RdmaException {@link Errno#EADDRINUSE} if the port is taken; {@link Errno#EINVAL} for an
+     *                       address that is not host:port or not local
+     */
+    @Override
+    public final String bind(String address) {
+        HostPort a = HostPort.parseForBind(ctx.name(), kind.provider(), address);
+        ServerSocket s = Listener.bind(ctx.name(), a.host(), a.port(), Errno.EADDRINUSE);
+        synchronized (CM) {
+            bound = s;
+        }
+        return a.host() + ":" + s.getLocalPort();
+    }
+
+    /**
      * @throws RdmaException {@link Errno#EBUSY} if the address is listened on in this JVM or its port is
      *                       taken; {@link Errno#EINVAL} for an address that is not host:port or not local
      */
@@ -111,7 +131,10 @@ public abstract class LinkedCm implements ProviderCm {
         local.listen(address); // EBUSY if an ID of this JVM listens there
         synchronized (CM) {
             try {
-                server = Listener.open(ctx.name(), a.host(), a.port(), secret, handshakeMillis, kind, log, this::requested);
+                server = bound != null
+                        ? Listener.start(bound, a.host(), secret, handshakeMillis, kind, log, this::requested)
+                        : Listener.open(ctx.name(), a.host(), a.port(), secret, handshakeMillis, kind, log, this::requested);
+                bound = null;
             } catch (RdmaException e) {
                 local.unlisten();
                 throw e;
@@ -299,6 +322,14 @@ public abstract class LinkedCm implements ProviderCm {
             if (server != null) {
                 server.close();
                 server = null;
+            }
+            if (bound != null) {
+                try {
+                    bound.close();
+                } catch (IOException ignored) {
+                    // closed as far as it goes
+                }
+                bound = null;
             }
         }
     }

@@ -89,18 +89,37 @@ public final class Listener implements AutoCloseable {
      */
     public static Listener open(String who, String host, int port, byte[] secret, int handshakeMillis, Link.Kind kind,
             System.Logger log, Requests requests) {
+        return start(bind(who, host, port, Errno.EBUSY), host, secret, handshakeMillis, kind, log, requests);
+    }
+
+    /**
+     * Binds {@code host:port} (port 0: one the system picks) without taking connections yet
+     * ({@code rdma_bind_addr}); {@link #start} then listens on it.
+     *
+     * @param inUse the errno of a taken port ({@link Errno#EADDRINUSE} for a bind, EBUSY for a listen)
+     * @throws RdmaException {@code inUse} if the port is taken; {@link Errno#EINVAL} for an address that is not local
+     */
+    public static ServerSocket bind(String who, String host, int port, Errno inUse) {
         ServerSocket s = null;
         try {
             s = new ServerSocket();
             s.setReuseAddress(true);
             s.bind(new InetSocketAddress(host, port), BACKLOG);
+            return s;
         } catch (IOException | RuntimeException e) {
             closeQuietly(s);
-            throw new RdmaException(e instanceof BindException ? Errno.EBUSY : Errno.EINVAL,
-                    who + ": cannot listen at '" + host + ":" + port + "': " + e.getMessage(), e);
+            throw new RdmaException(e instanceof BindException ? inUse : Errno.EINVAL,
+                    who + ": cannot " + (inUse == Errno.EBUSY ? "listen at" : "bind") + " '" + host + ":" + port + "': "
+                    + e.getMessage(), e);
         }
-        Listener l = new Listener(s, host + ":" + port, secret, handshakeMillis, kind, log, requests);
-        Thread.ofVirtual().name("regmem-" + kind.provider() + "-listen-" + host + ":" + port).start(l::acceptLoop);
+    }
+
+    /** Starts taking connections on {@code bound} (a socket {@link #bind} made for {@code host}). */
+    public static Listener start(ServerSocket bound, String host, byte[] secret, int handshakeMillis, Link.Kind kind,
+            System.Logger log, Requests requests) {
+        String address = host + ":" + bound.getLocalPort();
+        Listener l = new Listener(bound, address, secret, handshakeMillis, kind, log, requests);
+        Thread.ofVirtual().name("regmem-" + kind.provider() + "-listen-" + address).start(l::acceptLoop);
         return l;
     }
 

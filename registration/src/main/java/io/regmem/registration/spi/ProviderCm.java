@@ -12,7 +12,21 @@ import io.regmem.core.RdmaException;
 public interface ProviderCm {
 
     /**
-     * Listens under {@code address}.
+     * Binds the ID to the local {@code address} ({@code rdma_bind_addr}) before {@link #listen}: a
+     * provider whose addresses are sockets binds one here (port 0: one the system picks), so that a
+     * taken address fails now; {@link #listen} is then called with what this returns. By default the
+     * address is taken as it is, and {@link #listen} reserves it.
+     *
+     * @return the address bound (with the port the system picked)
+     * @throws RdmaException {@link Errno#EADDRINUSE} if the address is taken; {@link Errno#EINVAL} for
+     *                       one the provider does not understand
+     */
+    default String bind(String address) {
+        return address;
+    }
+
+    /**
+     * Listens under {@code address} (after {@link #bind}, the address it returned).
      *
      * @throws RdmaException {@link Errno#EBUSY} if the address is taken
      */

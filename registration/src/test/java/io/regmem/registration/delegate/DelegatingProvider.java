@@ -239,6 +239,11 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public String bind(String address) {
+            return inner.bind(address);
+        }
+
+        @Override
         public void listen(String address) {
             inner.listen(address);
         }

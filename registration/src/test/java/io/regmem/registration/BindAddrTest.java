@@ -1,0 +1,167 @@
+package io.regmem.registration;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.testkit.NoLeaks;
+import io.regmem.registration.testkit.Providers;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * {@code CmId.bindAddr} then {@code listen()} ({@code rdma_bind_addr}, {@code rdma_listen}) on the
+ * provider under test: a bound ID reports its address (on shm and ucx a port the system picked for
+ * port 0, taken at once), listens there and is connected to like any listener; the rules of a bind
+ * (idle IDs only, once, {@code EADDRINUSE} for a taken port, a bound ID does not connect), each
+ * failed call changing nothing; closing a bound or listening ID gives its port back.
+ */
+@ExtendWith(NoLeaks.class)
+class BindAddrTest {
+    private static final AtomicInteger NAMES = new AtomicInteger();
+    private RdmaDevice devA;
+    private RdmaDevice devB;
+    private ProtectionDomain pdA;
+    private ProtectionDomain pdB;
+    private CompletionQueue cqA;
+    private CompletionQueue cqB;
+
+    private static boolean sockets() {
+        return Providers.NAME.equals("shm") || Providers.NAME.equals("ucx");
+    }
+
+    /** An address to bind: a fresh name on soft, {@code 127.0.0.1:0} (the system picks) on shm and ucx. */
+    private static String anyAddress() {
+        return sockets() ? "127.0.0.1:0" : "bind-" + NAMES.incrementAndGet();
+    }
+
+    @BeforeEach
+    void setUp() {
+        devA = Providers.open();
+        devB = Providers.open();
+        pdA = devA.allocPd();
+        pdB = devB.allocPd();
+        cqA = devA.createCq(64);
+        cqB = devB.createCq(64);
+    }
+
+    @AfterEach
+    void tearDown() {
+        for (RdmaDevice d : new RdmaDevice[] {devA, devB}) {
+            for (CmId id : d.resources().survivors(CmId.class)) {
+                if (id.qp() != null) {
+                    id.destroyQp();
+                }
+                id.close();
+            }
+        }
+        cqA.close();
+        cqB.close();
+        pdA.close();
+        pdB.close();
+        devA.close();
+        devB.close();
+    }
+
+    @Test
+    void aBoundIdListensAtTheAddressItReportsAndIsConnectedTo() throws Exception {
+        CmId listener = devB.createCmId();
+        assertThat(listener.localAddress()).isNull();
+        listener.bindAddr(anyAddress());
+        assertThat(listener.connState()).isEqualTo(CmId.ConnState.BOUND);
+        String bound = listener.localAddress();
+        if (sockets()) {
+            assertThat(bound).startsWith("127.0.0.1:").isNotEqualTo("127.0.0.1:0");
+        }
+        listener.listen();
+        assertThat(listener.connState()).isEqualTo(CmId.ConnState.LISTENING);
+        assertThat(listener.localAddress()).isEqualTo(bound);
+
+        CmId active = devA.createCmId();
+        active.createQp(pdA, QpInitAttributes.of(cqA));
+        active.connect(bound, new byte[] {7});
+        CmId request = Providers.awaitRequest(listener);
+        assertThat(request.privateData()).containsExactly(7);
+        request.createQp(pdB, QpInitAttributes.of(cqB));
+        request.accept();
+        active.awaitConnected(10, TimeUnit.SECONDS);
+        assertThat(active.connState()).isEqualTo(CmId.ConnState.CONNECTED);
+    }
+
+    @Test
+    void theRulesOfABindAndEveryFailedCallChangesNothing() {
+        CmId id = devB.createCmId();
+        assertRefused(() -> id.bindAddr(null), Errno.EINVAL, "bindAddr(null)");
+        assertRefused(id::listen, Errno.EINVAL, "listen() in state IDLE");
+        assertThat(id.connState()).isEqualTo(CmId.ConnState.IDLE);
+        assertThat(id.localAddress()).isNull();
+        if (sockets()) {
+            assertRefused(() -> id.bindAddr("no port"), Errno.EINVAL, "is not host:port");
+            assertRefused(() -> id.bindAddr("127.0.0.1:65536"), Errno.EINVAL, "is not host:port");
+            assertThat(id.connState()).isEqualTo(CmId.ConnState.IDLE);
+        }
+        id.bindAddr(anyAddress());
+        String bound = id.localAddress();
+        assertRefused(() -> id.bindAddr(anyAddress()), Errno.EINVAL, "bindAddr");
+        assertRefused(() -> id.listen("elsewhere"), Errno.EINVAL, "needs an idle ID");
+        id.createQp(pdB, QpInitAttributes.of(cqB));
+        assertRefused(() -> id.connect(bound), Errno.EINVAL, "BOUND");
+        assertRefused(() -> id.awaitConnected(1, TimeUnit.MILLISECONDS), Errno.EINVAL, "BOUND");
+        assertThat(id.connState()).isEqualTo(CmId.ConnState.BOUND);
+        assertThat(id.localAddress()).isEqualTo(bound);
+        id.listen();
+        assertRefused(id::listen, Errno.EINVAL, "listen() in state LISTENING");
+        assertThat(id.connState()).isEqualTo(CmId.ConnState.LISTENING);
+    }
+
+    @Test
+    void aTakenPortIsEaddrinuseAndAClosedIdGivesItsPortBack() throws IOException {
+        Assumptions.assumeTrue(sockets(), "soft's addresses are names, not ports");
+        try (ServerSocket taken = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            CmId id = devB.createCmId();
+            assertRefused(() -> id.bindAddr("127.0.0.1:" + taken.getLocalPort()), Errno.EADDRINUSE, "cannot bind");
+            assertThat(id.connState()).isEqualTo(CmId.ConnState.IDLE);
+            assertThat(id.localAddress()).isNull();
+            id.close();
+        }
+        // A bound ID holds its port; closed, bound or listening, it gives it back.
+        for (boolean listen : new boolean[] {false, true}) {
+            CmId first = devB.createCmId();
+            first.bindAddr("127.0.0.1:0");
+            String address = first.localAddress();
+            if (listen) {
+                first.listen();
+                try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port(address))) {
+                    assertThat(s.isConnected()).as("something listens at %s", address).isTrue();
+                }
+            }
+            CmId second = devB.createCmId();
+            assertRefused(() -> second.bindAddr(address), Errno.EADDRINUSE, "cannot bind");
+            first.close();
+            second.bindAddr(address);
+            assertThat(second.localAddress()).isEqualTo(address);
+            second.close();
+        }
+    }
+
+    private static int port(String address) {
+        return Integer.parseInt(address.substring(address.lastIndexOf(':') + 1));
+    }
+
+    private static void assertRefused(Runnable call, Errno errno, String text) {
+        assertThatThrownBy(call::run).isInstanceOfSatisfying(RdmaException.class, e -> {
+            assertThat(e.errno()).isEqualTo(errno);
+            assertThat(e.getMessage()).contains(text);
+        });
+    }
+}
