@@ -8,6 +8,7 @@ import java.net.BindException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.time.Duration;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -45,6 +46,8 @@ public final class Listener implements AutoCloseable {
     }
 
     private final ServerSocket server;
+    /** The thread of {@link #acceptLoop} (set once it starts). */
+    private volatile Thread acceptor;
     private final String address;
     private final byte[] secret;
     private final int handshakeMillis;
@@ -119,7 +122,7 @@ public final class Listener implements AutoCloseable {
             System.Logger log, Requests requests) {
         String address = host + ":" + bound.getLocalPort();
         Listener l = new Listener(bound, address, secret, handshakeMillis, kind, log, requests);
-        Thread.ofVirtual().name("regmem-" + kind.provider() + "-listen-" + address).start(l::acceptLoop);
+        l.acceptor = Thread.ofVirtual().name("regmem-" + kind.provider() + "-listen-" + address).start(l::acceptLoop);
         return l;
     }
 
@@ -128,10 +131,29 @@ public final class Listener implements AutoCloseable {
         return server.getLocalPort();
     }
 
-    /** Stops listening; handshakes under way fail (their requesters see a rejection). */
+    /**
+     * Stops listening; handshakes under way fail (their requesters see a rejection). When it returns
+     * the port is free: the JDK closes a socket that a thread is blocked in {@code accept} on only once
+     * that thread has left it, so this waits for the accepting thread (at most a second).
+     */
     @Override
     public void close() {
         closeQuietly(server);
+        Thread t = acceptor;
+        if (t != null && t != Thread.currentThread()) {
+            boolean interrupted = false;
+            long deadline = System.nanoTime() + 1_000_000_000L;
+            while (t.isAlive() && System.nanoTime() < deadline) {
+                try {
+                    t.join(Duration.ofNanos(Math.max(1, deadline - System.nanoTime())));
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
     }
 
     /** Takes connections until the socket closes; each handshake on a thread of its own. */
