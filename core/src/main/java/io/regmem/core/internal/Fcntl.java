@@ -43,6 +43,7 @@ public final class Fcntl {
         }
     }
 
+    /** {@code fcntl(fd, cmd, arg)} (seals): its result, or -errno. */
     public static int fcntl(MemorySegment capture, int fd, int cmd, int arg) {
         try {
             return Libc.ret(capture, (int) FCNTL.invokeExact(capture, fd, cmd, arg));

@@ -17,6 +17,7 @@ public final class Poll {
     private Poll() {
     }
 
+    /** {@code poll(fds, count, timeout)}: the descriptors ready, 0 on timeout, or -errno. */
     public static int poll(MemorySegment capture, MemorySegment fds, long count, int timeoutMillis) {
         try {
             return Libc.ret(capture, (int) POLL.invokeExact(capture, fds.address(), count, timeoutMillis));

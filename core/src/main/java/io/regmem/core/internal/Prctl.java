@@ -19,6 +19,7 @@ public final class Prctl {
     private Prctl() {
     }
 
+    /** {@code prctl(option, arg)}: 0, or -errno. */
     public static int prctl(MemorySegment capture, int option, long arg) {
         try {
             return Libc.ret(capture, (int) PRCTL.invokeExact(capture, option, arg));

@@ -37,6 +37,7 @@ public final class Sockets {
     private Sockets() {
     }
 
+    /** {@code socket(domain, type, protocol)}: the fd, or -errno. */
     public static int socket(MemorySegment capture, int domain, int type, int protocol) {
         try {
             return Libc.ret(capture, (int) SOCKET.invokeExact(capture, domain, type, protocol));
@@ -45,6 +46,7 @@ public final class Sockets {
         }
     }
 
+    /** {@code bind(fd, addr, len)}: 0, or -errno. */
     public static int bind(MemorySegment capture, int fd, MemorySegment addr, int len) {
         try {
             return Libc.ret(capture, (int) BIND.invokeExact(capture, fd, addr.address(), len));
@@ -53,6 +55,7 @@ public final class Sockets {
         }
     }
 
+    /** {@code listen(fd, backlog)}: 0, or -errno. */
     public static int listen(MemorySegment capture, int fd, int backlog) {
         try {
             return Libc.ret(capture, (int) LISTEN.invokeExact(capture, fd, backlog));
@@ -61,6 +64,7 @@ public final class Sockets {
         }
     }
 
+    /** {@code accept4(fd, NULL, NULL, flags)}: the accepted fd, or -errno. */
     public static int accept4(MemorySegment capture, int fd, int flags) {
         try {
             return Libc.ret(capture, (int) ACCEPT4.invokeExact(capture, fd, 0L, 0L, flags));
@@ -69,6 +73,7 @@ public final class Sockets {
         }
     }
 
+    /** {@code connect(fd, addr, len)}: 0, or -errno. */
     public static int connect(MemorySegment capture, int fd, MemorySegment addr, int len) {
         try {
             return Libc.ret(capture, (int) CONNECT.invokeExact(capture, fd, addr.address(), len));
@@ -77,6 +82,7 @@ public final class Sockets {
         }
     }
 
+    /** {@code sendmsg(fd, msghdr, flags)}: the bytes sent, or -errno. */
     public static long sendmsg(MemorySegment capture, int fd, MemorySegment msghdr, int flags) {
         try {
             return Libc.retLong(capture, (long) SENDMSG.invokeExact(capture, fd, msghdr.address(), flags));
@@ -85,6 +91,7 @@ public final class Sockets {
         }
     }
 
+    /** {@code recvmsg(fd, msghdr, flags)}: the bytes received (0 at the peer's end), or -errno. */
     public static long recvmsg(MemorySegment capture, int fd, MemorySegment msghdr, int flags) {
         try {
             return Libc.retLong(capture, (long) RECVMSG.invokeExact(capture, fd, msghdr.address(), flags));
@@ -93,6 +100,7 @@ public final class Sockets {
         }
     }
 
+    /** {@code getsockopt(fd, level, name, value, length)}: 0, or -errno. */
     public static int getsockopt(MemorySegment capture, int fd, int level, int name, MemorySegment value, MemorySegment length) {
         try {
             return Libc.ret(capture, (int) GETSOCKOPT.invokeExact(capture, fd, level, name, value.address(), length.address()));

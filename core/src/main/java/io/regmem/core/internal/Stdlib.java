@@ -41,6 +41,7 @@ public final class Stdlib {
         }
     }
 
+    /** {@code fclose(stream)}: 0, or EOF. */
     public static int fclose(long stream) {
         try {
             return (int) FCLOSE.invokeExact(stream);
@@ -49,6 +50,7 @@ public final class Stdlib {
         }
     }
 
+    /** {@code free(p)}. */
     public static void free(long p) {
         try {
             FREE.invokeExact(p);

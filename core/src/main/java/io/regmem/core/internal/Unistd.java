@@ -29,6 +29,7 @@ public final class Unistd {
     private Unistd() {
     }
 
+    /** {@code close(fd)}: 0, or -errno. */
     public static int close(MemorySegment capture, int fd) {
         try {
             return Libc.ret(capture, (int) CLOSE.invokeExact(capture, fd));
@@ -37,6 +38,7 @@ public final class Unistd {
         }
     }
 
+    /** {@code ftruncate(fd, length)}: 0, or -errno. */
     public static int ftruncate(MemorySegment capture, int fd, long length) {
         try {
             return Libc.ret(capture, (int) FTRUNCATE.invokeExact(capture, fd, length));
@@ -45,6 +47,7 @@ public final class Unistd {
         }
     }
 
+    /** {@code lseek(fd, offset, whence)}: the new offset, or -errno. */
     public static long lseek(MemorySegment capture, int fd, long offset, int whence) {
         try {
             return Libc.retLong(capture, (long) LSEEK.invokeExact(capture, fd, offset, whence));

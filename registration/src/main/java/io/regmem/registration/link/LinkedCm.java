@@ -318,18 +318,22 @@ public abstract class LinkedCm implements ProviderCm {
     public final void destroy() {
         cut();
         local.destroy();
-        synchronized (CM) {
-            if (server != null) {
-                server.close();
-                server = null;
-            }
-            if (bound != null) {
-                try {
-                    bound.close();
-                } catch (IOException ignored) {
-                    // closed as far as it goes
-                }
-                bound = null;
+        Listener l;
+        ServerSocket b;
+        synchronized (CM) { // taken out under the lock (no request is admitted after), closed outside it
+            l = server;
+            b = bound;
+            server = null;
+            bound = null;
+        }
+        if (l != null) {
+            l.close(); // waits for its accepting thread: not under the JVM-wide lock
+        }
+        if (b != null) {
+            try {
+                b.close();
+            } catch (IOException ignored) {
+                // closed as far as it goes
             }
         }
     }

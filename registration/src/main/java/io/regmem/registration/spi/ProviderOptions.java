@@ -30,6 +30,7 @@ public final class ProviderOptions {
             .map(RecordComponent::getName).collect(Collectors.toUnmodifiableSet());
     /** The idle strategies a progress thread takes, by name. */
     public static final String IDLE_STRATEGIES = "busy, yield, backoff or sleep";
+    private static final Set<String> IDLE_NAMES = Set.of("busy", "yield", "backoff", "sleep");
 
     private final String provider;
     private final Map<String, String> options;
@@ -119,7 +120,9 @@ public final class ProviderOptions {
     /** The {@code idleStrategy} option's name ({@value #IDLE_STRATEGIES}; default {@code backoff}), checked. */
     public String idleStrategyName() {
         String name = options.getOrDefault("idleStrategy", "backoff");
-        idleStrategy(name);
+        if (!IDLE_NAMES.contains(name)) {
+            throw invalid("idleStrategy must be " + IDLE_STRATEGIES + ", got " + name);
+        }
         return name;
     }
 
@@ -142,8 +145,7 @@ public final class ProviderOptions {
             case "busy" -> new BusySpinIdleStrategy();
             case "yield" -> new YieldingIdleStrategy();
             case "backoff" -> new BackoffIdleStrategy(64, 64, 1_000, 1_000_000);
-            case "sleep" -> new SleepingIdleStrategy(100_000);
-            default -> throw invalid("idleStrategy must be " + IDLE_STRATEGIES + ", got " + name);
+            default -> new SleepingIdleStrategy(100_000); // "sleep" (the name was checked)
         };
     }
 
