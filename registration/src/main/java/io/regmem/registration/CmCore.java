@@ -54,7 +54,7 @@ final class CmCore extends ProviderState implements CmContext {
     public CmContext newRequest(byte[] privateData, String peerAddress) {
         // Not under this (the listener's) device lock: the caller may hold another device's.
         // The tracker is concurrent.
-        CmId request = new CmId(id.device());
+        CmId request = new CmId(id.device(), id.portSpace());
         request.conn = CmId.ConnState.REQUESTED;
         request.listener = id;
         request.handler = id.handler; // a request inherits its listener's handler

@@ -66,8 +66,16 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     /** What the provider sees of this ID. */
     final CmCore context = new CmCore(this);
 
-    CmId(RdmaDevice device) {
+    private final PortSpace portSpace;
+
+    CmId(RdmaDevice device, PortSpace portSpace) {
         super(device, "CmId", null);
+        this.portSpace = portSpace;
+    }
+
+    /** The port space the ID was created in ({@link RdmaDevice#createCmId(PortSpace)}): it decides its QP's type. */
+    public PortSpace portSpace() {
+        return portSpace;
     }
 
     /** Creates the provider's half; throws before the ID is tracked, so nothing is created then. */
@@ -220,6 +228,10 @@ public final class CmId extends RdmaResource implements AutoCloseable {
         try {
             synchronized (device.lock) {
                 checkAlive("connect");
+                if (portSpace == PortSpace.UDP) {
+                    throw new RdmaException(Errno.EOPNOTSUPP, this + ": connect on a UDP port space ID: its UD QP sends "
+                            + "to address handles (WorkRequest.ud) without a connection");
+                }
                 if (qp == null) {
                     throw new RdmaException(Errno.EINVAL, this + ": connect needs a QP: createQp(pd, attributes) first (as "
                             + "rdma_create_qp before rdma_connect)");

@@ -31,12 +31,19 @@ final class CmQps {
         int ctxs = attrs.maxRdmaCtxs();
         long extra = RwSizing.maxSendWr(device.attributes(), device.rwForceMr(), ctxs, attrs.integrity());
         int sendWr = (int) Math.min(device.attributes().maxQpWr(), attrs.maxSendWr() + extra);
-        QueuePair created = new QueuePair(id, pd, attrs, sendWr);
-        created.provider = device.provider().createQp(created.context); // throws: nothing created
+        int qpNum = QpNumbers.allocate();
+        QueuePair created = new QueuePair(id, pd, attrs, sendWr, qpNum);
         try {
-            created.createMrPools(ctxs, attrs.integrity()); // throws: nothing created
+            created.provider = device.provider().createQp(created.context); // throws: nothing created
+        } catch (RuntimeException e) {
+            QpNumbers.release(qpNum);
+            throw e;
+        }
+        try {
+            createMrPools(created, pd, ctxs, attrs.integrity()); // throws: nothing created
         } catch (RuntimeException e) {
             created.provider.destroy();
+            QpNumbers.release(qpNum);
             throw e;
         }
         pd.retain();
@@ -52,6 +59,9 @@ final class CmQps {
             rcq.provider.attach(created.provider, false, true);
         }
         device.tracker.add(created);
+        if (created.qpType() == QpType.UD) {
+            created.ready(); // rdma_create_qp moves a UD QP of a bound ID to RTS at once
+        }
         return created;
     }
 
@@ -65,6 +75,7 @@ final class CmQps {
             throw new RdmaException(Errno.EBUSY, id + ": cannot destroy " + q + ": " + held + " pool MR(s) are "
                     + "still held by live rw contexts (mrs_used); destroy the contexts first");
         }
+        Multicast.detachAll(q); // as uverbs does at destroy: no group delivers here any more
         q.postLock.lock(); // no post is in progress, and none starts (the QP is in the error state)
         q.lock.lock();
         try {
@@ -83,8 +94,10 @@ final class CmQps {
         if (q.recvCq() != q.sendCq()) {
             q.recvCq().provider.detach(q.provider());
         }
-        q.destroyMrPools();
+        q.rdmaMrs.destroy();
+        q.sigMrs.destroy();
         q.markDestroyed();
+        QpNumbers.release(q.qpNum());
         q.pd().release();
         q.sendCq().release();
         q.recvCq().release();
@@ -94,6 +107,18 @@ final class CmQps {
         q.sendCq().detach(q);
         if (q.recvCq() != q.sendCq()) {
             q.recvCq().detach(q);
+        }
+    }
+
+    /** Creates {@code qp}'s rw MR pools: c fast-reg MRs, plus c signature MRs with integrity. */
+    private static void createMrPools(QueuePair qp, ProtectionDomain pd, int ctxs, boolean integrity) {
+        int pages = RwSizing.frPageListLen(qp.device.attributes());
+        qp.rdmaMrs = new MrPool(qp, pd, ctxs, pages, false);
+        try {
+            qp.sigMrs = new MrPool(qp, pd, integrity ? ctxs : 0, pages, true);
+        } catch (RuntimeException e) {
+            qp.rdmaMrs.destroy();
+            throw e;
         }
     }
 }

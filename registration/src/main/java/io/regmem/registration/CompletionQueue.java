@@ -322,6 +322,8 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         to.withInv = from.withInv;
         to.fromRecvQueue = from.fromRecvQueue;
         to.queueSeq = from.queueSeq;
+        to.srcQp = from.srcQp;
+        to.source = from.source;
     }
 
     /**
@@ -329,16 +331,16 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
      * overrun: the caller moves the QP to the error state).
      */
     boolean push(QueuePair qp, boolean recv, long seq, long wrId, WcStatus status, Opcode op, long bytes,
-                 boolean withImm, int imm, boolean withInv, int invRkey, boolean solicited) {
+                 boolean withImm, int imm, boolean withInv, int invRkey, boolean solicited, int srcQp, AhAttributes source) {
         assert qp.lock.isHeldByCurrentThread() : qp + ": a provider completed a request without holding the QP's lock";
         ReentrantLock p = producer;
         boolean added;
         if (p == qp.lock) { // the sole user: its lock, which the caller holds, orders every add
-            added = add(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey);
+            added = add(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey, srcQp, source);
         } else {
             sharedProducer.lock();
             try {
-                added = add(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey);
+                added = add(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey, srcQp, source);
             } finally {
                 sharedProducer.unlock();
             }
@@ -352,7 +354,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     }
 
     private boolean add(QueuePair qp, boolean recv, long seq, long wrId, WcStatus status, Opcode op, long bytes,
-                        boolean withImm, int imm, boolean withInv, int invRkey) {
+                        boolean withImm, int imm, boolean withInv, int invRkey, int srcQp, AhAttributes source) {
         long t = tail;
         if (t - head == depth) {
             if (!overrun) {
@@ -374,6 +376,8 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         wc.immData = withImm ? imm : 0;
         wc.withInv = withInv;
         wc.invalidatedRkey = withInv ? invRkey : 0;
+        wc.srcQp = srcQp;
+        wc.source = source;
         TAIL.setRelease(this, t + 1);
         return true;
     }

@@ -21,32 +21,57 @@ import java.util.Map;
  * @param integrityHandover     T10-PI signature offload ({@code IBK_INTEGRITY_HANDOVER}): integrity MRs and
  *                              QPs created with {@link QpInitAttributes#integrity(boolean)}; without it both
  *                              are refused with {@link Errno#EOPNOTSUPP}
+ * @param activeMtu             the port's path MTU in bytes ({@code ibv_port_attr.active_mtu}: 256, 512, 1024,
+ *                              2048 or 4096): the largest message an unreliable-datagram QP sends
+ * @param maxMcastGroups        multicast groups the device's QPs may be attached to at once
+ *                              ({@code max_mcast_grp}); 0: no multicast (a join or attach is
+ *                              {@link Errno#EOPNOTSUPP})
+ * @param maxMcastQpAttach      QPs of the device attached to one group ({@code max_mcast_qp_attach})
  */
 public record DeviceAttributes(int maxSendSge, int maxRecvSge, int maxSgeRd, int maxSglRd, int maxFastRegPageListLen,
                                int maxQpWr, int maxCqe, long maxMrSize, long pageSize, boolean iWarp,
-                               boolean integrityHandover) {
+                               boolean integrityHandover, int activeMtu, int maxMcastGroups, int maxMcastQpAttach) {
 
-    /** Checks the limits: every count positive ({@code maxSglRd} may be 0), the page size a power of two. */
+    /** The path MTUs a port may have ({@code enum ibv_mtu}), in bytes. */
+    private static final int[] MTUS = {256, 512, 1024, 2048, 4096};
+
+    /**
+     * Checks the limits: every count positive ({@code maxSglRd} and the multicast limits may be 0, the
+     * latter two both or neither), the page size a power of two, the MTU one of 256 to 4096.
+     */
     public DeviceAttributes {
         if (maxSendSge < 1 || maxRecvSge < 1 || maxSgeRd < 1 || maxSglRd < 0 || maxFastRegPageListLen < 1
-                || maxQpWr < 1 || maxCqe < 1 || maxMrSize < 1 || Long.bitCount(pageSize) != 1) {
-            throw new RdmaException(Errno.EINVAL, "DeviceAttributes: every limit must be positive (maxSglRd may be 0) "
-                    + "and pageSize a power of two: " + describe(maxSendSge, maxRecvSge, maxSgeRd, maxSglRd,
-                    maxFastRegPageListLen, maxQpWr, maxCqe, maxMrSize, pageSize));
+                || maxQpWr < 1 || maxCqe < 1 || maxMrSize < 1 || Long.bitCount(pageSize) != 1
+                || Arrays.stream(MTUS).noneMatch(m -> m == activeMtu) || maxMcastGroups < 0 || maxMcastQpAttach < 0
+                || (maxMcastGroups == 0) != (maxMcastQpAttach == 0)) {
+            throw new RdmaException(Errno.EINVAL, "DeviceAttributes: every limit must be positive (maxSglRd may be 0; "
+                    + "maxMcastGroups and maxMcastQpAttach both 0 or both positive), pageSize a power of two and "
+                    + "activeMtu one of " + Arrays.toString(MTUS) + ": " + describe(maxSendSge, maxRecvSge, maxSgeRd,
+                    maxSglRd, maxFastRegPageListLen, maxQpWr, maxCqe, maxMrSize, pageSize, activeMtu, maxMcastGroups,
+                    maxMcastQpAttach));
         }
     }
 
-    /** The limits with signature offload (as every device before the capability existed). */
+    /**
+     * The limits with signature offload (as every device before the capability existed), a 4096-byte
+     * MTU and rxe's multicast limits (8192 groups, 56 QPs per group).
+     */
     public DeviceAttributes(int maxSendSge, int maxRecvSge, int maxSgeRd, int maxSglRd, int maxFastRegPageListLen,
                             int maxQpWr, int maxCqe, long maxMrSize, long pageSize, boolean iWarp) {
         this(maxSendSge, maxRecvSge, maxSgeRd, maxSglRd, maxFastRegPageListLen, maxQpWr, maxCqe, maxMrSize, pageSize,
-                iWarp, true);
+                iWarp, true, 4096, 8192, 56);
     }
 
     /** These attributes without (or with) signature offload. */
     public DeviceAttributes withIntegrityHandover(boolean on) {
         return new DeviceAttributes(maxSendSge, maxRecvSge, maxSgeRd, maxSglRd, maxFastRegPageListLen, maxQpWr, maxCqe,
-                maxMrSize, pageSize, iWarp, on);
+                maxMrSize, pageSize, iWarp, on, activeMtu, maxMcastGroups, maxMcastQpAttach);
+    }
+
+    /** These attributes without multicast ({@code maxMcastGroups} and {@code maxMcastQpAttach} 0). */
+    public DeviceAttributes withoutMulticast() {
+        return new DeviceAttributes(maxSendSge, maxRecvSge, maxSgeRd, maxSglRd, maxFastRegPageListLen, maxQpWr, maxCqe,
+                maxMrSize, pageSize, iWarp, integrityHandover, activeMtu, 0, 0);
     }
 
     private static String describe(Object... v) {
@@ -55,10 +80,10 @@ public record DeviceAttributes(int maxSendSge, int maxRecvSge, int maxSgeRd, int
 
     /**
      * Limits like a current RoCE/InfiniBand NIC's: 30 SGEs, 512-page fast-reg lists, 32768-deep queues,
-     * signature offload.
+     * signature offload, a 4096-byte path MTU, 8192 multicast groups of up to 56 QPs each (rxe's).
      */
     public static DeviceAttributes defaults() {
-        return new DeviceAttributes(30, 30, 30, 0, 512, 32768, 1 << 22, Long.MAX_VALUE, 4096, false, true);
+        return new DeviceAttributes(30, 30, 30, 0, 512, 32768, 1 << 22, Long.MAX_VALUE, 4096, false, true, 4096, 8192, 56);
     }
 
     /**
@@ -78,7 +103,9 @@ public record DeviceAttributes(int maxSendSge, int maxRecvSge, int maxSgeRd, int
                     options.containsKey("pageSize") ? Long.parseLong(options.get("pageSize")) : pageSize,
                     options.containsKey("iWarp") ? parseBoolean("iWarp", options.get("iWarp")) : iWarp,
                     options.containsKey("integrityHandover")
-                            ? parseBoolean("integrityHandover", options.get("integrityHandover")) : integrityHandover);
+                            ? parseBoolean("integrityHandover", options.get("integrityHandover")) : integrityHandover,
+                    intOpt(options, "activeMtu", activeMtu), intOpt(options, "maxMcastGroups", maxMcastGroups),
+                    intOpt(options, "maxMcastQpAttach", maxMcastQpAttach));
         } catch (NumberFormatException e) {
             throw new RdmaException(Errno.EINVAL, "DeviceAttributes: option value is not a number: " + e.getMessage(), e);
         }

@@ -16,6 +16,8 @@ public final class DeviceCounters {
     private final LongAdder retiredPolled = new LongAdder();
     private final AtomicLongArray retiredByStatus = new AtomicLongArray(WcStatus.values().length);
     private final LongAdder retiredFailed = new LongAdder();
+    /** Datagrams dropped, by {@link DatagramDrop} (drops only: never on a delivered datagram's path). */
+    private final AtomicLongArray dropped = new AtomicLongArray(DatagramDrop.values().length);
 
     DeviceCounters(RdmaDevice device) {
         this.device = device;
@@ -65,6 +67,29 @@ public final class DeviceCounters {
             }
         }
         return n;
+    }
+
+    /**
+     * Unreliable datagrams addressed to this device's QPs and dropped for {@code reason} (a NIC's
+     * {@code qkey_viol_cntr} for {@link DatagramDrop#QKEY}; its no-WQE counter for
+     * {@link DatagramDrop#NO_RECEIVE}).
+     */
+    public long datagramsDropped(DatagramDrop reason) {
+        return dropped.get(reason.ordinal());
+    }
+
+    /** Unreliable datagrams addressed to this device's QPs and dropped, for every reason. */
+    public long datagramsDropped() {
+        long n = 0;
+        for (int i = 0; i < dropped.length(); i++) {
+            n += dropped.get(i);
+        }
+        return n;
+    }
+
+    /** A datagram for one of this device's QPs was dropped (any thread). */
+    void dropped(DatagramDrop reason) {
+        dropped.incrementAndGet(reason.ordinal());
     }
 
     /** A destroyed CQ's counts, kept in the device's totals. */

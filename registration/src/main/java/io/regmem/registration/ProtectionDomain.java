@@ -11,7 +11,8 @@ import java.util.function.Supplier;
 
 /**
  * A protection domain ({@code ib_alloc_pd}): the scope in which memory regions and queue pairs may
- * be used together. It counts its children ({@link #useCount()}: live MRs, memory windows and QPs);
+ * be used together. It counts its children ({@link #useCount()}: live MRs, memory windows, SRQs,
+ * address handles and QPs);
  * closing it while any is alive fails with {@link Errno#EBUSY} and leaves it usable.
  */
 public final class ProtectionDomain extends CountedResource implements AutoCloseable {
@@ -242,6 +243,45 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
     }
 
     /**
+     * Creates an address handle ({@code ibv_create_ah}) for unreliable-datagram sends of this PD's
+     * QPs. Counted as a child of this PD.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for null attributes; {@link Errno#EOPNOTSUPP} on a
+     *                       device that carries no datagrams; {@link Errno#EBADF} if the PD was deallocated
+     */
+    public AddressHandle createAh(AhAttributes attributes) {
+        if (attributes == null) {
+            throw new RdmaException(Errno.EINVAL, this + ": createAh needs attributes, got null");
+        }
+        synchronized (device.lock) {
+            checkAlive("createAh");
+            if (!device.supportsDatagrams()) {
+                throw new RdmaException(Errno.EOPNOTSUPP, this + ": createAh on device " + device.name() + ", whose provider "
+                        + device.providerName() + " carries no datagrams");
+            }
+            AddressHandle ah = new AddressHandle(this, attributes);
+            retain();
+            device.tracker.add(ah);
+            return ah;
+        }
+    }
+
+    /**
+     * Creates an address handle that answers the sender of a received datagram
+     * ({@code ibv_create_ah_from_wc}): from its completion's {@link WorkCompletion#source()}.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a completion that is not a successful receive of an
+     *                       unreliable-datagram QP (it carries no GRH); else as {@link #createAh}
+     */
+    public AddressHandle createAhFromWc(WorkCompletion wc) {
+        if (wc == null || !wc.withGrh() || wc.source() == null) {
+            throw new RdmaException(Errno.EINVAL, this + ": createAhFromWc needs the completion of a datagram received "
+                    + "by a UD QP (one with a GRH), got " + wc);
+        }
+        return createAh(wc.source());
+    }
+
+    /**
      * Deallocates the PD ({@code ib_dealloc_pd}).
      *
      * @throws RdmaException {@link Errno#EBUSY} naming the count while MRs or QPs are alive (the PD stays
@@ -250,7 +290,7 @@ public final class ProtectionDomain extends CountedResource implements AutoClose
     @Override
     public void close() {
         synchronized (device.lock) {
-            destroyUnlessCounted("deallocate", "live memory region(s), window(s), shared receive queue(s) and queue pair(s)", "destroy them first");
+            destroyUnlessCounted("deallocate", "live memory region(s), window(s), shared receive queue(s), address handle(s) and queue pair(s)", "destroy them first");
         }
     }
 }

@@ -55,6 +55,17 @@ final class QpChecks {
         if (attrs.maxRdmaCtxs() < 0) {
             throw new RdmaException(Errno.EINVAL, id + ": maxRdmaCtxs " + attrs.maxRdmaCtxs() + " is negative");
         }
+        if (id.portSpace() == PortSpace.UDP) {
+            if (attrs.maxRdmaCtxs() != 0 || attrs.integrity()) {
+                throw new RdmaException(Errno.EINVAL, id + ": a UD QP has no rw contexts or integrity (they need RDMA READ "
+                        + "and WRITE, which UD does not carry): maxRdmaCtxs " + attrs.maxRdmaCtxs() + ", integrity "
+                        + attrs.integrity());
+            }
+            if (attrs.qkey() < 0) {
+                throw new RdmaException(Errno.EINVAL, id + ": Q_Key 0x" + Integer.toHexString(attrs.qkey())
+                        + " has its top bit set (reserved: a send's Q_Key with it means the sender's own)");
+            }
+        }
         if (attrs.integrity() && !a.integrityHandover()) {
             throw new RdmaException(Errno.EOPNOTSUPP, id + ": createQp with integrity on device " + device.name()
                     + ", which has no signature offload (DeviceAttributes.integrityHandover is false)");

@@ -85,7 +85,7 @@ final class QpCore extends ProviderState implements QpContext {
     public void completeSend(WcStatus status, long bytes) {
         Wqe w = qp.sq.peek();
         boolean ok = status == WcStatus.SUCCESS;
-        qp.complete(qp.sq, qp.sendCq(), false, status, w.opcode, ok ? bytes : 0, !ok || w.signaled, false, 0, false, 0, false);
+        complete(qp.sq, qp.sendCq(), false, status, w.opcode, ok ? bytes : 0, !ok || w.signaled, false, 0, false, 0, false, 0, null);
         if (!ok) {
             qp.toError("a send request failed");
         }
@@ -100,10 +100,10 @@ final class QpCore extends ProviderState implements QpContext {
     public void completeRecv(WcStatus status, Opcode opcode, long bytes, boolean withImm, int immData,
                              boolean withInvalidate, int invalidatedRkey, boolean solicited) {
         if (qp.srqHold != null) {
-            qp.srqHold.complete(status, opcode, bytes, withImm, immData, withInvalidate, invalidatedRkey, solicited);
+            qp.srqHold.complete(status, opcode, bytes, withImm, immData, withInvalidate, invalidatedRkey, solicited, 0, null);
         } else {
-            qp.complete(qp.rq, qp.recvCq(), true, status, opcode, bytes, true, withImm, immData, withInvalidate, invalidatedRkey,
-                    solicited);
+            complete(qp.rq, qp.recvCq(), true, status, opcode, bytes, true, withImm, immData, withInvalidate, invalidatedRkey,
+                    solicited, 0, null);
         }
         if (status != WcStatus.SUCCESS) {
             qp.toError("a receive failed");
@@ -130,18 +130,116 @@ final class QpCore extends ProviderState implements QpContext {
         qp.toError("the provider moved it to the error state (the peer or the transport failed)");
     }
 
-    @Override
-    public void fatal(String why) {
-        qp.fatal(why);
-    }
-
-    @Override
-    public void flush() {
-        qp.flush();
-    }
 
     @Override
     public MemoryAccess memory() {
         return memory;
+    }
+
+    // ---- unreliable datagrams --------------------------------------------------------------------
+
+    @Override
+    public QpType qpType() {
+        return qp.qpType();
+    }
+
+    @Override
+    public int qpNum() {
+        return qp.qpNum();
+    }
+
+    @Override
+    public int qkey() {
+        return qp.qkey();
+    }
+
+    @Override
+    public boolean blocksSelfMulticastLoopback() {
+        return qp.blocksSelfMulticastLoopback();
+    }
+
+    @Override
+    public int pathMtu() {
+        return qp.device.attributes().activeMtu();
+    }
+
+    @Override
+    public void completeDatagram(long bytes, boolean withImm, int immData, boolean solicited, int srcQp, AhAttributes source) {
+        if (qp.srqHold != null) {
+            qp.srqHold.complete(WcStatus.SUCCESS, Opcode.RECV, bytes, withImm, immData, false, 0, solicited, srcQp, source);
+        } else {
+            complete(qp.rq, qp.recvCq(), true, WcStatus.SUCCESS, Opcode.RECV, bytes, true, withImm, immData, false, 0, solicited,
+                    srcQp, source);
+        }
+    }
+
+    @Override
+    public void dropDatagram(DatagramDrop reason) {
+        qp.device.counters.dropped(reason);
+    }
+
+    // ---- completing and flushing (lock held) -------------------------------------------------------
+
+    /** Completes the head of {@code q} (lock held): records the completion before the head moves on. */
+    void complete(WorkQueue q, CompletionQueue cq, boolean recv, WcStatus status, Opcode op, long bytes,
+                  boolean generate, boolean withImm, int imm, boolean withInv, int invRkey, boolean solicited, int srcQp,
+                  AhAttributes source) {
+        Wqe w = q.peek();
+        long seq = q.headSeq();
+        if (!generate) {
+            q.pop(); // an unsignaled success: its slot is retired with the next polled completion
+            return;
+        }
+        q.produced(seq);
+        q.pop();
+        if (!cq.push(qp, recv, seq, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey, solicited, srcQp, source)) {
+            lostCompletion(cq);
+            cq.retire(q, seq);
+        }
+    }
+
+    /** A completion of this QP found {@code cq} full and was lost: the QP can no longer be trusted (lock held). */
+    void lostCompletion(CompletionQueue cq) {
+        fatal("a completion was lost because " + cq + " overran");
+    }
+
+    /** Moves to the error state for {@code why}, raising QP_FATAL if it was not there already (any thread). */
+    @Override
+    public void fatal(String why) {
+        boolean was = qp.state() == QueuePair.State.ERROR;
+        qp.toError(why);
+        if (!was) {
+            qp.device.raiseAsync(AsyncEvent.Type.QP_FATAL, qp, qp + " moved to the error state: " + why);
+        }
+    }
+
+    /** In the error state: every queued request completes with WR_FLUSH_ERR; then the slots settle (lock held). */
+    @Override
+    public void flush() {
+        Wqe w;
+        int sends = 0;
+        int receives = 0;
+        while ((w = qp.sq.peek()) != null) {
+            complete(qp.sq, qp.sendCq(), false, WcStatus.WR_FLUSH_ERR, w.opcode, 0, true, false, 0, false, 0, false, 0, null);
+            sends++;
+        }
+        while (qp.rq.peek() != null) {
+            complete(qp.rq, qp.recvCq(), true, WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, true, false, 0, false, 0, false, 0, null);
+            receives++;
+        }
+        if (qp.srqHold != null) {
+            receives += qp.srqHold.flush();
+        }
+        if (sends + receives > 0) {
+            RegistrationEvents.QpFlush event = new RegistrationEvents.QpFlush();
+            if (event.shouldCommit()) {
+                event.qp = qp.toString();
+                event.sends = sends;
+                event.receives = receives;
+                event.commit();
+            }
+        }
+        qp.sendCq().settle(qp.sq);
+        qp.recvCq().settle(qp.rq);
     }
 }

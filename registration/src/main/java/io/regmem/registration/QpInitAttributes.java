@@ -22,6 +22,11 @@ public final class QpInitAttributes {
     private int minRnrTimer = 12;
     private int maxInlineData;
     private SharedReceiveQueue srq;
+    private int qkey = RDMA_UDP_QKEY;
+    private boolean blockSelfMulticastLoopback;
+
+    /** The Q_Key rdma_cm gives the QPs of its UDP port space ({@code RDMA_UDP_QKEY}). */
+    public static final int RDMA_UDP_QKEY = 0x01234567;
 
     /** The largest {@link #maxInlineData(int)} a QP may ask for. */
     public static final int MAX_INLINE_DATA = 1024;
@@ -146,6 +151,36 @@ public final class QpInitAttributes {
     public QpInitAttributes srq(SharedReceiveQueue srq) {
         this.srq = srq;
         return this;
+    }
+
+    /**
+     * An unreliable-datagram QP's Q_Key (default {@link #RDMA_UDP_QKEY}, as rdma_cm sets for its UDP
+     * port space); a datagram that names another is dropped at this QP. Its top bit must be clear (a
+     * send's Q_Key with the top bit set means the sender's own). Ignored for RC QPs.
+     */
+    public QpInitAttributes qkey(int qkey) {
+        this.qkey = qkey;
+        return this;
+    }
+
+    /** The UD Q_Key ({@link #qkey(int)}). */
+    public int qkey() {
+        return qkey;
+    }
+
+    /**
+     * True: this UD QP does not receive its own multicast sends ({@code IBV_QP_CREATE_BLOCK_SELF_MCAST_LB});
+     * false (the default): a QP attached to a group it sends to receives its own datagrams, as
+     * every other member does.
+     */
+    public QpInitAttributes blockSelfMulticastLoopback(boolean block) {
+        this.blockSelfMulticastLoopback = block;
+        return this;
+    }
+
+    /** Whether multicast loopback to the sending QP is blocked ({@link #blockSelfMulticastLoopback(boolean)}). */
+    public boolean blockSelfMulticastLoopback() {
+        return blockSelfMulticastLoopback;
     }
 
     /** The shared receive queue ({@link #srq(SharedReceiveQueue)}), or null. */

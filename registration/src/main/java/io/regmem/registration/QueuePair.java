@@ -2,17 +2,29 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.internal.RwSizing;
 import io.regmem.registration.spi.ProviderQp;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.net.InetAddress;
+import java.util.HashSet;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * A reliable-connected queue pair, created and destroyed through its {@link CmId}
- * ({@code rdma_create_qp} / {@code rdma_destroy_qp}). It holds one reference on its PD and on each
- * of its CQs for its whole life.
+ * A queue pair, created and destroyed through its {@link CmId} ({@code rdma_create_qp} /
+ * {@code rdma_destroy_qp}): reliable connected ({@link QpType#RC}) on a {@link PortSpace#TCP} ID,
+ * unreliable datagram ({@link QpType#UD}) on a {@link PortSpace#UDP} one. It holds one reference on
+ * its PD and on each of its CQs for its whole life.
+ *
+ * <p><b>Unreliable datagrams.</b> A UD QP is ready to send once created (as rdma_cm moves it to RTS
+ * on a bound ID). Each send names its destination ({@link WorkRequest#ud}); only SEND and
+ * SEND_WITH_IMM; every receive's buffer starts with the 40-byte GRH area. A datagram that finds no
+ * receive, too small a one, or another Q_Key is dropped and counted
+ * ({@link DeviceCounters#datagramsDropped(DatagramDrop)}); one larger than the path MTU is never
+ * sent and its send still completes successfully (IBA C10-93.1.1; the device option
+ * {@code udOversizeError=true} makes it a {@link WcStatus#LOC_LEN_ERR} completion instead). A UD QP
+ * never enters the error state because of its peers. {@link #attachMulticast} joins it to a group.
  *
  * <p><b>Posting.</b> {@link #postSend} and {@link #postRecv} copy a chain of reusable
  * {@link WorkRequest}s into the queue: the whole chain or nothing (a bad request or a full queue
@@ -43,6 +55,10 @@ public final class QueuePair extends RdmaResource {
 
     private final CmId cmId;
     private final ProtectionDomain pd;
+    private final QpType type;
+    private final int qpNum;
+    private final int qkey;
+    private final boolean blockSelfMulticastLoopback;
     private final CompletionQueue sendCq;
     private final CompletionQueue recvCq;
     private final int maxSendWr;
@@ -61,8 +77,11 @@ public final class QueuePair extends RdmaResource {
     /** The send queue's inline slots ({@code maxInlineData} bytes each), or null without inline data. */
     private final Arena inlineArena;
     private volatile State state = State.INIT;
-    private MrPool rdmaMrs;
-    private MrPool sigMrs;
+    /** The multicast groups it is attached to ({@link Multicast}; device lock). */
+    final Set<InetAddress> groups = new HashSet<>();
+    /** The rw contexts' MR pools ({@link CmQps} makes and unmakes them). */
+    MrPool rdmaMrs;
+    MrPool sigMrs;
     final WorkQueue sq;
     final WorkQueue rq;
     /** The execution lock: taking requests off the queues and completing them ({@code QpContext.lock()}). */
@@ -78,10 +97,14 @@ public final class QueuePair extends RdmaResource {
     /** The provider's half (set once, at creation). */
     ProviderQp provider;
 
-    QueuePair(CmId cmId, ProtectionDomain pd, QpInitAttributes attrs, int maxSendWr) {
+    QueuePair(CmId cmId, ProtectionDomain pd, QpInitAttributes attrs, int maxSendWr, int qpNum) {
         super(pd.device, "QueuePair", null);
         this.cmId = cmId;
         this.pd = pd;
+        this.type = cmId.portSpace() == PortSpace.UDP ? QpType.UD : QpType.RC;
+        this.qpNum = qpNum;
+        this.qkey = attrs.qkey();
+        this.blockSelfMulticastLoopback = attrs.blockSelfMulticastLoopback();
         this.sendCq = attrs.sendCq();
         this.recvCq = attrs.recvCq();
         this.maxSendWr = maxSendWr;
@@ -100,23 +123,6 @@ public final class QueuePair extends RdmaResource {
                 : inlineArena.allocate((long) WorkQueue.slots(maxSendWr) * maxInlineData, 64);
         this.sq = new WorkQueue(maxSendWr, maxSendSge, inlineArea, maxInlineData);
         this.rq = srq == null ? new WorkQueue(maxRecvWr, maxRecvSge) : new WorkQueue(1, 1);
-    }
-
-    /** Creates the rw MR pools: c fast-reg MRs, plus c signature MRs with integrity. */
-    void createMrPools(int ctxs, boolean integrity) {
-        int pages = RwSizing.frPageListLen(device.attributes());
-        rdmaMrs = new MrPool(this, pd, ctxs, pages, false);
-        try {
-            sigMrs = new MrPool(this, pd, integrity ? ctxs : 0, pages, true);
-        } catch (RuntimeException e) {
-            rdmaMrs.destroy();
-            throw e;
-        }
-    }
-
-    void destroyMrPools() {
-        rdmaMrs.destroy();
-        sigMrs.destroy();
     }
 
     /** The fast-reg MRs for rw contexts ({@code qp->rdma_mrs}): {@link QpInitAttributes#maxRdmaCtxs(int)} of them. */
@@ -208,7 +214,7 @@ public final class QueuePair extends RdmaResource {
     void stopAndFlush() {
         toError("drained");
         provider.stop();
-        flush();
+        context.flush();
     }
 
     /**
@@ -306,66 +312,54 @@ public final class QueuePair extends RdmaResource {
         }
     }
 
-    // ---- the provider's view -------------------------------------------------------------------
-
-    /** Completes the head of {@code q} (lock held): records the completion before the head moves on. */
-    void complete(WorkQueue q, CompletionQueue cq, boolean recv, WcStatus status, Opcode op, long bytes,
-                          boolean generate, boolean withImm, int imm, boolean withInv, int invRkey, boolean solicited) {
-        Wqe w = q.peek();
-        long seq = q.headSeq();
-        if (!generate) {
-            q.pop(); // an unsignaled success: its slot is retired with the next polled completion
-            return;
-        }
-        q.produced(seq);
-        q.pop();
-        if (!cq.push(this, recv, seq, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey, solicited)) {
-            lostCompletion(cq);
-            cq.retire(q, seq);
-        }
+    /** The QP's type: {@link QpType#UD} on a {@link PortSpace#UDP} ID, else {@link QpType#RC}. */
+    public QpType qpType() {
+        return type;
     }
 
-    /** A completion of this QP found {@code cq} full and was lost: the QP can no longer be trusted (lock held). */
-    void lostCompletion(CompletionQueue cq) {
-        fatal("a completion was lost because " + cq + " overran");
+    /**
+     * The QP's number ({@code qp_num}): 24 bits, unique among the live QPs of this JVM; a datagram's
+     * sender names it as the destination ({@link WorkRequest#ud}) and a receiver reads it as
+     * {@link WorkCompletion#srcQp()}.
+     */
+    public int qpNum() {
+        return qpNum;
     }
 
-    /** Moves to the error state for {@code why}, raising QP_FATAL if it was not there already (any thread). */
-    void fatal(String why) {
-        boolean was = state == State.ERROR;
-        toError(why);
-        if (!was) {
-            device.raiseAsync(AsyncEvent.Type.QP_FATAL, this, this + " moved to the error state: " + why);
-        }
+    /** A UD QP's Q_Key ({@link QpInitAttributes#qkey(int)}). */
+    public int qkey() {
+        return qkey;
     }
 
-    /** In the error state: every queued request completes with WR_FLUSH_ERR; then the slots settle (lock held). */
-    void flush() {
-        Wqe w;
-        int sends = 0;
-        int receives = 0;
-        while ((w = sq.peek()) != null) {
-            complete(sq, sendCq, false, WcStatus.WR_FLUSH_ERR, w.opcode, 0, true, false, 0, false, 0, false);
-            sends++;
-        }
-        while (rq.peek() != null) {
-            complete(rq, recvCq, true, WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, true, false, 0, false, 0, false);
-            receives++;
-        }
-        if (srqHold != null) {
-            receives += srqHold.flush();
-        }
-        if (sends + receives > 0) {
-            RegistrationEvents.QpFlush event = new RegistrationEvents.QpFlush();
-            if (event.shouldCommit()) {
-                event.qp = toString();
-                event.sends = sends;
-                event.receives = receives;
-                event.commit();
-            }
-        }
-        sendCq.settle(sq);
-        recvCq.settle(rq);
+    /** True if this UD QP does not receive its own multicast sends ({@link QpInitAttributes#blockSelfMulticastLoopback}). */
+    public boolean blocksSelfMulticastLoopback() {
+        return blockSelfMulticastLoopback;
+    }
+
+    /**
+     * Attaches this UD QP to the multicast group {@code gid} ({@code ibv_attach_mcast}): from now on
+     * it receives one copy of every datagram sent to the group. Attaching twice changes nothing (one
+     * copy still). {@link CmId#joinMulticast} does this for a join's QP.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for an RC QP or an address that is not multicast;
+     *                       {@link Errno#EOPNOTSUPP} on a device without multicast
+     *                       ({@link DeviceAttributes#maxMcastGroups()} 0); {@link Errno#ENOMEM} beyond
+     *                       the device's {@code maxMcastGroups} or a group's {@code maxMcastQpAttach};
+     *                       {@link Errno#EBADF} if the QP was destroyed
+     */
+    public void attachMulticast(InetAddress gid) {
+        Multicast.attach(this, gid);
+    }
+
+    /**
+     * Detaches this QP from the group {@code gid} ({@code ibv_detach_mcast}): datagrams the group
+     * gets from now on are not delivered here. Destroying the QP detaches it from every group.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} if it is not attached to {@code gid};
+     *                       {@link Errno#EBADF} if the QP was destroyed
+     */
+    public void detachMulticast(InetAddress gid) {
+        Multicast.detach(this, gid);
     }
 
     /** The CM ID this QP is attached to. */

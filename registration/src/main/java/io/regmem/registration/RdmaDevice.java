@@ -6,7 +6,6 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.RdmaProvider;
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -334,24 +333,66 @@ public final class RdmaDevice implements AutoCloseable {
         }
     }
 
-    /** Creates a CM ID bound to this device ({@code rdma_create_id} plus address binding). */
+    /** Creates a CM ID bound to this device ({@code rdma_create_id} plus address binding), in {@link PortSpace#TCP}. */
     public CmId createCmId() {
+        return createCmId(PortSpace.TCP);
+    }
+
+    /**
+     * Creates a CM ID bound to this device in {@code space} ({@code rdma_create_id(..., ps)}): a QP
+     * created on a {@link PortSpace#UDP} ID is an unreliable-datagram QP.
+     *
+     * @throws RdmaException {@link Errno#EOPNOTSUPP} for {@code UDP} on a device whose provider carries
+     *                       no datagrams ({@link #supportsDatagrams()}); {@link Errno#EINVAL} for null;
+     *                       {@link Errno#EBADF} if the device is closed
+     */
+    public CmId createCmId(PortSpace space) {
+        if (space == null) {
+            throw new RdmaException(Errno.EINVAL, "RdmaDevice[" + name + "]: createCmId needs a port space (TCP or UDP)");
+        }
         synchronized (lock) {
             checkOpen("createCmId");
-            CmId id = new CmId(this);
+            if (space == PortSpace.UDP && !supportsDatagrams()) {
+                throw new RdmaException(Errno.EOPNOTSUPP, "RdmaDevice[" + name + "]: provider " + providerName()
+                        + " carries no datagrams: a UDP port space ID (UD QPs, multicast) needs the soft provider");
+            }
+            CmId id = new CmId(this, space);
             id.attachProvider();
             tracker.add(id);
             return id;
         }
     }
 
-    /** Asynchronous events not yet taken, oldest first (under their own monitor); at most {@link #ASYNC_EVENTS_KEPT}. */
-    private final ArrayDeque<AsyncEvent> asyncEvents = new ArrayDeque<>();
-    /** Events dropped because {@link #ASYNC_EVENTS_KEPT} were waiting (under the queue's monitor). */
-    private long asyncEventsDropped;
+    /**
+     * True if this device carries datagrams: {@link PortSpace#UDP} IDs, unreliable-datagram QPs,
+     * address handles and, when {@link DeviceAttributes#maxMcastGroups()} is above 0, multicast.
+     */
+    public boolean supportsDatagrams() {
+        return backend.datagrams();
+    }
+
+    /**
+     * This device's datagram port as a peer addresses it ({@code ibv_query_gid} and, where the
+     * provider reaches processes through ports, the port): give it to a peer, which makes an
+     * {@link AddressHandle} of it and sends to this device's UD QPs by their {@link QueuePair#qpNum()}.
+     *
+     * @throws RdmaException {@link Errno#EOPNOTSUPP} if the device carries no datagrams; {@link Errno#EBADF}
+     *                       if it is closed
+     */
+    public AhAttributes datagramAddress() {
+        checkOpen("datagramAddress");
+        if (!supportsDatagrams()) {
+            throw new RdmaException(Errno.EOPNOTSUPP, "RdmaDevice[" + name + "]: provider " + provider
+                    + " carries no datagrams");
+        }
+        return AhAttributes.of(backend.datagramEndpoint());
+    }
+
+    /** Asynchronous events not yet taken. */
+    private final AsyncEventQueue asyncEvents = new AsyncEventQueue();
 
     /** How many asynchronous events the device keeps for its reader; older ones are dropped beyond it. */
-    public static final int ASYNC_EVENTS_KEPT = 1024;
+    public static final int ASYNC_EVENTS_KEPT = AsyncEventQueue.KEPT;
 
     /** Raises an asynchronous event (from whichever thread found it; takes only the queue's monitor). */
     void raiseAsync(AsyncEvent.Type type, RdmaResource resource, String description) {
@@ -363,14 +404,7 @@ public final class RdmaDevice implements AutoCloseable {
             System.getLogger(RdmaDevice.class.getName()).log(System.Logger.Level.WARNING,
                     "regmem: RdmaDevice[" + name + "]: " + type + ": " + description);
         }
-        synchronized (asyncEvents) {
-            if (asyncEvents.size() == ASYNC_EVENTS_KEPT) {
-                asyncEvents.pollFirst();
-                asyncEventsDropped++;
-            }
-            asyncEvents.addLast(e);
-            asyncEvents.notifyAll();
-        }
+        asyncEvents.add(e);
     }
 
     /**
@@ -381,9 +415,7 @@ public final class RdmaDevice implements AutoCloseable {
      */
     public AsyncEvent pollAsyncEvent() {
         checkOpen("pollAsyncEvent");
-        synchronized (asyncEvents) {
-            return asyncEvents.pollFirst();
-        }
+        return asyncEvents.poll();
     }
 
     /**
@@ -400,40 +432,18 @@ public final class RdmaDevice implements AutoCloseable {
             throw new RdmaException(Errno.EINVAL, "RdmaDevice[" + name + "]: getAsyncEvent needs a timeout of at least 0 and "
                     + "a unit, got " + timeout + " " + unit);
         }
-        long deadline = System.nanoTime() + unit.toNanos(timeout);
-        synchronized (asyncEvents) {
-            while (true) {
-                AsyncEvent e = asyncEvents.pollFirst();
-                if (e != null) {
-                    return e;
-                }
-                checkOpen("getAsyncEvent");
-                long left = deadline - System.nanoTime();
-                if (left <= 0) {
-                    return null;
-                }
-                try {
-                    asyncEvents.wait(Math.max(1, left / 1_000_000L));
-                } catch (InterruptedException ie) {
-                    Thread.currentThread().interrupt();
-                    throw new RdmaException(Errno.EINTR, "RdmaDevice[" + name + "]: getAsyncEvent was interrupted");
-                }
-            }
-        }
+        return asyncEvents.await(System.nanoTime() + unit.toNanos(timeout), () -> checkOpen("getAsyncEvent"),
+                "RdmaDevice[" + name + "]");
     }
 
     /** Asynchronous events dropped because {@link #ASYNC_EVENTS_KEPT} were waiting unread. */
     public long asyncEventsDropped() {
-        synchronized (asyncEvents) {
-            return asyncEventsDropped;
-        }
+        return asyncEvents.dropped();
     }
 
     /** Wakes the asynchronous events' waiters (the device closes: they get EBADF). */
     private void wakeAsyncWaiters() {
-        synchronized (asyncEvents) {
-            asyncEvents.notifyAll();
-        }
+        asyncEvents.wakeAll();
     }
 
     private void checkOpen(String op) {

@@ -34,7 +34,7 @@ final class SrqHold {
 
     /** Completes the receive {@link #receive()} returned, on the QP's receive CQ. */
     void complete(WcStatus status, Opcode op, long bytes, boolean withImm, int imm, boolean withInv, int invRkey,
-                  boolean solicited) {
+                  boolean solicited, int srcQp, AhAttributes source) {
         int s = slot;
         if (s < 0) {
             throw new IllegalStateException(qp + ": a provider completed a receive it did not take (nextRecv was null)");
@@ -42,8 +42,8 @@ final class SrqHold {
         Wqe w = srq.slot(s);
         slot = -1;
         CompletionQueue cq = qp.recvCq();
-        if (!cq.push(qp, true, s, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey, solicited)) {
-            qp.lostCompletion(cq);
+        if (!cq.push(qp, true, s, w.wrId, status, op, bytes, withImm, imm, withInv, invRkey, solicited, srcQp, source)) {
+            qp.context.lostCompletion(cq);
             srq.retire(s);
         }
     }
@@ -55,7 +55,7 @@ final class SrqHold {
     int flush() {
         int flushed = 0;
         if (slot >= 0) {
-            complete(WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, false, 0, false, 0, false);
+            complete(WcStatus.WR_FLUSH_ERR, Opcode.RECV, 0, false, 0, false, 0, false, 0, null);
             flushed++;
         }
         if (!lastWqeRaised) {

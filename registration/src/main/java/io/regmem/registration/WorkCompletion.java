@@ -17,6 +17,9 @@ public final class WorkCompletion {
     /** Which queue of {@link #qp} the request came from, and its sequence number there: polling retires it. */
     boolean fromRecvQueue;
     long queueSeq;
+    /** A datagram's sender: its QP number and its port's address (the GRH's source); null for others. */
+    int srcQp;
+    AhAttributes source;
 
     /** A blank completion, for a poll array. */
     public WorkCompletion() {
@@ -67,10 +70,32 @@ public final class WorkCompletion {
         return withInv;
     }
 
+    /**
+     * True if a GRH was received ({@code IBV_WC_GRH}): every receive of an unreliable-datagram QP on
+     * a RoCE-style port, whose buffer's first 40 bytes then hold it (counted in {@link #byteLen()}).
+     */
+    public boolean withGrh() {
+        return source != null;
+    }
+
+    /** The sending QP's number ({@code src_qp}) of a datagram received by a UD QP; else 0. */
+    public int srcQp() {
+        return srcQp;
+    }
+
+    /**
+     * The sender's address of a datagram received by a UD QP (the GRH's source GID, and its port
+     * where the provider has one): {@link ProtectionDomain#createAhFromWc} answers it; else null.
+     */
+    public AhAttributes source() {
+        return source;
+    }
+
     @Override
     public String toString() {
         return "WorkCompletion[wrId " + wrId + ", " + status + ", " + opcode + ", " + byteLen + " bytes"
                 + (withImm ? ", imm " + immData : "") + (withInv ? ", invalidated 0x" + Integer.toHexString(invalidatedRkey) : "")
+                + (source != null ? ", from QP 0x" + Integer.toHexString(srcQp) + " at " + source.dgid().getHostAddress() : "")
                 + "]";
     }
 }

@@ -36,6 +36,9 @@ public final class WorkRequest {
     private long inlineLength;
     private MemoryWindow bindMw;
     private long bindLength;
+    private AddressHandle ah;
+    private int remoteQpn;
+    private int remoteQkey;
 
     /** A request with room for {@code maxSge} scatter/gather entries. */
     public WorkRequest(int maxSge) {
@@ -68,6 +71,9 @@ public final class WorkRequest {
         inlineLength = 0;
         bindMw = null;
         bindLength = 0;
+        ah = null;
+        remoteQpn = 0;
+        remoteQkey = 0;
         return this;
     }
 
@@ -198,6 +204,34 @@ public final class WorkRequest {
         this.remoteAddress = address;
         this.rkey = rkey;
         return this;
+    }
+
+    /**
+     * The destination of an unreliable-datagram send ({@code wr.ud}): the address handle, the remote
+     * QP number ({@link AhAttributes#MULTICAST_QPN} for a multicast group) and the remote Q_Key. A
+     * Q_Key with its top bit set means the sending QP's own ({@link QueuePair#qkey()}), as in verbs.
+     * Only a UD QP's sends carry one; null clears it.
+     */
+    public WorkRequest ud(AddressHandle ah, int remoteQpn, int remoteQkey) {
+        this.ah = ah;
+        this.remoteQpn = remoteQpn;
+        this.remoteQkey = remoteQkey;
+        return this;
+    }
+
+    /** The datagram's address handle ({@link #ud}), or null. */
+    public AddressHandle ah() {
+        return ah;
+    }
+
+    /** The datagram's remote QP number ({@link #ud}). */
+    public int remoteQpn() {
+        return remoteQpn;
+    }
+
+    /** The datagram's remote Q_Key ({@link #ud}). */
+    public int remoteQkey() {
+        return remoteQkey;
     }
 
     /**

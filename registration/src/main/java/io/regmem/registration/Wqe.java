@@ -31,6 +31,9 @@ final class Wqe implements PostedWr {
     int regAccess;
     /** The request's sequence number in its queue. */
     long seq;
+    AhAttributes ud;
+    int remoteQpn;
+    int remoteQkey;
     /** This slot's room for an inline payload (the QP's maxInlineData bytes), or null. */
     private final MemorySegment inlineSlot;
     /** The request's bytes were copied into {@link #inlineSlot} at post time: its one SGE points there. */
@@ -82,6 +85,25 @@ final class Wqe implements PostedWr {
         bindLength = wr.bindLength();
         regKey = wr.regKey();
         regAccess = wr.regAccess();
+        AddressHandle ah = wr.ah();
+        ud = ah == null ? null : ah.attributes();
+        remoteQpn = wr.remoteQpn();
+        remoteQkey = wr.remoteQkey();
+    }
+
+    @Override
+    public AhAttributes udAddress() {
+        return ud;
+    }
+
+    @Override
+    public int remoteQpn() {
+        return remoteQpn;
+    }
+
+    @Override
+    public int remoteQkey() {
+        return remoteQkey;
     }
 
     @Override

@@ -16,6 +16,12 @@ final class WrChecks {
 
     static void send(QueuePair qp, WorkRequest wr, int index) {
         Opcode op = wr.opcode();
+        if (qp.qpType() == QpType.UD) {
+            datagram(qp, wr, index);
+        } else if (wr.ah() != null) {
+            throw new RdmaException(Errno.EINVAL, qp + ": a datagram destination (WorkRequest.ud) on an RC QP, which sends "
+                    + "to its connected peer only: bad WR index " + index);
+        }
         if (!op.isSend()) {
             throw new RdmaException(Errno.EINVAL, qp + ": " + op + " cannot be posted to a send queue: bad WR index " + index);
         }
@@ -42,6 +48,37 @@ final class WrChecks {
         long length = payload != null ? wr.inlineLength() : wr.totalLength();
         if ((wr.numSge() > 0 || payload != null) && Long.compareUnsigned(wr.remoteAddress() + length, wr.remoteAddress()) < 0) {
             throw new RdmaException(Errno.EINVAL, qp + ": remote range wraps the address space: bad WR index " + index);
+        }
+    }
+
+    /**
+     * A UD send: SEND or SEND_WITH_IMM, a live address handle of the QP's PD, a 24-bit remote QP
+     * number, {@link AhAttributes#MULTICAST_QPN} exactly when the handle's GID is a group's.
+     */
+    private static void datagram(QueuePair qp, WorkRequest wr, int index) {
+        Opcode op = wr.opcode();
+        if (op != Opcode.SEND && op != Opcode.SEND_WITH_IMM) {
+            throw new RdmaException(Errno.EINVAL, qp + ": a UD QP sends only SEND and SEND_WITH_IMM, not " + op
+                    + ": bad WR index " + index);
+        }
+        AddressHandle ah = wr.ah();
+        if (ah == null) {
+            throw new RdmaException(Errno.EINVAL, qp + ": a UD send needs its destination (WorkRequest.ud(ah, remoteQpn, "
+                    + "remoteQkey)): bad WR index " + index);
+        }
+        if (ah.isDestroyed() || ah.pd() != qp.pd()) {
+            throw new RdmaException(Errno.EINVAL, qp + ": " + ah + (ah.isDestroyed() ? " was destroyed"
+                    : " is of " + ah.pd() + ", not the QP's " + qp.pd()) + ": bad WR index " + index);
+        }
+        int qpn = wr.remoteQpn();
+        if ((qpn & ~AhAttributes.MULTICAST_QPN) != 0) {
+            throw new RdmaException(Errno.EINVAL, qp + ": remote QP number 0x" + Integer.toHexString(qpn)
+                    + " has more than 24 bits: bad WR index " + index);
+        }
+        if ((qpn == AhAttributes.MULTICAST_QPN) != ah.attributes().isMulticast()) {
+            throw new RdmaException(Errno.EINVAL, qp + ": remote QP number 0xffffff addresses a multicast group, and a "
+                    + "group is addressed by it only (QPN 0x" + Integer.toHexString(qpn) + ", " + ah.attributes()
+                    + "): bad WR index " + index);
         }
     }
 

@@ -80,9 +80,9 @@ class AsyncErrorLogTest {
 
     @Test
     void aProvidersFaultRaisesQpFatalOnceAndErrsTheQp() {
-        lb.qpA.fatal("its progress failed: injected");
+        lb.qpA.context.fatal("its progress failed: injected");
         assertThat(lb.qpA.state()).isEqualTo(QueuePair.State.ERROR);
-        lb.qpA.fatal("its progress failed: again");
+        lb.qpA.context.fatal("its progress failed: again");
         AsyncEvent e = lb.devA.pollAsyncEvent();
         assertThat(e.type()).isEqualTo(AsyncEvent.Type.QP_FATAL);
         assertThat(e.resource()).isSameAs(lb.qpA);

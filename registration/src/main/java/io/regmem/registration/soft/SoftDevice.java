@@ -15,6 +15,7 @@ import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.net.InetSocketAddress;
 import java.nio.ByteOrder;
 import java.util.concurrent.locks.LockSupport;
 import org.agrona.collections.ArrayUtil;
@@ -26,9 +27,11 @@ final class SoftDevice implements ProviderDevice {
     private volatile SoftQueuePair[] qps = new SoftQueuePair[0];
     private final Thread progress;
     private volatile boolean closed;
+    private final boolean udOversizeError;
 
-    SoftDevice(DeviceAttributes attributes, boolean progressThread) {
+    SoftDevice(DeviceAttributes attributes, boolean progressThread, boolean udOversizeError) {
         this.attributes = attributes;
+        this.udOversizeError = udOversizeError;
         this.progress = progressThread ? Thread.ofPlatform().daemon().name("regmem-soft-progress").start(this::progressLoop)
                 : null;
     }
@@ -81,6 +84,21 @@ final class SoftDevice implements ProviderDevice {
     @Override
     public DeviceAttributes attributes() {
         return attributes;
+    }
+
+    @Override
+    public boolean datagrams() {
+        return true;
+    }
+
+    @Override
+    public InetSocketAddress datagramEndpoint() {
+        return SoftFabric.ENDPOINT;
+    }
+
+    /** True if a UD send over the path MTU completes with LOC_LEN_ERR instead of a silent success. */
+    boolean udOversizeError() {
+        return udOversizeError;
     }
 
     @Override

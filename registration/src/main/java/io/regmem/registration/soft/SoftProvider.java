@@ -13,7 +13,9 @@ import java.util.Set;
  * {@link DeviceAttributes} component can be set as an option ({@code maxSendSge=2},
  * {@code maxFastRegPageListLen=8}, {@code maxQpWr=4}, {@code iWarp=true}, ...), so tests can build
  * exactly the device a rule needs; {@code progressThread=true} executes posted work on a thread of
- * the device's own as well as in {@code poll}. An unknown option is {@code EINVAL}.
+ * the device's own as well as in {@code poll}; {@code udOversizeError=true} completes a UD send
+ * larger than {@code activeMtu} with {@code LOC_LEN_ERR} instead of the IBA's silent success. An
+ * unknown option is {@code EINVAL}.
  *
  * <p>Its data path checks keys, bounds and rights exactly as a NIC does and moves bytes with
  * {@code MemorySegment.copy} through the registered segments themselves; connections link two QPs
@@ -39,12 +41,13 @@ public final class SoftProvider implements RdmaProvider {
     }
 
     /** Options besides the {@link DeviceAttributes} components. */
-    private static final Set<String> OWN_OPTIONS = Set.of("progressThread");
+    private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "udOversizeError");
 
     @Override
     public ProviderDevice open(Map<String, String> given) {
         ProviderOptions options = ProviderOptions.of("soft", given, OWN_OPTIONS);
         boolean progress = options.progressThread();
-        return new SoftDevice(options.attributes(DeviceAttributes.defaults(), null, null), progress);
+        return new SoftDevice(options.attributes(DeviceAttributes.defaults(), null, null), progress,
+                options.flag("udOversizeError", false));
     }
 }

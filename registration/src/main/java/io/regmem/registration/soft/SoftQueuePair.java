@@ -2,6 +2,7 @@ package io.regmem.registration.soft;
 
 import io.regmem.registration.Access;
 import io.regmem.registration.Opcode;
+import io.regmem.registration.QpType;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.faults.QpFaults;
 import io.regmem.registration.spi.Atomics;
@@ -13,6 +14,7 @@ import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
 import java.lang.foreign.MemorySegment;
+import java.net.InetAddress;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -68,13 +70,19 @@ final class SoftQueuePair implements ProviderQp {
     final SoftQp faults = new SoftQp(this);
     /** The soft half of the QP's send CQ. */
     final SoftCq sendCq;
+    /** A UD QP's sends; null for RC. */
+    private final SoftDatagrams datagrams;
 
     SoftQueuePair(SoftDevice device, QpContext ctx) {
         this.device = device;
         this.ctx = ctx;
         this.memory = ctx.memory();
         this.sendCq = SoftContexts.cq(ctx.sendCq());
+        this.datagrams = ctx.qpType() == QpType.UD ? new SoftDatagrams(this, reader, device.udOversizeError()) : null;
         ctx.attach(this);
+        if (datagrams != null) {
+            SoftFabric.add(this);
+        }
     }
 
     ReentrantLock lock() {
@@ -101,7 +109,20 @@ final class SoftQueuePair implements ProviderQp {
     }
 
     @Override
+    public void attachMulticast(InetAddress gid) {
+        SoftFabric.join(gid, this);
+    }
+
+    @Override
+    public void detachMulticast(InetAddress gid) {
+        SoftFabric.leave(gid, this);
+    }
+
+    @Override
     public void destroy() {
+        if (datagrams != null) {
+            SoftFabric.remove(this);
+        }
         link(this, null);
         device.removeQp(this);
         reader.close();
@@ -148,7 +169,7 @@ final class SoftQueuePair implements ProviderQp {
      * executing, posting, or waiting out a grace period. False: the request stays queued and runs at
      * a later progress (of this QP, or of the peer, whose CQ's poll progresses this QP too).
      */
-    private boolean tryLockAsPeer() {
+    boolean tryLockAsPeer() {
         ReentrantLock l = lock();
         for (int spin = 0; spin < PEER_SPINS; spin++) {
             if (l.tryLock()) {
@@ -221,6 +242,15 @@ final class SoftQueuePair implements ProviderQp {
                 break;
             }
             long seq = w.seq();
+            if (datagrams != null) {
+                WcStatus injected = faults.injectedFor(seq);
+                WcStatus status = injected != null ? injected : datagrams.send(w);
+                if (status == null) {
+                    break; // a destination was busy: the rest of it at the next progress
+                }
+                ctx.completeSend(status, status == WcStatus.SUCCESS ? w.totalLength() : 0);
+                continue;
+            }
             SoftQueuePair p = null;
             if (consumesReceive(w.opcode())) {
                 p = peer;

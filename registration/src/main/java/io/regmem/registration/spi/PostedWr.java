@@ -1,5 +1,6 @@
 package io.regmem.registration.spi;
 
+import io.regmem.registration.AhAttributes;
 import io.regmem.registration.Opcode;
 import java.lang.foreign.MemorySegment;
 
@@ -83,4 +84,19 @@ public interface PostedWr {
 
     /** The request's sequence number in its queue: 0 for the first request ever posted, then 1, 2, ... */
     long seq();
+
+    /** An unreliable-datagram send's destination ({@code wr.ud.ah}'s attributes, copied at post), or null. */
+    default AhAttributes udAddress() {
+        return null;
+    }
+
+    /** An unreliable-datagram send's remote QP number ({@code AhAttributes.MULTICAST_QPN} for a group). */
+    default int remoteQpn() {
+        return 0;
+    }
+
+    /** An unreliable-datagram send's remote Q_Key as posted (top bit set: the sending QP's own). */
+    default int remoteQkey() {
+        return 0;
+    }
 }

@@ -2,6 +2,7 @@ package io.regmem.registration.spi;
 
 import io.regmem.core.ChunkSource;
 import io.regmem.registration.DeviceAttributes;
+import java.net.InetSocketAddress;
 
 /**
  * What a provider implements for one device. The verbs classes ({@code RdmaDevice},
@@ -38,6 +39,23 @@ public interface ProviderDevice {
 
     /** Creates the provider's half of a new connection-manager ID (also for incoming requests). */
     ProviderCm createCmId(CmContext id);
+
+    /**
+     * True if this provider carries datagrams: unreliable-datagram QPs ({@link QpContext#qpType()}
+     * {@code UD}) and their sends to address handles. Default false: the verbs layer then refuses
+     * {@code PortSpace.UDP} IDs with {@code EOPNOTSUPP} and never asks this provider for a UD QP.
+     */
+    default boolean datagrams() {
+        return false;
+    }
+
+    /**
+     * Where peers address this device's UD QPs (its GID as an IP address, and a port where the
+     * provider needs one; soft: 127.0.0.1, port 0). Asked only when {@link #datagrams()} is true.
+     */
+    default InetSocketAddress datagramEndpoint() {
+        throw new UnsupportedOperationException("no datagrams");
+    }
 
     /**
      * Waits until no access to memory that began before this call is still in progress. The verbs

@@ -159,7 +159,8 @@ public final class ProviderOptions {
 
     /**
      * {@code defaults} lowered by the attribute options; {@code iWarp=true} or
-     * {@code integrityHandover=true} where the provider has not that capability is refused.
+     * {@code integrityHandover=true} where the provider has not that capability is refused, as are
+     * multicast limits above 0 where {@code defaults} has none (a provider without multicast).
      *
      * @param noIwarp      why the provider offers no iWARP (null: it does)
      * @param noIntegrity  why the provider offers no T10-PI signature offload (null: it does)
@@ -176,6 +177,10 @@ public final class ProviderOptions {
         if (attributes.integrityHandover() && noIntegrity != null) {
             throw new RdmaException(Errno.EOPNOTSUPP, provider + ": integrityHandover=true is not offered (" + noIntegrity
                     + ")");
+        }
+        if (defaults.maxMcastGroups() == 0 && attributes.maxMcastGroups() > 0) {
+            throw new RdmaException(Errno.EOPNOTSUPP, provider + ": maxMcastGroups=" + attributes.maxMcastGroups()
+                    + " is not offered (this provider carries no multicast)");
         }
         return attributes;
     }

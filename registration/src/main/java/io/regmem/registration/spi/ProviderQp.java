@@ -1,7 +1,10 @@
 package io.regmem.registration.spi;
 
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.net.InetAddress;
 
 /**
  * The provider's half of a reliable-connected queue pair.
@@ -75,5 +78,18 @@ public interface ProviderQp {
      */
     default void releaseMemory(Arena memory) {
         memory.close();
+    }
+
+    /**
+     * Attaches this UD QP to the multicast group {@code gid}: from now on it receives the group's
+     * datagrams. The verbs layer checked the rules and limits and calls this once per group (device
+     * lock held). Default: {@link io.regmem.core.Errno#EOPNOTSUPP}.
+     */
+    default void attachMulticast(InetAddress gid) {
+        throw new RdmaException(Errno.EOPNOTSUPP, "this provider has no multicast");
+    }
+
+    /** Detaches this QP from {@code gid}, to which {@link #attachMulticast} attached it (device lock held). */
+    default void detachMulticast(InetAddress gid) {
     }
 }

@@ -1,6 +1,9 @@
 package io.regmem.registration.spi;
 
+import io.regmem.registration.AhAttributes;
+import io.regmem.registration.DatagramDrop;
 import io.regmem.registration.Opcode;
+import io.regmem.registration.QpType;
 import io.regmem.registration.WcStatus;
 import java.util.concurrent.locks.ReentrantLock;
 
@@ -138,4 +141,33 @@ public interface QpContext {
      * keys and DMA mappings, its PD. One object per QP, for its lifetime.
      */
     MemoryAccess memory();
+
+    // ---- unreliable datagrams ---------------------------------------------------------------------
+
+    /** The QP's type: {@link QpType#RC}, or {@link QpType#UD} on a {@code PortSpace.UDP} ID. */
+    QpType qpType();
+
+    /** The QP's number ({@code qp_num}, 24 bits, unique among the live QPs of this JVM). */
+    int qpNum();
+
+    /** A UD QP's Q_Key ({@code qkey}): a datagram whose Q_Key differs is dropped ({@link DatagramDrop#QKEY}). */
+    int qkey();
+
+    /** True if this UD QP receives none of its own multicast sends ({@code IBV_QP_CREATE_BLOCK_SELF_MCAST_LB}). */
+    boolean blocksSelfMulticastLoopback();
+
+    /** The path MTU in bytes: a UD send larger than this is never sent. */
+    int pathMtu();
+
+    /**
+     * Consumes the receive {@link #nextRecv()} returned with a datagram (a UD QP; lock held): its
+     * buffer holds the 40-byte GRH area and then the message, {@code bytes} counting both.
+     *
+     * @param srcQp  the sending QP's number
+     * @param source the sender's port ({@code WorkCompletion.source()})
+     */
+    void completeDatagram(long bytes, boolean withImm, int immData, boolean solicited, int srcQp, AhAttributes source);
+
+    /** A datagram addressed to this QP was dropped for {@code reason}: counted on its device (any thread). */
+    void dropDatagram(DatagramDrop reason);
 }

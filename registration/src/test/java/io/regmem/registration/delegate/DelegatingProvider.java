@@ -2,8 +2,11 @@ package io.regmem.registration.delegate;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.AhAttributes;
+import io.regmem.registration.DatagramDrop;
 import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.Opcode;
+import io.regmem.registration.QpType;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.soft.SoftProvider;
 import io.regmem.registration.spi.CmContext;
@@ -22,6 +25,8 @@ import io.regmem.registration.spi.RdmaProvider;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
@@ -92,6 +97,16 @@ public final class DelegatingProvider implements RdmaProvider {
         @Override
         public void quiesce() {
             counted(this).inner.quiesce();
+        }
+
+        @Override
+        public boolean datagrams() {
+            return inner.datagrams();
+        }
+
+        @Override
+        public InetSocketAddress datagramEndpoint() {
+            return counted(inner.datagramEndpoint());
         }
 
         @Override
@@ -192,6 +207,16 @@ public final class DelegatingProvider implements RdmaProvider {
         @Override
         public void releaseMemory(Arena memory) {
             inner.releaseMemory(memory);
+        }
+
+        @Override
+        public void attachMulticast(InetAddress gid) {
+            counted(inner).attachMulticast(gid);
+        }
+
+        @Override
+        public void detachMulticast(InetAddress gid) {
+            counted(inner).detachMulticast(gid);
         }
 
         @Override
@@ -410,6 +435,42 @@ public final class DelegatingProvider implements RdmaProvider {
         public MemoryAccess memory() {
             return real.memory();
         }
+
+        @Override
+        public QpType qpType() {
+            return real.qpType();
+        }
+
+        @Override
+        public int qpNum() {
+            return real.qpNum();
+        }
+
+        @Override
+        public int qkey() {
+            return real.qkey();
+        }
+
+        @Override
+        public boolean blocksSelfMulticastLoopback() {
+            return real.blocksSelfMulticastLoopback();
+        }
+
+        @Override
+        public int pathMtu() {
+            return real.pathMtu();
+        }
+
+        @Override
+        public void completeDatagram(long bytes, boolean withImm, int immData, boolean solicited, int srcQp,
+                                     AhAttributes source) {
+            real.completeDatagram(bytes, withImm, immData, solicited, srcQp, source);
+        }
+
+        @Override
+        public void dropDatagram(DatagramDrop reason) {
+            real.dropDatagram(reason);
+        }
     }
 
     /** A request as soft sees it: imported handles back to soft keys (the queue's head; reused). */
@@ -535,6 +596,21 @@ public final class DelegatingProvider implements RdmaProvider {
         @Override
         public long seq() {
             return w.seq();
+        }
+
+        @Override
+        public AhAttributes udAddress() {
+            return w.udAddress();
+        }
+
+        @Override
+        public int remoteQpn() {
+            return w.remoteQpn();
+        }
+
+        @Override
+        public int remoteQkey() {
+            return w.remoteQkey();
         }
     }
 }

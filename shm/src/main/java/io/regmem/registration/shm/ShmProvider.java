@@ -44,7 +44,7 @@ public final class ShmProvider implements RdmaProvider {
     private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "secret", "secretFile",
             "handshakeTimeoutMillis", "answerTimeoutMillis", "inlineThreshold", "ringBytes", "pull");
     /** What an shm device offers before options lower it: the usual limits, no iWARP, no signature offload. */
-    static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false);
+    static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false).withoutMulticast();
 
     /** Made by {@link java.util.ServiceLoader}. */
     public ShmProvider() {

@@ -61,7 +61,7 @@ public final class UcxProvider implements RdmaProvider {
     }
 
     /** What a UCX device offers before options lower it: the usual limits, no iWARP, no signature offload. */
-    static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false);
+    static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false).withoutMulticast();
 
     /** Options besides the {@link DeviceAttributes} components. */
     private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "oneSided", "secret",

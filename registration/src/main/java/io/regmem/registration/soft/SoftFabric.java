@@ -1,0 +1,73 @@
+package io.regmem.registration.soft;
+
+import io.regmem.registration.AhAttributes;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.util.HashMap;
+import java.util.concurrent.ConcurrentHashMap;
+import org.agrona.collections.ArrayUtil;
+
+/**
+ * The in-process datagram fabric every soft device of this JVM shares: its UD QPs by number and its
+ * multicast groups' members. One port, 127.0.0.1 (port 0), for every soft device: a soft UD QP is
+ * reached by its QP number, which is unique in the JVM. Membership changes copy the member arrays;
+ * a send reads them without a lock.
+ */
+final class SoftFabric {
+    /** The address every soft device's datagram port has. */
+    static final InetSocketAddress ENDPOINT = new InetSocketAddress(InetAddress.getLoopbackAddress(), 0);
+    /** A datagram's source, as a receiver sees it ({@code WorkCompletion.source()}). */
+    static final AhAttributes SOURCE = AhAttributes.of(ENDPOINT);
+    private static final ConcurrentHashMap<Integer, SoftQueuePair> UD_QPS = new ConcurrentHashMap<>();
+    private static final SoftQueuePair[] NONE = new SoftQueuePair[0];
+    /** Members of each group with members; guarded by itself, read through {@link #members}. */
+    private static final HashMap<InetAddress, SoftQueuePair[]> GROUPS = new HashMap<>();
+    private static final ConcurrentHashMap<InetAddress, SoftQueuePair[]> READ = new ConcurrentHashMap<>();
+
+    private SoftFabric() {
+    }
+
+    static void add(SoftQueuePair qp) {
+        UD_QPS.put(qp.ctx.qpNum(), qp);
+    }
+
+    static void remove(SoftQueuePair qp) {
+        UD_QPS.remove(qp.ctx.qpNum(), qp);
+    }
+
+    /** The UD QP numbered {@code qpn}, or null. */
+    static SoftQueuePair qp(int qpn) {
+        return UD_QPS.get(qpn);
+    }
+
+    /** True if a unicast datagram to {@code dgid} reaches this fabric (a loopback address). */
+    static boolean reaches(AhAttributes to) {
+        return to.dgid().isLoopbackAddress() && to.port() == 0;
+    }
+
+    static void join(InetAddress group, SoftQueuePair qp) {
+        synchronized (GROUPS) {
+            SoftQueuePair[] now = ArrayUtil.add(GROUPS.getOrDefault(group, NONE), qp);
+            GROUPS.put(group, now);
+            READ.put(group, now);
+        }
+    }
+
+    static void leave(InetAddress group, SoftQueuePair qp) {
+        synchronized (GROUPS) {
+            SoftQueuePair[] now = ArrayUtil.remove(GROUPS.getOrDefault(group, NONE), qp);
+            if (now.length == 0) {
+                GROUPS.remove(group);
+                READ.remove(group);
+            } else {
+                GROUPS.put(group, now);
+                READ.put(group, now);
+            }
+        }
+    }
+
+    /** The QPs attached to {@code group} now (a snapshot; never null). */
+    static SoftQueuePair[] members(InetAddress group) {
+        return READ.getOrDefault(group, NONE);
+    }
+}

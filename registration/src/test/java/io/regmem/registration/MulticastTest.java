@@ -1,0 +1,303 @@
+package io.regmem.registration;
+
+import static io.regmem.registration.ObjectModelTest.assertRdma;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.regmem.core.Errno;
+import io.regmem.registration.testkit.NoLeaks;
+import io.regmem.registration.testkit.Providers;
+import io.regmem.registration.testkit.UdNode;
+import java.lang.foreign.ValueLayout;
+import java.net.InetAddress;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Multicast on the provider under test ({@code ibv_attach_mcast(3)}, {@code ibv_detach_mcast}): a
+ * datagram sent to a group (remote QPN {@code 0xFFFFFF}, as rdma-core's tests send) reaches every
+ * attached QP of every device once (a double attach still one copy; the sender's own QP too unless
+ * it blocks its loopback); the rules and the device's limits; a member that stops receiving loses
+ * what it has no receive for and costs the others and the sender nothing. rdma-core's
+ * {@code tests/utils.py} skips multicast where {@code max_mcast_grp} is 0: so does this.
+ */
+@ExtendWith(NoLeaks.class)
+class MulticastTest {
+    private final List<UdNode> nodes = new ArrayList<>();
+    private final WorkRequest wr = new WorkRequest(1);
+    private InetAddress group;
+
+    @BeforeEach
+    void setUp() throws Exception {
+        try (RdmaDevice probe = Providers.open()) {
+            Assumptions.assumeTrue(probe.supportsDatagrams() && probe.attributes().maxMcastGroups() > 0,
+                    Providers.NAME + " has no multicast (max_mcast_grp 0)");
+        }
+        group = InetAddress.getByName("239.77.0." + (1 + (int) (System.nanoTime() & 127)));
+    }
+
+    @AfterEach
+    void tearDown() {
+        for (UdNode n : nodes) {
+            n.close();
+        }
+    }
+
+    private UdNode node(Map<String, String> options) {
+        UdNode n = new UdNode(options, 64);
+        nodes.add(n);
+        return n;
+    }
+
+    private UdNode node() {
+        return node(Map.of());
+    }
+
+    private void sendToGroup(UdNode from, QueuePair qp, int slot, long seq) {
+        from.slot(slot).set(ValueLayout.JAVA_LONG_UNALIGNED, 0, seq);
+        AddressHandle ah = from.ah(AhAttributes.of(group));
+        qp.postSend(from.send(wr, slot, 8).ud(ah, AhAttributes.MULTICAST_QPN, QpInitAttributes.RDMA_UDP_QKEY));
+    }
+
+    @Test
+    void aGroupDatagramReachesEveryAttachedQpOnceTheSendersOwnToo() {
+        UdNode a = node();
+        UdNode b = node();
+        UdNode c = node();
+        QueuePair sender = a.qp();
+        QueuePair deaf = a.qp(new QpInitAttributes().blockSelfMulticastLoopback(true));
+        QueuePair b1 = b.qp();
+        QueuePair b2 = b.qp();
+        QueuePair twice = c.qp();
+        QueuePair outside = c.qp();
+        for (QueuePair q : List.of(sender, deaf, b1, b2, twice)) {
+            q.attachMulticast(group);
+        }
+        twice.attachMulticast(group); // a double attach: still one copy
+        assertThat(deaf.blocksSelfMulticastLoopback()).isTrue();
+        for (QueuePair q : List.of(sender, deaf, b1, b2, twice, outside)) {
+            UdNode n = q.device() == a.device ? a : q.device() == b.device ? b : c;
+            for (int k = 0; k < 4; k++) {
+                n.postRecv(q, (q == b2 || q == outside ? 1 : 0) + 2 * k, 4096);
+            }
+        }
+        sendToGroup(a, sender, 10, 42);
+        int[] got = new int[6];
+        List<QueuePair> qps = List.of(sender, deaf, b1, b2, twice, outside);
+        int sends = 0;
+        for (UdNode n : List.of(a, b, c)) {
+            WorkCompletion wc;
+            while ((wc = n.poll()) != null) {
+                assertThat(wc.status()).isEqualTo(WcStatus.SUCCESS);
+                if (wc.opcode() == Opcode.SEND) {
+                    sends++;
+                    continue;
+                }
+                assertThat(wc.srcQp()).isEqualTo(sender.qpNum());
+                assertThat(wc.byteLen()).isEqualTo(48);
+                assertThat(n.slot((int) wc.wrId()).get(ValueLayout.JAVA_LONG_UNALIGNED, 40)).isEqualTo(42L);
+                got[qps.indexOf(wc.qp())]++;
+            }
+        }
+        assertThat(sends).isEqualTo(1);
+        assertThat(got).as("sender, deaf, b1, b2, twice, outside").containsExactly(1, 1, 1, 1, 1, 0);
+        // a QP that blocks its loopback gets none of its own datagrams; the others get them
+        sendToGroup(a, deaf, 13, 45);
+        java.util.Arrays.fill(got, 0);
+        for (UdNode n : List.of(a, b, c)) {
+            WorkCompletion wc;
+            while ((wc = n.poll()) != null) {
+                if (wc.opcode() != Opcode.SEND) {
+                    assertThat(wc.srcQp()).isEqualTo(deaf.qpNum());
+                    got[qps.indexOf(wc.qp())]++;
+                }
+            }
+        }
+        assertThat(got).as("sender, deaf (blocks its loopback), b1, b2, twice, outside").containsExactly(1, 0, 1, 1, 1, 0);
+        // a group datagram is sent from a QP that need not be attached
+        twice.detachMulticast(group);
+        assertRdma(() -> twice.detachMulticast(group), Errno.EINVAL, "not attached");
+        sendToGroup(c, outside, 11, 43);
+        int copies = 0;
+        for (UdNode n : List.of(c, a, b)) {
+            WorkCompletion wc;
+            while ((wc = n.poll()) != null) {
+                if (wc.opcode() == Opcode.SEND) {
+                    assertThat(wc.qp()).isSameAs(outside);
+                    continue;
+                }
+                assertThat(wc.qp()).isNotSameAs(twice).isNotSameAs(outside);
+                copies++;
+            }
+        }
+        assertThat(copies).as("sender, deaf, b1, b2").isEqualTo(4);
+        // destroying a member detaches it; the group goes on for the rest
+        b1.cmId().destroyQp();
+        sendToGroup(a, sender, 12, 44);
+        java.util.Arrays.fill(got, 0);
+        for (UdNode n : List.of(a, b, c)) {
+            WorkCompletion wc;
+            while ((wc = n.poll()) != null) {
+                if (wc.opcode() != Opcode.SEND) {
+                    got[qps.indexOf(wc.qp())]++;
+                }
+            }
+        }
+        assertThat(got).as("sender, deaf, b1 (destroyed), b2, twice (detached), outside").containsExactly(1, 1, 0, 1, 0, 0);
+        for (UdNode n : List.of(a, b, c)) {
+            assertThat(n.device.counters().datagramsDropped()).isZero();
+        }
+        for (QueuePair q : List.of(sender, deaf, b2)) {
+            assertThat(q.state()).isEqualTo(QueuePair.State.RTS);
+        }
+    }
+
+    @Test
+    void attachRules() throws Exception {
+        UdNode a = node();
+        QueuePair ud = a.qp();
+        CmId rc = a.device.createCmId();
+        QueuePair rcQp = rc.createQp(a.pd, QpInitAttributes.of(a.cq));
+        try {
+            assertRdma(() -> rcQp.attachMulticast(group), Errno.EINVAL, "RC QP");
+            assertRdma(() -> ud.attachMulticast(InetAddress.getByName("10.1.2.3")), Errno.EINVAL, "not a multicast address");
+            assertRdma(() -> ud.attachMulticast(null), Errno.EINVAL);
+            assertRdma(() -> ud.detachMulticast(group), Errno.EINVAL, "not attached");
+            ud.attachMulticast(InetAddress.getByName("ff0e::1:2"));
+            ud.detachMulticast(InetAddress.getByName("ff0e::1:2"));
+        } finally {
+            rc.destroyQp();
+            rc.close();
+        }
+        UdNode none = node(Map.of("maxMcastGroups", "0", "maxMcastQpAttach", "0"));
+        QueuePair q = none.qp();
+        assertRdma(() -> q.attachMulticast(group), Errno.EOPNOTSUPP, "no multicast");
+    }
+
+    @Test
+    void theDevicesLimitsAreEnomemAndChangeNothing() throws Exception {
+        UdNode a = node(Map.of("maxMcastGroups", "2", "maxMcastQpAttach", "1"));
+        QueuePair q1 = a.qp();
+        QueuePair q2 = a.qp();
+        InetAddress g2 = InetAddress.getByName("239.77.1.2");
+        InetAddress g3 = InetAddress.getByName("239.77.1.3");
+        q1.attachMulticast(group);
+        q1.attachMulticast(g2);
+        assertRdma(() -> q1.attachMulticast(g3), Errno.ENOMEM, "maxMcastGroups 2");
+        assertRdma(() -> q2.attachMulticast(group), Errno.ENOMEM, "maxMcastQpAttach 1");
+        assertRdma(() -> q2.detachMulticast(group), Errno.EINVAL);
+        q1.detachMulticast(g2);
+        q2.attachMulticast(g3);
+        // another device's QPs count against their own device only
+        UdNode b = node(Map.of("maxMcastGroups", "2", "maxMcastQpAttach", "1"));
+        b.qp().attachMulticast(group);
+    }
+
+    @Test
+    void aStoppedMemberCostsTheOthersAndTheSenderNothing() throws Exception {
+        int count = 3000;
+        UdNode pub = node();
+        UdNode live1 = node();
+        UdNode live2 = node();
+        UdNode stopped = node();
+        QueuePair sender = pub.qp(new QpInitAttributes().maxSendWr(32)); // a payload slot is reused only once sent
+        List<QueuePair> members = new ArrayList<>();
+        for (UdNode n : List.of(live1, live2, stopped)) {
+            QueuePair q = n.qp();
+            q.attachMulticast(group);
+            members.add(q);
+        }
+        for (int i = 0; i < 4; i++) {
+            stopped.postRecv(members.get(2), i, 64);
+        }
+        AtomicBoolean done = new AtomicBoolean();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        long[] received = new long[2];
+        List<Thread> threads = new ArrayList<>();
+        for (int m = 0; m < 2; m++) {
+            UdNode n = m == 0 ? live1 : live2;
+            QueuePair q = members.get(m);
+            int index = m;
+            for (int i = 0; i < 32; i++) {
+                n.postRecv(q, i, 64);
+            }
+            threads.add(Thread.ofPlatform().name("member-" + m).start(() -> {
+                try {
+                    long last = -1;
+                    WorkRequest rwr = new WorkRequest(1);
+                    WorkCompletion[] wcs = {new WorkCompletion()};
+                    long deadline = System.nanoTime() + 60_000_000_000L;
+                    while (!done.get() || n.cq.pending() > 0) {
+                        if (n.cq.poll(wcs) == 0) {
+                            if (System.nanoTime() > deadline) {
+                                throw new AssertionError("member " + index + " ran past 60 s");
+                            }
+                            Thread.onSpinWait();
+                            continue;
+                        }
+                        WorkCompletion wc = wcs[0];
+                        assertThat(wc.status()).isEqualTo(WcStatus.SUCCESS);
+                        int slot = (int) wc.wrId();
+                        long seq = n.slot(slot).get(ValueLayout.JAVA_LONG_UNALIGNED, 40);
+                        assertThat(seq).as("in order, each once").isGreaterThan(last);
+                        last = seq;
+                        received[index]++;
+                        q.postRecv(rwr.reset().wrId(slot).addSge(n.slot(slot).address(), 64, n.mr.lkey()));
+                    }
+                } catch (Throwable t) {
+                    failure.compareAndSet(null, t);
+                }
+            }));
+        }
+        AddressHandle ah = pub.ah(AhAttributes.of(group));
+        WorkCompletion[] wcs = {new WorkCompletion()};
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        int completed = 0;
+        for (int s = 0; s < count; s++) {
+            pub.slot(s & 63).set(ValueLayout.JAVA_LONG_UNALIGNED, 0, s);
+            pub.send(wr, s & 63, 8).ud(ah, AhAttributes.MULTICAST_QPN, QpInitAttributes.RDMA_UDP_QKEY);
+            while (sender.tryPostSend(wr) == QueuePair.BACK_PRESSURED) {
+                completed += drainSends(pub, wcs);
+                assertThat(System.nanoTime()).as("the sender is never held for long").isLessThan(deadline);
+            }
+            completed += drainSends(pub, wcs);
+        }
+        while (completed < count) {
+            completed += drainSends(pub, wcs);
+            assertThat(System.nanoTime()).isLessThan(deadline);
+        }
+        done.set(true);
+        for (Thread t : threads) {
+            t.join(70_000);
+        }
+        assertThat(failure.get()).isNull();
+        for (int m = 0; m < 2; m++) {
+            UdNode n = m == 0 ? live1 : live2;
+            assertThat(received[m] + n.device.counters().datagramsDropped(DatagramDrop.NO_RECEIVE))
+                    .as("member %d: every datagram received or counted as dropped", m).isEqualTo(count);
+            assertThat(received[m]).as("member %d received", m).isPositive();
+        }
+        assertThat(stopped.drain()).isEqualTo(4);
+        assertThat(stopped.device.counters().datagramsDropped(DatagramDrop.NO_RECEIVE)).isEqualTo(count - 4);
+        assertThat(sender.state()).isEqualTo(QueuePair.State.RTS);
+        for (QueuePair q : members) {
+            assertThat(q.state()).isEqualTo(QueuePair.State.RTS);
+        }
+    }
+
+    private static int drainSends(UdNode pub, WorkCompletion[] wcs) {
+        int n = 0;
+        while (pub.cq.poll(wcs) > 0) {
+            assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+            n++;
+        }
+        return n;
+    }
+}

@@ -1,0 +1,144 @@
+package io.regmem.registration.testkit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.regmem.registration.Access;
+import io.regmem.registration.AddressHandle;
+import io.regmem.registration.AhAttributes;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.PortSpace;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One side of a datagram test: a device of the provider under test (its own, so that its
+ * {@code DeviceCounters} count only its drops), a PD, a CQ, registered memory cut into slots, and
+ * UD QPs on UDP port space IDs. {@link #close()} takes everything down in order.
+ */
+public final class UdNode implements AutoCloseable {
+    /** Bytes of each receive slot. */
+    public static final int SLOT = 8192;
+    public final RdmaDevice device;
+    public final ProtectionDomain pd;
+    public final CompletionQueue cq;
+    public final MemorySegment memory;
+    public final MemoryRegion mr;
+    private final Arena arena = Arena.ofShared();
+    private final List<CmId> ids = new ArrayList<>();
+    private final List<AddressHandle> ahs = new ArrayList<>();
+    private final WorkRequest recv = new WorkRequest(1);
+    private final WorkCompletion[] wcs = {new WorkCompletion()};
+
+    public UdNode(Map<String, String> options, int slots) {
+        device = Providers.open(options);
+        pd = device.allocPd();
+        cq = device.createCq(4096);
+        memory = arena.allocate((long) SLOT * slots, 64);
+        mr = pd.register(memory, Access.LOCAL_WRITE);
+    }
+
+    public UdNode() {
+        this(Map.of(), 64);
+    }
+
+    /** A UD QP with {@code attrs} (its CQs set to this node's). */
+    public QueuePair qp(QpInitAttributes attrs) {
+        CmId id = device.createCmId(PortSpace.UDP);
+        ids.add(id);
+        return id.createQp(pd, attrs.sendCq(cq).recvCq(cq));
+    }
+
+    public QueuePair qp() {
+        return qp(new QpInitAttributes().maxSendWr(256).maxRecvWr(256));
+    }
+
+    /** An address handle of this node's PD. */
+    public AddressHandle ah(AhAttributes to) {
+        AddressHandle ah = pd.createAh(to);
+        ahs.add(ah);
+        return ah;
+    }
+
+    /** Slot {@code i}'s memory. */
+    public MemorySegment slot(int i) {
+        return memory.asSlice((long) SLOT * i, SLOT);
+    }
+
+    /** Posts a receive of {@code bytes} into slot {@code i} (wrId i). */
+    public void postRecv(QueuePair qp, int i, long bytes) {
+        qp.postRecv(recv.reset().wrId(i).addSge(slot(i).address(), bytes, mr.lkey()));
+    }
+
+    /** A send of slot {@code i}'s first {@code bytes} bytes (wrId i), for the caller to aim with {@code ud}. */
+    public WorkRequest send(WorkRequest wr, int i, long bytes) {
+        wr.reset().wrId(i).signaled(true);
+        if (bytes > 0) {
+            wr.addSge(slot(i).address(), bytes, mr.lkey());
+        }
+        return wr;
+    }
+
+    /** The next completion of this node's CQ, waiting up to 10 s (progressing {@code others} too). */
+    public WorkCompletion await(UdNode... others) {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (cq.poll(wcs) == 0) {
+            for (UdNode o : others) {
+                o.cq.poll(new WorkCompletion[0]);
+            }
+            Thread.onSpinWait();
+            assertThat(System.nanoTime()).as("a completion within 10 s").isLessThan(deadline);
+        }
+        return wcs[0];
+    }
+
+    /** The next completion if one is there now (after progressing {@code others}), else null. */
+    public WorkCompletion poll(UdNode... others) {
+        for (UdNode o : others) {
+            o.cq.poll(new WorkCompletion[0]);
+        }
+        return cq.poll(wcs) == 0 ? null : wcs[0];
+    }
+
+    /** Polls until the CQ stays empty: every completion taken. */
+    public int drain() {
+        int n = 0;
+        while (cq.poll(wcs) > 0) {
+            n++;
+        }
+        return n;
+    }
+
+    @Override
+    public void close() {
+        for (AddressHandle ah : ahs) {
+            if (!ah.isDestroyed()) {
+                ah.close();
+            }
+        }
+        for (CmId id : ids) {
+            if (!id.isDestroyed()) {
+                if (id.qp() != null) {
+                    id.destroyQp();
+                }
+                id.close();
+            }
+        }
+        drain();
+        mr.close();
+        cq.close();
+        pd.close();
+        device.close();
+        arena.close();
+    }
+}
