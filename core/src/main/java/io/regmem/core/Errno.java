@@ -44,6 +44,8 @@ public enum Errno {
     EOPNOTSUPP(95),
     /** Address already in use: another socket holds the address an ID asked to bind. */
     EADDRINUSE(98),
+    /** Address not available: an ID left a multicast group it had not joined. */
+    EADDRNOTAVAIL(99),
     /** Connection reset by peer: the other end went away in the middle of an exchange. */
     ECONNRESET(104),
     /** Timed out: a peer did not answer within the stated bound. */

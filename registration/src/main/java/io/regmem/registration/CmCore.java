@@ -162,4 +162,44 @@ final class CmCore extends ProviderState implements CmContext {
             }
         }
     }
+
+    /** {@link CmId#connect(String, byte[])}'s checks and start (device lock held, inside a CmEvents scope). */
+    void connect(String address, byte[] data) {
+        if (id.portSpace() == PortSpace.UDP) {
+            throw new RdmaException(Errno.EOPNOTSUPP, id + ": connect on a UDP port space ID: its UD QP sends "
+                    + "to address handles (WorkRequest.ud) without a connection");
+        }
+        if (id.qp() == null) {
+            throw new RdmaException(Errno.EINVAL, id + ": connect needs a QP: createQp(pd, attributes) first (as "
+                    + "rdma_create_qp before rdma_connect)");
+        }
+        if (id.conn != CmId.ConnState.IDLE) {
+            throw new RdmaException(Errno.EINVAL, id + ": connect needs an idle ID, this one is " + id.conn
+                    + " (an ID connects once; make a new one for a new connection)");
+        }
+        if (address == null) {
+            throw new RdmaException(Errno.EINVAL, id + ": connect needs an address, got null");
+        }
+        id.conn = CmId.ConnState.CONNECTING;
+        id.peerAddress = address;
+        try {
+            id.provider.connect(address, data);
+        } catch (RuntimeException e) {
+            id.conn = CmId.ConnState.IDLE;
+            id.peerAddress = null;
+            throw e;
+        }
+    }
+
+    /** Private data checked against its limit and copied; the empty array for null. */
+    byte[] checkedData(byte[] data, int max, String call) {
+        if (data == null || data.length == 0) {
+            return CmId.NO_DATA;
+        }
+        if (data.length > max) {
+            throw new RdmaException(Errno.EINVAL, id + ": " + call + " with " + data.length + " bytes of private data "
+                    + "(at most " + max + ")");
+        }
+        return data.clone();
+    }
 }

@@ -59,7 +59,11 @@ final class CmEvents {
     }
 
     /** Runs the handler of an event, outside every lock. */
-    private static void deliver(CmEvent e) {
+    private static void deliver(CmEvent event) {
+        CmEvent e = event.type() == CmEvent.Type.MULTICAST_JOIN ? event.id().joins.take(event) : event;
+        if (e == null) {
+            return; // the join was left before its event was taken
+        }
         CmId id = e.id();
         CmEventHandler h = id.handler;
         if (h == null) {

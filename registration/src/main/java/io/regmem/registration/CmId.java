@@ -3,6 +3,7 @@ package io.regmem.registration;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.spi.ProviderCm;
+import java.net.InetAddress;
 import java.util.ArrayDeque;
 import java.util.concurrent.TimeUnit;
 
@@ -42,7 +43,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     public static final int MAX_ACCEPT_PRIVATE_DATA = 196;
     /** The most private data {@link #reject(byte[])} carries: 148 bytes (the CM REJ's), as on InfiniBand. */
     public static final int MAX_REJECT_PRIVATE_DATA = 148;
-    private static final byte[] NO_DATA = new byte[0];
+    static final byte[] NO_DATA = new byte[0];
 
     private volatile QueuePair qp;
     volatile ConnState conn = ConnState.IDLE;
@@ -65,6 +66,8 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     ProviderCm provider;
     /** What the provider sees of this ID. */
     final CmCore context = new CmCore(this);
+    /** The multicast groups it joined (UDP port space). */
+    final CmJoins joins = new CmJoins(this);
 
     private final PortSpace portSpace;
 
@@ -200,6 +203,47 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     }
 
     /**
+     * Joins the multicast group {@code group} ({@code rdma_join_multicast}): a UDP port space ID,
+     * bound ({@link #bindAddr}). The join is reported by a {@link CmEvent.Type#MULTICAST_JOIN} event
+     * whose {@link CmEvent#ud()} says how to send to the group (its address, QP number
+     * {@link AhAttributes#MULTICAST_QPN}, Q_Key {@link QpInitAttributes#RDMA_UDP_QKEY}); for
+     * {@link JoinFlag#FULLMEMBER} the ID's QP, if it has one by then, is attached when the event is
+     * taken (as librdmacm does), and a {@link CmEvent.Type#MULTICAST_ERROR} event comes instead if that
+     * fails (the device's limits). A send-only member attaches nothing. Destroying the QP detaches it;
+     * closing the ID ends its joins.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a TCP port space ID, one not bound, or an address
+     *                       that is not multicast; {@link Errno#EADDRINUSE} if this ID joined the group
+     *                       already; {@link Errno#EOPNOTSUPP} on a device without multicast;
+     *                       {@link Errno#EBADF} if the ID was destroyed
+     */
+    public void joinMulticast(InetAddress group, JoinFlag flag) {
+        CmEvents.begin();
+        try {
+            synchronized (device.lock) {
+                checkAlive("joinMulticast");
+                joins.join(group, flag);
+            }
+        } finally {
+            CmEvents.end();
+        }
+    }
+
+    /**
+     * Leaves a group this ID joined ({@code rdma_leave_multicast}): its QP is detached (no more of the
+     * group's datagrams arrive), and a join whose event was not yet taken is cancelled.
+     *
+     * @throws RdmaException {@link Errno#EADDRNOTAVAIL} if the ID has not joined {@code group};
+     *                       {@link Errno#EBADF} if the ID was destroyed
+     */
+    public void leaveMulticast(InetAddress group) {
+        synchronized (device.lock) {
+            checkAlive("leaveMulticast");
+            joins.leave(group);
+        }
+    }
+
+    /**
      * Asks the ID listening at {@code address} for a connection ({@code rdma_connect}), with no
      * private data: {@link #connect(String, byte[])}.
      *
@@ -223,35 +267,12 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      *                       listener's handshake does not prove it holds this device's secret
      */
     public void connect(String address, byte[] privateData) {
-        byte[] data = checkedData(privateData, MAX_CONNECT_PRIVATE_DATA, "connect");
+        byte[] data = context.checkedData(privateData, MAX_CONNECT_PRIVATE_DATA, "connect");
         CmEvents.begin();
         try {
             synchronized (device.lock) {
                 checkAlive("connect");
-                if (portSpace == PortSpace.UDP) {
-                    throw new RdmaException(Errno.EOPNOTSUPP, this + ": connect on a UDP port space ID: its UD QP sends "
-                            + "to address handles (WorkRequest.ud) without a connection");
-                }
-                if (qp == null) {
-                    throw new RdmaException(Errno.EINVAL, this + ": connect needs a QP: createQp(pd, attributes) first (as "
-                            + "rdma_create_qp before rdma_connect)");
-                }
-                if (conn != ConnState.IDLE) {
-                    throw new RdmaException(Errno.EINVAL, this + ": connect needs an idle ID, this one is " + conn
-                            + " (an ID connects once; make a new one for a new connection)");
-                }
-                if (address == null) {
-                    throw new RdmaException(Errno.EINVAL, this + ": connect needs an address, got null");
-                }
-                conn = ConnState.CONNECTING;
-                peerAddress = address;
-                try {
-                    provider.connect(address, data);
-                } catch (RuntimeException e) {
-                    conn = ConnState.IDLE;
-                    peerAddress = null;
-                    throw e;
-                }
+                context.connect(address, data);
             }
         } finally {
             CmEvents.end();
@@ -291,7 +312,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      *                       the error state); {@link Errno#EIO} if UCX cannot reach the requester
      */
     public void accept(byte[] privateData) {
-        byte[] data = checkedData(privateData, MAX_ACCEPT_PRIVATE_DATA, "accept");
+        byte[] data = context.checkedData(privateData, MAX_ACCEPT_PRIVATE_DATA, "accept");
         CmEvents.begin();
         try {
             synchronized (device.lock) {
@@ -321,7 +342,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      *                       private data over {@link #MAX_REJECT_PRIVATE_DATA} bytes
      */
     public void reject(byte[] privateData) {
-        byte[] data = checkedData(privateData, MAX_REJECT_PRIVATE_DATA, "reject");
+        byte[] data = context.checkedData(privateData, MAX_REJECT_PRIVATE_DATA, "reject");
         CmEvents.begin();
         try {
             synchronized (device.lock) {
@@ -395,18 +416,6 @@ public final class CmId extends RdmaResource implements AutoCloseable {
         return peerAddress;
     }
 
-    /** Private data checked against its limit and copied; the empty array for null. */
-    private byte[] checkedData(byte[] data, int max, String call) {
-        if (data == null || data.length == 0) {
-            return NO_DATA;
-        }
-        if (data.length > max) {
-            throw new RdmaException(Errno.EINVAL, this + ": " + call + " with " + data.length + " bytes of private data "
-                    + "(at most " + max + ")");
-        }
-        return data.clone();
-    }
-
     /**
      * Why this ID's connection request failed before the peer's application answered it, or null (none
      * failed, or the peer's application rejected it: {@link #privateData()} then holds what it sent):
@@ -477,6 +486,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                     pending.markDestroyed();
                 }
                 leaveListener();
+                joins.clear();
                 markDestroyed();
             }
         } finally {

@@ -2,7 +2,10 @@ package io.regmem.registration.fuzz;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.testkit.NoLeaks;
+import io.regmem.registration.testkit.Providers;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -40,6 +43,28 @@ class ApiFuzzTest {
                 "RDMA_READ LOC_PROT_ERR", "SEND REM_OP_ERR", "SEND RNR_RETRY_EXC_ERR", "SEND_WITH_IMM SUCCESS",
                 "ATOMIC_FETCH_AND_ADD SUCCESS", "ATOMIC_CMP_AND_SWP SUCCESS", "BIND_MW SUCCESS", "BIND_MW MW_BIND_ERR",
                 "LOCAL_INV LOC_PROT_ERR", "SEND into an SRQ receive SUCCESS");
+    }
+
+    /**
+     * Unreliable datagrams against their model ({@link UdModelFuzz}): deliveries byte-checked, every
+     * drop counted where the model says. CI runs 3,000 operations.
+     */
+    @Test
+    void randomDatagramOperationsAgreeWithTheModel() throws Exception {
+        try (RdmaDevice probe = Providers.open()) {
+            Assumptions.assumeTrue(probe.supportsDatagrams(), Providers.NAME + " carries no datagrams");
+        }
+        long seed = FuzzBudget.seed();
+        int ops = FuzzBudget.ops(10_000) * 3 / 10;
+        System.out.println("ApiFuzzTest (datagrams): " + ops + " operations on " + FuzzBudget.provider() + ", seed " + seed);
+        java.util.Map<String, Integer> counts;
+        try (UdModelFuzz fuzz = new UdModelFuzz(seed)) {
+            fuzz.run(ops);
+            counts = fuzz.counts();
+        }
+        assertThat(counts.keySet()).as("every kind of operation and outcome").contains("recv", "unicast", "multicast",
+                "attach", "detach", "bad", "recreate", "over-MTU", "delivered", "drop.QKEY", "drop.NO_RECEIVE",
+                "drop.TOO_SMALL");
     }
 
     /**

@@ -110,6 +110,12 @@ public final class UdNode implements AutoCloseable {
         return cq.poll(wcs) == 0 ? null : wcs[0];
     }
 
+    /** The next completion if one is there now, in an object of its own (a test keeps it), else null. */
+    public WorkCompletion take() {
+        WorkCompletion[] one = {new WorkCompletion()};
+        return cq.poll(one) == 0 ? null : one[0];
+    }
+
     /** Polls until the CQ stays empty: every completion taken. */
     public int drain() {
         int n = 0;

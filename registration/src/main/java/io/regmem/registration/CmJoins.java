@@ -1,0 +1,115 @@
+package io.regmem.registration;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.net.InetAddress;
+import java.util.ArrayList;
+
+/**
+ * A UDP port space ID's multicast joins ({@code rdma_join_multicast}, {@code rdma_leave_multicast}),
+ * as librdmacm keeps them: a join is reported by a {@link CmEvent.Type#MULTICAST_JOIN} event, and the
+ * ID's QP (a full member's, if the ID has one then) is attached when that event is taken; a leave
+ * before then cancels it (no event, no attach). Guarded by the device lock.
+ */
+final class CmJoins {
+    private static final class Join {
+        final InetAddress group;
+        final JoinFlag flag;
+        boolean left;
+
+        Join(InetAddress group, JoinFlag flag) {
+            this.group = group;
+            this.flag = flag;
+        }
+    }
+
+    private final CmId id;
+    private final ArrayList<Join> joins = new ArrayList<>();
+
+    CmJoins(CmId id) {
+        this.id = id;
+    }
+
+    /** Joins {@code group} (device lock held, inside a CmEvents scope). See {@link CmId#joinMulticast}. */
+    void join(InetAddress group, JoinFlag flag) {
+        RdmaDevice device = id.device();
+        if (id.portSpace() != PortSpace.UDP) {
+            throw new RdmaException(Errno.EINVAL, id + ": joinMulticast on a TCP port space ID; groups are joined by "
+                    + "UDP port space IDs, whose QPs are UD");
+        }
+        if (group == null || !group.isMulticastAddress() || flag == null) {
+            throw new RdmaException(Errno.EINVAL, id + ": joinMulticast(" + group + ", " + flag + ") needs a multicast "
+                    + "address (IPv4 224.0.0.0/4, IPv6 ff00::/8) and a join flag");
+        }
+        if (id.connState() != CmId.ConnState.BOUND) {
+            throw new RdmaException(Errno.EINVAL, id + ": joinMulticast in state " + id.connState() + "; bind the ID "
+                    + "first (bindAddr), as rdma_join_multicast needs a bound ID");
+        }
+        if (device.attributes().maxMcastGroups() == 0) {
+            throw new RdmaException(Errno.EOPNOTSUPP, id + ": joinMulticast on device " + device.name()
+                    + ", which has no multicast (maxMcastGroups 0)");
+        }
+        if (find(group) != null) {
+            throw new RdmaException(Errno.EADDRINUSE, id + ": has joined " + group.getHostAddress() + " already");
+        }
+        joins.add(new Join(group, flag));
+        UdParam ud = new UdParam(AhAttributes.of(group), AhAttributes.MULTICAST_QPN, QpInitAttributes.RDMA_UDP_QKEY);
+        CmEvents.post(new CmEvent(CmEvent.Type.MULTICAST_JOIN, id, null, 0, ud, group));
+    }
+
+    /**
+     * A MULTICAST_JOIN event is taken: attaches the ID's QP for a full member's join and returns the
+     * event to deliver, a MULTICAST_ERROR if the attach failed (the join is gone then), or null if
+     * the join was left meanwhile (nothing to deliver).
+     */
+    CmEvent take(CmEvent e) {
+        synchronized (id.device().lock) {
+            Join j = find(e.group());
+            if (j == null || id.isDestroyed()) {
+                return null;
+            }
+            QueuePair qp = id.qp();
+            if (j.flag == JoinFlag.FULLMEMBER && qp != null) {
+                try {
+                    qp.attachMulticast(j.group);
+                } catch (RdmaException failed) {
+                    joins.remove(j);
+                    j.left = true;
+                    return new CmEvent(CmEvent.Type.MULTICAST_ERROR, id, null, -failed.errno().value(), null, j.group);
+                }
+            }
+            return e;
+        }
+    }
+
+    /** Leaves {@code group} (device lock held). See {@link CmId#leaveMulticast}. */
+    void leave(InetAddress group) {
+        Join j = group == null ? null : find(group);
+        if (j == null) {
+            throw new RdmaException(Errno.EADDRNOTAVAIL, id + ": leaveMulticast(" + group + "): the ID has not joined it");
+        }
+        QueuePair qp = id.qp();
+        if (qp != null && qp.groups.contains(group)) {
+            qp.detachMulticast(group);
+        }
+        joins.remove(j);
+        j.left = true;
+    }
+
+    /** The ID is destroyed: its QP is gone (and detached with it), so its joins just end. */
+    void clear() {
+        for (Join j : joins) {
+            j.left = true;
+        }
+        joins.clear();
+    }
+
+    private Join find(InetAddress group) {
+        for (Join j : joins) {
+            if (j.group.equals(group)) {
+                return j;
+            }
+        }
+        return null;
+    }
+}
