@@ -80,6 +80,32 @@ final class CmCore extends ProviderState implements CmContext {
     }
 
     @Override
+    public UdParam datagramParam() {
+        QueuePair q = id.qp();
+        if (id.portSpace() != PortSpace.UDP || q == null) {
+            return null;
+        }
+        return new UdParam(id.device().datagramAddress(), q.qpNum(), q.qkey());
+    }
+
+    @Override
+    public void establishedDatagram(byte[] privateData, UdParam peer) {
+        peerData(privateData);
+        id.wasConnected = true;
+        id.conn = CmId.ConnState.CONNECTED;
+        connectionEvent("ESTABLISHED");
+        CmEvents.post(new CmEvent(CmEvent.Type.ESTABLISHED, id, null, 0, peer, null));
+    }
+
+    @Override
+    public void answeredDatagram() {
+        id.wasConnected = true;
+        id.conn = CmId.ConnState.CONNECTED;
+        id.leaveListener();
+        connectionEvent("ANSWERED");
+    }
+
+    @Override
     public void failed(String why) {
         id.failureReason = why;
         rejected(null);
@@ -165,10 +191,6 @@ final class CmCore extends ProviderState implements CmContext {
 
     /** {@link CmId#connect(String, byte[])}'s checks and start (device lock held, inside a CmEvents scope). */
     void connect(String address, byte[] data) {
-        if (id.portSpace() == PortSpace.UDP) {
-            throw new RdmaException(Errno.EOPNOTSUPP, id + ": connect on a UDP port space ID: its UD QP sends "
-                    + "to address handles (WorkRequest.ud) without a connection");
-        }
         if (id.qp() == null) {
             throw new RdmaException(Errno.EINVAL, id + ": connect needs a QP: createQp(pd, attributes) first (as "
                     + "rdma_create_qp before rdma_connect)");
@@ -201,5 +223,31 @@ final class CmCore extends ProviderState implements CmContext {
                     + "(at most " + max + ")");
         }
         return data.clone();
+    }
+
+    /** The ID closes: every request that came through it and was never taken is refused (its requester is told). */
+    void refusePending() {
+        while (true) {
+            CmId pending;
+            synchronized (id.requests) {
+                pending = id.requests.pollFirst();
+            }
+            if (pending == null) {
+                return;
+            }
+            pending.conn = CmId.ConnState.DISCONNECTED; // refused: never accepted
+            pending.provider.destroy();
+            pending.markDestroyed();
+        }
+    }
+
+    /** A request ID leaves its listener's list of pending requests. */
+    void leaveListener() {
+        CmId l = id.listener;
+        if (l != null) {
+            synchronized (l.requests) {
+                l.requests.remove(id);
+            }
+        }
     }
 }

@@ -261,6 +261,12 @@ public final class CmId extends RdmaResource implements AutoCloseable {
      * accepts, both QPs are ready to send and this ID's {@link #privateData()} is what the acceptor
      * sent (or, after a rejection, what the rejecter sent). The bytes are copied.
      *
+     * <p>On a UDP port space ID this is rdma_cm's UD address exchange (SIDR, as {@code udaddy} uses it):
+     * the listener (a UDP ID too) accepts with a UD QP on the request ID, and this ID's
+     * {@link CmEvent.Type#ESTABLISHED} event carries that QP's {@link UdParam} ({@link CmEvent#ud()}:
+     * its device's address, QP number and Q_Key) to send to; nothing links the two QPs, and the
+     * accepting side reports no event.
+     *
      * @throws RdmaException {@link Errno#ECONNREFUSED} if nobody listens there (as a socket's connect); {@link Errno#EINVAL}
      *                       without a QP, when not idle, for a null address, or for private data over
      *                       {@link #MAX_CONNECT_PRIVATE_DATA} bytes; {@link Errno#EACCES} (ucx) if the
@@ -301,7 +307,8 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     }
 
     /**
-     * Accepts a connection request ({@code rdma_accept}): links the two QPs and moves both to RTS;
+     * Accepts a connection request ({@code rdma_accept}): links the two QPs and moves both to RTS (of
+     * a UDP port space request: answers the UD address exchange, see {@link #connect(String, byte[])});
      * the requester's {@link #privateData()} becomes {@code privateData} (null or empty for none;
      * copied).
      *
@@ -361,13 +368,18 @@ public final class CmId extends RdmaResource implements AutoCloseable {
 
     /**
      * Disconnects ({@code rdma_disconnect}): both QPs move to the error state, so everything
-     * outstanding at either end is flushed. Idempotent.
+     * outstanding at either end is flushed. Idempotent. On a UDP port space ID it only marks the ID
+     * disconnected: its UD QP has no connection and stays ready.
      */
     public void disconnect() {
         CmEvents.begin();
         try {
             synchronized (device.lock) {
                 checkAlive("disconnect");
+                if (portSpace == PortSpace.UDP) { // a UD QP has no connection: its QP is untouched
+                    conn = ConnState.DISCONNECTED;
+                    return;
+                }
                 boolean wasConnected = conn == ConnState.CONNECTED;
                 conn = ConnState.DISCONNECTED;
                 if (wasConnected) {
@@ -381,12 +393,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     }
 
     void leaveListener() {
-        CmId l = listener;
-        if (l != null) {
-            synchronized (l.requests) {
-                l.requests.remove(this);
-            }
-        }
+        context.leaveListener();
     }
 
     /**
@@ -473,18 +480,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
                             + " is attached; destroyQp() first (the kernel would orphan the QP)");
                 }
                 provider.destroy(); // stops listening
-                while (true) {
-                    CmId pending;
-                    synchronized (requests) {
-                        pending = requests.pollFirst();
-                    }
-                    if (pending == null) {
-                        break;
-                    }
-                    pending.conn = ConnState.DISCONNECTED; // refused: never accepted
-                    pending.provider.destroy(); // its requester is told
-                    pending.markDestroyed();
-                }
+                context.refusePending();
                 leaveListener();
                 joins.clear();
                 markDestroyed();

@@ -1,5 +1,7 @@
 package io.regmem.registration.spi;
 
+import io.regmem.registration.UdParam;
+
 /**
  * What the verbs layer offers a provider for one connection-manager ID. The methods that report an
  * event queue it; the verbs layer runs the ID's handler outside every lock, on the thread that
@@ -64,4 +66,19 @@ public interface CmContext {
 
     /** Attaches the provider's own state. */
     void attach(Object state);
+
+    /**
+     * For an ID of the UDP port space: how a peer reaches its UD QP ({@code rdma_ud_param}: the
+     * device's datagram address, the QP's number and Q_Key); null for a TCP one or without a QP.
+     */
+    UdParam datagramParam();
+
+    /**
+     * The UD address exchange this (active) ID asked for completed: it reports ESTABLISHED carrying
+     * {@code peer}, the accepting side's UD parameters, and {@code privateData}.
+     */
+    void establishedDatagram(byte[] privateData, UdParam peer);
+
+    /** The UD address exchange this (passive) ID answered completed: no event (as SIDR's passive side). */
+    void answeredDatagram();
 }

@@ -25,6 +25,10 @@ public final class Grh {
     private byte[] source;
     private byte[] destination;
 
+    /** A GRH writer with its own 40-byte area. */
+    public Grh() {
+    }
+
     /** The area {@link #fill} wrote: 40 bytes. */
     public MemorySegment area() {
         return area;

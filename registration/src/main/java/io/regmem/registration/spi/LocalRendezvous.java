@@ -2,6 +2,7 @@ package io.regmem.registration.spi;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.UdParam;
 import java.util.HashMap;
 import java.util.Map;
 
@@ -94,7 +95,9 @@ public final class LocalRendezvous {
 
         /**
          * Accepts the pending request: links the QPs, then the requester is ESTABLISHED with
-         * {@code privateData} and this end too.
+         * {@code privateData} and this end too. For IDs of the UDP port space, the UD address
+         * exchange instead: nothing is linked, the requester is ESTABLISHED with this end's UD
+         * parameters, and this end reports nothing.
          *
          * @throws RdmaException {@link Errno#EINVAL} without a pending request whose requester still
          *                       waits and has a QP (nothing changed)
@@ -105,6 +108,14 @@ public final class LocalRendezvous {
                 if (active == null || active.ctx.isDestroyed() || active.ctx.qp() == null || !active.ctx.isConnecting()) {
                     throw new RdmaException(Errno.EINVAL, ctx.name() + ": accept needs a pending request, a QP, and a "
                             + "requester that still waits");
+                }
+                UdParam ud = ctx.datagramParam();
+                if (ud != null) { // the UD address exchange: no link, nothing between the two QPs afterwards
+                    active.remote = null;
+                    remote = null;
+                    active.ctx.establishedDatagram(privateData, ud);
+                    ctx.answeredDatagram();
+                    return;
                 }
                 linker.link(ctx.qp(), active.ctx.qp());
                 active.ctx.established(privateData);

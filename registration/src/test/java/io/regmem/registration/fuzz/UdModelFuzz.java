@@ -43,8 +43,7 @@ final class UdModelFuzz implements AutoCloseable {
     private final Map<String, Integer> counts = new TreeMap<>();
     private final ArrayDeque<String> history = new ArrayDeque<>();
     /** The completions each node's CQ gave after a send, in order. */
-    @SuppressWarnings("unchecked")
-    private final List<WorkCompletion>[] arrived = new List[] {new ArrayList<>(), new ArrayList<>(), new ArrayList<>()};
+    private final List<List<WorkCompletion>> arrived = List.of(new ArrayList<>(), new ArrayList<>(), new ArrayList<>());
     private int op;
 
     /** One QP and what the model knows of it. */
@@ -173,7 +172,7 @@ final class UdModelFuzz implements AutoCloseable {
             if (wc != null && wc.opcode() == Opcode.SEND) {
                 sent = wc;
             } else if (wc != null) {
-                arrived[from.index].add(wc);
+                arrived.get(from.index).add(wc);
             }
         }
         if (sent == null || sent.status() != WcStatus.SUCCESS || sent.qp() != from.qp) {
@@ -182,7 +181,7 @@ final class UdModelFuzz implements AutoCloseable {
         for (Side s : sides) {
             WorkCompletion wc;
             while ((wc = nodes[s.index].take()) != null) {
-                arrived[s.index].add(wc);
+                arrived.get(s.index).add(wc);
             }
         }
         List<Side> targets = new ArrayList<>();
@@ -203,8 +202,8 @@ final class UdModelFuzz implements AutoCloseable {
             expectDelivery(from, t, length, effective, fill);
         }
         for (Side s : sides) {
-            if (!arrived[s.index].isEmpty()) {
-                throw mismatch("QP " + s.index + ": unexpected completions " + arrived[s.index]);
+            if (!arrived.get(s.index).isEmpty()) {
+                throw mismatch("QP " + s.index + ": unexpected completions " + arrived.get(s.index));
             }
             for (DatagramDrop d : DatagramDrop.values()) {
                 long got = nodes[s.index].device.counters().datagramsDropped(d);
@@ -224,7 +223,7 @@ final class UdModelFuzz implements AutoCloseable {
             counts.merge("drop." + drop, 1, Integer::sum);
             return;
         }
-        WorkCompletion wc = arrived[t.index].isEmpty() ? null : arrived[t.index].removeFirst();
+        WorkCompletion wc = arrived.get(t.index).isEmpty() ? null : arrived.get(t.index).removeFirst();
         if (wc == null || wc.qp() != t.qp || wc.status() != WcStatus.SUCCESS || wc.wrId() != head[0]
                 || wc.byteLen() != 40 + length || wc.srcQp() != from.qp.qpNum() || !wc.withGrh()) {
             throw mismatch("QP " + t.index + ": expected the datagram in slot " + head[0] + " (" + (40 + length)

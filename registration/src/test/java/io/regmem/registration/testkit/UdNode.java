@@ -70,6 +70,13 @@ public final class UdNode implements AutoCloseable {
         return ah;
     }
 
+    /** An address handle answering a received datagram ({@code ibv_create_ah_from_wc}), closed with the node. */
+    public AddressHandle ahFromWc(WorkCompletion wc) {
+        AddressHandle ah = pd.createAhFromWc(wc);
+        ahs.add(ah);
+        return ah;
+    }
+
     /** Slot {@code i}'s memory. */
     public MemorySegment slot(int i) {
         return memory.asSlice((long) SLOT * i, SLOT);
