@@ -6,6 +6,7 @@ import java.net.InetSocketAddress;
 import java.util.HashMap;
 import java.util.concurrent.ConcurrentHashMap;
 import org.agrona.collections.ArrayUtil;
+import org.agrona.collections.Int2ObjectHashMap;
 
 /**
  * The in-process datagram fabric every soft device of this JVM shares: its UD QPs by number and its
@@ -18,7 +19,8 @@ final class SoftFabric {
     static final InetSocketAddress ENDPOINT = new InetSocketAddress(InetAddress.getLoopbackAddress(), 0);
     /** A datagram's source, as a receiver sees it ({@code WorkCompletion.source()}). */
     static final AhAttributes SOURCE = AhAttributes.of(ENDPOINT);
-    private static final ConcurrentHashMap<Integer, SoftQueuePair> UD_QPS = new ConcurrentHashMap<>();
+    /** UD QPs by number: replaced, never mutated, under {@link #GROUPS}'s lock; read without a lock or a box. */
+    private static volatile Int2ObjectHashMap<SoftQueuePair> udQps = new Int2ObjectHashMap<>();
     private static final SoftQueuePair[] NONE = new SoftQueuePair[0];
     /** Members of each group with members; guarded by itself, read through {@link #members}. */
     private static final HashMap<InetAddress, SoftQueuePair[]> GROUPS = new HashMap<>();
@@ -28,16 +30,26 @@ final class SoftFabric {
     }
 
     static void add(SoftQueuePair qp) {
-        UD_QPS.put(qp.ctx.qpNum(), qp);
+        synchronized (GROUPS) {
+            Int2ObjectHashMap<SoftQueuePair> next = new Int2ObjectHashMap<>(udQps);
+            next.put(qp.ctx.qpNum(), qp);
+            udQps = next;
+        }
     }
 
     static void remove(SoftQueuePair qp) {
-        UD_QPS.remove(qp.ctx.qpNum(), qp);
+        synchronized (GROUPS) {
+            Int2ObjectHashMap<SoftQueuePair> next = new Int2ObjectHashMap<>(udQps);
+            if (next.get(qp.ctx.qpNum()) == qp) {
+                next.remove(qp.ctx.qpNum());
+            }
+            udQps = next;
+        }
     }
 
-    /** The UD QP numbered {@code qpn}, or null. */
+    /** The UD QP numbered {@code qpn}, or null (no lock, no allocation). */
     static SoftQueuePair qp(int qpn) {
-        return UD_QPS.get(qpn);
+        return udQps.get(qpn);
     }
 
     /** True if a unicast datagram to {@code dgid} reaches this fabric (a loopback address). */
