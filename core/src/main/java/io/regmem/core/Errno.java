@@ -48,10 +48,14 @@ public enum Errno {
     EADDRNOTAVAIL(99),
     /** Connection reset by peer: the other end went away in the middle of an exchange. */
     ECONNRESET(104),
+    /** Already connected: a connection-establishment notice for an ID that is established. */
+    EISCONN(106),
     /** Timed out: a peer did not answer within the stated bound. */
     ETIMEDOUT(110),
     /** Connection refused: the peer rejected the connection request, or there was nobody to take it. */
-    ECONNREFUSED(111);
+    ECONNREFUSED(111),
+    /** No route to host: an address that does not resolve to a host this provider can reach. */
+    EHOSTUNREACH(113);
 
     private final int value;
 

@@ -33,6 +33,12 @@ public record AsyncEvent(Type type, RdmaResource resource, String description) {
          * A QP using a shared receive queue is in the error state and holds no receive of it any more
          * ({@code IBV_EVENT_QP_LAST_WQE_REACHED}): its flushed completions are all made. Raised once per QP.
          */
-        QP_LAST_WQE_REACHED
+        QP_LAST_WQE_REACHED,
+        /**
+         * Communication established ({@code IBV_EVENT_COMM_EST}): a QP received before its CM said the
+         * connection was up. regmem's providers never raise it (a connection is up before either QP can
+         * receive); it is the notice {@link CmId#notify} passes on, as {@code rdma_notify} does.
+         */
+        COMM_EST
     }
 }

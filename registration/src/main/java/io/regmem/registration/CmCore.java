@@ -106,17 +106,21 @@ final class CmCore extends ProviderState implements CmContext {
     }
 
     @Override
-    public void failed(String why) {
+    public void failed(String why, boolean timedOut) {
         id.failureReason = why;
-        rejected(null);
+        rejected(null, timedOut ? CmEvent.REJECT_TIMEOUT : CmEvent.REJECT_INVALID_SERVICE_ID);
     }
 
     @Override
     public void rejected(byte[] privateData) {
+        rejected(privateData, CmEvent.REJECT_CONSUMER_DEFINED);
+    }
+
+    private void rejected(byte[] privateData, int status) {
         peerData(privateData);
         id.conn = CmId.ConnState.DISCONNECTED;
         connectionEvent("REJECTED");
-        CmEvents.post(new CmEvent(CmEvent.Type.REJECTED, id, null));
+        CmEvents.post(new CmEvent(CmEvent.Type.REJECTED, id, null, status, null, null));
     }
 
     private void peerData(byte[] data) {
@@ -167,7 +171,7 @@ final class CmCore extends ProviderState implements CmContext {
                         ? new RdmaException(Errno.ECONNREFUSED, id + ": awaitConnected: the request failed: " + id.failureReason)
                         : new RdmaException(Errno.ECONNREFUSED, id + ": awaitConnected: the peer rejected the request ("
                                 + id.privateData().length + " bytes of the peer's private data)");
-                case IDLE, BOUND, LISTENING -> throw new RdmaException(Errno.EINVAL, id + ": awaitConnected in state " + c
+                case IDLE, BOUND, ADDR_RESOLVED, ROUTE_RESOLVED, LISTENING -> throw new RdmaException(Errno.EINVAL, id + ": awaitConnected in state " + c
                         + ": nothing to wait for (connect, or accept a request, first)");
                 default -> {
                     // CONNECTING or REQUESTED: under way
@@ -195,9 +199,11 @@ final class CmCore extends ProviderState implements CmContext {
             throw new RdmaException(Errno.EINVAL, id + ": connect needs a QP: createQp(pd, attributes) first (as "
                     + "rdma_create_qp before rdma_connect)");
         }
-        if (id.conn != CmId.ConnState.IDLE) {
-            throw new RdmaException(Errno.EINVAL, id + ": connect needs an idle ID, this one is " + id.conn
-                    + " (an ID connects once; make a new one for a new connection)");
+        CmId.ConnState was = id.conn;
+        boolean routed = was == CmId.ConnState.ROUTE_RESOLVED && address != null && address.equals(id.resolved);
+        if (was != CmId.ConnState.IDLE && !routed) {
+            throw new RdmaException(Errno.EINVAL, id + ": connect needs an idle ID (or one whose route to that address "
+                    + "is resolved), this one is " + was + " (an ID connects once; make a new one for a new connection)");
         }
         if (address == null) {
             throw new RdmaException(Errno.EINVAL, id + ": connect needs an address, got null");
@@ -207,7 +213,7 @@ final class CmCore extends ProviderState implements CmContext {
         try {
             id.provider.connect(address, data);
         } catch (RuntimeException e) {
-            id.conn = CmId.ConnState.IDLE;
+            id.conn = was;
             id.peerAddress = null;
             throw e;
         }

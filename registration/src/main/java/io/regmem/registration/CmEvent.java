@@ -17,18 +17,65 @@ import java.net.InetAddress;
  */
 public record CmEvent(Type type, CmId id, CmId listener, int status, UdParam ud, InetAddress group) {
 
+    /** A REJECTED event's status when the peer's application rejected ({@code IB_CM_REJ_CONSUMER_DEFINED}). */
+    public static final int REJECT_CONSUMER_DEFINED = 28;
+    /**
+     * A REJECTED event's status when the request failed before the peer's application answered: nobody
+     * listens there any more, or the listener refused the handshake ({@code IB_CM_REJ_INVALID_SERVICE_ID}).
+     */
+    public static final int REJECT_INVALID_SERVICE_ID = 8;
+    /** A REJECTED event's status when the handshake timed out ({@code IB_CM_REJ_TIMEOUT}). */
+    public static final int REJECT_TIMEOUT = 4;
+
+    /**
+     * What a REJECTED event's status means, in words ({@code rdma_reject_msg}): "consumer defined",
+     * "invalid service ID", "timeout"; else "unrecognized reason". Null for other events.
+     */
+    public String rejectMessage() {
+        if (type != Type.REJECTED) {
+            return null;
+        }
+        return switch (status) {
+            case REJECT_CONSUMER_DEFINED -> "consumer defined";
+            case REJECT_INVALID_SERVICE_ID -> "invalid service ID";
+            case REJECT_TIMEOUT -> "timeout";
+            default -> "unrecognized reason";
+        };
+    }
+
+    /**
+     * The private data the rejecting application sent ({@code rdma_consumer_reject_data}): for a
+     * REJECTED event whose status is {@link #REJECT_CONSUMER_DEFINED}, a copy of it (empty when it
+     * sent none); null for any other event or reason.
+     */
+    public byte[] consumerRejectData() {
+        return type == Type.REJECTED && status == REJECT_CONSUMER_DEFINED ? id.privateData() : null;
+    }
+
     /** An event with status 0 and no datagram parameters. */
     public CmEvent(Type type, CmId id, CmId listener) {
         this(type, id, listener, 0, null, null);
     }
 
-    /** Event types ({@code enum rdma_cm_event_type}), the ones the soft fabric produces. */
+    /** Event types ({@code enum rdma_cm_event_type}), the ones regmem's providers produce. */
     public enum Type {
+        /** {@link CmId#resolveAddr} resolved the destination. */
+        ADDR_RESOLVED,
+        /** {@link CmId#resolveAddr} failed: {@link CmEvent#status()} is the negated errno. */
+        ADDR_ERROR,
+        /** {@link CmId#resolveRoute} resolved the route. */
+        ROUTE_RESOLVED,
+        /** {@link CmId#resolveRoute} failed: {@link CmEvent#status()} is the negated errno. */
+        ROUTE_ERROR,
         /** A peer asks to connect: accept or reject the new ID. */
         CONNECT_REQUEST,
         /** The connection is up: both QPs are ready to send. */
         ESTABLISHED,
-        /** The peer rejected the request, or its listener went away. */
+        /**
+         * The peer rejected the request, or it failed before the peer's application answered it:
+         * {@link CmEvent#status()} is the reason ({@link #REJECT_CONSUMER_DEFINED} for the application's own
+         * reject; {@link CmEvent#rejectMessage()} says it in words).
+         */
         REJECTED,
         /** The connection is down: the QP is in the error state. */
         DISCONNECTED,

@@ -2,10 +2,6 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.spi.ProviderCm;
-import java.net.InetAddress;
-import java.util.ArrayDeque;
-import java.util.concurrent.TimeUnit;
 
 /**
  * A connection-manager ID ({@code rdma_create_id}): the handle a connection is made through. It
@@ -15,13 +11,17 @@ import java.util.concurrent.TimeUnit;
  * twice is an error; destroying the ID inside its own event handler is refused ({@link Errno#EBUSY}:
  * the handler returns true instead, see {@link CmEventHandler}).
  */
-public final class CmId extends RdmaResource implements AutoCloseable {
+public final class CmId extends CmIdBase implements AutoCloseable {
     /** Where an ID stands in connection setup. */
     public enum ConnState {
         /** Not connected, not listening. */
         IDLE,
         /** Bound to a local address ({@link #bindAddr}), not yet listening. */
         BOUND,
+        /** A destination was resolved ({@link #resolveAddr}): next, {@link #resolveRoute}. */
+        ADDR_RESOLVED,
+        /** The route to it was resolved ({@link #resolveRoute}): next, {@link #connect()}. */
+        ROUTE_RESOLVED,
         /** Accepting connection requests under a name. */
         LISTENING,
         /** Active side: a request is waiting for the peer's accept. */
@@ -46,39 +46,9 @@ public final class CmId extends RdmaResource implements AutoCloseable {
     static final byte[] NO_DATA = new byte[0];
 
     private volatile QueuePair qp;
-    volatile ConnState conn = ConnState.IDLE;
-    /** Set once the connection was established (before {@link #conn} says CONNECTED). */
-    volatile boolean wasConnected;
-    /** What the peer sent with its connection request, accept or reject (never null). */
-    volatile byte[] peerData = NO_DATA;
-    /** Why the request failed on its way (not the peer's rejection), or null. */
-    volatile String failureReason;
-    /** The peer's address: what {@link #connect} was given, or what the provider reported for a request. */
-    volatile String peerAddress;
-    /** The local address: what {@link #bindAddr} bound, or what {@link #listen(String)} was given; null before. */
-    volatile String localAddress;
-    /** Requests that came through this listening ID and were not yet taken or answered. Guarded by itself. */
-    final ArrayDeque<CmId> requests = new ArrayDeque<>();
-    /** For a request: the listener it came through. */
-    CmId listener;
-    volatile CmEventHandler handler;
-    /** The provider's half. */
-    ProviderCm provider;
-    /** What the provider sees of this ID. */
-    final CmCore context = new CmCore(this);
-    /** The multicast groups it joined (UDP port space). */
-    final CmJoins joins = new CmJoins(this);
-
-    private final PortSpace portSpace;
 
     CmId(RdmaDevice device, PortSpace portSpace) {
-        super(device, "CmId", null);
-        this.portSpace = portSpace;
-    }
-
-    /** The port space the ID was created in ({@link RdmaDevice#createCmId(PortSpace)}): it decides its QP's type. */
-    public PortSpace portSpace() {
-        return portSpace;
+        super(device, portSpace);
     }
 
     /** Creates the provider's half; throws before the ID is tracked, so nothing is created then. */
@@ -197,50 +167,20 @@ public final class CmId extends RdmaResource implements AutoCloseable {
         }
     }
 
-    /** The local address: what {@link #bindAddr} bound (with the port picked), or what {@link #listen(String)} was given; else null. */
-    public String localAddress() {
-        return localAddress;
-    }
-
     /**
-     * Joins the multicast group {@code group} ({@code rdma_join_multicast}): a UDP port space ID,
-     * bound ({@link #bindAddr}). The join is reported by a {@link CmEvent.Type#MULTICAST_JOIN} event
-     * whose {@link CmEvent#ud()} says how to send to the group (its address, QP number
-     * {@link AhAttributes#MULTICAST_QPN}, Q_Key {@link QpInitAttributes#RDMA_UDP_QKEY}); for
-     * {@link JoinFlag#FULLMEMBER} the ID's QP, if it has one by then, is attached when the event is
-     * taken (as librdmacm does), and a {@link CmEvent.Type#MULTICAST_ERROR} event comes instead if that
-     * fails (the device's limits). A send-only member attaches nothing. Destroying the QP detaches it;
-     * closing the ID ends its joins.
+     * Connects to the destination {@link #resolveAddr} and {@link #resolveRoute} resolved
+     * ({@code rdma_connect} after the two resolution steps), with no private data; with private data:
+     * {@code connect(resolvedAddress(), bytes)}.
      *
-     * @throws RdmaException {@link Errno#EINVAL} for a TCP port space ID, one not bound, or an address
-     *                       that is not multicast; {@link Errno#EADDRINUSE} if this ID joined the group
-     *                       already; {@link Errno#EOPNOTSUPP} on a device without multicast;
-     *                       {@link Errno#EBADF} if the ID was destroyed
+     * @throws RdmaException {@link Errno#EINVAL} unless the route is resolved; else as {@link #connect(String, byte[])}
      */
-    public void joinMulticast(InetAddress group, JoinFlag flag) {
-        CmEvents.begin();
-        try {
-            synchronized (device.lock) {
-                checkAlive("joinMulticast");
-                joins.join(group, flag);
-            }
-        } finally {
-            CmEvents.end();
+    public void connect() {
+        String to = resolved;
+        if (to == null || conn != ConnState.ROUTE_RESOLVED) {
+            throw new RdmaException(Errno.EINVAL, this + ": connect() in state " + conn + " needs a resolved route "
+                    + "(resolveAddr, then resolveRoute; or connect(address) on an idle ID)");
         }
-    }
-
-    /**
-     * Leaves a group this ID joined ({@code rdma_leave_multicast}): its QP is detached (no more of the
-     * group's datagrams arrive), and a join whose event was not yet taken is cancelled.
-     *
-     * @throws RdmaException {@link Errno#EADDRNOTAVAIL} if the ID has not joined {@code group};
-     *                       {@link Errno#EBADF} if the ID was destroyed
-     */
-    public void leaveMulticast(InetAddress group) {
-        synchronized (device.lock) {
-            checkAlive("leaveMulticast");
-            joins.leave(group);
-        }
+        connect(to, null);
     }
 
     /**
@@ -376,7 +316,7 @@ public final class CmId extends RdmaResource implements AutoCloseable {
         try {
             synchronized (device.lock) {
                 checkAlive("disconnect");
-                if (portSpace == PortSpace.UDP) { // a UD QP has no connection: its QP is untouched
+                if (portSpace() == PortSpace.UDP) { // a UD QP has no connection: its QP is untouched
                     conn = ConnState.DISCONNECTED;
                     return;
                 }
@@ -394,69 +334,6 @@ public final class CmId extends RdmaResource implements AutoCloseable {
 
     void leaveListener() {
         context.leaveListener();
-    }
-
-    /**
-     * Sets the handler of this ID's connection events (see {@link CmEventHandler}); requests that
-     * come through a listening ID inherit its handler. Null removes it.
-     */
-    public void onEvent(CmEventHandler h) {
-        this.handler = h;
-    }
-
-    /**
-     * The private data the peer sent ({@code event->param.conn.private_data}): on a request ID,
-     * the requester's (from {@link #connect(String, byte[])}); on a connecting ID, the acceptor's
-     * once it is {@code CONNECTED}, or the rejecter's once it is rejected. Empty when none came.
-     * A copy.
-     */
-    public byte[] privateData() {
-        return peerData.clone();
-    }
-
-    /**
-     * The peer's address ({@code rdma_get_peer_addr}): on a connecting or connected ID, the address
-     * it connected to; on a request ID, where the request came from (ucx: the requester's
-     * {@code ip:port}; soft: the requesting device's name). Null on an ID that never connected.
-     */
-    public String peerAddress() {
-        return peerAddress;
-    }
-
-    /**
-     * Why this ID's connection request failed before the peer's application answered it, or null (none
-     * failed, or the peer's application rejected it: {@link #privateData()} then holds what it sent):
-     * the listener refused the handshake (the two sides' secrets differ, it serves another provider,
-     * it cannot reach this process), went away, or the handshake broke. Set when the ID moves to
-     * {@code DISCONNECTED} with a {@code REJECTED} event.
-     */
-    public String failureReason() {
-        return failureReason;
-    }
-
-    /** Where this ID stands in connection setup. */
-    public ConnState connState() {
-        return conn;
-    }
-
-    /**
-     * Waits until the connection is up ({@link ConnState#CONNECTED}), as an rdma_cm user blocks on
-     * {@code rdma_get_cm_event} for {@code ESTABLISHED}: {@link #connect} returns while the request
-     * is under way (a provider that connects processes answers from its own thread), and a send
-     * posted before then is refused ({@code QueuePair.tryPostSend} says {@code NOT_CONNECTED}).
-     * Returns at once if connected.
-     *
-     * @throws RdmaException {@link Errno#ETIMEDOUT} if not connected within {@code timeout} (the request
-     *                       goes on; wait again or {@link #disconnect}); {@link Errno#ECONNREFUSED} if
-     *                       the peer rejected the request or it failed ({@link #privateData()} holds a
-     *                       rejecter's data); {@link Errno#ECONNRESET} if the connection was up and
-     *                       ended; {@link Errno#EINVAL} on an ID with nothing under way (idle,
-     *                       listening); {@link Errno#EINTR} if the thread was interrupted (its flag
-     *                       stays set); {@link Errno#EBADF} if destroyed
-     */
-    public void awaitConnected(long timeout, TimeUnit unit) {
-        checkAlive("awaitConnected");
-        context.awaitConnected(timeout, unit);
     }
 
     /**

@@ -41,9 +41,10 @@ final class CmJoins {
             throw new RdmaException(Errno.EINVAL, id + ": joinMulticast(" + group + ", " + flag + ") needs a multicast "
                     + "address (IPv4 224.0.0.0/4, IPv6 ff00::/8) and a join flag");
         }
-        if (id.connState() != CmId.ConnState.BOUND) {
-            throw new RdmaException(Errno.EINVAL, id + ": joinMulticast in state " + id.connState() + "; bind the ID "
-                    + "first (bindAddr), as rdma_join_multicast needs a bound ID");
+        CmId.ConnState state = id.connState();
+        if (state != CmId.ConnState.BOUND && state != CmId.ConnState.ADDR_RESOLVED && state != CmId.ConnState.ROUTE_RESOLVED) {
+            throw new RdmaException(Errno.EINVAL, id + ": joinMulticast in state " + state + "; bind the ID "
+                    + "first (bindAddr, or resolveAddr), as rdma_join_multicast needs a bound or resolved ID");
         }
         if (device.attributes().maxMcastGroups() == 0) {
             throw new RdmaException(Errno.EOPNOTSUPP, id + ": joinMulticast on device " + device.name()

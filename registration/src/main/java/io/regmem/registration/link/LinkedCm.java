@@ -7,8 +7,10 @@ import io.regmem.registration.spi.LocalRendezvous;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.QpContext;
 import java.io.IOException;
+import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.SocketTimeoutException;
+import java.net.UnknownHostException;
 import java.util.function.Supplier;
 
 /**
@@ -104,6 +106,24 @@ public abstract class LinkedCm implements ProviderCm {
     }
 
     /**
+     * Resolves {@code host:port}'s host by name (the address stays as given).
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for an address that is not host:port;
+     *                       {@link Errno#EHOSTUNREACH} for a host that does not resolve
+     */
+    @Override
+    public String resolve(String address) {
+        HostPort a = HostPort.parse(ctx.name(), kind.provider(), address); // EINVAL: not host:port
+        try {
+            InetAddress.getByName(a.host());
+        } catch (UnknownHostException e) {
+            throw new RdmaException(Errno.EHOSTUNREACH, ctx.name() + ": resolveAddr(" + address + "): host " + a.host()
+                    + " does not resolve");
+        }
+        return address;
+    }
+
+    /**
      * Binds a TCP socket at {@code address} (port 0: one the system picks) that {@link #listen} then
      * takes connections on.
      *
@@ -193,7 +213,7 @@ public abstract class LinkedCm implements ProviderCm {
             if (!ctx.isDestroyed() && ctx.isConnecting()) {
                 log.log(System.Logger.Level.WARNING, "regmem " + kind.provider() + ": " + ctx.name() + ": connecting to "
                         + address + " failed: " + e.getMessage());
-                ctx.failed(e instanceof IOException ? e.getMessage() : e.toString());
+                ctx.failed(e instanceof IOException ? e.getMessage() : e.toString(), e instanceof SocketTimeoutException);
             }
             return;
         }

@@ -51,9 +51,15 @@ public interface CmContext {
     /**
      * The request failed before the peer's application answered it (the handshake broke, the listener
      * refused the HELLO, the listener went away): as {@link #rejected} with no private data, and the
-     * ID's {@code failureReason()} says {@code why}.
+     * ID's {@code failureReason()} says {@code why}; the REJECTED event's status is
+     * {@code IB_CM_REJ_INVALID_SERVICE_ID}.
      */
-    void failed(String why);
+    default void failed(String why) {
+        failed(why, false);
+    }
+
+    /** As {@link #failed(String)}; {@code timedOut}: the handshake ran out of time (status {@code IB_CM_REJ_TIMEOUT}). */
+    void failed(String why, boolean timedOut);
 
     /** The peer disconnected: state {@code DISCONNECTED} and a {@code DISCONNECTED} event, if it was connected. */
     void disconnected();

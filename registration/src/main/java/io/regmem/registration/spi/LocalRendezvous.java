@@ -166,7 +166,7 @@ public final class LocalRendezvous {
                         other.remote = null;
                     }
                     if (other.ctx.isConnecting()) {
-                        other.ctx.rejected(null);
+                        other.ctx.failed("the listener was destroyed before it answered");
                     }
                 }
                 remote = null;

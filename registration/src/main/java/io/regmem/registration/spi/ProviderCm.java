@@ -26,6 +26,27 @@ public interface ProviderCm {
     }
 
     /**
+     * Resolves a destination for {@code rdma_resolve_addr}: returns the address {@link #connect} will
+     * be given (the provider's own form). Default: the address as it is.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for an address the provider cannot read (the call
+     *                       fails); any other errno (for example {@link Errno#EHOSTUNREACH}) is
+     *                       reported as an {@code ADDR_ERROR} event with that status
+     */
+    default String resolve(String address) {
+        return address;
+    }
+
+    /**
+     * Checks the route to a resolved destination for {@code rdma_resolve_route}. Default: every
+     * resolved destination is routable.
+     *
+     * @throws RdmaException reported as a {@code ROUTE_ERROR} event with its errno as the status
+     */
+    default void route(String resolved) {
+    }
+
+    /**
      * Listens under {@code address} (after {@link #bind}, the address it returned).
      *
      * @throws RdmaException {@link Errno#EBUSY} if the address is taken

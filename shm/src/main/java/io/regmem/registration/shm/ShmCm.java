@@ -1,5 +1,8 @@
 package io.regmem.registration.shm;
 
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.link.HostPort;
 import io.regmem.registration.link.Link;
 import io.regmem.registration.link.LinkedCm;
 import io.regmem.registration.link.Refusal;
@@ -7,6 +10,8 @@ import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.LocalRendezvous;
 import io.regmem.registration.spi.QpContext;
 import java.io.IOException;
+import java.net.InetAddress;
+import java.net.NetworkInterface;
 
 /**
  * shm connection setup by {@code host:port}, on the connection layer every provider connecting by
@@ -27,6 +32,22 @@ final class ShmCm extends LinkedCm {
         super(ctx, LOCAL, KIND, LOG, device::secret, device.handshakeMillis);
         this.device = device;
         ctx.attach(this);
+    }
+
+    /** A route leads to a process of this host only: the host must be one of this machine's addresses. */
+    @Override
+    public void route(String resolved) {
+        String host = HostPort.parse(ctx.name(), "shm", resolved).host();
+        try {
+            InetAddress a = InetAddress.getByName(host);
+            if (a.isLoopbackAddress() || a.isAnyLocalAddress() || NetworkInterface.getByInetAddress(a) != null) {
+                return;
+            }
+        } catch (IOException e) {
+            // not this host's
+        }
+        throw new RdmaException(Errno.EHOSTUNREACH, ctx.name() + ": resolveRoute to " + resolved
+                + ": shm reaches processes of this host only");
     }
 
     /** The requester's offer, if it is a same-host lane's this process can reach. */
