@@ -262,6 +262,43 @@ abstract sealed class CmIdBase extends RdmaResource permits CmId {
         }
     }
 
+    /**
+     * The source and destination GIDs of this ID ({@code rdma_read_gids}), as IP addresses (RoCE's
+     * GIDs; {@link AhAttributes#gid()} gives an address's 16 bytes, IPv4-mapped): the source is the
+     * local address ({@link CmId#bindAddr}'s or {@link CmId#listen(String)}'s host, or on a device that
+     * carries datagrams its {@link RdmaDevice#datagramAddress()}), the destination the peer's or the
+     * resolved destination's host. A host given as a name is not looked up: soft's names are this
+     * JVM's fabric, 127.0.0.1; a host name of shm or ucx gives null.
+     *
+     * @throws RdmaException {@link Errno#EBADF} if the ID was destroyed
+     */
+    public GidPair readGids() {
+        checkAlive("readGids");
+        InetAddress source = device.supportsDatagrams() ? device.datagramAddress().dgid() : hostOf(localAddress);
+        if (source == null) {
+            source = InetAddress.getLoopbackAddress();
+        }
+        String to = peerAddress != null ? peerAddress : resolved;
+        return new GidPair(source, to == null ? null : hostOf(to));
+    }
+
+    /** An address's host as an IP address: a literal's, soft's names' 127.0.0.1, else null. */
+    private InetAddress hostOf(String address) {
+        if (address == null) {
+            return null;
+        }
+        int colon = address.lastIndexOf(':');
+        String host = colon > 0 && address.indexOf(':') == colon ? address.substring(0, colon) : address;
+        if (host.startsWith("[") && host.endsWith("]")) {
+            host = host.substring(1, host.length() - 1);
+        }
+        try {
+            return InetAddress.ofLiteral(host);
+        } catch (IllegalArgumentException notALiteral) {
+            return device.supportsDatagrams() ? InetAddress.getLoopbackAddress() : null; // soft's names: this JVM
+        }
+    }
+
     CmIdBase(RdmaDevice device, PortSpace portSpace) {
         super(device, "CmId", null);
         this.portSpace = portSpace;

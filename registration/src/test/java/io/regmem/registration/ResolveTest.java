@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.regmem.core.Errno;
 import io.regmem.registration.testkit.NoLeaks;
 import io.regmem.registration.testkit.Providers;
+import java.net.InetAddress;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
@@ -97,7 +98,12 @@ class ResolveTest {
     void resolveTheAddressThenTheRouteThenConnect() {
         CmId listener = listener();
         CmId active = recorded(devA.createCmId());
+        assertThat(active.readGids().destination()).as("nothing to go to yet").isNull();
+        assertThat(active.readGids().source()).isNotNull();
         active.resolveAddr(null, listener.localAddress(), 2000);
+        GidPair gids = active.readGids();
+        assertThat(gids.destination()).as("rdma_read_gids after resolution").isEqualTo(InetAddress.getLoopbackAddress());
+        assertThat(AhAttributes.of(gids.destination()).gid()).startsWith(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF);
         assertThat(awaitEvent(active, CmEvent.Type.ADDR_RESOLVED).status()).isZero();
         assertThat(active.connState()).isEqualTo(CmId.ConnState.ADDR_RESOLVED);
         assertThat(active.resolvedAddress()).isEqualTo(listener.localAddress());
