@@ -137,6 +137,9 @@ final class DemoCommand implements Callable<Integer> {
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
 
+    @picocli.CommandLine.Mixin
+    MulticastDemo.Options multicast = new MulticastDemo.Options();
+
     /** Upper bounds of the options, each one a value the demo was run with. */
     static final int MAX_THREADS = 64;
     static final int MAX_RPC_CONCURRENCY = 1024;
@@ -252,6 +255,7 @@ final class DemoCommand implements Callable<Integer> {
                 .range("--storage-calls", storageCalls, 1, 1_000_000_000)
                 .range("--storage-block", storageBlock, 4096, 4 << 20)
                 .range("--storage-depth", storageDepth, 1, 64)
+                .and(multicast::check)
                 .rule(storageBlock % 4096 == 0, "--storage-block " + storageBlock + " is not a multiple of 4096")
                 .rule(storageMib == 0 || storageMib * (1 << 20) >= (long) storageBlock * storageDepth * 8,
                         "--storage-mib " + storageMib + " holds fewer than 8 x --storage-depth blocks");
@@ -295,6 +299,9 @@ final class DemoCommand implements Callable<Integer> {
         if (connect != null && !SoftPair.connectsProcesses(provider)) {
             spec.commandLine().getErr().println("regmem demo: --connect needs --provider ucx or shm (soft reaches only this JVM)");
             return OptionCheck.USAGE;
+        }
+        if (multicast.enabled) {
+            return MulticastDemo.main(multicast, provider, deviceOptions, out, spec.commandLine().getErr());
         }
         if (System.console() == null) {
             quietProgress = true; // a log gets no carriage-return progress line

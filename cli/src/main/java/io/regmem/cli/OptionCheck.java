@@ -2,6 +2,7 @@ package io.regmem.cli;
 
 import java.io.PrintWriter;
 import java.util.Collection;
+import java.util.function.UnaryOperator;
 import picocli.CommandLine;
 
 /**
@@ -69,6 +70,11 @@ public final class OptionCheck {
     }
 
     /** True if every check passed; else prints the one line and the caller returns {@link #USAGE}. */
+    /** Applies a group of checks kept elsewhere (an option mixin's). */
+    public OptionCheck and(UnaryOperator<OptionCheck> more) {
+        return more.apply(this);
+    }
+
     public boolean ok() {
         if (problem == null) {
             return true;

@@ -172,6 +172,9 @@ class DemoCommandTest {
         "demo --threads abc                 | --threads | 'abc'",
         "demo --safety NOPE                 | --safety | FAST, CHECKED, PARANOID",
         "demo --nonsense                    | --nonsense | Unknown option",
+        "demo --multicast --multicast-members 0 | --multicast-members 0 | 1 to 16",
+        "demo --multicast --multicast-size 8 | --multicast-size 8 | 16 to 1024",
+        "demo --multicast --provider shm    | --multicast | shm carries none",
     })
     void aBadOptionIsOneClearLineAndExitStatusTwoBeforeAnyWork(String args, String names, String allowed) {
         PrintStream original = System.out;
@@ -189,6 +192,20 @@ class DemoCommandTest {
         assertThat(line.strip()).as("one line").doesNotContain("\n").startsWith("regmem " + args.trim().split(" ")[0] + ": ")
                 .contains(names.trim(), allowed.trim()).doesNotContain("Exception");
         assertThat(captured.toString(StandardCharsets.UTF_8)).as("no work started").isEmpty();
+        assertThat(BufferPool.openPools()).isEmpty();
+    }
+
+    /** The multicast demo: every member gets or counts every message, in order, byte-exact; nothing left. */
+    @Test
+    void theMulticastDemoChecksEveryMessageAndLeaksNothing() {
+        String out = runClean("demo", "--multicast", "--multicast-members", "3", "--multicast-messages", "20000",
+                "--multicast-size", "100");
+        assertThat(out).contains("Multicast on the soft provider: 1 publisher, 3 member(s)", "20,000 messages of 100 B",
+                "Publisher: 20,000 messages in ", "every send completed", "member 1: received ", "member 3: received ",
+                "out of order 0, bytes wrong 0; one-way latency p50 ")
+                .containsPattern("Devices: soft\\d+ \\(member 1\\): no live objects; .*soft\\d+ \\(publisher\\): no live objects")
+                .endsWith("PASS: every message received or counted as dropped, in order, every byte checked, nothing leaked "
+                        + "(multicast)" + System.lineSeparator());
         assertThat(BufferPool.openPools()).isEmpty();
     }
 
