@@ -80,6 +80,11 @@ final class CmCore extends ProviderState implements CmContext {
     }
 
     @Override
+    public boolean reuseAddress() {
+        return id.reuseAddress == 1;
+    }
+
+    @Override
     public UdParam datagramParam() {
         QueuePair q = id.qp();
         if (id.portSpace() != PortSpace.UDP || q == null) {

@@ -299,6 +299,68 @@ abstract sealed class CmIdBase extends RdmaResource permits CmId {
         }
     }
 
+    /** {@link CmOption#REUSEADDR} and {@link CmOption#TOS}'s values. */
+    volatile int reuseAddress = 1;
+    volatile int typeOfService;
+
+    /**
+     * Sets an option of this ID ({@code rdma_set_option}; {@link CmOption#TOS} is
+     * {@code rdma_set_service_type}); see {@link CmOption} for what each does on each provider.
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a value out of the option's range, a null option, or
+     *                       {@code REUSEADDR}/{@code AFONLY} on an ID no longer idle; {@link Errno#EOPNOTSUPP}
+     *                       for {@code AFONLY} 1 and for {@code ACK_TIMEOUT}; {@link Errno#EBADF} if the ID
+     *                       was destroyed. A refused call changes nothing.
+     */
+    public void setOption(CmOption option, int value) {
+        synchronized (device.lock) {
+            checkAlive("setOption");
+            if (option == null) {
+                throw new RdmaException(Errno.EINVAL, this + ": setOption needs an option, got null");
+            }
+            switch (option) {
+                case REUSEADDR, AFONLY -> {
+                    if (value != 0 && value != 1) {
+                        throw new RdmaException(Errno.EINVAL, this + ": " + option + " is 0 or 1, got " + value);
+                    }
+                    if (conn != CmId.ConnState.IDLE) {
+                        throw new RdmaException(Errno.EINVAL, this + ": " + option + " in state " + conn
+                                + ": it is set before the ID binds");
+                    }
+                    if (option == CmOption.AFONLY && value == 1) {
+                        throw new RdmaException(Errno.EOPNOTSUPP, this + ": AFONLY 1 (IPv6 only) is not offered: the JDK's "
+                                + "sockets regmem binds are dual-stack");
+                    }
+                    if (option == CmOption.REUSEADDR) {
+                        reuseAddress = value;
+                    }
+                }
+                case TOS -> {
+                    if (value < 0 || value > 255) {
+                        throw new RdmaException(Errno.EINVAL, this + ": TOS is 0 to 255, got " + value);
+                    }
+                    typeOfService = value;
+                }
+                case ACK_TIMEOUT -> throw new RdmaException(Errno.EOPNOTSUPP, this + ": ACK_TIMEOUT: provider "
+                        + device.providerName() + " has no transport ACK timer to set");
+                default -> throw new IllegalStateException(option.toString());
+            }
+        }
+    }
+
+    /** An option's value now ({@link #setOption}); {@code AFONLY} is 0 and {@code ACK_TIMEOUT} -1 (not offered). */
+    public int option(CmOption option) {
+        if (option == null) {
+            throw new RdmaException(Errno.EINVAL, this + ": option needs an option, got null");
+        }
+        return switch (option) {
+            case REUSEADDR -> reuseAddress;
+            case AFONLY -> 0;
+            case TOS -> typeOfService;
+            case ACK_TIMEOUT -> -1;
+        };
+    }
+
     CmIdBase(RdmaDevice device, PortSpace portSpace) {
         super(device, "CmId", null);
         this.portSpace = portSpace;

@@ -159,6 +159,11 @@ final class QpCore extends ProviderState implements QpContext {
     }
 
     @Override
+    public int trafficClass() {
+        return qp.cmId().typeOfService;
+    }
+
+    @Override
     public int pathMtu() {
         return qp.device.attributes().activeMtu();
     }

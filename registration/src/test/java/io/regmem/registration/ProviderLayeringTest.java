@@ -31,7 +31,7 @@ class ProviderLayeringTest {
     private static final Pattern UPWARD = Pattern.compile("\\.(queuePair|region|cmId)\\(\\)");
     /** What the spi may import from the verbs package: values, not objects with a lifecycle. */
     static final Set<String> SPI_VALUE_TYPES = Set.of("Access", "Opcode", "WcStatus", "DeviceAttributes", "SignatureAttrs",
-            "SignatureError", "CacheStats", "AhAttributes", "DatagramDrop", "QpType", "UdParam");
+            "SignatureError", "CacheStats", "AhAttributes", "DatagramDrop", "QpType", "UdParam", "CmOption");
     private static final Pattern VERBS_IMPORT = Pattern.compile("io\\.regmem\\.registration\\.([A-Z]\\w*)");
     private static final Pattern VERBS_TYPE = Pattern.compile("\\b(QueuePair|CmId|CompletionQueue|MemoryRegion)\\b(?!\\.MAX_)");
 

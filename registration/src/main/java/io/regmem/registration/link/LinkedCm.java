@@ -133,7 +133,7 @@ public abstract class LinkedCm implements ProviderCm {
     @Override
     public final String bind(String address) {
         HostPort a = HostPort.parseForBind(ctx.name(), kind.provider(), address);
-        ServerSocket s = Listener.bind(ctx.name(), a.host(), a.port(), Errno.EADDRINUSE);
+        ServerSocket s = Listener.bind(ctx.name(), a.host(), a.port(), Errno.EADDRINUSE, ctx.reuseAddress());
         synchronized (CM) {
             bound = s;
         }
@@ -153,7 +153,8 @@ public abstract class LinkedCm implements ProviderCm {
             try {
                 server = bound != null
                         ? Listener.start(bound, a.host(), secret, handshakeMillis, kind, log, this::requested)
-                        : Listener.open(ctx.name(), a.host(), a.port(), secret, handshakeMillis, kind, log, this::requested);
+                        : Listener.start(Listener.bind(ctx.name(), a.host(), a.port(), Errno.EBUSY, ctx.reuseAddress()), a.host(),
+                                secret, handshakeMillis, kind, log, this::requested);
                 bound = null;
             } catch (RdmaException e) {
                 local.unlisten();

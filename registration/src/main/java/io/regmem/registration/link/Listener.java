@@ -84,29 +84,18 @@ public final class Listener implements AutoCloseable {
     }
 
     /**
-     * Binds {@code host:port} and starts taking connections.
-     *
-     * @param who the listening ID's name, for messages
-     * @throws RdmaException {@link Errno#EBUSY} if the port is taken; {@link Errno#EINVAL} for an
-     *                       address that is not local
-     */
-    public static Listener open(String who, String host, int port, byte[] secret, int handshakeMillis, Link.Kind kind,
-            System.Logger log, Requests requests) {
-        return start(bind(who, host, port, Errno.EBUSY), host, secret, handshakeMillis, kind, log, requests);
-    }
-
-    /**
      * Binds {@code host:port} (port 0: one the system picks) without taking connections yet
      * ({@code rdma_bind_addr}); {@link #start} then listens on it.
      *
-     * @param inUse the errno of a taken port ({@link Errno#EADDRINUSE} for a bind, EBUSY for a listen)
+     * @param inUse        the errno of a taken port ({@link Errno#EADDRINUSE} for a bind, EBUSY for a listen)
+     * @param reuseAddress {@code SO_REUSEADDR} (the ID's {@code REUSEADDR} option)
      * @throws RdmaException {@code inUse} if the port is taken; {@link Errno#EINVAL} for an address that is not local
      */
-    public static ServerSocket bind(String who, String host, int port, Errno inUse) {
+    public static ServerSocket bind(String who, String host, int port, Errno inUse, boolean reuseAddress) {
         ServerSocket s = null;
         try {
             s = new ServerSocket();
-            s.setReuseAddress(true);
+            s.setReuseAddress(reuseAddress);
             s.bind(new InetSocketAddress(host, port), BACKLOG);
             return s;
         } catch (IOException | RuntimeException e) {

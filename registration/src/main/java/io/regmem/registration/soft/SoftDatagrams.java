@@ -72,7 +72,8 @@ final class SoftDatagrams {
             }
             InetAddress source = SoftFabric.SOURCE.dgid();
             framed.clear();
-            framed.add(grh.fill(source, to.dgid(), length, w.opcode() == Opcode.SEND_WITH_IMM, HOP_LIMIT), 0, Grh.BYTES);
+            framed.add(grh.fill(source, to.dgid(), length, w.opcode() == Opcode.SEND_WITH_IMM, HOP_LIMIT, ctx.trafficClass()), 0,
+                    Grh.BYTES);
             framed.addAll(src);
             int qkey = w.remoteQkey() < 0 ? ctx.qkey() : w.remoteQkey();
             for (; fanNext < fan.length; fanNext++) {

@@ -87,4 +87,7 @@ public interface CmContext {
 
     /** The UD address exchange this (passive) ID answered completed: no event (as SIDR's passive side). */
     void answeredDatagram();
+
+    /** The ID's {@code REUSEADDR} option: true (the default) to set {@code SO_REUSEADDR} on a socket it binds. */
+    boolean reuseAddress();
 }

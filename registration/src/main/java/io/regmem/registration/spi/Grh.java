@@ -36,9 +36,10 @@ public final class Grh {
 
     /**
      * Writes the GRH of a datagram from {@code src} to {@code dst} with {@code payload} bytes into
-     * {@link #area()}. IPv4 when {@code dst} is IPv4 (the source then IPv4 too), else IPv6.
+     * {@link #area()}. IPv4 when {@code dst} is IPv4 (the source then IPv4 too), else IPv6; the
+     * traffic class is the IPv4 TOS byte or IPv6's traffic class.
      */
-    public MemorySegment fill(InetAddress src, InetAddress dst, long payload, boolean withImm, int hopLimit) {
+    public MemorySegment fill(InetAddress src, InetAddress dst, long payload, boolean withImm, int hopLimit, int trafficClass) {
         if (src != lastSource) {
             source = src.getAddress();
             lastSource = src;
@@ -52,6 +53,7 @@ public final class Grh {
         if (dst instanceof Inet4Address && source.length == 4) {
             int o = 20;
             area.set(ValueLayout.JAVA_BYTE, o, (byte) 0x45);
+            area.set(ValueLayout.JAVA_BYTE, o + 1, (byte) trafficClass);
             area.set(BE_SHORT, o + 2, (short) Math.min(0xFFFF, 20 + carried));
             area.set(BE_SHORT, o + 6, (short) 0x4000); // don't fragment
             area.set(ValueLayout.JAVA_BYTE, o + 8, (byte) hopLimit);
@@ -60,7 +62,8 @@ public final class Grh {
             MemorySegment.copy(destination, 0, area, ValueLayout.JAVA_BYTE, o + 16, 4);
             area.set(BE_SHORT, o + 10, checksum(o));
         } else {
-            area.set(ValueLayout.JAVA_BYTE, 0, (byte) 0x60);
+            area.set(ValueLayout.JAVA_BYTE, 0, (byte) (0x60 | (trafficClass >>> 4) & 0x0F));
+            area.set(ValueLayout.JAVA_BYTE, 1, (byte) ((trafficClass & 0x0F) << 4));
             area.set(BE_SHORT, 4, (short) carried);
             area.set(ValueLayout.JAVA_BYTE, 6, (byte) 17);
             area.set(ValueLayout.JAVA_BYTE, 7, (byte) hopLimit);

@@ -156,6 +156,9 @@ public interface QpContext {
     /** True if this UD QP receives none of its own multicast sends ({@code IBV_QP_CREATE_BLOCK_SELF_MCAST_LB}). */
     boolean blocksSelfMulticastLoopback();
 
+    /** The traffic class of a UD QP's datagrams: its CM ID's {@code TOS} option (0 to 255). */
+    int trafficClass();
+
     /** The path MTU in bytes: a UD send larger than this is never sent. */
     int pathMtu();
 

@@ -462,6 +462,11 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public int trafficClass() {
+            return real.trafficClass();
+        }
+
+        @Override
         public void completeDatagram(long bytes, boolean withImm, int immData, boolean solicited, int srcQp,
                                      AhAttributes source) {
             real.completeDatagram(bytes, withImm, immData, solicited, srcQp, source);
