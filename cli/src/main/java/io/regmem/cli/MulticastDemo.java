@@ -183,7 +183,7 @@ final class MulticastDemo {
                         if (wc.status() != WcStatus.SUCCESS) {
                             throw new IllegalStateException(side.role + ": a receive completed " + wc);
                         }
-                        long at = (long) wc.wrId() * slotBytes;
+                        long at = wc.wrId() * slotBytes;
                         long seq = side.memory.get(ValueLayout.JAVA_LONG_UNALIGNED, at + 40);
                         latency.recordValue(Math.max(0, now - side.memory.get(ValueLayout.JAVA_LONG_UNALIGNED, at + 48)));
                         if (seq <= last) {

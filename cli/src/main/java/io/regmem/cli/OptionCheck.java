@@ -69,12 +69,12 @@ public final class OptionCheck {
         return this;
     }
 
-    /** True if every check passed; else prints the one line and the caller returns {@link #USAGE}. */
     /** Applies a group of checks kept elsewhere (an option mixin's). */
     public OptionCheck and(UnaryOperator<OptionCheck> more) {
         return more.apply(this);
     }
 
+    /** True if every check passed; else prints the one line and the caller returns {@link #USAGE}. */
     public boolean ok() {
         if (problem == null) {
             return true;

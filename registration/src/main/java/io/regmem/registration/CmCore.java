@@ -111,9 +111,20 @@ final class CmCore extends ProviderState implements CmContext {
     }
 
     @Override
-    public void failed(String why, boolean timedOut) {
+    public void failed(String why, Failure how) {
         id.failureReason = why;
-        rejected(null, timedOut ? CmEvent.REJECT_TIMEOUT : CmEvent.REJECT_INVALID_SERVICE_ID);
+        switch (how) {
+            case REFUSED -> rejected(null, CmEvent.REJECT_INVALID_SERVICE_ID);
+            case UNREACHABLE -> failedWith(CmEvent.Type.UNREACHABLE, -Errno.ETIMEDOUT.value());
+            case BROKEN -> failedWith(CmEvent.Type.CONNECT_ERROR, -Errno.ECONNRESET.value());
+            default -> throw new IllegalStateException(how.toString());
+        }
+    }
+
+    private void failedWith(CmEvent.Type type, int status) {
+        id.conn = CmId.ConnState.DISCONNECTED;
+        connectionEvent(type.name());
+        CmEvents.post(new CmEvent(type, id, null, status, null, null));
     }
 
     @Override

@@ -24,12 +24,10 @@ public record CmEvent(Type type, CmId id, CmId listener, int status, UdParam ud,
      * listens there any more, or the listener refused the handshake ({@code IB_CM_REJ_INVALID_SERVICE_ID}).
      */
     public static final int REJECT_INVALID_SERVICE_ID = 8;
-    /** A REJECTED event's status when the handshake timed out ({@code IB_CM_REJ_TIMEOUT}). */
-    public static final int REJECT_TIMEOUT = 4;
 
     /**
      * What a REJECTED event's status means, in words ({@code rdma_reject_msg}): "consumer defined",
-     * "invalid service ID", "timeout"; else "unrecognized reason". Null for other events.
+     * "invalid service ID"; else "unrecognized reason". Null for other events.
      */
     public String rejectMessage() {
         if (type != Type.REJECTED) {
@@ -38,7 +36,6 @@ public record CmEvent(Type type, CmId id, CmId listener, int status, UdParam ud,
         return switch (status) {
             case REJECT_CONSUMER_DEFINED -> "consumer defined";
             case REJECT_INVALID_SERVICE_ID -> "invalid service ID";
-            case REJECT_TIMEOUT -> "timeout";
             default -> "unrecognized reason";
         };
     }
@@ -77,6 +74,17 @@ public record CmEvent(Type type, CmId id, CmId listener, int status, UdParam ud,
          * reject; {@link CmEvent#rejectMessage()} says it in words).
          */
         REJECTED,
+        /**
+         * The request got no answer in time (the handshake's time, ucx's and shm's {@code handshakeMillis}):
+         * {@link CmEvent#status()} {@code -ETIMEDOUT}; the ID is DISCONNECTED, {@link CmId#failureReason()} says more.
+         */
+        UNREACHABLE,
+        /**
+         * The exchange that sets the connection up broke (the link closed without an answer, or carried
+         * something that is not a regmem handshake): {@link CmEvent#status()} {@code -ECONNRESET}; the
+         * ID is DISCONNECTED, {@link CmId#failureReason()} says more.
+         */
+        CONNECT_ERROR,
         /** The connection is down: the QP is in the error state. */
         DISCONNECTED,
         /**

@@ -116,7 +116,7 @@ abstract sealed class CmIdBase extends RdmaResource permits CmId {
      * failed, or the peer's application rejected it: {@link #privateData()} then holds what it sent):
      * the listener refused the handshake (the two sides' secrets differ, it serves another provider,
      * it cannot reach this process), went away, or the handshake broke. Set when the ID moves to
-     * {@code DISCONNECTED} with a {@code REJECTED} event.
+     * {@code DISCONNECTED} with a {@code REJECTED}, {@code UNREACHABLE} or {@code CONNECT_ERROR} event.
      */
     public String failureReason() {
         return failureReason;

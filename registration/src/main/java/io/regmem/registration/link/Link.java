@@ -331,7 +331,7 @@ public final class Link implements AutoCloseable {
             byte[] code = new byte[1];
             wire.readFully(code, deadline, "REFUSED");
             Refusal r = Refusal.of(code[0]);
-            throw new IOException("the listener at " + peerAddress() + " refused the connection: "
+            throw new Refusal.Heard("the listener at " + peerAddress() + " refused the connection: "
                     + (r != null ? r.meaning() : "reason " + code[0] + " (unknown to this side)"));
         }
         throw new IOException(type < 0 ? "the listener at " + peerAddress() + " closed the connection without an answer"

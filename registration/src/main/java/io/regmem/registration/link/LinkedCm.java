@@ -45,6 +45,8 @@ public abstract class LinkedCm implements ProviderCm {
     private ServerSocket bound;
     /** The life line to another process (a request made by one, or a connect to one). */
     private volatile Link link;
+    /** A request ID's: its application accepted or rejected it. */
+    private volatile boolean answered;
     /** A request from another process: what {@link #admit} made of its HELLO (written before link). */
     private Object requested;
 
@@ -176,7 +178,8 @@ public abstract class LinkedCm implements ProviderCm {
         }
         synchronized (CM) {
             if (server != from || ctx.isDestroyed()) {
-                l.close(); // stopped listening meanwhile: the requester sees a rejection
+                l.sendRefused(Refusal.WITHDRAWN); // stopped listening meanwhile: the requester sees a rejection
+                l.close();
                 return;
             }
             LinkedCm request = (LinkedCm) ctx.newRequest(p.privateData(), l.peerAddress()).attachment();
@@ -214,7 +217,9 @@ public abstract class LinkedCm implements ProviderCm {
             if (!ctx.isDestroyed() && ctx.isConnecting()) {
                 log.log(System.Logger.Level.WARNING, "regmem " + kind.provider() + ": " + ctx.name() + ": connecting to "
                         + address + " failed: " + e.getMessage());
-                ctx.failed(e instanceof IOException ? e.getMessage() : e.toString(), e instanceof SocketTimeoutException);
+                ctx.failed(e instanceof IOException ? e.getMessage() : e.toString(), e instanceof SocketTimeoutException
+                        ? CmContext.Failure.UNREACHABLE : e instanceof Refusal.Heard ? CmContext.Failure.REFUSED
+                        : CmContext.Failure.BROKEN);
             }
             return;
         }
@@ -278,6 +283,7 @@ public abstract class LinkedCm implements ProviderCm {
 
     @Override
     public final void accept(byte[] privateData) {
+        answered = true;
         Link l = link();
         if (l == null) {
             local.accept(privateData, this::linkLocal);
@@ -300,6 +306,7 @@ public abstract class LinkedCm implements ProviderCm {
 
     @Override
     public final void reject(byte[] privateData) {
+        answered = true;
         Link l = link();
         if (l == null) {
             local.reject(privateData);
@@ -337,6 +344,10 @@ public abstract class LinkedCm implements ProviderCm {
 
     @Override
     public final void destroy() {
+        Link l0 = link;
+        if (requested != null && !answered && l0 != null) {
+            l0.sendRefused(Refusal.WITHDRAWN); // a request destroyed unanswered: its requester is told, not left to guess
+        }
         cut();
         local.destroy();
         Listener l;

@@ -21,7 +21,9 @@ public enum Refusal {
     MALFORMED(4, "the listener found this side's HELLO malformed"),
     /** The listener's provider cannot reach this process (another host, another network namespace). */
     UNREACHABLE(5, "the listener's provider cannot reach this process (shm connects processes of one host and one "
-            + "network namespace: use ucx otherwise)");
+            + "network namespace: use ucx otherwise)"),
+    /** The listener's application destroyed the request, or stopped listening, before it answered. */
+    WITHDRAWN(6, "the listener went away before its application answered the request");
 
     final int code;
     private final String meaning;
@@ -53,6 +55,14 @@ public enum Refusal {
     public static Refusal ofAddress(IOException e) {
         String m = e.getMessage();
         return m != null && m.contains("bad magic") ? ANOTHER_PROVIDER : MALFORMED;
+    }
+
+    /** The requester's side: the listener said it refused the request (a REFUSED message came, with its reason). */
+    public static final class Heard extends IOException {
+        /** The listener refused, as {@code message} says. */
+        public Heard(String message) {
+            super(message);
+        }
     }
 
     /** A HELLO the listener refuses, and why: the listener sends the reason before it closes the link. */

@@ -52,14 +52,25 @@ public interface CmContext {
      * The request failed before the peer's application answered it (the handshake broke, the listener
      * refused the HELLO, the listener went away): as {@link #rejected} with no private data, and the
      * ID's {@code failureReason()} says {@code why}; the REJECTED event's status is
-     * {@code IB_CM_REJ_INVALID_SERVICE_ID}.
+     * {@code IB_CM_REJ_INVALID_SERVICE_ID}. {@link #failed(String, Failure)} reports the other ways a
+     * request fails.
      */
     default void failed(String why) {
-        failed(why, false);
+        failed(why, Failure.REFUSED);
     }
 
-    /** As {@link #failed(String)}; {@code timedOut}: the handshake ran out of time (status {@code IB_CM_REJ_TIMEOUT}). */
-    void failed(String why, boolean timedOut);
+    /** How a request failed before the peer's application answered it. */
+    enum Failure {
+        /** The listener refused it or went away and said so: REJECTED, status {@code IB_CM_REJ_INVALID_SERVICE_ID}. */
+        REFUSED,
+        /** No answer came in time: UNREACHABLE, status {@code -ETIMEDOUT}. */
+        UNREACHABLE,
+        /** The exchange broke (the link closed or carried something wrong): CONNECT_ERROR, status {@code -ECONNRESET}. */
+        BROKEN
+    }
+
+    /** As {@link #failed(String)}, reported as {@code how} says. */
+    void failed(String why, Failure how);
 
     /** The peer disconnected: state {@code DISCONNECTED} and a {@code DISCONNECTED} event, if it was connected. */
     void disconnected();

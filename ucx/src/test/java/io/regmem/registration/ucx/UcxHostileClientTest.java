@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.Access;
+import io.regmem.registration.CmEvent;
 import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.MemoryRegion;
@@ -31,6 +32,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Handler;
 import java.util.logging.LogRecord;
@@ -422,10 +424,25 @@ class UcxHostileClientTest {
             try (ServerSocket fake = new ServerSocket(0, 8, java.net.InetAddress.getLoopbackAddress())) {
                 Thread server = Thread.ofPlatform().start(() -> fakeListener(fake, kind));
                 CmId id = client.createCmId();
+                AtomicReference<CmEvent> seen = new AtomicReference<>();
+                id.onEvent(e -> {
+                    seen.set(e);
+                    return false;
+                });
                 id.createQp(pd, QpInitAttributes.of(cq));
                 id.connect("127.0.0.1:" + fake.getLocalPort());
                 awaitState(id, CmId.ConnState.DISCONNECTED);
                 assertThat(id.privateData()).as(kind).isEmpty();
+                // no answer in time: UNREACHABLE; an answer that is not a regmem listener's: CONNECT_ERROR
+                long deadline = System.nanoTime() + 10_000_000_000L;
+                while (seen.get() == null && System.nanoTime() < deadline) {
+                    Thread.onSpinWait();
+                }
+                assertThat(seen.get()).as(kind).isNotNull();
+                assertThat(seen.get().type()).as(kind).isEqualTo(kind.equals("silent")
+                        ? CmEvent.Type.UNREACHABLE : CmEvent.Type.CONNECT_ERROR);
+                assertThat(seen.get().status()).as(kind).isEqualTo(kind.equals("silent") ? -Errno.ETIMEDOUT.value()
+                        : -Errno.ECONNRESET.value());
                 id.destroyQp();
                 id.close();
                 server.join(10_000);
