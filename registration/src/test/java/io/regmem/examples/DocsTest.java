@@ -29,17 +29,18 @@ class DocsTest {
             ROOT.resolve("uring/src/test/java/io/regmem/examples"), ROOT.resolve("netty/src/test/java/io/regmem/examples"));
 
     /** Which documents quote which example. */
-    static final Map<String, List<String>> QUOTED_IN = Map.of(
-            "allocator", List.of("docs/allocator.md"),
-            "rdma-write", List.of("README.md", "docs/verbs.md"),
-            "sleeping-server", List.of("docs/verbs.md"),
-            "cache", List.of("docs/cache.md"),
-            "rw", List.of("docs/rw.md"),
-            "rpc", List.of("docs/rpc.md"),
-            "ucx", List.of("docs/providers.md"),
-            "storage", List.of("docs/storage.md"),
-            "netty", List.of("docs/netty.md"),
-            "two-process", List.of("docs/providers.md"));
+    static final Map<String, List<String>> QUOTED_IN = Map.ofEntries(
+            Map.entry("allocator", List.of("docs/allocator.md")),
+            Map.entry("rdma-write", List.of("README.md", "docs/verbs.md")),
+            Map.entry("sleeping-server", List.of("docs/verbs.md")),
+            Map.entry("market-data", List.of("docs/verbs.md")),
+            Map.entry("cache", List.of("docs/cache.md")),
+            Map.entry("rw", List.of("docs/rw.md")),
+            Map.entry("rpc", List.of("docs/rpc.md")),
+            Map.entry("ucx", List.of("docs/providers.md")),
+            Map.entry("storage", List.of("docs/storage.md")),
+            Map.entry("netty", List.of("docs/netty.md")),
+            Map.entry("two-process", List.of("docs/providers.md")));
 
     @Test
     void everyExampleIsQuotedVerbatimWhereItIsDocumented() throws IOException {

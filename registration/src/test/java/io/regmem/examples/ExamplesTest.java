@@ -49,6 +49,16 @@ class ExamplesTest {
     }
 
     @Test
+    void marketData() throws Exception {
+        assertThat(run(MarketDataExample::main)).isEqualTo("""
+                subscriber A: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+                subscriber B: [0, 1, 2, 3], then no receive posted: 6 dropped
+                subscriber B: the heartbeat says the last tick is 9: recovering 4 to 9 over RC
+                subscriber B: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] (6 recovered)
+                """);
+    }
+
+    @Test
     void sleepingServer() throws Exception {
         assertThat(run(SleepingServerExample::main)).isEqualTo("""
                 server woke for: message 1
