@@ -3,6 +3,7 @@ package io.regmem.registration.metrics;
 import io.regmem.core.BufferPool;
 import io.regmem.core.PoolStats;
 import io.regmem.registration.CacheStats;
+import io.regmem.registration.DatagramDrop;
 import io.regmem.registration.DeviceCounters;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
@@ -138,6 +139,18 @@ final class Beans {
                 long n = s == WcStatus.SUCCESS ? 0 : counters.completions(s);
                 if (n > 0) {
                     m.put(s.name(), n);
+                }
+            }
+            return m;
+        }
+
+        @Override
+        public Map<String, Long> getDatagramsDropped() {
+            Map<String, Long> m = new LinkedHashMap<>();
+            for (DatagramDrop d : DatagramDrop.values()) {
+                long n = counters.datagramsDropped(d);
+                if (n > 0) {
+                    m.put(d.name(), n);
                 }
             }
             return m;

@@ -24,4 +24,7 @@ public interface RdmaDeviceMXBean {
 
     /** Error completions by status name (statuses seen at least once). */
     Map<String, Long> getErrorsByStatus();
+
+    /** Unreliable datagrams addressed to the device's QPs and dropped, by reason name (reasons seen at least once). */
+    Map<String, Long> getDatagramsDropped();
 }

@@ -8,6 +8,7 @@ import io.micrometer.core.instrument.binder.BaseUnits;
 import io.micrometer.core.instrument.binder.MeterBinder;
 import io.regmem.core.BufferPool;
 import io.regmem.registration.CacheStats;
+import io.regmem.registration.DatagramDrop;
 import io.regmem.registration.DeviceCounters;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
@@ -35,6 +36,7 @@ import java.util.function.ToDoubleFunction;
  * <tr><td>{@code regmem.pool.memory.given.back}</td><td>function counter, bytes</td><td>{@code pool}</td></tr>
  * <tr><td>{@code regmem.device.objects}, {@code regmem.device.connections}</td><td>gauge</td><td>{@code device}</td></tr>
  * <tr><td>{@code regmem.device.completions}</td><td>function counter</td><td>{@code device}, {@code status} (lower case: {@code success}, {@code rem_access_err}, ...)</td></tr>
+ * <tr><td>{@code regmem.device.datagrams.dropped}</td><td>function counter</td><td>{@code device}, {@code reason} (lower case: {@code no_receive}, {@code too_small}, {@code qkey}, {@code no_qp})</td></tr>
  * <tr><td>{@code regmem.cache.gets}</td><td>function counter</td><td>{@code cache}, {@code result} ({@code hit}, {@code miss})</td></tr>
  * <tr><td>{@code regmem.cache.evictions}, {@code regmem.cache.invalidations}</td><td>function counter</td><td>{@code cache}</td></tr>
  * <tr><td>{@code regmem.cache.regions}, {@code regmem.cache.registered} (bytes)</td><td>gauge</td><td>{@code cache}</td></tr>
@@ -137,6 +139,11 @@ public final class RegmemMeterBinder implements MeterBinder, AutoCloseable {
                     .description("Completions polled, by status").tags("device", tag, "status",
                             s.name().toLowerCase(Locale.ROOT))
                     .register(registry));
+        }
+        for (DatagramDrop d : DatagramDrop.values()) {
+            ms.add(FunctionCounter.builder("regmem.device.datagrams.dropped", c, x -> x.datagramsDropped(d))
+                    .description("Unreliable datagrams addressed to the device's QPs and dropped, by reason")
+                    .tags("device", tag, "reason", d.name().toLowerCase(Locale.ROOT)).register(registry));
         }
         return ms;
     }

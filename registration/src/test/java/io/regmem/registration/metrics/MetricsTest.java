@@ -8,14 +8,20 @@ import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.regmem.core.BufferPool;
 import io.regmem.core.PooledBuffer;
 import io.regmem.registration.Access;
+import io.regmem.registration.AddressHandle;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import io.regmem.registration.cache.RegistrationCache;
 import io.regmem.registration.testkit.Loopback;
 import io.regmem.registration.testkit.NoLeaks;
+import io.regmem.registration.testkit.Providers;
+import io.regmem.registration.testkit.UdNode;
 import java.lang.foreign.MemorySegment;
 import java.lang.management.ManagementFactory;
 import java.util.ArrayList;
@@ -28,6 +34,7 @@ import javax.management.ObjectName;
 import javax.management.openmbean.CompositeData;
 import javax.management.openmbean.TabularData;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -178,6 +185,40 @@ class MetricsTest {
             remote.close();
         }
         assertThat(regmemBeans(server)).as("devices closed: no beans left").isEmpty();
+    }
+
+    @Test
+    void datagramDropsAreInTheDeviceBeanAndTheBinderByReason() throws Exception {
+        try (RdmaDevice probe = Providers.open()) {
+            Assumptions.assumeTrue(probe.supportsDatagrams(), Providers.NAME + " carries no datagrams");
+        }
+        RegmemMBeans.register(server);
+        SimpleMeterRegistry registry = new SimpleMeterRegistry();
+        try (RegmemMeterBinder binder = new RegmemMeterBinder(); UdNode a = new UdNode(); UdNode b = new UdNode()) {
+            binder.bindTo(registry);
+            QueuePair server2 = b.qp();
+            QueuePair client = a.qp();
+            AddressHandle ah = a.ah(b.device.datagramAddress());
+            WorkRequest wr = new WorkRequest(1);
+            for (int i = 0; i < 3; i++) { // no receive posted: dropped at b
+                client.postSend(a.send(wr, 1, 8).ud(ah, server2.qpNum(), QpInitAttributes.RDMA_UDP_QKEY));
+                assertThat(a.await(b).status()).isEqualTo(WcStatus.SUCCESS);
+            }
+            client.postSend(a.send(wr, 1, 8).ud(ah, server2.qpNum(), 0x42)); // another Q_Key
+            assertThat(a.await(b).status()).isEqualTo(WcStatus.SUCCESS);
+            TabularData dropped = (TabularData) server.getAttribute(RegmemMBeans.nameOf(b.device), "DatagramsDropped");
+            java.util.Map<Object, Object> byReason = new java.util.HashMap<>();
+            for (Object row : dropped.values()) {
+                byReason.put(((CompositeData) row).get("key"), ((CompositeData) row).get("value"));
+            }
+            assertThat(byReason).containsOnly(java.util.Map.entry("NO_RECEIVE", 3L), java.util.Map.entry("QKEY", 1L));
+            assertThat(((TabularData) server.getAttribute(RegmemMBeans.nameOf(a.device), "DatagramsDropped")).isEmpty())
+                    .isTrue();
+            assertThat(registry.get("regmem.device.datagrams.dropped").tags("device", b.device.name(), "reason", "no_receive")
+                    .functionCounter().count()).isEqualTo(3.0);
+            assertThat(registry.get("regmem.device.datagrams.dropped").tags("device", b.device.name(), "reason", "qkey")
+                    .functionCounter().count()).isEqualTo(1.0);
+        }
     }
 
     @Test
