@@ -6,11 +6,8 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.RdmaProvider;
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Objects;
 import java.util.ServiceLoader;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
@@ -39,11 +36,11 @@ public final class RdmaDevice implements AutoCloseable {
     private final String provider;
     private final String name;
     private volatile boolean closed;
-    private boolean rwForceMr;
+    boolean rwForceMr;
     /** 0 off, 1 sampled, 2 all: see {@link #TRACK_SITES}. */
-    private int trackSites = 1;
+    int trackSites = 1;
 
-    private RdmaDevice(ProviderDevice backend, String provider, String name) {
+    RdmaDevice(ProviderDevice backend, String provider, String name) {
         this.backend = backend;
         this.provider = provider;
         this.name = name;
@@ -67,37 +64,12 @@ public final class RdmaDevice implements AutoCloseable {
      *                 ({@link io.regmem.registration.soft.SoftProvider}, {@code io.regmem.registration.shm.ShmProvider},
      *                 {@code io.regmem.registration.ucx.UcxProvider}) and in docs/providers.md
      * @throws RdmaException {@link Errno#ENOENT} naming the providers present if none has that name;
-     *                       {@link Errno#EINVAL} for a bad option; {@link Errno#EEXIST} if an open device
+     *                       {@link Errno#EINVAL} for a bad option (a null name or value included) or a null
+     *                       provider or map; {@link Errno#EEXIST} if an open device
      *                       already has the asked {@link #NAME}
      */
     public static RdmaDevice open(String provider, Map<String, String> options) {
-        Objects.requireNonNull(provider, "provider");
-        Objects.requireNonNull(options, "options");
-        List<String> names = new ArrayList<>();
-        for (RdmaProvider p : ServiceLoader.load(RdmaProvider.class, RdmaDevice.class.getClassLoader())) {
-            if (p.name().equals(provider)) {
-                Map<String, String> own = new HashMap<>(options);
-                boolean forceMr = parseFlag(own.remove(RW_FORCE_MR), RW_FORCE_MR);
-                int sites = parseTrackSites(own.remove(TRACK_SITES));
-                String asked = own.remove(NAME);
-                checkName(asked);
-                ProviderDevice backend = p.open(Map.copyOf(own));
-                RdmaDevice device;
-                try {
-                    device = OpenDevices.add(provider, asked, n -> new RdmaDevice(backend, provider, n));
-                } catch (RuntimeException e) {
-                    backend.close();
-                    throw e;
-                }
-                device.rwForceMr = forceMr;
-                device.trackSites = sites;
-                return device;
-            }
-            names.add(p.name());
-        }
-        String hint = provider.equals("ucx") ? "; the ucx provider is the regmem-ucx artifact (module io.regmem.ucx): put it on the "
-                + "class path, or on the module path with --add-modules io.regmem.ucx" : "";
-        throw new RdmaException(Errno.ENOENT, "RdmaDevice: no provider named '" + provider + "' (present: " + names + ")" + hint);
+        return DeviceOpening.open(provider, options);
     }
 
     /**
@@ -106,13 +78,6 @@ public final class RdmaDevice implements AutoCloseable {
      * provider's name and the lowest free number ({@code soft0}). Handled by every device.
      */
     public static final String NAME = "name";
-
-    private static void checkName(String name) {
-        if (name != null && (name.isEmpty() || name.length() > 64 || !name.matches("[A-Za-z0-9_.-]+"))) {
-            throw new RdmaException(Errno.EINVAL, "RdmaDevice: option " + NAME + " must be 1 to 64 letters, digits, "
-                    + "'-', '_' or '.', got '" + name + "'");
-        }
-    }
 
     /** The devices open now, in the order they were opened (a snapshot; for leak checks and tools). */
     public static List<RdmaDevice> openDevices() {
@@ -154,32 +119,10 @@ public final class RdmaDevice implements AutoCloseable {
      */
     public static final String TRACK_SITES = "trackSites";
 
-    private static int parseTrackSites(String value) {
-        if (value == null || value.equals("sampled")) {
-            return 1;
-        }
-        return switch (value) {
-            case "all" -> 2;
-            case "off" -> 0;
-            default -> throw new RdmaException(Errno.EINVAL, "RdmaDevice: option " + TRACK_SITES
-                    + " must be all, sampled or off, got " + value);
-        };
-    }
-
     /** Whether a new object records its creation site: always, one time in 64 for high-rate types, or never. */
     boolean tracksSite(boolean highRate) {
         int mode = trackSites;
         return mode == 2 || (mode == 1 && (!highRate || ThreadLocalRandom.current().nextInt(64) == 0));
-    }
-
-    private static boolean parseFlag(String value, String name) {
-        if (value == null || value.equalsIgnoreCase("false")) {
-            return false;
-        }
-        if (value.equalsIgnoreCase("true")) {
-            return true;
-        }
-        throw new RdmaException(Errno.EINVAL, "RdmaDevice: option " + name + " must be true or false, got " + value);
     }
 
     /** Whether rw contexts always use MRs on this device ({@link #RW_FORCE_MR}). */

@@ -59,6 +59,22 @@ class ObjectModelTest {
         assertRdma(() -> RdmaDevice.open("soft", Map.of("maxSendSge", "two")), Errno.EINVAL, "not a number");
         assertRdma(() -> RdmaDevice.open("soft", Map.of("maxSendSge", "0")), Errno.EINVAL, "positive");
         assertRdma(() -> RdmaDevice.open("soft", Map.of("iWarp", "maybe")), Errno.EINVAL, "iWarp");
+        java.util.HashMap<String, String> nullValue = new java.util.HashMap<>();
+        nullValue.put("maxSendSge", null);
+        assertRdma(() -> RdmaDevice.open("soft", nullValue), Errno.EINVAL, "null name or value");
+        java.util.HashMap<String, String> nullKey = new java.util.HashMap<>();
+        nullKey.put(null, "2");
+        assertRdma(() -> RdmaDevice.open("soft", nullKey), Errno.EINVAL, "null name or value");
+        assertRdma(() -> RdmaDevice.open(null, Map.of()), Errno.EINVAL, "provider name");
+        assertRdma(() -> RdmaDevice.open("soft", null), Errno.EINVAL, "options map");
+        assertRdma(() -> RdmaDevice.open(null), Errno.EINVAL);
+        assertRdma(() -> RdmaDevice.open("soft", Map.of("maxMcastGroups", "0")), Errno.EINVAL, "maxMcastQpAttach");
+        try (RdmaDevice shmLike = RdmaDevice.open("soft", Map.of("activeMtu", "1024", "maxMcastGroups", "0",
+                "maxMcastQpAttach", "0"))) {
+            assertThat(shmLike.attributes().activeMtu()).isEqualTo(1024);
+            assertThat(shmLike.attributes().maxMcastGroups()).isZero();
+        }
+        assertRdma(() -> RdmaDevice.open("soft", Map.of("activeMtu", "1500")), Errno.EINVAL, "activeMtu");
     }
 
     @Test
