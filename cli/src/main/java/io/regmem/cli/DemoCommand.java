@@ -15,8 +15,6 @@ import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.foreign.ValueLayout;
-import java.net.InetAddress;
-import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -147,17 +145,13 @@ final class DemoCommand implements Callable<Integer> {
     static final int MAX_RPC_PAYLOAD = 2 << 20;
     static final int MAX_RDMA_SIZE = 16 << 20;
 
-    /** A TCP port of the loopback nobody listens on now. */
-    private static int freePort() throws IOException {
-        try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-            return s.getLocalPort();
-        }
-    }
-
     /** regmem's modules in this JVM's boot layer (the ones a child needs native access for). */
     private static List<String> nativeModules(Module self) {
         return self.getLayer().modules().stream().map(Module::getName).filter(n -> n.startsWith("io.regmem.")).sorted().toList();
     }
+
+    /** Where the child server listens, from its listening line. */
+    private String childAddress;
 
     /** Lines the child server printed (read by a thread of their own). */
     private final BlockingQueue<String> serverLines = new LinkedBlockingQueue<>();
@@ -199,9 +193,10 @@ final class DemoCommand implements Callable<Integer> {
             String line = serverLines.poll(100, TimeUnit.MILLISECONDS);
             if (line != null) {
                 seen.append("  server: ").append(line).append('\n');
-                if (line.startsWith("regmem serve: listening")) {
+                if (line.startsWith("regmem serve: listening at ")) {
+                    childAddress = line.substring("regmem serve: listening at ".length()).split(" ", 2)[0];
                     System.out.printf(Locale.ROOT, "regmem demo: started the RPC server as a child process (pid %d) at %s%n",
-                            p.pid(), address);
+                            p.pid(), childAddress);
                     return p;
                 }
             } else if (!p.isAlive()) {
@@ -333,8 +328,8 @@ final class DemoCommand implements Callable<Integer> {
         String server = connect;
         Process child = null;
         if (rpc && server == null && SoftPair.connectsProcesses(provider)) {
-            server = "127.0.0.1:" + freePort();
-            child = startServer(server);
+            child = startServer("127.0.0.1:0"); // the system picks the port; the child's listening line names it
+            server = childAddress;
             if (child == null) {
                 failures.add("the RPC server child process did not start");
                 return 1;

@@ -35,7 +35,8 @@ final class ServeCommand implements Callable<Integer> {
     @Option(names = "--provider", description = "RDMA provider (default: ${DEFAULT-VALUE}).", defaultValue = "ucx")
     String provider;
 
-    @Option(names = "--listen", required = true, description = "host:port to listen at (the port must be free).")
+    @Option(names = "--listen", required = true, description = "host:port to listen at (the port must be free; 0: one the "
+            + "system picks, which the listening line names).")
     String listen;
 
     @Option(names = "--rpc-payloads", split = ",", description = "The clients' argument and result sizes "
@@ -90,9 +91,10 @@ final class ServeCommand implements Callable<Integer> {
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(8192);
             CmId listener = dev.createCmId();
-            listener.listen(listen);
+            listener.bindAddr(listen); // port 0: the system picks one, and localAddress() says which
+            listener.listen();
             out.printf(Locale.ROOT, "regmem serve: listening at %s (%s provider, %d calls in flight, payloads up to %d B)%n",
-                    listen, provider, reqs, slotBytes);
+                    listener.localAddress(), provider, reqs, slotBytes);
             out.flush();
             while (!stopping && (connections == 0 || served < connections)) {
                 CmId id;

@@ -85,12 +85,6 @@ class ServeSurvivesTest {
         }
     }
 
-    private static int freePort() throws IOException {
-        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-            return s.getLocalPort();
-        }
-    }
-
     /** The regmem command in a JVM of its own, with the test's secret. */
     private static ChildJvm.Spec regmem(String... args) {
         return ChildJvm.of(RegmemCommand.class).jvm("--sun-misc-unsafe-memory-access=allow").env("REGMEM_SECRET", SECRET)
@@ -128,11 +122,10 @@ class ServeSurvivesTest {
     @Test
     void serveSurvivesEveryFailedConnectionThenServesARealClientAndEndsClean() throws Exception {
         requireUcx();
-        int port = freePort();
-        String address = "127.0.0.1:" + port;
-        serve = startServe(regmem("serve", "--provider", "ucx", "--listen", address, "--connections", "6",
+        serve = startServe(regmem("serve", "--provider", "ucx", "--listen", "127.0.0.1:0", "--connections", "6",
                 "--device-option", "handshakeTimeoutMillis=1000"));
-        expectLine("regmem serve: listening at " + address);
+        String address = listening();
+        int port = port(address);
 
         // not regmem peers with the secret: never a connection, one log line each
         int hostile = 0;
@@ -240,10 +233,9 @@ class ServeSurvivesTest {
     @ValueSource(strings = {"tcp", "sysv,posix,cma"})
     void serveServesARealClientThroughACrowdOfUnauthenticatedConnections(String tls) throws Exception {
         requireUcx();
-        int port = freePort();
-        String address = "127.0.0.1:" + port;
-        serve = startServe(regmem("serve", "--provider", "ucx", "--listen", address).env("UCX_TLS", tls));
-        expectLine("regmem serve: listening at " + address);
+        serve = startServe(regmem("serve", "--provider", "ucx", "--listen", "127.0.0.1:0").env("UCX_TLS", tls));
+        String address = listening();
+        int port = port(address);
         byte[] slowHello = ByteBuffer.allocate(4 + 2 + 16 + 4 + 8 + 4 + 2 + 100).putInt(MAGIC).putShort(VERSION)
                 .put(new byte[16]).putInt(1).putLong(7).putInt(100).putShort((short) 0).array();
         try (ConnectionCrowd crowd = new ConnectionCrowd("127.0.0.1", port, 1000, 100, slowHello)) {
@@ -354,10 +346,9 @@ class ServeSurvivesTest {
     void aClientKilledInsideASharedMemorySendStopsOnlyItsOwnConnection() throws Exception {
         requireUcx();
         List<String> stops = sendStops();
-        String address = "127.0.0.1:" + freePort();
         // (UCX's shared-memory transports: a connection to this host would otherwise take the same-host lane)
-        serve = startServe(overUcx(regmem("serve", "--provider", "ucx", "--listen", address, "--connections", "2")));
-        expectLine("regmem serve: listening at " + address);
+        serve = startServe(overUcx(regmem("serve", "--provider", "ucx", "--listen", "127.0.0.1:0", "--connections", "2")));
+        String address = listening();
         killedClient = overUcx(regmem("demo", "--provider", "ucx", "--connect", address, "--rpc-duration", "60",
                 "--rpc-warmup", "0", "--requests", "100", "--rdma-requests", "0", "--storage-mib", "0", "--quiet-progress")).start();
         expectLine("regmem serve: connection 1 from 127.0.0.1:");
@@ -421,12 +412,20 @@ class ServeSurvivesTest {
         return stops;
     }
 
-    /** Starts {@code regmem serve} (until killed) on a free port; its address once it listens. */
+    /** Starts {@code regmem serve} (until killed) on a port the system picks; its address once it listens. */
     private String startServe() throws Exception {
-        String address = "127.0.0.1:" + freePort();
-        serve = startServe(regmem("serve", "--provider", "ucx", "--listen", address));
-        expectLine("regmem serve: listening at " + address);
-        return address;
+        serve = startServe(regmem("serve", "--provider", "ucx", "--listen", "127.0.0.1:0"));
+        return listening();
+    }
+
+    /** The address serve's listening line names (it was given port 0: the system picked one). */
+    private String listening() throws InterruptedException {
+        String line = expectLine("regmem serve: listening at 127.0.0.1:");
+        return line.substring(line.indexOf("127.0.0.1:")).split(" ", 2)[0];
+    }
+
+    private static int port(String address) {
+        return Integer.parseInt(address.substring(address.lastIndexOf(':') + 1));
     }
 
     private String lastLine(String containing) {
