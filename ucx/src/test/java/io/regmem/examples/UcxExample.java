@@ -22,8 +22,7 @@ import java.util.Map;
  * loopback; in two processes or on two hosts, the server listens and the client connects the same way.
  */
 public final class UcxExample {
-    public static void main(String[] args) throws java.io.IOException {
-        String address = "127.0.0.1:" + (args.length > 0 ? args[0] : freePort());
+    public static void main(String[] args) {
         try (Arena arena = Arena.ofShared();
              RdmaDevice client = RdmaDevice.open("ucx", Map.of("progressThread", "true"));
              RdmaDevice server = RdmaDevice.open("ucx", Map.of("progressThread", "true"))) {
@@ -36,7 +35,9 @@ public final class UcxExample {
             CompletionQueue serverCq = server.createCq(256);            // room for all its QP's slots: 128 + 128
             MemoryRegion targetMr = serverPd.register(target, Access.LOCAL_WRITE, Access.REMOTE_WRITE);
             CmId listener = server.createCmId();
-            listener.listen(address);                             // ucx: host:port (a UCX listener)
+            listener.bindAddr("127.0.0.1:" + (args.length > 0 ? args[0] : "0")); // ucx: host:port; 0: the system picks
+            listener.listen();                                     // a UCX listener there
+            String address = listener.localAddress();              // with the port picked
 
             // The client registers its source and connects.
             ProtectionDomain clientPd = client.allocPd();
@@ -83,12 +84,6 @@ public final class UcxExample {
             serverCq.close();
             clientPd.close();
             serverPd.close();
-        }
-    }
-
-    private static int freePort() throws java.io.IOException {
-        try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
-            return s.getLocalPort();
         }
     }
 }
