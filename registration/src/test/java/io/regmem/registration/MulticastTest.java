@@ -292,6 +292,40 @@ class MulticastTest {
         }
     }
 
+    @Test
+    void aProgressThreadExecutesDatagramsAsAPollDoes() {
+        Assumptions.assumeTrue(Providers.NAME.equals("soft") || Providers.NAME.equals("delegate"),
+                "progressThread is a soft device option");
+        UdNode pub = node(Map.of("progressThread", "true"));
+        UdNode m1 = node(Map.of("progressThread", "true"));
+        UdNode m2 = node(Map.of("progressThread", "true"));
+        QueuePair sender = pub.qp();
+        QueuePair q1 = m1.qp();
+        QueuePair q2 = m2.qp();
+        q1.attachMulticast(group);
+        q2.attachMulticast(group);
+        for (int i = 0; i < 20; i++) {
+            m1.postRecv(q1, i, 64);
+            m2.postRecv(q2, i, 64);
+        }
+        AddressHandle ah = pub.ah(AhAttributes.of(group));
+        for (int s = 0; s < 20; s++) {
+            pub.slot(40 + s).set(ValueLayout.JAVA_LONG_UNALIGNED, 0, s);
+            sender.postSend(pub.send(wr, 40 + s, 8).ud(ah, AhAttributes.MULTICAST_QPN, QpInitAttributes.RDMA_UDP_QKEY));
+        }
+        // nobody polls the publisher's CQ until every copy arrived: its device's thread sent them
+        for (UdNode m : List.of(m1, m2)) {
+            for (int s = 0; s < 20; s++) {
+                WorkCompletion wc = m.await();
+                assertThat(wc.status()).isEqualTo(WcStatus.SUCCESS);
+                assertThat(m.slot((int) wc.wrId()).get(ValueLayout.JAVA_LONG_UNALIGNED, 40)).isEqualTo(s);
+            }
+        }
+        for (int s = 0; s < 20; s++) {
+            assertThat(pub.await().status()).isEqualTo(WcStatus.SUCCESS);
+        }
+    }
+
     private static int drainSends(UdNode pub, WorkCompletion[] wcs) {
         int n = 0;
         while (pub.cq.poll(wcs) > 0) {
