@@ -181,6 +181,12 @@ final class QpCore extends ProviderState implements QpContext {
     @Override
     public void dropDatagram(DatagramDrop reason) {
         qp.device.counters.dropped(reason);
+        RegistrationEvents.DatagramDropped event = new RegistrationEvents.DatagramDropped();
+        if (event.shouldCommit()) {
+            event.qp = qp.toString();
+            event.reason = reason.name();
+            event.commit();
+        }
     }
 
     // ---- completing and flushing (lock held) -------------------------------------------------------

@@ -123,4 +123,18 @@ final class RegistrationEvents {
         @Label("Event")
         String type;
     }
+
+    @Name("io.regmem.DatagramDrop")
+    @Label("Datagram Dropped")
+    @Category({"regmem", "Queue Pair"})
+    @Description("An unreliable datagram addressed to a UD QP was dropped (no receive posted, too small a one, "
+            + "another Q_Key, no such QP)")
+    @Enabled(false)
+    @StackTrace(false)
+    static final class DatagramDropped extends Event {
+        @Label("Queue Pair")
+        String qp;
+        @Label("Reason")
+        String reason;
+    }
 }

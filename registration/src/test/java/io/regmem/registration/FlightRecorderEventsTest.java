@@ -10,6 +10,8 @@ import io.regmem.registration.cache.CachedRegion;
 import io.regmem.registration.cache.RegistrationCache;
 import io.regmem.registration.testkit.Loopback;
 import io.regmem.registration.testkit.NoLeaks;
+import io.regmem.registration.testkit.Providers;
+import io.regmem.registration.testkit.UdNode;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.List;
@@ -35,7 +37,7 @@ class FlightRecorderEventsTest {
             "io.regmem.PoolExhausted",
             "io.regmem.LeakReport", "io.regmem.Registration", "io.regmem.Deregistration", "io.regmem.CacheMiss",
             "io.regmem.CacheEviction", "io.regmem.CacheInvalidation", "io.regmem.QpError", "io.regmem.QpFlush",
-            "io.regmem.Connection");
+            "io.regmem.Connection", "io.regmem.DatagramDrop");
 
     @TempDir
     Path dir;
@@ -70,7 +72,13 @@ class FlightRecorderEventsTest {
         List<RecordedEvent> events = RecordingFile.readAllEvents(file);
         Map<String, List<RecordedEvent>> byName = events.stream()
                 .collect(Collectors.groupingBy(e -> e.getEventType().getName()));
-        assertThat(byName.keySet()).containsAll(NAMES);
+        assertThat(byName.keySet()).containsAll(NAMES.stream().filter(n -> datagrams() || !n.equals("io.regmem.DatagramDrop"))
+                .toList());
+        if (datagrams()) {
+            RecordedEvent drop = first(byName, "io.regmem.DatagramDrop", e -> true);
+            assertThat(drop.getString("reason")).isEqualTo("NO_RECEIVE");
+            assertThat(drop.getString("qp")).contains("QueuePair#");
+        }
 
         RecordedEvent map = first(byName, "io.regmem.ChunkMap", e -> "jfr-pool".equals(e.getString("pool")));
         assertThat(map.getLong("size")).isEqualTo(1L << 20);
@@ -122,7 +130,21 @@ class FlightRecorderEventsTest {
         assertThat(pool.closeAndReport().buffers()).isEqualTo(1);
     }
 
+    private static boolean datagrams() {
+        try (RdmaDevice probe = Providers.open()) {
+            return probe.supportsDatagrams();
+        }
+    }
+
     private static void verbsEvents() {
+        if (datagrams()) { // a datagram with no receive posted at its destination: dropped
+            try (UdNode a = new UdNode(); UdNode b = new UdNode()) {
+                QueuePair to = b.qp();
+                AddressHandle ah = a.ah(b.device.datagramAddress());
+                a.qp().postSend(a.send(new WorkRequest(1), 1, 8).ud(ah, to.qpNum(), QpInitAttributes.RDMA_UDP_QKEY));
+                a.await(b);
+            }
+        }
         try (Loopback lb = new Loopback()) {
             MemoryRegion mr = lb.pdA.register(lb.memA.asSlice(0, 8192), Access.LOCAL_WRITE, Access.REMOTE_WRITE);
             mr.close();
