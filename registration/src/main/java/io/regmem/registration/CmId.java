@@ -10,6 +10,12 @@ import io.regmem.core.RdmaException;
  * attached ({@link Errno#EBUSY}: the kernel silently orphans the QP instead); destroying the QP
  * twice is an error; destroying the ID inside its own event handler is refused ({@link Errno#EBUSY}:
  * the handler returns true instead, see {@link CmEventHandler}).
+ *
+ * <p>An ID of the {@link PortSpace#TCP} port space (the default) carries a reliable-connected QP; one
+ * of {@link PortSpace#UDP} an unreliable-datagram QP, which joins multicast groups
+ * ({@link #joinMulticast}) and whose {@code connect}/{@code accept} are rdma_cm's UD address exchange.
+ * {@link #resolveAddr}, {@link #resolveRoute} and {@link #connect()} are rdma_cm's three steps to a
+ * connection; {@link #connect(String)} does them in one.
  */
 public final class CmId extends CmIdBase implements AutoCloseable {
     /** Where an ID stands in connection setup. */
@@ -30,7 +36,10 @@ public final class CmId extends CmIdBase implements AutoCloseable {
         REQUESTED,
         /** Both QPs are ready to send. */
         CONNECTED,
-        /** Disconnected or rejected: the QP is in the error state. */
+        /**
+         * Disconnected, rejected or failed: an RC QP is in the error state (a UD QP, which has no
+         * connection, stays ready).
+         */
         DISCONNECTED
     }
 
