@@ -235,7 +235,7 @@ class DeregistrationRaceTest {
     private static void sourceRace(SourceFactory factory) throws InterruptedException {
         int midChain = 0;
         StringBuilder seen = new StringBuilder(); // writes completed per round, for a failure's message
-        long bound = 20_000_000; // the deregistration's delay bound, adapted to where the last one fell
+        DelaySearch search = new DelaySearch(20_000_000); // where the deregistration falls, adapted round by round
         for (int round = 0; round < ROUNDS || (midChain == 0 && round < 10 * ROUNDS); round++) {
             try (Loopback lb = new Loopback(java.util.Map.of(), 64, new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2),
                     new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2));
@@ -251,7 +251,8 @@ class DeregistrationRaceTest {
                 while (!r.posting) {
                     Thread.onSpinWait();
                 }
-                long until = System.nanoTime() + ThreadLocalRandom.current().nextLong(Math.max(1, bound));
+                long delay = search.next();
+                long until = System.nanoTime() + delay;
                 while (System.nanoTime() < until) {
                     Thread.onSpinWait();
                 }
@@ -269,28 +270,58 @@ class DeregistrationRaceTest {
                 if (r.succeeded > 0 && r.succeeded < CHAIN) {
                     midChain++;
                 }
-                seen.append(r.succeeded).append('@').append(bound / 1000).append("us ");
-                bound = adapt(bound, r.succeeded);
+                seen.append(r.succeeded).append('@').append(delay / 1000).append("us ");
+                search.record(delay, r.succeeded);
                 source.release().run();
             }
         }
         assertThat(midChain).as("rounds whose deregistration fell in the middle of the chain (writes completed "
-                + "@ delay bound, per round: %s)", seen).isPositive();
+                + "@ delay, per round: %s)", seen).isPositive();
     }
 
     /**
-     * The next delay bound: halved when the deregistration came after the whole chain, doubled when
-     * it came before the first write, so that the rounds find the middle of the chain whatever this
-     * machine's speed (the first, unraced chain runs cold and overestimates it).
+     * Where the rounds put the deregistration: a delay after the chain starts, looked for as a
+     * bisection. A delay that came before the first write (none succeeded) is a lower bound, one
+     * that came after the whole chain (all succeeded) an upper bound; while both are known and in
+     * order the next delay is drawn between them, else from [0, bound), the bound halved after a
+     * whole chain and doubled after none, so that the rounds find the middle of the chain whatever
+     * this machine's speed (the first, unraced chain runs cold and overestimates it). A noisy
+     * machine can put the bounds out of order: they are then forgotten and found again.
      */
-    private static long adapt(long bound, int succeeded) {
-        if (succeeded >= CHAIN) {
-            return Math.max(1_000, bound / 2);
+    private static final class DelaySearch {
+        private long bound;
+        private long before = -1;
+        private long after = Long.MAX_VALUE;
+
+        DelaySearch(long bound) {
+            this.bound = Math.max(1_000, bound);
         }
-        if (succeeded == 0) {
-            return Math.min(1_000_000_000L, bound * 2);
+
+        long next() {
+            if (before >= 0 && after != Long.MAX_VALUE && before < after) {
+                return before + ThreadLocalRandom.current().nextLong(after - before + 1);
+            }
+            return ThreadLocalRandom.current().nextLong(bound);
         }
-        return bound;
+
+        void record(long delay, int succeeded) {
+            if (succeeded >= CHAIN) {
+                after = Math.min(after, delay);
+                bound = Math.max(1_000, bound / 2);
+            } else if (succeeded == 0) {
+                before = Math.max(before, delay);
+                bound = Math.min(1_000_000_000L, bound * 2);
+            }
+            if (before >= after) {
+                before = -1;
+                after = Long.MAX_VALUE;
+            }
+        }
+
+        @Override
+        public String toString() {
+            return bound / 1000 + "us";
+        }
     }
 
     /** Runs the rounds: chains into a fresh target each round, deregistered mid-chain. */
@@ -300,7 +331,8 @@ class DeregistrationRaceTest {
 
     private static void race(java.util.Map<String, String> options, TargetFactory factory) throws InterruptedException {
         int midChain = 0;
-        long chainNanos = 0;
+        DelaySearch search = null;
+        StringBuilder seen = new StringBuilder();
         for (int round = 0; round < ROUNDS || (midChain == 0 && round < 10 * ROUNDS); round++) {
             try (Loopback lb = new Loopback(options, 64, new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2),
                     new QpInitAttributes().maxSendWr(CHAIN + 8).maxSendSge(2));
@@ -314,14 +346,14 @@ class DeregistrationRaceTest {
                         // A first chain, not raced, to learn how long a chain takes here.
                         long t0 = System.nanoTime();
                         assertThat(runChain(lb, src, srcMr, target, 1)).isEqualTo(CHAIN);
-                        chainNanos = System.nanoTime() - t0;
+                        search = new DelaySearch(System.nanoTime() - t0);
                     }
                     Round r = new Round(lb, src, srcMr, target, round + 2);
                     Thread poster = Thread.ofPlatform().name("poster").start(r);
                     while (!r.posting) {
                         Thread.onSpinWait();
                     }
-                    long delay = ThreadLocalRandom.current().nextLong(Math.max(1, chainNanos));
+                    long delay = search.next();
                     long until = System.nanoTime() + delay;
                     while (System.nanoTime() < until) {
                         Thread.onSpinWait();
@@ -337,14 +369,16 @@ class DeregistrationRaceTest {
                     if (r.succeeded > 0 && r.succeeded < CHAIN) {
                         midChain++;
                     }
-                    chainNanos = adapt(chainNanos, r.succeeded);
+                    seen.append(r.succeeded).append('@').append(delay / 1000).append("us ");
+                    search.record(delay, r.succeeded);
                 }
                 if (!srcMr.isDestroyed()) {
                     srcMr.close();
                 }
             }
         }
-        assertThat(midChain).as("rounds whose deregistration fell in the middle of the chain").isPositive();
+        assertThat(midChain).as("rounds whose deregistration fell in the middle of the chain (writes completed @ "
+                + "delay, per round: %s)", seen).isPositive();
     }
 
     /** Posts the chain and polls its completions; counts the successes. */
