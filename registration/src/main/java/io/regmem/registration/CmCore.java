@@ -121,6 +121,7 @@ final class CmCore extends ProviderState implements CmContext {
         }
     }
 
+    /** The request ended without a connection: DISCONNECTED, and the event of {@code type} with {@code status}. */
     private void failedWith(CmEvent.Type type, int status) {
         id.conn = CmId.ConnState.DISCONNECTED;
         connectionEvent(type.name());
@@ -134,9 +135,7 @@ final class CmCore extends ProviderState implements CmContext {
 
     private void rejected(byte[] privateData, int status) {
         peerData(privateData);
-        id.conn = CmId.ConnState.DISCONNECTED;
-        connectionEvent("REJECTED");
-        CmEvents.post(new CmEvent(CmEvent.Type.REJECTED, id, null, status, null, null));
+        failedWith(CmEvent.Type.REJECTED, status);
     }
 
     private void peerData(byte[] data) {

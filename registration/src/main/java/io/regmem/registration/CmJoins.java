@@ -15,7 +15,6 @@ final class CmJoins {
     private static final class Join {
         final InetAddress group;
         final JoinFlag flag;
-        boolean left;
 
         Join(InetAddress group, JoinFlag flag) {
             this.group = group;
@@ -75,7 +74,6 @@ final class CmJoins {
                     qp.attachMulticast(j.group);
                 } catch (RdmaException failed) {
                     joins.remove(j);
-                    j.left = true;
                     return new CmEvent(CmEvent.Type.MULTICAST_ERROR, id, null, -failed.errno().value(), null, j.group);
                 }
             }
@@ -94,14 +92,10 @@ final class CmJoins {
             qp.detachMulticast(group);
         }
         joins.remove(j);
-        j.left = true;
     }
 
     /** The ID is destroyed: its QP is gone (and detached with it), so its joins just end. */
     void clear() {
-        for (Join j : joins) {
-            j.left = true;
-        }
         joins.clear();
     }
 

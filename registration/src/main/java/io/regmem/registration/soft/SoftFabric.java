@@ -3,7 +3,6 @@ package io.regmem.registration.soft;
 import io.regmem.registration.AhAttributes;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.util.HashMap;
 import java.util.concurrent.ConcurrentHashMap;
 import org.agrona.collections.ArrayUtil;
 import org.agrona.collections.Int2ObjectHashMap;
@@ -19,18 +18,19 @@ final class SoftFabric {
     static final InetSocketAddress ENDPOINT = new InetSocketAddress(InetAddress.getLoopbackAddress(), 0);
     /** A datagram's source, as a receiver sees it ({@code WorkCompletion.source()}). */
     static final AhAttributes SOURCE = AhAttributes.of(ENDPOINT);
-    /** UD QPs by number: replaced, never mutated, under {@link #GROUPS}'s lock; read without a lock or a box. */
+    /** UD QPs by number: replaced, never mutated, under {@link #LOCK}; read without a lock or a box. */
     private static volatile Int2ObjectHashMap<SoftQueuePair> udQps = new Int2ObjectHashMap<>();
     private static final SoftQueuePair[] NONE = new SoftQueuePair[0];
-    /** Members of each group with members; guarded by itself, read through {@link #members}. */
-    private static final HashMap<InetAddress, SoftQueuePair[]> GROUPS = new HashMap<>();
-    private static final ConcurrentHashMap<InetAddress, SoftQueuePair[]> READ = new ConcurrentHashMap<>();
+    /** Orders the changes of membership and of the QP table (readers take no lock). */
+    private static final Object LOCK = new Object();
+    /** Members of each group with members: arrays replaced, never mutated, under {@link #LOCK}. */
+    private static final ConcurrentHashMap<InetAddress, SoftQueuePair[]> GROUPS = new ConcurrentHashMap<>();
 
     private SoftFabric() {
     }
 
     static void add(SoftQueuePair qp) {
-        synchronized (GROUPS) {
+        synchronized (LOCK) {
             Int2ObjectHashMap<SoftQueuePair> next = new Int2ObjectHashMap<>(udQps);
             next.put(qp.ctx.qpNum(), qp);
             udQps = next;
@@ -38,7 +38,7 @@ final class SoftFabric {
     }
 
     static void remove(SoftQueuePair qp) {
-        synchronized (GROUPS) {
+        synchronized (LOCK) {
             Int2ObjectHashMap<SoftQueuePair> next = new Int2ObjectHashMap<>(udQps);
             if (next.get(qp.ctx.qpNum()) == qp) {
                 next.remove(qp.ctx.qpNum());
@@ -58,28 +58,24 @@ final class SoftFabric {
     }
 
     static void join(InetAddress group, SoftQueuePair qp) {
-        synchronized (GROUPS) {
-            SoftQueuePair[] now = ArrayUtil.add(GROUPS.getOrDefault(group, NONE), qp);
-            GROUPS.put(group, now);
-            READ.put(group, now);
+        synchronized (LOCK) {
+            GROUPS.put(group, ArrayUtil.add(GROUPS.getOrDefault(group, NONE), qp));
         }
     }
 
     static void leave(InetAddress group, SoftQueuePair qp) {
-        synchronized (GROUPS) {
+        synchronized (LOCK) {
             SoftQueuePair[] now = ArrayUtil.remove(GROUPS.getOrDefault(group, NONE), qp);
             if (now.length == 0) {
                 GROUPS.remove(group);
-                READ.remove(group);
             } else {
                 GROUPS.put(group, now);
-                READ.put(group, now);
             }
         }
     }
 
     /** The QPs attached to {@code group} now (a snapshot; never null). */
     static SoftQueuePair[] members(InetAddress group) {
-        return READ.getOrDefault(group, NONE);
+        return GROUPS.getOrDefault(group, NONE);
     }
 }
