@@ -7,9 +7,9 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.testkit.NoLeaks;
 import io.regmem.registration.testkit.Providers;
+import io.regmem.registration.testkit.TwoDevices;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -21,49 +21,16 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * for an interrupted thread (its flag kept).
  */
 @ExtendWith(NoLeaks.class)
-class AwaitConnectedTest {
+class AwaitConnectedTest extends TwoDevices {
     private static final AtomicInteger NAMES = new AtomicInteger();
-    private RdmaDevice devA;
-    private RdmaDevice devB;
-    private ProtectionDomain pdA;
-    private ProtectionDomain pdB;
-    private CompletionQueue cqA;
-    private CompletionQueue cqB;
     private CmId listener;
     private String address;
 
     @BeforeEach
     void setUp() {
-        devA = Providers.open();
-        devB = Providers.open();
-        pdA = devA.allocPd();
-        pdB = devB.allocPd();
-        cqA = devA.createCq(64);
-        cqB = devB.createCq(64);
         listener = devB.createCmId();
         address = Providers.address(Providers.NAME, "await-" + NAMES.incrementAndGet());
         listener.listen(address);
-    }
-
-    @AfterEach
-    void tearDown() {
-        for (RdmaDevice d : new RdmaDevice[] {devA, devB}) {
-            for (CmId id : d.resources().survivors(CmId.class)) {
-                if (id != listener) {
-                    if (id.qp() != null) {
-                        id.destroyQp();
-                    }
-                    id.close();
-                }
-            }
-        }
-        listener.close();
-        cqA.close();
-        cqB.close();
-        pdA.close();
-        pdB.close();
-        devA.close();
-        devB.close();
     }
 
     private CmId requester() {

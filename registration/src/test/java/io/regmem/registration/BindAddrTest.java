@@ -7,15 +7,14 @@ import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.testkit.NoLeaks;
 import io.regmem.registration.testkit.Providers;
+import io.regmem.registration.testkit.TwoDevices;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -27,14 +26,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * failed call changing nothing; closing a bound or listening ID gives its port back.
  */
 @ExtendWith(NoLeaks.class)
-class BindAddrTest {
+class BindAddrTest extends TwoDevices {
     private static final AtomicInteger NAMES = new AtomicInteger();
-    private RdmaDevice devA;
-    private RdmaDevice devB;
-    private ProtectionDomain pdA;
-    private ProtectionDomain pdB;
-    private CompletionQueue cqA;
-    private CompletionQueue cqB;
 
     private static boolean sockets() {
         return Providers.NAME.equals("shm") || Providers.NAME.equals("ucx");
@@ -43,34 +36,6 @@ class BindAddrTest {
     /** An address to bind: a fresh name on soft, {@code 127.0.0.1:0} (the system picks) on shm and ucx. */
     private static String anyAddress() {
         return sockets() ? "127.0.0.1:0" : "bind-" + NAMES.incrementAndGet();
-    }
-
-    @BeforeEach
-    void setUp() {
-        devA = Providers.open();
-        devB = Providers.open();
-        pdA = devA.allocPd();
-        pdB = devB.allocPd();
-        cqA = devA.createCq(64);
-        cqB = devB.createCq(64);
-    }
-
-    @AfterEach
-    void tearDown() {
-        for (RdmaDevice d : new RdmaDevice[] {devA, devB}) {
-            for (CmId id : d.resources().survivors(CmId.class)) {
-                if (id.qp() != null) {
-                    id.destroyQp();
-                }
-                id.close();
-            }
-        }
-        cqA.close();
-        cqB.close();
-        pdA.close();
-        pdB.close();
-        devA.close();
-        devB.close();
     }
 
     @Test

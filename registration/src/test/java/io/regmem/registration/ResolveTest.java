@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.regmem.core.Errno;
 import io.regmem.registration.testkit.NoLeaks;
 import io.regmem.registration.testkit.Providers;
+import io.regmem.registration.testkit.TwoDevices;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
@@ -13,9 +14,7 @@ import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -26,46 +25,12 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * {@code rdma_consumer_reject_data}), and {@code rdma_notify}: each failed call changing nothing.
  */
 @ExtendWith(NoLeaks.class)
-class ResolveTest {
+class ResolveTest extends TwoDevices {
     private static final AtomicInteger NAMES = new AtomicInteger();
-    private RdmaDevice devA;
-    private RdmaDevice devB;
-    private ProtectionDomain pdA;
-    private ProtectionDomain pdB;
-    private CompletionQueue cqA;
-    private CompletionQueue cqB;
     private final List<CmEvent> events = new CopyOnWriteArrayList<>();
 
     private static boolean sockets() {
         return Providers.NAME.equals("shm") || Providers.NAME.equals("ucx");
-    }
-
-    @BeforeEach
-    void setUp() {
-        devA = Providers.open();
-        devB = Providers.open();
-        pdA = devA.allocPd();
-        pdB = devB.allocPd();
-        cqA = devA.createCq(64);
-        cqB = devB.createCq(64);
-    }
-
-    @AfterEach
-    void tearDown() {
-        for (RdmaDevice d : new RdmaDevice[] {devA, devB}) {
-            for (CmId id : d.resources().survivors(CmId.class)) {
-                if (id.qp() != null) {
-                    id.destroyQp();
-                }
-                id.close();
-            }
-        }
-        cqA.close();
-        cqB.close();
-        pdA.close();
-        pdB.close();
-        devA.close();
-        devB.close();
     }
 
     private CmId recorded(CmId id) {
