@@ -27,6 +27,8 @@ module io.regmem.registration {
     exports io.regmem.registration.spi;
     // The handshake between processes, shared by the providers that connect processes; not API.
     exports io.regmem.registration.link to io.regmem.ucx, io.regmem.shm;
+    // Datagrams over UDP, shared by the providers that carry them between processes; not API.
+    exports io.regmem.registration.udp to io.regmem.ucx, io.regmem.shm;
 
     uses io.regmem.registration.spi.RdmaProvider;
 

@@ -94,6 +94,11 @@ final class CmCore extends ProviderState implements CmContext {
     }
 
     @Override
+    public boolean udpPortSpace() {
+        return id.portSpace() == PortSpace.UDP;
+    }
+
+    @Override
     public void establishedDatagram(byte[] privateData, UdParam peer) {
         peerData(privateData);
         id.wasConnected = true;

@@ -17,5 +17,22 @@ public enum DatagramDrop {
      * The destination QP number does not exist, is not an unreliable-datagram QP, or is not attached
      * to the group the datagram was sent to.
      */
-    NO_QP
+    NO_QP,
+    /**
+     * A datagram that reached the device from the network without the tag that proves its sender
+     * holds the device's secret (a provider that carries datagrams between processes: ucx).
+     */
+    UNAUTHENTICATED,
+    /**
+     * A datagram that reached the device from the network and is not a regmem datagram, or is one
+     * whose header breaks the format (too short, unknown version or flags, a QP number out of range).
+     */
+    MALFORMED,
+    /**
+     * Datagrams that a sender sent and that never reached the device (a provider that carries
+     * datagrams over a network: ucx): its sequence for this device skipped them, most often because
+     * the kernel's socket buffer overflowed while nobody took what arrived. Counted when the next
+     * datagram of that sender arrives (losses at the very end of a stream are not seen).
+     */
+    LOST
 }

@@ -70,8 +70,13 @@ public record DeviceAttributes(int maxSendSge, int maxRecvSge, int maxSgeRd, int
 
     /** These attributes without multicast ({@code maxMcastGroups} and {@code maxMcastQpAttach} 0). */
     public DeviceAttributes withoutMulticast() {
+        return withMulticast(0, 0);
+    }
+
+    /** These attributes with the given multicast limits (both 0, or both positive). */
+    public DeviceAttributes withMulticast(int groups, int qpAttach) {
         return new DeviceAttributes(maxSendSge, maxRecvSge, maxSgeRd, maxSglRd, maxFastRegPageListLen, maxQpWr, maxCqe,
-                maxMrSize, pageSize, iWarp, integrityHandover, activeMtu, 0, 0);
+                maxMrSize, pageSize, iWarp, integrityHandover, activeMtu, groups, qpAttach);
     }
 
     private static String describe(Object... v) {

@@ -92,6 +92,10 @@ public final class DeviceCounters {
         dropped.incrementAndGet(reason.ordinal());
     }
 
+    void dropped(DatagramDrop reason, long count) {
+        dropped.addAndGet(reason.ordinal(), count);
+    }
+
     /** A destroyed CQ's counts, kept in the device's totals. */
     void retire(CompletionQueue cq) {
         retiredPolled.add(cq.completionsPolled());

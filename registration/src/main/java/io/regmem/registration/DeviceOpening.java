@@ -48,6 +48,7 @@ final class DeviceOpening {
                 }
                 device.rwForceMr = forceMr;
                 device.trackSites = sites;
+                backend.countDropsIn((reason, count) -> dropped(device, reason, count));
                 return device;
             }
             names.add(p.name());
@@ -55,6 +56,17 @@ final class DeviceOpening {
         String hint = provider.equals("ucx") ? "; the ucx provider is the regmem-ucx artifact (module io.regmem.ucx): put it on the "
                 + "class path, or on the module path with --add-modules io.regmem.ucx" : "";
         throw new RdmaException(Errno.ENOENT, "RdmaDevice: no provider named '" + provider + "' (present: " + names + ")" + hint);
+    }
+
+    /** Datagrams {@code device} dropped before they reached a QP: counted, and a JFR event naming the device. */
+    private static void dropped(RdmaDevice device, DatagramDrop reason, long count) {
+        device.counters.dropped(reason, count);
+        RegistrationEvents.DatagramDropped event = new RegistrationEvents.DatagramDropped();
+        if (event.shouldCommit()) {
+            event.qp = device.name() + " (no QP)";
+            event.reason = reason.name();
+            event.commit();
+        }
     }
 
     private static void checkName(String name) {

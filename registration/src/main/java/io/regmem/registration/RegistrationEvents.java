@@ -128,7 +128,7 @@ final class RegistrationEvents {
     @Label("Datagram Dropped")
     @Category({"regmem", "Queue Pair"})
     @Description("An unreliable datagram addressed to a UD QP was dropped (no receive posted, too small a one, "
-            + "another Q_Key, no such QP)")
+            + "another Q_Key, no such QP; from the network: no proof of the secret, not regmem's format)")
     @Enabled(false)
     @StackTrace(false)
     static final class DatagramDropped extends Event {

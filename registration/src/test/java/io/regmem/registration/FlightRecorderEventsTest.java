@@ -143,6 +143,7 @@ class FlightRecorderEventsTest {
                 AddressHandle ah = a.ah(b.device.datagramAddress());
                 a.qp().postSend(a.send(new WorkRequest(1), 1, 8).ud(ah, to.qpNum(), QpInitAttributes.RDMA_UDP_QKEY));
                 a.await(b);
+                b.awaitDropped(DatagramDrop.NO_RECEIVE, 1);
             }
         }
         try (Loopback lb = new Loopback()) {

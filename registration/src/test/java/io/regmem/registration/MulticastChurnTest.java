@@ -78,7 +78,7 @@ class MulticastChurnTest {
                     }
                     boolean viaCm = round % 2 == 0;
                     if (viaCm) {
-                        id.bindAddr("127.0.0.1");
+                        id.bindAddr(Providers.bindAddress("127.0.0.1"));
                         id.joinMulticast(group, JoinFlag.FULLMEMBER);
                     } else {
                         q.attachMulticast(group);

@@ -72,7 +72,7 @@ class MulticastJoinTest {
             events.add(e);
             return false;
         });
-        id.bindAddr("127.0.0.1");
+        id.bindAddr(Providers.bindAddress("127.0.0.1"));
         if (withQp) {
             id.createQp(n.pd, QpInitAttributes.of(n.cq).maxSendWr(64).maxRecvWr(64));
         }
@@ -151,7 +151,7 @@ class MulticastJoinTest {
         UdNode n = node(Map.of());
         CmId tcp = n.device.createCmId();
         ids.add(tcp);
-        tcp.bindAddr("mc-rules-" + System.nanoTime());
+        tcp.bindAddr(Providers.bindAddress("mc-rules-" + System.nanoTime()));
         assertRdma(() -> tcp.joinMulticast(group, JoinFlag.FULLMEMBER), Errno.EINVAL, "TCP port space");
         CmId unbound = n.device.createCmId(PortSpace.UDP);
         ids.add(unbound);

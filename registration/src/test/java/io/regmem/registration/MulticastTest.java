@@ -170,8 +170,12 @@ class MulticastTest {
             assertRdma(() -> ud.attachMulticast(InetAddress.getByName("10.1.2.3")), Errno.EINVAL, "not a multicast address");
             assertRdma(() -> ud.attachMulticast(null), Errno.EINVAL);
             assertRdma(() -> ud.detachMulticast(group), Errno.EINVAL, "not attached");
-            ud.attachMulticast(InetAddress.getByName("ff0e::1:2"));
-            ud.detachMulticast(InetAddress.getByName("ff0e::1:2"));
+            if (Providers.datagramsCrossANetwork()) { // over UDP/IPv4: an IPv6 group is refused, said
+                assertRdma(() -> ud.attachMulticast(InetAddress.getByName("ff0e::1:2")), Errno.EOPNOTSUPP, "IPv4");
+            } else {
+                ud.attachMulticast(InetAddress.getByName("ff0e::1:2"));
+                ud.detachMulticast(InetAddress.getByName("ff0e::1:2"));
+            }
         } finally {
             rc.destroyQp();
             rc.close();
@@ -280,12 +284,23 @@ class MulticastTest {
         assertThat(failure.get()).isNull();
         for (int m = 0; m < 2; m++) {
             UdNode n = m == 0 ? live1 : live2;
-            assertThat(received[m] + n.device.counters().datagramsDropped(DatagramDrop.NO_RECEIVE))
-                    .as("member %d: every datagram received or counted as dropped", m).isEqualTo(count);
+            long accounted = received[m] + n.device.counters().datagramsDropped(DatagramDrop.NO_RECEIVE)
+                    + n.device.counters().datagramsDropped(DatagramDrop.LOST);
+            if (Providers.datagramsCrossANetwork()) { // the kernel may lose the stream's last datagrams unseen
+                assertThat(accounted).as("member %d: nothing received or counted that was not sent", m).isLessThanOrEqualTo(count);
+            } else {
+                assertThat(accounted).as("member %d: every datagram received or counted as dropped", m).isEqualTo(count);
+            }
             assertThat(received[m]).as("member %d received", m).isPositive();
         }
         assertThat(stopped.drain()).isEqualTo(4);
-        assertThat(stopped.device.counters().datagramsDropped(DatagramDrop.NO_RECEIVE)).isEqualTo(count - 4);
+        long stoppedDrops = stopped.device.counters().datagramsDropped(DatagramDrop.NO_RECEIVE)
+                + stopped.device.counters().datagramsDropped(DatagramDrop.LOST);
+        if (Providers.datagramsCrossANetwork()) {
+            assertThat(stoppedDrops).isLessThanOrEqualTo(count - 4);
+        } else {
+            assertThat(stoppedDrops).isEqualTo(count - 4);
+        }
         assertThat(sender.state()).isEqualTo(QueuePair.State.RTS);
         for (QueuePair q : members) {
             assertThat(q.state()).isEqualTo(QueuePair.State.RTS);

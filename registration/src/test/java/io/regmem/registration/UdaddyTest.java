@@ -92,7 +92,7 @@ class UdaddyTest {
             }
             return false;
         });
-        listen.bindAddr("udaddy-" + NAMES.incrementAndGet());
+        listen.bindAddr(Providers.bindAddress("udaddy-" + NAMES.incrementAndGet()));
         listen.listen();
         return listen;
     }

@@ -2,6 +2,7 @@ package io.regmem.registration.link;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.UdParam;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.LocalRendezvous;
 import io.regmem.registration.spi.ProviderCm;
@@ -169,7 +170,12 @@ public abstract class LinkedCm implements ProviderCm {
     private void requested(Listener from, Link l, Link.Peer p) {
         Object admitted;
         try {
-            admitted = admit(p);
+            boolean ud = UdHello.is(p.address());
+            if (ud != ctx.udpPortSpace()) {
+                throw new Refusal.Refused(Refusal.ANOTHER_PORT_SPACE, ud ? "a UD address exchange reached a TCP port space "
+                        + "listener" : "a connection request reached a UDP port space listener");
+            }
+            admitted = ud ? UdHello.decode(p.address()) : admit(p);
         } catch (IOException e) {
             from.refused(l.peerAddress(), e.getMessage());
             l.sendRefused(e instanceof Refusal.Refused r ? r.reason() : Refusal.ofAddress(e));
@@ -207,6 +213,10 @@ public abstract class LinkedCm implements ProviderCm {
     private void handshake(Link l, QpContext qp, String address, byte[] privateData) {
         try {
             l.readChallenge(l.deadline());
+            if (ctx.udpPortSpace()) {
+                exchangeDatagramParams(l, privateData);
+                return; // (nothing between the two QPs afterwards: no life line)
+            }
             Link.Peer accepted = request(l, qp, address, privateData);
             if (accepted == null) {
                 return;
@@ -224,6 +234,25 @@ public abstract class LinkedCm implements ProviderCm {
             return;
         }
         watch(l);
+    }
+
+    /**
+     * The requester's side of rdma_cm's UD address exchange (SIDR): HELLO with this ID's UD
+     * parameters, then ESTABLISHED carrying the listener's from its ACCEPT; the link closes.
+     */
+    private void exchangeDatagramParams(Link l, byte[] privateData) throws IOException {
+        UdParam mine = ctx.datagramParam();
+        if (mine == null) {
+            throw new IOException("the UD address exchange needs the ID's UD QP");
+        }
+        l.sendHello(mine.qpNum(), 0, UdHello.encode(mine), privateData);
+        Link.Peer p = awaitAccept(l, () -> { });
+        if (p == null) {
+            return;
+        }
+        UdParam theirs = UdHello.decode(p.address());
+        l.close();
+        ctx.establishedDatagram(p.privateData(), theirs);
     }
 
     /**
@@ -290,6 +319,10 @@ public abstract class LinkedCm implements ProviderCm {
             return;
         }
         QpContext qp = ctx.qp();
+        if (requested instanceof UdParam) {
+            answerDatagramParams(l, privateData);
+            return;
+        }
         try {
             acceptRequest(l, qp, requested, privateData);
         } catch (IOException | RuntimeException e) {
@@ -302,6 +335,24 @@ public abstract class LinkedCm implements ProviderCm {
         }
         ctx.established(null);
         Thread.ofVirtual().name("regmem-" + kind.provider() + "-link").start(() -> watch(l));
+    }
+
+    /** The listener's side of the UD address exchange: ACCEPT with this request ID's UD parameters; no event. */
+    private void answerDatagramParams(Link l, byte[] privateData) {
+        UdParam mine = ctx.datagramParam();
+        if (mine == null) {
+            throw new RdmaException(Errno.EINVAL, ctx.name() + ": accept of a UD address exchange needs a UD QP on the "
+                    + "request ID");
+        }
+        try {
+            l.sendAccept(mine.qpNum(), 0, UdHello.encode(mine), privateData);
+        } catch (IOException e) {
+            l.close();
+            throw new RdmaException(Errno.ECONNRESET, ctx.name() + ": accept of the UD address exchange from "
+                    + l.peerAddress() + " failed: " + e.getMessage(), e);
+        }
+        l.close();
+        ctx.answeredDatagram();
     }
 
     @Override

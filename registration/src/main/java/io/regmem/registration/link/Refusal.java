@@ -23,7 +23,10 @@ public enum Refusal {
     UNREACHABLE(5, "the listener's provider cannot reach this process (shm connects processes of one host and one "
             + "network namespace: use ucx otherwise)"),
     /** The listener's application destroyed the request, or stopped listening, before it answered. */
-    WITHDRAWN(6, "the listener went away before its application answered the request");
+    WITHDRAWN(6, "the listener went away before its application answered the request"),
+    /** The listener's ID is of the other port space (a UDP ID's request reached a TCP listener, or the reverse). */
+    ANOTHER_PORT_SPACE(7, "the listener listens in the other port space (a UDP port space ID's request needs a UDP "
+            + "listener, a TCP one's a TCP listener)");
 
     final int code;
     private final String meaning;

@@ -90,6 +90,9 @@ public interface CmContext {
      */
     UdParam datagramParam();
 
+    /** True for an ID of the UDP port space (its QP, if any, is UD; its connect is the UD address exchange). */
+    boolean udpPortSpace();
+
     /**
      * The UD address exchange this (active) ID asked for completed: it reports ESTABLISHED carrying
      * {@code peer}, the accepting side's UD parameters, and {@code privateData}.

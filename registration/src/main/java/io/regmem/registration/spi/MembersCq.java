@@ -39,12 +39,32 @@ public abstract class MembersCq<Q extends ProviderQp> implements ProviderCq {
     @SuppressWarnings("unchecked")
     @Override
     public final void attach(ProviderQp qp, boolean sends, boolean receives) {
-        members.add((Q) type.cast(qp), sends, receives);
+        if (type.isInstance(qp)) {
+            members.add((Q) qp, sends, receives);
+        } else {
+            attachOther(qp);
+        }
     }
 
     @SuppressWarnings("unchecked")
     @Override
     public final void detach(ProviderQp qp) {
-        members.remove((Q) type.cast(qp));
+        if (type.isInstance(qp)) {
+            members.remove((Q) qp);
+        } else {
+            detachOther(qp);
+        }
+    }
+
+    /**
+     * A QP of another kind than {@code Q} completes here (a provider's datagram QP, progressed by
+     * other means than {@link #members}). Default: refused as a QP of another provider.
+     */
+    protected void attachOther(ProviderQp qp) {
+        throw new ClassCastException(qp.getClass().getName() + " is no QP of this CQ's provider");
+    }
+
+    /** A QP {@link #attachOther} took no longer completes here. Default: nothing to do. */
+    protected void detachOther(ProviderQp qp) {
     }
 }

@@ -58,6 +58,14 @@ public interface ProviderDevice {
     }
 
     /**
+     * The verbs layer: where this device counts the datagrams it drops before they reach a QP
+     * ({@link DatagramDrops}); called once, after the device opened. Default: ignored (a provider
+     * whose datagrams never arrive from outside has no such drops).
+     */
+    default void countDropsIn(DatagramDrops sink) {
+    }
+
+    /**
      * Waits until no access to memory that began before this call is still in progress. The verbs
      * layer calls it after it made keys or mappings invalid (revoke, local invalidation, window
      * unbind, DMA unmap) so that, when its call returns, the memory is no longer touched.

@@ -9,6 +9,7 @@ import io.regmem.core.BufferPool;
 import io.regmem.core.PooledBuffer;
 import io.regmem.registration.Access;
 import io.regmem.registration.AddressHandle;
+import io.regmem.registration.DatagramDrop;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.QpInitAttributes;
@@ -206,6 +207,8 @@ class MetricsTest {
             }
             client.postSend(a.send(wr, 1, 8).ud(ah, server2.qpNum(), 0x42)); // another Q_Key
             assertThat(a.await(b).status()).isEqualTo(WcStatus.SUCCESS);
+            b.awaitDropped(DatagramDrop.NO_RECEIVE, 3);
+            b.awaitDropped(DatagramDrop.QKEY, 1);
             TabularData dropped = (TabularData) server.getAttribute(RegmemMBeans.nameOf(b.device), "DatagramsDropped");
             java.util.Map<Object, Object> byReason = new java.util.HashMap<>();
             for (Object row : dropped.values()) {

@@ -32,6 +32,23 @@ public final class Providers {
         return address(NAME, name);
     }
 
+    /**
+     * An address to bind an ID to ({@code bindAddr}): soft binds to any name (this one), ucx and shm
+     * to {@code 127.0.0.1:0} (a port the system picks).
+     */
+    public static String bindAddress(String name) {
+        return NAME.equals("ucx") || NAME.equals("shm") ? "127.0.0.1:0" : name;
+    }
+
+    /**
+     * True if the provider under test carries datagrams over the kernel's UDP/IP (ucx): they arrive
+     * when its device is next progressed rather than within the send, and the kernel may lose some
+     * (counted as {@code DatagramDrop.LOST} when a later one of the same sender arrives).
+     */
+    public static boolean datagramsCrossANetwork() {
+        return NAME.equals("ucx");
+    }
+
     /** As {@link #address(String)}, for the named provider. */
     public static String address(String provider, String name) {
         return provider.equals("ucx") || provider.equals("shm") ? "127.0.0.1:" + PORTS.incrementAndGet() : name;

@@ -7,6 +7,7 @@ import io.regmem.registration.AddressHandle;
 import io.regmem.registration.AhAttributes;
 import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.DatagramDrop;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.PortSpace;
 import io.regmem.registration.ProtectionDomain;
@@ -107,6 +108,23 @@ public final class UdNode implements AutoCloseable {
             assertThat(System.nanoTime()).as("a completion within 10 s").isLessThan(deadline);
         }
         return wcs[0];
+    }
+
+    /**
+     * Waits up to 10 s, polling this node's CQ (which progresses its device: a provider that carries
+     * datagrams over a network takes what arrived then), until its device counted {@code expected}
+     * drops for {@code reason}; fails if it counts more, or not that many in time. The completions
+     * polled meanwhile are kept for {@link #take()} no more: call it with no completion expected.
+     */
+    public void awaitDropped(DatagramDrop reason, long expected) {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (device.counters().datagramsDropped(reason) < expected) {
+            assertThat(cq.pending()).as("no completion while waiting for a drop").isZero();
+            cq.poll(new WorkCompletion[0]);
+            Thread.onSpinWait();
+            assertThat(System.nanoTime()).as("%s drops reach %d within 10 s", reason, expected).isLessThan(deadline);
+        }
+        assertThat(device.counters().datagramsDropped(reason)).as("%s drops", reason).isEqualTo(expected);
     }
 
     /** The next completion if one is there now (after progressing {@code others}), else null. */

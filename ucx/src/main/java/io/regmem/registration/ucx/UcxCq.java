@@ -4,6 +4,9 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.shm.SameHostLane;
 import io.regmem.registration.spi.CqMembers;
 import io.regmem.registration.spi.MembersCq;
+import io.regmem.registration.spi.ProviderQp;
+import io.regmem.registration.udp.UdpQp;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -35,6 +38,10 @@ final class UcxCq extends MembersCq<UcxQp> {
         UcxQp[] qps = members.senders();
         UcxQp[] receivers = members.receivers();
         boolean overUcx = qps.length == 0 && receivers.length == 0;
+        if (datagramQps.get() > 0) {
+            device.datagrams.progress(); // UD QPs: what arrived over UDP, and sends that wait for the socket
+            overUcx = false;
+        }
         for (UcxQp qp : qps) {
             qp.pollers.polledBy(me);
             SameHostLane.Qp l = qp.lane;
@@ -55,6 +62,24 @@ final class UcxCq extends MembersCq<UcxQp> {
         }
         if (overUcx) {
             progressRounds(qps, receivers);
+        }
+    }
+
+    /** UD QPs that complete here ({@link UcxDatagrams}). */
+    private final AtomicInteger datagramQps = new AtomicInteger();
+
+    @Override
+    protected void attachOther(ProviderQp qp) {
+        if (!(qp instanceof UdpQp)) {
+            super.attachOther(qp);
+        }
+        datagramQps.incrementAndGet();
+    }
+
+    @Override
+    protected void detachOther(ProviderQp qp) {
+        if (qp instanceof UdpQp) {
+            datagramQps.decrementAndGet();
         }
     }
 

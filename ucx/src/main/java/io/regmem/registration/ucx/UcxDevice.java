@@ -4,12 +4,13 @@ import io.regmem.core.ChunkSource;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.DeviceAttributes;
+import io.regmem.registration.QpType;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.CqContext;
+import io.regmem.registration.spi.DatagramDrops;
 import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.Guard;
 import io.regmem.registration.spi.MrContext;
-import io.regmem.registration.spi.ProgressFaults;
 import io.regmem.registration.spi.ProviderCm;
 import io.regmem.registration.spi.ProviderCq;
 import io.regmem.registration.spi.ProviderDevice;
@@ -17,9 +18,9 @@ import io.regmem.registration.spi.ProviderMr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.link.Secret;
-import io.regmem.registration.shm.SameHostLane;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.locks.ReentrantLock;
@@ -103,6 +104,8 @@ final class UcxDevice implements ProviderDevice {
      */
     long rndvThreshold = UcxProvider.RNDV_THRESHOLD;
 
+    /** Its UD QPs and multicast, over UDP (set once, before the device is used). */
+    UcxDatagrams datagrams;
     /** The progress thread, or null. */
     private Thread progressThread;
     private volatile boolean stopping;
@@ -145,55 +148,35 @@ final class UcxDevice implements ProviderDevice {
      */
     UcxDevice startProgressThread(IdleStrategy idle, boolean sleep) {
         lanes.sleepy = sleep;
-        progressThread = Thread.ofPlatform().daemon().name("regmem-ucx-progress-" + amNumber).start(() -> {
-            long[] words = new long[SameHostLane.SLEEP_WORDS];
-            long lastWork = System.nanoTime();
-            while (!stopping) {
-                try {
-                    int work = progress.qps(); // (a QP whose progress fails errs alone: UcxProgress.qps)
-                    if (work > 0) {
-                        lastWork = System.nanoTime();
-                        idle.idle(work);
-                    } else if (sleep && System.nanoTime() - lastWork > SLEEP_AFTER_NANOS && onlyLanes()) {
-                        lanes.sleepUntilWoken(words);
-                        lastWork = System.nanoTime();
-                    } else {
-                        idle.idle(0);
-                    }
-                } catch (RuntimeException | Error e) {
-                    if (stopping) {
-                        return; // (the device closed under the round: ENODEV)
-                    }
-                    ProgressFaults.survived("regmem ucx: the progress thread of device " + amNumber, e);
-                }
-            }
-        });
+        progressThread = Thread.ofPlatform().daemon().name("regmem-ucx-progress-" + amNumber)
+                .start(() -> progress.loop(idle, sleep, amNumber));
         return this;
     }
 
-    /** How long the progress thread finds nothing to do before it may sleep on the lanes. */
-    static final long SLEEP_AFTER_NANOS = 50_000L;
-
-    /**
-     * True if every connection of the device runs over the same-host lane (whose peers wake a sleeping
-     * progress thread) and no UCX channel is open: nothing over UCX waits for this thread's progress.
-     */
-    private boolean onlyLanes() {
-        if (channels().length > 0) {
-            return false;
-        }
-        for (UcxQp qp : qps()) {
-            if (qp.lane == null && !qp.destroyed && qp.ctx.isReady()) {
-                return false;
-            }
-        }
-        return true;
+    /** True once the device closes: its progress thread ends. */
+    boolean stopping() {
+        return stopping;
     }
 
     /** One round of the progress thread's work, for a DeviceAgent (the worker, the lanes, every free QP). */
     @Override
     public int progressRound() {
         return progress.qps();
+    }
+
+    @Override
+    public boolean datagrams() {
+        return true;
+    }
+
+    @Override
+    public InetSocketAddress datagramEndpoint() {
+        return datagrams.carrier().endpoint();
+    }
+
+    @Override
+    public void countDropsIn(DatagramDrops sink) {
+        datagrams.countDropsIn(sink);
     }
 
     /** True if the device runs a progress thread (started before any CQ exists). */
@@ -271,6 +254,9 @@ final class UcxDevice implements ProviderDevice {
 
     @Override
     public ProviderQp createQp(QpContext ctx) {
+        if (ctx.qpType() == QpType.UD) {
+            return datagrams.carrier().createQp(ctx, datagrams.oversizeError);
+        }
         UcxQp qp;
         synchronized (this) {
             qp = new UcxQp(this, ctx, nextQpNumber++);
@@ -478,6 +464,7 @@ final class UcxDevice implements ProviderDevice {
             workerLock.unlock();
         }
         lanes.close();
+        datagrams.close();
         UcxAm.uninstall(amNumber);
         context.close();
         if (networkContext != null) {

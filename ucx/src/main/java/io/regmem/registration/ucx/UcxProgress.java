@@ -2,9 +2,12 @@ package io.regmem.registration.ucx;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.shm.SameHostLane;
 import io.regmem.registration.spi.Guard;
+import io.regmem.registration.spi.ProgressFaults;
 import io.regmem.registration.spi.MrContext;
 import java.util.concurrent.locks.ReentrantLock;
+import org.agrona.concurrent.IdleStrategy;
 
 /**
  * How a UCX device's workers and QPs are progressed: a CQ's poll progresses the workers its QPs use
@@ -23,6 +26,55 @@ final class UcxProgress {
         this.device = device;
     }
 
+    /** How long the progress thread finds nothing to do before it may sleep on the lanes. */
+    static final long SLEEP_AFTER_NANOS = 50_000L;
+
+    /**
+     * The progress thread's loop ({@link UcxDevice#startProgressThread}): rounds of {@link #qps()}
+     * until the device closes, idling as {@code idle} says, and sleeping on the lanes ({@code sleep})
+     * when only lanes need it; no failure ends it.
+     */
+    void loop(IdleStrategy idle, boolean sleep, int number) {
+        long[] words = new long[SameHostLane.SLEEP_WORDS];
+        long lastWork = System.nanoTime();
+        while (!device.stopping()) {
+            try {
+                int work = qps(); // (a QP whose progress fails errs alone)
+                if (work > 0) {
+                    lastWork = System.nanoTime();
+                    idle.idle(work);
+                } else if (sleep && System.nanoTime() - lastWork > SLEEP_AFTER_NANOS && onlyLanes()) {
+                    device.lanes.sleepUntilWoken(words);
+                    lastWork = System.nanoTime();
+                } else {
+                    idle.idle(0);
+                }
+            } catch (RuntimeException | Error e) {
+                if (device.stopping()) {
+                    return; // (the device closed under the round: ENODEV)
+                }
+                ProgressFaults.survived("regmem ucx: the progress thread of device " + number, e);
+            }
+        }
+    }
+
+    /**
+     * True if every connection of the device runs over the same-host lane (whose peers wake a sleeping
+     * progress thread), no UCX channel is open and no UD QP waits for datagrams: nothing waits for
+     * this thread's progress but the lanes.
+     */
+    private boolean onlyLanes() {
+        if (device.channels().length > 0 || device.datagrams.active()) {
+            return false;
+        }
+        for (UcxQp qp : device.qps()) {
+            if (qp.lane == null && !qp.destroyed && qp.ctx.isReady()) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     /** One round of the progress thread: the worker, then every QP whose lock is free; the work done. */
     int qps() {
         int work = 0;
@@ -33,6 +85,7 @@ final class UcxProgress {
             device.workerLock.unlock();
         }
         work += device.lanes.progress();
+        work += device.datagrams.progress();
         for (UcxQp qp : device.qps()) {
             ReentrantLock l = qp.ctx.lock();
             try {

@@ -47,6 +47,8 @@ import org.agrona.concurrent.IdleStrategy;
  * ({@code io.regmem.registration.shm.SameHostLane}); the handshake, its secret, the keys and the QPs stay
  * ucx's, and a debug line (System.Logger {@code io.regmem.registration.ucx}) says which way each
  * connection took. {@code oneSided} and {@code rndvThreshold} then do not apply to it.
+ * {@code datagramBind}, {@code multicastPort} and {@code udOversizeError}: its UD QPs and multicast,
+ * over UDP ({@link UcxDatagrams}).
  */
 public final class UcxProvider implements RdmaProvider {
     private static final AtomicInteger DEVICES = new AtomicInteger();
@@ -61,11 +63,13 @@ public final class UcxProvider implements RdmaProvider {
     }
 
     /** What a UCX device offers before options lower it: the usual limits, no iWARP, no signature offload. */
-    static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false).withoutMulticast();
+    static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false)
+            .withMulticast(UcxDatagrams.kernelGroups(), 56);
 
     /** Options besides the {@link DeviceAttributes} components. */
     private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "oneSided", "secret",
-            "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis", "rndvThreshold", "sameHostLane");
+            "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis", "rndvThreshold", "sameHostLane", "datagramBind", "multicastPort",
+            "udOversizeError");
     /** The default of {@code rndvThreshold}, in bytes. */
     static final long RNDV_THRESHOLD = 65536;
     /** The UCX minor version (1.x) whose remote-key unpack survives a key of memory that is gone. */
@@ -101,12 +105,14 @@ public final class UcxProvider implements RdmaProvider {
                     + "pool), which a one-sided request unpacks at its first use (UCX commit 8721af17, 'Keep md_map "
                     + "consistent with tl_rkey'); every request goes as a checked message without it");
         }
-        UcxDevice device = new UcxDevice(ucp, attributes, "regmem-" + ProcessHandle.current().pid() + "-"
-                + DEVICES.incrementAndGet(), secret, handshakeMillis);
+        UcxDatagrams datagrams = new UcxDatagrams(options);
+        String name = "regmem-" + ProcessHandle.current().pid() + "-" + DEVICES.incrementAndGet();
+        UcxDevice device = new UcxDevice(ucp, attributes, name, secret, handshakeMillis);
         device.oneSided = oneSided;
         device.lanes.enabled = lane;
         device.answerTimeoutNanos = answerMillis * 1_000_000L;
         device.rndvThreshold = rndvThreshold;
+        device.datagrams = datagrams.of(name, device::secret, device.grace);
         return progress ? device.startProgressThread(idle, options.idleSleeps()) : device;
     }
 }

@@ -1,0 +1,348 @@
+package io.regmem.registration.udp;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.DatagramDrop;
+import io.regmem.registration.spi.DatagramDrops;
+import io.regmem.registration.spi.GracePeriod;
+import io.regmem.registration.spi.QpContext;
+import java.io.IOException;
+import java.net.BindException;
+import java.net.Inet4Address;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.NetworkInterface;
+import java.net.StandardProtocolFamily;
+import java.net.StandardSocketOptions;
+import java.nio.ByteBuffer;
+import java.nio.channels.DatagramChannel;
+import java.nio.channels.MembershipKey;
+import java.util.concurrent.locks.ReentrantLock;
+import org.agrona.collections.ArrayUtil;
+import org.agrona.collections.Int2ObjectHashMap;
+
+/**
+ * A device's unreliable datagrams over the kernel's UDP/IP, for a provider that carries them between
+ * processes and hosts (ucx), as libfabric's {@code udp} provider and RoCEv2's UDP encapsulation do:
+ * one unicast socket per device (its datagram address, {@link #endpoint()}), and one multicast socket
+ * (bound to the wildcard address at the multicast port, {@code SO_REUSEADDR}) that joins, on the
+ * device's interface, every group one of its QPs is attached to. Every datagram carries the
+ * {@link UdpWire} header and the tag of the device's secret; whatever arrives is checked before any of
+ * it is used, and dropped and counted when it fails.
+ *
+ * <p>Sends go from the sending QP's thread ({@link UdpQp}); arrivals are taken by whoever progresses
+ * the device (a CQ poll, its progress thread: {@link #progress()}), one thread at a time, and placed
+ * into the destination QP's posted receive under that QP's lock, which is only tried: a busy QP keeps
+ * the datagram in hand until the next progress, and nothing waits for a lock. Locks: the receive lock,
+ * then a QP's; a QP's, then the socket's own (inside the JDK).
+ */
+public final class UdpCarrier implements AutoCloseable {
+    /** The UDP port of every device's multicast socket unless the device option says otherwise. */
+    public static final int DEFAULT_MULTICAST_PORT = 24791;
+    /** Datagrams taken from a socket per progress, at most. */
+    private static final int BATCH = 64;
+    private static final System.Logger LOG = System.getLogger("io.regmem.registration.udp");
+    final String owner;
+    final long k0;
+    final long k1;
+    private final DatagramChannel unicast;
+    final InetSocketAddress endpoint;
+    private final NetworkInterface nic;
+    final int multicastPort;
+    private final GracePeriod grace;
+    final GracePeriod.Reader reader;
+    /** Orders changes of the QP table, the groups and the multicast socket. */
+    private final Object lock = new Object();
+    private volatile Int2ObjectHashMap<UdpQp> table = new Int2ObjectHashMap<>();
+    private volatile UdpQp[] all = new UdpQp[0];
+    /** Groups with an attached QP of this device; replaced, never mutated, under {@link #lock}. */
+    private volatile UdpGroup[] groups = new UdpGroup[0];
+    private DatagramChannel multicast;
+    private final ReentrantLock receiving = new ReentrantLock();
+    private final UdpInbound fromUnicast;
+    private final UdpInbound fromMulticast;
+    private volatile DatagramDrops drops = (reason, count) -> { };
+    private volatile boolean closed;
+
+    /**
+     * Opens the unicast socket on {@code bind} (port 0: any free one).
+     *
+     * @throws RdmaException {@link Errno#EADDRINUSE} if the port is taken; {@link Errno#EADDRNOTAVAIL}
+     *                       if the address is not this host's; {@link Errno#EINVAL} for an IPv6 one
+     */
+    public UdpCarrier(String owner, InetSocketAddress bind, int multicastPort, byte[] secret, GracePeriod grace) {
+        this.owner = owner;
+        if (!(bind.getAddress() instanceof Inet4Address) || bind.getAddress().isAnyLocalAddress()) {
+            throw new RdmaException(Errno.EINVAL, owner + ": datagrams bind an IPv4 address of this host (peers address "
+                    + "the device's UD QPs by it), not " + bind);
+        }
+        byte[] key = UdpWire.key(secret);
+        this.k0 = SipHash.k0(key);
+        this.k1 = SipHash.k1(key);
+        this.multicastPort = multicastPort;
+        DatagramChannel ch = null;
+        try {
+            this.nic = NetworkInterface.getByInetAddress(bind.getAddress());
+            if (nic == null) {
+                throw new RdmaException(Errno.EADDRNOTAVAIL, owner + ": datagrams: " + bind.getAddress().getHostAddress()
+                        + " is no address of this host");
+            }
+            ch = DatagramChannel.open(StandardProtocolFamily.INET);
+            ch.bind(bind);
+            ch.configureBlocking(false);
+            ch.setOption(StandardSocketOptions.IP_MULTICAST_IF, nic);
+            ch.setOption(StandardSocketOptions.IP_MULTICAST_LOOP, true);
+            ch.setOption(StandardSocketOptions.SO_RCVBUF, 4 << 20);
+            ch.setOption(StandardSocketOptions.SO_SNDBUF, 1 << 20);
+            this.endpoint = (InetSocketAddress) ch.getLocalAddress();
+        } catch (IOException e) {
+            close(ch);
+            Errno errno = e instanceof BindException ? Errno.EADDRINUSE : Errno.EIO;
+            throw new RdmaException(errno, owner + ": datagrams cannot bind " + bind + ": " + e.getMessage(), e);
+        } catch (RuntimeException e) {
+            close(ch);
+            throw e;
+        }
+        this.unicast = ch;
+        this.grace = grace;
+        this.reader = grace.newReader();
+        this.fromUnicast = new UdpInbound(this, false);
+        this.fromMulticast = new UdpInbound(this, true);
+    }
+
+    /** Where peers address this device's UD QPs: the unicast socket's address. */
+    public InetSocketAddress endpoint() {
+        return endpoint;
+    }
+
+    /** Where this device counts what it drops before a QP ({@code ProviderDevice.countDropsIn}). */
+    public void countDropsIn(DatagramDrops sink) {
+        drops = sink;
+    }
+
+    void dropped(DatagramDrop reason) {
+        drops.dropped(reason, 1);
+    }
+
+    void dropped(DatagramDrop reason, long count) {
+        drops.dropped(reason, count);
+    }
+
+    /** A UD QP of this device, carried here ({@code ProviderDevice.createQp} for {@code QpType.UD}). */
+    public UdpQp createQp(QpContext ctx, boolean oversizeError) {
+        UdpQp qp = new UdpQp(this, ctx, grace.newReader(), oversizeError);
+        synchronized (lock) {
+            Int2ObjectHashMap<UdpQp> next = new Int2ObjectHashMap<>(table);
+            next.put(ctx.qpNum(), qp);
+            table = next;
+            all = ArrayUtil.add(all, qp);
+        }
+        return qp;
+    }
+
+    void remove(UdpQp qp) {
+        synchronized (lock) {
+            for (UdpGroup g : groups) {
+                if (UdpGroup.indexOf(g.members, qp) >= 0) {
+                    leave(g.group, qp);
+                }
+            }
+            Int2ObjectHashMap<UdpQp> next = new Int2ObjectHashMap<>(table);
+            if (next.get(qp.ctx.qpNum()) == qp) {
+                next.remove(qp.ctx.qpNum());
+            }
+            table = next;
+            all = ArrayUtil.remove(all, qp);
+        }
+    }
+
+    /** The UD QP numbered {@code qpn}, or null (no lock, no allocation). */
+    UdpQp qp(int qpn) {
+        return table.get(qpn);
+    }
+
+    /** True if this device carries QPs (only then is anything received). */
+    public boolean hasQps() {
+        return all.length > 0;
+    }
+
+    /**
+     * Attaches {@code qp} to {@code group}: the multicast socket (made at the first group) joins it
+     * on the device's interface.
+     *
+     * @throws RdmaException {@link Errno#EOPNOTSUPP} for an IPv6 group; {@link Errno#ENOMEM} if the
+     *                       kernel refuses another membership ({@code net.ipv4.igmp_max_memberships})
+     */
+    void join(InetAddress group, UdpQp qp) {
+        if (!(group instanceof Inet4Address)) {
+            throw new RdmaException(Errno.EOPNOTSUPP, owner + ": datagrams over UDP join IPv4 groups, not "
+                    + group.getHostAddress());
+        }
+        synchronized (lock) {
+            UdpGroup g = group(group);
+            if (g != null) {
+                groups = replace(groups, g, g.with(qp));
+                return;
+            }
+            boolean made = false;
+            try {
+                if (multicast == null) {
+                    multicast = openMulticast();
+                    made = true;
+                }
+                MembershipKey key = multicast.join(group, nic);
+                groups = ArrayUtil.add(groups, new UdpGroup(group, key, new UdpQp[] {qp}));
+            } catch (IOException e) {
+                if (made) {
+                    close(multicast);
+                    multicast = null;
+                }
+                throw new RdmaException(Errno.ENOMEM, owner + ": the kernel refused to join " + group.getHostAddress()
+                        + " on " + nic.getName() + " (" + e.getMessage() + "; net.ipv4.igmp_max_memberships limits a "
+                        + "socket's groups)", e);
+            }
+        }
+    }
+
+    void leave(InetAddress group, UdpQp qp) {
+        synchronized (lock) {
+            UdpGroup g = group(group);
+            if (g == null || UdpGroup.indexOf(g.members, qp) < 0) {
+                return;
+            }
+            if (g.members.length > 1) {
+                groups = replace(groups, g, g.without(qp));
+                return;
+            }
+            g.key.drop();
+            groups = ArrayUtil.remove(groups, g);
+            if (groups.length == 0) {
+                close(multicast); // (a receive in progress sees it closed, and stops)
+                multicast = null;
+            }
+        }
+    }
+
+    private UdpGroup group(InetAddress group) {
+        for (UdpGroup g : groups) {
+            if (g.group.equals(group)) {
+                return g;
+            }
+        }
+        return null;
+    }
+
+    /** The group whose IPv4-mapped form ends with {@code lo}, or null (no allocation). */
+    UdpGroup group(long lo) {
+        for (UdpGroup g : groups) {
+            if (g.lo == lo) {
+                return g;
+            }
+        }
+        return null;
+    }
+
+    private DatagramChannel openMulticast() throws IOException {
+        DatagramChannel ch = DatagramChannel.open(StandardProtocolFamily.INET);
+        try {
+            ch.setOption(StandardSocketOptions.SO_REUSEADDR, true);
+            ch.setOption(StandardSocketOptions.SO_RCVBUF, 4 << 20);
+            ch.bind(new InetSocketAddress(multicastPort));
+            ch.configureBlocking(false);
+            return ch;
+        } catch (IOException | RuntimeException e) {
+            close(ch);
+            throw e;
+        }
+    }
+
+    /** Sends {@code b} to {@code to}: its bytes, 0 if the socket has no room now, -1 if the kernel refused it. */
+    int send(ByteBuffer b, InetSocketAddress to) {
+        try {
+            return unicast.send(b, to);
+        } catch (IOException | RuntimeException e) { // unreachable, unroutable, closed: a datagram lost on the way
+            LOG.log(System.Logger.Level.DEBUG, () -> owner + ": a datagram to " + to + " was not sent: " + e);
+            return -1;
+        }
+    }
+
+    /**
+     * Makes progress: QPs whose sends wait for room in the socket (or whose queues flush) run, if
+     * their lock is free; then what arrived is taken and placed, if no other thread is at it. Never
+     * waits for a lock; never throws for what a peer sent. The work done.
+     */
+    public int progress() {
+        UdpQp[] qps = all;
+        if (qps.length == 0 || closed) {
+            return 0;
+        }
+        int work = 0;
+        for (UdpQp qp : qps) {
+            if (qp.needsRun()) {
+                work += qp.tryRun();
+            }
+        }
+        if (!receiving.tryLock()) {
+            return work;
+        }
+        try {
+            work += fromUnicast.drain(unicast);
+            DatagramChannel m = multicast;
+            if (m != null) {
+                work += fromMulticast.drain(m);
+            }
+        } finally {
+            receiving.unlock();
+        }
+        return work;
+    }
+
+    /** Closes the sockets (the device closes; its QPs are gone). */
+    @Override
+    public void close() {
+        closed = true;
+        receiving.lock();
+        try {
+            synchronized (lock) {
+                for (UdpGroup g : groups) {
+                    g.key.drop();
+                }
+                groups = new UdpGroup[0];
+                close(multicast);
+                multicast = null;
+                close(unicast);
+            }
+            reader.close();
+        } finally {
+            receiving.unlock();
+        }
+    }
+
+    private static void close(DatagramChannel ch) {
+        if (ch != null) {
+            try {
+                ch.close();
+            } catch (IOException e) {
+                // nothing held any more
+            }
+        }
+    }
+
+    /** The interface the device's multicast goes out of and is joined on. */
+    public String interfaceName() {
+        return nic.getName();
+    }
+
+    /** For diagnostics: the sockets and groups. */
+    @Override
+    public String toString() {
+        return "udp " + endpoint + ", multicast port " + multicastPort + " on " + nic.getName() + ", " + groups.length
+                + " group(s)";
+    }
+
+    private static UdpGroup[] replace(UdpGroup[] a, UdpGroup old, UdpGroup now) {
+        UdpGroup[] b = a.clone();
+        b[UdpGroup.indexOf(b, old)] = now;
+        return b;
+    }
+}

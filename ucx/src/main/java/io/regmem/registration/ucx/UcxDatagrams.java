@@ -1,0 +1,116 @@
+package io.regmem.registration.ucx;
+
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.link.HostPort;
+import io.regmem.registration.spi.DatagramDrops;
+import io.regmem.registration.spi.GracePeriod;
+import io.regmem.registration.spi.ProviderOptions;
+import io.regmem.registration.udp.UdpCarrier;
+import java.io.IOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.UnknownHostException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.function.Supplier;
+
+/**
+ * A UCX device's unreliable datagrams: UCX has none, so its UD QPs and multicast ride the kernel's
+ * UDP/IP ({@link UdpCarrier}), its sockets opened at the first use (the device's datagram address
+ * asked for, or its first UD QP). Options: {@code datagramBind} (default {@code 127.0.0.1:0}: an IPv4
+ * address of this host that peers address the device's UD QPs by, and a port, 0 for any),
+ * {@code multicastPort} (default {@value UdpCarrier#DEFAULT_MULTICAST_PORT}: the port every member of a
+ * group listens on; all devices that share groups use the same), {@code udOversizeError} (as soft's).
+ */
+final class UcxDatagrams {
+    private String owner = "ucx";
+    private final HostPort bind;
+    private final int multicastPort;
+    final boolean oversizeError;
+    private Supplier<byte[]> secret;
+    private GracePeriod grace;
+    private volatile UdpCarrier carrier;
+    private DatagramDrops drops = (reason, count) -> { };
+
+    /**
+     * Reads the options (before the device opens).
+     *
+     * @throws RdmaException {@link Errno#EINVAL} for a {@code datagramBind} that is not host:port, a
+     *                       {@code multicastPort} outside [1, 65535], or a {@code udOversizeError} not a boolean
+     */
+    UcxDatagrams(ProviderOptions options) {
+        this.bind = HostPort.parseForBind("ucx device", "ucx", options.get("datagramBind", "127.0.0.1:0"));
+        this.multicastPort = (int) options.number("multicastPort", UdpCarrier.DEFAULT_MULTICAST_PORT, 1, 65535);
+        this.oversizeError = options.flag("udOversizeError", false);
+    }
+
+    /** The device's name (for messages), secret (the datagrams' key) and grace period, once it opened. */
+    UcxDatagrams of(String deviceName, Supplier<byte[]> deviceSecret, GracePeriod deviceGrace) {
+        this.owner = "ucx device " + deviceName;
+        this.secret = deviceSecret;
+        this.grace = deviceGrace;
+        return this;
+    }
+
+    /** The carrier, its sockets opened at the first call. */
+    UdpCarrier carrier() {
+        UdpCarrier c = carrier;
+        if (c != null) {
+            return c;
+        }
+        synchronized (this) {
+            if (carrier == null) {
+                InetAddress host;
+                try {
+                    host = InetAddress.getByName(bind.host());
+                } catch (UnknownHostException e) {
+                    throw new RdmaException(Errno.EADDRNOTAVAIL, owner + ": datagramBind host '" + bind.host() + "' is unknown", e);
+                }
+                UdpCarrier made = new UdpCarrier(owner, new InetSocketAddress(host, bind.port()), multicastPort, secret.get(), grace);
+                made.countDropsIn(drops);
+                carrier = made;
+            }
+            return carrier;
+        }
+    }
+
+    synchronized void countDropsIn(DatagramDrops sink) {
+        drops = sink;
+        if (carrier != null) {
+            carrier.countDropsIn(sink);
+        }
+    }
+
+    /** True if the carrier is open and carries QPs (a progress thread then must not sleep). */
+    boolean active() {
+        UdpCarrier c = carrier;
+        return c != null && c.hasQps();
+    }
+
+    /** Progresses the carrier, if it is open and carries QPs; the work done. */
+    int progress() {
+        UdpCarrier c = carrier;
+        return c == null || !c.hasQps() ? 0 : c.progress();
+    }
+
+    /** Closes the sockets, if any were opened. */
+    synchronized void close() {
+        if (carrier != null) {
+            carrier.close();
+        }
+    }
+
+    /**
+     * The multicast groups a socket of this host may join ({@code net.ipv4.igmp_max_memberships}, 20
+     * if it cannot be read): a UCX device's {@code maxMcastGroups}.
+     */
+    static int kernelGroups() {
+        try {
+            return Math.max(1, Math.min(8192, Integer.parseInt(Files.readString(Path.of("/proc/sys/net/ipv4/igmp_max_memberships"))
+                    .trim())));
+        } catch (IOException | RuntimeException e) {
+            return 20;
+        }
+    }
+}
