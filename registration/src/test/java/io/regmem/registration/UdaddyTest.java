@@ -137,12 +137,8 @@ class UdaddyTest {
         WorkRequest reply = new WorkRequest(1);
         Map<Integer, Integer> perClient = new HashMap<>();
         List<WorkCompletion> received = new ArrayList<>();
-        for (int m = 0; m < 2 * messageCount; m++) {
-            WorkCompletion wc = server.take();
-            assertThat(wc).isNotNull();
-            received.add(wc);
-        }
-        assertThat(server.take()).isNull();
+        received.addAll(UdNode.collect(2 * messageCount, server));
+        assertThat(received).hasSize(2 * messageCount);
         for (WorkCompletion wc : received) {
             assertThat(wc.status()).isEqualTo(WcStatus.SUCCESS);
             assertThat(wc.byteLen()).isEqualTo(140);

@@ -127,6 +127,61 @@ public final class UdNode implements AutoCloseable {
         assertThat(device.counters().datagramsDropped(reason)).as("%s drops", reason).isEqualTo(expected);
     }
 
+    /**
+     * The completions of {@code nodes}' CQs (each in an object of its own), polled round the nodes until
+     * {@code expected} came (10 s at most; fails otherwise), then, where datagrams cross a network, for
+     * 50 ms more so that one too many would be seen too.
+     */
+    public static List<WorkCompletion> collect(int expected, UdNode... nodes) {
+        List<WorkCompletion> got = new ArrayList<>();
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        long settle = -1;
+        while (true) {
+            for (UdNode n : nodes) {
+                for (WorkCompletion wc; (wc = n.take()) != null; ) {
+                    got.add(wc);
+                }
+            }
+            if (got.size() >= expected && settle < 0) {
+                if (!Providers.datagramsCrossANetwork()) {
+                    return got;
+                }
+                settle = System.nanoTime() + 50_000_000L;
+            }
+            if (settle >= 0 && System.nanoTime() > settle) {
+                return got;
+            }
+            assertThat(System.nanoTime()).as("%d completions within 10 s (got %s)", expected, got).isLessThan(deadline);
+            Thread.onSpinWait();
+        }
+    }
+
+    /**
+     * Asserts that of {@code sent} datagrams to this node's QP, {@code received} arrived and the rest
+     * were counted as dropped (no receive, or lost on the way): exactly, where datagrams do not cross a
+     * network; at most, where they do (the kernel may lose the last of a stream, which no later
+     * datagram reveals, and a member that stopped reading leaves some unread).
+     */
+    public void assertAccounted(long received, long sent, String what) {
+        long accounted = received + device.counters().datagramsDropped(DatagramDrop.NO_RECEIVE)
+                + device.counters().datagramsDropped(DatagramDrop.LOST);
+        if (Providers.datagramsCrossANetwork()) {
+            assertThat(accounted).as("%s: nothing received or counted that was not sent", what).isLessThanOrEqualTo(sent);
+        } else {
+            assertThat(accounted).as("%s: each datagram received or counted", what).isEqualTo(sent);
+        }
+    }
+
+    /** The node of {@code nodes} whose device {@code wc}'s QP is on. */
+    public static UdNode of(WorkCompletion wc, UdNode... nodes) {
+        for (UdNode n : nodes) {
+            if (wc.qp().device() == n.device) {
+                return n;
+            }
+        }
+        throw new AssertionError("a completion of none of the nodes: " + wc);
+    }
+
     /** The next completion if one is there now (after progressing {@code others}), else null. */
     public WorkCompletion poll(UdNode... others) {
         for (UdNode o : others) {
