@@ -25,7 +25,8 @@ public enum DatagramDrop {
     UNAUTHENTICATED,
     /**
      * A datagram that reached the device from the network and is not a regmem datagram, or is one
-     * whose header breaks the format (too short, unknown version or flags, a QP number out of range).
+     * whose header breaks the format (too short, unknown version or flags, a QP number out of range,
+     * a message longer than the destination's path MTU).
      */
     MALFORMED,
     /**

@@ -105,7 +105,8 @@ final class UdpInbound {
 
     /** Checks the {@code n} bytes that arrived from {@code from}; keeps them in hand if a QP here takes them. */
     void check(int n, InetSocketAddress from) {
-        if (n < UdpWire.HEADER + UdpWire.TAG || n > UdpWire.MAX_DATAGRAM || seg.get(UdpWire.INT, 0) != UdpWire.MAGIC
+        if (n < UdpWire.HEADER + UdpWire.TAG || n > UdpWire.HEADER + UdpWire.MAX_MESSAGE + UdpWire.TAG
+                || seg.get(UdpWire.INT, 0) != UdpWire.MAGIC
                 || seg.get(ValueLayout.JAVA_BYTE, 4) != UdpWire.VERSION) {
             carrier.dropped(DatagramDrop.MALFORMED);
             return;
@@ -229,6 +230,10 @@ final class UdpInbound {
         }
         if (fromGroups && fromSelf && srcQpn == to.qpNum() && to.blocksSelfMulticastLoopback()) {
             return; // its own multicast, which it asked not to receive
+        }
+        if (length > to.pathMtu()) { // longer than any packet its path carries: not a datagram a sender may send
+            to.dropDatagram(DatagramDrop.MALFORMED);
+            return;
         }
         if (qkey != to.qkey()) {
             to.dropDatagram(DatagramDrop.QKEY);

@@ -39,6 +39,8 @@ final class UdpWire {
     static final int MAX_QPN = 0xFFFFFF;
     /** The largest datagram UDP over IPv4 carries. */
     static final int MAX_DATAGRAM = 65_507;
+    /** The longest message: the largest path MTU (a longer datagram is malformed). */
+    static final int MAX_MESSAGE = 4096;
     static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final byte[] LABEL = "regmem udp datagram key 1".getBytes(StandardCharsets.US_ASCII);

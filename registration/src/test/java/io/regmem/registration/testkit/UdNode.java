@@ -42,7 +42,12 @@ public final class UdNode implements AutoCloseable {
     private final WorkCompletion[] wcs = {new WorkCompletion()};
 
     public UdNode(Map<String, String> options, int slots) {
-        device = Providers.open(options);
+        this(Providers.open(options), slots);
+    }
+
+    /** A node on {@code device} (closed with it). */
+    public UdNode(RdmaDevice device, int slots) {
+        this.device = device;
         pd = device.allocPd();
         cq = device.createCq(4096);
         memory = arena.allocate((long) SLOT * slots, 64);
