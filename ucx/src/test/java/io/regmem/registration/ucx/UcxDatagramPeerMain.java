@@ -36,7 +36,8 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * acknowledges every DATA of the group by an ACK with its number, unicast to its sender.
  * {@code PUBLISH n} sends DATA 0 to n-1 to the group, each until the test's ACK of it came (resent
  * every 100 ms), then says {@code PUBLISHED}. At most two UD exchanges are answered. The end of its input
- * tears everything down and says {@code CLEAN}.
+ * tears everything down and says {@code CLEAN}. A third argument gives the device's options
+ * ({@code k=v,k=v}: {@code datagramBind}, say).
  */
 public final class UcxDatagramPeerMain {
     private static final int ECHO_SLOTS = 16;
@@ -60,7 +61,13 @@ public final class UcxDatagramPeerMain {
             commands.add("END");
         });
         InetAddress group = InetAddress.getByName(args[1]);
-        RdmaDevice dev = RdmaDevice.open("ucx", Map.of());
+        Map<String, String> options = new HashMap<>(); // a third argument: device options, "k=v,k=v"
+        if (args.length > 2 && !args[2].isEmpty()) {
+            for (String kv : args[2].split(",")) {
+                options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
+            }
+        }
+        RdmaDevice dev = RdmaDevice.open("ucx", options);
         UdNode n = new UdNode(dev, 64);
         List<CmId> ids = new ArrayList<>();
         List<QueuePair> echoes = new ArrayList<>();

@@ -17,6 +17,7 @@ import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import io.regmem.registration.testkit.ChildJvm;
+import io.regmem.registration.testkit.NamespacedPair;
 import io.regmem.registration.testkit.NoLeaks;
 import io.regmem.registration.testkit.Providers;
 import io.regmem.registration.testkit.UdNode;
@@ -256,6 +257,32 @@ class UcxDatagramProcessTest {
         c.expect("PUBLISHED");
         mid.leaveMulticast(group);
         c.finish();
+    }
+
+    @Test
+    void multicastBetweenTwoNetworkNamespacesJoinedByAVethPair() throws Exception {
+        try (NamespacedPair.NetworkNamespaces ns = NamespacedPair.networkNamespaces()) {
+            ChildJvm a = ChildJvm.of(UcxDatagramPeerMain.class).under(List.of("ip", "netns", "exec", ns.a))
+                    .jvm("-Xmx96m", "-XX:TieredStopAtLevel=1")
+                    .args("127.0.0.1:0", GROUP, "datagramBind=" + NamespacedPair.NetworkNamespaces.A_ADDRESS + ":0")
+                    .env("REGMEM_SECRET", SECRET).start();
+            children.add(a);
+            ChildJvm b = ChildJvm.of(UcxDatagramPeerMain.class).under(List.of("ip", "netns", "exec", ns.b))
+                    .jvm("-Xmx96m", "-XX:TieredStopAtLevel=1")
+                    .args("127.0.0.1:0", GROUP, "datagramBind=" + NamespacedPair.NetworkNamespaces.B_ADDRESS + ":0")
+                    .env("REGMEM_SECRET", SECRET).start();
+            children.add(b);
+            for (ChildJvm c : List.of(a, b)) {
+                c.find("JOINED");
+            }
+            // each publishes to the group over the veth; the other acknowledges each datagram by unicast back
+            a.command("PUBLISH 20");
+            a.expect("PUBLISHED");
+            b.command("PUBLISH 20");
+            b.expect("PUBLISHED");
+            a.finish();
+            b.finish();
+        }
     }
 
     @Test
