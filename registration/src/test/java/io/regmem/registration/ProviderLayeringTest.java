@@ -18,7 +18,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * The arrows between the verbs layer, the spi and the providers point one way. The spi imports only
  * value types of the verbs package ({@link #SPI_VALUE_TYPES}), and those import nothing of the spi,
- * so no class-level import circle runs through it. The providers (soft, ucx, shm) reach the verbs layer
+ * so no class-level import circle runs through it. The providers (soft, ucx, shm, and udp, which ucx
+ * carries its datagrams with) reach the verbs layer
  * through the spi's contexts and their values only: no provider source calls {@code queuePair()},
  * {@code region()} or {@code cmId()} on anything, nor names the verbs objects' types
  * ({@code QueuePair}, {@code CmId}, {@code CompletionQueue}, {@code MemoryRegion}; their public
@@ -41,8 +42,8 @@ class ProviderLayeringTest {
         assertThat(root).as("run from the module's directory").isDirectory();
         List<String> upward = new ArrayList<>();
         int checked = 0;
-        for (String provider : new String[] {"soft", "ucx", "shm"}) {
-            Path dir = provider.equals("soft") ? root.resolve(provider)
+        for (String provider : new String[] {"soft", "udp", "ucx", "shm"}) { // (udp: datagrams over UDP, ucx's)
+            Path dir = provider.equals("soft") || provider.equals("udp") ? root.resolve(provider)
                     : Path.of("../" + provider + "/src/main/java/io/regmem/registration/" + provider);
             assertThat(dir).as("the %s provider's sources", provider).isDirectory();
             try (Stream<Path> files = Files.walk(dir)) {
