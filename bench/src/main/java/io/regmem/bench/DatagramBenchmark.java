@@ -18,7 +18,13 @@ import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.StandardProtocolFamily;
+import java.nio.ByteBuffer;
+import java.nio.channels.DatagramChannel;
 import java.net.UnknownHostException;
 import java.util.Map;
 import org.openjdk.jmh.annotations.Benchmark;
@@ -30,11 +36,14 @@ import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
 
 /**
- * Unreliable datagrams on soft, one thread: a 64-byte UD send to one QP (a receive posted, the send
- * and the receive polled), a multicast send to a group of {@code members} QPs on as many devices
- * (each member's receive posted and polled), and beside them in the same run the RC SEND/RECV of the
- * same size on a connected soft pair (the reliable path the datagram path is measured against).
- * Run with {@code -prof gc}: every one must show 0 B/op.
+ * Unreliable datagrams on {@code provider} (soft: in the JVM; ucx: over the kernel's UDP on the
+ * loopback), one thread: a 64-byte UD send to one QP (a receive posted, the send and the receive
+ * polled), a multicast send to a group of {@code members} QPs on as many devices (each member's
+ * receive posted and polled), and beside them in the same run the RC SEND/RECV of the same size on a
+ * connected soft pair (the reliable path the datagram path is measured against) and the JDK's own
+ * UDP round of a 64-byte datagram between two non-blocking {@code DatagramChannel}s on the loopback
+ * (the kernel's floor under ucx's datagrams: no header, no tag, no verbs). Run with {@code -prof gc}:
+ * every one must show 0 B/op.
  */
 @State(Scope.Thread)
 public class DatagramBenchmark extends BenchDefaults {
@@ -42,6 +51,10 @@ public class DatagramBenchmark extends BenchDefaults {
     /** Multicast group members (each on a device of its own). */
     @Param({"1", "3"})
     public int members;
+
+    /** The provider whose datagrams are measured. */
+    @Param({"soft", "ucx"})
+    public String provider;
 
     private static final int SIZE = 64;
     private Arena arena;
@@ -63,6 +76,11 @@ public class DatagramBenchmark extends BenchDefaults {
     private final WorkRequest[] recvs = new WorkRequest[4];
     private final WorkRequest rcRecv = new WorkRequest(1);
     private final WorkCompletion[] wcs = {new WorkCompletion()};
+    private DatagramChannel udpA;
+    private DatagramChannel udpB;
+    private InetSocketAddress udpTo;
+    private final ByteBuffer udpOut = ByteBuffer.allocateDirect(SIZE);
+    private final ByteBuffer udpIn = ByteBuffer.allocateDirect(2048);
 
     /** The sender (device 0) and {@code members} receivers, all attached to one group; the RC pair. */
     @Setup(Level.Trial)
@@ -78,7 +96,7 @@ public class DatagramBenchmark extends BenchDefaults {
         qps = new QueuePair[n];
         InetAddress gid = InetAddress.getByName("239.90.0.1");
         for (int i = 0; i < n; i++) {
-            devices[i] = RdmaDevice.open("soft");
+            devices[i] = RdmaDevice.open(provider);
             pds[i] = devices[i].allocPd();
             cqs[i] = devices[i].createCq(256);
             mems[i] = arena.allocate(4096, 4096);
@@ -103,6 +121,15 @@ public class DatagramBenchmark extends BenchDefaults {
         rcDst = rc.pdB.register(b, Access.LOCAL_WRITE);
         rcSend.wrId(200).opcode(Opcode.SEND).signaled(true).addSge(a.address(), SIZE, rcSrc.lkey());
         rcRecv.wrId(201).addSge(b.address(), SIZE, rcDst.lkey());
+        try {
+            udpA = DatagramChannel.open(StandardProtocolFamily.INET).bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
+            udpB = DatagramChannel.open(StandardProtocolFamily.INET).bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
+            udpA.configureBlocking(false);
+            udpB.configureBlocking(false);
+            udpTo = (InetSocketAddress) udpB.getLocalAddress();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
     /** Tears down in the mandatory order. */
@@ -123,6 +150,12 @@ public class DatagramBenchmark extends BenchDefaults {
         rcDst.close();
         rc.close();
         arena.close();
+        try {
+            udpA.close();
+            udpB.close();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
     private long await(CompletionQueue cq) {
@@ -165,5 +198,17 @@ public class DatagramBenchmark extends BenchDefaults {
         rc.qpA.postSend(rcSend);
         await(rc.cqA);
         return await(rc.cqB);
+    }
+
+    /** The floor: the JDK's own 64-byte UDP datagram between two non-blocking channels on the loopback, sent and received. */
+    @Benchmark
+    public int jdkUdp() throws IOException {
+        udpOut.clear();
+        udpA.send(udpOut, udpTo);
+        udpIn.clear();
+        while (udpB.receive(udpIn) == null) {
+            Thread.onSpinWait();
+        }
+        return udpIn.position();
     }
 }

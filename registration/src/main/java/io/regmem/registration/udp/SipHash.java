@@ -8,7 +8,7 @@ import java.nio.ByteOrder;
  * SipHash-2-4 (Aumasson and Bernstein, 2012): a keyed 64-bit tag of a range of memory, read in place
  * and allocating nothing, as the Linux kernel's {@code siphash()} and OpenSSL's {@code SIPHASH} MAC
  * compute it (the reference implementation's test vectors hold: see its test). It tags every datagram
- * that regmem sends over UDP with a key derived from the connection secret ({@link DatagramKey}):
+ * that regmem sends over UDP with a key derived from the connection secret ({@code UdpWire.key}):
  * the JDK's {@code Mac} allocates per message and costs several times as much.
  */
 public final class SipHash {
