@@ -52,7 +52,7 @@ final class MulticastDemo {
     /** The multicast demo's options (a mixin of {@code demo}). */
     static final class Options {
         @Option(names = "--multicast", description = "Run the multicast demo instead of the four parts: one publisher, "
-                + "--multicast-members subscribers, sequenced messages to one group (soft, or ucx over UDP; shm carries no datagrams).")
+                + "--multicast-members subscribers, sequenced messages to one group (soft; ucx and shm over loopback UDP).")
         boolean enabled;
 
         @Option(names = "--multicast-members", description = "Group members, 1 to 16 (default: ${DEFAULT-VALUE}).",
@@ -215,7 +215,7 @@ final class MulticastDemo {
             throws Exception {
         try (RdmaDevice probe = RdmaDevice.open(provider, deviceOptions)) {
             if (!probe.supportsDatagrams() || probe.attributes().maxMcastGroups() == 0) {
-                err.println("regmem demo: --multicast needs a provider that carries datagrams and multicast (soft, ucx); "
+                err.println("regmem demo: --multicast needs a provider that carries datagrams and multicast (soft, shm, ucx); "
                         + provider + " carries none");
                 return OptionCheck.USAGE;
             }
@@ -356,7 +356,7 @@ final class MulticastDemo {
         if (m.failed != null) {
             failures.add(m.side.role + " failed: " + m.failed);
         }
-        boolean overUdp = provider.equals("ucx"); // the kernel may drop datagrams; soft never loses one
+        boolean overUdp = !provider.equals("soft"); // ucx, shm: the kernel may drop datagrams; soft never loses one
         if (unseen < 0 || (!overUdp && unseen + lost != 0) || otherDrops != 0) {
             failures.add(m.side.role + ": " + m.received + " received, " + dropped + " dropped and " + lost + " lost of "
                     + o.messages + " (other drops " + otherDrops + ")");

@@ -174,7 +174,6 @@ class DemoCommandTest {
         "demo --nonsense                    | --nonsense | Unknown option",
         "demo --multicast --multicast-members 0 | --multicast-members 0 | 1 to 16",
         "demo --multicast --multicast-size 8 | --multicast-size 8 | 16 to 1024",
-        "demo --multicast --provider shm    | --multicast | shm carries none",
     })
     void aBadOptionIsOneClearLineAndExitStatusTwoBeforeAnyWork(String args, String names, String allowed) {
         PrintStream original = System.out;
@@ -209,20 +208,22 @@ class DemoCommandTest {
         assertThat(BufferPool.openPools()).isEmpty();
     }
 
-    /** The multicast demo on ucx: the same checks, over the kernel's UDP multicast on the loopback. */
-    @Test
-    void theMulticastDemoRunsOnUcxOverUdp() {
-        try (io.regmem.registration.RdmaDevice probe = io.regmem.registration.RdmaDevice.open("ucx")) {
+    /** The multicast demo on ucx and on shm: the same checks, over the kernel's UDP multicast on the loopback. */
+    @org.junit.jupiter.params.ParameterizedTest
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"ucx", "shm"})
+    void theMulticastDemoRunsOverUdp(String provider) {
+        try (io.regmem.registration.RdmaDevice probe = io.regmem.registration.RdmaDevice.open(provider)) {
             assertThat(probe.supportsDatagrams()).isTrue();
         } catch (io.regmem.core.RdmaException e) {
-            org.junit.jupiter.api.Assumptions.assumeFalse(!"true".equals(System.getenv("CI")), "UCX is not installed");
+            org.junit.jupiter.api.Assumptions.assumeFalse(!"true".equals(System.getenv("CI")), provider + " cannot open here");
             throw e;
         }
-        String out = runClean("demo", "--multicast", "--provider", "ucx", "--multicast-members", "2", "--multicast-messages",
-                "5000", "--multicast-size", "64", "--multicast-rate", "20000");
-        assertThat(out).contains("Multicast on the ucx provider: 1 publisher, 2 member(s)", "every send completed",
+        String out = runClean("demo", "--multicast", "--provider", provider, "--multicast-members", "2",
+                "--multicast-messages", "5000", "--multicast-size", "64", "--multicast-rate", "20000");
+        assertThat(out).contains("Multicast on the " + provider + " provider: 1 publisher, 2 member(s)", "every send completed",
                 "member 2: received ", "out of order 0, bytes wrong 0")
-                .containsPattern("Devices: ucx\\d+ \\(member 1\\): no live objects; .*ucx\\d+ \\(publisher\\): no live objects")
+                .containsPattern("Devices: " + provider + "\\d+ \\(member 1\\): no live objects; .*" + provider
+                        + "\\d+ \\(publisher\\): no live objects")
                 .endsWith("nothing leaked (multicast)" + System.lineSeparator());
         assertThat(BufferPool.openPools()).isEmpty();
     }

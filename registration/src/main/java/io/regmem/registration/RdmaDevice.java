@@ -297,7 +297,8 @@ public final class RdmaDevice implements AutoCloseable {
             checkOpen("createCmId");
             if (space == PortSpace.UDP && !supportsDatagrams()) {
                 throw new RdmaException(Errno.EOPNOTSUPP, "RdmaDevice[" + name + "]: provider " + providerName()
-                        + " carries no datagrams: a UDP port space ID (UD QPs, multicast) needs the soft provider");
+                        + " carries no datagrams: a UDP port space ID (UD QPs, multicast) needs a provider that does "
+                        + "(soft, shm, ucx)");
             }
             CmId id = new CmId(this, space);
             id.attachProvider();

@@ -41,12 +41,12 @@ public final class Providers {
     }
 
     /**
-     * True if the provider under test carries datagrams over the kernel's UDP/IP (ucx): they arrive
+     * True if the provider under test carries datagrams over the kernel's UDP/IP (ucx, shm): they arrive
      * when its device is next progressed rather than within the send, and the kernel may lose some
      * (counted as {@code DatagramDrop.LOST} when a later one of the same sender arrives).
      */
     public static boolean datagramsCrossANetwork() {
-        return NAME.equals("ucx");
+        return NAME.equals("ucx") || NAME.equals("shm");
     }
 
     /** As {@link #address(String)}, for the named provider. */

@@ -2,19 +2,46 @@ package io.regmem.registration.shm;
 
 import io.regmem.registration.spi.CqMembers;
 import io.regmem.registration.spi.MembersCq;
+import io.regmem.registration.spi.ProviderQp;
+import io.regmem.registration.udp.UdpQp;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * An shm CQ: polling it progresses the QPs whose work completes on it (their answers, their peers'
  * requests they serve, their requests still to start), and through each QP connected inside this JVM
- * its peer, whose progress serves this side's requests.
+ * its peer, whose progress serves this side's requests; and, for its UD QPs, takes what arrived on
+ * the device's datagram sockets.
  */
 final class ShmCq extends MembersCq<ShmQp> {
+    private final ShmDevice device;
+    /** UD QPs that complete here (over loopback UDP: {@code UdpDatagrams}). */
+    private final AtomicInteger datagramQps = new AtomicInteger();
+
     ShmCq(ShmDevice device) {
         super(new ShmQp[0], device::hasProgressThread);
+        this.device = device;
+    }
+
+    @Override
+    protected void attachOther(ProviderQp qp) {
+        if (!(qp instanceof UdpQp)) {
+            super.attachOther(qp);
+        }
+        datagramQps.incrementAndGet();
+    }
+
+    @Override
+    protected void detachOther(ProviderQp qp) {
+        if (qp instanceof UdpQp) {
+            datagramQps.decrementAndGet();
+        }
     }
 
     @Override
     public void progress() {
+        if (datagramQps.get() > 0) {
+            device.datagrams.progress(); // what arrived over UDP, and sends that wait for the socket
+        }
         ShmQp[] s = members.senders();
         ShmQp[] r = members.receivers();
         for (ShmQp qp : s) {
@@ -29,6 +56,9 @@ final class ShmCq extends MembersCq<ShmQp> {
 
     @Override
     public boolean idle() {
+        if (datagramQps.get() > 0) {
+            return false; // (a datagram may be waiting in a socket)
+        }
         for (ShmQp qp : members.senders()) {
             if (!qp.idleForPoll()) {
                 return false;

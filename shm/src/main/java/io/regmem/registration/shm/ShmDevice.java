@@ -3,9 +3,11 @@ package io.regmem.registration.shm;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.DeviceAttributes;
+import io.regmem.registration.QpType;
 import io.regmem.registration.link.Secret;
 import io.regmem.registration.spi.CmContext;
 import io.regmem.registration.spi.CqContext;
+import io.regmem.registration.spi.DatagramDrops;
 import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.MrContext;
 import io.regmem.registration.spi.ProgressFaults;
@@ -15,6 +17,8 @@ import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.ProviderMr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
+import io.regmem.registration.udp.UdpDatagrams;
+import java.net.InetSocketAddress;
 import java.util.Arrays;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
@@ -41,6 +45,11 @@ final class ShmDevice implements ProviderDevice {
     private byte[] secret;
     private volatile ShmQp[] qps = new ShmQp[0];
     private Thread progressThread;
+    /**
+     * Its UD QPs and multicast, over loopback UDP ({@link UdpDatagrams}; set once, before the device is
+     * used); null for a lane engine of another provider.
+     */
+    UdpDatagrams datagrams;
     /** The progress thread's sleep (null: it never sleeps: no thread, or idleStrategy busy or yield). */
     private Waker waker;
     private volatile boolean closed;
@@ -82,7 +91,8 @@ final class ShmDevice implements ProviderDevice {
                     if (work > 0) {
                         lastWork = System.nanoTime();
                         idle.idle(work);
-                    } else if (waker != null && System.nanoTime() - lastWork > SLEEP_AFTER_NANOS) {
+                    } else if (waker != null && System.nanoTime() - lastWork > SLEEP_AFTER_NANOS
+                            && (datagrams == null || !datagrams.active())) { // (nothing wakes it for a datagram)
                         sleepUntilWoken(words);
                         lastWork = System.nanoTime();
                     } else {
@@ -142,7 +152,7 @@ final class ShmDevice implements ProviderDevice {
     /** One round of the progress thread's work, for a DeviceAgent: every QP's progress. */
     @Override
     public int progressRound() {
-        int work = 0;
+        int work = datagrams == null ? 0 : datagrams.progress();
         for (ShmQp qp : qps) {
             work += qp.progress();
         }
@@ -177,7 +187,27 @@ final class ShmDevice implements ProviderDevice {
 
     @Override
     public ProviderQp createQp(QpContext ctx) {
+        if (ctx.qpType() == QpType.UD) {
+            return datagrams.carrier().createQp(ctx, datagrams.oversizeError());
+        }
         return addQp(new ShmQp(this, ctx));
+    }
+
+    @Override
+    public boolean datagrams() {
+        return datagrams != null;
+    }
+
+    @Override
+    public InetSocketAddress datagramEndpoint() {
+        return datagrams.carrier().endpoint();
+    }
+
+    @Override
+    public void countDropsIn(DatagramDrops sink) {
+        if (datagrams != null) {
+            datagrams.countDropsIn(sink);
+        }
     }
 
     /** Adds {@code qp} to the QPs this device progresses and quiesces. */
@@ -277,6 +307,9 @@ final class ShmDevice implements ProviderDevice {
         }
         if (waker != null && (t == null || !t.isAlive())) {
             waker.close();
+        }
+        if (datagrams != null) {
+            datagrams.close();
         }
     }
 

@@ -7,9 +7,13 @@ import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.link.Link;
 import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.ProviderOptions;
+import io.regmem.registration.udp.UdpDatagrams;
 import io.regmem.registration.spi.RdmaProvider;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import org.agrona.concurrent.IdleStrategy;
 
 /**
@@ -41,10 +45,16 @@ public final class ShmProvider implements RdmaProvider {
     static final long INLINE_THRESHOLD = 4096;
     /** The default {@code answerTimeoutMillis}. */
     static final long ANSWER_TIMEOUT_MILLIS = 5_000;
-    private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "secret", "secretFile",
-            "handshakeTimeoutMillis", "answerTimeoutMillis", "inlineThreshold", "ringBytes", "pull");
-    /** What an shm device offers before options lower it: the usual limits, no iWARP, no signature offload. */
-    static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false).withoutMulticast();
+    private static final Set<String> OWN_OPTIONS = Stream.concat(Stream.of("progressThread", "idleStrategy", "secret",
+            "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis", "inlineThreshold", "ringBytes", "pull"),
+            UdpDatagrams.OPTIONS.stream()).collect(Collectors.toUnmodifiableSet());
+    /**
+     * What an shm device offers before options lower it: the usual limits, no iWARP, no signature
+     * offload; as many multicast groups as one socket may join (its datagrams ride loopback UDP).
+     */
+    static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false)
+            .withMulticast(UdpDatagrams.kernelGroups(), 56);
+    private static final AtomicInteger DEVICES = new AtomicInteger();
 
     /** Made by {@link java.util.ServiceLoader}. */
     public ShmProvider() {
@@ -79,7 +89,10 @@ public final class ShmProvider implements RdmaProvider {
         boolean pull = options.flag("pull", true);
         DeviceAttributes attributes = options.attributes(DEFAULTS, "its READs carry no remotely written sink",
                 "no T10-PI signature offload");
+        UdpDatagrams datagrams = new UdpDatagrams(options);
         ShmDevice device = new ShmDevice(attributes, secret, handshakeMillis, answerMillis * 1_000_000L, inline, ring, pull);
+        device.datagrams = datagrams.of("shm-" + ProcessHandle.current().pid() + "-" + DEVICES.incrementAndGet(), device::secret,
+                device.grace);
         return progress ? device.startProgressThread(idle, options.idleSleeps()) : device;
     }
 }

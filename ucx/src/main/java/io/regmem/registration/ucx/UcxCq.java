@@ -65,7 +65,7 @@ final class UcxCq extends MembersCq<UcxQp> {
         }
     }
 
-    /** UD QPs that complete here ({@link UcxDatagrams}). */
+    /** UD QPs that complete here ({@link UdpDatagrams}). */
     private final AtomicInteger datagramQps = new AtomicInteger();
 
     @Override

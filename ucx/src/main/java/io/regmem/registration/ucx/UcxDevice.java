@@ -17,6 +17,7 @@ import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.ProviderMr;
 import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
+import io.regmem.registration.udp.UdpDatagrams;
 import io.regmem.registration.link.Secret;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -104,8 +105,11 @@ final class UcxDevice implements ProviderDevice {
      */
     long rndvThreshold = UcxProvider.RNDV_THRESHOLD;
 
-    /** Its UD QPs and multicast, over UDP (set once, before the device is used). */
-    UcxDatagrams datagrams;
+    /**
+     * Its UD QPs and multicast, over UDP (set once by the provider, before the device is used; null
+     * for a device made without it, which carries no datagrams).
+     */
+    UdpDatagrams datagrams;
     /** The progress thread, or null. */
     private Thread progressThread;
     private volatile boolean stopping;
@@ -166,7 +170,7 @@ final class UcxDevice implements ProviderDevice {
 
     @Override
     public boolean datagrams() {
-        return true;
+        return datagrams != null;
     }
 
     @Override
@@ -176,7 +180,9 @@ final class UcxDevice implements ProviderDevice {
 
     @Override
     public void countDropsIn(DatagramDrops sink) {
-        datagrams.countDropsIn(sink);
+        if (datagrams != null) {
+            datagrams.countDropsIn(sink);
+        }
     }
 
     /** True if the device runs a progress thread (started before any CQ exists). */
@@ -255,7 +261,7 @@ final class UcxDevice implements ProviderDevice {
     @Override
     public ProviderQp createQp(QpContext ctx) {
         if (ctx.qpType() == QpType.UD) {
-            return datagrams.carrier().createQp(ctx, datagrams.oversizeError);
+            return datagrams.carrier().createQp(ctx, datagrams.oversizeError());
         }
         UcxQp qp;
         synchronized (this) {
@@ -464,7 +470,9 @@ final class UcxDevice implements ProviderDevice {
             workerLock.unlock();
         }
         lanes.close();
-        datagrams.close();
+        if (datagrams != null) {
+            datagrams.close();
+        }
         UcxAm.uninstall(amNumber);
         context.close();
         if (networkContext != null) {

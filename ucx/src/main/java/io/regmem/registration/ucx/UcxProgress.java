@@ -64,7 +64,7 @@ final class UcxProgress {
      * this thread's progress but the lanes.
      */
     private boolean onlyLanes() {
-        if (device.channels().length > 0 || device.datagrams.active()) {
+        if (device.channels().length > 0 || device.datagrams != null && device.datagrams.active()) {
             return false;
         }
         for (UcxQp qp : device.qps()) {
@@ -85,7 +85,7 @@ final class UcxProgress {
             device.workerLock.unlock();
         }
         work += device.lanes.progress();
-        work += device.datagrams.progress();
+        work += device.datagrams == null ? 0 : device.datagrams.progress();
         for (UcxQp qp : device.qps()) {
             ReentrantLock l = qp.ctx.lock();
             try {

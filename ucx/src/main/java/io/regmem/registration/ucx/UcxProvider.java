@@ -6,9 +6,12 @@ import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.ProviderOptions;
 import io.regmem.registration.spi.RdmaProvider;
+import io.regmem.registration.udp.UdpDatagrams;
 import io.regmem.registration.link.Link;
 import java.util.Map;
 import java.util.Set;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.agrona.concurrent.IdleStrategy;
 
@@ -48,7 +51,7 @@ import org.agrona.concurrent.IdleStrategy;
  * ucx's, and a debug line (System.Logger {@code io.regmem.registration.ucx}) says which way each
  * connection took. {@code oneSided} and {@code rndvThreshold} then do not apply to it.
  * {@code datagramBind}, {@code multicastPort} and {@code udOversizeError}: its UD QPs and multicast,
- * over UDP ({@link UcxDatagrams}).
+ * over UDP ({@link UdpDatagrams}).
  */
 public final class UcxProvider implements RdmaProvider {
     private static final AtomicInteger DEVICES = new AtomicInteger();
@@ -64,12 +67,12 @@ public final class UcxProvider implements RdmaProvider {
 
     /** What a UCX device offers before options lower it: the usual limits, no iWARP, no signature offload. */
     static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false)
-            .withMulticast(UcxDatagrams.kernelGroups(), 56);
+            .withMulticast(UdpDatagrams.kernelGroups(), 56);
 
     /** Options besides the {@link DeviceAttributes} components. */
-    private static final Set<String> OWN_OPTIONS = Set.of("progressThread", "idleStrategy", "oneSided", "secret",
-            "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis", "rndvThreshold", "sameHostLane", "datagramBind", "multicastPort",
-            "udOversizeError");
+    private static final Set<String> OWN_OPTIONS = Stream.concat(Stream.of("progressThread", "idleStrategy", "oneSided",
+            "secret", "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis", "rndvThreshold", "sameHostLane"),
+            UdpDatagrams.OPTIONS.stream()).collect(Collectors.toUnmodifiableSet());
     /** The default of {@code rndvThreshold}, in bytes. */
     static final long RNDV_THRESHOLD = 65536;
     /** The UCX minor version (1.x) whose remote-key unpack survives a key of memory that is gone. */
@@ -105,7 +108,7 @@ public final class UcxProvider implements RdmaProvider {
                     + "pool), which a one-sided request unpacks at its first use (UCX commit 8721af17, 'Keep md_map "
                     + "consistent with tl_rkey'); every request goes as a checked message without it");
         }
-        UcxDatagrams datagrams = new UcxDatagrams(options);
+        UdpDatagrams datagrams = new UdpDatagrams(options);
         String name = "regmem-" + ProcessHandle.current().pid() + "-" + DEVICES.incrementAndGet();
         UcxDevice device = new UcxDevice(ucp, attributes, name, secret, handshakeMillis);
         device.oneSided = oneSided;

@@ -1,4 +1,4 @@
-package io.regmem.registration.ucx;
+package io.regmem.registration.udp;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
@@ -6,28 +6,32 @@ import io.regmem.registration.link.HostPort;
 import io.regmem.registration.spi.DatagramDrops;
 import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.ProviderOptions;
-import io.regmem.registration.udp.UdpCarrier;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Set;
 import java.util.function.Supplier;
 
 /**
- * A UCX device's unreliable datagrams: UCX has none, so its UD QPs and multicast ride the kernel's
- * UDP/IP ({@link UdpCarrier}), its sockets opened at the first use (the device's datagram address
- * asked for, or its first UD QP). Options: {@code datagramBind} (default {@code 127.0.0.1:0}: an IPv4
- * address of this host that peers address the device's UD QPs by, and a port, 0 for any),
- * {@code multicastPort} (default {@value UdpCarrier#DEFAULT_MULTICAST_PORT}: the port every member of a
- * group listens on; all devices that share groups use the same), {@code udOversizeError} (as soft's).
+ * A device's unreliable datagrams over the kernel's UDP/IP, for a provider whose own transport has
+ * none (ucx, shm): its {@link UdpCarrier}, its sockets opened at the first use (the device's datagram
+ * address asked for, or its first UD QP). Its device options ({@link #OPTIONS}): {@code datagramBind}
+ * (default {@code 127.0.0.1:0}: an IPv4 address of this host that peers address the device's UD QPs
+ * by, and a port, 0 for any), {@code multicastPort} (default {@value UdpCarrier#DEFAULT_MULTICAST_PORT}:
+ * the port every member of a group listens on; all devices that share groups use the same),
+ * {@code udOversizeError} (as soft's).
  */
-final class UcxDatagrams {
-    private String owner = "ucx";
+public final class UdpDatagrams {
+    /** The device options it reads. */
+    public static final Set<String> OPTIONS = Set.of("datagramBind", "multicastPort", "udOversizeError");
+    private final String provider;
+    private String owner;
     private final HostPort bind;
     private final int multicastPort;
-    final boolean oversizeError;
+    private final boolean oversizeError;
     private Supplier<byte[]> secret;
     private GracePeriod grace;
     private volatile UdpCarrier carrier;
@@ -39,22 +43,29 @@ final class UcxDatagrams {
      * @throws RdmaException {@link Errno#EINVAL} for a {@code datagramBind} that is not host:port, a
      *                       {@code multicastPort} outside [1, 65535], or a {@code udOversizeError} not a boolean
      */
-    UcxDatagrams(ProviderOptions options) {
-        this.bind = HostPort.parseForBind("ucx device", "ucx", options.get("datagramBind", "127.0.0.1:0"));
+    public UdpDatagrams(ProviderOptions options) {
+        this.provider = options.provider();
+        this.owner = provider;
+        this.bind = HostPort.parseForBind(provider + " device", provider, options.get("datagramBind", "127.0.0.1:0"));
         this.multicastPort = (int) options.number("multicastPort", UdpCarrier.DEFAULT_MULTICAST_PORT, 1, 65535);
         this.oversizeError = options.flag("udOversizeError", false);
     }
 
     /** The device's name (for messages), secret (the datagrams' key) and grace period, once it opened. */
-    UcxDatagrams of(String deviceName, Supplier<byte[]> deviceSecret, GracePeriod deviceGrace) {
-        this.owner = "ucx device " + deviceName;
+    public UdpDatagrams of(String deviceName, Supplier<byte[]> deviceSecret, GracePeriod deviceGrace) {
+        this.owner = provider + " device " + deviceName;
         this.secret = deviceSecret;
         this.grace = deviceGrace;
         return this;
     }
 
+    /** True if a UD send over the path MTU completes {@code LOC_LEN_ERR} (option {@code udOversizeError}). */
+    public boolean oversizeError() {
+        return oversizeError;
+    }
+
     /** The carrier, its sockets opened at the first call. */
-    UdpCarrier carrier() {
+    public UdpCarrier carrier() {
         UdpCarrier c = carrier;
         if (c != null) {
             return c;
@@ -75,7 +86,8 @@ final class UcxDatagrams {
         }
     }
 
-    synchronized void countDropsIn(DatagramDrops sink) {
+    /** Where the device counts drops before a QP ({@code ProviderDevice.countDropsIn}). */
+    public synchronized void countDropsIn(DatagramDrops sink) {
         drops = sink;
         if (carrier != null) {
             carrier.countDropsIn(sink);
@@ -83,19 +95,19 @@ final class UcxDatagrams {
     }
 
     /** True if the carrier is open and carries QPs (a progress thread then must not sleep). */
-    boolean active() {
+    public boolean active() {
         UdpCarrier c = carrier;
         return c != null && c.hasQps();
     }
 
     /** Progresses the carrier, if it is open and carries QPs; the work done. */
-    int progress() {
+    public int progress() {
         UdpCarrier c = carrier;
         return c == null || !c.hasQps() ? 0 : c.progress();
     }
 
     /** Closes the sockets, if any were opened. */
-    synchronized void close() {
+    public synchronized void close() {
         if (carrier != null) {
             carrier.close();
         }
@@ -103,9 +115,9 @@ final class UcxDatagrams {
 
     /**
      * The multicast groups a socket of this host may join ({@code net.ipv4.igmp_max_memberships}, 20
-     * if it cannot be read): a UCX device's {@code maxMcastGroups}.
+     * if it cannot be read): the {@code maxMcastGroups} of a device that carries datagrams so.
      */
-    static int kernelGroups() {
+    public static int kernelGroups() {
         try {
             return Math.max(1, Math.min(8192, Integer.parseInt(Files.readString(Path.of("/proc/sys/net/ipv4/igmp_max_memberships"))
                     .trim())));
