@@ -321,7 +321,10 @@ public final class RdmaDevice implements AutoCloseable {
      * {@link AddressHandle} of it and sends to this device's UD QPs by their {@link QueuePair#qpNum()}.
      *
      * @throws RdmaException {@link Errno#EOPNOTSUPP} if the device carries no datagrams; {@link Errno#EBADF}
-     *                       if it is closed
+     *                       if it is closed; on a provider that carries them over UDP (ucx, shm), whose
+     *                       socket opens at the first use, {@link Errno#EADDRINUSE} if the option
+     *                       {@code datagramBind}'s port is taken, {@link Errno#EADDRNOTAVAIL} if its
+     *                       address is not this host's
      */
     public AhAttributes datagramAddress() {
         checkOpen("datagramAddress");

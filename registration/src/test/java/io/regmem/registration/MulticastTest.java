@@ -292,8 +292,6 @@ class MulticastTest {
 
     @Test
     void aProgressThreadExecutesDatagramsAsAPollDoes() {
-        Assumptions.assumeTrue(Providers.NAME.equals("soft") || Providers.NAME.equals("delegate"),
-                "progressThread is a soft device option");
         UdNode pub = node(Map.of("progressThread", "true"));
         UdNode m1 = node(Map.of("progressThread", "true"));
         UdNode m2 = node(Map.of("progressThread", "true"));

@@ -223,8 +223,6 @@ class UdQpTest {
 
     @Test
     void theOversizeOptionMakesAnOverMtuSendALengthError() {
-        Assumptions.assumeTrue(Providers.NAME.equals("soft") || Providers.NAME.equals("delegate"),
-                "udOversizeError is a soft device option");
         UdNode strict = new UdNode(Map.of("udOversizeError", "true"), 4);
         try {
             QueuePair client = strict.qp();

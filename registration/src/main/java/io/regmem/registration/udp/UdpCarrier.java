@@ -192,6 +192,9 @@ public final class UdpCarrier implements AutoCloseable {
                 }
                 MembershipKey key = multicast.join(group, nic);
                 groups = ArrayUtil.add(groups, new UdpGroup(group, key, new UdpQp[] {qp}));
+            } catch (BindException e) {
+                throw new RdmaException(Errno.EADDRINUSE, owner + ": the multicast port " + multicastPort + " is taken by a "
+                        + "socket that does not share it (SO_REUSEADDR): give the devices another multicastPort", e);
             } catch (IOException e) {
                 if (made) {
                     close(multicast);
