@@ -233,14 +233,16 @@ public final class MarketDataFeed {
                 while (expected < ticks && have.get((int) expected)) {
                     expected++;
                 }
-                if (last >= expected && last > requestedTo) {      // a gap: ask for what is missing
+                int missing = have.nextClearBit((int) Math.max(expected, requestedTo + 1));
+                if (last >= 0 && missing <= last) {                 // a gap not asked for yet: ask for it
                     long askSlot = rcBase + 32 + requests % 32;      // (a request's bytes stay until its send completed)
-                    p.mem.set(ValueLayout.JAVA_LONG_UNALIGNED, SLOT * askSlot, Math.max(expected, requestedTo + 1));
+                    p.mem.set(ValueLayout.JAVA_LONG_UNALIGNED, SLOT * askSlot, missing);
                     p.mem.set(ValueLayout.JAVA_LONG_UNALIGNED, SLOT * askSlot + 8, last);
-                    rc.postSend(ask.reset().wrId(askSlot).opcode(Opcode.SEND).signaled(true)
-                            .addSge(p.address(askSlot), 16, p.mr.lkey()));
-                    requestedTo = last;
-                    requests++;
+                    if (rc.tryPostSend(ask.reset().wrId(askSlot).opcode(Opcode.SEND).signaled(true)
+                            .addSge(p.address(askSlot), 16, p.mr.lkey())) != QueuePair.BACK_PRESSURED) {
+                        requestedTo = last;                         // (else asked again at the next completion)
+                        requests++;
+                    }
                 }
                 if (!complete && expected == ticks) {
                     complete = true;

@@ -71,6 +71,8 @@ class MarketDataFeedTest {
     private static void checkAll(List<ChildJvm> subscribers, ChildJvm lossy) throws Exception {
         for (ChildJvm s : subscribers) {
             long[] n = complete(s);
+            System.out.printf("market-data feed: a subscriber: %d ticks from the feed, %d recovered (%d requests), %d dropped "
+                    + "for want of a receive, %d lost on the way%n", n[0], n[1], n[2], n[4], n[5]);
             assertThat(n[0] + n[1]).as("every tick once, from the feed or recovered (%s)", s.output()).isEqualTo(TICKS);
             assertThat(n[3]).as("ticks with wrong bytes").isZero();
             if (s == lossy) {
@@ -88,7 +90,7 @@ class MarketDataFeedTest {
                 "20000");
         Map<String, String> at = listening(pub, 2);
         ChildJvm steady = start(List.of(), "subscriber", GROUP, "shm", at.get("shm"), Integer.toString(TICKS), "256", "0");
-        ChildJvm lossy = start(List.of(), "subscriber", GROUP, "shm", at.get("shm"), Integer.toString(TICKS), "4", "20");
+        ChildJvm lossy = start(List.of(), "subscriber", GROUP, "shm", at.get("shm"), Integer.toString(TICKS), "4", "5");
         ChildJvm overUcx = start(List.of(), "subscriber", GROUP, "ucx", at.get("ucx"), Integer.toString(TICKS), "256", "0");
         for (ChildJvm s : List.of(steady, lossy, overUcx)) {
             s.expect("READY joined");
@@ -98,7 +100,11 @@ class MarketDataFeedTest {
         for (ChildJvm s : List.of(steady, lossy, overUcx)) {
             s.finish();
         }
-        pub.finish();
+        pub.expect("PUBLISHED ticks=" + TICKS);
+        pub.process.getOutputStream().close();
+        assertThat(pub.find("RECOVERY SENT")).isNotEqualTo("RECOVERY SENT 0 ticks again");
+        assertThat(pub.expect("CLEAN")).isEqualTo("CLEAN");
+        assertThat(pub.awaitExit()).isZero();
     }
 
     @Test
@@ -112,9 +118,9 @@ class MarketDataFeedTest {
             ChildJvm pub = start(inA, "publisher", GROUP, "shm:127.0.0.1:0,ucx:" + a + ":0", Integer.toString(TICKS), "20000",
                     "datagramBind=" + a + ":0");
             Map<String, String> at = listening(pub, 2);
-            ChildJvm local = start(inA, "subscriber", GROUP, "shm", at.get("shm"), Integer.toString(TICKS), "4", "20",
+            ChildJvm local = start(inA, "subscriber", GROUP, "shm", at.get("shm"), Integer.toString(TICKS), "4", "5",
                     "datagramBind=" + a + ":0");
-            ChildJvm remote = start(inB, "subscriber", GROUP, "ucx", at.get("ucx"), Integer.toString(TICKS), "4", "20",
+            ChildJvm remote = start(inB, "subscriber", GROUP, "ucx", at.get("ucx"), Integer.toString(TICKS), "4", "5",
                     "datagramBind=" + b + ":0");
             for (ChildJvm s : List.of(local, remote)) {
                 s.expect("READY joined");
@@ -124,7 +130,12 @@ class MarketDataFeedTest {
             for (ChildJvm s : List.of(local, remote)) {
                 s.finish();
             }
-            pub.finish();
+            pub.expect("PUBLISHED ticks=" + TICKS);
+            pub.process.getOutputStream().close();
+            assertThat(pub.find("RECOVERY SENT")).isNotEqualTo("RECOVERY SENT 0 ticks again");
+            assertThat(pub.expect("CLEAN")).isEqualTo("CLEAN");
+            assertThat(pub.awaitExit()).isZero();
+        assertThat(pub.awaitExit()).isZero();
         }
     }
 }

@@ -126,6 +126,9 @@ final class MarketDataPublisher {
                             .ud(toGroup, joined[0].qpNum(), joined[0].qkey())) != QueuePair.BACK_PRESSURED) {
                         seq++;
                         heartbeatDue |= seq % 100 == 0;
+                        if (seq == ticks) {
+                            MarketDataFeed.say("PUBLISHED ticks=" + seq);
+                        }
                     }
                 }
                 if (go && seq > 0 && (heartbeatDue || seq == ticks && System.nanoTime() >= nextHeartbeat)) {
@@ -164,7 +167,7 @@ final class MarketDataPublisher {
                     }
                 }
             }
-            MarketDataFeed.say("PUBLISHED ticks=" + seq + " recoverySends=" + recoverySends);
+            MarketDataFeed.say("RECOVERY SENT " + recoverySends + " ticks again");
             for (Recovery r : recoveries) {
                 r.id.disconnect();
                 r.id.destroyQp();
