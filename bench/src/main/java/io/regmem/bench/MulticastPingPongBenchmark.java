@@ -35,7 +35,7 @@ import java.nio.channels.DatagramChannel;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import org.agrona.concurrent.BusySpinIdleStrategy;
+import org.agrona.concurrent.YieldingIdleStrategy;
 import org.agrona.concurrent.UnsafeBuffer;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -55,8 +55,10 @@ import org.openjdk.jmh.annotations.TearDown;
  * group 1, sends each ping back to group 2. {@code transport}: {@code regmem-ucx} (two ucx devices'
  * UD QPs, joined by {@code attachMulticast}: regmem's header and SipHash tag on every datagram, no
  * recovery of what is lost; two threads spin), {@code aeron-udp} (Aeron 1.47 UDP multicast
- * publications and subscriptions with an embedded media driver in shared mode, its thread
- * busy-spinning: three threads spin, and Aeron adds flow control and NAK-based recovery),
+ * publications and subscriptions with an embedded media driver in shared mode, its thread spinning
+ * with a yield between idle duty cycles (busy-spinning it, three spinning threads on two cores starve
+ * one another into milliseconds), and its two client threads yield when idle (the driver's thread
+ * moves every datagram, so it must get a core); Aeron adds flow control and NAK-based recovery),
  * {@code jdk-udp} (two non-blocking {@code DatagramChannel}s joined to the groups, bare datagrams: the
  * kernel's floor; two threads spin). Sampled: p50, p99 and p99.9 of the round trip.
  */
@@ -68,7 +70,7 @@ import org.openjdk.jmh.annotations.TearDown;
 public class MulticastPingPongBenchmark extends BenchDefaults {
     private static final int SIZE = 64;
     private static final String PING_GROUP = "239.255.90.1";
-    private static final String PONG_GROUP = "239.255.90.2";
+    private static final String PONG_GROUP = "239.255.90.3"; // (Aeron: a data address is odd; +1 is its control address)
 
     /** Which multicast carries the round trip. */
     @Param({"regmem-ucx", "aeron-udp", "jdk-udp"})
@@ -158,7 +160,7 @@ public class MulticastPingPongBenchmark extends BenchDefaults {
     private void aeron() {
         driver = MediaDriver.launchEmbedded(new MediaDriver.Context()
                 .threadingMode(ThreadingMode.SHARED)
-                .sharedIdleStrategy(new BusySpinIdleStrategy())
+                .sharedIdleStrategy(new YieldingIdleStrategy()) // (three spinning threads on two cores starve each other)
                 .dirDeleteOnStart(true)
                 .dirDeleteOnShutdown(true));
         aeron = Aeron.connect(new Aeron.Context().aeronDirectoryName(driver.aeronDirectoryName()));
@@ -185,7 +187,7 @@ public class MulticastPingPongBenchmark extends BenchDefaults {
         echo = Thread.ofPlatform().name("aeron-echo").start(() -> {
             while (!stop.get()) {
                 if (pings.poll(echoOne, 1) == 0) {
-                    Thread.onSpinWait();
+                    Thread.yield(); // (the driver's thread moves every datagram: it must get a core)
                 }
             }
         });
@@ -274,11 +276,11 @@ public class MulticastPingPongBenchmark extends BenchDefaults {
             }
             case "aeron-udp" -> {
                 while (aeronPing.offer(message, 0, SIZE) < 0) {
-                    Thread.onSpinWait();
+                    Thread.yield();
                 }
                 received = 0;
                 while (aeronPongs.poll(onPong, 1) == 0) {
-                    Thread.onSpinWait();
+                    Thread.yield();
                 }
                 return received;
             }
