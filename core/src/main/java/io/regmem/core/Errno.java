@@ -46,6 +46,8 @@ public enum Errno {
     EADDRINUSE(98),
     /** Address not available: an ID left a multicast group it had not joined. */
     EADDRNOTAVAIL(99),
+    /** Network is down: the interface a device's datagrams use went down (its multicast groups are lost). */
+    ENETDOWN(100),
     /** Connection reset by peer: the other end went away in the middle of an exchange. */
     ECONNRESET(104),
     /** Already connected: a connection-establishment notice for an ID that is established. */

@@ -94,6 +94,31 @@ final class CmJoins {
         joins.remove(j);
     }
 
+    /**
+     * The provider lost {@code group} (its interface went down or away): the join ends, its QP is
+     * detached, and a {@link CmEvent.Type#MULTICAST_ERROR} with {@code status} says so; nothing if the
+     * ID has not joined it. Takes the device lock; the event is delivered after it is released.
+     */
+    void lost(InetAddress group, int status) {
+        CmEvents.begin();
+        try {
+            synchronized (id.device().lock) {
+                Join j = find(group);
+                if (j == null || id.isDestroyed()) {
+                    return;
+                }
+                QueuePair qp = id.qp();
+                if (qp != null && qp.groups.contains(group)) {
+                    qp.detachMulticast(group);
+                }
+                joins.remove(j);
+                CmEvents.post(new CmEvent(CmEvent.Type.MULTICAST_ERROR, id, null, status, null, group));
+            }
+        } finally {
+            CmEvents.end();
+        }
+    }
+
     /** The ID is destroyed: its QP is gone (and detached with it), so its joins just end. */
     void clear() {
         joins.clear();

@@ -4,6 +4,7 @@ import io.regmem.registration.spi.CqContext;
 import io.regmem.registration.spi.MemoryAccess;
 import io.regmem.registration.spi.PostedWr;
 import io.regmem.registration.spi.QpContext;
+import java.net.InetAddress;
 import java.util.concurrent.locks.ReentrantLock;
 
 /** A queue pair as its provider sees it ({@link QpContext}): its queues, completions and state. */
@@ -186,6 +187,14 @@ final class QpCore extends ProviderState implements QpContext {
             event.qp = qp.toString();
             event.reason = reason.name();
             event.commit();
+        }
+    }
+
+    @Override
+    public void multicastLost(InetAddress group, int status) {
+        CmId id = qp.cmId();
+        if (id != null) {
+            id.joins.lost(group, status);
         }
     }
 

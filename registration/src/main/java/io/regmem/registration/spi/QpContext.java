@@ -5,6 +5,7 @@ import io.regmem.registration.DatagramDrop;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.QpType;
 import io.regmem.registration.WcStatus;
+import java.net.InetAddress;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -173,4 +174,13 @@ public interface QpContext {
 
     /** A datagram addressed to this QP was dropped for {@code reason}: counted on its device (any thread). */
     void dropDatagram(DatagramDrop reason);
+
+    /**
+     * The provider lost multicast group {@code group} for this UD QP (the interface it was joined on
+     * went down or away): if the QP's CM ID joined it, the join ends with a {@code MULTICAST_ERROR}
+     * event of {@code status} (a negative errno) and the QP is detached; a bare attachment stays. Call
+     * it holding no lock of the provider's or the QP's (it takes the device lock and may run event
+     * handlers).
+     */
+    void multicastLost(InetAddress group, int status);
 }

@@ -63,6 +63,11 @@ public final class UdpCarrier implements AutoCloseable {
     private final UdpInbound fromMulticast;
     private volatile DatagramDrops drops = (reason, count) -> { };
     private volatile boolean closed;
+    /** How often {@link #progress()} looks whether the interface is still up, while groups are joined. */
+    private static final long NIC_CHECK_NANOS = 100_000_000L;
+    private volatile long nicCheckedAt;
+    /** The interface was seen down, and the loss of its groups reported. */
+    private volatile boolean nicDown;
 
     /**
      * Opens the unicast socket on {@code bind} (port 0: any free one).
@@ -285,6 +290,9 @@ public final class UdpCarrier implements AutoCloseable {
                 work += qp.tryRun();
             }
         }
+        if (groups.length > 0) {
+            watchInterface();
+        }
         if (!receiving.tryLock()) {
             return work;
         }
@@ -298,6 +306,50 @@ public final class UdpCarrier implements AutoCloseable {
             receiving.unlock();
         }
         return work;
+    }
+
+    /**
+     * Looks at the device's interface every {@link #NIC_CHECK_NANOS}: once it is down (or gone), every
+     * member QP of every group hears that the group is lost ({@code QpContext.multicastLost}, with
+     * {@code -ENETDOWN} or {@code -ENODEV}), on a thread of its own that holds no lock; a CM join then
+     * ends with {@code MULTICAST_ERROR}. Said once per time the interface goes down.
+     */
+    private void watchInterface() {
+        long now = System.nanoTime();
+        if (now - nicCheckedAt < NIC_CHECK_NANOS) {
+            return;
+        }
+        nicCheckedAt = now;
+        int status;
+        try {
+            if (nic.isUp()) {
+                nicDown = false;
+                return;
+            }
+            status = -Errno.ENETDOWN.value();
+        } catch (IOException gone) { // the interface is no more
+            status = -Errno.ENODEV.value();
+        }
+        if (nicDown) {
+            return;
+        }
+        nicDown = true;
+        UdpGroup[] lost = groups;
+        int why = status;
+        LOG.log(System.Logger.Level.WARNING, () -> owner + ": the interface " + nic.getName() + " is " + (why == -Errno.ENODEV.value()
+                ? "gone" : "down") + ": its " + lost.length + " multicast group(s) are lost");
+        Thread.ofVirtual().name("regmem-udp-groups-lost").start(() -> {
+            for (UdpGroup g : lost) {
+                for (UdpQp m : g.members) {
+                    try {
+                        m.ctx.multicastLost(g.group, why);
+                    } catch (RuntimeException | Error e) { // (a thread of regmem's: nothing escapes it)
+                        LOG.log(System.Logger.Level.WARNING, owner + ": reporting the loss of " + g.group.getHostAddress()
+                                + " to " + m.ctx.name() + " failed", e);
+                    }
+                }
+            }
+        });
     }
 
     /** Closes the sockets (the device closes; its QPs are gone). */

@@ -476,6 +476,11 @@ public final class DelegatingProvider implements RdmaProvider {
         public void dropDatagram(DatagramDrop reason) {
             real.dropDatagram(reason);
         }
+
+        @Override
+        public void multicastLost(java.net.InetAddress group, int status) {
+            real.multicastLost(group, status);
+        }
     }
 
     /** A request as soft sees it: imported handles back to soft keys (the queue's head; reused). */

@@ -2,6 +2,12 @@ package io.regmem.registration.ucx;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.regmem.registration.CmEvent;
+import io.regmem.registration.CmId;
+import io.regmem.registration.JoinFlag;
+import io.regmem.registration.PortSpace;
+import io.regmem.core.Errno;
+import io.regmem.registration.testkit.NamespacedPair;
 import io.regmem.registration.AddressHandle;
 import io.regmem.registration.AhAttributes;
 import io.regmem.registration.DatagramDrop;
@@ -43,6 +49,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * it reaches a receive, the QPs stay ready, and a well-formed datagram from the same socket is then
  * taken as any peer's: the wire format is the one docs/providers.md describes. And datagrams the
  * kernel drops while nobody reads the socket are counted as {@code LOST} when the next one arrives.
+ * And a group joined on an interface that goes down is lost: {@code MULTICAST_ERROR}, the QP detached.
  */
 @ExtendWith(NoLeaks.class)
 class UcxDatagramHostileTest {
@@ -299,5 +306,68 @@ class UcxDatagramHostileTest {
                 + b.device.counters().datagramsDropped(DatagramDrop.LOST)).isEqualTo(count + 1);
         assertThat(b.device.counters().datagramsDropped(DatagramDrop.LOST)).isPositive();
         a.drain();
+    }
+
+    @Test
+    void aGroupOnAnInterfaceThatGoesDownIsAMulticastErrorAndItsQpIsDetached() throws Exception {
+        NamespacedPair.assume("a veth pair", "ip", "netns", "list");
+        long n = ProcessHandle.current().pid() % 100000;
+        String ns = "rmdg" + n;
+        String here = "rmdga" + n;
+        String there = "rmdgb" + n;
+        String[][] up = {
+            {"ip", "netns", "add", ns}, {"ip", "link", "add", here, "type", "veth", "peer", "name", there},
+            {"ip", "link", "set", there, "netns", ns}, {"ip", "addr", "add", "10.213.9.1/30", "dev", here},
+            {"ip", "link", "set", here, "up"}, {"ip", "-n", ns, "link", "set", there, "up"}};
+        try {
+            for (String[] c : up) {
+                assertThat(NamespacedPair.run(c)).as(String.join(" ", c)).isZero();
+            }
+            UdNode node = node(Map.of("datagramBind", "10.213.9.1:0"));
+            List<CmEvent> events = new java.util.concurrent.CopyOnWriteArrayList<>();
+            CmId id = node.device.createCmId(PortSpace.UDP);
+            id.onEvent(e -> {
+                events.add(e);
+                return false;
+            });
+            id.bindAddr("127.0.0.1:0");
+            QueuePair qp = id.createQp(node.pd, QpInitAttributes.of(node.cq));
+            InetAddress group = InetAddress.getByName("239.77.9.9");
+            id.joinMulticast(group, JoinFlag.FULLMEMBER);
+            assertThat(events).extracting(CmEvent::type).containsExactly(CmEvent.Type.MULTICAST_JOIN);
+            assertThat(NamespacedPair.run("ip", "link", "set", here, "down")).isZero();
+            long deadline = System.nanoTime() + 20_000_000_000L;
+            while (events.size() < 2) { // a poll progresses the device, which looks at its interface
+                node.poll();
+                assertThat(System.nanoTime()).as("MULTICAST_ERROR within 20 s (events %s)", events).isLessThan(deadline);
+                Thread.sleep(1);
+            }
+            CmEvent lost = events.get(1);
+            assertThat(lost.type()).isEqualTo(CmEvent.Type.MULTICAST_ERROR);
+            assertThat(lost.status()).isEqualTo(-Errno.ENETDOWN.value());
+            assertThat(lost.group()).isEqualTo(group);
+            assertRefused(() -> id.leaveMulticast(group), Errno.EADDRNOTAVAIL);
+            assertRefused(() -> qp.detachMulticast(group), Errno.EINVAL);
+            // the interface back up: the group is joined again as any group is
+            assertThat(NamespacedPair.run("ip", "link", "set", here, "up")).isZero();
+            id.joinMulticast(group, JoinFlag.FULLMEMBER);
+            assertThat(events.get(2).type()).isEqualTo(CmEvent.Type.MULTICAST_JOIN);
+            id.leaveMulticast(group);
+            id.destroyQp();
+            id.close();
+        } finally {
+            NamespacedPair.run("ip", "link", "del", here);
+            NamespacedPair.run("ip", "netns", "del", ns);
+        }
+    }
+
+    private static void assertRefused(Runnable call, Errno errno) {
+        try {
+            call.run();
+        } catch (io.regmem.core.RdmaException e) {
+            assertThat(e.errno()).as(e.getMessage()).isEqualTo(errno);
+            return;
+        }
+        throw new AssertionError("expected " + errno);
     }
 }
