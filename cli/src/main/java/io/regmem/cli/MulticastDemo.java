@@ -52,7 +52,7 @@ final class MulticastDemo {
     /** The multicast demo's options (a mixin of {@code demo}). */
     static final class Options {
         @Option(names = "--multicast", description = "Run the multicast demo instead of the four parts: one publisher, "
-                + "--multicast-members subscribers, sequenced messages to one group (soft; ucx and shm over loopback UDP).")
+                + "--multicast-members subscribers, sequenced messages to one group (soft; ucx and shm over the kernel's UDP).")
         boolean enabled;
 
         @Option(names = "--multicast-members", description = "Group members, 1 to 16 (default: ${DEFAULT-VALUE}).",

@@ -14,7 +14,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  */
 final class ShmCq extends MembersCq<ShmQp> {
     private final ShmDevice device;
-    /** UD QPs that complete here (over loopback UDP: {@code UdpDatagrams}). */
+    /** UD QPs that complete here (over the kernel's UDP: {@code UdpDatagrams}). */
     private final AtomicInteger datagramQps = new AtomicInteger();
 
     ShmCq(ShmDevice device) {

@@ -46,7 +46,7 @@ final class ShmDevice implements ProviderDevice {
     private volatile ShmQp[] qps = new ShmQp[0];
     private Thread progressThread;
     /**
-     * Its UD QPs and multicast, over loopback UDP ({@link UdpDatagrams}; set once, before the device is
+     * Its UD QPs and multicast, over the kernel's UDP ({@link UdpDatagrams}; set once, before the device is
      * used); null for a lane engine of another provider.
      */
     UdpDatagrams datagrams;

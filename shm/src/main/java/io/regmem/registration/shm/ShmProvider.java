@@ -50,7 +50,7 @@ public final class ShmProvider implements RdmaProvider {
             UdpDatagrams.OPTIONS.stream()).collect(Collectors.toUnmodifiableSet());
     /**
      * What an shm device offers before options lower it: the usual limits, no iWARP, no signature
-     * offload; as many multicast groups as one socket may join (its datagrams ride loopback UDP).
+     * offload; as many multicast groups as one socket may join (its datagrams ride the kernel's UDP).
      */
     static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false)
             .withMulticast(UdpDatagrams.kernelGroups(), 56);
