@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One publisher process multicasting 64-byte messages at a paced rate to 1 and then 3 subscriber
+# processes on this host (UDP multicast on the loopback), each subscriber measuring the one-way
+# latency of every message after the first quarter (MulticastFanout): regmem's ucx UD QPs beside Aeron
+# 1.47 UDP multicast through the host's one media driver (a process of its own, shared mode, its thread
+# yielding when idle), interleaved round by round. Threads that spin: one per publisher or subscriber
+# process in both; Aeron's driver thread besides. Aeron adds flow control and NAK-based recovery and
+# buffers what a slow subscriber has not read; regmem recovers nothing and a subscriber without a
+# posted receive drops (counted).
+# Usage: bench/multicast-fanout.sh [ROUNDS] [COUNT] [RATE]   (output on stdout)
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+. "$here/.ci/find-jdk.sh"
+regmem_find_jdk
+export PATH="$JAVA_HOME/bin:$PATH"
+jar="$here/bench/target/regmem.jar"
+rounds="${1:-3}"
+count="${2:-200000}"
+rate="${3:-50000}"
+group=239.255.91.1
+jvm=(java --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow
+  --add-exports=java.base/jdk.internal.misc=ALL-UNNAMED -Xms256m -Xmx256m -cp "$jar" io.regmem.bench.MulticastFanout)
+run() { # $1 transport, $2 subscribers
+  local dir
+  dir=$(mktemp -d)
+  local pids=()
+  local driver=""
+  local aeron=()
+  if [[ "$1" == aeron-udp ]]; then
+    aeron=(-Daeron.dir="$dir/aeron")
+    mkfifo "$dir/driver-in"
+    "${jvm[@]}" driver "$dir/aeron" < "$dir/driver-in" > "$dir/driver" 2>&1 &
+    driver=$!
+    exec 9> "$dir/driver-in"
+    for ((w = 0; w < 100; w++)); do grep -q READY "$dir/driver" 2>/dev/null && break; sleep 0.1; done
+  fi
+  for ((s = 1; s <= $2; s++)); do
+    "${jvm[0]}" "${aeron[@]}" "${jvm[@]:1}" sub "$1" "$group" "$count" > "$dir/sub$s" 2>&1 &
+    pids+=($!)
+  done
+  for ((s = 1; s <= $2; s++)); do
+    for ((w = 0; w < 100; w++)); do grep -q READY "$dir/sub$s" 2>/dev/null && break; sleep 0.1; done
+  done
+  sleep 1
+  "${jvm[0]}" "${aeron[@]}" "${jvm[@]:1}" pub "$1" "$group" "$count" "$rate" 2>&1 | grep -E 'SENT|Exception' || true
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  if [[ -n "$driver" ]]; then
+    exec 9>&-
+    wait "$driver" || true
+  fi
+  for ((s = 1; s <= $2; s++)); do
+    grep -hE 'RESULT|DROPPED|Exception' "$dir/sub$s" | sed "s/^/  subscriber $s: /" || true
+  done
+  rm -rf "$dir"
+}
+for ((i = 1; i <= rounds; i++)); do
+  for n in 1 3; do
+    for t in regmem-ucx aeron-udp; do
+      echo "== round $i of $rounds: $t, $n subscriber process(es), $count messages of 64 B at $rate/s"
+      run "$t" "$n"
+    done
+  done
+done

@@ -1,0 +1,266 @@
+package io.regmem.bench;
+
+import io.aeron.Aeron;
+import io.aeron.ExclusivePublication;
+import io.aeron.Subscription;
+import io.aeron.driver.MediaDriver;
+import io.aeron.driver.ThreadingMode;
+import io.aeron.logbuffer.FragmentHandler;
+import io.regmem.registration.Access;
+import io.regmem.registration.AddressHandle;
+import io.regmem.registration.AhAttributes;
+import io.regmem.registration.CmId;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.MemoryRegion;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.PortSpace;
+import io.regmem.registration.ProtectionDomain;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.net.InetAddress;
+import java.nio.ByteBuffer;
+import java.util.Locale;
+import java.util.Map;
+import org.HdrHistogram.Histogram;
+import org.agrona.concurrent.UnsafeBuffer;
+import org.agrona.concurrent.YieldingIdleStrategy;
+
+/**
+ * One publisher process multicasting 64-byte messages, stamped with {@code System.nanoTime()}, at a
+ * paced rate to subscriber processes of this host, each measuring the one-way latency of every message
+ * it receives after the first quarter (the JIT's warm-up; the processes share the monotonic clock):
+ * {@code regmem-ucx} (a ucx device's UD QP, its
+ * group attached; each process's one thread spins) or {@code aeron-udp} (Aeron 1.47 UDP multicast
+ * through the host's one media driver, as Aeron is deployed: a process of its own, shared mode, its
+ * thread yielding when idle; each client process's one thread spins). Run by
+ * {@code bench/multicast-fanout.sh}:
+ * <pre>
+ *   driver DIR                     (Aeron's media driver in DIR, until its input ends; clients get -Daeron.dir=DIR)
+ *   sub TRANSPORT GROUP COUNT      (prints READY, then RESULT ... once COUNT came or 3 s passed without one)
+ *   pub TRANSPORT GROUP COUNT RATE (prints SENT ...)
+ * </pre>
+ */
+public final class MulticastFanout {
+    private static final int SIZE = 64;
+    private static final int RECEIVES = 1024;
+    private static final int PORT = 40470;
+
+    private MulticastFanout() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        String role = args[0];
+        if (role.equals("driver")) {
+            driver(args[1]);
+            return;
+        }
+        String transport = args[1];
+        InetAddress group = InetAddress.getByName(args[2]);
+        long count = Long.parseLong(args[3]);
+        if (transport.equals("regmem-ucx")) {
+            if (role.equals("sub")) {
+                regmemSub(group, count);
+            } else {
+                regmemPub(group, count, Long.parseLong(args[4]));
+            }
+        } else if (role.equals("sub")) {
+            aeronSub(group, count, System.getProperty("aeron.dir"));
+        } else {
+            aeronPub(group, count, Long.parseLong(args[4]), System.getProperty("aeron.dir"));
+        }
+    }
+
+    /** What a subscriber saw. */
+    private static final class Seen {
+        final Histogram latency = new Histogram(60_000_000_000L, 3);
+        long received;
+        long last = -1;
+        long outOfOrder;
+        long lastAt = System.nanoTime();
+
+        /** Messages before this one warm the JIT up: counted, not in the latency. */
+        long measuredFrom;
+
+        void record(long seq, long stamp) {
+            long now = System.nanoTime();
+            if (seq >= measuredFrom) {
+                latency.recordValue(Math.max(0, now - stamp));
+            }
+            if (seq <= last) {
+                outOfOrder++;
+            }
+            last = seq;
+            received++;
+            lastAt = now;
+        }
+
+        boolean done(long count) {
+            return last == count - 1 || (received > 0 && System.nanoTime() - lastAt > 3_000_000_000L);
+        }
+
+        void report(String transport, long count) {
+            System.out.printf(Locale.ROOT, "RESULT %s received %d of %d, out of order %d, one-way p50 %d ns, p99 %d ns, "
+                    + "p99.9 %d ns, max %d ns%n", transport, received, count, outOfOrder, latency.getValueAtPercentile(50),
+                    latency.getValueAtPercentile(99), latency.getValueAtPercentile(99.9), latency.getMaxValue());
+        }
+    }
+
+    private static void regmemSub(InetAddress group, long count) {
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("ucx", Map.of())) {
+            ProtectionDomain pd = dev.allocPd();
+            CompletionQueue cq = dev.createCq(2 * RECEIVES);
+            MemorySegment mem = arena.allocate((long) RECEIVES * (40 + SIZE), 64);
+            MemoryRegion mr = pd.register(mem, Access.LOCAL_WRITE);
+            CmId id = dev.createCmId(PortSpace.UDP);
+            QueuePair qp = id.createQp(pd, QpInitAttributes.of(cq).maxRecvWr(RECEIVES));
+            WorkRequest r = new WorkRequest(1);
+            for (int i = 0; i < RECEIVES; i++) {
+                qp.postRecv(r.reset().wrId(i).addSge(mem.address() + (long) i * (40 + SIZE), 40 + SIZE, mr.lkey()));
+            }
+            qp.attachMulticast(group);
+            System.out.println("READY");
+            System.out.flush();
+            Seen seen = new Seen();
+            seen.measuredFrom = count / 4;
+            WorkCompletion[] wcs = new WorkCompletion[32];
+            for (int i = 0; i < wcs.length; i++) {
+                wcs[i] = new WorkCompletion();
+            }
+            while (!seen.done(count)) {
+                int n = cq.poll(wcs);
+                for (int k = 0; k < n; k++) {
+                    long at = wcs[k].wrId() * (40 + SIZE) + 40;
+                    seen.record(mem.get(ValueLayout.JAVA_LONG_UNALIGNED, at), mem.get(ValueLayout.JAVA_LONG_UNALIGNED, at + 8));
+                    qp.postRecv(r.reset().wrId(wcs[k].wrId()).addSge(mem.address() + at - 40, 40 + SIZE, mr.lkey()));
+                }
+                if (n == 0) {
+                    Thread.onSpinWait();
+                }
+            }
+            seen.report("regmem-ucx", count);
+            System.out.println("DROPPED " + dev.counters().datagramsDropped());
+            qp.detachMulticast(group);
+            id.destroyQp();
+            id.close();
+            mr.close();
+            cq.close();
+            pd.close();
+        }
+    }
+
+    private static void regmemPub(InetAddress group, long count, long rate) {
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("ucx", Map.of())) {
+            ProtectionDomain pd = dev.allocPd();
+            CompletionQueue cq = dev.createCq(512);
+            MemorySegment mem = arena.allocate(256L * SIZE, 64);
+            MemoryRegion mr = pd.register(mem, Access.LOCAL_WRITE);
+            CmId id = dev.createCmId(PortSpace.UDP);
+            QueuePair qp = id.createQp(pd, QpInitAttributes.of(cq).maxSendWr(256));
+            AddressHandle ah = pd.createAh(AhAttributes.of(group));
+            WorkRequest wr = new WorkRequest(1);
+            WorkCompletion[] wcs = new WorkCompletion[32];
+            for (int i = 0; i < wcs.length; i++) {
+                wcs[i] = new WorkCompletion();
+            }
+            long start = System.nanoTime();
+            for (long seq = 0; seq < count; seq++) {
+                long due = start + seq * 1_000_000_000L / rate;
+                while (System.nanoTime() < due) {
+                    cq.poll(wcs);
+                }
+                long at = (seq & 255) * SIZE;
+                mem.set(ValueLayout.JAVA_LONG_UNALIGNED, at, seq);
+                mem.set(ValueLayout.JAVA_LONG_UNALIGNED, at + 8, System.nanoTime());
+                wr.reset().wrId(seq).opcode(Opcode.SEND).signaled(true).addSge(mem.address() + at, SIZE, mr.lkey())
+                        .ud(ah, AhAttributes.MULTICAST_QPN, QpInitAttributes.RDMA_UDP_QKEY);
+                while (qp.tryPostSend(wr) == QueuePair.BACK_PRESSURED) {
+                    cq.poll(wcs);
+                }
+            }
+            double seconds = (System.nanoTime() - start) / 1e9;
+            while (qp.outstandingSends() > 0) {
+                cq.poll(wcs);
+            }
+            System.out.printf(Locale.ROOT, "SENT regmem-ucx %d in %.3f s: %.0f messages/s%n", count, seconds, count / seconds);
+            ah.close();
+            id.destroyQp();
+            id.close();
+            mr.close();
+            cq.close();
+            pd.close();
+        }
+    }
+
+    /** The host's one media driver for every Aeron process of the run, in {@code dir}, until its input ends. */
+    private static void driver(String dir) throws Exception {
+        try (MediaDriver driver = MediaDriver.launch(new MediaDriver.Context()
+                .aeronDirectoryName(dir)
+                .threadingMode(ThreadingMode.SHARED)
+                .sharedIdleStrategy(new YieldingIdleStrategy())
+                .dirDeleteOnStart(true)
+                .dirDeleteOnShutdown(true))) {
+            System.out.println("READY " + driver.aeronDirectoryName());
+            System.out.flush();
+            while (System.in.read() >= 0) {
+                Thread.onSpinWait(); // (until the script closes its input)
+            }
+        }
+    }
+
+    private static String channel(InetAddress group) {
+        return "aeron:udp?endpoint=" + group.getHostAddress() + ":" + PORT + "|interface=127.0.0.1";
+    }
+
+    private static void aeronSub(InetAddress group, long count, String dir) throws Exception {
+        try (Aeron aeron = Aeron.connect(new Aeron.Context().aeronDirectoryName(dir));
+             Subscription sub = aeron.addSubscription(channel(group), 2001)) {
+            System.out.println("READY");
+            System.out.flush();
+            Seen seen = new Seen();
+            seen.measuredFrom = count / 4;
+            FragmentHandler onMessage = (buffer, offset, length, header) ->
+                    seen.record(buffer.getLong(offset), buffer.getLong(offset + 8));
+            while (!seen.done(count)) {
+                if (sub.poll(onMessage, 32) == 0) {
+                    Thread.onSpinWait();
+                }
+            }
+            seen.report("aeron-udp", count);
+        }
+    }
+
+    private static void aeronPub(InetAddress group, long count, long rate, String dir) throws Exception {
+        try (Aeron aeron = Aeron.connect(new Aeron.Context().aeronDirectoryName(dir));
+             ExclusivePublication pub = aeron.addExclusivePublication(channel(group), 2001)) {
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (!pub.isConnected() && System.nanoTime() < deadline) {
+                Thread.yield();
+            }
+            UnsafeBuffer message = new UnsafeBuffer(ByteBuffer.allocateDirect(SIZE));
+            long start = System.nanoTime();
+            long backPressured = 0;
+            for (long seq = 0; seq < count; seq++) {
+                long due = start + seq * 1_000_000_000L / rate;
+                while (System.nanoTime() < due) {
+                    Thread.onSpinWait();
+                }
+                message.putLong(0, seq);
+                message.putLong(8, System.nanoTime());
+                while (pub.offer(message, 0, SIZE) < 0) {
+                    backPressured++;
+                    Thread.onSpinWait();
+                }
+            }
+            double seconds = (System.nanoTime() - start) / 1e9;
+            System.out.printf(Locale.ROOT, "SENT aeron-udp %d in %.3f s: %.0f messages/s (offers back-pressured %d)%n", count,
+                    seconds, count / seconds, backPressured);
+            Thread.sleep(500); // (the driver sends what is still in the term)
+        }
+    }
+}
