@@ -1,6 +1,5 @@
 package io.regmem.examples;
 
-// example: market-data-feed
 import io.regmem.registration.Access;
 import io.regmem.registration.AddressHandle;
 import io.regmem.registration.CmEvent;
@@ -264,4 +263,3 @@ public final class MarketDataFeed {
         }
     }
 }
-// end example
