@@ -361,6 +361,48 @@ class UcxDatagramHostileTest {
         }
     }
 
+    /** Lines of a /proc/net table that name a local UDP port (hex, as the kernel prints it). */
+    private static long socketsOnPort(int port) throws Exception {
+        String hex = String.format(":%04X ", port);
+        try (java.util.stream.Stream<String> lines = java.nio.file.Files.lines(java.nio.file.Path.of("/proc/net/udp"))) {
+            return lines.filter(l -> l.trim().split("\\s+")[1].endsWith(hex.trim())).count();
+        }
+    }
+
+    private static long openDescriptors() throws Exception {
+        try (java.util.stream.Stream<java.nio.file.Path> fds = java.nio.file.Files.list(java.nio.file.Path.of("/proc/self/fd"))) {
+            return fds.count();
+        }
+    }
+
+    @Test
+    void aDevicesSocketsAndMembershipsGoWithItsGroupsAndWithTheDevice() throws Exception {
+        InetAddress g1 = InetAddress.getByName("239.77.9.21");
+        InetAddress g2 = InetAddress.getByName("239.77.9.22");
+        for (int warm = 0; warm < 2; warm++) { // (the first round loads classes and opens what the JDK keeps)
+            UdNode n = new UdNode(Providers.open("ucx", Map.of("secret", SECRET)), 4);
+            n.qp().attachMulticast(g1);
+            n.close();
+        }
+        long fds = openDescriptors();
+        long multicastSockets = socketsOnPort(24791);
+        for (int round = 0; round < 20; round++) {
+            UdNode n = new UdNode(Providers.open("ucx", Map.of("secret", SECRET)), 4);
+            QueuePair q = n.qp();
+            n.device.datagramAddress();
+            q.attachMulticast(g1);
+            q.attachMulticast(g2);
+            assertThat(socketsOnPort(24791)).as("one multicast socket for the device's groups").isEqualTo(multicastSockets + 1);
+            q.detachMulticast(g1);
+            q.detachMulticast(g2);
+            assertThat(socketsOnPort(24791)).as("the multicast socket goes with the last group").isEqualTo(multicastSockets);
+            q.attachMulticast(g1); // destroying the QP detaches it; closing the device closes the rest
+            n.close();
+        }
+        assertThat(socketsOnPort(24791)).isEqualTo(multicastSockets);
+        assertThat(openDescriptors()).as("descriptors after 20 devices with datagram sockets and groups").isEqualTo(fds);
+    }
+
     private static void assertRefused(Runnable call, Errno errno) {
         try {
             call.run();
