@@ -1,5 +1,6 @@
 package io.regmem.registration.spi;
 
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 
 /**
@@ -15,15 +16,28 @@ public abstract class MembersCq<Q extends ProviderQp> implements ProviderCq {
     protected final CqMembers<Q> members;
     private final Class<?> type;
     private final BooleanSupplier selfProgressing;
+    /** The kind of QP besides {@code Q} this CQ takes, or null; and how many of them complete here. */
+    private final Class<? extends ProviderQp> otherType;
+    private final AtomicInteger others = new AtomicInteger();
 
     /**
      * @param none            an empty array of the provider's QP type
      * @param selfProgressing whether its device runs a progress thread ({@link #progressesOnItsOwn()})
      */
     protected MembersCq(Q[] none, BooleanSupplier selfProgressing) {
+        this(none, selfProgressing, null);
+    }
+
+    /**
+     * As {@link #MembersCq(ProviderQp[], BooleanSupplier)}, also taking QPs of {@code others} (a
+     * provider's datagram QPs, progressed by other means than {@link #members}): they are only
+     * counted ({@link #others()}).
+     */
+    protected MembersCq(Q[] none, BooleanSupplier selfProgressing, Class<? extends ProviderQp> others) {
         this.members = new CqMembers<>(none);
         this.type = none.getClass().getComponentType();
         this.selfProgressing = selfProgressing;
+        this.otherType = others;
     }
 
     @Override
@@ -41,8 +55,10 @@ public abstract class MembersCq<Q extends ProviderQp> implements ProviderCq {
     public final void attach(ProviderQp qp, boolean sends, boolean receives) {
         if (type.isInstance(qp)) {
             members.add((Q) qp, sends, receives);
+        } else if (otherType != null && otherType.isInstance(qp)) {
+            others.incrementAndGet();
         } else {
-            attachOther(qp);
+            throw new ClassCastException(qp.getClass().getName() + " is no QP of this CQ's provider");
         }
     }
 
@@ -51,20 +67,13 @@ public abstract class MembersCq<Q extends ProviderQp> implements ProviderCq {
     public final void detach(ProviderQp qp) {
         if (type.isInstance(qp)) {
             members.remove((Q) qp);
-        } else {
-            detachOther(qp);
+        } else if (otherType != null && otherType.isInstance(qp)) {
+            others.decrementAndGet();
         }
     }
 
-    /**
-     * A QP of another kind than {@code Q} completes here (a provider's datagram QP, progressed by
-     * other means than {@link #members}). Default: refused as a QP of another provider.
-     */
-    protected void attachOther(ProviderQp qp) {
-        throw new ClassCastException(qp.getClass().getName() + " is no QP of this CQ's provider");
-    }
-
-    /** A QP {@link #attachOther} took no longer completes here. Default: nothing to do. */
-    protected void detachOther(ProviderQp qp) {
+    /** How many QPs of the other kind the constructor named complete here (read without a lock). */
+    protected final int others() {
+        return others.get();
     }
 }

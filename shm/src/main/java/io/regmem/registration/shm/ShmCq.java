@@ -2,9 +2,7 @@ package io.regmem.registration.shm;
 
 import io.regmem.registration.spi.CqMembers;
 import io.regmem.registration.spi.MembersCq;
-import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.udp.UdpQp;
-import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * An shm CQ: polling it progresses the QPs whose work completes on it (their answers, their peers'
@@ -14,32 +12,15 @@ import java.util.concurrent.atomic.AtomicInteger;
  */
 final class ShmCq extends MembersCq<ShmQp> {
     private final ShmDevice device;
-    /** UD QPs that complete here (over the kernel's UDP: {@code UdpDatagrams}). */
-    private final AtomicInteger datagramQps = new AtomicInteger();
 
     ShmCq(ShmDevice device) {
-        super(new ShmQp[0], device::hasProgressThread);
+        super(new ShmQp[0], device::hasProgressThread, UdpQp.class); // (UD QPs: over UDP)
         this.device = device;
     }
 
     @Override
-    protected void attachOther(ProviderQp qp) {
-        if (!(qp instanceof UdpQp)) {
-            super.attachOther(qp);
-        }
-        datagramQps.incrementAndGet();
-    }
-
-    @Override
-    protected void detachOther(ProviderQp qp) {
-        if (qp instanceof UdpQp) {
-            datagramQps.decrementAndGet();
-        }
-    }
-
-    @Override
     public void progress() {
-        if (datagramQps.get() > 0) {
+        if (others() > 0) {
             device.datagrams.progress(); // what arrived over UDP, and sends that wait for the socket
         }
         ShmQp[] s = members.senders();
@@ -56,7 +37,7 @@ final class ShmCq extends MembersCq<ShmQp> {
 
     @Override
     public boolean idle() {
-        if (datagramQps.get() > 0) {
+        if (others() > 0) {
             return false; // (a datagram may be waiting in a socket)
         }
         for (ShmQp qp : members.senders()) {

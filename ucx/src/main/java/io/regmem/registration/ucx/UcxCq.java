@@ -4,9 +4,7 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.shm.SameHostLane;
 import io.regmem.registration.spi.CqMembers;
 import io.regmem.registration.spi.MembersCq;
-import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.udp.UdpQp;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -22,7 +20,7 @@ final class UcxCq extends MembersCq<UcxQp> {
     private final UcxDevice device;
 
     UcxCq(UcxDevice device) {
-        super(new UcxQp[0], device::hasProgressThread);
+        super(new UcxQp[0], device::hasProgressThread, UdpQp.class); // (UD QPs: over UDP)
         this.device = device;
     }
 
@@ -38,7 +36,7 @@ final class UcxCq extends MembersCq<UcxQp> {
         UcxQp[] qps = members.senders();
         UcxQp[] receivers = members.receivers();
         boolean overUcx = qps.length == 0 && receivers.length == 0;
-        if (datagramQps.get() > 0) {
+        if (others() > 0) {
             device.datagrams.progress(); // UD QPs: what arrived over UDP, and sends that wait for the socket
             overUcx = false;
         }
@@ -65,23 +63,7 @@ final class UcxCq extends MembersCq<UcxQp> {
         }
     }
 
-    /** UD QPs that complete here ({@link UdpDatagrams}). */
-    private final AtomicInteger datagramQps = new AtomicInteger();
 
-    @Override
-    protected void attachOther(ProviderQp qp) {
-        if (!(qp instanceof UdpQp)) {
-            super.attachOther(qp);
-        }
-        datagramQps.incrementAndGet();
-    }
-
-    @Override
-    protected void detachOther(ProviderQp qp) {
-        if (qp instanceof UdpQp) {
-            datagramQps.decrementAndGet();
-        }
-    }
 
     private void progressRounds(UcxQp[] qps, UcxQp[] receivers) {
         boolean peers = false;
