@@ -39,8 +39,6 @@ import org.agrona.collections.Int2ObjectHashMap;
 public final class UdpCarrier implements AutoCloseable {
     /** The UDP port of every device's multicast socket unless the device option says otherwise. */
     public static final int DEFAULT_MULTICAST_PORT = 24791;
-    /** Datagrams taken from a socket per progress, at most. */
-    private static final int BATCH = 64;
     private static final System.Logger LOG = System.getLogger("io.regmem.registration.udp");
     final String owner;
     final long k0;
@@ -381,11 +379,6 @@ public final class UdpCarrier implements AutoCloseable {
                 // nothing held any more
             }
         }
-    }
-
-    /** The interface the device's multicast goes out of and is joined on. */
-    public String interfaceName() {
-        return nic.getName();
     }
 
     /** For diagnostics: the sockets and groups. */

@@ -103,7 +103,7 @@ public final class UdpDatagrams {
     /** Progresses the carrier, if it is open and carries QPs; the work done. */
     public int progress() {
         UdpCarrier c = carrier;
-        return c == null || !c.hasQps() ? 0 : c.progress();
+        return c == null ? 0 : c.progress(); // (nothing without QPs: UdpCarrier.progress)
     }
 
     /** Closes the sockets, if any were opened. */

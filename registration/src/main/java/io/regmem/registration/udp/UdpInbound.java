@@ -33,6 +33,7 @@ final class UdpInbound {
     private static final int HOP_LIMIT = 64;
     /** Senders' addresses remembered, at most, before the memory of them starts again. */
     private static final int SOURCES = 1024;
+    /** Datagrams taken from a socket per progress, at most. */
     private static final int BATCH = 64;
     /** The longest gap in a sender's sequence counted as lost (a longer one is a sender that started again). */
     static final int MAX_GAP = 1 << 20;
@@ -270,10 +271,5 @@ final class UdpInbound {
             src.clear();
             dst.clear();
         }
-    }
-
-    /** For tests: the receive buffer a datagram is checked in. */
-    MemorySegment buffer() {
-        return seg;
     }
 }
