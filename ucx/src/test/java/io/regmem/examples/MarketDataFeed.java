@@ -1,7 +1,6 @@
 package io.regmem.examples;
 
 import io.regmem.registration.Access;
-import io.regmem.registration.AddressHandle;
 import io.regmem.registration.CmEvent;
 import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
@@ -18,15 +17,12 @@ import io.regmem.registration.UdParam;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
+import io.regmem.registration.testkit.ChildSide;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
-import java.util.ArrayList;
 import java.util.BitSet;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -107,37 +103,12 @@ public final class MarketDataFeed {
     }
 
     public static void main(String[] args) throws Exception {
-        ConcurrentLinkedQueue<String> commands = new ConcurrentLinkedQueue<>();
-        Thread.ofPlatform().daemon().start(() -> {
-            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
-                for (String line; (line = in.readLine()) != null; ) {
-                    commands.add(line.trim());
-                }
-            } catch (java.io.IOException ignored) {
-                // the end of input either way
-            }
-            commands.add("END");
-        });
+        ConcurrentLinkedQueue<String> commands = ChildSide.commands();
         if (args[0].equals("publisher")) {
             MarketDataPublisher.run(args, commands);
         } else {
             subscriber(args, commands);
         }
-    }
-
-    static Map<String, String> options(String[] args, int at) {
-        Map<String, String> o = new HashMap<>();
-        if (args.length > at && !args[at].isEmpty()) {
-            for (String kv : args[at].split(",")) {
-                o.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
-            }
-        }
-        return o;
-    }
-
-    static void say(String what) {
-        System.out.println("REGMEM " + what);
-        System.out.flush();
     }
 
     private static void subscriber(String[] args, ConcurrentLinkedQueue<String> commands) throws Exception {
@@ -148,7 +119,7 @@ public final class MarketDataFeed {
         int receives = Integer.parseInt(args[5]);
         long stallMs = Long.parseLong(args[6]);
         try (Arena arena = Arena.ofShared()) {
-            Party p = Party.open(arena, provider, options(args, 7), receives + 64);
+            Party p = Party.open(arena, provider, ChildSide.options(args, 7), receives + 64);
             UdParam[] joined = new UdParam[1];
             CmId feed = p.device.createCmId(PortSpace.UDP);
             feed.onEvent(e -> {
@@ -181,7 +152,7 @@ public final class MarketDataFeed {
                 }
                 Thread.onSpinWait();
             }
-            say("READY " + (joined[0] != null ? "joined" : "not joined"));
+            ChildSide.say("READY " + (joined[0] != null ? "joined" : "not joined"));
             BitSet have = new BitSet(ticks);
             long expected = 0;
             long viaFeed = 0;
@@ -245,7 +216,7 @@ public final class MarketDataFeed {
                 }
                 if (!complete && expected == ticks) {
                     complete = true;
-                    say("COMPLETE feed=" + viaFeed + " recovered=" + recovered + " requests=" + requests + " wrong=" + wrong
+                    ChildSide.say("COMPLETE feed=" + viaFeed + " recovered=" + recovered + " requests=" + requests + " wrong=" + wrong
                             + " dropped=" + p.device.counters().datagramsDropped(DatagramDrop.NO_RECEIVE)
                             + " lost=" + p.device.counters().datagramsDropped(DatagramDrop.LOST));
                 }
@@ -259,7 +230,7 @@ public final class MarketDataFeed {
                 id.close();
             }
             p.close();
-            say("CLEAN");
+            ChildSide.say("CLEAN");
         }
     }
 }

@@ -12,6 +12,7 @@ import io.regmem.registration.UdParam;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
+import io.regmem.registration.testkit.ChildSide;
 import java.lang.foreign.Arena;
 import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
@@ -58,7 +59,7 @@ final class MarketDataPublisher {
         String[] listens = args[2].split(",");
         int ticks = Integer.parseInt(args[3]);
         long rate = Long.parseLong(args[4]);
-        Map<String, String> options = MarketDataFeed.options(args, 5);
+        Map<String, String> options = ChildSide.options(args, 5);
         int connectionsPerParty = 8;
         try (Arena arena = Arena.ofShared()) {
             List<MarketDataFeed.Party> parties = new ArrayList<>();
@@ -82,7 +83,7 @@ final class MarketDataPublisher {
                 listener.bindAddr(l.substring(l.indexOf(':') + 1));
                 listener.listen();
                 listeners.add(listener);
-                MarketDataFeed.say("LISTENING " + provider + " " + listener.localAddress());
+                ChildSide.say("LISTENING " + provider + " " + listener.localAddress());
             }
             MarketDataFeed.Party pub = parties.getFirst();
             UdParam[] joined = new UdParam[1];
@@ -127,7 +128,7 @@ final class MarketDataPublisher {
                         seq++;
                         heartbeatDue |= seq % 100 == 0;
                         if (seq == ticks) {
-                            MarketDataFeed.say("PUBLISHED ticks=" + seq);
+                            ChildSide.say("PUBLISHED ticks=" + seq);
                         }
                     }
                 }
@@ -167,7 +168,7 @@ final class MarketDataPublisher {
                     }
                 }
             }
-            MarketDataFeed.say("RECOVERY SENT " + recoverySends + " ticks again");
+            ChildSide.say("RECOVERY SENT " + recoverySends + " ticks again");
             for (Recovery r : recoveries) {
                 r.id.disconnect();
                 r.id.destroyQp();
@@ -182,7 +183,7 @@ final class MarketDataPublisher {
             for (MarketDataFeed.Party p : parties) {
                 p.close();
             }
-            MarketDataFeed.say("CLEAN");
+            ChildSide.say("CLEAN");
         }
     }
 }

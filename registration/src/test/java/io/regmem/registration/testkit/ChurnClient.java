@@ -16,7 +16,6 @@ import io.regmem.registration.WorkRequest;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.Map;
 import java.util.SplittableRandom;
@@ -45,12 +44,7 @@ public final class ChurnClient {
     public static void main(String[] args) throws Exception {
         String provider = args[0];
         String address = args[1];
-        Map<String, String> options = new HashMap<>();
-        if (!args[2].isEmpty()) {
-            for (String kv : args[2].split(",")) {
-                options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
-            }
-        }
+        Map<String, String> options = ChildSide.options(args, 2);
         byte[] key = HexFormat.of().parseHex(args[3]);
         long remote = Long.parseLong(args[4]) + Long.parseLong(args[5]) * SLOT;
         SplittableRandom r = new SplittableRandom(Long.parseLong(args[6]));

@@ -14,7 +14,6 @@ import java.io.InputStreamReader;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.Iterator;
 import java.util.List;
@@ -35,12 +34,7 @@ public final class ChurnListener {
     }
 
     public static void main(String[] args) throws Exception {
-        Map<String, String> options = new HashMap<>();
-        if (args.length > 2 && !args[2].isEmpty()) {
-            for (String kv : args[2].split(",")) {
-                options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
-            }
-        }
+        Map<String, String> options = ChildSide.options(args, 2);
         options.put("progressThread", "true");
         AtomicBoolean end = new AtomicBoolean();
         Thread.ofPlatform().daemon().start(() -> {
@@ -60,12 +54,12 @@ public final class ChurnListener {
             CompletionQueue cq = dev.createCq(256);
             CmId listener = dev.createCmId();
             listener.listen(args[1]);
-            say("KEY " + HexFormat.of().formatHex(mr.exportRemoteKey()) + " " + mem.address());
-            say("LISTENING");
+            ChildSide.say("KEY " + HexFormat.of().formatHex(mr.exportRemoteKey()) + " " + mem.address());
+            ChildSide.say("LISTENING");
             List<CmId> live = new ArrayList<>();
             while (!end.get()) {
-                serve(listener, pd, cq, live, id -> say("ACCEPTED " + id.qp().diagnostics()),
-                        e -> say("ACCEPT FAILED " + e.getMessage()));
+                serve(listener, pd, cq, live, id -> ChildSide.say("ACCEPTED " + id.qp().diagnostics()),
+                        e -> ChildSide.say("ACCEPT FAILED " + e.getMessage()));
                 Thread.sleep(1);
             }
             for (CmId id : live) {
@@ -79,7 +73,7 @@ public final class ChurnListener {
             mr.close();
             cq.close();
             pd.close();
-            say(dev.resources().survivors().isEmpty() ? "CLEAN" : "LEFT " + dev.resources().report());
+            ChildSide.say(dev.resources().survivors().isEmpty() ? "CLEAN" : "LEFT " + dev.resources().report());
         }
     }
 
@@ -112,8 +106,4 @@ public final class ChurnListener {
         }
     }
 
-    private static void say(String s) {
-        System.out.println("REGMEM " + s);
-        System.out.flush();
-    }
 }

@@ -12,13 +12,11 @@ import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
-import java.io.BufferedReader;
+import io.regmem.registration.testkit.ChildSide;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.util.HashMap;
 import java.util.HexFormat;
 import java.util.Map;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -100,23 +98,8 @@ public final class ShmPeerMain {
     }
 
     public static void main(String[] args) throws Exception {
-        ConcurrentLinkedQueue<String> commands = new ConcurrentLinkedQueue<>();
-        Thread.ofPlatform().daemon().start(() -> {
-            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
-                for (String line; (line = in.readLine()) != null; ) {
-                    commands.add(line.trim());
-                }
-            } catch (IOException ignored) {
-                // end of input either way
-            }
-            commands.add("END");
-        });
-        Map<String, String> options = new HashMap<>();
-        if (args.length > 1 && !args[1].isEmpty()) {
-            for (String kv : args[1].split(",")) {
-                options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
-            }
-        }
+        ConcurrentLinkedQueue<String> commands = ChildSide.commands();
+        Map<String, String> options = ChildSide.options(args, 1);
         if (args.length > 2 && args[2].startsWith("client ")) {
             client(args[0], options, args[2].substring(7));
             return;

@@ -18,6 +18,7 @@ import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import io.regmem.registration.testkit.NoLeaks;
 import io.regmem.registration.testkit.Providers;
+import io.regmem.registration.testkit.Refused;
 import io.regmem.registration.testkit.UdNode;
 import io.regmem.registration.udp.SipHash;
 import java.lang.foreign.MemorySegment;
@@ -346,8 +347,8 @@ class UcxDatagramHostileTest {
             assertThat(lost.type()).isEqualTo(CmEvent.Type.MULTICAST_ERROR);
             assertThat(lost.status()).isEqualTo(-Errno.ENETDOWN.value());
             assertThat(lost.group()).isEqualTo(group);
-            assertRefused(() -> id.leaveMulticast(group), Errno.EADDRNOTAVAIL);
-            assertRefused(() -> qp.detachMulticast(group), Errno.EINVAL);
+            Refused.assertRdma(() -> id.leaveMulticast(group), Errno.EADDRNOTAVAIL);
+            Refused.assertRdma(() -> qp.detachMulticast(group), Errno.EINVAL);
             // the interface back up: the group is joined again as any group is
             assertThat(NamespacedPair.run("ip", "link", "set", here, "up")).isZero();
             id.joinMulticast(group, JoinFlag.FULLMEMBER);
@@ -401,15 +402,5 @@ class UcxDatagramHostileTest {
         }
         assertThat(socketsOnPort(24791)).isEqualTo(multicastSockets);
         assertThat(openDescriptors()).as("descriptors after 20 devices with datagram sockets and groups").isEqualTo(fds);
-    }
-
-    private static void assertRefused(Runnable call, Errno errno) {
-        try {
-            call.run();
-        } catch (io.regmem.core.RdmaException e) {
-            assertThat(e.errno()).as(e.getMessage()).isEqualTo(errno);
-            return;
-        }
-        throw new AssertionError("expected " + errno);
     }
 }

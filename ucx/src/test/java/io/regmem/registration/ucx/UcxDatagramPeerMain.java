@@ -14,9 +14,7 @@ import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import io.regmem.registration.testkit.UdNode;
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
+import io.regmem.registration.testkit.ChildSide;
 import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
 import java.util.ArrayList;
@@ -49,24 +47,9 @@ public final class UcxDatagramPeerMain {
     }
 
     public static void main(String[] args) throws Throwable {
-        ConcurrentLinkedQueue<String> commands = new ConcurrentLinkedQueue<>();
-        Thread.ofPlatform().daemon().start(() -> {
-            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
-                for (String line; (line = in.readLine()) != null; ) {
-                    commands.add(line.trim());
-                }
-            } catch (IOException ignored) {
-                // end of input either way
-            }
-            commands.add("END");
-        });
+        ConcurrentLinkedQueue<String> commands = ChildSide.commands();
         InetAddress group = InetAddress.getByName(args[1]);
-        Map<String, String> options = new HashMap<>(); // a third argument: device options, "k=v,k=v"
-        if (args.length > 2 && !args[2].isEmpty()) {
-            for (String kv : args[2].split(",")) {
-                options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
-            }
-        }
+        Map<String, String> options = ChildSide.options(args, 2); // a third argument: device options, "k=v,k=v"
         RdmaDevice dev = RdmaDevice.open("ucx", options);
         UdNode n = new UdNode(dev, 64);
         List<CmId> ids = new ArrayList<>();
@@ -76,14 +59,14 @@ public final class UcxDatagramPeerMain {
         CmId udp = listener(n, PortSpace.UDP, args[0], ids, requests);
         CmId rejecting = listener(n, PortSpace.UDP, args[0], ids, requests);
         CmId tcp = listener(n, PortSpace.TCP, args[0], ids, requests);
-        say("LISTENING udp " + udp.localAddress());
-        say("LISTENING reject " + rejecting.localAddress());
-        say("LISTENING tcp " + tcp.localAddress());
+        ChildSide.say("LISTENING udp " + udp.localAddress());
+        ChildSide.say("LISTENING reject " + rejecting.localAddress());
+        ChildSide.say("LISTENING tcp " + tcp.localAddress());
         CmId member = dev.createCmId(PortSpace.UDP);
         ids.add(member);
         member.onEvent(e -> {
             if (e.type() == CmEvent.Type.MULTICAST_JOIN) {
-                say("JOINED");
+                ChildSide.say("JOINED");
             }
             return false;
         });
@@ -140,7 +123,7 @@ public final class UcxDatagramPeerMain {
                 continue;
             }
             if (wc.status() != WcStatus.SUCCESS) {
-                say("FAILED " + wc);
+                ChildSide.say("FAILED " + wc);
                 continue;
             }
             if (wc.opcode() != Opcode.RECV) {
@@ -173,7 +156,7 @@ public final class UcxDatagramPeerMain {
                 resendAt = 0;
                 if (publishing == publishEnd) {
                     publishing = -1;
-                    say("PUBLISHED");
+                    ChildSide.say("PUBLISHED");
                 }
             }
         }
@@ -186,7 +169,7 @@ public final class UcxDatagramPeerMain {
             }
         }
         n.close(); // (its address handles, memory, CQ, PD and the device)
-        say("CLEAN");
+        ChildSide.say("CLEAN");
     }
 
     private static CmId listener(UdNode n, PortSpace space, String address, List<CmId> ids,
@@ -204,8 +187,4 @@ public final class UcxDatagramPeerMain {
         return id;
     }
 
-    private static void say(String what) {
-        System.out.println("REGMEM " + what);
-        System.out.flush();
-    }
 }

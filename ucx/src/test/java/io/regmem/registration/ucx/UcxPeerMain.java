@@ -12,8 +12,7 @@ import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
+import io.regmem.registration.testkit.ChildSide;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
@@ -52,24 +51,9 @@ public final class UcxPeerMain {
     }
 
     public static void main(String[] args) throws Throwable {
-        ConcurrentLinkedQueue<String> commands = new ConcurrentLinkedQueue<>();
-        Thread.ofPlatform().daemon().start(() -> {
-            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
-                for (String line; (line = in.readLine()) != null; ) {
-                    commands.add(line.trim());
-                }
-            } catch (java.io.IOException ignored) {
-                // end of input either way
-            }
-            commands.add("END");
-        });
+        ConcurrentLinkedQueue<String> commands = ChildSide.commands();
         // A third argument: the device's options, "k=v,k=v" (handshakeTimeoutMillis=500, say).
-        java.util.Map<String, String> options = new java.util.HashMap<>();
-        if (args.length > 2 && !args[2].isEmpty()) {
-            for (String kv : args[2].split(",")) {
-                options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
-            }
-        }
+        java.util.Map<String, String> options = ChildSide.options(args, 2);
         if (args.length > 1 && args[1].equals("writer")) {
             writer(args[0], options, commands);
             return;
@@ -92,7 +76,7 @@ public final class UcxPeerMain {
             MemoryRegion recvMr = pd.register(recvs, Access.LOCAL_WRITE);
             CmId listener = dev.createCmId();
             listener.listen(args[0]);
-            say("LISTENING");
+            ChildSide.say("LISTENING");
             CmId id = null;
             QueuePair qp = null;
             // Connections that arrive while one is served: accepted too (no receives), for the test's
@@ -110,14 +94,14 @@ public final class UcxPeerMain {
                     } else if (c.equals("DEREG") && mr != null) {
                         mr.close();
                         mr = null;
-                        say("DEREGISTERED");
+                        ChildSide.say("DEREGISTERED");
                     } else if (c.equals("DEREGWATCH") && mr != null) {
                         // Deregisters, then fills the region with WATCH: after the close returned nothing
                         // may write it (CHECK says whether it still holds WATCH only) or read it.
                         mr.close();
                         mr = null;
                         region.fill(WATCH);
-                        say("DEREGISTERED");
+                        ChildSide.say("DEREGISTERED");
                     } else if (c.equals("CHECK")) {
                         long at = -1;
                         for (long i = 0; i < region.byteSize() && at < 0; i++) {
@@ -125,7 +109,7 @@ public final class UcxPeerMain {
                                 at = i;
                             }
                         }
-                        say(at < 0 ? "INTACT" : "CHANGED at " + at);
+                        ChildSide.say(at < 0 ? "INTACT" : "CHANGED at " + at);
                     } else if (c.equals("FREECHUNK") && chunk != null) { // the region's UCX memory goes back to UCX
                         if (mr != null) {
                             mr.close();
@@ -133,7 +117,7 @@ public final class UcxPeerMain {
                         }
                         dev.chunkSource().release(chunk);
                         chunk = null;
-                        say("FREED");
+                        ChildSide.say("FREED");
                     }
                 }
                 for (java.util.Iterator<CmId> it = more.iterator(); it.hasNext(); ) {
@@ -142,7 +126,7 @@ public final class UcxPeerMain {
                         m.destroyQp();
                         m.close();
                         it.remove();
-                        say("GONE");
+                        ChildSide.say("GONE");
                     }
                 }
                 if (id != null) {
@@ -153,7 +137,7 @@ public final class UcxPeerMain {
                                 .maxRecvWr(RECVS));
                         request.accept();
                         more.add(request);
-                        say("KEY " + (mr == null ? "none" : HexFormat.of().formatHex(mr.exportRemoteKey())
+                        ChildSide.say("KEY " + (mr == null ? "none" : HexFormat.of().formatHex(mr.exportRemoteKey())
                                 + " " + region.address()) + " " + channelOf(q));
                     }
                 }
@@ -170,7 +154,7 @@ public final class UcxPeerMain {
                                 recvMr.lkey()));
                     }
                     id.accept();
-                    say("KEY " + (mr == null ? "none" : HexFormat.of().formatHex(mr.exportRemoteKey())
+                    ChildSide.say("KEY " + (mr == null ? "none" : HexFormat.of().formatHex(mr.exportRemoteKey())
                             + " " + region.address()) + " " + channelOf(qp));
                 }
                 int n = cq.poll(wcs);
@@ -196,7 +180,7 @@ public final class UcxPeerMain {
                     id.close();
                     id = null;
                     qp = null;
-                    say("GONE");
+                    ChildSide.say("GONE");
                 }
                 if (n == 0) {
                     Thread.onSpinWait();
@@ -223,9 +207,9 @@ public final class UcxPeerMain {
             cq.close();
             pd.close();
             if (dev.resources().survivors().isEmpty()) {
-                say("CLEAN");
+                ChildSide.say("CLEAN");
             } else {
-                say("LEFT " + dev.resources().report());
+                ChildSide.say("LEFT " + dev.resources().report());
             }
         }
     }
@@ -254,7 +238,7 @@ public final class UcxPeerMain {
                 cq.poll(wcs);
                 Thread.sleep(1);
             }
-            say("CONNECTED");
+            ChildSide.say("CONNECTED");
             int key = 0;
             long remote = 0;
             int length = 0;
@@ -281,7 +265,7 @@ public final class UcxPeerMain {
                             done.append(' ').append(wcs[0].status());
                         }
                     }
-                    say("POSTED" + done);
+                    ChildSide.say("POSTED" + done);
                     continue;
                 }
                 String[] w = c.split(" ");
@@ -296,7 +280,7 @@ public final class UcxPeerMain {
                 while (cq.poll(wcs) == 0 && System.nanoTime() < until) {
                     Thread.onSpinWait();
                 }
-                say("WARM " + wcs[0].status());
+                ChildSide.say("WARM " + wcs[0].status());
             }
         }
     }
@@ -337,8 +321,4 @@ public final class UcxPeerMain {
         }
     }
 
-    private static void say(String what) {
-        System.out.println("REGMEM " + what);
-        System.out.flush();
-    }
 }
