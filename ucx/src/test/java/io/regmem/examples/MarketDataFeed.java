@@ -39,6 +39,8 @@ import java.util.concurrent.ConcurrentLinkedQueue;
  * </pre>
  * The publisher multicasts from its first device and serves recovery on each of its listeners (an
  * shm one for subscribers of its host, a ucx one for the others); it starts when it reads {@code GO}.
+ * An shm publisher opens its device with {@code multicastUdp=true}: its ticks reach shm subscribers
+ * of its host through shared memory and every other subscriber over UDP multicast.
  * A subscriber keeps {@code RECEIVES} receives posted and stalls {@code STALL_MS} every 200 ticks (a
  * subscriber short of receives loses ticks, as one would while it is descheduled). Each side says
  * what it did on stdout ({@code REGMEM ...} lines); the end of its input ends it.

@@ -17,6 +17,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -67,7 +68,11 @@ final class MarketDataPublisher {
             ConcurrentLinkedQueue<CmEvent> requests = new ConcurrentLinkedQueue<>();
             for (String l : listens) {
                 String provider = l.substring(0, l.indexOf(':'));
-                MarketDataFeed.Party p = MarketDataFeed.Party.open(arena, provider, options,
+                Map<String, String> own = new HashMap<>(options);
+                if (provider.equals("shm")) {
+                    own.put("multicastUdp", "true"); // the feed: shared memory to shm members here, UDP to the rest
+                }
+                MarketDataFeed.Party p = MarketDataFeed.Party.open(arena, provider, own,
                         ticks + connectionsPerParty * RC_RECEIVES + 1);
                 parties.add(p);
                 for (long seq = 0; seq < ticks; seq++) {

@@ -20,11 +20,14 @@ public final class Fcntl {
     public static final int O_DIRECT = 040000;
     public static final int O_CLOEXEC = 02000000;
     public static final int AT_FDCWD = -100;
+    public static final int F_DUPFD_CLOEXEC = 1030;
     public static final int F_ADD_SEALS = 1033;
     public static final int F_GET_SEALS = 1034;
     public static final int F_SEAL_SEAL = 1;
     public static final int F_SEAL_SHRINK = 2;
     public static final int F_SEAL_GROW = 4;
+    public static final int F_SEAL_WRITE = 8;
+    public static final int F_SEAL_FUTURE_WRITE = 16;
 
     private static final MethodHandle OPEN = Libc.capturing("open", FunctionDescriptor.of(I, L, I, I),
             Linker.Option.firstVariadicArg(2));

@@ -15,6 +15,7 @@ public final class Sockets {
     public static final int AF_UNIX = 1;
     public static final int SOCK_STREAM = 1;
     public static final int SOCK_CLOEXEC = 0x80000;
+    public static final int SOCK_NONBLOCK = 0x800;
     public static final int SOL_SOCKET = 1;
     public static final int SCM_RIGHTS = 1;
     public static final int SO_PEERCRED = 17;

@@ -7,6 +7,7 @@ import io.regmem.registration.spi.DatagramDrops;
 import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.QpContext;
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
 import java.net.BindException;
 import java.net.Inet4Address;
 import java.net.InetAddress;
@@ -66,6 +67,10 @@ public final class UdpCarrier implements AutoCloseable {
     private volatile long nicCheckedAt;
     /** The interface was seen down, and the loss of its groups reported. */
     private volatile boolean nicDown;
+    /** Groups among this host's processes in shared memory, or null (groups ride the kernel's IP multicast). */
+    final LocalGroups local;
+    /** True if group datagrams go over UDP (no local groups, or they also go over UDP). */
+    final boolean groupsOverUdp;
 
     /**
      * Opens the unicast socket on {@code bind} (port 0: any free one).
@@ -73,7 +78,8 @@ public final class UdpCarrier implements AutoCloseable {
      * @throws RdmaException {@link Errno#EADDRINUSE} if the port is taken; {@link Errno#EADDRNOTAVAIL}
      *                       if the address is not this host's; {@link Errno#EINVAL} for an IPv6 one
      */
-    public UdpCarrier(String owner, InetSocketAddress bind, int multicastPort, byte[] secret, GracePeriod grace) {
+    public UdpCarrier(String owner, InetSocketAddress bind, int multicastPort, byte[] secret, GracePeriod grace,
+                      LocalGroups.Factory localGroups) {
         this.owner = owner;
         if (!(bind.getAddress() instanceof Inet4Address) || bind.getAddress().isAnyLocalAddress()) {
             throw new RdmaException(Errno.EINVAL, owner + ": datagrams bind an IPv4 address of this host (peers address "
@@ -111,6 +117,18 @@ public final class UdpCarrier implements AutoCloseable {
         this.reader = grace.newReader();
         this.fromUnicast = new UdpInbound(this, false);
         this.fromMulticast = new UdpInbound(this, true);
+        LocalGroups made = null;
+        if (localGroups != null) {
+            try {
+                made = localGroups.open(owner, endpoint, k0, k1, multicastPort);
+            } catch (RuntimeException e) {
+                close(unicast);
+                reader.close();
+                throw e;
+            }
+        }
+        this.local = made;
+        this.groupsOverUdp = made == null || made.alsoUdp();
     }
 
     /** Where peers address this device's UD QPs: the unicast socket's address. */
@@ -157,6 +175,9 @@ public final class UdpCarrier implements AutoCloseable {
             table = next;
             all = ArrayUtil.remove(all, qp);
         }
+        if (local != null) {
+            local.retire(qp.ctx.qpNum());
+        }
     }
 
     /** The UD QP numbered {@code qpn}, or null (no lock, no allocation). */
@@ -187,6 +208,13 @@ public final class UdpCarrier implements AutoCloseable {
                 groups = replace(groups, g, g.with(qp));
                 return;
             }
+            if (local != null) {
+                local.join(group);
+                if (!groupsOverUdp) {
+                    groups = ArrayUtil.add(groups, new UdpGroup(group, null, new UdpQp[] {qp}));
+                    return;
+                }
+            }
             boolean made = false;
             try {
                 if (multicast == null) {
@@ -196,6 +224,7 @@ public final class UdpCarrier implements AutoCloseable {
                 MembershipKey key = multicast.join(group, nic);
                 groups = ArrayUtil.add(groups, new UdpGroup(group, key, new UdpQp[] {qp}));
             } catch (BindException e) {
+                leftLocally(group);
                 throw new RdmaException(Errno.EADDRINUSE, owner + ": the multicast port " + multicastPort + " is taken by a "
                         + "socket that does not share it (SO_REUSEADDR): give the devices another multicastPort", e);
             } catch (IOException e) {
@@ -203,6 +232,7 @@ public final class UdpCarrier implements AutoCloseable {
                     close(multicast);
                     multicast = null;
                 }
+                leftLocally(group);
                 throw new RdmaException(Errno.ENOMEM, owner + ": the kernel refused to join " + group.getHostAddress()
                         + " on " + nic.getName() + " (" + e.getMessage() + "; net.ipv4.igmp_max_memberships limits a "
                         + "socket's groups)", e);
@@ -220,12 +250,21 @@ public final class UdpCarrier implements AutoCloseable {
                 groups = replace(groups, g, g.without(qp));
                 return;
             }
-            g.key.drop();
+            leftLocally(group);
+            if (g.key != null) {
+                g.key.drop();
+            }
             groups = ArrayUtil.remove(groups, g);
             if (groups.length == 0) {
                 close(multicast); // (a receive in progress sees it closed, and stops)
                 multicast = null;
             }
+        }
+    }
+
+    private void leftLocally(InetAddress group) {
+        if (local != null) {
+            local.leave(group);
         }
     }
 
@@ -262,6 +301,21 @@ public final class UdpCarrier implements AutoCloseable {
         }
     }
 
+    /**
+     * Sends the group datagram {@code b} (whole, from position 0) from QP {@code qpn} to {@code to}: into
+     * its publication on this host, if groups are carried here, and over UDP unless they are carried
+     * here only. As {@link #send(ByteBuffer, InetSocketAddress)}.
+     */
+    int sendToGroup(int qpn, ByteBuffer b, MemorySegment bytes, InetSocketAddress to) {
+        if (local != null) {
+            local.publish(qpn, to.getAddress(), bytes, b.limit());
+            if (!groupsOverUdp) {
+                return b.limit();
+            }
+        }
+        return send(b, to);
+    }
+
     /** Sends {@code b} to {@code to}: its bytes, 0 if the socket has no room now, -1 if the kernel refused it. */
     int send(ByteBuffer b, InetSocketAddress to) {
         try {
@@ -288,7 +342,7 @@ public final class UdpCarrier implements AutoCloseable {
                 work += qp.tryRun();
             }
         }
-        if (groups.length > 0) {
+        if (groups.length > 0 && groupsOverUdp) {
             watchInterface();
         }
         if (!receiving.tryLock()) {
@@ -299,6 +353,9 @@ public final class UdpCarrier implements AutoCloseable {
             DatagramChannel m = multicast;
             if (m != null) {
                 work += fromMulticast.drain(m);
+            }
+            if (local != null) {
+                work += fromMulticast.drainLocal(local);
             }
         } finally {
             receiving.unlock();
@@ -358,9 +415,14 @@ public final class UdpCarrier implements AutoCloseable {
         try {
             synchronized (lock) {
                 for (UdpGroup g : groups) {
-                    g.key.drop();
+                    if (g.key != null) {
+                        g.key.drop();
+                    }
                 }
                 groups = new UdpGroup[0];
+                if (local != null) {
+                    local.close();
+                }
                 close(multicast);
                 multicast = null;
                 close(unicast);

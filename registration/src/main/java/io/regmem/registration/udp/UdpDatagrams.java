@@ -36,6 +36,7 @@ public final class UdpDatagrams {
     private GracePeriod grace;
     private volatile UdpCarrier carrier;
     private DatagramDrops drops = (reason, count) -> { };
+    private LocalGroups.Factory localGroups;
 
     /**
      * Reads the options (before the device opens).
@@ -59,6 +60,12 @@ public final class UdpDatagrams {
         return this;
     }
 
+    /** Carries the device's groups among this host's processes with {@code factory} (set before the first use). */
+    public UdpDatagrams localGroups(LocalGroups.Factory factory) {
+        this.localGroups = factory;
+        return this;
+    }
+
     /** True if a UD send over the path MTU completes {@code LOC_LEN_ERR} (option {@code udOversizeError}). */
     public boolean oversizeError() {
         return oversizeError;
@@ -78,7 +85,8 @@ public final class UdpDatagrams {
                 } catch (UnknownHostException e) {
                     throw new RdmaException(Errno.EADDRNOTAVAIL, owner + ": datagramBind host '" + bind.host() + "' is unknown", e);
                 }
-                UdpCarrier made = new UdpCarrier(owner, new InetSocketAddress(host, bind.port()), multicastPort, secret.get(), grace);
+                UdpCarrier made = new UdpCarrier(owner, new InetSocketAddress(host, bind.port()), multicastPort, secret.get(), grace,
+                        localGroups);
                 made.countDropsIn(drops);
                 carrier = made;
             }

@@ -89,6 +89,28 @@ final class UdpInbound {
         return work;
     }
 
+    /** Takes and places what the publications on this host hold, up to a batch; the datagrams taken. */
+    int drainLocal(LocalGroups local) {
+        int work = 0;
+        for (int i = 0; i < BATCH; i++) {
+            if (!pending) {
+                int n = local.next(seg);
+                if (n < 0) {
+                    return work;
+                }
+                work++;
+                check(n, local.from(), true);
+                if (!pending) {
+                    continue;
+                }
+            }
+            if (!deliver()) {
+                return work;
+            }
+        }
+        return work;
+    }
+
     private boolean receive(DatagramChannel ch) {
         buf.clear();
         SocketAddress a;
@@ -100,12 +122,15 @@ final class UdpInbound {
         if (a == null) {
             return false;
         }
-        check(buf.position(), (InetSocketAddress) a);
+        check(buf.position(), (InetSocketAddress) a, false);
         return true;
     }
 
-    /** Checks the {@code n} bytes that arrived from {@code from}; keeps them in hand if a QP here takes them. */
-    void check(int n, InetSocketAddress from) {
+    /**
+     * Checks the {@code n} bytes that arrived from {@code from} (out of a publication on this host if
+     * {@code local}); keeps them in hand if a QP here takes them.
+     */
+    void check(int n, InetSocketAddress from, boolean local) {
         if (n < UdpWire.HEADER + UdpWire.TAG || n > UdpWire.HEADER + UdpWire.MAX_MESSAGE + UdpWire.TAG
                 || seg.get(UdpWire.INT, 0) != UdpWire.MAGIC
                 || seg.get(ValueLayout.JAVA_BYTE, 4) != UdpWire.VERSION) {
@@ -132,6 +157,9 @@ final class UdpInbound {
             UdpGroup g = carrier.group(lo);
             if (g == null) {
                 return; // a group another socket of this host joined (the kernel hands it to every socket on the port)
+            }
+            if (!local && carrier.local != null && carrier.local.hears(from)) {
+                return; // the same datagram comes out of its sender's publication on this host
             }
             countGap(g.senders, from, s, seq);
             targets = g.members;

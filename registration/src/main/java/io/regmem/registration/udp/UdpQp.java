@@ -189,7 +189,7 @@ public final class UdpQp implements ProviderQp {
             int n = UdpWire.HEADER + (int) length;
             outSeg.set(UdpWire.LONG, n, SipHash.hash(carrier.k0, carrier.k1, outSeg, 0, n));
             out.limit(n + UdpWire.TAG).position(0);
-            if (carrier.send(out, to.to) == 0) {
+            if ((group ? carrier.sendToGroup(ctx.qpNum(), out, outSeg, to.to) : carrier.send(out, to.to)) == 0) {
                 return null;
             }
             to.seq = seq;

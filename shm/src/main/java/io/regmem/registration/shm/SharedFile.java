@@ -54,6 +54,82 @@ final class SharedFile {
     }
 
     /**
+     * Makes a memfd of {@code size} bytes for a publication: sized, not sealed yet (its writer maps it
+     * first, then {@link #sealPublication} seals it against any other writable mapping).
+     *
+     * @return its descriptor (close-on-exec)
+     * @throws RdmaException {@link Errno#ENOMEM} if it cannot be made or sized
+     */
+    static int createPublication(String name, long size) {
+        Libc.requireBound("shm");
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
+            int fd = Mman.memfdCreate(capture, a.allocateFrom(name), Mman.MFD_CLOEXEC | Mman.MFD_ALLOW_SEALING);
+            if (fd < 0) {
+                throw new RdmaException(Errno.ENOMEM, "shm: memfd_create failed with errno " + -fd);
+            }
+            int rc = Unistd.ftruncate(capture, fd, size);
+            if (rc < 0) {
+                Unistd.close(capture, fd);
+                throw new RdmaException(Errno.ENOMEM, "shm: sizing a memfd of " + size + " bytes failed with errno " + -rc);
+            }
+            return fd;
+        }
+    }
+
+    /** The seals of a publication: no shrinking, growing, writable mapping but its writer's, or more seals. */
+    static final int PUBLICATION_SEALS = SEALS | Fcntl.F_SEAL_FUTURE_WRITE;
+
+    /**
+     * Seals a publication's memfd, once its writer mapped it, with {@link #PUBLICATION_SEALS}: no other
+     * process can ever write it (a member that receives it can map it only read-only).
+     *
+     * @throws RdmaException {@link Errno#ENOMEM} if the kernel refuses
+     */
+    static void sealPublication(int fd) {
+        try (Arena a = Arena.ofConfined()) {
+            int rc = Fcntl.fcntl(a.allocate(Libc.CAPTURE), fd, Fcntl.F_ADD_SEALS, PUBLICATION_SEALS);
+            if (rc < 0) {
+                throw new RdmaException(Errno.ENOMEM, "shm: sealing a publication's memfd failed with errno " + -rc);
+            }
+        }
+    }
+
+    /**
+     * Checks a received publication's memfd before it is mapped: sealed with {@link #PUBLICATION_SEALS}.
+     *
+     * @return its length, or -1 if it is not sealed so (or not a memfd)
+     */
+    static long verifyPublication(int fd) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
+            int seals = Fcntl.fcntl(capture, fd, Fcntl.F_GET_SEALS, 0);
+            if (seals < 0 || (seals & PUBLICATION_SEALS) != PUBLICATION_SEALS) {
+                return -1;
+            }
+            return Unistd.lseek(capture, fd, 0, Unistd.SEEK_END);
+        }
+    }
+
+    /**
+     * Maps {@code size} bytes of {@code fd}, shared and read-only, into {@code arena}: a segment that
+     * refuses writes ({@link MemorySegment#asReadOnly}); the arena's close unmaps it.
+     *
+     * @throws RdmaException {@link Errno#ENOMEM} if it cannot be mapped
+     */
+    static MemorySegment mapReadOnly(int fd, long size, Arena arena) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
+            long address = Mman.mmap(capture, 0L, size, Mman.PROT_READ, Mman.MAP_SHARED, fd, 0L);
+            if (address < 0) {
+                throw new RdmaException(Errno.ENOMEM, "shm: mapping a publication of " + size + " bytes failed with errno "
+                        + -address);
+            }
+            return MemorySegment.ofAddress(address).reinterpret(size, arena, s -> unmap(s.address(), size)).asReadOnly();
+        }
+    }
+
+    /**
      * Checks a received memfd before it is mapped: sealed with {@link #SEALS} and exactly {@code size}
      * bytes long.
      *

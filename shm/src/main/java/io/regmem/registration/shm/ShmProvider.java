@@ -46,15 +46,19 @@ public final class ShmProvider implements RdmaProvider {
     /** The default {@code answerTimeoutMillis}. */
     static final long ANSWER_TIMEOUT_MILLIS = 5_000;
     private static final Set<String> OWN_OPTIONS = Stream.concat(Stream.of("progressThread", "idleStrategy", "secret",
-            "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis", "inlineThreshold", "ringBytes", "pull"),
+            "secretFile", "handshakeTimeoutMillis", "answerTimeoutMillis", "inlineThreshold", "ringBytes", "pull", "groupRingBytes",
+            "multicastUdp"),
             UdpDatagrams.OPTIONS.stream()).collect(Collectors.toUnmodifiableSet());
     /**
      * What an shm device offers before options lower it: the usual limits, no iWARP, no signature
-     * offload; as many multicast groups as one socket may join (its datagrams ride the kernel's UDP).
+     * offload; as many multicast groups as one socket may join (its unicast datagrams ride the kernel's
+     * UDP; its groups are shared memory, and also UDP multicast with {@code multicastUdp}).
      */
     static final DeviceAttributes DEFAULTS = DeviceAttributes.defaults().withIntegrityHandover(false)
             .withMulticast(UdpDatagrams.kernelGroups(), 56);
     private static final AtomicInteger DEVICES = new AtomicInteger();
+    /** The default {@code groupRingBytes}: the ring of each QP's publication to a group. */
+    static final long GROUP_RING = 1 << 20;
 
     /** Made by {@link java.util.ServiceLoader}. */
     public ShmProvider() {
@@ -87,9 +91,15 @@ public final class ShmProvider implements RdmaProvider {
             throw options.invalid("ringBytes must be a power of two, got " + ring);
         }
         boolean pull = options.flag("pull", true);
+        long groupRing = options.number("groupRingBytes", GROUP_RING, GroupRing.MIN_CAPACITY, GroupRing.MAX_CAPACITY);
+        if (Long.bitCount(groupRing) != 1) {
+            throw options.invalid("groupRingBytes must be a power of two, got " + groupRing);
+        }
+        boolean multicastUdp = options.flag("multicastUdp", false);
         DeviceAttributes attributes = options.attributes(DEFAULTS, "its READs carry no remotely written sink",
                 "no T10-PI signature offload");
-        UdpDatagrams datagrams = new UdpDatagrams(options);
+        UdpDatagrams datagrams = new UdpDatagrams(options).localGroups((owner, endpoint, k0, k1, port) ->
+                new ShmGroups(owner, endpoint, k0, k1, port, (int) groupRing, multicastUdp));
         ShmDevice device = new ShmDevice(attributes, secret, handshakeMillis, answerMillis * 1_000_000L, inline, ring, pull);
         device.datagrams = datagrams.of("shm-" + ProcessHandle.current().pid() + "-" + DEVICES.incrementAndGet(), device::secret,
                 device.grace);

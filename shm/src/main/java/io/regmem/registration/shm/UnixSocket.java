@@ -62,6 +62,11 @@ final class UnixSocket {
      * @throws IOException if the name is taken or the socket cannot be made
      */
     static int listen(String name) throws IOException {
+        return listen(name, 4);
+    }
+
+    /** As {@link #listen(String)}, with a backlog of {@code backlog} connections. */
+    static int listen(String name, int backlog) throws IOException {
         Libc.requireBound("shm");
         try (Arena a = Arena.ofConfined()) {
             MemorySegment capture = a.allocate(Libc.CAPTURE);
@@ -69,7 +74,7 @@ final class UnixSocket {
             MemorySegment addr = address(a, name);
             int rc = Sockets.bind(capture, fd, addr, (int) addr.byteSize());
             if (rc == 0) {
-                rc = Sockets.listen(capture, fd, 4);
+                rc = Sockets.listen(capture, fd, backlog);
             }
             if (rc < 0) {
                 SharedFile.close(fd);
@@ -163,10 +168,26 @@ final class UnixSocket {
      * @throws IOException if nobody listens there
      */
     static int connect(String name) throws IOException {
+        return connect(name, 0);
+    }
+
+    /**
+     * Connects to the abstract name {@code name} without waiting: a listener whose backlog is full (a
+     * process that stopped taking connections) is an {@link IOException}, not a wait. The socket stays
+     * non-blocking (its reads wait in {@link #receive}).
+     */
+    static int connectNow(String name) throws IOException {
+        return connect(name, Sockets.SOCK_NONBLOCK);
+    }
+
+    private static int connect(String name, int flags) throws IOException {
         Libc.requireBound("shm");
         try (Arena a = Arena.ofConfined()) {
             MemorySegment capture = a.allocate(Libc.CAPTURE);
-            int fd = newSocket(capture);
+            int fd = Sockets.socket(capture, Sockets.AF_UNIX, Sockets.SOCK_STREAM | Sockets.SOCK_CLOEXEC | flags, 0);
+            if (fd < 0) {
+                throw new IOException("socket(AF_UNIX) failed with errno " + -fd);
+            }
             MemorySegment addr = address(a, name);
             int rc = Sockets.connect(capture, fd, addr, (int) addr.byteSize());
             if (rc < 0) {

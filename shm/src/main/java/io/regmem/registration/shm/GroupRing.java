@@ -1,0 +1,219 @@
+package io.regmem.registration.shm;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.VarHandle;
+
+/**
+ * One QP's publication to a multicast group on this host: a one-writer, many-reader broadcast ring in
+ * shared memory, the protocol of Agrona's {@code BroadcastTransmitter} and {@code CopyBroadcastReceiver}
+ * (and of Aeron IPC's publications): the writer never waits for a reader; each reader keeps its own
+ * position, copies a record out and then checks that the writer did not overwrite it meanwhile; a reader
+ * that the writer laps starts again at the latest record (the datagrams it missed show as a gap in their
+ * sequence numbers, counted {@code LOST}).
+ *
+ * <pre>
+ *   0 i32 magic "RGPB"   4 i32 version 1   8 i64 capacity (a power of two)   16 i32 closed (1: the writer ended)
+ *  64 i64 tail intent (where the writer's record ends, stored before it writes)
+ * 128 i64 tail (where the records end, stored after it wrote)   192 i64 latest (where the last record starts)
+ * 256 the records: i32 length, i32 type (1 datagram, 2 padding to the ring's end), the bytes; 8-aligned
+ * </pre>
+ *
+ * <p>The writer is the publishing process (the memfd's only writable mapping: sealed
+ * {@code F_SEAL_FUTURE_WRITE} once mapped); a reader maps it read-only and checks every field it reads
+ * (a record that does not fit, a counter that goes back, an unknown type: the ring is broken, and left).
+ */
+final class GroupRing {
+    static final int MAGIC = 0x42504752; // "RGPB", little-endian
+    static final int VERSION = 1;
+    static final int HEADER = 256;
+    private static final long CAPACITY = 8;
+    private static final long CLOSED = 16;
+    private static final long TAIL_INTENT = 64;
+    private static final long TAIL = 128;
+    private static final long LATEST = 192;
+    private static final int DATA = 1;
+    private static final int PADDING = 2;
+    static final int MIN_CAPACITY = 64 << 10;
+    static final int MAX_CAPACITY = 64 << 20;
+    private static final VarHandle LONG = ValueLayout.JAVA_LONG.varHandle();
+    private static final VarHandle INT = ValueLayout.JAVA_INT.varHandle();
+
+    private GroupRing() {
+    }
+
+    /** The bytes of a ring of {@code capacity}. */
+    static long bytes(int capacity) {
+        return HEADER + (long) capacity;
+    }
+
+    /** True if {@code capacity} is one a ring may have. */
+    static boolean validCapacity(long capacity) {
+        return capacity >= MIN_CAPACITY && capacity <= MAX_CAPACITY && Long.bitCount(capacity) == 1;
+    }
+
+    private static int align(int n) {
+        return (n + 7) & ~7;
+    }
+
+    /** The writing side, in the publisher (its QP's lock held). */
+    static final class Writer {
+        private final MemorySegment ring;
+        private final int capacity;
+        private long tail;
+
+        /** Formats {@code ring} (fresh, zeroed memory of {@link #bytes} for {@code capacity}). */
+        Writer(MemorySegment ring, int capacity) {
+            this.ring = ring;
+            this.capacity = capacity;
+            ring.set(ValueLayout.JAVA_INT, 0, MAGIC);
+            ring.set(ValueLayout.JAVA_INT, 4, VERSION);
+            ring.set(ValueLayout.JAVA_LONG, CAPACITY, capacity);
+            VarHandle.releaseFence();
+        }
+
+        /** Writes {@code src[0, length)} as the next record, overwriting the oldest if need be. */
+        void write(MemorySegment src, int length) {
+            int record = align(8 + length);
+            long t = tail;
+            int at = (int) (t & (capacity - 1));
+            int toEnd = capacity - at;
+            if (record > toEnd) { // the record does not fit before the end: pad to it, write it at the start
+                LONG.setRelease(ring, TAIL_INTENT, t + toEnd + record);
+                VarHandle.storeStoreFence();
+                ring.set(ValueLayout.JAVA_INT, HEADER + at, toEnd - 8);
+                ring.set(ValueLayout.JAVA_INT, HEADER + at + 4L, PADDING);
+                t += toEnd;
+                at = 0;
+            } else {
+                LONG.setRelease(ring, TAIL_INTENT, t + record);
+                VarHandle.storeStoreFence();
+            }
+            ring.set(ValueLayout.JAVA_INT, HEADER + at, length);
+            ring.set(ValueLayout.JAVA_INT, HEADER + at + 4L, DATA);
+            MemorySegment.copy(src, 0, ring, HEADER + at + 8L, length);
+            LONG.setRelease(ring, LATEST, t);
+            tail = t + record;
+            LONG.setRelease(ring, TAIL, tail);
+        }
+
+        /** Says the writer ended: readers take what is left, then leave. */
+        void close() {
+            INT.setRelease(ring, CLOSED, 1);
+        }
+    }
+
+    /** A reading side, in a member (one thread at a time: its device's receive lock). */
+    static final class Reader {
+        /** What {@link #next} found besides a record. */
+        static final int NONE = -1;
+        static final int BROKEN = -2;
+        private final MemorySegment ring;
+        private final int capacity;
+        private long cursor;
+        private long laps;
+
+        /**
+         * Reads {@code ring} (mapped read-only, its header checked by {@link #check}), from its start if
+         * {@code fromStart} (a publication made after this member joined: every record is for it), else
+         * from its tail now (the records written after this call).
+         */
+        Reader(MemorySegment ring, boolean fromStart) {
+            this.ring = ring;
+            this.capacity = (int) ring.get(ValueLayout.JAVA_LONG, CAPACITY);
+            this.cursor = fromStart ? 0 : Math.max(0, (long) LONG.getAcquire(ring, TAIL)) & ~7L;
+        }
+
+        /** Why the header of {@code ring} ({@code size} bytes mapped) is not a ring's, or null. */
+        static String check(MemorySegment ring, long size) {
+            if (size < HEADER || ring.get(ValueLayout.JAVA_INT, 0) != MAGIC || ring.get(ValueLayout.JAVA_INT, 4) != VERSION) {
+                return "not a publication ring of this version";
+            }
+            long capacity = ring.get(ValueLayout.JAVA_LONG, CAPACITY);
+            if (!validCapacity(capacity) || bytes((int) capacity) != size) {
+                return "its capacity " + capacity + " does not fit its " + size + " bytes";
+            }
+            return null;
+        }
+
+        /** True once the writer ended and every record was taken. */
+        boolean ended() {
+            return (int) INT.getAcquire(ring, CLOSED) != 0 && (long) LONG.getAcquire(ring, TAIL) <= cursor;
+        }
+
+        /** True if no record is waiting. */
+        boolean drained() {
+            return (long) LONG.getAcquire(ring, TAIL) <= cursor;
+        }
+
+        /** How often the writer lapped this reader. */
+        long laps() {
+            return laps;
+        }
+
+        /**
+         * Copies the next record into {@code into}.
+         *
+         * @return its length; {@link #NONE} if there is none now; {@link #BROKEN} if a field is not
+         *         what the protocol allows (the ring is not to be read again)
+         */
+        int next(MemorySegment into) {
+            for (int tries = 0; tries < 16; tries++) {
+                long tail = (long) LONG.getAcquire(ring, TAIL);
+                if ((tail & 7) != 0) {
+                    return BROKEN;
+                }
+                if (tail <= cursor) {
+                    return NONE;
+                }
+                if (!valid(cursor)) {
+                    if (!lapped()) {
+                        return BROKEN;
+                    }
+                    continue;
+                }
+                int at = (int) (cursor & (capacity - 1));
+                int length = ring.get(ValueLayout.JAVA_INT, HEADER + at);
+                int type = ring.get(ValueLayout.JAVA_INT, HEADER + at + 4L);
+                if (type == PADDING) {
+                    if (length != capacity - at - 8) {
+                        return BROKEN;
+                    }
+                    cursor += capacity - at;
+                    continue;
+                }
+                if (type != DATA || length < 0 || length > into.byteSize() || at + 8L + length > capacity) {
+                    return BROKEN;
+                }
+                MemorySegment.copy(ring, HEADER + at + 8L, into, 0, length);
+                VarHandle.loadLoadFence();
+                if (!valid(cursor)) { // overwritten while it was copied: torn
+                    if (!lapped()) {
+                        return BROKEN;
+                    }
+                    continue;
+                }
+                cursor += align(8 + length);
+                return length;
+            }
+            return NONE; // lapped again and again: the next call goes on
+        }
+
+        /** The record at {@code position} is still the one written there (not overwritten since). */
+        private boolean valid(long position) {
+            return position + capacity > (long) LONG.getAcquire(ring, TAIL_INTENT);
+        }
+
+        /** The writer lapped this reader: it goes on from the latest record. False if the counters make no sense. */
+        private boolean lapped() {
+            long latest = (long) LONG.getAcquire(ring, LATEST);
+            long tail = (long) LONG.getAcquire(ring, TAIL); // (read after latest: the writer stores latest first)
+            if (latest < cursor || (latest & 7) != 0 || latest > tail || tail - latest > capacity) {
+                return false;
+            }
+            laps++;
+            cursor = latest;
+            return true;
+        }
+    }
+}
