@@ -141,7 +141,7 @@ final class ShmGroups implements LocalGroups {
     }
 
     /** A second descriptor of {@code fd} (close-on-exec), or -errno. */
-    private static int dup(int fd) {
+    static int dup(int fd) {
         try (Arena a = Arena.ofConfined()) {
             return Fcntl.fcntl(a.allocate(Libc.CAPTURE), fd, Fcntl.F_DUPFD_CLOEXEC, 0);
         }
