@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # One publisher process multicasting 64-byte messages at a paced rate to 1 and then 3 subscriber
-# processes on this host (UDP multicast on the loopback), each subscriber measuring the one-way
-# latency of every message after the first quarter (MulticastFanout): regmem's ucx UD QPs beside Aeron
-# 1.47 UDP multicast through the host's one media driver (a process of its own, shared mode, its thread
-# yielding when idle), interleaved round by round. Threads that spin: one per publisher or subscriber
-# process in both; Aeron's driver thread besides. Aeron adds flow control and NAK-based recovery and
-# buffers what a slow subscriber has not read; regmem recovers nothing and a subscriber without a
-# posted receive drops (counted).
-# Usage: bench/multicast-fanout.sh [ROUNDS] [COUNT] [RATE]   (output on stdout)
+# processes on this host, each subscriber measuring the one-way latency of every message after the
+# first quarter (MulticastFanout), interleaved round by round. TRANSPORTS (default "regmem-ucx
+# aeron-udp"): regmem-ucx (ucx UD QPs over UDP multicast on the loopback), regmem-shm (shm's
+# shared-memory publication rings), aeron-udp / aeron-ipc (Aeron 1.47 UDP multicast / IPC through the
+# host's one media driver: a process of its own, shared mode, its thread yielding when idle). With
+# STOPPED=1, each 3-subscriber run is followed by one in which subscriber 1 is stopped (SIGSTOP) from
+# before the publisher starts until it ends: what a stopped subscriber costs the publisher and the
+# others. Threads that spin: one per publisher or subscriber process; Aeron's driver thread besides.
+# Aeron adds flow control and NAK-based recovery and buffers what a slow subscriber has not read;
+# regmem recovers nothing and a subscriber without a posted receive drops (counted).
+# Usage: bench/multicast-fanout.sh [ROUNDS] [COUNT] [RATE] [TRANSPORTS] [STOPPED]   (output on stdout)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 . "$here/.ci/find-jdk.sh"
@@ -17,16 +20,18 @@ jar="$here/bench/target/regmem.jar"
 rounds="${1:-3}"
 count="${2:-200000}"
 rate="${3:-50000}"
+transports="${4:-regmem-ucx aeron-udp}"
+stopped="${5:-0}"
 group=239.255.91.1
 jvm=(java --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow
   --add-exports=java.base/jdk.internal.misc=ALL-UNNAMED -Xms256m -Xmx256m -cp "$jar" io.regmem.bench.MulticastFanout)
-run() { # $1 transport, $2 subscribers
+run() { # $1 transport, $2 subscribers, $3 1 to stop subscriber 1 while the publisher runs
   local dir
   dir=$(mktemp -d)
   local pids=()
   local driver=""
   local aeron=()
-  if [[ "$1" == aeron-udp ]]; then
+  if [[ "$1" == aeron-* ]]; then
     aeron=(-Daeron.dir="$dir/aeron")
     mkfifo "$dir/driver-in"
     "${jvm[@]}" driver "$dir/aeron" < "$dir/driver-in" > "$dir/driver" 2>&1 &
@@ -42,7 +47,9 @@ run() { # $1 transport, $2 subscribers
     for ((w = 0; w < 100; w++)); do grep -q READY "$dir/sub$s" 2>/dev/null && break; sleep 0.1; done
   done
   sleep 1
+  if [[ "${3:-0}" == 1 ]]; then kill -STOP "${pids[0]}"; fi
   "${jvm[0]}" "${aeron[@]}" "${jvm[@]:1}" pub "$1" "$group" "$count" "$rate" 2>&1 | grep -E 'SENT|Exception' || true
+  if [[ "${3:-0}" == 1 ]]; then kill -CONT "${pids[0]}"; fi
   for p in "${pids[@]}"; do wait "$p" || true; done
   if [[ -n "$driver" ]]; then
     exec 9>&-
@@ -55,9 +62,13 @@ run() { # $1 transport, $2 subscribers
 }
 for ((i = 1; i <= rounds; i++)); do
   for n in 1 3; do
-    for t in regmem-ucx aeron-udp; do
+    for t in $transports; do
       echo "== round $i of $rounds: $t, $n subscriber process(es), $count messages of 64 B at $rate/s"
       run "$t" "$n"
+      if [[ "$stopped" == 1 && "$n" == 3 ]]; then
+        echo "== round $i of $rounds: $t, 3 subscriber process(es), subscriber 1 stopped while the publisher runs"
+        run "$t" 3 1
+      fi
     done
   done
 done

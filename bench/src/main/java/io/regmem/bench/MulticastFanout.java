@@ -11,6 +11,7 @@ import io.regmem.registration.AddressHandle;
 import io.regmem.registration.AhAttributes;
 import io.regmem.registration.CmId;
 import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.DatagramDrop;
 import io.regmem.registration.MemoryRegion;
 import io.regmem.registration.Opcode;
 import io.regmem.registration.PortSpace;
@@ -35,10 +36,11 @@ import org.agrona.concurrent.YieldingIdleStrategy;
  * One publisher process multicasting 64-byte messages, stamped with {@code System.nanoTime()}, at a
  * paced rate to subscriber processes of this host, each measuring the one-way latency of every message
  * it receives after the first quarter (the JIT's warm-up; the processes share the monotonic clock):
- * {@code regmem-ucx} (a ucx device's UD QP, its
- * group attached; each process's one thread spins) or {@code aeron-udp} (Aeron 1.47 UDP multicast
- * through the host's one media driver, as Aeron is deployed: a process of its own, shared mode, its
- * thread yielding when idle; each client process's one thread spins). Run by
+ * {@code regmem-ucx} or {@code regmem-shm} (a device's UD QP, its group attached: over UDP multicast,
+ * or shm's shared-memory publication rings; each process's one thread spins), or {@code aeron-udp} or
+ * {@code aeron-ipc} (Aeron 1.47 UDP multicast, or IPC, through the host's one media driver, as Aeron is
+ * deployed: a process of its own, shared mode, its thread yielding when idle; each client process's
+ * one thread spins). Run by
  * {@code bench/multicast-fanout.sh}:
  * <pre>
  *   driver DIR                     (Aeron's media driver in DIR, until its input ends; clients get -Daeron.dir=DIR)
@@ -63,16 +65,17 @@ public final class MulticastFanout {
         String transport = args[1];
         InetAddress group = InetAddress.getByName(args[2]);
         long count = Long.parseLong(args[3]);
-        if (transport.equals("regmem-ucx")) {
+        if (transport.startsWith("regmem-")) {
+            String provider = transport.substring("regmem-".length());
             if (role.equals("sub")) {
-                regmemSub(group, count);
+                regmemSub(provider, group, count);
             } else {
-                regmemPub(group, count, Long.parseLong(args[4]));
+                regmemPub(provider, group, count, Long.parseLong(args[4]));
             }
         } else if (role.equals("sub")) {
-            aeronSub(group, count, System.getProperty("aeron.dir"));
+            aeronSub(transport, group, count, System.getProperty("aeron.dir"));
         } else {
-            aeronPub(group, count, Long.parseLong(args[4]), System.getProperty("aeron.dir"));
+            aeronPub(transport, group, count, Long.parseLong(args[4]), System.getProperty("aeron.dir"));
         }
     }
 
@@ -111,8 +114,8 @@ public final class MulticastFanout {
         }
     }
 
-    private static void regmemSub(InetAddress group, long count) {
-        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("ucx", Map.of())) {
+    private static void regmemSub(String provider, InetAddress group, long count) {
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open(provider, Map.of())) {
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(2 * RECEIVES);
             MemorySegment mem = arena.allocate((long) RECEIVES * (40 + SIZE), 64);
@@ -128,7 +131,7 @@ public final class MulticastFanout {
             System.out.flush();
             Seen seen = new Seen();
             seen.measuredFrom = count / 4;
-            WorkCompletion[] wcs = new WorkCompletion[32];
+            WorkCompletion[] wcs = new WorkCompletion[64];
             for (int i = 0; i < wcs.length; i++) {
                 wcs[i] = new WorkCompletion();
             }
@@ -143,8 +146,10 @@ public final class MulticastFanout {
                     Thread.onSpinWait();
                 }
             }
-            seen.report("regmem-ucx", count);
-            System.out.println("DROPPED " + dev.counters().datagramsDropped());
+            seen.report("regmem-" + provider, count);
+            System.out.println("DROPPED " + dev.counters().datagramsDropped() + " (no receive "
+                    + dev.counters().datagramsDropped(DatagramDrop.NO_RECEIVE) + ", lost " + dev.counters().datagramsDropped(
+                    DatagramDrop.LOST) + ")");
             qp.detachMulticast(group);
             id.destroyQp();
             id.close();
@@ -154,8 +159,8 @@ public final class MulticastFanout {
         }
     }
 
-    private static void regmemPub(InetAddress group, long count, long rate) {
-        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open("ucx", Map.of())) {
+    private static void regmemPub(String provider, InetAddress group, long count, long rate) {
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open(provider, Map.of())) {
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(512);
             MemorySegment mem = arena.allocate(256L * SIZE, 64);
@@ -164,7 +169,7 @@ public final class MulticastFanout {
             QueuePair qp = id.createQp(pd, QpInitAttributes.of(cq).maxSendWr(256));
             AddressHandle ah = pd.createAh(AhAttributes.of(group));
             WorkRequest wr = new WorkRequest(1);
-            WorkCompletion[] wcs = new WorkCompletion[32];
+            WorkCompletion[] wcs = new WorkCompletion[64];
             for (int i = 0; i < wcs.length; i++) {
                 wcs[i] = new WorkCompletion();
             }
@@ -187,7 +192,8 @@ public final class MulticastFanout {
             while (qp.outstandingSends() > 0) {
                 cq.poll(wcs);
             }
-            System.out.printf(Locale.ROOT, "SENT regmem-ucx %d in %.3f s: %.0f messages/s%n", count, seconds, count / seconds);
+            System.out.printf(Locale.ROOT, "SENT regmem-%s %d in %.3f s: %.0f messages/s%n", provider, count, seconds,
+                    count / seconds);
             ah.close();
             id.destroyQp();
             id.close();
@@ -213,13 +219,14 @@ public final class MulticastFanout {
         }
     }
 
-    private static String channel(InetAddress group) {
-        return "aeron:udp?endpoint=" + group.getHostAddress() + ":" + PORT + "|interface=127.0.0.1";
+    private static String channel(String transport, InetAddress group) {
+        return transport.equals("aeron-ipc") ? "aeron:ipc"
+                : "aeron:udp?endpoint=" + group.getHostAddress() + ":" + PORT + "|interface=127.0.0.1";
     }
 
-    private static void aeronSub(InetAddress group, long count, String dir) throws Exception {
+    private static void aeronSub(String transport, InetAddress group, long count, String dir) throws Exception {
         try (Aeron aeron = Aeron.connect(new Aeron.Context().aeronDirectoryName(dir));
-             Subscription sub = aeron.addSubscription(channel(group), 2001)) {
+             Subscription sub = aeron.addSubscription(channel(transport, group), 2001)) {
             System.out.println("READY");
             System.out.flush();
             Seen seen = new Seen();
@@ -231,13 +238,13 @@ public final class MulticastFanout {
                     Thread.onSpinWait();
                 }
             }
-            seen.report("aeron-udp", count);
+            seen.report(transport, count);
         }
     }
 
-    private static void aeronPub(InetAddress group, long count, long rate, String dir) throws Exception {
+    private static void aeronPub(String transport, InetAddress group, long count, long rate, String dir) throws Exception {
         try (Aeron aeron = Aeron.connect(new Aeron.Context().aeronDirectoryName(dir));
-             ExclusivePublication pub = aeron.addExclusivePublication(channel(group), 2001)) {
+             ExclusivePublication pub = aeron.addExclusivePublication(channel(transport, group), 2001)) {
             long deadline = System.nanoTime() + 10_000_000_000L;
             while (!pub.isConnected() && System.nanoTime() < deadline) {
                 Thread.yield();
@@ -258,8 +265,8 @@ public final class MulticastFanout {
                 }
             }
             double seconds = (System.nanoTime() - start) / 1e9;
-            System.out.printf(Locale.ROOT, "SENT aeron-udp %d in %.3f s: %.0f messages/s (offers back-pressured %d)%n", count,
-                    seconds, count / seconds, backPressured);
+            System.out.printf(Locale.ROOT, "SENT %s %d in %.3f s: %.0f messages/s (offers back-pressured %d)%n", transport,
+                    count, seconds, count / seconds, backPressured);
             Thread.sleep(500); // (the driver sends what is still in the term)
         }
     }

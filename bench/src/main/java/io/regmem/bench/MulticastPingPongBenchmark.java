@@ -60,7 +60,12 @@ import org.openjdk.jmh.annotations.TearDown;
  * one another into milliseconds), and its two client threads yield when idle (the driver's thread
  * moves every datagram, so it must get a core); Aeron adds flow control and NAK-based recovery),
  * {@code jdk-udp} (two non-blocking {@code DatagramChannel}s joined to the groups, bare datagrams: the
- * kernel's floor; two threads spin). Sampled: p50, p99 and p99.9 of the round trip.
+ * kernel's floor; two threads spin). On one host without the kernel: {@code regmem-shm} (two shm
+ * devices' UD QPs: each datagram written once into the sender's publication ring, read from the
+ * member's read-only mapping; the same header and tag; two threads spin) beside {@code aeron-ipc}
+ * (Aeron IPC publications and subscriptions, two streams; the embedded driver's thread yields between
+ * idle duty cycles and moves no data; two client threads spin). Sampled: p50, p99 and p99.9 of the
+ * round trip.
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.SampleTime)
@@ -73,7 +78,7 @@ public class MulticastPingPongBenchmark extends BenchDefaults {
     private static final String PONG_GROUP = "239.255.90.3"; // (Aeron: a data address is odd; +1 is its control address)
 
     /** Which multicast carries the round trip. */
-    @Param({"regmem-ucx", "aeron-udp", "jdk-udp"})
+    @Param({"regmem-ucx", "aeron-udp", "jdk-udp", "regmem-shm", "aeron-ipc"})
     public String transport;
 
     private final AtomicBoolean stop = new AtomicBoolean();
@@ -108,17 +113,18 @@ public class MulticastPingPongBenchmark extends BenchDefaults {
     @Setup(Level.Trial)
     public void setUp() throws Exception {
         switch (transport) {
-            case "regmem-ucx" -> regmem();
-            case "aeron-udp" -> aeron();
+            case "regmem-ucx" -> regmem("ucx");
+            case "regmem-shm" -> regmem("shm");
+            case "aeron-udp", "aeron-ipc" -> aeron();
             default -> jdk();
         }
     }
 
-    private void regmem() throws Exception {
+    private void regmem(String provider) throws Exception {
         arena = Arena.ofShared();
         InetAddress[] groups = {InetAddress.getByName(PONG_GROUP), InetAddress.getByName(PING_GROUP)};
         for (int i = 0; i < 2; i++) { // 0: this thread's, a member of the pong group; 1: the echo's, of the ping group
-            devices[i] = RdmaDevice.open("ucx", Map.of());
+            devices[i] = RdmaDevice.open(provider, Map.of());
             pds[i] = devices[i].allocPd();
             cqs[i] = devices[i].createCq(256);
             MemorySegment m = arena.allocate(8192, 4096);
@@ -164,8 +170,9 @@ public class MulticastPingPongBenchmark extends BenchDefaults {
                 .dirDeleteOnStart(true)
                 .dirDeleteOnShutdown(true));
         aeron = Aeron.connect(new Aeron.Context().aeronDirectoryName(driver.aeronDirectoryName()));
-        String pingChannel = "aeron:udp?endpoint=" + PING_GROUP + ":40456|interface=127.0.0.1";
-        String pongChannel = "aeron:udp?endpoint=" + PONG_GROUP + ":40457|interface=127.0.0.1";
+        boolean ipc = transport.equals("aeron-ipc");
+        String pingChannel = ipc ? "aeron:ipc" : "aeron:udp?endpoint=" + PING_GROUP + ":40456|interface=127.0.0.1";
+        String pongChannel = ipc ? "aeron:ipc" : "aeron:udp?endpoint=" + PONG_GROUP + ":40457|interface=127.0.0.1";
         aeronPing = aeron.addExclusivePublication(pingChannel, 1001);
         Subscription pings = aeron.addSubscription(pingChannel, 1001);
         ExclusivePublication pong = aeron.addExclusivePublication(pongChannel, 1002);
@@ -187,7 +194,11 @@ public class MulticastPingPongBenchmark extends BenchDefaults {
         echo = Thread.ofPlatform().name("aeron-echo").start(() -> {
             while (!stop.get()) {
                 if (pings.poll(echoOne, 1) == 0) {
-                    Thread.yield(); // (the driver's thread moves every datagram: it must get a core)
+                    if (ipc) {
+                        Thread.onSpinWait(); // (IPC: the driver's thread moves nothing)
+                    } else {
+                        Thread.yield(); // (the driver's thread moves every datagram: it must get a core)
+                    }
                 }
             }
         });
@@ -258,7 +269,7 @@ public class MulticastPingPongBenchmark extends BenchDefaults {
     @Benchmark
     public int roundTrip() throws IOException {
         switch (transport) {
-            case "regmem-ucx" -> {
+            case "regmem-ucx", "regmem-shm" -> {
                 qps[0].postRecv(pingRecv);
                 qps[0].postSend(ping);
                 int got = 0;
@@ -281,6 +292,16 @@ public class MulticastPingPongBenchmark extends BenchDefaults {
                 received = 0;
                 while (aeronPongs.poll(onPong, 1) == 0) {
                     Thread.yield();
+                }
+                return received;
+            }
+            case "aeron-ipc" -> {
+                while (aeronPing.offer(message, 0, SIZE) < 0) {
+                    Thread.onSpinWait();
+                }
+                received = 0;
+                while (aeronPongs.poll(onPong, 1) == 0) {
+                    Thread.onSpinWait();
                 }
                 return received;
             }

@@ -67,6 +67,17 @@ public final class UdpCarrier implements AutoCloseable {
     private volatile long nicCheckedAt;
     /** The interface was seen down, and the loss of its groups reported. */
     private volatile boolean nicDown;
+    /**
+     * With groups in shared memory, how often an idle unicast socket is looked at: a look is a system
+     * call (about half a microsecond) that would otherwise sit on every progress, between a datagram's
+     * arrival in a ring and its placement (and so is the clock's read: every fourth progress). A socket
+     * that had datagrams is looked at every progress.
+     */
+    private static final long UNICAST_IDLE_NANOS = 2_000;
+    /** When the idle unicast socket was last looked at, and whether it had datagrams then (the receive lock's). */
+    private long unicastLooked;
+    private boolean unicastBusy;
+    private int progresses;
     /** Groups among this host's processes in shared memory, or null (groups ride the kernel's IP multicast). */
     final LocalGroups local;
     /** True if group datagrams go over UDP (no local groups, or they also go over UDP). */
@@ -349,13 +360,18 @@ public final class UdpCarrier implements AutoCloseable {
             return work;
         }
         try {
-            work += fromUnicast.drain(unicast);
+            if (local != null) {
+                work += fromMulticast.drainLocal(local);
+            }
+            if (local == null || unicastBusy || (++progresses & 3) == 0 && System.nanoTime() - unicastLooked >= UNICAST_IDLE_NANOS) {
+                int got = fromUnicast.drain(unicast);
+                unicastBusy = got > 0;
+                unicastLooked = unicastBusy ? 0 : System.nanoTime();
+                work += got;
+            }
             DatagramChannel m = multicast;
             if (m != null) {
                 work += fromMulticast.drain(m);
-            }
-            if (local != null) {
-                work += fromMulticast.drainLocal(local);
             }
         } finally {
             receiving.unlock();

@@ -187,7 +187,8 @@ public final class UdpQp implements ProviderQp {
             UdpWire.header(outSeg, flags, ctx.trafficClass(), ctx.qpNum(), w.remoteQpn(), qkey, imm ? w.immData() : 0, seq,
                     to.groupLo);
             int n = UdpWire.HEADER + (int) length;
-            outSeg.set(UdpWire.LONG, n, SipHash.hash(carrier.k0, carrier.k1, outSeg, 0, n));
+            // (a group carried only in shared memory needs no tag: only a device that proved the secret writes its ring)
+            outSeg.set(UdpWire.LONG, n, group && !carrier.groupsOverUdp ? 0L : SipHash.hash(carrier.k0, carrier.k1, outSeg, 0, n));
             out.limit(n + UdpWire.TAG).position(0);
             if ((group ? carrier.sendToGroup(ctx.qpNum(), out, outSeg, to.to) : carrier.send(out, to.to)) == 0) {
                 return null;

@@ -68,7 +68,7 @@ final class ShmGroups implements LocalGroups {
     }
 
     private static long key(int qpn, InetAddress group) {
-        return (long) qpn << 32 | GroupMessage.ipv4(group) & 0xFFFFFFFFL;
+        return (long) qpn << 32 | group.hashCode() & 0xFFFFFFFFL; // (an IPv4 address's hash is the address: no copy of it)
     }
 
     /** The directory, listening from the first use (lock held). */
