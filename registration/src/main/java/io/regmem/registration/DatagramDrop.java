@@ -32,8 +32,10 @@ public enum DatagramDrop {
     /**
      * Datagrams that a sender sent and that never reached the device (a provider that carries
      * datagrams over a network: ucx): its sequence for this device skipped them, most often because
-     * the kernel's socket buffer overflowed while nobody took what arrived. Counted when the next
-     * datagram of that sender arrives (losses at the very end of a stream are not seen).
+     * the kernel's socket buffer overflowed while nobody took what arrived; on shm, also the
+     * datagrams of a group's ring that the device did not read before the ring's writer overwrote
+     * them. Counted when the next datagram of that sender arrives (losses at the very end of a stream
+     * are not seen).
      */
     LOST
 }

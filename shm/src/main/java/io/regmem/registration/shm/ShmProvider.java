@@ -58,7 +58,7 @@ public final class ShmProvider implements RdmaProvider {
             .withMulticast(UdpDatagrams.kernelGroups(), 56);
     private static final AtomicInteger DEVICES = new AtomicInteger();
     /** The default {@code groupRingBytes}: the ring of each QP's publication to a group. */
-    static final long GROUP_RING = 1 << 20;
+    static final long GROUP_RING = SameHostGroups.DEFAULT_RING;
 
     /** Made by {@link java.util.ServiceLoader}. */
     public ShmProvider() {
@@ -98,8 +98,7 @@ public final class ShmProvider implements RdmaProvider {
         boolean multicastUdp = options.flag("multicastUdp", false);
         DeviceAttributes attributes = options.attributes(DEFAULTS, "its READs carry no remotely written sink",
                 "no T10-PI signature offload");
-        UdpDatagrams datagrams = new UdpDatagrams(options).localGroups((owner, endpoint, k0, k1, port) ->
-                new ShmGroups(owner, endpoint, k0, k1, port, (int) groupRing, multicastUdp));
+        UdpDatagrams datagrams = new UdpDatagrams(options).localGroups(SameHostGroups.factory((int) groupRing, multicastUdp));
         ShmDevice device = new ShmDevice(attributes, secret, handshakeMillis, answerMillis * 1_000_000L, inline, ring, pull);
         device.datagrams = datagrams.of("shm-" + ProcessHandle.current().pid() + "-" + DEVICES.incrementAndGet(), device::secret,
                 device.grace);

@@ -6,6 +6,7 @@ import io.regmem.registration.DeviceAttributes;
 import io.regmem.registration.spi.ProviderDevice;
 import io.regmem.registration.spi.ProviderOptions;
 import io.regmem.registration.spi.RdmaProvider;
+import io.regmem.registration.shm.SameHostGroups;
 import io.regmem.registration.udp.UdpDatagrams;
 import io.regmem.registration.link.Link;
 import java.util.Map;
@@ -51,7 +52,9 @@ import org.agrona.concurrent.IdleStrategy;
  * ucx's, and a debug line (System.Logger {@code io.regmem.registration.ucx}) says which way each
  * connection took. {@code oneSided} and {@code rndvThreshold} then do not apply to it.
  * {@code datagramBind}, {@code multicastPort} and {@code udOversizeError}: its UD QPs and multicast,
- * over UDP ({@link UdpDatagrams}).
+ * over UDP ({@link UdpDatagrams}); with {@code sameHostLane}, its groups' datagrams also go into
+ * shared-memory rings that the members on this host (ucx or shm devices) read instead of the UDP copy
+ * ({@link SameHostGroups}).
  */
 public final class UcxProvider implements RdmaProvider {
     private static final AtomicInteger DEVICES = new AtomicInteger();
@@ -109,6 +112,9 @@ public final class UcxProvider implements RdmaProvider {
                     + "consistent with tl_rkey'); every request goes as a checked message without it");
         }
         UdpDatagrams datagrams = new UdpDatagrams(options);
+        if (lane) { // its groups' members on this host read its datagrams out of shared memory, as its connections do
+            datagrams.localGroups(SameHostGroups.factory(SameHostGroups.DEFAULT_RING, true));
+        }
         String name = "regmem-" + ProcessHandle.current().pid() + "-" + DEVICES.incrementAndGet();
         UcxDevice device = new UcxDevice(ucp, attributes, name, secret, handshakeMillis);
         device.oneSided = oneSided;
