@@ -3,6 +3,7 @@ package io.regmem.registration.shm;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import java.io.IOException;
+import java.net.InetAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.SecureRandom;
@@ -81,6 +82,69 @@ final class GroupDirectory implements AutoCloseable {
                     + "found", e);
         }
         return new ArrayList<>(found);
+    }
+
+    /** Asks the device listening at {@code other} for its publications to {@code group}; maps them. */
+    boolean fetch(String other, InetAddress group, boolean fromStart) {
+        long nonce = RANDOM.nextLong();
+        int sock;
+        try {
+            sock = send(other, new GroupMessage(GroupMessage.FETCH, GroupMessage.ipv4(group), 0, 0, 0, 0, 0, 0,
+                    nonce), -1, groups.k0, groups.k1);
+        } catch (IOException e) {
+            return false; // gone meanwhile, or not taking connections
+        }
+        try {
+            long deadline = System.nanoTime() + REPLY_NANOS;
+            UnixSocket.Received r = receive(sock, deadline);
+            SharedFile.close(r.fd());
+            GroupMessage count = GroupMessage.decode(r.data(), groups.k0, groups.k1);
+            if (count == null || count.type() != GroupMessage.COUNT || count.nonce() != nonce || count.capacity() < 0
+                    || count.capacity() > 4096) {
+                groups.refused();
+                return false;
+            }
+            for (long i = 0; i < count.capacity(); i++) {
+                r = receive(sock, deadline);
+                GroupMessage offer = GroupMessage.decode(r.data(), groups.k0, groups.k1);
+                if (offer == null || offer.type() != GroupMessage.OFFER || offer.nonce() != nonce
+                        || offer.group() != GroupMessage.ipv4(group)) {
+                    SharedFile.close(r.fd());
+                    groups.refused();
+                    break;
+                }
+                groups.offered(offer, r.fd(), UnixSocket.peerPidfd(sock), fromStart);
+            }
+            return true;
+        } catch (IOException e) {
+            LOG.log(System.Logger.Level.DEBUG, () -> groups.owner + ": @" + other + " did not answer for " + group.getHostAddress()
+                    + ": " + e.getMessage());
+            return false;
+        } finally {
+            SharedFile.close(sock);
+        }
+    }
+
+    /** Hands {@code offer} with {@code fd} to the device at {@code other}; waits for its word, at most a reply's deadline. */
+    boolean push(String other, GroupMessage offer, int fd) {
+        int sock;
+        try {
+            sock = send(other, offer, fd, groups.k0, groups.k1);
+        } catch (IOException e) {
+            return false;
+        }
+        try {
+            UnixSocket.Received r = receive(sock, System.nanoTime() + REPLY_NANOS);
+            SharedFile.close(r.fd());
+            GroupMessage ack = GroupMessage.decode(r.data(), groups.k0, groups.k1);
+            return ack != null && ack.type() == GroupMessage.ACK && ack.nonce() == offer.nonce();
+        } catch (IOException e) {
+            LOG.log(System.Logger.Level.DEBUG, () -> groups.owner + ": @" + other + " did not take a publication in time: "
+                    + e.getMessage());
+            return false;
+        } finally {
+            SharedFile.close(sock);
+        }
     }
 
     /** Connects to {@code other}, sends {@code m}, with {@code fd} if not negative; the connected socket. */

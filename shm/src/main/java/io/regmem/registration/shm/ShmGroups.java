@@ -45,7 +45,8 @@ final class ShmGroups implements LocalGroups {
     private final boolean alsoUdp;
     private final long pid = ProcessHandle.current().pid();
     private final Object lock = new Object();
-    private GroupDirectory directory;
+    private volatile GroupDirectory directory;
+    private final GroupRetries retries;
     private boolean closed;
     /** This device's publications, by {@link #key}; replaced under {@link #lock}, never mutated. */
     private volatile Long2ObjectHashMap<GroupPublication> publications = new Long2ObjectHashMap<>();
@@ -65,6 +66,7 @@ final class ShmGroups implements LocalGroups {
         this.multicastPort = multicastPort;
         this.capacity = capacity;
         this.alsoUdp = alsoUdp;
+        this.retries = new GroupRetries(owner);
     }
 
     private static long key(int qpn, InetAddress group) {
@@ -95,49 +97,28 @@ final class ShmGroups implements LocalGroups {
             }
         }
         for (String other : d.others()) {
-            fetch(other, group, false);
+            if (!fetch(other, group, false)) {
+                retries.add(other, new GroupRetries.Attempt() {
+                    @Override
+                    public boolean run(String listener) {
+                        return fetch(listener, group, false);
+                    }
+
+                    @Override
+                    public boolean matters() {
+                        synchronized (lock) {
+                            return !closed && joined.contains(group);
+                        }
+                    }
+                });
+            }
         }
     }
 
     /** Asks the device listening at {@code other} for its publications to {@code group}; maps them. */
     private boolean fetch(String other, InetAddress group, boolean fromStart) {
-        long nonce = RANDOM.nextLong();
-        int sock;
-        try {
-            sock = GroupDirectory.send(other, new GroupMessage(GroupMessage.FETCH, GroupMessage.ipv4(group), 0, 0, 0, 0, 0, 0,
-                    nonce), -1, k0, k1);
-        } catch (IOException e) {
-            return false; // gone meanwhile, or not taking connections
-        }
-        try {
-            long deadline = System.nanoTime() + GroupDirectory.REPLY_NANOS;
-            UnixSocket.Received r = GroupDirectory.receive(sock, deadline);
-            SharedFile.close(r.fd());
-            GroupMessage count = GroupMessage.decode(r.data(), k0, k1);
-            if (count == null || count.type() != GroupMessage.COUNT || count.nonce() != nonce || count.capacity() < 0
-                    || count.capacity() > 4096) {
-                refused();
-                return false;
-            }
-            for (long i = 0; i < count.capacity(); i++) {
-                r = GroupDirectory.receive(sock, deadline);
-                GroupMessage offer = GroupMessage.decode(r.data(), k0, k1);
-                if (offer == null || offer.type() != GroupMessage.OFFER || offer.nonce() != nonce
-                        || offer.group() != GroupMessage.ipv4(group)) {
-                    SharedFile.close(r.fd());
-                    refused();
-                    break;
-                }
-                offered(offer, r.fd(), UnixSocket.peerPidfd(sock), fromStart);
-            }
-            return true;
-        } catch (IOException e) {
-            LOG.log(System.Logger.Level.DEBUG, () -> owner + ": @" + other + " did not answer for " + group.getHostAddress()
-                    + ": " + e.getMessage());
-            return false;
-        } finally {
-            SharedFile.close(sock);
-        }
+        GroupDirectory d = directory;
+        return d != null && d.fetch(other, group, fromStart);
     }
 
     /** A second descriptor of {@code fd} (close-on-exec), or -errno. */
@@ -299,8 +280,29 @@ final class ShmGroups implements LocalGroups {
                 hearOwn(p, true);
             }
         }
+        GroupPublication made = p;
         for (String other : d.others()) {
-            push(other, p);
+            if (!push(other, p, p.fd())) {
+                retries.add(other, new GroupRetries.Attempt() {
+                    @Override
+                    public boolean run(String listener) {
+                        int fd;
+                        synchronized (lock) { // (a descriptor of its own: the publication's may close meanwhile)
+                            fd = matters() ? dup(made.fd()) : -1;
+                        }
+                        try {
+                            return fd < 0 || push(listener, made, fd);
+                        } finally {
+                            SharedFile.close(fd);
+                        }
+                    }
+
+                    @Override
+                    public boolean matters() {
+                        return publications.get(key(made.qpn(), made.group())) == made;
+                    }
+                });
+            }
         }
         return p;
     }
@@ -310,27 +312,10 @@ final class ShmGroups implements LocalGroups {
         offered(offer(p, 0), dup(p.fd()), -1, fromStart);
     }
 
-    /** Hands {@code p} to the device at {@code other}; waits for its word, at most a reply's deadline. */
-    private boolean push(String other, GroupPublication p) {
-        long nonce = RANDOM.nextLong();
-        int sock;
-        try {
-            sock = GroupDirectory.send(other, offer(p, nonce), p.fd(), k0, k1);
-        } catch (IOException e) {
-            return false;
-        }
-        try {
-            UnixSocket.Received r = GroupDirectory.receive(sock, System.nanoTime() + GroupDirectory.REPLY_NANOS);
-            SharedFile.close(r.fd());
-            GroupMessage ack = GroupMessage.decode(r.data(), k0, k1);
-            return ack != null && ack.type() == GroupMessage.ACK && ack.nonce() == nonce;
-        } catch (IOException e) {
-            LOG.log(System.Logger.Level.DEBUG, () -> owner + ": @" + other + " did not take a publication in time: "
-                    + e.getMessage());
-            return false;
-        } finally {
-            SharedFile.close(sock);
-        }
+    /** Hands {@code p} ({@code fd}: a descriptor of it) to the device at {@code other}; waits for its word, at most a reply's deadline. */
+    private boolean push(String other, GroupPublication p, int fd) {
+        GroupDirectory d = directory;
+        return d != null && d.push(other, offer(p, RANDOM.nextLong()), fd);
     }
 
     @Override
@@ -402,6 +387,10 @@ final class ShmGroups implements LocalGroups {
      * are broken, or whose process died (after what it wrote was read, or a second).
      */
     void sweep() {
+        GroupDirectory d = directory;
+        if (d != null) {
+            retries.sweep(listener -> d.others().contains(listener));
+        }
         GroupSubscription[] s = subscriptions;
         for (GroupSubscription x : s) {
             boolean done = x.broken || x.reader.ended();
@@ -429,6 +418,7 @@ final class ShmGroups implements LocalGroups {
     public void close() {
         GroupDirectory d;
         GroupSubscription[] s;
+        retries.clear();
         synchronized (lock) {
             closed = true;
             d = directory;

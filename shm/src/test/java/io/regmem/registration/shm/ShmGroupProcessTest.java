@@ -196,6 +196,51 @@ class ShmGroupProcessTest {
         lq.detachMulticast(group);
     }
 
+    @Test
+    void aMemberThatJoinsWhileAPublisherIsStoppedHearsItOnceItRunsAgain() throws Exception {
+        ChildJvm pub = child("publisher", SECRET, "");
+        pub.expect("READY");
+        pub.command("PUBLISH 1"); // (its ring exists from now on)
+        pub.expect("PUBLISHED 1");
+        pub.signal("STOP");
+        UdNode here = node(Map.of());
+        QueuePair qp = member(here); // its fetch from the stopped child is not answered in time
+        pub.signal("CONT");
+        long first = -1;
+        long published = 1;
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (first < 0) { // (asked again every 100 ms: the datagrams before that are not heard)
+            pub.command("PUBLISH 1");
+            published++;
+            long until = System.nanoTime() + 100_000_000L;
+            while (first < 0 && System.nanoTime() < until) {
+                WorkCompletion wc = here.poll();
+                if (wc != null && wc.opcode() == Opcode.RECV) {
+                    first = ShmGroupPeerMain.check(here, (int) wc.wrId(), wc.byteLen());
+                    here.postRecv(qp, (int) wc.wrId(), 256);
+                }
+            }
+            assertThat(System.nanoTime()).as("the member hears the publisher once it runs again").isLessThan(deadline);
+        }
+        assertThat(first).isPositive();
+        pub.command("PUBLISH " + CHUNK);
+        long next = first + 1;
+        WorkCompletion wc;
+        long end = System.nanoTime() + 30_000_000_000L;
+        while (next < published + CHUNK) { // every datagram after the first it heard, whole and in order
+            wc = here.poll();
+            if (wc == null) {
+                assertThat(System.nanoTime()).isLessThan(end);
+                continue;
+            }
+            if (wc.opcode() == Opcode.RECV) {
+                assertThat(ShmGroupPeerMain.check(here, (int) wc.wrId(), wc.byteLen())).isEqualTo(next++);
+                here.postRecv(qp, (int) wc.wrId(), 256);
+            }
+        }
+        qp.detachMulticast(group);
+    }
+
     private static Map<String, Long> fields(String line) {
         Map<String, Long> m = new HashMap<>();
         for (String f : line.substring(4).split(" ")) {
