@@ -34,6 +34,8 @@ final class ShmGroups implements LocalGroups {
     private static final System.Logger LOG = System.getLogger("io.regmem.registration.shm");
     private static final AtomicLong PUBLICATIONS = new AtomicLong();
     private static final SecureRandom RANDOM = new SecureRandom();
+    /** A device's publications at most (each a descriptor and a mapping): past it, the oldest ends. */
+    static final int MAX_PUBLICATIONS = 256;
     /** How long a member keeps reading the ring of a process that died (what it wrote before it died). */
     private static final long DEAD_DRAIN_NANOS = 1_000_000_000L;
     final String owner;
@@ -275,6 +277,14 @@ final class ShmGroups implements LocalGroups {
             }
             Long2ObjectHashMap<GroupPublication> next = new Long2ObjectHashMap<>(publications);
             next.put(key(qpn, group), p);
+            if (next.size() > MAX_PUBLICATIONS) { // the oldest ends (made again, and handed over again, if it is sent to again)
+                GroupPublication oldest = p;
+                for (GroupPublication o : next.values()) {
+                    oldest = o.id() < oldest.id() ? o : oldest;
+                }
+                next.remove(key(oldest.qpn(), oldest.group()));
+                oldest.end();
+            }
             publications = next;
             if (joined.contains(group)) {
                 hearOwn(p, true);

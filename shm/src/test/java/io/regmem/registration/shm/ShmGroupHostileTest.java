@@ -108,6 +108,32 @@ class ShmGroupHostileTest {
         }
     }
 
+    private static long groupMappings() throws IOException {
+        try (Stream<String> maps = Files.lines(Path.of("/proc/self/maps"))) {
+            return maps.filter(l -> l.contains("memfd:regmem-group-")).count();
+        }
+    }
+
+    @Test
+    void aSenderToManyGroupsKeepsAtMostItsBudgetOfPublications() throws Exception {
+        long before = fds();
+        try (UdNode pub = new UdNode(RdmaDevice.open("shm", Map.of("secret", SECRET, "groupRingBytes", "65536")), 8)) {
+            QueuePair pq = pub.qp();
+            WorkRequest wr = new WorkRequest(1);
+            WorkCompletion[] wc = {new WorkCompletion()};
+            for (int g = 0; g < ShmGroups.MAX_PUBLICATIONS + 44; g++) {
+                InetAddress group = InetAddress.getByName("239.78." + (g >> 8) + "." + (g & 255));
+                pq.postSend(pub.send(wr, 0, 8).ud(pub.ah(AhAttributes.of(group)), AhAttributes.MULTICAST_QPN,
+                        QpInitAttributes.RDMA_UDP_QKEY));
+                assertThat(pub.cq.poll(wc)).isOne();
+                assertThat(groupMappings()).as("mappings of publications").isLessThanOrEqualTo(ShmGroups.MAX_PUBLICATIONS);
+            }
+            assertThat(groupMappings()).isEqualTo(ShmGroups.MAX_PUBLICATIONS);
+        }
+        assertThat(groupMappings()).as("after the device closed").isZero();
+        assertThat(fds()).as("descriptors after the device closed").isLessThanOrEqualTo(before + 2); // (the JDK's own)
+    }
+
     @Test
     void offersThatAreNotSealedSizedAndFormattedAsARingAreRefusedAndClosed() throws Exception {
         InetAddress group = InetAddress.getByName(GROUP);
