@@ -52,6 +52,8 @@ public final class MulticastFanout {
     private static final int SIZE = 64;
     private static final int RECEIVES = 1024;
     private static final int PORT = 40470;
+    /** The IPv4 address whose interface carries the group (and binds a regmem device's datagrams): {@code -Dfanout.interface}. */
+    private static final String INTERFACE = System.getProperty("fanout.interface", "127.0.0.1");
 
     private MulticastFanout() {
     }
@@ -115,7 +117,7 @@ public final class MulticastFanout {
     }
 
     private static void regmemSub(String provider, InetAddress group, long count) {
-        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open(provider, Map.of())) {
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open(provider, Map.of("datagramBind", INTERFACE + ":0"))) {
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(2 * RECEIVES);
             MemorySegment mem = arena.allocate((long) RECEIVES * (40 + SIZE), 64);
@@ -160,7 +162,7 @@ public final class MulticastFanout {
     }
 
     private static void regmemPub(String provider, InetAddress group, long count, long rate) {
-        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open(provider, Map.of())) {
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open(provider, Map.of("datagramBind", INTERFACE + ":0"))) {
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(512);
             MemorySegment mem = arena.allocate(256L * SIZE, 64);
@@ -221,7 +223,7 @@ public final class MulticastFanout {
 
     private static String channel(String transport, InetAddress group) {
         return transport.equals("aeron-ipc") ? "aeron:ipc"
-                : "aeron:udp?endpoint=" + group.getHostAddress() + ":" + PORT + "|interface=127.0.0.1";
+                : "aeron:udp?endpoint=" + group.getHostAddress() + ":" + PORT + "|interface=" + INTERFACE;
     }
 
     private static void aeronSub(String transport, InetAddress group, long count, String dir) throws Exception {
