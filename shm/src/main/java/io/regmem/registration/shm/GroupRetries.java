@@ -79,8 +79,19 @@ final class GroupRetries {
         });
     }
 
-    /** Drops what is pending (the device closes); an attempt that runs finds the device closed. */
+    /**
+     * Drops what is pending (the device closes) and waits for an attempt that runs (it finds the
+     * device closed, or ends at its deadline), so that nothing of the device's stays open after it.
+     */
     void clear() {
         queue.clear();
+        Thread t = running;
+        if (t != null) {
+            try {
+                t.join(2_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
     }
 }

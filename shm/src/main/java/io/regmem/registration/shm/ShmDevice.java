@@ -46,8 +46,8 @@ final class ShmDevice implements ProviderDevice {
     private volatile ShmQp[] qps = new ShmQp[0];
     private Thread progressThread;
     /**
-     * Its UD QPs and multicast, over the kernel's UDP ({@link UdpDatagrams}; set once, before the device is
-     * used); null for a lane engine of another provider.
+     * Its UD QPs and multicast ({@link UdpDatagrams}: unicast over the kernel's UDP, groups in shared-memory
+     * rings, {@link SameHostGroups}; set once, before the device is used); null for a lane engine of another provider.
      */
     UdpDatagrams datagrams;
     /** The progress thread's sleep (null: it never sleeps: no thread, or idleStrategy busy or yield). */

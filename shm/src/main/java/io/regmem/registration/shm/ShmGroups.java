@@ -428,7 +428,6 @@ final class ShmGroups implements LocalGroups {
     public void close() {
         GroupDirectory d;
         GroupSubscription[] s;
-        retries.clear();
         synchronized (lock) {
             closed = true;
             d = directory;
@@ -441,6 +440,7 @@ final class ShmGroups implements LocalGroups {
             subscriptions = new GroupSubscription[0];
             joined.clear();
         }
+        retries.clear(); // (after closed is set: what still runs ends at once, or at its deadline)
         if (d != null) {
             d.close();
         }
