@@ -21,7 +21,7 @@ import java.util.Set;
  * ({@link GroupMessage#FETCH}); a device that makes a publication hands it to every other listener
  * ({@link GroupMessage#OFFER}, pushed) before it writes into it. Either way the two cannot miss each
  * other: each listens before it looks. Every message is tagged with the devices' key; every wait has
- * a deadline ({@link #REPLY_NANOS}), and a connection is never waited for ({@link UnixSocket#connectNow}):
+ * a deadline ({@link #REPLY_NANOS}, {@link #FETCH_NANOS}), and a connection is never waited for ({@link UnixSocket#connectNow}):
  * a stopped or hostile device costs a joining or publishing one at most that deadline.
  *
  * <p>One daemon thread per device serves its listener and, every 100 ms, lets the groups sweep the
@@ -31,6 +31,12 @@ final class GroupDirectory implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger("io.regmem.registration.shm");
     /** How long a device waits for another's reply. */
     static final long REPLY_NANOS = 100_000_000L;
+    /**
+     * How long a joining device waits for another's publications: longer than other replies, since a
+     * fetch answered late (its process starved or paused) is made again later, and the datagrams
+     * written meanwhile are not heard; a push answered late is made again too, but is read from its start.
+     */
+    static final long FETCH_NANOS = 500_000_000L;
     private static final String PREFIX = "regmem-groups-";
     private static final SecureRandom RANDOM = new SecureRandom();
     private final ShmGroups groups;
@@ -95,7 +101,7 @@ final class GroupDirectory implements AutoCloseable {
             return false; // gone meanwhile, or not taking connections
         }
         try {
-            long deadline = System.nanoTime() + REPLY_NANOS;
+            long deadline = System.nanoTime() + FETCH_NANOS;
             UnixSocket.Received r = receive(sock, deadline);
             SharedFile.close(r.fd());
             GroupMessage count = GroupMessage.decode(r.data(), groups.k0, groups.k1);
