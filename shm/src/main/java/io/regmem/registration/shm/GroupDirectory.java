@@ -2,6 +2,7 @@ package io.regmem.registration.shm;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import java.io.EOFException;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.nio.file.Files;
@@ -90,7 +91,11 @@ final class GroupDirectory implements AutoCloseable {
         return new ArrayList<>(found);
     }
 
-    /** Asks the device listening at {@code other} for its publications to {@code group}; maps them. */
+    /**
+     * Asks the device listening at {@code other} for its publications to {@code group}; maps them.
+     *
+     * @return false if it is worth asking again (it did not answer in time, or took no connection)
+     */
     boolean fetch(String other, InetAddress group, boolean fromStart) {
         long nonce = RANDOM.nextLong();
         int sock;
@@ -108,7 +113,7 @@ final class GroupDirectory implements AutoCloseable {
             if (count == null || count.type() != GroupMessage.COUNT || count.nonce() != nonce || count.capacity() < 0
                     || count.capacity() > 4096) {
                 groups.refused();
-                return false;
+                return true; // (not a device of this secret: nothing to ask it again)
             }
             for (long i = 0; i < count.capacity(); i++) {
                 r = receive(sock, deadline);
@@ -122,6 +127,9 @@ final class GroupDirectory implements AutoCloseable {
                 groups.offered(offer, r.fd(), UnixSocket.peerPidfd(sock), fromStart);
             }
             return true;
+        } catch (EOFException e) { // it refused the request: a device of another secret
+            groups.refused();
+            return true;
         } catch (IOException e) {
             LOG.log(System.Logger.Level.DEBUG, () -> groups.owner + ": @" + other + " did not answer for " + group.getHostAddress()
                     + ": " + e.getMessage());
@@ -131,7 +139,12 @@ final class GroupDirectory implements AutoCloseable {
         }
     }
 
-    /** Hands {@code offer} with {@code fd} to the device at {@code other}; waits for its word, at most a reply's deadline. */
+    /**
+     * Hands {@code offer} with {@code fd} to the device at {@code other}; waits for its word, at most a
+     * reply's deadline.
+     *
+     * @return false if it is worth handing it again (no word in time, or no connection taken)
+     */
     boolean push(String other, GroupMessage offer, int fd) {
         int sock;
         try {
@@ -143,7 +156,13 @@ final class GroupDirectory implements AutoCloseable {
             UnixSocket.Received r = receive(sock, System.nanoTime() + REPLY_NANOS);
             SharedFile.close(r.fd());
             GroupMessage ack = GroupMessage.decode(r.data(), groups.k0, groups.k1);
-            return ack != null && ack.type() == GroupMessage.ACK && ack.nonce() == offer.nonce();
+            if (ack == null || ack.type() != GroupMessage.ACK || ack.nonce() != offer.nonce()) {
+                groups.refused();
+            }
+            return true; // (taken, or refused by a device of another secret: nothing to hand it again)
+        } catch (EOFException e) {
+            groups.refused();
+            return true;
         } catch (IOException e) {
             LOG.log(System.Logger.Level.DEBUG, () -> groups.owner + ": @" + other + " did not take a publication in time: "
                     + e.getMessage());

@@ -8,6 +8,7 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static java.lang.foreign.ValueLayout.JAVA_SHORT;
 
+import java.io.EOFException;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -276,6 +277,10 @@ final class UnixSocket {
                     }
                 }
                 off += (len + 7) & ~7L;
+            }
+            if (n == 0) {
+                SharedFile.close(fd);
+                throw new EOFException("the peer closed the socket before it sent a message");
             }
             if (n != length || (msg.get(JAVA_INT, 48) & Sockets.MSG_CTRUNC) != 0) {
                 SharedFile.close(fd);
