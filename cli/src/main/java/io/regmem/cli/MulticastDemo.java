@@ -228,7 +228,7 @@ final class MulticastDemo {
         }
         out.println();
         out.println(failures.isEmpty()
-                ? "PASS: every message received or counted as dropped (or lost, over UDP), in order, every byte checked, nothing leaked "
+                ? "PASS: every message received or counted as dropped or lost, in order, every byte checked, nothing leaked "
                         + "(multicast)"
                 : "FAIL: " + String.join("; ", failures));
         return failures.isEmpty() ? 0 : 1;

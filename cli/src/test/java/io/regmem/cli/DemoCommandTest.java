@@ -203,7 +203,7 @@ class DemoCommandTest {
                 "Publisher: 20,000 messages in ", "every send completed", "member 1: received ", "member 3: received ",
                 "out of order 0, bytes wrong 0; one-way latency p50 ")
                 .containsPattern("Devices: soft\\d+ \\(member 1\\): no live objects; .*soft\\d+ \\(publisher\\): no live objects")
-                .endsWith("PASS: every message received or counted as dropped (or lost, over UDP), in order, every byte "
+                .endsWith("PASS: every message received or counted as dropped or lost, in order, every byte "
                         + "checked, nothing leaked (multicast)" + System.lineSeparator());
         assertThat(BufferPool.openPools()).isEmpty();
     }
