@@ -33,29 +33,22 @@ final class SharedFile {
      * @throws RdmaException {@link Errno#ENOMEM} if it cannot be made or sized
      */
     static int create(String name, long size) {
-        Libc.requireBound("shm");
+        int fd = createPublication(name, size);
         try (Arena a = Arena.ofConfined()) {
             MemorySegment capture = a.allocate(Libc.CAPTURE);
-            int fd = Mman.memfdCreate(capture, a.allocateFrom(name), Mman.MFD_CLOEXEC | Mman.MFD_ALLOW_SEALING);
-            if (fd < 0) {
-                throw new RdmaException(Errno.ENOMEM, "shm: memfd_create failed with errno " + -fd);
-            }
-            int rc = Unistd.ftruncate(capture, fd, size);
-            if (rc == 0) {
-                rc = Fcntl.fcntl(capture, fd, Fcntl.F_ADD_SEALS, SEALS);
-            }
+            int rc = Fcntl.fcntl(capture, fd, Fcntl.F_ADD_SEALS, SEALS);
             if (rc < 0) {
                 Unistd.close(capture, fd);
-                throw new RdmaException(Errno.ENOMEM, "shm: sizing or sealing a memfd of " + size + " bytes failed with errno "
-                        + -rc);
+                throw new RdmaException(Errno.ENOMEM, "shm: sealing a memfd of " + size + " bytes failed with errno " + -rc);
             }
             return fd;
         }
     }
 
     /**
-     * Makes a memfd of {@code size} bytes for a publication: sized, not sealed yet (its writer maps it
-     * first, then {@link #sealPublication} seals it against any other writable mapping).
+     * Makes a memfd of {@code size} bytes, sized, not sealed yet: a publication's (its writer maps it
+     * first, then {@link #sealPublication} seals it against any other writable mapping), or a lane's
+     * ({@link #create} seals it at once).
      *
      * @return its descriptor (close-on-exec)
      * @throws RdmaException {@link Errno#ENOMEM} if it cannot be made or sized
