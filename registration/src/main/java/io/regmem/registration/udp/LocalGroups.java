@@ -55,6 +55,9 @@ public interface LocalGroups {
      */
     int next(MemorySegment into);
 
+    /** True if a publication this device hears may hold a datagram it did not take yet (no lock, no allocation). */
+    boolean ready();
+
     /** The datagram address of the device whose datagram {@link #next} copied last. */
     InetSocketAddress from();
 

@@ -356,6 +356,11 @@ public final class UdpCarrier implements AutoCloseable {
         if (groups.length > 0 && groupsOverUdp) {
             watchInterface();
         }
+        boolean lookUnicast = local == null || unicastBusy
+                || (++progresses & 3) == 0 && System.nanoTime() - unicastLooked >= UNICAST_IDLE_NANOS;
+        if (!lookUnicast && multicast == null && !fromMulticast.pending() && !local.ready()) {
+            return work; // nothing in the rings, the idle socket not due: no lock taken
+        }
         if (!receiving.tryLock()) {
             return work;
         }
@@ -363,7 +368,7 @@ public final class UdpCarrier implements AutoCloseable {
             if (local != null) {
                 work += fromMulticast.drainLocal(local);
             }
-            if (local == null || unicastBusy || (++progresses & 3) == 0 && System.nanoTime() - unicastLooked >= UNICAST_IDLE_NANOS) {
+            if (lookUnicast) {
                 int got = fromUnicast.drain(unicast);
                 unicastBusy = got > 0;
                 unicastLooked = unicastBusy ? 0 : System.nanoTime();

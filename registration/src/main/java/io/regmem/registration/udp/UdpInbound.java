@@ -50,6 +50,10 @@ final class UdpInbound {
     private final Object2ObjectHashMap<InetSocketAddress, Int2IntHashMap> unicastSenders = new Object2ObjectHashMap<>();
     private InetSocketAddress lastFrom;
     private AhAttributes lastSource;
+    /** The sender whose sequences {@link #countGap} looked up last, and where they are. */
+    private Object2ObjectHashMap<InetSocketAddress, Int2IntHashMap> gapSenders;
+    private InetSocketAddress gapFrom;
+    private Int2IntHashMap gapLast;
     /** The datagram in hand, and the members left to serve. */
     private boolean pending;
     private UdpQp[] targets;
@@ -87,6 +91,11 @@ final class UdpInbound {
             }
         }
         return work;
+    }
+
+    /** True if a datagram is in hand (a member's lock was busy). */
+    boolean pending() {
+        return pending;
     }
 
     /** Takes and places what the publications on this host hold, up to a batch; the datagrams taken. */
@@ -196,13 +205,21 @@ final class UdpInbound {
      */
     private void countGap(Object2ObjectHashMap<InetSocketAddress, Int2IntHashMap> senders, InetSocketAddress from, int srcQpn,
                           int seq) {
-        Int2IntHashMap last = senders.get(from);
-        if (last == null) {
-            if (senders.size() >= SOURCES) {
-                senders.clear();
+        Int2IntHashMap last;
+        if (senders == gapSenders && from == gapFrom) { // (a steady sender: no lookup)
+            last = gapLast;
+        } else {
+            last = senders.get(from);
+            if (last == null) {
+                if (senders.size() >= SOURCES) {
+                    senders.clear();
+                }
+                last = new Int2IntHashMap(0);
+                senders.put(from, last);
             }
-            last = new Int2IntHashMap(0);
-            senders.put(from, last);
+            gapSenders = senders;
+            gapFrom = from;
+            gapLast = last;
         }
         int before = last.put(srcQpn, seq);
         if (before == 0) {

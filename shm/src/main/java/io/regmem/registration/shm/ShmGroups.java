@@ -373,6 +373,20 @@ final class ShmGroups implements LocalGroups {
     }
 
     @Override
+    public boolean ready() {
+        for (GroupSubscription x : subscriptions) {
+            try {
+                if (!x.broken && !x.reader.drained()) {
+                    return true;
+                }
+            } catch (IllegalStateException unmapped) { // left meanwhile
+                return true;
+            }
+        }
+        return false;
+    }
+
+    @Override
     public InetSocketAddress from() {
         return from;
     }
