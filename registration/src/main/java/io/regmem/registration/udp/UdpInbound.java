@@ -75,10 +75,15 @@ final class UdpInbound {
 
     /** Takes and places what arrived on {@code ch}, up to a batch; the datagrams taken. */
     int drain(DatagramChannel ch) {
+        return drain(ch, null);
+    }
+
+    /** Takes and places what {@code ch} received, or else what {@code local}'s publications hold, up to a batch. */
+    private int drain(DatagramChannel ch, LocalGroups local) {
         int work = 0;
         for (int i = 0; i < BATCH; i++) {
             if (!pending) {
-                if (!receive(ch)) {
+                if (!(ch != null ? receive(ch) : receive(local))) {
                     return work;
                 }
                 work++;
@@ -100,24 +105,17 @@ final class UdpInbound {
 
     /** Takes and places what the publications on this host hold, up to a batch; the datagrams taken. */
     int drainLocal(LocalGroups local) {
-        int work = 0;
-        for (int i = 0; i < BATCH; i++) {
-            if (!pending) {
-                int n = local.next(seg);
-                if (n < 0) {
-                    return work;
-                }
-                work++;
-                check(n, local.from(), true);
-                if (!pending) {
-                    continue;
-                }
-            }
-            if (!deliver()) {
-                return work;
-            }
+        return drain(null, local);
+    }
+
+    /** Takes the next datagram out of a publication on this host, and checks it; false if there is none. */
+    private boolean receive(LocalGroups local) {
+        int n = local.next(seg);
+        if (n < 0) {
+            return false;
         }
-        return work;
+        check(n, local.from(), true);
+        return true;
     }
 
     private boolean receive(DatagramChannel ch) {
