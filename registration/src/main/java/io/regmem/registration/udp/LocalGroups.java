@@ -38,12 +38,12 @@ public interface LocalGroups {
 
     /**
      * Writes the datagram {@code datagram[0, length)} (header, message and tag) once into QP
-     * {@code qpn}'s publication to {@code group}, made at its first datagram (every member on this host
-     * maps it then). Never waits for a member.
+     * {@code qpn}'s publication to {@code group} ({@code groupLo}: the group as the header carries it),
+     * made at its first datagram (every member on this host maps it then). Never waits for a member.
      *
      * @throws RdmaException if the publication cannot be made
      */
-    void publish(int qpn, InetAddress group, MemorySegment datagram, int length);
+    void publish(int qpn, InetAddress group, long groupLo, MemorySegment datagram, int length);
 
     /** QP {@code qpn} is destroyed: its publications end (members take what is left of them, then unmap them). */
     void retire(int qpn);

@@ -313,13 +313,14 @@ public final class UdpCarrier implements AutoCloseable {
     }
 
     /**
-     * Sends the group datagram {@code b} (whole, from position 0) from QP {@code qpn} to {@code to}: into
+     * Sends the group datagram {@code b} (whole, from position 0) from QP {@code qpn} to {@code to} (the
+     * group {@code groupLo} in the header's form): into
      * its publication on this host, if groups are carried here, and over UDP unless they are carried
      * here only. As {@link #send(ByteBuffer, InetSocketAddress)}.
      */
-    int sendToGroup(int qpn, ByteBuffer b, MemorySegment bytes, InetSocketAddress to) {
+    int sendToGroup(int qpn, ByteBuffer b, MemorySegment bytes, InetSocketAddress to, long groupLo) {
         if (local != null) {
-            local.publish(qpn, to.getAddress(), bytes, b.limit());
+            local.publish(qpn, to.getAddress(), groupLo, bytes, b.limit());
             if (!groupsOverUdp) {
                 return b.limit();
             }

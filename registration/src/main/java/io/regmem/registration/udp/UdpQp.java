@@ -190,7 +190,7 @@ public final class UdpQp implements ProviderQp {
             // (a group carried only in shared memory needs no tag: only a device that proved the secret writes its ring)
             outSeg.set(UdpWire.LONG, n, group && !carrier.groupsOverUdp ? 0L : SipHash.hash(carrier.k0, carrier.k1, outSeg, 0, n));
             out.limit(n + UdpWire.TAG).position(0);
-            if ((group ? carrier.sendToGroup(ctx.qpNum(), out, outSeg, to.to) : carrier.send(out, to.to)) == 0) {
+            if ((group ? carrier.sendToGroup(ctx.qpNum(), out, outSeg, to.to, to.groupLo) : carrier.send(out, to.to)) == 0) {
                 return null;
             }
             to.seq = seq;

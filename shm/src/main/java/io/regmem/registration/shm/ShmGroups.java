@@ -71,8 +71,9 @@ final class ShmGroups implements LocalGroups {
         this.retries = new GroupRetries(owner);
     }
 
-    private static long key(int qpn, InetAddress group) {
-        return (long) qpn << 32 | group.hashCode() & 0xFFFFFFFFL; // (an IPv4 address's hash is the address: no copy of it)
+    /** A publication's key: its QP and its group, as the datagrams' header carries it ({@code groupLo}). */
+    private static long key(int qpn, long groupLo) {
+        return (long) qpn << 32 | groupLo >>> 32; // (the IPv4 address is the high half of groupLo)
     }
 
     /** The directory, listening from the first use (lock held). */
@@ -244,10 +245,10 @@ final class ShmGroups implements LocalGroups {
     }
 
     @Override
-    public void publish(int qpn, InetAddress group, MemorySegment datagram, int length) {
-        GroupPublication p = publications.get(key(qpn, group));
+    public void publish(int qpn, InetAddress group, long groupLo, MemorySegment datagram, int length) {
+        GroupPublication p = publications.get(key(qpn, groupLo));
         if (p == null) {
-            p = open(qpn, group);
+            p = open(qpn, group, groupLo);
         }
         try {
             p.writer().write(datagram, length);
@@ -257,7 +258,7 @@ final class ShmGroups implements LocalGroups {
     }
 
     /** Makes QP {@code qpn}'s publication to {@code group}, and hands it to every other device here before it is written. */
-    private GroupPublication open(int qpn, InetAddress group) {
+    private GroupPublication open(int qpn, InetAddress group, long groupLo) {
         GroupPublication p;
         GroupDirectory d;
         synchronized (lock) {
@@ -269,20 +270,20 @@ final class ShmGroups implements LocalGroups {
                 MemorySegment ring = SharedFile.map(fd, size, arena);
                 GroupRing.Writer w = new GroupRing.Writer(ring, capacity);
                 SharedFile.sealPublication(fd);
-                p = new GroupPublication(qpn, group, PUBLICATIONS.incrementAndGet(), fd, arena, w);
+                p = new GroupPublication(qpn, group, key(qpn, groupLo), PUBLICATIONS.incrementAndGet(), fd, arena, w);
             } catch (RuntimeException e) {
                 arena.close();
                 SharedFile.close(fd);
                 throw e;
             }
             Long2ObjectHashMap<GroupPublication> next = new Long2ObjectHashMap<>(publications);
-            next.put(key(qpn, group), p);
+            next.put(p.key(), p);
             if (next.size() > MAX_PUBLICATIONS) { // the oldest ends (made again, and handed over again, if it is sent to again)
                 GroupPublication oldest = p;
                 for (GroupPublication o : next.values()) {
                     oldest = o.id() < oldest.id() ? o : oldest;
                 }
-                next.remove(key(oldest.qpn(), oldest.group()));
+                next.remove(oldest.key());
                 oldest.end();
             }
             publications = next;
@@ -309,7 +310,7 @@ final class ShmGroups implements LocalGroups {
 
                     @Override
                     public boolean matters() {
-                        return publications.get(key(made.qpn(), made.group())) == made;
+                        return publications.get(made.key()) == made;
                     }
                 });
             }
@@ -335,7 +336,7 @@ final class ShmGroups implements LocalGroups {
             Long2ObjectHashMap<GroupPublication> next = new Long2ObjectHashMap<>(publications);
             ended = next.values().stream().filter(p -> p.qpn() == qpn).toArray(GroupPublication[]::new);
             for (GroupPublication p : ended) {
-                next.remove(key(qpn, p.group()));
+                next.remove(p.key());
                 p.end();
             }
             publications = next;
