@@ -3,7 +3,7 @@ package io.regmem.registration.shm;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.function.Predicate;
+import java.util.function.Supplier;
 
 /**
  * The fetches and pushes of a device's groups that another device did not answer in time (a process
@@ -45,8 +45,11 @@ final class GroupRetries {
         queue.add(new Retry(listener, attempt, 0, System.nanoTime()));
     }
 
-    /** Starts the attempts due, unless the last ones still run; {@code exists} says whether a listener is still there. */
-    void sweep(Predicate<String> exists) {
+    /**
+     * Starts the attempts due, unless the last ones still run; {@code listeners} gives the listeners
+     * that are still there (read once for all of them).
+     */
+    void sweep(Supplier<List<String>> listeners) {
         if (queue.isEmpty() || running != null && running.isAlive()) {
             return;
         }
@@ -61,9 +64,10 @@ final class GroupRetries {
             return;
         }
         running = Thread.ofVirtual().name("regmem-shm-groups-retry").start(() -> {
+            List<String> there = listeners.get();
             for (Retry r : due) {
                 try {
-                    if (!r.attempt.matters() || !exists.test(r.listener) || r.attempt.run(r.listener)) {
+                    if (!r.attempt.matters() || !there.contains(r.listener) || r.attempt.run(r.listener)) {
                         continue;
                     }
                     long delay = Math.min(MAX_DELAY_NANOS, 100_000_000L << Math.min(r.tries, 6));

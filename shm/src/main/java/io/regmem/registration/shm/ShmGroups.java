@@ -414,7 +414,7 @@ final class ShmGroups implements LocalGroups {
     void sweep() {
         GroupDirectory d = directory;
         if (d != null) {
-            retries.sweep(listener -> d.others().contains(listener));
+            retries.sweep(d::others);
         }
         GroupSubscription[] s = subscriptions;
         for (GroupSubscription x : s) {
