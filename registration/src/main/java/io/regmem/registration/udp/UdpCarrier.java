@@ -68,10 +68,11 @@ public final class UdpCarrier implements AutoCloseable {
     /** The interface was seen down, and the loss of its groups reported. */
     private volatile boolean nicDown;
     /**
-     * With groups in shared memory, how often an idle unicast socket is looked at: a look is a system
-     * call (about half a microsecond) that would otherwise sit on every progress, between a datagram's
-     * arrival in a ring and its placement (and so is the clock's read: every fourth progress). A socket
-     * that had datagrams is looked at every progress.
+     * With groups in shared memory only, how often an idle unicast socket is looked at: a look is a
+     * system call (about half a microsecond) that would otherwise sit on every progress, between a
+     * datagram's arrival in a ring and its placement (and so is the clock's read: every fourth
+     * progress). A socket that had datagrams is looked at every progress, and so is every socket of a
+     * device whose groups also go over UDP (its multicast socket is looked at every progress anyway).
      */
     private static final long UNICAST_IDLE_NANOS = 2_000;
     /** When the idle unicast socket was last looked at, and whether it had datagrams then (the receive lock's). */
@@ -357,7 +358,7 @@ public final class UdpCarrier implements AutoCloseable {
         if (groups.length > 0 && groupsOverUdp) {
             watchInterface();
         }
-        boolean lookUnicast = local == null || unicastBusy
+        boolean lookUnicast = groupsOverUdp || unicastBusy
                 || (++progresses & 3) == 0 && System.nanoTime() - unicastLooked >= UNICAST_IDLE_NANOS;
         if (!lookUnicast && multicast == null && !fromMulticast.pending() && !local.ready()) {
             return work; // nothing in the rings, the idle socket not due: no lock taken
