@@ -10,6 +10,7 @@
 # others. Threads that spin: one per publisher or subscriber process; Aeron's driver thread besides.
 # Aeron adds flow control and NAK-based recovery and buffers what a slow subscriber has not read;
 # regmem recovers nothing and a subscriber without a posted receive drops (counted).
+# SUBSCRIBERS (environment, default "1 3"): the subscriber counts to run.
 # Usage: bench/multicast-fanout.sh [ROUNDS] [COUNT] [RATE] [TRANSPORTS] [STOPPED]   (output on stdout)
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -61,7 +62,7 @@ run() { # $1 transport, $2 subscribers, $3 1 to stop subscriber 1 while the publ
   rm -rf "$dir"
 }
 for ((i = 1; i <= rounds; i++)); do
-  for n in 1 3; do
+  for n in ${SUBSCRIBERS:-1 3}; do
     for t in $transports; do
       echo "== round $i of $rounds: $t, $n subscriber process(es), $count messages of 64 B at $rate/s"
       run "$t" "$n"

@@ -47,6 +47,7 @@ public final class UdpCarrier implements AutoCloseable {
     private final DatagramChannel unicast;
     final InetSocketAddress endpoint;
     private final NetworkInterface nic;
+    private final InterfaceWatch watch;
     final int multicastPort;
     private final GracePeriod grace;
     final GracePeriod.Reader reader;
@@ -62,11 +63,6 @@ public final class UdpCarrier implements AutoCloseable {
     private final UdpInbound fromMulticast;
     private volatile DatagramDrops drops = (reason, count) -> { };
     private volatile boolean closed;
-    /** How often {@link #progress()} looks whether the interface is still up, while groups are joined. */
-    private static final long NIC_CHECK_NANOS = 100_000_000L;
-    private volatile long nicCheckedAt;
-    /** The interface was seen down, and the loss of its groups reported. */
-    private volatile boolean nicDown;
     /**
      * With groups in shared memory only, how often an idle unicast socket is looked at: a look is a
      * system call (about half a microsecond) that would otherwise sit on every progress, between a
@@ -78,6 +74,8 @@ public final class UdpCarrier implements AutoCloseable {
     /** When the idle unicast socket was last looked at, and whether it had datagrams then (the receive lock's). */
     private long unicastLooked;
     private boolean unicastBusy;
+    /** {@link #idle} found the idle unicast socket due: the next progress looks at it. */
+    private boolean unicastWanted;
     private int progresses;
     /** Groups among this host's processes in shared memory, or null (groups ride the kernel's IP multicast). */
     final LocalGroups local;
@@ -108,6 +106,7 @@ public final class UdpCarrier implements AutoCloseable {
                 throw new RdmaException(Errno.EADDRNOTAVAIL, owner + ": datagrams: " + bind.getAddress().getHostAddress()
                         + " is no address of this host");
             }
+            this.watch = new InterfaceWatch(owner, nic);
             ch = DatagramChannel.open(StandardProtocolFamily.INET);
             ch.bind(bind);
             ch.configureBlocking(false);
@@ -356,10 +355,9 @@ public final class UdpCarrier implements AutoCloseable {
             }
         }
         if (groups.length > 0 && groupsOverUdp) {
-            watchInterface();
+            watch.check(groups);
         }
-        boolean lookUnicast = groupsOverUdp || unicastBusy
-                || (++progresses & 3) == 0 && System.nanoTime() - unicastLooked >= UNICAST_IDLE_NANOS;
+        boolean lookUnicast = groupsOverUdp || unicastBusy || unicastWanted || unicastDue();
         if (!lookUnicast && multicast == null && !fromMulticast.pending() && !local.ready()) {
             return work; // nothing in the rings, the idle socket not due: no lock taken
         }
@@ -373,6 +371,7 @@ public final class UdpCarrier implements AutoCloseable {
             if (lookUnicast) {
                 int got = fromUnicast.drain(unicast);
                 unicastBusy = got > 0;
+                unicastWanted = false;
                 unicastLooked = unicastBusy ? 0 : System.nanoTime();
                 work += got;
             }
@@ -386,48 +385,35 @@ public final class UdpCarrier implements AutoCloseable {
         return work;
     }
 
+    /** True if the idle unicast socket is due for a look: every 4th call reads the clock. */
+    private boolean unicastDue() {
+        return (++progresses & 3) == 0 && System.nanoTime() - unicastLooked >= UNICAST_IDLE_NANOS;
+    }
+
     /**
-     * Looks at the device's interface every {@link #NIC_CHECK_NANOS}: once it is down (or gone), every
-     * member QP of every group hears that the group is lost ({@code QpContext.multicastLost}, with
-     * {@code -ENETDOWN} or {@code -ENODEV}), on a thread of its own that holds no lock; a CM join then
-     * ends with {@code MULTICAST_ERROR}. Said once per time the interface goes down.
+     * True if {@link #progress} has nothing to do now, found without any lock (a hint for a poller
+     * spinning on an empty CQ, which then takes no lock): no QP's send waits, no datagram is in hand,
+     * no publication on this host holds one for this reader, and the sockets are not due, which only a
+     * device whose groups are carried on this host alone can say (its unicast socket is looked at every
+     * {@link #UNICAST_IDLE_NANOS} while idle; another looks at its sockets on every progress).
      */
-    private void watchInterface() {
-        long now = System.nanoTime();
-        if (now - nicCheckedAt < NIC_CHECK_NANOS) {
-            return;
+    public boolean idle() {
+        if (closed) {
+            return true;
         }
-        nicCheckedAt = now;
-        int status;
-        try {
-            if (nic.isUp()) {
-                nicDown = false;
-                return;
+        for (UdpQp qp : all) {
+            if (qp.needsRun()) {
+                return false;
             }
-            status = -Errno.ENETDOWN.value();
-        } catch (IOException gone) { // the interface is no more
-            status = -Errno.ENODEV.value();
         }
-        if (nicDown) {
-            return;
+        if (local == null || groupsOverUdp || multicast != null || unicastBusy || fromMulticast.pending() || local.ready()) {
+            return false;
         }
-        nicDown = true;
-        UdpGroup[] lost = groups;
-        int why = status;
-        LOG.log(System.Logger.Level.WARNING, () -> owner + ": the interface " + nic.getName() + " is " + (why == -Errno.ENODEV.value()
-                ? "gone" : "down") + ": its " + lost.length + " multicast group(s) are lost");
-        Thread.ofVirtual().name("regmem-udp-groups-lost").start(() -> {
-            for (UdpGroup g : lost) {
-                for (UdpQp m : g.members) {
-                    try {
-                        m.ctx.multicastLost(g.group, why);
-                    } catch (RuntimeException | Error e) { // (a thread of regmem's: nothing escapes it)
-                        LOG.log(System.Logger.Level.WARNING, owner + ": reporting the loss of " + g.group.getHostAddress()
-                                + " to " + m.ctx.name() + " failed", e);
-                    }
-                }
-            }
-        });
+        if (unicastDue()) {
+            unicastWanted = true; // (the progress this hint leads to looks, whatever its own count says)
+            return false;
+        }
+        return true;
     }
 
     /** Closes the sockets (the device closes; its QPs are gone). */

@@ -114,6 +114,12 @@ public final class UdpDatagrams {
         return c == null ? 0 : c.progress(); // (nothing without QPs: UdpCarrier.progress)
     }
 
+    /** True if {@link #progress} has nothing to do now (no lock taken: {@code UdpCarrier.idle}). */
+    public boolean idle() {
+        UdpCarrier c = carrier;
+        return c == null || c.idle();
+    }
+
     /** Closes the sockets, if any were opened. */
     public synchronized void close() {
         if (carrier != null) {

@@ -37,8 +37,8 @@ final class ShmCq extends MembersCq<ShmQp> {
 
     @Override
     public boolean idle() {
-        if (others() > 0) {
-            return false; // (a datagram may be waiting in a socket)
+        if (others() > 0 && !device.datagrams.idle()) {
+            return false; // (a datagram may be waiting in a socket or a ring, or a send for room)
         }
         for (ShmQp qp : members.senders()) {
             if (!qp.idleForPoll()) {
