@@ -25,6 +25,8 @@ import java.util.concurrent.locks.LockSupport;
  * thread progresses the channel's armed CQs itself between sleeps that grow from microseconds to
  * {@link #MAX_SLEEP_NANOS}: it does not spin, and an event is seen within about that much.
  * {@link #pollEvent()} takes an event without waiting, for a loop that watches several channels.
+ * {@link #wakeup()} makes a waiter return early, as {@code Selector.wakeup} does (an event loop
+ * that sleeps on the channel and must also run tasks other threads hand it).
  *
  * <p>Threads: any number of threads may wait on a channel; each event goes to one of them.
  * Raising an event takes the channel's monitor for a moment and unparks its waiters; raising none
@@ -38,6 +40,8 @@ public final class CompletionChannel extends CountedResource implements AutoClos
     private final ArrayDeque<CompletionQueue> events = new ArrayDeque<>();
     /** The threads waiting in {@link #getEvent}: each claims a slot, and a raised event unparks them. */
     private final AtomicReferenceArray<Thread> waiters = new AtomicReferenceArray<>(16);
+    /** A {@link #wakeup()} not yet consumed by a waiter. */
+    private volatile boolean wakeupPending;
     /** The CQs created on this channel (copy-on-write under the device lock): what a waiter progresses. */
     private volatile CompletionQueue[] cqs = new CompletionQueue[0];
 
@@ -100,6 +104,17 @@ public final class CompletionChannel extends CountedResource implements AutoClos
     }
 
     /**
+     * Makes {@link #getEvent} return null at once, as if its time had run out: the thread waiting in
+     * it now, or, if none waits, the next call (once; wakeups do not add up), as
+     * {@code Selector.wakeup}. For a thread that sleeps on this channel and has other work that other
+     * threads hand it. Takes no lock; allocates nothing.
+     */
+    public void wakeup() {
+        wakeupPending = true;
+        wakeAll();
+    }
+
+    /**
      * Takes an event without waiting ({@code ibv_get_cq_event} on a non-blocking channel): the CQ that
      * raised it, or null if none is waiting. Progresses nothing.
      *
@@ -124,8 +139,8 @@ public final class CompletionChannel extends CountedResource implements AutoClos
     /**
      * Waits for an event ({@code ibv_get_cq_event}) and returns the CQ that raised it; the event must
      * be acknowledged on that CQ ({@link CompletionQueue#ackEvents(int)}). Waits at most
-     * {@code timeout}; null if no event came by then. The thread parks ({@code LockSupport}) and the
-     * event unparks it; allocates nothing.
+     * {@code timeout}; null if no event came by then, or once {@link #wakeup()} was called. The
+     * thread parks ({@code LockSupport}) and the event unparks it; allocates nothing.
      *
      * @throws RdmaException {@link Errno#EBADF} if the channel was destroyed (also while waiting);
      *                       {@link Errno#EINTR} if the thread was interrupted (its interrupt status
@@ -158,6 +173,10 @@ public final class CompletionChannel extends CountedResource implements AutoClos
                 }
                 if (me.isInterrupted()) {
                     throw new RdmaException(Errno.EINTR, this + ": getEvent was interrupted");
+                }
+                if (wakeupPending) {
+                    wakeupPending = false;
+                    return null; // woken up (wakeup): as a timeout
                 }
                 long left = deadline - System.nanoTime();
                 if (left <= 0) {

@@ -208,6 +208,29 @@ class CompletionChannelTest {
     }
 
     @Test
+    void wakeupReturnsAWaiterAtOnceOrElseTheNextCallAndAnEventStillComesAfter() throws Exception {
+        open(Map.of());
+        lb.cqB.requestNotify(false);
+        AtomicReference<Object> got = new AtomicReference<>();
+        Thread t = waiter(got);
+        Thread.sleep(20);
+        long before = System.nanoTime();
+        lb.chB.wakeup();
+        t.join(10_000);
+        assertThat(got.get()).as("the sleeping waiter returned as if timed out").isEqualTo("timed out");
+        assertThat(System.nanoTime() - before).as("long before its 10 s").isLessThan(5_000_000_000L);
+        lb.chB.wakeup();
+        lb.chB.wakeup(); // (wakeups do not add up)
+        assertThat(lb.chB.getEvent(10, TimeUnit.SECONDS)).as("no waiter: the next call returns at once").isNull();
+        Thread again = waiter(got);
+        postRecv(1, 64);
+        assertThat(send(1, 64, false)).isEqualTo(WcStatus.SUCCESS);
+        again.join(10_000);
+        assertThat(got.get()).as("the event after a wakeup").isSameAs(lb.cqB);
+        lb.cqB.ackEvents(1);
+    }
+
+    @Test
     void aDevicesForcedCloseTakesItsChannelsAndUnacknowledgedEvents() {
         RdmaDevice dev = Providers.open(Providers.NAME, Map.of());
         CompletionChannel ch = dev.createCompletionChannel();
