@@ -9,6 +9,7 @@ module io.regmem.netty {
     requires transitive io.regmem.registration;
     requires transitive io.netty.buffer;
     requires io.netty.common;
+    requires transitive io.netty.transport;
 
     exports io.regmem.netty;
 }

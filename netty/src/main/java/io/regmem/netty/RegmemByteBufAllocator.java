@@ -214,6 +214,24 @@ public final class RegmemByteBufAllocator extends AbstractByteBufAllocator imple
     }
 
     /**
+     * True if {@code buf} (or what it wraps) is a live buffer of this allocator, registered, contiguous
+     * at {@code memoryAddress()}: one an I/O can read in place. Never throws; allocates nothing.
+     */
+    boolean registered(ByteBuf buf) {
+        if (registration == null || buf.refCnt() == 0 || !buf.hasMemoryAddress() || !buf.isContiguous()) {
+            return false;
+        }
+        ByteBuf b = buf;
+        for (int i = 0; b != null && i < MAX_UNWRAPS; i++) {
+            if (b instanceof RegmemByteBuf r) {
+                return r.owner() == this;
+            }
+            b = b.unwrap();
+        }
+        return false;
+    }
+
+    /**
      * The local key for SGEs over {@code buf}'s memory (address {@code buf.memoryAddress()}).
      *
      * @throws RdmaException {@link Errno#EINVAL} if the allocator has no registration or {@code buf} is not its own

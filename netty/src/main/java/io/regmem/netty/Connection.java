@@ -1,0 +1,471 @@
+package io.regmem.netty;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelOutboundBuffer;
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.CmId;
+import io.regmem.registration.Opcode;
+import io.regmem.registration.QpInitAttributes;
+import io.regmem.registration.QueuePair;
+import io.regmem.registration.WcStatus;
+import io.regmem.registration.WorkCompletion;
+import io.regmem.registration.WorkRequest;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+
+/**
+ * One channel's RC connection on its event loop's CQ: the receives it keeps posted (registered
+ * buffers of the transport's pool, the peer's credits), the SENDs it has outstanding (each holds a
+ * reference on the buffer it reads), and the credits of each direction, as RPC-over-RDMA's: a side
+ * sends a piece of the byte stream only while the peer has a receive posted for it, keeping the last
+ * credit for a message that grants credits back, so that neither side can ever wait on the other for
+ * good. Every SEND carries, in its immediate data, the credits its sender granted since its last one
+ * (the receives it posted again) and the end of its stream ({@link #FIN}); a SEND of no bytes carries
+ * only those.
+ *
+ * <p>It outlives its channel: a channel closed with SENDs outstanding lets them finish (at most
+ * {@link #LINGER_NANOS}), then disconnects, drains the QP and keeps its slot until every completion of
+ * it was taken, then destroys the QP and the ID. Event loop thread only.
+ */
+final class Connection {
+    /** Immediate data: the credits granted (low 16 bits) and the end of the sender's stream. */
+    static final int CREDITS = 0xFFFF;
+    static final int FIN = 1 << 16;
+    /** The private data of connect and accept: magic "RGNT", version, receives, receive size. */
+    static final int MAGIC = 0x544e4752;
+    static final int VERSION = 1;
+    /** How long a closed channel's connection waits for its SENDs before it disconnects anyway. */
+    static final long LINGER_NANOS = 2_000_000_000L;
+    private static final long RECV = 1L << 31;
+
+    enum State { NEW, ACTIVE, CLOSING, DRAINED }
+
+    final RegmemIoHandler handler;
+    final CmId id;
+    final QueuePair qp;
+    final int slot;
+    final int receives;
+    final int receiveSize;
+    final int sends;
+    private final int entries;
+    /** The channel that reads and writes through this connection; null once it let go. */
+    RegmemSocketChannel channel;
+    State state = State.NEW;
+    /** Set by the handler while this connection is in the batch of completions being handled. */
+    boolean touched;
+    private final ByteBuf[] recvBufs;
+    /** Receives waiting for a buffer (the pool was out of memory when their last one went up). */
+    private final boolean[] hungry;
+    private int hungryCount;
+    private int recvOutstanding;
+    private final ByteBuf[] sendBufs;
+    private int sendHead;
+    private int sendTail;
+    private int sendOutstanding;
+    /** Receives the peer has posted for this side's SENDs, as far as this side knows. */
+    private int sendCredits;
+    /** Receives this side posted again and has not told the peer of yet. */
+    private int owed;
+    /** SENDs the peer may still make into this side's receives, as far as this side granted them. */
+    private int peerCredits;
+    /** The peer's receive size: the largest piece of the stream one SEND carries. */
+    private int peerReceiveSize;
+    private boolean finSent;
+    private long closingSince;
+    private final WorkRequest wr = new WorkRequest(1);
+
+    /**
+     * Creates the QP on {@code id} (the handler's CQ, the transport's PD) and posts every receive.
+     *
+     * @throws RdmaException as {@code createQp} and the pool; {@link Errno#ENOSPC} if the event loop's CQ is full
+     */
+    Connection(RegmemIoHandler handler, CmId id, int receives, int sends) {
+        this.handler = handler;
+        this.id = id;
+        this.receives = receives;
+        this.sends = sends;
+        this.receiveSize = handler.transport().receiveSize;
+        this.entries = receives + sends;
+        this.recvBufs = new ByteBuf[receives];
+        this.hungry = new boolean[receives];
+        this.sendBufs = new ByteBuf[sends];
+        this.slot = handler.attach(this, entries);
+        QueuePair made = null;
+        try {
+            made = id.createQp(handler.transport().pd(), QpInitAttributes.of(handler.cq()).maxRecvWr(receives).maxSendWr(sends));
+            this.qp = made;
+            for (int i = 0; i < receives; i++) {
+                ByteBuf b = handler.transport().allocator().directBuffer(receiveSize, receiveSize);
+                try {
+                    postOrThrow(i, b);
+                } catch (RuntimeException e) {
+                    b.release();
+                    throw e;
+                }
+            }
+        } catch (RuntimeException e) {
+            if (made != null) {
+                made.drain();
+            }
+            handler.detach(this, slot, entries);
+            releaseAll();
+            if (made != null) {
+                id.destroyQp();
+            }
+            throw e;
+        }
+        this.owed = 0;
+        this.peerCredits = receives;
+    }
+
+    /** The private data that tells the peer this side's receives: 16 bytes. */
+    byte[] offer() {
+        return ByteBuffer.allocate(16).order(ByteOrder.LITTLE_ENDIAN).putInt(MAGIC).putInt(VERSION).putInt(receives)
+                .putInt(receiveSize).array();
+    }
+
+    /**
+     * Takes the peer's offer (its private data); the connection is then active.
+     *
+     * @throws RdmaException {@link Errno.EINVAL} if it is not a regmem Netty transport's offer
+     */
+    void established(byte[] peer) {
+        ByteBuffer b = ByteBuffer.wrap(peer).order(ByteOrder.LITTLE_ENDIAN);
+        if (peer.length < 16 || b.getInt() != MAGIC || b.getInt() != VERSION) {
+            throw new RdmaException(Errno.EINVAL, id + ": the peer is not a regmem Netty transport's channel ("
+                    + peer.length + " bytes of private data)");
+        }
+        int r = b.getInt();
+        int size = b.getInt();
+        if (r < 2 || r > 4096 || size < 1024 || size > (1 << 20)) {
+            throw new RdmaException(Errno.EINVAL, id + ": the peer offers " + r + " receives of " + size + " bytes");
+        }
+        sendCredits = r;
+        peerReceiveSize = size;
+        state = State.ACTIVE;
+    }
+
+    int peerReceiveSize() {
+        return peerReceiveSize;
+    }
+
+    /** True if a piece of the stream may be sent now (a SEND slot, and a credit besides the one kept for grants). */
+    boolean canSend() {
+        return state == State.ACTIVE && sendOutstanding < sends && sendCredits >= 2;
+    }
+
+    /**
+     * Sends {@code length} bytes at {@code address} ({@code lkey}), out of {@code owner}, whose
+     * reference this SEND now holds until it completes; grants what is owed.
+     */
+    void send(ByteBuf owner, long address, int length, int lkey) {
+        int imm = Math.min(owed, CREDITS);
+        wr.reset().wrId(((long) slot << 32) | sendTail).opcode(Opcode.SEND_WITH_IMM).immData(imm).signaled(true);
+        if (length > 0) {
+            wr.addSge(address, length, lkey);
+        }
+        qp.postSend(wr);
+        sendBufs[sendTail] = owner;
+        sendTail = (sendTail + 1) % sends;
+        sendOutstanding++;
+        sendCredits--;
+        owed -= imm;
+        peerCredits += imm;
+    }
+
+    /**
+     * Sends what {@code in} holds, in pieces of the peer's receive size, while credits and SEND slots
+     * last: a buffer of the transport's allocator from its own memory (the SEND holds a reference),
+     * any other copied once into one. True if all went; false if the rest waits for credits.
+     *
+     * @throws IOException if a SEND cannot be posted (the connection broke)
+     */
+    boolean write(ChannelOutboundBuffer in) throws IOException {
+        RegmemByteBufAllocator registered = handler.transport().allocator();
+        for (;;) {
+            Object msg = in.current();
+            if (msg == null) {
+                return true;
+            }
+            ByteBuf buf = (ByteBuf) msg;
+            int readable = buf.readableBytes();
+            if (readable == 0) {
+                in.remove();
+                continue;
+            }
+            if (!canSend()) {
+                return false;
+            }
+            int length = Math.min(readable, peerReceiveSize);
+            ByteBuf owner = registered.registered(buf) ? buf.retain() : registered.directBuffer(length, length);
+            try {
+                if (owner == buf) {
+                    send(buf, buf.memoryAddress() + buf.readerIndex(), length, registered.lkey(buf));
+                } else {
+                    owner.writeBytes(buf, buf.readerIndex(), length);
+                    send(owner, owner.memoryAddress(), length, registered.lkey(owner));
+                }
+            } catch (RdmaException e) { // (the QP went: the connection is broken)
+                owner.release();
+                throw new IOException(id + ": a SEND could not be posted: " + e.getMessage(), e);
+            } catch (RuntimeException e) {
+                owner.release();
+                throw e;
+            }
+            in.removeBytes(length);
+        }
+    }
+
+    /** Sends the end of this side's stream (once), if a credit and a slot allow it now; true once it was sent. */
+    boolean sendFin() {
+        if (finSent) {
+            return true;
+        }
+        if (state != State.ACTIVE && state != State.CLOSING || sendOutstanding >= sends || sendCredits < 1) {
+            return false;
+        }
+        int imm = Math.min(owed, CREDITS);
+        qp.postSend(wr.reset().wrId(((long) slot << 32) | sendTail).opcode(Opcode.SEND_WITH_IMM).immData(imm | FIN)
+                .signaled(true));
+        sendBufs[sendTail] = null;
+        sendTail = (sendTail + 1) % sends;
+        sendOutstanding++;
+        sendCredits--;
+        owed -= imm;
+        peerCredits += imm;
+        finSent = true;
+        return true;
+    }
+
+    /**
+     * Posts receive {@code i} into {@code buf}, whose reference is the connection's from now on (until
+     * it completes). A QP that takes no more receives (it errs: its flush is on the way) gives the
+     * buffer back instead.
+     */
+    void post(int i, ByteBuf buf) {
+        try {
+            postOrThrow(i, buf);
+        } catch (RuntimeException e) {
+            buf.release();
+        }
+    }
+
+    /**
+     * Posts receive {@code i} into a new buffer of the pool (its last one went up the pipeline); a
+     * pool out of memory leaves it to the next batch ({@link #refill}).
+     */
+    void postFresh(int i) {
+        ByteBuf b;
+        try {
+            b = handler.transport().allocator().directBuffer(receiveSize, receiveSize);
+        } catch (RuntimeException e) {
+            hungry[i] = true;
+            hungryCount++;
+            return;
+        }
+        post(i, b);
+    }
+
+    /** Posts the receives that waited for a buffer, while the pool gives them. */
+    private void refill() {
+        for (int i = 0; i < hungry.length && hungryCount > 0; i++) {
+            if (hungry[i]) {
+                hungry[i] = false;
+                hungryCount--;
+                postFresh(i);
+                if (hungry[i]) {
+                    return;
+                }
+            }
+        }
+    }
+
+    private void postOrThrow(int i, ByteBuf buf) {
+        wr.reset().wrId(((long) slot << 32) | RECV | i).addSge(buf.memoryAddress(), receiveSize, handler.transport().allocator()
+                .lkey(buf));
+        qp.postRecv(wr);
+        recvBufs[i] = buf;
+        recvOutstanding++;
+        if (state != State.NEW) {
+            owed++;
+        }
+    }
+
+    /** A completion of this connection's (from the handler's poll). */
+    void completed(WorkCompletion wc) {
+        long id = wc.wrId();
+        if ((id & RECV) != 0) {
+            int i = (int) (id & (RECV - 1));
+            ByteBuf b = recvBufs[i];
+            recvBufs[i] = null;
+            recvOutstanding--;
+            if (wc.status() != WcStatus.SUCCESS || state == State.DRAINED || channel == null) {
+                b.release();
+                if (wc.status() != WcStatus.SUCCESS) {
+                    broken(wc.status());
+                }
+            } else {
+                int imm = wc.withImm() ? wc.immData() : 0;
+                sendCredits += imm & CREDITS;
+                peerCredits--;
+                channel.received(i, b, (int) wc.byteLen(), (imm & FIN) != 0);
+            }
+        } else {
+            ByteBuf b = sendBufs[sendHead];
+            sendBufs[sendHead] = null;
+            sendHead = (sendHead + 1) % sends;
+            sendOutstanding--;
+            if (b != null) {
+                b.release();
+            }
+            if (wc.status() != WcStatus.SUCCESS) {
+                broken(wc.status());
+            }
+        }
+        finishIfDone();
+    }
+
+    /** After a batch of completions: the channel's reads end, writes go on, credits go back, a close goes on. */
+    void batchDone() {
+        if (hungryCount > 0 && state == State.ACTIVE) {
+            refill();
+        }
+        if (channel != null && state == State.ACTIVE) {
+            channel.batchDone();
+        }
+        grant();
+        if (state == State.CLOSING) {
+            sendFin();
+            if (sendOutstanding == 0 || System.nanoTime() - closingSince > LINGER_NANOS) {
+                disconnect();
+            }
+        }
+        finishIfDone();
+    }
+
+    /** Sends a SEND of no bytes that grants what is owed, when the peer runs short (or half of them are owed). */
+    void grant() {
+        if ((state == State.ACTIVE || state == State.CLOSING) && owed > 0 && (owed >= Math.max(1, receives / 2) || peerCredits <= 1)
+                && sendCredits >= 1 && sendOutstanding < sends) {
+            send(null, 0, 0, 0);
+        }
+    }
+
+    /** A completion failed: the connection is broken (the peer went, or it was drained). */
+    private void broken(WcStatus status) {
+        if (state == State.ACTIVE || state == State.NEW) {
+            RegmemSocketChannel ch = channel;
+            disconnect();
+            if (ch != null) {
+                ch.connectionBroken(status);
+            }
+        } else if (state == State.CLOSING) {
+            disconnect();
+        }
+    }
+
+    /**
+     * The channel closed: the connection sends its end of stream, lets its SENDs finish (at most
+     * {@link #LINGER_NANOS}) and then disconnects. A connection never established disconnects at once.
+     */
+    void close() {
+        channel = null;
+        if (state == State.ACTIVE) {
+            state = State.CLOSING;
+            closingSince = System.nanoTime();
+            sendFin();
+            if (sendOutstanding == 0) {
+                disconnect();
+            }
+        } else if (state == State.NEW) {
+            disconnect();
+        }
+        finishIfDone();
+    }
+
+    /** Whether the close still waits for SENDs (the handler then looks again at the next batch or timer). */
+    boolean lingering() {
+        return state == State.CLOSING;
+    }
+
+    /** Disconnects (the peer sees it) and drains: every posted request completes on the CQ, flushed. */
+    void disconnect() {
+        if (state == State.DRAINED) {
+            return;
+        }
+        state = State.DRAINED;
+        channel = null;
+        try {
+            if (id.connState() == CmId.ConnState.CONNECTED) {
+                id.disconnect();
+            }
+        } catch (RuntimeException e) { // (the ID went meanwhile: the drain below still flushes)
+            // nothing to tell
+        }
+        try {
+            qp.drain();
+        } catch (RuntimeException e) {
+            // destroyed already
+        }
+    }
+
+    /** The event loop ends: disconnect now, whatever is outstanding. */
+    void abort() {
+        disconnect();
+    }
+
+    /** Destroys the QP and the ID once nothing of the connection is outstanding; frees the slot. */
+    private void finishIfDone() {
+        if (state != State.DRAINED || recvOutstanding > 0 || sendOutstanding > 0) {
+            return;
+        }
+        destroyNow();
+    }
+
+    /** Destroys the QP (drained first) and the ID, gives back every buffer still held, frees the slot. */
+    void destroyNow() {
+        if (state != State.DRAINED) {
+            disconnect();
+        }
+        if (qp.isDestroyed()) {
+            return;
+        }
+        releaseAll();
+        try {
+            id.destroyQp();
+        } catch (RuntimeException e) {
+            // (rw contexts, none here)
+        }
+        try {
+            id.close();
+        } catch (RuntimeException e) {
+            // closed by its listener's close
+        }
+        handler.detach(this, slot, entries);
+    }
+
+    private void releaseAll() {
+        for (int i = 0; i < recvBufs.length; i++) {
+            if (recvBufs[i] != null) {
+                recvBufs[i].release();
+                recvBufs[i] = null;
+            }
+        }
+        for (int i = 0; i < sendBufs.length; i++) {
+            if (sendBufs[i] != null) {
+                sendBufs[i].release();
+                sendBufs[i] = null;
+            }
+        }
+        recvOutstanding = 0;
+        sendOutstanding = 0;
+    }
+
+    @Override
+    public String toString() {
+        return "Connection[" + id + ", " + state + ", credits " + sendCredits + ", owed " + owed + ", sends " + sendOutstanding
+                + ", receives " + recvOutstanding + "]";
+    }
+}

@@ -1,0 +1,161 @@
+package io.regmem.netty;
+
+import io.netty.channel.EventLoop;
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.CmEvent;
+import io.regmem.registration.CmId;
+import java.io.IOException;
+import java.net.ConnectException;
+import java.net.Inet6Address;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.net.UnknownHostException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/** What the channels share about making connections: addresses, the blocking calls off the loop, failures as Netty's. */
+final class Connections {
+    private static final System.Logger LOG = System.getLogger("io.regmem.netty");
+
+    private Connections() {
+    }
+
+    /** {@code address} resolved (an unresolved one looked up now). */
+    static InetSocketAddress resolve(SocketAddress address) throws UnknownHostException {
+        if (!(address instanceof InetSocketAddress a)) {
+            throw new IllegalArgumentException("a RegmemSocketChannel connects to an InetSocketAddress, not " + address);
+        }
+        if (a.isUnresolved()) {
+            a = new InetSocketAddress(InetAddress.getByName(a.getHostString()), a.getPort());
+        }
+        return a;
+    }
+
+    /** The {@code host:port} form regmem's {@code connect} and {@code bindAddr} take. */
+    static String hostPort(InetSocketAddress a) {
+        String host = a.getAddress().getHostAddress();
+        return (a.getAddress() instanceof Inet6Address ? "[" + host + "]" : host) + ":" + a.getPort();
+    }
+
+    /** {@code hostPort} ({@code host:port}, as regmem reports an ID's address) as a socket address, or {@code fallback}. */
+    static InetSocketAddress address(String hostPort, InetSocketAddress fallback) {
+        if (hostPort == null) {
+            return fallback;
+        }
+        int colon = hostPort.lastIndexOf(':');
+        if (colon <= 0) {
+            return fallback;
+        }
+        try {
+            String host = hostPort.substring(0, colon);
+            if (host.startsWith("[") && host.endsWith("]")) {
+                host = host.substring(1, host.length() - 1);
+            }
+            return new InetSocketAddress(InetAddress.getByName(host), Integer.parseInt(hostPort.substring(colon + 1)));
+        } catch (IOException | RuntimeException e) {
+            return fallback;
+        }
+    }
+
+    /**
+     * Connects {@code id} and waits for the answer (blocking: a virtual thread's; at most
+     * {@code waitMillis}, the channel's connect timeout or a minute): what failed, or null.
+     */
+    static Throwable connect(CmId id, String address, byte[] offer, long waitMillis) {
+        CompletableFuture<CmEvent> answer = new CompletableFuture<>();
+        id.onEvent(e -> {
+            switch (e.type()) {
+                case ESTABLISHED, REJECTED, UNREACHABLE, CONNECT_ERROR, DISCONNECTED -> answer.complete(e);
+                default -> { }
+            }
+            return false;
+        });
+        try {
+            id.connect(address, offer);
+            if (id.connState() == CmId.ConnState.CONNECTING) {
+                answer.get(waitMillis > 0 ? waitMillis : 60_000, TimeUnit.MILLISECONDS);
+            }
+            if (id.connState() == CmId.ConnState.CONNECTED) {
+                return null;
+            }
+            return new RdmaException(Errno.ECONNREFUSED, id + ": " + (id.failureReason() != null ? id.failureReason()
+                    : "the peer rejected the connection (" + id.connState() + ")"));
+        } catch (TimeoutException e) {
+            return new RdmaException(Errno.ETIMEDOUT, id + ": no answer from " + address + " in " + waitMillis + " ms");
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return e;
+        } catch (ExecutionException e) {
+            return e.getCause();
+        } catch (RuntimeException | Error e) {
+            return e;
+        } finally {
+            id.onEvent(null);
+        }
+    }
+
+    /** Accepts {@code request} (blocking: a virtual thread's); what failed, or null. */
+    static Throwable accept(CmId request, byte[] offer) {
+        try {
+            request.accept(offer);
+            return null;
+        } catch (RuntimeException | Error e) {
+            return e;
+        }
+    }
+
+    /** Rejects a request nobody will serve, and destroys its ID. */
+    static void reject(CmId request) {
+        try {
+            if (request.connState() == CmId.ConnState.REQUESTED) {
+                request.reject();
+            }
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.DEBUG, () -> request + ": reject failed: " + e);
+        }
+        try {
+            if (request.qp() == null) {
+                request.close();
+            }
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.DEBUG, () -> request + ": close failed: " + e);
+        }
+    }
+
+    /** Runs {@code task} on {@code loop}; a loop that shut down meanwhile leaves {@code conn} to its handler's destroy. */
+    static void execute(EventLoop loop, Runnable task, Connection conn) {
+        try {
+            loop.execute(task);
+        } catch (RejectedExecutionException e) {
+            LOG.log(System.Logger.Level.DEBUG, () -> conn + ": its event loop shut down before the connection was made");
+        }
+    }
+
+    /** Runs {@code task} on {@code loop} now if this is its thread, else later there. */
+    static void onLoop(EventLoop loop, Runnable task) {
+        if (loop.inEventLoop()) {
+            task.run();
+        } else {
+            loop.execute(task);
+        }
+    }
+
+    /** A failed connect as Netty's TCP channels report it: {@link ConnectException} for a refusal, an {@link IOException} else. */
+    static IOException connectFailure(Throwable failed, InetSocketAddress remote) {
+        if (failed instanceof RdmaException e && (e.errno() == Errno.ECONNREFUSED || e.errno() == Errno.EHOSTUNREACH
+                || e.errno() == Errno.EACCES)) {
+            ConnectException c = new ConnectException("Connection refused: " + remote + " (" + e.getMessage() + ")");
+            c.initCause(e);
+            return c;
+        }
+        if (failed instanceof IOException io) {
+            return io;
+        }
+        return new IOException("connecting to " + remote + " failed: " + failed, failed);
+    }
+}

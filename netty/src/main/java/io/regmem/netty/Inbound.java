@@ -1,0 +1,160 @@
+package io.regmem.netty;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.RecvByteBufAllocator;
+
+/**
+ * A channel's read side: the pieces of the byte stream its connection received, handed up the
+ * pipeline while the channel reads ({@code AUTO_READ}, or a {@code read()} asked for: then one
+ * piece), else kept, in order, each with the receive it came in. That receive is posted again only
+ * when its piece goes up, so the peer's credits run out while a reader does not read. Pieces of
+ * {@link #COPY_BELOW} bytes or less are copied into a buffer of the channel's allocator and their
+ * receive posted again at once; larger ones go up as they are, a new buffer posted in their place.
+ * The end of the peer's stream comes after the last piece. Event loop only.
+ */
+final class Inbound {
+    /** Received pieces this long or shorter are copied into a buffer of the channel's allocator. */
+    static final int COPY_BELOW = 2048;
+    private final RegmemSocketChannel ch;
+    private int[] receive = new int[0];
+    private ByteBuf[] bufs = new ByteBuf[0];
+    private int head;
+    private int count;
+    private boolean fin;
+    private boolean readPending;
+    private boolean readInBatch;
+
+    Inbound(RegmemSocketChannel ch) {
+        this.ch = ch;
+    }
+
+    /** Room for {@code receives} pieces (a connection's receives). */
+    void size(int receives) {
+        receive = new int[receives];
+        bufs = new ByteBuf[receives];
+        head = 0;
+        count = 0;
+    }
+
+    boolean isEmpty() {
+        return count == 0;
+    }
+
+    /** A read was asked for ({@code doBeginRead}): what waits goes up now, else the next piece. */
+    void beginRead() {
+        readPending = true;
+        if (count > 0 || fin) {
+            deliver();
+            readComplete();
+        }
+    }
+
+    void clearReadPending() {
+        readPending = false;
+    }
+
+    private boolean canRead() {
+        return ch.isActive() && (readPending || ch.config().isAutoRead());
+    }
+
+    /** Receive {@code i} completed with {@code length} bytes in {@code buf}; {@code end}: the peer's stream ended. */
+    void received(Connection c, int i, ByteBuf buf, int length, boolean end) {
+        if (length == 0 || ch.inputShutdown()) {
+            c.post(i, buf.clear()); // (no bytes, or the input is shut down: the receive goes back at once)
+        } else {
+            buf.writerIndex(length);
+            int at = (head + count) % bufs.length;
+            receive[at] = i;
+            bufs[at] = buf;
+            count++;
+        }
+        if (end) {
+            fin = true;
+        }
+        if (canRead()) {
+            deliver();
+        }
+    }
+
+    /** Hands pieces up while the channel reads; then, if all went and the peer's stream ended, says so. */
+    void deliver() {
+        while (count > 0 && canRead()) {
+            ByteBuf b = bufs[head];
+            int i = receive[head];
+            bufs[head] = null;
+            head = (head + 1) % bufs.length;
+            count--;
+            fireRead(i, b);
+        }
+        if (count == 0 && fin && ch.isActive()) {
+            fin = false;
+            ch.inputEnded();
+        }
+    }
+
+    private void fireRead(int i, ByteBuf buf) {
+        Connection c = ch.connection();
+        int n = buf.readableBytes();
+        ByteBuf msg = buf;
+        if (n <= COPY_BELOW) {
+            try {
+                msg = ch.config().getAllocator().ioBuffer(n);
+                msg.writeBytes(buf, buf.readerIndex(), n);
+                c.post(i, buf.clear());
+            } catch (RuntimeException e) { // (the allocator is out of memory: the piece goes up in its receive)
+                if (msg != buf) {
+                    msg.release();
+                }
+                msg = buf;
+                c.postFresh(i);
+            }
+        } else {
+            c.postFresh(i);
+        }
+        RecvByteBufAllocator.Handle h = ch.unsafe().recvBufAllocHandle();
+        if (!readInBatch) {
+            readInBatch = true;
+            h.reset(ch.config());
+        }
+        h.lastBytesRead(n);
+        h.incMessagesRead(1);
+        readPending = false;
+        ch.pipeline().fireChannelRead(msg);
+    }
+
+    /** Ends the read of this batch of completions ({@code channelReadComplete}), if anything went up. */
+    void readComplete() {
+        if (readInBatch) {
+            readInBatch = false;
+            ch.unsafe().recvBufAllocHandle().readComplete();
+            ch.pipeline().fireChannelReadComplete();
+        }
+    }
+
+    /** Drops every piece here and posts its receive again (the input was shut down). */
+    void dropAll(Connection c) {
+        while (count > 0) {
+            ByteBuf b = bufs[head];
+            int i = receive[head];
+            bufs[head] = null;
+            head = (head + 1) % bufs.length;
+            count--;
+            if (c != null && c.channel != null) {
+                c.post(i, b.clear());
+            } else {
+                b.release();
+            }
+        }
+    }
+
+    /** Gives back every piece here (the channel closed: its connection posts nothing again). */
+    void releaseAll() {
+        while (count > 0) {
+            bufs[head].release();
+            bufs[head] = null;
+            head = (head + 1) % bufs.length;
+            count--;
+        }
+        fin = false;
+    }
+}

@@ -1,0 +1,328 @@
+package io.regmem.netty;
+
+import io.netty.channel.IoEvent;
+import io.netty.channel.IoHandle;
+import io.netty.channel.IoHandler;
+import io.netty.channel.IoHandlerContext;
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.IoOps;
+import io.netty.channel.IoRegistration;
+import io.netty.util.concurrent.ThreadAwareExecutor;
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import io.regmem.registration.CompletionChannel;
+import io.regmem.registration.CompletionQueue;
+import io.regmem.registration.WorkCompletion;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * A Netty 4.2 {@link IoHandler} over a regmem device: what one event loop of a
+ * {@code MultiThreadIoEventLoopGroup} runs. It owns one completion queue, on a completion channel of its
+ * own, where every connection of its channels completes. A run polls the CQ and hands each completion to
+ * its connection (received bytes go up the channel's pipeline, finished sends give their buffers back, a
+ * flushed one closes the channel); with nothing to do it polls on for {@code busyPollNanos} and then
+ * sleeps on the completion channel until a completion, Netty's next scheduled task, or a
+ * {@link #wakeup()} from another thread. Make event loops with {@link #newFactory(RegmemTransport)}.
+ *
+ * <p>Threads: everything but {@link #wakeup()} runs on the event loop's thread.
+ */
+public final class RegmemIoHandler implements IoHandler {
+    private static final System.Logger LOG = System.getLogger("io.regmem.netty");
+    private static final int BATCH = 64;
+    private final RegmemTransport transport;
+    private final ThreadAwareExecutor executor;
+    private final CompletionChannel channel;
+    private final CompletionQueue cq;
+    private final WorkCompletion[] wcs = new WorkCompletion[BATCH];
+    private final Set<Registration> registrations = new LinkedHashSet<>();
+    /** Connections by slot (a completion's work-request id carries its slot in its upper half). */
+    private Connection[] slots = new Connection[16];
+    private int[] free = new int[16];
+    private int frees;
+    private int used;
+    /** CQ entries the connections here may fill at once (their receives and sends). */
+    private int reserved;
+    private final List<Connection> touched = new ArrayList<>();
+    private long lastWork = System.nanoTime();
+    private boolean destroyed;
+
+    private RegmemIoHandler(RegmemTransport transport, ThreadAwareExecutor executor) {
+        this.transport = transport;
+        this.executor = Objects.requireNonNull(executor, "executor");
+        this.channel = transport.device().createCompletionChannel();
+        try {
+            this.cq = transport.device().createCq(transport.cqEntries, channel);
+        } catch (RuntimeException e) {
+            channel.close();
+            throw e;
+        }
+        for (int i = 0; i < BATCH; i++) {
+            wcs[i] = new WorkCompletion();
+        }
+        for (int i = free.length - 1; i >= 0; i--) {
+            free[frees++] = i;
+        }
+    }
+
+    /** A factory of handlers on {@code transport}: give it to {@code MultiThreadIoEventLoopGroup}. */
+    public static IoHandlerFactory newFactory(RegmemTransport transport) {
+        Objects.requireNonNull(transport, "transport");
+        return executor -> new RegmemIoHandler(transport, executor);
+    }
+
+    RegmemTransport transport() {
+        return transport;
+    }
+
+    CompletionQueue cq() {
+        return cq;
+    }
+
+    boolean inLoop() {
+        return executor.isExecutorThread(Thread.currentThread());
+    }
+
+    /**
+     * Gives {@code c} a slot and reserves its CQ entries ({@code entries}: its receives and sends).
+     *
+     * @throws RdmaException {@link Errno#ENOSPC} if the CQ has no room for them (too many connections on
+     *                       this event loop: give the transport more {@code cqEntries} or the group more loops)
+     */
+    int attach(Connection c, int entries) {
+        if (destroyed) {
+            throw new RdmaException(Errno.EBADF, this + ": the event loop is shutting down");
+        }
+        if (reserved + entries > transport.cqEntries) {
+            throw new RdmaException(Errno.ENOSPC, this + ": the event loop's CQ (" + transport.cqEntries + " entries) has "
+                    + (transport.cqEntries - reserved) + " left, a connection needs " + entries
+                    + ": give the transport more cqEntries or the group more event loops");
+        }
+        if (frees == 0) {
+            int n = slots.length;
+            slots = Arrays.copyOf(slots, n * 2);
+            free = Arrays.copyOf(free, n * 2);
+            for (int i = 2 * n - 1; i >= n; i--) {
+                free[frees++] = i;
+            }
+        }
+        int slot = free[--frees];
+        slots[slot] = c;
+        reserved += entries;
+        used++;
+        return slot;
+    }
+
+    /** Frees the slot of {@code c}, which has nothing outstanding on the CQ any more. */
+    void detach(Connection c, int slot, int entries) {
+        if (slots[slot] == c) {
+            slots[slot] = null;
+            free[frees++] = slot;
+            reserved -= entries;
+            used--;
+        }
+    }
+
+    @Override
+    public int run(IoHandlerContext context) {
+        int work = poll();
+        long now = System.nanoTime();
+        if (work > 0 || !context.canBlock()) {
+            if (work > 0) {
+                lastWork = now;
+            }
+            return work;
+        }
+        long busy = transport.busyPollNanos;
+        if (busy == Long.MAX_VALUE || now - lastWork < busy) {
+            Thread.onSpinWait();
+            return 0;
+        }
+        cq.requestNotify(false); // (then look once more: what completed before the arming raises nothing)
+        work = poll();
+        if (work == 0) {
+            try {
+                if (channel.getEvent(Math.max(0, context.delayNanos(now)), TimeUnit.NANOSECONDS) != null) {
+                    cq.ackEvents(1);
+                }
+            } catch (RdmaException e) { // interrupted (the group shuts down): Netty's loop goes on to see it
+                if (e.errno() != Errno.EINTR) {
+                    throw e;
+                }
+                Thread.interrupted();
+            }
+            work = poll();
+        }
+        lastWork = System.nanoTime();
+        return work;
+    }
+
+    /** Polls the CQ until it is empty (a few batches at most), handing each completion to its connection. */
+    private int poll() {
+        int total = 0;
+        for (int round = 0; round < 16; round++) {
+            int n = cq.poll(wcs);
+            for (int i = 0; i < n; i++) {
+                WorkCompletion wc = wcs[i];
+                int slot = (int) (wc.wrId() >>> 32);
+                Connection c = slot < slots.length ? slots[slot] : null;
+                if (c == null) {
+                    LOG.log(System.Logger.Level.WARNING, () -> this + ": a completion for no connection: " + wc);
+                    continue;
+                }
+                if (!c.touched) {
+                    c.touched = true;
+                    touched.add(c);
+                }
+                try {
+                    c.completed(wc);
+                } catch (Throwable t) { // (a thread of Netty's: nothing escapes a run)
+                    LOG.log(System.Logger.Level.WARNING, () -> c + ": handling a completion failed", t);
+                }
+            }
+            total += n;
+            if (n < wcs.length) {
+                break;
+            }
+        }
+        if (!touched.isEmpty()) {
+            for (int i = 0; i < touched.size(); i++) {
+                Connection c = touched.get(i);
+                c.touched = false;
+                try {
+                    c.batchDone();
+                } catch (Throwable t) {
+                    LOG.log(System.Logger.Level.WARNING, () -> c + ": ending a batch of completions failed", t);
+                }
+            }
+            touched.clear();
+        }
+        return total;
+    }
+
+    @Override
+    public void wakeup() {
+        if (!inLoop()) {
+            channel.wakeup();
+        }
+    }
+
+    @Override
+    public void prepareToDestroy() {
+        for (Registration r : new ArrayList<>(registrations)) {
+            r.handle.close();
+        }
+    }
+
+    /**
+     * Ends every connection still here (each drains its QP: what it posted completes, flushed) and
+     * reaps their completions for up to 5 s; then destroys what is left, the CQ and the channel.
+     */
+    @Override
+    public void destroy() {
+        destroyed = true;
+        for (Connection c : slots) {
+            if (c != null) {
+                c.abort();
+            }
+        }
+        long deadline = System.nanoTime() + 5_000_000_000L;
+        while (used > 0 && System.nanoTime() < deadline) {
+            if (poll() == 0) {
+                Thread.onSpinWait();
+            }
+        }
+        for (Connection c : slots) {
+            if (c != null) {
+                c.destroyNow();
+            }
+        }
+        cq.ackEvents((int) cq.unackedEvents());
+        cq.close();
+        channel.close();
+    }
+
+    @Override
+    public IoRegistration register(IoHandle handle) {
+        if (!(handle instanceof RegmemIoHandle h)) {
+            throw new IllegalArgumentException("IoHandle of type " + handle.getClass().getName() + " not supported by "
+                    + "RegmemIoHandler (a RegmemSocketChannel's or RegmemServerSocketChannel's)");
+        }
+        Registration r = new Registration(h);
+        registrations.add(r);
+        h.registered();
+        return r;
+    }
+
+    @Override
+    public boolean isCompatible(Class<? extends IoHandle> handleType) {
+        return RegmemIoHandle.class.isAssignableFrom(handleType);
+    }
+
+    @Override
+    public String toString() {
+        return "RegmemIoHandler[" + transport.device() + ", " + used + " connection(s)]";
+    }
+
+    /** What a channel's unsafe is to this handler. */
+    interface RegmemIoHandle extends IoHandle {
+        /** Closes the channel now (the event loop shuts down). */
+        @Override
+        void close();
+
+        @Override
+        default void handle(IoRegistration registration, IoEvent ioEvent) {
+            // Completions come through Connection, not as IoEvents.
+        }
+    }
+
+    private final class Registration implements IoRegistration {
+        private final AtomicBoolean canceled = new AtomicBoolean();
+        final RegmemIoHandle handle;
+
+        Registration(RegmemIoHandle handle) {
+            this.handle = handle;
+        }
+
+        @Override
+        @SuppressWarnings("unchecked")
+        public <T> T attachment() {
+            return (T) RegmemIoHandler.this;
+        }
+
+        @Override
+        public long submit(IoOps ops) {
+            throw new UnsupportedOperationException("RegmemIoHandler takes no IoOps: a channel's connection posts its own work");
+        }
+
+        @Override
+        public boolean isValid() {
+            return !canceled.get();
+        }
+
+        @Override
+        public boolean cancel() {
+            if (!canceled.compareAndSet(false, true)) {
+                return false;
+            }
+            if (inLoop()) {
+                cancel0();
+            } else {
+                executor.execute(this::cancel0);
+            }
+            return true;
+        }
+
+        private void cancel0() {
+            if (registrations.remove(this)) {
+                handle.unregistered();
+            }
+        }
+    }
+}

@@ -1,0 +1,473 @@
+package io.regmem.netty;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.AbstractChannel;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelMetadata;
+import io.netty.channel.ChannelOutboundBuffer;
+import io.netty.channel.ChannelPromise;
+import io.netty.channel.ConnectTimeoutException;
+import io.netty.channel.EventLoop;
+import io.netty.channel.IoEventLoop;
+import io.netty.channel.IoRegistration;
+import io.netty.channel.socket.ChannelInputShutdownEvent;
+import io.netty.channel.socket.ServerSocketChannel;
+import io.netty.channel.socket.SocketChannel;
+import io.regmem.registration.CmId;
+import io.regmem.registration.WcStatus;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.nio.channels.AlreadyConnectedException;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.ConnectionPendingException;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A Netty {@link SocketChannel} over one regmem RC connection, on an event loop of
+ * {@link RegmemIoHandler}: addressed by {@link InetSocketAddress} as Netty's TCP channels are, a byte
+ * stream in order with no message boundaries promised, so every codec works. A write of a buffer of the
+ * transport's allocator is sent from its memory (the SEND holds a reference until it completes); any
+ * other buffer is copied once into a registered one. Received bytes arrive in registered buffers:
+ * pieces of 2 KiB or less are copied into a buffer of the channel's {@code ALLOCATOR} (so the receive
+ * goes back at once); larger ones are handed up as they are, a new receive posted in their place.
+ * Credits keep a writer from overrunning the peer's receives: writes wait in the channel's outbound
+ * buffer (and {@code isWritable} turns false past the high water mark) until the peer grants more.
+ * {@code shutdownOutput} sends the end of the stream; the peer sees its input shut down (with
+ * {@code ALLOW_HALF_CLOSURE}) or closes. A peer that dies or disconnects closes the channel
+ * ({@code channelInactive}); writes not yet sent fail. The connection is made by the regmem device of
+ * the event loop's transport, authenticated by its secret: a peer without it never reaches the pipeline.
+ */
+public final class RegmemSocketChannel extends AbstractChannel implements SocketChannel {
+    private static final ChannelMetadata METADATA = new ChannelMetadata(false, 16);
+
+    private enum State { OPEN, CONNECTING, ACTIVE, CLOSED }
+
+    private final RegmemSocketChannelConfig config = new RegmemSocketChannelConfig(this);
+    private volatile State state = State.OPEN;
+    private volatile InetSocketAddress local;
+    private volatile InetSocketAddress remote;
+    private IoRegistration registration;
+    private RegmemIoHandler handler;
+    private Connection conn;
+    /** A request accepted by a server channel: the connection is made on this channel's event loop. */
+    private CmId request;
+    private ChannelPromise connectPromise;
+    private boolean connecting;
+    private volatile boolean inputShutdown;
+    private volatile boolean outputShutdown;
+    private boolean writeWaiting;
+    private final Inbound inbound = new Inbound(this);
+
+    /** A channel to connect (Bootstrap makes it). */
+    public RegmemSocketChannel() {
+        super(null);
+    }
+
+    /** A channel of a request {@code parent} accepts. */
+    RegmemSocketChannel(RegmemServerSocketChannel parent, CmId request, InetSocketAddress remote,
+                        InetSocketAddress local) {
+        super(parent);
+        this.request = request;
+        this.remote = remote;
+        this.local = local;
+    }
+
+    @Override
+    public ServerSocketChannel parent() {
+        return (ServerSocketChannel) super.parent();
+    }
+
+    @Override
+    public RegmemSocketChannelConfig config() {
+        return config;
+    }
+
+    @Override
+    public ChannelMetadata metadata() {
+        return METADATA;
+    }
+
+    @Override
+    public boolean isOpen() {
+        return state != State.CLOSED;
+    }
+
+    @Override
+    public boolean isActive() {
+        return state == State.ACTIVE;
+    }
+
+    @Override
+    public boolean isInputShutdown() {
+        return inputShutdown || !isActive();
+    }
+
+    @Override
+    public boolean isOutputShutdown() {
+        return outputShutdown || !isActive();
+    }
+
+    @Override
+    public boolean isShutdown() {
+        return inputShutdown && outputShutdown || !isActive();
+    }
+
+    @Override
+    public InetSocketAddress localAddress() {
+        return (InetSocketAddress) super.localAddress();
+    }
+
+    @Override
+    public InetSocketAddress remoteAddress() {
+        return (InetSocketAddress) super.remoteAddress();
+    }
+
+    @Override
+    protected SocketAddress localAddress0() {
+        return local;
+    }
+
+    @Override
+    protected SocketAddress remoteAddress0() {
+        return remote;
+    }
+
+    @Override
+    protected AbstractUnsafe newUnsafe() {
+        return new RegmemUnsafe();
+    }
+
+    @Override
+    protected boolean isCompatible(EventLoop loop) {
+        return loop instanceof IoEventLoop l && l.isCompatible(RegmemUnsafe.class);
+    }
+
+    @Override
+    protected void doRegister(ChannelPromise promise) {
+        ((IoEventLoop) eventLoop()).register((RegmemUnsafe) unsafe()).addListener(f -> {
+            if (!f.isSuccess()) {
+                promise.setFailure(f.cause());
+                return;
+            }
+            registration = (IoRegistration) f.getNow();
+            handler = registration.attachment();
+            config.defaultAllocator(handler.transport().allocator());
+            if (request != null) {
+                try {
+                    startAccept();
+                } catch (RuntimeException e) {
+                    promise.setFailure(e);
+                    return;
+                }
+            }
+            promise.setSuccess();
+        });
+    }
+
+    @Override
+    protected void doDeregister() {
+        IoRegistration r = registration;
+        if (r != null) {
+            registration = null;
+            r.cancel();
+        }
+    }
+
+    /** Makes the connection of an accepted request here and accepts it, off the event loop. */
+    private void startAccept() {
+        CmId req = request;
+        request = null;
+        try {
+            conn = newConnection(req);
+        } catch (RuntimeException e) {
+            Connections.reject(req);
+            throw e;
+        }
+        byte[] offer = conn.offer();
+        connecting = true;
+        Thread.ofVirtual().name("regmem-netty-accept").start(() -> {
+            Throwable failed = Connections.accept(req, offer);
+            Connections.execute(eventLoop(), () -> connected(failed, req), conn);
+        });
+    }
+
+    private Connection newConnection(CmId id) {
+        RegmemTransport t = handler.transport();
+        Connection c = new Connection(handler, id, config.receives(t.receiveSize, t.receives), config.sends(t.receiveSize, t.sends));
+        c.channel = this;
+        inbound.size(c.receives);
+        return c;
+    }
+
+    @Override
+    protected void doBind(SocketAddress localAddress) {
+        throw new UnsupportedOperationException("RegmemSocketChannel binds no local address: the system picks a connection's source");
+    }
+
+    /** The connect (or accept) finished, on the event loop: active, or failed and closed. */
+    private void connected(Throwable failed, CmId id) {
+        connecting = false;
+        ChannelPromise p = connectPromise;
+        connectPromise = null;
+        if (state == State.CLOSED) { // closed meanwhile: the connection ends now
+            conn.close();
+            return;
+        }
+        if (failed == null) {
+            try {
+                conn.established(id.privateData());
+                local = Connections.address(id.localAddress(), local);
+            } catch (RuntimeException e) {
+                failed = e;
+            }
+        }
+        if (failed != null) {
+            IOException cause = Connections.connectFailure(failed, remote);
+            if (p != null) {
+                p.tryFailure(cause);
+            } else {
+                pipeline().fireExceptionCaught(cause);
+            }
+            unsafe().close(unsafe().voidPromise());
+            return;
+        }
+        state = State.ACTIVE;
+        boolean promiseSet = p == null || p.trySuccess();
+        pipeline().fireChannelActive();
+        if (!promiseSet) {
+            unsafe().close(unsafe().voidPromise());
+            return;
+        }
+        inbound.deliver();
+        batchDone();
+    }
+
+    @Override
+    protected void doDisconnect() {
+        doClose();
+    }
+
+    @Override
+    protected void doClose() {
+        State was = state;
+        state = State.CLOSED;
+        if (request != null) { // accepted, never registered
+            Connections.reject(request);
+            request = null;
+        }
+        ChannelPromise p = connectPromise;
+        connectPromise = null;
+        if (p != null) {
+            p.tryFailure(new ClosedChannelException());
+        }
+        inbound.releaseAll();
+        Connection c = conn;
+        if (c != null && !connecting) {
+            c.close();
+            if (c.lingering()) {
+                eventLoop().schedule(() -> c.batchDone(), Connection.LINGER_NANOS + 1_000_000, TimeUnit.NANOSECONDS);
+            }
+        }
+        if (was == State.CLOSED) {
+            return;
+        }
+    }
+
+    @Override
+    protected void doShutdownOutput() {
+        outputShutdown = true;
+        if (conn != null) {
+            conn.sendFin(); // (if no credit allows it now, the connection sends it when one comes: batchDone)
+        }
+    }
+
+    @Override
+    public ChannelFuture shutdownOutput() {
+        return shutdownOutput(newPromise());
+    }
+
+    @Override
+    public ChannelFuture shutdownOutput(ChannelPromise promise) {
+        Connections.onLoop(eventLoop(), () -> ((AbstractUnsafe) unsafe()).shutdownOutput(promise));
+        return promise;
+    }
+
+    @Override
+    public ChannelFuture shutdownInput() {
+        return shutdownInput(newPromise());
+    }
+
+    @Override
+    public ChannelFuture shutdownInput(ChannelPromise promise) {
+        Connections.onLoop(eventLoop(), () -> {
+            inputShutdown = true;
+            inbound.dropAll(conn); // (what arrives from now on is dropped too, its receive posted again)
+            promise.trySuccess();
+        });
+        return promise;
+    }
+
+    @Override
+    public ChannelFuture shutdown() {
+        return shutdown(newPromise());
+    }
+
+    @Override
+    public ChannelFuture shutdown(ChannelPromise promise) {
+        shutdownOutput().addListener(out -> shutdownInput().addListener(in -> {
+            Throwable cause = out.cause() != null ? out.cause() : in.cause();
+            if (cause != null) {
+                promise.tryFailure(cause);
+            } else {
+                promise.trySuccess();
+            }
+        }));
+        return promise;
+    }
+
+    @Override
+    protected void doBeginRead() {
+        if (!inputShutdown) {
+            inbound.beginRead();
+        }
+    }
+
+    void clearReadPending() {
+        inbound.clearReadPending();
+    }
+
+    Connection connection() {
+        return conn;
+    }
+
+    boolean inputShutdown() {
+        return inputShutdown;
+    }
+
+    /** A receive completed with {@code length} bytes in {@code buf} (receive {@code i}); {@code fin}: the peer's stream ended. */
+    void received(int i, ByteBuf buf, int length, boolean fin) {
+        inbound.received(conn, i, buf, length, fin);
+    }
+
+    /** The peer's stream ended (after every byte before it was read). */
+    void inputEnded() {
+        if (inputShutdown) {
+            return;
+        }
+        if (config.isAllowHalfClosure()) {
+            inputShutdown = true;
+            pipeline().fireUserEventTriggered(ChannelInputShutdownEvent.INSTANCE);
+        } else {
+            unsafe().close(unsafe().voidPromise());
+        }
+    }
+
+    /** After a batch of completions: the read ends, writes that waited for credits go on. */
+    void batchDone() {
+        inbound.readComplete();
+        if (state != State.ACTIVE) {
+            return;
+        }
+        if (outputShutdown) {
+            conn.sendFin();
+        }
+        if (writeWaiting && conn.canSend()) {
+            writeWaiting = false;
+            ((RegmemUnsafe) unsafe()).flushNow();
+        }
+    }
+
+    /** The connection broke (the peer went, or disconnected): the channel closes. */
+    void connectionBroken(WcStatus status) {
+        if (state == State.CLOSED) {
+            return;
+        }
+        inbound.deliver();
+        inbound.readComplete();
+        unsafe().close(unsafe().voidPromise());
+    }
+
+    @Override
+    protected Object filterOutboundMessage(Object msg) {
+        if (msg instanceof ByteBuf) {
+            return msg;
+        }
+        throw new UnsupportedOperationException("RegmemSocketChannel writes ByteBufs, not " + msg.getClass().getName());
+    }
+
+    @Override
+    protected void doWrite(ChannelOutboundBuffer in) throws IOException {
+        if (!conn.write(in)) {
+            writeWaiting = true; // the next grant of credits (batchDone) flushes again
+        }
+    }
+
+    private final class RegmemUnsafe extends AbstractUnsafe implements RegmemIoHandler.RegmemIoHandle {
+        @Override
+        public void connect(SocketAddress remoteAddress, SocketAddress localAddress, ChannelPromise promise) {
+            if (!promise.setUncancellable() || !ensureOpen(promise)) {
+                return;
+            }
+            if (state == State.ACTIVE) {
+                promise.setFailure(new AlreadyConnectedException());
+                return;
+            }
+            if (connectPromise != null || connecting) {
+                promise.setFailure(new ConnectionPendingException());
+                return;
+            }
+            InetSocketAddress to;
+            CmId id;
+            try {
+                to = Connections.resolve(remoteAddress);
+                id = handler.transport().device().createCmId();
+                try {
+                    conn = newConnection(id);
+                } catch (RuntimeException e) {
+                    id.close();
+                    throw e;
+                }
+            } catch (Exception e) {
+                promise.setFailure(annotateConnectException(e, remoteAddress));
+                closeIfClosed();
+                return;
+            }
+            remote = to;
+            state = State.CONNECTING;
+            connectPromise = promise;
+            connecting = true;
+            byte[] offer = conn.offer();
+            String address = Connections.hostPort(to);
+            Thread.ofVirtual().name("regmem-netty-connect").start(() -> {
+                Throwable failed = Connections.connect(id, address, offer, config.getConnectTimeoutMillis());
+                Connections.execute(eventLoop(), () -> connected(failed, id), conn);
+            });
+            int millis = config.getConnectTimeoutMillis();
+            if (millis > 0) {
+                eventLoop().schedule(() -> {
+                    ChannelPromise p = connectPromise;
+                    if (p != null && p == promise && p.tryFailure(new ConnectTimeoutException("connection timed out after "
+                            + millis + " ms: " + to))) {
+                        close(voidPromise());
+                    }
+                }, millis, TimeUnit.MILLISECONDS);
+            }
+        }
+
+        /** Flushes what waits in the outbound buffer (credits came). */
+        void flushNow() {
+            flush0();
+        }
+
+        @Override
+        public void close() {
+            close(voidPromise());
+        }
+    }
+
+    @Override
+    public String toString() {
+        return super.toString() + (conn == null ? "" : " " + conn);
+    }
+}
