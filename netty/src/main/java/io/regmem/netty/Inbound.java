@@ -46,6 +46,7 @@ final class Inbound {
         if (count > 0 || fin) {
             deliver();
             readComplete();
+            grant();
         }
     }
 
@@ -131,6 +132,14 @@ final class Inbound {
         }
     }
 
+    /** Tells the peer of the receives posted again outside a batch of completions (none may come to carry them). */
+    private void grant() {
+        Connection c = ch.connection();
+        if (c != null) {
+            c.grant();
+        }
+    }
+
     /** Drops every piece here and posts its receive again (the input was shut down). */
     void dropAll(Connection c) {
         while (count > 0) {
@@ -145,6 +154,7 @@ final class Inbound {
                 b.release();
             }
         }
+        grant();
     }
 
     /** Gives back every piece here (the channel closed: its connection posts nothing again). */

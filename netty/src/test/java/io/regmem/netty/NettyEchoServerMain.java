@@ -1,0 +1,77 @@
+package io.regmem.netty;
+
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.socket.SocketChannel;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.testkit.ChildSide;
+import java.net.InetSocketAddress;
+import java.util.Map;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * The other process of {@link RegmemChannelProcessTest}: a Netty echo server on the regmem transport
+ * over an shm device (its secret from {@code REGMEM_SECRET}), bound to 127.0.0.1 on a port of the
+ * system's choice, which it says ({@code PORT n}). Every channel that reaches its pipeline is counted
+ * ({@code CHANNELS} says how many); what it reads it writes back. The end of its input shuts it down
+ * and says {@code CLEAN}.
+ */
+public final class NettyEchoServerMain {
+    private NettyEchoServerMain() {
+    }
+
+    public static void main(String[] args) throws Throwable {
+        ConcurrentLinkedQueue<String> commands = ChildSide.commands();
+        AtomicInteger channels = new AtomicInteger();
+        try (RdmaDevice dev = RdmaDevice.open("shm", Map.of());
+             RegmemTransport transport = RegmemTransport.builder(dev).build()) {
+            EventLoopGroup boss = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+            EventLoopGroup workers = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+            Channel server = new ServerBootstrap().group(boss, workers).channel(RegmemServerSocketChannel.class)
+                    .childHandler(new ChannelInitializer<SocketChannel>() {
+                        @Override
+                        protected void initChannel(SocketChannel ch) {
+                            channels.incrementAndGet();
+                            ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                                @Override
+                                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                    ctx.write(msg);
+                                }
+
+                                @Override
+                                public void channelReadComplete(ChannelHandlerContext ctx) {
+                                    ctx.flush();
+                                }
+
+                                @Override
+                                public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                                    ctx.close();
+                                }
+                            });
+                        }
+                    }).bind(new InetSocketAddress("127.0.0.1", 0)).sync().channel();
+            ChildSide.say("PORT " + ((InetSocketAddress) server.localAddress()).getPort());
+            for (;;) {
+                String c = commands.poll();
+                if (c == null) {
+                    Thread.sleep(5);
+                } else if (c.equals("CHANNELS")) {
+                    ChildSide.say("CHANNELS " + channels.get());
+                } else if (c.equals("END")) {
+                    break;
+                }
+            }
+            server.close().sync();
+            workers.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
+            boss.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
+        }
+        ChildSide.say("CLEAN");
+    }
+}

@@ -1,0 +1,271 @@
+package io.regmem.netty;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBuf;
+import io.netty.buffer.Unpooled;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelFutureListener;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.group.ChannelGroup;
+import io.netty.channel.group.DefaultChannelGroup;
+import io.netty.channel.socket.ChannelInputShutdownEvent;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.util.ResourceLeakDetector;
+import io.netty.util.concurrent.GlobalEventExecutor;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.testkit.NoLeaks;
+import java.io.File;
+import java.net.ConnectException;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * What Netty's own socket tests ask of a transport, on the regmem transport (shm, one JVM): half
+ * closure, auto-read off holding the peer back (credits) until the reader reads, writability that
+ * flips and comes back, a refused connection, a close that still delivers what was written before it,
+ * 1,000 connects and closes that leave no channel, thread or file behind, and a stream under the
+ * PARANOID leak detector that reports nothing.
+ */
+@ExtendWith(NoLeaks.class)
+class RegmemChannelBehaviourTest {
+    private RdmaDevice dev;
+    private RegmemTransport transport;
+    private EventLoopGroup boss;
+    private EventLoopGroup workers;
+    private EventLoopGroup clients;
+    private final ChannelGroup children = new DefaultChannelGroup(GlobalEventExecutor.INSTANCE);
+
+    @BeforeEach
+    void setUp() {
+        dev = RdmaDevice.open("shm");
+        transport = RegmemTransport.builder(dev).build();
+        boss = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+        workers = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+        clients = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+    }
+
+    @AfterEach
+    void tearDown() throws Exception {
+        for (EventLoopGroup g : new EventLoopGroup[] {clients, workers, boss}) {
+            g.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
+        }
+        transport.close();
+        dev.close();
+    }
+
+    /** A server whose children run {@code init} (and join {@link #children}); its options from {@code options}. */
+    private Channel server(Consumer<SocketChannel> init, Consumer<ServerBootstrap> options) throws InterruptedException {
+        ServerBootstrap b = new ServerBootstrap().group(boss, workers).channel(RegmemServerSocketChannel.class)
+                .childHandler(new ChannelInitializer<SocketChannel>() {
+                    @Override
+                    protected void initChannel(SocketChannel ch) {
+                        children.add(ch);
+                        init.accept(ch);
+                    }
+                });
+        options.accept(b);
+        return b.bind(new InetSocketAddress("127.0.0.1", 0)).sync().channel();
+    }
+
+    private Channel client(Channel server, ChannelInboundHandlerAdapter handler) throws InterruptedException {
+        return new Bootstrap().group(clients).channel(RegmemSocketChannel.class).option(ChannelOption.ALLOW_HALF_CLOSURE, true)
+                .handler(handler).connect(server.localAddress()).sync().channel();
+    }
+
+    /** Counts the bytes read (releasing them), and says when the input ended. */
+    private static class Counter extends ChannelInboundHandlerAdapter {
+        final AtomicLong bytes = new AtomicLong();
+        final CompletableFuture<Void> inputEnded = new CompletableFuture<>();
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            bytes.addAndGet(((ByteBuf) msg).readableBytes());
+            ((ByteBuf) msg).release();
+        }
+
+        @Override
+        public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+            if (evt == ChannelInputShutdownEvent.INSTANCE) {
+                inputEnded.complete(null);
+            }
+        }
+
+        @Override
+        public void channelInactive(ChannelHandlerContext ctx) {
+            inputEnded.complete(null);
+        }
+    }
+
+    private static void waitFor(String what, java.util.function.BooleanSupplier done) throws InterruptedException {
+        long deadline = System.nanoTime() + 30_000_000_000L;
+        while (!done.getAsBoolean()) {
+            assertThat(System.nanoTime()).as(what).isLessThan(deadline);
+            Thread.sleep(1);
+        }
+    }
+
+    @Test
+    void halfClosureLetsTheServerAnswerAfterTheClientsOutputEnded() throws Exception {
+        Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+            long got;
+
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                got += ((ByteBuf) msg).readableBytes();
+                ((ByteBuf) msg).release();
+            }
+
+            @Override
+            public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+                if (evt == ChannelInputShutdownEvent.INSTANCE) { // the client is done: answer with the count, then close
+                    ctx.writeAndFlush(ctx.alloc().buffer(8).writeLong(got)).addListener(f -> ctx.close());
+                }
+            }
+        }), b -> b.childOption(ChannelOption.ALLOW_HALF_CLOSURE, true));
+        CompletableFuture<Long> answer = new CompletableFuture<>();
+        Counter ended = new Counter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                answer.complete(((ByteBuf) msg).readLong());
+                ((ByteBuf) msg).release();
+            }
+        };
+        Channel c = client(s, ended);
+        c.writeAndFlush(c.alloc().buffer(100_000).writeZero(100_000));
+        ((SocketChannel) c).shutdownOutput().sync();
+        assertThat(((SocketChannel) c).isOutputShutdown()).isTrue();
+        assertThat(answer.get(30, TimeUnit.SECONDS)).as("the server read all, then answered").isEqualTo(100_000);
+        ended.inputEnded.get(30, TimeUnit.SECONDS);
+        c.close().sync();
+        s.close().sync();
+    }
+
+    @Test
+    void autoReadOffHoldsTheWriterBackUntilTheReaderReadsAndWritabilityComesBack() throws Exception {
+        Counter serverSide = new Counter();
+        Channel s = server(ch -> ch.pipeline().addLast(serverSide), b -> b.childOption(ChannelOption.AUTO_READ, false));
+        AtomicBoolean wasUnwritable = new AtomicBoolean();
+        Channel c = client(s, new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelWritabilityChanged(ChannelHandlerContext ctx) {
+                if (!ctx.channel().isWritable()) {
+                    wasUnwritable.set(true);
+                }
+            }
+        });
+        long total = 8L << 20;
+        for (long sent = 0; sent < total; sent += 65536) {
+            c.write(c.alloc().directBuffer(65536).writeZero(65536));
+        }
+        c.flush();
+        waitFor("the writer ran out of credits", () -> !c.isWritable());
+        Thread.sleep(50);
+        assertThat(serverSide.bytes.get()).as("nothing read while the server does not read").isZero();
+        waitFor("a child", () -> children.size() == 1);
+        children.iterator().next().config().setAutoRead(true);
+        waitFor("everything arrived once the server reads", () -> serverSide.bytes.get() == total);
+        waitFor("writable again", c::isWritable);
+        assertThat(wasUnwritable).isTrue();
+        c.close().sync();
+        s.close().sync();
+    }
+
+    @Test
+    void aConnectToAPortWhereNobodyListensIsRefused() throws Exception {
+        int port;
+        try (ServerSocket free = new ServerSocket(0)) {
+            port = free.getLocalPort();
+        }
+        assertThatThrownBy(() -> new Bootstrap().group(clients).channel(RegmemSocketChannel.class)
+                .handler(new ChannelInboundHandlerAdapter()).connect(new InetSocketAddress("127.0.0.1", port)).sync())
+                .isInstanceOf(ConnectException.class);
+    }
+
+    @Test
+    void aCloseAfterAWriteDeliversWhatWasSentAndTheServerSeesTheEnd() throws Exception {
+        Counter serverSide = new Counter();
+        Channel s = server(ch -> ch.pipeline().addLast(serverSide), b -> { });
+        Channel c = client(s, new ChannelInboundHandlerAdapter());
+        c.writeAndFlush(c.alloc().directBuffer(65536).writeZero(65536)); // within the credits: sent at the flush
+        c.close().sync();
+        serverSide.inputEnded.get(30, TimeUnit.SECONDS);
+        assertThat(serverSide.bytes.get()).as("a write sent before the close arrives").isEqualTo(65536);
+        Counter second = new Counter();
+        Channel s2 = server(ch -> ch.pipeline().addLast(second), b -> { });
+        Channel c2 = client(s2, new ChannelInboundHandlerAdapter());
+        c2.writeAndFlush(c2.alloc().directBuffer(3 << 20).writeZero(3 << 20)).addListener(ChannelFutureListener.CLOSE);
+        second.inputEnded.get(30, TimeUnit.SECONDS);
+        assertThat(second.bytes.get()).as("closed once the write was sent: all of it").isEqualTo(3 << 20);
+        c2.closeFuture().sync();
+        s.close().sync();
+        s2.close().sync();
+    }
+
+    @Test
+    void aThousandConnectsAndClosesLeaveNoChannelThreadOrFileBehind() throws Exception {
+        Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter()), b -> { });
+        int threads = Thread.activeCount();
+        int files = Objects.requireNonNull(new File("/proc/self/fd").list()).length;
+        for (int i = 0; i < 1000; i++) {
+            Channel c = client(s, new ChannelInboundHandlerAdapter());
+            c.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {(byte) i}));
+            c.close().sync();
+        }
+        waitFor("every child closed", children::isEmpty);
+        assertThat(Thread.activeCount()).as("platform threads").isLessThanOrEqualTo(threads + 2);
+        assertThat(Objects.requireNonNull(new File("/proc/self/fd").list()).length).as("open files").isLessThanOrEqualTo(files + 8);
+        s.close().sync();
+    }
+
+    @Test
+    void aStreamUnderTheParanoidLeakDetectorReportsNoLeak() throws Exception {
+        ResourceLeakDetector.Level before = ResourceLeakDetector.getLevel();
+        ResourceLeakDetector.setLevel(ResourceLeakDetector.Level.PARANOID);
+        LeakRecorder leaks = LeakRecorder.install();
+        try {
+            Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                @Override
+                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                    ctx.writeAndFlush(msg);
+                }
+            }), b -> { });
+            Counter back = new Counter();
+            Channel c = client(s, back);
+            long total = 0;
+            for (int size = 1; size <= 1 << 20; size *= 4) {
+                c.write(c.alloc().directBuffer(size).writeZero(size));
+                c.write(Unpooled.buffer(size).writeZero(size));
+                total += 2L * size;
+            }
+            c.flush();
+            long want = total;
+            waitFor("the echo", () -> back.bytes.get() == want);
+            c.close().sync();
+            s.close().sync();
+            leaks.drive(transport.allocator());
+            assertThat(leaks.reports()).isEmpty();
+        } finally {
+            leaks.uninstall();
+            ResourceLeakDetector.setLevel(before);
+        }
+    }
+}
