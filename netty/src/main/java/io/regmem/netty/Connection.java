@@ -33,12 +33,17 @@ final class Connection {
     /** Immediate data: the credits granted (low 16 bits) and the end of the sender's stream. */
     static final int CREDITS = 0xFFFF;
     static final int FIN = 1 << 16;
+    /** Immediate data: the message is a chunk's descriptor ({@link Chunks}). */
+    static final int CHUNK = 1 << 17;
+    /** Immediate data: the message says chunk {@code imm >>> 24} was read. */
+    static final int DONE = 1 << 18;
     /** The private data of connect and accept: magic "RGNT", version, receives, receive size. */
     static final int MAGIC = 0x544e4752;
     static final int VERSION = 1;
     /** How long a closed channel's connection waits for its SENDs before it disconnects anyway. */
     static final long LINGER_NANOS = 2_000_000_000L;
     private static final long RECV = 1L << 31;
+    private static final long READ = 1L << 30;
 
     enum State { NEW, ACTIVE, CLOSING, DRAINED }
 
@@ -73,8 +78,10 @@ final class Connection {
     /** The peer's receive size: the largest piece of the stream one SEND carries. */
     private int peerReceiveSize;
     private boolean finSent;
+    private boolean destroyed;
     private long closingSince;
     private final WorkRequest wr = new WorkRequest(1);
+    final Chunks chunks = new Chunks(this);
 
     /**
      * Creates the QP on {@code id} (the handler's CQ, the transport's PD) and posts every receive.
@@ -156,13 +163,24 @@ final class Connection {
         return state == State.ACTIVE && sendOutstanding < sends && sendCredits >= 2;
     }
 
+    /** True if a message that only grants, ends the stream or acknowledges may be sent now (a slot, a credit). */
+    boolean canControl() {
+        return (state == State.ACTIVE || state == State.CLOSING) && sendOutstanding < sends && sendCredits >= 1;
+    }
+
+    /** True if a send slot is free (for a SEND or an RDMA READ). */
+    boolean hasSlot() {
+        return sendOutstanding < sends;
+    }
+
     /**
-     * Sends {@code length} bytes at {@code address} ({@code lkey}), out of {@code owner}, whose
-     * reference this SEND now holds until it completes; grants what is owed.
+     * Sends {@code length} bytes at {@code address} ({@code lkey}), out of {@code owner} (null: none),
+     * whose reference this SEND now holds until it completes, with {@code flags} in its immediate
+     * data beside the credits owed, which it grants.
      */
-    void send(ByteBuf owner, long address, int length, int lkey) {
+    void send(ByteBuf owner, long address, int length, int lkey, int flags) {
         int imm = Math.min(owed, CREDITS);
-        wr.reset().wrId(((long) slot << 32) | sendTail).opcode(Opcode.SEND_WITH_IMM).immData(imm).signaled(true);
+        wr.reset().wrId(((long) slot << 32) | sendTail).opcode(Opcode.SEND_WITH_IMM).immData(imm | flags).signaled(true);
         if (length > 0) {
             wr.addSge(address, length, lkey);
         }
@@ -175,47 +193,24 @@ final class Connection {
         peerCredits += imm;
     }
 
+    /** Posts an RDMA READ of {@code length} bytes at the peer's {@code address} ({@code rkey}) into {@code dst}: chunk {@code id}'s. */
+    void postRead(int id, ByteBuf dst, long address, int rkey, int length) {
+        wr.reset().wrId(((long) slot << 32) | READ | id).opcode(Opcode.RDMA_READ).signaled(true)
+                .addSge(dst.memoryAddress(), length, handler.transport().allocator().lkey(dst)).remote(address, rkey);
+        qp.postSend(wr);
+        sendBufs[sendTail] = null;
+        sendTail = (sendTail + 1) % sends;
+        sendOutstanding++;
+    }
+
     /**
-     * Sends what {@code in} holds, in pieces of the peer's receive size, while credits and SEND slots
-     * last: a buffer of the transport's allocator from its own memory (the SEND holds a reference),
-     * any other copied once into one. True if all went; false if the rest waits for credits.
+     * Sends what {@code in} holds while credits and SEND slots last ({@link Chunks#write}). True if
+     * all went; false if the rest waits for credits.
      *
      * @throws IOException if a SEND cannot be posted (the connection broke)
      */
     boolean write(ChannelOutboundBuffer in) throws IOException {
-        RegmemByteBufAllocator registered = handler.transport().allocator();
-        for (;;) {
-            Object msg = in.current();
-            if (msg == null) {
-                return true;
-            }
-            ByteBuf buf = (ByteBuf) msg;
-            int readable = buf.readableBytes();
-            if (readable == 0) {
-                in.remove();
-                continue;
-            }
-            if (!canSend()) {
-                return false;
-            }
-            int length = Math.min(readable, peerReceiveSize);
-            ByteBuf owner = registered.registered(buf) ? buf.retain() : registered.directBuffer(length, length);
-            try {
-                if (owner == buf) {
-                    send(buf, buf.memoryAddress() + buf.readerIndex(), length, registered.lkey(buf));
-                } else {
-                    owner.writeBytes(buf, buf.readerIndex(), length);
-                    send(owner, owner.memoryAddress(), length, registered.lkey(owner));
-                }
-            } catch (RdmaException e) { // (the QP went: the connection is broken)
-                owner.release();
-                throw new IOException(id + ": a SEND could not be posted: " + e.getMessage(), e);
-            } catch (RuntimeException e) {
-                owner.release();
-                throw e;
-            }
-            in.removeBytes(length);
-        }
+        return chunks.write(in);
     }
 
     /** Sends the end of this side's stream (once), if a credit and a slot allow it now; true once it was sent. */
@@ -223,18 +218,10 @@ final class Connection {
         if (finSent) {
             return true;
         }
-        if (state != State.ACTIVE && state != State.CLOSING || sendOutstanding >= sends || sendCredits < 1) {
+        if (!canControl()) {
             return false;
         }
-        int imm = Math.min(owed, CREDITS);
-        qp.postSend(wr.reset().wrId(((long) slot << 32) | sendTail).opcode(Opcode.SEND_WITH_IMM).immData(imm | FIN)
-                .signaled(true));
-        sendBufs[sendTail] = null;
-        sendTail = (sendTail + 1) % sends;
-        sendOutstanding++;
-        sendCredits--;
-        owed -= imm;
-        peerCredits += imm;
+        send(null, 0, 0, 0, FIN);
         finSent = true;
         return true;
     }
@@ -296,21 +283,35 @@ final class Connection {
     /** A completion of this connection's (from the handler's poll). */
     void completed(WorkCompletion wc) {
         long id = wc.wrId();
+        boolean ok = wc.status() == WcStatus.SUCCESS;
         if ((id & RECV) != 0) {
             int i = (int) (id & (RECV - 1));
             ByteBuf b = recvBufs[i];
             recvBufs[i] = null;
             recvOutstanding--;
-            if (wc.status() != WcStatus.SUCCESS || state == State.DRAINED || channel == null) {
+            if (!ok || state == State.DRAINED) {
                 b.release();
-                if (wc.status() != WcStatus.SUCCESS) {
+                if (!ok) {
                     broken(wc.status());
                 }
             } else {
                 int imm = wc.withImm() ? wc.immData() : 0;
                 sendCredits += imm & CREDITS;
                 peerCredits--;
-                channel.received(i, b, (int) wc.byteLen(), (imm & FIN) != 0);
+                try {
+                    if ((imm & DONE) != 0) {
+                        chunks.done(imm >>> 24);
+                    }
+                    if (channel == null) {
+                        b.release(); // (closing: nothing goes up any more)
+                    } else if ((imm & CHUNK) != 0) {
+                        chunks.announced(i, b, (int) wc.byteLen());
+                    } else {
+                        channel.received(i, b, (int) wc.byteLen(), (imm & FIN) != 0);
+                    }
+                } catch (RdmaException e) { // the peer broke the protocol: the connection ends
+                    violated(e);
+                }
             }
         } else {
             ByteBuf b = sendBufs[sendHead];
@@ -320,7 +321,10 @@ final class Connection {
             if (b != null) {
                 b.release();
             }
-            if (wc.status() != WcStatus.SUCCESS) {
+            if ((id & READ) != 0) {
+                chunks.read((int) (id & 0xFF), ok);
+            }
+            if (!ok) {
                 broken(wc.status());
             }
         }
@@ -332,13 +336,14 @@ final class Connection {
         if (hungryCount > 0 && state == State.ACTIVE) {
             refill();
         }
+        chunks.progress();
         if (channel != null && state == State.ACTIVE) {
             channel.batchDone();
         }
         grant();
         if (state == State.CLOSING) {
             sendFin();
-            if (sendOutstanding == 0 || System.nanoTime() - closingSince > LINGER_NANOS) {
+            if (sendOutstanding == 0 && chunks.sentOutstanding() == 0 || System.nanoTime() - closingSince > LINGER_NANOS) {
                 disconnect();
             }
         }
@@ -349,7 +354,16 @@ final class Connection {
     void grant() {
         if ((state == State.ACTIVE || state == State.CLOSING) && owed > 0 && (owed >= Math.max(1, receives / 2) || peerCredits <= 1)
                 && sendCredits >= 1 && sendOutstanding < sends) {
-            send(null, 0, 0, 0);
+            send(null, 0, 0, 0, 0);
+        }
+    }
+
+    /** The peer sent what the protocol does not allow: the channel hears it, and the connection ends. */
+    private void violated(RdmaException e) {
+        RegmemSocketChannel ch = channel;
+        disconnect();
+        if (ch != null) {
+            ch.protocolViolated(e);
         }
     }
 
@@ -376,7 +390,7 @@ final class Connection {
             state = State.CLOSING;
             closingSince = System.nanoTime();
             sendFin();
-            if (sendOutstanding == 0) {
+            if (sendOutstanding == 0 && chunks.sentOutstanding() == 0) {
                 disconnect();
             }
         } else if (state == State.NEW) {
@@ -429,15 +443,16 @@ final class Connection {
         if (state != State.DRAINED) {
             disconnect();
         }
-        if (qp.isDestroyed()) {
+        if (destroyed) {
             return;
         }
-        releaseAll();
+        destroyed = true;
         try {
-            id.destroyQp();
+            id.destroyQp(); // (first: nothing of the QP touches the buffers below once it is gone)
         } catch (RuntimeException e) {
             // (rw contexts, none here)
         }
+        releaseAll();
         try {
             id.close();
         } catch (RuntimeException e) {
@@ -459,6 +474,7 @@ final class Connection {
                 sendBufs[i] = null;
             }
         }
+        chunks.releaseAll();
         recvOutstanding = 0;
         sendOutstanding = 0;
     }

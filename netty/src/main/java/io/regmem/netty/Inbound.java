@@ -77,9 +77,32 @@ final class Inbound {
         }
     }
 
+    /** Chunk {@code id} takes its place in the stream (its bytes come when its READ completes). */
+    void chunk(int id) {
+        int at = (head + count) % bufs.length;
+        receive[at] = -1 - id;
+        bufs[at] = null;
+        count++;
+    }
+
+    /** Chunk {@code id}'s bytes are in {@code buf}; false if its place is gone (the input was shut down). */
+    boolean arrived(int id, ByteBuf buf) {
+        for (int k = 0; k < count; k++) {
+            int at = (head + k) % bufs.length;
+            if (receive[at] == -1 - id && bufs[at] == null) {
+                bufs[at] = buf;
+                if (canRead()) {
+                    deliver();
+                }
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** Hands pieces up while the channel reads; then, if all went and the peer's stream ended, says so. */
     void deliver() {
-        while (count > 0 && canRead()) {
+        while (count > 0 && bufs[head] != null && canRead()) {
             ByteBuf b = bufs[head];
             int i = receive[head];
             bufs[head] = null;
@@ -97,7 +120,9 @@ final class Inbound {
         Connection c = ch.connection();
         int n = buf.readableBytes();
         ByteBuf msg = buf;
-        if (n <= COPY_BELOW) {
+        if (i < 0) {
+            // a chunk's buffer: it is no receive, and goes up as it is
+        } else if (n <= COPY_BELOW) {
             try {
                 msg = ch.config().getAllocator().ioBuffer(n);
                 msg.writeBytes(buf, buf.readerIndex(), n);
@@ -148,7 +173,10 @@ final class Inbound {
             bufs[head] = null;
             head = (head + 1) % bufs.length;
             count--;
-            if (c != null && c.channel != null) {
+            if (b == null) {
+                continue; // a chunk still being read: its buffer is released when the READ completes
+            }
+            if (i >= 0 && c != null && c.channel != null) {
                 c.post(i, b.clear());
             } else {
                 b.release();
@@ -160,7 +188,9 @@ final class Inbound {
     /** Gives back every piece here (the channel closed: its connection posts nothing again). */
     void releaseAll() {
         while (count > 0) {
-            bufs[head].release();
+            if (bufs[head] != null) {
+                bufs[head].release();
+            }
             bufs[head] = null;
             head = (head + 1) % bufs.length;
             count--;

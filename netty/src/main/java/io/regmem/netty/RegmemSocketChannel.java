@@ -196,7 +196,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         RegmemTransport t = handler.transport();
         Connection c = new Connection(handler, id, config.receives(t.receiveSize, t.receives), config.sends(t.receiveSize, t.sends));
         c.channel = this;
-        inbound.size(c.receives);
+        inbound.size(c.receives + Chunks.MAX);
         return c;
     }
 
@@ -376,6 +376,24 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
             writeWaiting = false;
             ((RegmemUnsafe) unsafe()).flushNow();
         }
+    }
+
+    /** The peer announced chunk {@code id}: its place in the stream is here. */
+    void chunkAnnounced(int id) {
+        if (!inputShutdown) {
+            inbound.chunk(id);
+        }
+    }
+
+    /** Chunk {@code id} was read into {@code buf}; false if its place is gone (the input was shut down). */
+    boolean chunkArrived(int id, ByteBuf buf) {
+        return inbound.arrived(id, buf);
+    }
+
+    /** The peer broke the protocol: the pipeline hears it, and the channel closes. */
+    void protocolViolated(RuntimeException e) {
+        pipeline().fireExceptionCaught(new IOException(this + ": " + e.getMessage(), e));
+        unsafe().close(unsafe().voidPromise());
     }
 
     /** The connection broke (the peer went, or disconnected): the channel closes. */

@@ -60,7 +60,7 @@ public final class RegmemTransport implements AutoCloseable {
         ProtectionDomain p = device.allocPd();
         BufferPool made = null;
         try {
-            made = BufferPool.builder().name("regmem-netty").largestClass(Math.max(b.receiveSize, 64 << 10))
+            made = BufferPool.builder().name("regmem-netty").largestClass(1 << 20)
                     .maxBytes(b.poolBytes).build();
             this.registration = p.register(made, Access.LOCAL_WRITE, Access.REMOTE_READ, Access.REMOTE_WRITE);
         } catch (RuntimeException e) {

@@ -1,0 +1,209 @@
+package io.regmem.bench;
+
+import io.netty.bootstrap.Bootstrap;
+import io.netty.bootstrap.ServerBootstrap;
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.Channel;
+import io.netty.channel.ChannelHandlerContext;
+import io.netty.channel.ChannelInboundHandlerAdapter;
+import io.netty.channel.ChannelInitializer;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.IoHandlerFactory;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.ServerChannel;
+import io.netty.channel.epoll.EpollIoHandler;
+import io.netty.channel.epoll.EpollServerSocketChannel;
+import io.netty.channel.epoll.EpollSocketChannel;
+import io.netty.channel.nio.NioIoHandler;
+import io.netty.channel.socket.SocketChannel;
+import io.netty.channel.socket.nio.NioServerSocketChannel;
+import io.netty.channel.socket.nio.NioSocketChannel;
+import io.regmem.netty.RegmemIoHandler;
+import io.regmem.netty.RegmemServerSocketChannel;
+import io.regmem.netty.RegmemSocketChannel;
+import io.regmem.netty.RegmemTransport;
+import io.regmem.registration.RdmaDevice;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.util.ArrayDeque;
+import java.util.HashMap;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.HdrHistogram.Histogram;
+
+/**
+ * A Netty echo between two processes, on one of three transports: {@code regmem-shm} / {@code regmem-ucx}
+ * (the regmem transport over an shm or ucx device; its event loops busy-poll for 50 us after their
+ * last work, then sleep), {@code epoll} and {@code nio} (Netty's TCP transports, TCP_NODELAY, their
+ * event loops sleeping in epoll_wait/select; Netty's pooled allocator). {@code server TRANSPORT HOST}
+ * echoes every byte it reads and says {@code PORT n}; it ends with its standard input.
+ * {@code client TRANSPORT HOST PORT SIZE INFLIGHT SECONDS} keeps INFLIGHT messages of SIZE bytes in
+ * flight on one connection for a second of warm-up and then SECONDS, and records each message's round
+ * trip (its write until the last of its bytes came back): {@code RESULT} says messages/s, p50, p99 and
+ * p99.9. One event loop per process; nothing else spins.
+ */
+public final class NettyTransportEcho {
+    private NettyTransportEcho() {
+    }
+
+    /** One side's event loops and channel classes. */
+    private record Side(EventLoopGroup group, Class<? extends ServerChannel> server, Class<? extends SocketChannel> client,
+                        AutoCloseable resources) {
+        static Side of(String transport) {
+            if (transport.startsWith("regmem-")) {
+                Map<String, String> options = new HashMap<>();
+                for (String kv : System.getProperty("echo.deviceOptions", "").split(",")) {
+                    if (kv.contains("=")) {
+                        options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
+                    }
+                }
+                RdmaDevice dev = RdmaDevice.open(transport.substring("regmem-".length()), options);
+                RegmemTransport t = RegmemTransport.builder(dev).busyPollNanos(Long.getLong("echo.busyPollNanos",
+                        RegmemTransport.DEFAULT_BUSY_POLL_NANOS)).build();
+                return new Side(new MultiThreadIoEventLoopGroup(1, RegmemIoHandler.newFactory(t)), RegmemServerSocketChannel.class,
+                        RegmemSocketChannel.class, () -> {
+                            t.close();
+                            dev.close();
+                        });
+            }
+            boolean epoll = "epoll".equals(transport);
+            IoHandlerFactory f = epoll ? EpollIoHandler.newFactory() : NioIoHandler.newFactory();
+            return new Side(new MultiThreadIoEventLoopGroup(1, f), epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class,
+                    epoll ? EpollSocketChannel.class : NioSocketChannel.class, () -> { });
+        }
+
+        void close() throws Exception {
+            group.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
+            resources.close();
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        Side side = Side.of(args[1]);
+        try {
+            if ("server".equals(args[0])) {
+                server(side, args[2]);
+            } else {
+                client(side, args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]), Integer.parseInt(args[5]),
+                        Integer.parseInt(args[6]));
+            }
+        } finally {
+            side.close();
+        }
+    }
+
+    private static void server(Side side, String host) throws InterruptedException, IOException {
+        Channel server = new ServerBootstrap().group(side.group).channel(side.server).childOption(ChannelOption.TCP_NODELAY, true)
+                .childHandler(new ChannelInitializer<SocketChannel>() {
+                    @Override
+                    protected void initChannel(SocketChannel ch) {
+                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                            @Override
+                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                                ctx.write(msg, ctx.voidPromise());
+                            }
+
+                            @Override
+                            public void channelReadComplete(ChannelHandlerContext ctx) {
+                                ctx.flush();
+                            }
+
+                            @Override
+                            public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                                ctx.close();
+                            }
+                        });
+                    }
+                }).bind(new InetSocketAddress(host, 0)).sync().channel();
+        System.out.println("PORT " + ((InetSocketAddress) server.localAddress()).getPort());
+        System.out.flush();
+        while (System.in.read() >= 0) {
+            // until the script ends the server
+        }
+        server.close().sync();
+    }
+
+    /** Keeps {@code inflight} messages going; records each round trip once warmed up. */
+    private static final class Driver extends ChannelInboundHandlerAdapter {
+        final int size;
+        final int inflight;
+        final byte[] payload;
+        final ArrayDeque<Long> sentAt = new ArrayDeque<>();
+        final Histogram latency = new Histogram(10_000_000_000L, 3);
+        final CompletableFuture<Void> done = new CompletableFuture<>();
+        long measureFrom;
+        long stopAt;
+        long pending;
+        long measured;
+
+        Driver(int size, int inflight, long warmupNanos, long runNanos) {
+            this.size = size;
+            this.inflight = inflight;
+            this.payload = new byte[size];
+            long now = System.nanoTime();
+            this.measureFrom = now + warmupNanos;
+            this.stopAt = measureFrom + runNanos;
+        }
+
+        private void send(ChannelHandlerContext ctx) {
+            sentAt.addLast(System.nanoTime());
+            ctx.write(ctx.alloc().directBuffer(size).writeBytes(payload), ctx.voidPromise());
+        }
+
+        @Override
+        public void channelActive(ChannelHandlerContext ctx) {
+            for (int i = 0; i < inflight; i++) {
+                send(ctx);
+            }
+            ctx.flush();
+        }
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            ByteBuf in = (ByteBuf) msg;
+            pending += in.readableBytes();
+            in.release();
+            long now = System.nanoTime();
+            boolean sent = false;
+            while (pending >= size) {
+                pending -= size;
+                long at = sentAt.removeFirst();
+                if (at >= measureFrom && now < stopAt) {
+                    latency.recordValue(now - at);
+                    measured++;
+                }
+                if (now < stopAt) {
+                    send(ctx);
+                    sent = true;
+                }
+            }
+            if (sent) {
+                ctx.flush();
+            }
+            if (now >= stopAt && sentAt.isEmpty()) {
+                done.complete(null);
+            }
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            done.completeExceptionally(cause);
+        }
+    }
+
+    private static void client(Side side, String transport, String host, int port, int size, int inflight, int seconds)
+            throws Exception {
+        Driver d = new Driver(size, inflight, TimeUnit.SECONDS.toNanos(1), TimeUnit.SECONDS.toNanos(seconds));
+        Channel ch = new Bootstrap().group(side.group).channel(side.client).option(ChannelOption.TCP_NODELAY, true).handler(d)
+                .connect(new InetSocketAddress(host, port)).sync().channel();
+        d.done.get(seconds + 60L, TimeUnit.SECONDS);
+        ch.close().sync();
+        Histogram h = d.latency;
+        System.out.printf(Locale.ROOT, "RESULT %s size %d inflight %d: %.0f messages/s, round trip p50 %.2f us, p99 %.2f us, "
+                        + "p99.9 %.2f us%n", transport, size, inflight, d.measured / (double) seconds,
+                h.getValueAtPercentile(50) / 1e3, h.getValueAtPercentile(99) / 1e3, h.getValueAtPercentile(99.9) / 1e3);
+    }
+}

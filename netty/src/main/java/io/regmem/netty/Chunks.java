@@ -1,0 +1,240 @@
+package io.regmem.netty;
+
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelOutboundBuffer;
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteOrder;
+import org.agrona.collections.Int2IntHashMap;
+
+/**
+ * The byte stream's way out, and its large pieces' way in, on one connection. A piece that fits the
+ * peer's receive goes in a SEND. A larger one goes as a read chunk, as xprtrdma's: this side sends a
+ * descriptor (the registered memory's address, length and key; the key's exported bytes the first time
+ * it is used), the peer allocates a registered buffer of that length, RDMA READs the piece into it
+ * (one copy: on shm {@code process_vm_readv} straight between the two processes' buffers) and answers
+ * {@link Connection#DONE}, and only then does this side let go of the memory. A chunk takes one of the
+ * peer's receives (for its descriptor) and none of its receive window for its bytes, so a stream of
+ * large writes is not held to the peer's receives. At most {@link #MAX} chunks of one connection are
+ * outstanding; each covers at most {@link #MAX_BYTES}; the pieces of the stream keep their order (the
+ * peer hands a chunk up where its descriptor came). Event loop only.
+ */
+final class Chunks {
+    /** Chunks outstanding at once, each way. */
+    static final int MAX = 8;
+    /** The most bytes one chunk covers (the pool's largest size class: the peer's buffer is a pooled one). */
+    static final int MAX_BYTES = 1 << 20;
+    /** Distinct keys a connection sends (the peer imports each once for the QP's life); past them, pieces go in SENDs. */
+    static final int MAX_KEYS = 4096;
+    /** Descriptor: id u8, flags u8 (1: the key's bytes follow), key id u16, length i32, address i64, key length u16, key. */
+    private static final int DESCRIPTOR = 18;
+    private static final int WITH_KEY = 1;
+    private final Connection c;
+    // This side's chunks the peer reads: their buffers (a reference each) until its DONE.
+    private final ByteBuf[] sent = new ByteBuf[MAX];
+    private int sentCount;
+    private final Int2IntHashMap keyIds = new Int2IntHashMap(-1);
+    // The peer's chunks this side reads: the buffer each goes into, where from, and the keys imported.
+    private final ByteBuf[] reading = new ByteBuf[MAX];
+    private final long[] readAddress = new long[MAX];
+    private final int[] readKey = new int[MAX];
+    private final int[] readLength = new int[MAX];
+    private final boolean[] readPosted = new boolean[MAX];
+    private final Int2IntHashMap imported = new Int2IntHashMap(0);
+    private final boolean[] importedKnown = new boolean[MAX_KEYS];
+    /** Chunk ids whose DONE waits for a credit. */
+    private final int[] dones = new int[MAX];
+    private int doneCount;
+
+    Chunks(Connection c) {
+        this.c = c;
+    }
+
+    /** This side's chunks the peer has not answered yet. */
+    int sentOutstanding() {
+        return sentCount;
+    }
+
+    /**
+     * Sends what {@code in} holds while credits and slots last: pieces that fit the peer's receive in
+     * SENDs, larger ones as chunks (from the buffer itself when it is the transport's allocator's,
+     * else from a registered copy). True if all went; false if the rest waits.
+     *
+     * @throws IOException if a SEND cannot be posted (the connection broke)
+     */
+    boolean write(ChannelOutboundBuffer in) throws IOException {
+        RegmemByteBufAllocator registered = c.handler.transport().allocator();
+        for (;;) {
+            Object msg = in.current();
+            if (msg == null) {
+                return true;
+            }
+            ByteBuf buf = (ByteBuf) msg;
+            int readable = buf.readableBytes();
+            if (readable == 0) {
+                in.remove();
+                continue;
+            }
+            if (!c.canSend()) {
+                return false;
+            }
+            boolean chunk = readable > c.peerReceiveSize() && sentCount < MAX;
+            int length = Math.min(readable, chunk ? MAX_BYTES : c.peerReceiveSize());
+            boolean own = registered.registered(buf);
+            if (chunk && own && keyIds.get(registered.rkey(buf)) < 0 && keyIds.size() >= MAX_KEYS) {
+                chunk = false; // (a key the peer would have to import beyond the connection's budget: SENDs)
+                length = Math.min(readable, c.peerReceiveSize());
+            }
+            ByteBuf owner = own ? buf.retain() : registered.directBuffer(length, length);
+            try {
+                long address = own ? buf.memoryAddress() + buf.readerIndex() : owner.memoryAddress();
+                if (!own) {
+                    owner.writeBytes(buf, buf.readerIndex(), length);
+                }
+                if (chunk) {
+                    sendChunk(registered, owner, address, length);
+                } else {
+                    c.send(owner, address, length, registered.lkey(owner), 0);
+                }
+            } catch (RdmaException e) { // (the QP went: the connection is broken)
+                owner.release();
+                throw new IOException(c.id + ": a SEND could not be posted: " + e.getMessage(), e);
+            } catch (RuntimeException e) {
+                owner.release();
+                throw e;
+            }
+            in.removeBytes(length);
+        }
+    }
+
+    /** Sends the descriptor of a chunk of {@code owner}'s memory (whose reference the chunk holds until DONE). */
+    private void sendChunk(RegmemByteBufAllocator registered, ByteBuf owner, long address, int length) {
+        int rkey = registered.rkey(owner);
+        int keyId = keyIds.get(rkey);
+        byte[] key = null;
+        if (keyId < 0) {
+            key = registered.exportRemoteKey(owner);
+            keyId = keyIds.size();
+        }
+        int id = 0;
+        while (sent[id] != null) {
+            id++;
+        }
+        ByteBuf d = registered.directBuffer(DESCRIPTOR + (key == null ? 0 : key.length));
+        try {
+            d.writeByte(id).writeByte(key == null ? 0 : WITH_KEY).writeShortLE(keyId).writeIntLE(length).writeLongLE(address)
+                    .writeShortLE(key == null ? 0 : key.length);
+            if (key != null) {
+                d.writeBytes(key);
+            }
+            c.send(d, d.memoryAddress(), d.readableBytes(), registered.lkey(d), Connection.CHUNK);
+        } catch (RuntimeException e) {
+            d.release();
+            throw e;
+        }
+        if (key != null) {
+            keyIds.put(rkey, keyId);
+        }
+        sent[id] = owner;
+        sentCount++;
+    }
+
+    /** The peer read chunk {@code id}: its memory goes back. A DONE for no chunk of this side's breaks the protocol. */
+    void done(int id) {
+        if (id >= MAX || sent[id] == null) {
+            throw new RdmaException(Errno.EINVAL, c.id + ": the peer acknowledged chunk " + id
+                    + ", which this side did not send");
+        }
+        sent[id].release();
+        sent[id] = null;
+        sentCount--;
+    }
+
+    /**
+     * A descriptor arrived in receive {@code i} ({@code buf}, {@code n} bytes): this side allocates the
+     * chunk's buffer, reads it (now, or when a slot frees), and the channel keeps its place in the
+     * stream; the receive is posted again at once.
+     */
+    void announced(int i, ByteBuf buf, int n) {
+        try {
+            int id = buf.getUnsignedByte(0);
+            int flags = buf.getUnsignedByte(1);
+            int keyId = buf.getUnsignedShortLE(2);
+            int length = buf.getIntLE(4);
+            long address = buf.getLongLE(8);
+            int keyLength = buf.getUnsignedShortLE(16);
+            if (n < DESCRIPTOR || id >= MAX || reading[id] != null || length <= 0 || length > MAX_BYTES || keyId >= MAX_KEYS
+                    || (flags & WITH_KEY) != 0 && (keyLength == 0 || n != DESCRIPTOR + keyLength)
+                    || (flags & WITH_KEY) == 0 && !importedKnown[keyId]) {
+                throw new RdmaException(Errno.EINVAL, c.id + ": a chunk descriptor that breaks the protocol ("
+                        + n + " bytes, chunk " + id + ", key " + keyId + ", " + length + " bytes)");
+            }
+            if ((flags & WITH_KEY) != 0) {
+                MemorySegment key = MemorySegment.ofBuffer(buf.nioBuffer(DESCRIPTOR, keyLength).order(ByteOrder.LITTLE_ENDIAN));
+                imported.put(keyId, c.qp.importRemoteKey(key));
+                importedKnown[keyId] = true;
+            }
+            RegmemByteBufAllocator registered = c.handler.transport().allocator();
+            reading[id] = registered.directBuffer(length, length);
+            readAddress[id] = address;
+            readKey[id] = imported.get(keyId);
+            readLength[id] = length;
+            readPosted[id] = false;
+            c.channel.chunkAnnounced(id);
+        } finally {
+            c.post(i, buf.clear());
+        }
+        progress();
+    }
+
+    /** Chunk {@code id}'s READ completed (or was flushed): its buffer goes up in its place, and the peer hears DONE. */
+    void read(int id, boolean ok) {
+        ByteBuf b = reading[id];
+        reading[id] = null;
+        readPosted[id] = false;
+        if (b == null) {
+            return;
+        }
+        if (!ok || c.channel == null) {
+            b.release();
+            return;
+        }
+        b.writerIndex(readLength[id]);
+        dones[doneCount++] = id;
+        if (!c.channel.chunkArrived(id, b)) {
+            b.release(); // (the input was shut down meanwhile)
+        }
+        progress();
+    }
+
+    /** Posts the READs that wait for a slot, and the DONEs that wait for a credit. */
+    void progress() {
+        for (int id = 0; id < MAX; id++) {
+            if (reading[id] != null && !readPosted[id] && c.hasSlot()) {
+                readPosted[id] = true;
+                c.postRead(id, reading[id], readAddress[id], readKey[id], readLength[id]);
+            }
+        }
+        while (doneCount > 0 && c.canControl()) {
+            c.send(null, 0, 0, 0, Connection.DONE | dones[--doneCount] << 24);
+        }
+    }
+
+    /** Gives back every buffer still held (the QP is destroyed: nothing touches them any more). */
+    void releaseAll() {
+        for (int id = 0; id < MAX; id++) {
+            if (sent[id] != null) {
+                sent[id].release();
+                sent[id] = null;
+            }
+            if (reading[id] != null) {
+                reading[id].release();
+                reading[id] = null;
+            }
+        }
+        sentCount = 0;
+        doneCount = 0;
+    }
+}
