@@ -1,0 +1,179 @@
+package io.regmem.netty;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.grpc.CallOptions;
+import io.grpc.ClientCall;
+import io.grpc.ManagedChannel;
+import io.grpc.Metadata;
+import io.grpc.Server;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.grpc.netty.NettyChannelBuilder;
+import io.grpc.netty.NettyServerBuilder;
+import io.grpc.stub.ClientCalls;
+import io.grpc.stub.StreamObserver;
+import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoopGroup;
+import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.regmem.registration.RdmaDevice;
+import io.regmem.registration.testkit.ChildJvm;
+import io.regmem.registration.testkit.NoLeaks;
+import java.io.ByteArrayOutputStream;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * gRPC-Java, unchanged (grpc-netty's {@code NettyServerBuilder} and {@code NettyChannelBuilder} given
+ * the regmem channel types and event loop groups), over the regmem transport on shm: unary calls of
+ * 64 B to 1 MiB, a server stream, a bidirectional stream, a deadline and a cancellation that the server
+ * sees, in one JVM; and unary and streaming calls to a server in another process.
+ */
+@ExtendWith(NoLeaks.class)
+class GrpcOverRegmemTest {
+    private static final String SECRET = "grpc-over-regmem-test-secret-0123456789abcdef";
+    private RdmaDevice dev;
+    private RegmemTransport transport;
+    private EventLoopGroup boss;
+    private EventLoopGroup workers;
+    private EventLoopGroup clients;
+
+    @BeforeEach
+    void setUp() {
+        dev = RdmaDevice.open("shm", Map.of("secret", SECRET));
+        transport = RegmemTransport.builder(dev).build();
+        boss = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+        workers = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+        clients = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+    }
+
+    @AfterEach
+    void tearDown() throws Exception {
+        for (EventLoopGroup g : new EventLoopGroup[] {clients, workers, boss}) {
+            g.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
+        }
+        transport.close();
+        dev.close();
+    }
+
+    /** The server of {@code service} on the regmem transport, on 127.0.0.1 and a port of the system's choice. */
+    static Server server(RegmemTransport transport, EventLoopGroup boss, EventLoopGroup workers, GrpcEcho service) {
+        return NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
+                .channelType(RegmemServerSocketChannel.class).bossEventLoopGroup(boss).workerEventLoopGroup(workers)
+                .withChildOption(ChannelOption.ALLOCATOR, transport.allocator())
+                .addService(service.definition()).build();
+    }
+
+    private ManagedChannel channel(int port) {
+        return NettyChannelBuilder.forAddress("127.0.0.1", port).channelType(RegmemSocketChannel.class).eventLoopGroup(clients)
+                .withOption(ChannelOption.ALLOCATOR, transport.allocator()).usePlaintext().build();
+    }
+
+    private static byte[] random(int n, long seed) {
+        byte[] b = new byte[n];
+        new Random(seed).nextBytes(b);
+        return b;
+    }
+
+    private static void unaryAndStreams(ManagedChannel ch) throws Exception {
+        for (int size : new int[] {64, 65536, 1 << 20}) {
+            byte[] req = random(size, size);
+            assertThat(ClientCalls.blockingUnaryCall(ch, GrpcEcho.UNARY, CallOptions.DEFAULT, req)).isEqualTo(req);
+        }
+        byte[] whole = random(1 << 20, 3);
+        ByteArrayOutputStream got = new ByteArrayOutputStream();
+        int pieces = 0;
+        for (Iterator<byte[]> it = ClientCalls.blockingServerStreamingCall(ch, GrpcEcho.SPLIT, CallOptions.DEFAULT, whole);
+             it.hasNext(); pieces++) {
+            got.write(it.next());
+        }
+        assertThat(pieces).isEqualTo(16);
+        assertThat(got.toByteArray()).isEqualTo(whole);
+        List<byte[]> back = new ArrayList<>();
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        StreamObserver<byte[]> out = ClientCalls.asyncBidiStreamingCall(ch.newCall(GrpcEcho.CHAT, CallOptions.DEFAULT),
+                new StreamObserver<>() {
+                    @Override
+                    public void onNext(byte[] value) {
+                        back.add(value);
+                    }
+
+                    @Override
+                    public void onError(Throwable t) {
+                        done.completeExceptionally(t);
+                    }
+
+                    @Override
+                    public void onCompleted() {
+                        done.complete(null);
+                    }
+                });
+        for (int i = 0; i < 100; i++) {
+            out.onNext(random(1 + i * 97, i));
+        }
+        out.onCompleted();
+        done.get(30, TimeUnit.SECONDS);
+        assertThat(back).hasSize(100);
+        for (int i = 0; i < 100; i++) {
+            assertThat(back.get(i)).isEqualTo(random(1 + i * 97, i));
+        }
+    }
+
+    @Test
+    void unaryStreamingDeadlineAndCancellationInOneJvm() throws Exception {
+        GrpcEcho service = GrpcEcho.service();
+        Server server = server(transport, boss, workers, service).start();
+        ManagedChannel ch = channel(server.getPort());
+        try {
+            unaryAndStreams(ch);
+            assertThatThrownBy(() -> ClientCalls.blockingUnaryCall(ch, GrpcEcho.SLOW,
+                    CallOptions.DEFAULT.withDeadlineAfter(200, TimeUnit.MILLISECONDS), new byte[8]))
+                    .isInstanceOf(StatusRuntimeException.class)
+                    .satisfies(e -> assertThat(((StatusRuntimeException) e).getStatus().getCode())
+                            .isEqualTo(Status.Code.DEADLINE_EXCEEDED));
+            ClientCall<byte[], byte[]> call = ch.newCall(GrpcEcho.SLOW, CallOptions.DEFAULT);
+            CompletableFuture<Status> closed = new CompletableFuture<>();
+            call.start(new ClientCall.Listener<>() {
+                @Override
+                public void onClose(Status status, Metadata trailers) {
+                    closed.complete(status);
+                }
+            }, new Metadata());
+            call.sendMessage(new byte[8]);
+            call.halfClose();
+            call.request(1);
+            Thread.sleep(50);
+            call.cancel("the test cancels", null);
+            assertThat(closed.get(10, TimeUnit.SECONDS).getCode()).isEqualTo(Status.Code.CANCELLED);
+            assertThat(service.cancelled.await(10, TimeUnit.SECONDS)).as("the server saw the deadline and the cancel").isTrue();
+        } finally {
+            ch.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+            server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+        }
+    }
+
+    @Test
+    void unaryAndStreamingCallsToAServerInAnotherProcess() throws Exception {
+        try (ChildJvm child = ChildJvm.of(GrpcServerMain.class).env("REGMEM_SECRET", SECRET).start()) {
+            int port = Integer.parseInt(child.expect("PORT ").substring("PORT ".length()));
+            ManagedChannel ch = channel(port);
+            try {
+                unaryAndStreams(ch);
+            } finally {
+                ch.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+            }
+            child.finish();
+        }
+    }
+}
