@@ -68,15 +68,20 @@ class GrpcOverRegmemTest {
     }
 
     /** The server of {@code service} on the regmem transport, on 127.0.0.1 and a port of the system's choice. */
-    static Server server(RegmemTransport transport, EventLoopGroup boss, EventLoopGroup workers, GrpcEcho service) {
-        return NettyServerBuilder.forAddress(new InetSocketAddress("127.0.0.1", 0))
+    static Server server(RegmemTransport transport, EventLoopGroup boss, EventLoopGroup workers, GrpcEcho service, String host) {
+        return NettyServerBuilder.forAddress(new InetSocketAddress(host, 0))
                 .channelType(RegmemServerSocketChannel.class).bossEventLoopGroup(boss).workerEventLoopGroup(workers)
                 .withChildOption(ChannelOption.ALLOCATOR, transport.allocator())
                 .addService(service.definition()).build();
     }
 
     private ManagedChannel channel(int port) {
-        return NettyChannelBuilder.forAddress("127.0.0.1", port).channelType(RegmemSocketChannel.class).eventLoopGroup(clients)
+        return channel(transport, clients, "127.0.0.1", port);
+    }
+
+    /** A gRPC channel to {@code host:port} on the regmem transport. */
+    static ManagedChannel channel(RegmemTransport transport, EventLoopGroup clients, String host, int port) {
+        return NettyChannelBuilder.forAddress(host, port).channelType(RegmemSocketChannel.class).eventLoopGroup(clients)
                 .withOption(ChannelOption.ALLOCATOR, transport.allocator()).usePlaintext().build();
     }
 
@@ -86,7 +91,7 @@ class GrpcOverRegmemTest {
         return b;
     }
 
-    private static void unaryAndStreams(ManagedChannel ch) throws Exception {
+    static void unaryAndStreams(ManagedChannel ch) throws Exception {
         for (int size : new int[] {64, 65536, 1 << 20}) {
             byte[] req = random(size, size);
             assertThat(ClientCalls.blockingUnaryCall(ch, GrpcEcho.UNARY, CallOptions.DEFAULT, req)).isEqualTo(req);
@@ -133,7 +138,7 @@ class GrpcOverRegmemTest {
     @Test
     void unaryStreamingDeadlineAndCancellationInOneJvm() throws Exception {
         GrpcEcho service = GrpcEcho.service();
-        Server server = server(transport, boss, workers, service).start();
+        Server server = server(transport, boss, workers, service, "127.0.0.1").start();
         ManagedChannel ch = channel(server.getPort());
         try {
             unaryAndStreams(ch);

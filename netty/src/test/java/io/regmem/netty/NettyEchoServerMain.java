@@ -17,9 +17,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * The other process of {@link RegmemChannelProcessTest}: a Netty echo server on the regmem transport
- * over an shm device (its secret from {@code REGMEM_SECRET}), bound to 127.0.0.1 on a port of the
- * system's choice, which it says ({@code PORT n}). Every channel that reaches its pipeline is counted
+ * The other process of {@link RegmemChannelProcessTest} and {@link RegmemChannelNamespacesTest}: a Netty
+ * echo server on the regmem transport over a device of the provider in its first argument (default
+ * shm; its secret from {@code REGMEM_SECRET}), bound to the address in its second (default 127.0.0.1)
+ * on a port of the system's choice, which it says ({@code PORT n}). Every channel that reaches its pipeline is counted
  * ({@code CHANNELS} says how many); what it reads it writes back. The end of its input shuts it down
  * and says {@code CLEAN}.
  */
@@ -30,7 +31,9 @@ public final class NettyEchoServerMain {
     public static void main(String[] args) throws Throwable {
         ConcurrentLinkedQueue<String> commands = ChildSide.commands();
         AtomicInteger channels = new AtomicInteger();
-        try (RdmaDevice dev = RdmaDevice.open("shm", Map.of());
+        String provider = args.length > 0 ? args[0] : "shm";
+        String host = args.length > 1 ? args[1] : "127.0.0.1";
+        try (RdmaDevice dev = RdmaDevice.open(provider, Map.of());
              RegmemTransport transport = RegmemTransport.builder(dev).build()) {
             EventLoopGroup boss = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
             EventLoopGroup workers = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
@@ -56,7 +59,7 @@ public final class NettyEchoServerMain {
                                 }
                             });
                         }
-                    }).bind(new InetSocketAddress("127.0.0.1", 0)).sync().channel();
+                    }).bind(new InetSocketAddress(host, 0)).sync().channel();
             ChildSide.say("PORT " + ((InetSocketAddress) server.localAddress()).getPort());
             for (;;) {
                 String c = commands.poll();
