@@ -2,7 +2,8 @@
 # A Netty echo between two processes of this host (NettyTransportEcho), on the regmem transport (shm
 # by default) beside Netty's epoll and NIO transports over TCP on 127.0.0.1, interleaved round by
 # round: for each message size and number in flight, each transport in turn runs a server process and
-# a client process that keeps that many messages in flight for SECONDS after a second of warm-up.
+# a client process that keeps that many messages in flight for SECONDS after a warm-up (WARMUP
+# seconds, environment; default 3).
 # Threads that spin: the regmem event loops poll for 50 us after their last work before they sleep
 # (so they spin through a ping-pong); epoll's and NIO's sleep in the kernel between messages.
 # Usage: bench/netty-echo.sh [ROUNDS] [SECONDS] [TRANSPORTS] [SIZES] [INFLIGHT]   (output on stdout)
@@ -20,7 +21,7 @@ inflights="${5:-1 16}"
 jvm=(java --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow
   --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/jdk.internal.misc=ALL-UNNAMED
   -Dio.netty.tryReflectionSetAccessible=true -Dio.netty.leakDetection.level=disabled
-  -Xms1g -Xmx1g -cp "$jar" io.regmem.bench.NettyTransportEcho)
+  -Xms1g -Xmx1g ${WARMUP:+-Dbench.warmupSeconds=$WARMUP} -cp "$jar" io.regmem.bench.NettyTransportEcho)
 run() { # $1 transport, $2 size, $3 inflight
   local dir
   dir=$(mktemp -d)

@@ -41,7 +41,7 @@ import org.HdrHistogram.Histogram;
  * event loops sleeping in epoll_wait/select; Netty's pooled allocator). {@code server TRANSPORT HOST}
  * echoes every byte it reads and says {@code PORT n}; it ends with its standard input.
  * {@code client TRANSPORT HOST PORT SIZE INFLIGHT SECONDS} keeps INFLIGHT messages of SIZE bytes in
- * flight on one connection for a second of warm-up and then SECONDS, and records each message's round
+ * flight on one connection for a warm-up ({@code -Dbench.warmupSeconds}, default 3) and then SECONDS, and records each message's round
  * trip (its write until the last of its bytes came back): {@code RESULT} says messages/s, p50, p99 and
  * p99.9. One event loop per process; nothing else spins.
  */
@@ -61,7 +61,7 @@ public final class NettyTransportEcho {
                     }
                 }
                 RdmaDevice dev = RdmaDevice.open(transport.substring("regmem-".length()), options);
-                RegmemTransport t = RegmemTransport.builder(dev).busyPollNanos(Long.getLong("echo.busyPollNanos",
+                RegmemTransport t = RegmemTransport.builder(dev).receives(Integer.getInteger("bench.receives", RegmemTransport.DEFAULT_RECEIVES)).busyPollNanos(Long.getLong("echo.busyPollNanos",
                         RegmemTransport.DEFAULT_BUSY_POLL_NANOS)).build();
                 return new Side(new MultiThreadIoEventLoopGroup(1, RegmemIoHandler.newFactory(t)), RegmemServerSocketChannel.class,
                         RegmemSocketChannel.class, () -> {
@@ -196,10 +196,11 @@ public final class NettyTransportEcho {
 
     private static void client(Side side, String transport, String host, int port, int size, int inflight, int seconds)
             throws Exception {
-        Driver d = new Driver(size, inflight, TimeUnit.SECONDS.toNanos(1), TimeUnit.SECONDS.toNanos(seconds));
+        Driver d = new Driver(size, inflight, TimeUnit.SECONDS.toNanos(Long.getLong("bench.warmupSeconds", 3)),
+                TimeUnit.SECONDS.toNanos(seconds));
         Channel ch = new Bootstrap().group(side.group).channel(side.client).option(ChannelOption.TCP_NODELAY, true).handler(d)
                 .connect(new InetSocketAddress(host, port)).sync().channel();
-        d.done.get(seconds + 60L, TimeUnit.SECONDS);
+        d.done.get(seconds + 120L, TimeUnit.SECONDS);
         ch.close().sync();
         Histogram h = d.latency;
         System.out.printf(Locale.ROOT, "RESULT %s size %d inflight %d: %.0f messages/s, round trip p50 %.2f us, p99 %.2f us, "

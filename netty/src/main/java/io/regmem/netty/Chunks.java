@@ -31,6 +31,8 @@ final class Chunks {
     /** Descriptor: id u8, flags u8 (1: the key's bytes follow), key id u16, length i32, address i64, key length u16, key. */
     private static final int DESCRIPTOR = 18;
     private static final int WITH_KEY = 1;
+    /** Staging buffers for unregistered pieces come in this size at least. */
+    static final int SMALL = 4096;
     private final Connection c;
     // This side's chunks the peer reads: their buffers (a reference each) until its DONE.
     private final ByteBuf[] sent = new ByteBuf[MAX];
@@ -87,6 +89,14 @@ final class Chunks {
                 chunk = false; // (a key the peer would have to import beyond the connection's budget: SENDs)
                 length = Math.min(readable, c.peerReceiveSize());
             }
+            if (!chunk) {
+                try {
+                    sendGathered(in, registered);
+                } catch (RdmaException e) { // (the QP went: the connection is broken)
+                    throw new IOException(c.id + ": a SEND could not be posted: " + e.getMessage(), e);
+                }
+                continue;
+            }
             ByteBuf owner = own ? buf.retain() : registered.directBuffer(length, length);
             try {
                 long address = own ? buf.memoryAddress() + buf.readerIndex() : owner.memoryAddress();
@@ -106,6 +116,63 @@ final class Chunks {
                 throw e;
             }
             in.removeBytes(length);
+        }
+    }
+
+    /**
+     * Gathers the current message and the ones after it into one SEND of at most the peer's receive
+     * size and {@link Connection#MAX_SGE} SGEs, as TCP fills a segment: a registered buffer as an SGE of
+     * its own memory (the SEND holds a reference), any other copied into a registered staging buffer.
+     * A pipeline's headers, frames and payloads then take one credit, not one each. Stops before a
+     * message that goes as a chunk of its own.
+     */
+    private void sendGathered(ChannelOutboundBuffer in, RegmemByteBufAllocator registered) {
+        int room = c.peerReceiveSize();
+        ByteBuf staging = null;
+        c.begin();
+        try {
+            for (;;) {
+                ByteBuf m = (ByteBuf) in.current();
+                if (m == null || c.pieces() == c.maxSge) {
+                    break;
+                }
+                int r = m.readableBytes();
+                if (r == 0) {
+                    in.remove();
+                    continue;
+                }
+                boolean own = registered.registered(m);
+                if (c.pieces() > 0 && r > c.peerReceiveSize() && (own || r > SMALL)) {
+                    break; // (a large one goes as a chunk or in SENDs of its own)
+                }
+                int n = Math.min(r, room);
+                if (own) {
+                    c.piece(m.retain(), m.memoryAddress() + m.readerIndex(), n, registered.lkey(m));
+                } else {
+                    if (staging == null || staging.writableBytes() < n) {
+                        try {
+                            staging = registered.directBuffer(Math.max(n, Math.min(room, SMALL)));
+                        } catch (RuntimeException outOfMemory) { // the pool is full: send what was gathered
+                            if (c.pieces() == 0) {
+                                throw outOfMemory;
+                            }
+                            break;
+                        }
+                    }
+                    int at = staging.writerIndex();
+                    staging.writeBytes(m, m.readerIndex(), n);
+                    c.piece(staging, staging.memoryAddress() + at, n, registered.lkey(staging));
+                }
+                in.removeBytes(n);
+                room -= n;
+                if (room == 0) {
+                    break;
+                }
+            }
+            c.post(0);
+        } catch (RuntimeException e) {
+            c.abandon();
+            throw e;
         }
     }
 

@@ -44,6 +44,8 @@ final class Connection {
     static final long LINGER_NANOS = 2_000_000_000L;
     private static final long RECV = 1L << 31;
     private static final long READ = 1L << 30;
+    /** The most SGEs one SEND gathers. */
+    static final int MAX_SGE = 16;
 
     enum State { NEW, ACTIVE, CLOSING, DRAINED }
 
@@ -65,7 +67,12 @@ final class Connection {
     private final boolean[] hungry;
     private int hungryCount;
     private int recvOutstanding;
-    private final ByteBuf[] sendBufs;
+    /** What each outstanding SEND holds a reference on (its SGEs' buffers), by send slot. */
+    private final ByteBuf[][] sendBufs;
+    private final int[] sendOwners;
+    /** The SEND being gathered ({@link #begin}, {@link #piece}, {@link #post}): its buffers. */
+    private final ByteBuf[] building = new ByteBuf[MAX_SGE + 1];
+    private int buildingOwners;
     private int sendHead;
     private int sendTail;
     private int sendOutstanding;
@@ -80,7 +87,9 @@ final class Connection {
     private boolean finSent;
     private boolean destroyed;
     private long closingSince;
-    private final WorkRequest wr = new WorkRequest(1);
+    private final WorkRequest wr = new WorkRequest(MAX_SGE);
+    /** SGEs a SEND of this connection gathers at most (the device's limit, at most {@link #MAX_SGE}). */
+    final int maxSge;
     final Chunks chunks = new Chunks(this);
 
     /**
@@ -97,11 +106,14 @@ final class Connection {
         this.entries = receives + sends;
         this.recvBufs = new ByteBuf[receives];
         this.hungry = new boolean[receives];
-        this.sendBufs = new ByteBuf[sends];
+        this.sendBufs = new ByteBuf[sends][MAX_SGE + 1];
+        this.sendOwners = new int[sends];
+        this.maxSge = Math.max(1, Math.min(MAX_SGE, handler.transport().device().attributes().maxSendSge()));
         this.slot = handler.attach(this, entries);
         QueuePair made = null;
         try {
-            made = id.createQp(handler.transport().pd(), QpInitAttributes.of(handler.cq()).maxRecvWr(receives).maxSendWr(sends));
+            made = id.createQp(handler.transport().pd(), QpInitAttributes.of(handler.cq()).maxRecvWr(receives).maxSendWr(sends)
+                    .maxSendSge(maxSge));
             this.qp = made;
             for (int i = 0; i < receives; i++) {
                 ByteBuf b = handler.transport().allocator().directBuffer(receiveSize, receiveSize);
@@ -179,13 +191,70 @@ final class Connection {
      * data beside the credits owed, which it grants.
      */
     void send(ByteBuf owner, long address, int length, int lkey, int flags) {
-        int imm = Math.min(owed, CREDITS);
-        wr.reset().wrId(((long) slot << 32) | sendTail).opcode(Opcode.SEND_WITH_IMM).immData(imm | flags).signaled(true);
+        begin();
         if (length > 0) {
-            wr.addSge(address, length, lkey);
+            piece(owner, address, length, lkey);
         }
-        qp.postSend(wr);
-        sendBufs[sendTail] = owner;
+        post(flags);
+    }
+
+    /** Starts gathering a SEND. */
+    void begin() {
+        wr.reset();
+        buildingOwners = 0;
+    }
+
+    /** Adds {@code length} bytes at {@code address} to the SEND being gathered; it holds {@code owner}'s reference (once). */
+    void piece(ByteBuf owner, long address, int length, int lkey) {
+        wr.addSge(address, length, lkey);
+        if (owner != null) {
+            for (int k = 0; k < buildingOwners; k++) {
+                if (building[k] == owner) {
+                    return;
+                }
+            }
+            building[buildingOwners++] = owner;
+        }
+    }
+
+    /** Gives back the references of a SEND gathered and never posted. */
+    void abandon() {
+        for (int k = 0; k < buildingOwners; k++) {
+            building[k].release();
+            building[k] = null;
+        }
+        buildingOwners = 0;
+    }
+
+    /** SGEs in the SEND being gathered. */
+    int pieces() {
+        return wr.numSge();
+    }
+
+    /**
+     * Posts the SEND gathered, with {@code flags} and the credits owed in its immediate data. If the
+     * post fails, the references it held are given back before this throws.
+     */
+    void post(int flags) {
+        int imm = Math.min(owed, CREDITS);
+        wr.wrId(((long) slot << 32) | sendTail).opcode(Opcode.SEND_WITH_IMM).immData(imm | flags).signaled(true);
+        try {
+            qp.postSend(wr);
+        } catch (RuntimeException e) {
+            for (int k = 0; k < buildingOwners; k++) {
+                building[k].release();
+                building[k] = null;
+            }
+            buildingOwners = 0;
+            throw e;
+        }
+        ByteBuf[] held = sendBufs[sendTail];
+        for (int k = 0; k < buildingOwners; k++) {
+            held[k] = building[k];
+            building[k] = null;
+        }
+        sendOwners[sendTail] = buildingOwners;
+        buildingOwners = 0;
         sendTail = (sendTail + 1) % sends;
         sendOutstanding++;
         sendCredits--;
@@ -198,7 +267,7 @@ final class Connection {
         wr.reset().wrId(((long) slot << 32) | READ | id).opcode(Opcode.RDMA_READ).signaled(true)
                 .addSge(dst.memoryAddress(), length, handler.transport().allocator().lkey(dst)).remote(address, rkey);
         qp.postSend(wr);
-        sendBufs[sendTail] = null;
+        sendOwners[sendTail] = 0;
         sendTail = (sendTail + 1) % sends;
         sendOutstanding++;
     }
@@ -314,13 +383,14 @@ final class Connection {
                 }
             }
         } else {
-            ByteBuf b = sendBufs[sendHead];
-            sendBufs[sendHead] = null;
+            ByteBuf[] held = sendBufs[sendHead];
+            for (int k = sendOwners[sendHead] - 1; k >= 0; k--) {
+                held[k].release();
+                held[k] = null;
+            }
+            sendOwners[sendHead] = 0;
             sendHead = (sendHead + 1) % sends;
             sendOutstanding--;
-            if (b != null) {
-                b.release();
-            }
             if ((id & READ) != 0) {
                 chunks.read((int) (id & 0xFF), ok);
             }
@@ -469,10 +539,11 @@ final class Connection {
             }
         }
         for (int i = 0; i < sendBufs.length; i++) {
-            if (sendBufs[i] != null) {
-                sendBufs[i].release();
-                sendBufs[i] = null;
+            for (int k = sendOwners[i] - 1; k >= 0; k--) {
+                sendBufs[i][k].release();
+                sendBufs[i][k] = null;
             }
+            sendOwners[i] = 0;
         }
         chunks.releaseAll();
         recvOutstanding = 0;
