@@ -21,8 +21,6 @@ import io.netty.channel.socket.SocketChannel;
 import io.regmem.netty.RegmemIoHandler;
 import io.regmem.netty.RegmemServerSocketChannel;
 import io.regmem.netty.RegmemSocketChannel;
-import io.regmem.netty.RegmemTransport;
-import io.regmem.registration.RdmaDevice;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -37,7 +35,8 @@ import org.HdrHistogram.Histogram;
 
 /**
  * A gRPC-Java unary call between two processes (grpc-netty 1.85 unchanged, a method of raw bytes that
- * answers its request), on the regmem Netty transport ({@code regmem-shm}, {@code regmem-ucx}) or on
+ * answers its request), on the regmem Netty transport ({@code regmem-shm}, {@code regmem-ucx}; device options after a colon:
+ * {@link BenchTransports}) or on
  * Netty's epoll transport over TCP ({@code epoll}). {@code server TRANSPORT HOST} says {@code PORT n}
  * and serves until its standard input ends; {@code client TRANSPORT HOST PORT SIZE INFLIGHT SECONDS}
  * keeps INFLIGHT calls of SIZE bytes going (each answer starts the next; gRPC's direct executor, so the
@@ -71,25 +70,21 @@ public final class GrpcUnaryEcho {
 
     /** One process's event loops. */
     private record Side(EventLoopGroup group, Class<? extends ServerChannel> server, Class<? extends SocketChannel> client,
-                        RegmemTransport transport, RdmaDevice device) {
+                        BenchTransports regmem) {
         static Side of(String t) {
             if (t.startsWith("regmem-")) {
-                RdmaDevice dev = RdmaDevice.open(t.substring("regmem-".length()));
-                RegmemTransport tr = RegmemTransport.builder(dev).receives(Integer.getInteger("bench.receives",
-                        RegmemTransport.DEFAULT_RECEIVES)).busyPollNanos(Long.getLong("bench.busyPollNanos",
-                        RegmemTransport.DEFAULT_BUSY_POLL_NANOS)).build();
-                return new Side(new MultiThreadIoEventLoopGroup(1, RegmemIoHandler.newFactory(tr)), RegmemServerSocketChannel.class,
-                        RegmemSocketChannel.class, tr, dev);
+                BenchTransports b = BenchTransports.open(t);
+                return new Side(new MultiThreadIoEventLoopGroup(1, RegmemIoHandler.newFactory(b.transport())),
+                        RegmemServerSocketChannel.class, RegmemSocketChannel.class, b);
             }
             return new Side(new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory()), EpollServerSocketChannel.class,
-                    EpollSocketChannel.class, null, null);
+                    EpollSocketChannel.class, null);
         }
 
         void close() throws InterruptedException {
             group.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
-            if (transport != null) {
-                transport.close();
-                device.close();
+            if (regmem != null) {
+                regmem.close();
             }
         }
     }
@@ -116,8 +111,8 @@ public final class GrpcUnaryEcho {
                             out.onNext(req);
                             out.onCompleted();
                         })).build());
-        if (side.transport != null) {
-            b.withChildOption(ChannelOption.ALLOCATOR, side.transport.allocator());
+        if (side.regmem != null) {
+            b.withChildOption(ChannelOption.ALLOCATOR, side.regmem.transport().allocator());
         }
         Server server = b.build().start();
         System.out.println("PORT " + server.getPort());
@@ -132,8 +127,8 @@ public final class GrpcUnaryEcho {
             throws Exception {
         NettyChannelBuilder b = NettyChannelBuilder.forAddress(host, port).channelType(side.client).eventLoopGroup(side.group)
                 .directExecutor().usePlaintext();
-        if (side.transport != null) {
-            b.withOption(ChannelOption.ALLOCATOR, side.transport.allocator());
+        if (side.regmem != null) {
+            b.withOption(ChannelOption.ALLOCATOR, side.regmem.transport().allocator());
         }
         ManagedChannel ch = b.build();
         byte[] payload = new byte[size];

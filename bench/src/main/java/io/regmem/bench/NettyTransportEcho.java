@@ -22,21 +22,17 @@ import io.netty.channel.socket.nio.NioSocketChannel;
 import io.regmem.netty.RegmemIoHandler;
 import io.regmem.netty.RegmemServerSocketChannel;
 import io.regmem.netty.RegmemSocketChannel;
-import io.regmem.netty.RegmemTransport;
-import io.regmem.registration.RdmaDevice;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.util.ArrayDeque;
-import java.util.HashMap;
 import java.util.Locale;
-import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.HdrHistogram.Histogram;
 
 /**
  * A Netty echo between two processes, on one of three transports: {@code regmem-shm} / {@code regmem-ucx}
- * (the regmem transport over an shm or ucx device; its event loops busy-poll for 50 us after their
+ * (the regmem transport over an shm or ucx device, {@link BenchTransports}: device options after a colon; its event loops busy-poll for 50 us after their
  * last work, then sleep), {@code epoll} and {@code nio} (Netty's TCP transports, TCP_NODELAY, their
  * event loops sleeping in epoll_wait/select; Netty's pooled allocator). {@code server TRANSPORT HOST}
  * echoes every byte it reads and says {@code PORT n}; it ends with its standard input.
@@ -54,20 +50,9 @@ public final class NettyTransportEcho {
                         AutoCloseable resources) {
         static Side of(String transport) {
             if (transport.startsWith("regmem-")) {
-                Map<String, String> options = new HashMap<>();
-                for (String kv : System.getProperty("echo.deviceOptions", "").split(",")) {
-                    if (kv.contains("=")) {
-                        options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
-                    }
-                }
-                RdmaDevice dev = RdmaDevice.open(transport.substring("regmem-".length()), options);
-                RegmemTransport t = RegmemTransport.builder(dev).receives(Integer.getInteger("bench.receives", RegmemTransport.DEFAULT_RECEIVES)).busyPollNanos(Long.getLong("echo.busyPollNanos",
-                        RegmemTransport.DEFAULT_BUSY_POLL_NANOS)).build();
-                return new Side(new MultiThreadIoEventLoopGroup(1, RegmemIoHandler.newFactory(t)), RegmemServerSocketChannel.class,
-                        RegmemSocketChannel.class, () -> {
-                            t.close();
-                            dev.close();
-                        });
+                BenchTransports t = BenchTransports.open(transport);
+                return new Side(new MultiThreadIoEventLoopGroup(1, RegmemIoHandler.newFactory(t.transport())),
+                        RegmemServerSocketChannel.class, RegmemSocketChannel.class, t);
             }
             boolean epoll = "epoll".equals(transport);
             IoHandlerFactory f = epoll ? EpollIoHandler.newFactory() : NioIoHandler.newFactory();

@@ -1,0 +1,40 @@
+package io.regmem.bench;
+
+import io.regmem.netty.RegmemTransport;
+import io.regmem.registration.RdmaDevice;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * The regmem Netty transport of a two-process benchmark, from its name: {@code regmem-PROVIDER}, or
+ * {@code regmem-PROVIDER:k=v,k=v} with device options (for example {@code regmem-shm:inlineThreshold=65536});
+ * {@code -Dbench.receives} and {@code -Dbench.busyPollNanos} set the transport's, defaults otherwise.
+ */
+record BenchTransports(RdmaDevice device, RegmemTransport transport) implements AutoCloseable {
+
+    static BenchTransports open(String name) {
+        String spec = name.substring("regmem-".length());
+        int colon = spec.indexOf(':');
+        Map<String, String> options = new HashMap<>();
+        if (colon >= 0) {
+            for (String kv : spec.substring(colon + 1).split(",")) {
+                options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
+            }
+        }
+        RdmaDevice dev = RdmaDevice.open(colon >= 0 ? spec.substring(0, colon) : spec, options);
+        try {
+            return new BenchTransports(dev, RegmemTransport.builder(dev)
+                    .receives(Integer.getInteger("bench.receives", RegmemTransport.DEFAULT_RECEIVES))
+                    .busyPollNanos(Long.getLong("bench.busyPollNanos", RegmemTransport.DEFAULT_BUSY_POLL_NANOS)).build());
+        } catch (RuntimeException e) {
+            dev.close();
+            throw e;
+        }
+    }
+
+    @Override
+    public void close() {
+        transport.close();
+        device.close();
+    }
+}
