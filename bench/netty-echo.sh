@@ -22,17 +22,22 @@ jvm=(java --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=all
   --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/jdk.internal.misc=ALL-UNNAMED
   -Dio.netty.tryReflectionSetAccessible=true -Dio.netty.leakDetection.level=disabled
   -Xms1g -Xmx1g ${WARMUP:+-Dbench.warmupSeconds=$WARMUP} -cp "$jar" io.regmem.bench.NettyTransportEcho)
+# SERVER_PREFIX / CLIENT_PREFIX (environment): a command each process runs under (ip netns exec NAME);
+# HOST: the server's address (default 127.0.0.1).
+host="${HOST:-127.0.0.1}"
+read -r -a server_prefix <<< "${SERVER_PREFIX:-}"
+read -r -a client_prefix <<< "${CLIENT_PREFIX:-}"
 run() { # $1 transport, $2 size, $3 inflight
   local dir
   dir=$(mktemp -d)
   mkfifo "$dir/in"
-  "${jvm[@]}" server "$1" 127.0.0.1 < "$dir/in" > "$dir/server" 2>&1 &
+  "${server_prefix[@]}" "${jvm[@]}" server "$1" "$host" < "$dir/in" > "$dir/server" 2>&1 &
   local pid=$!
   exec 8> "$dir/in"
   for ((w = 0; w < 200; w++)); do grep -q '^PORT' "$dir/server" 2>/dev/null && break; sleep 0.05; done
   local port
   port=$(sed -n 's/^PORT //p' "$dir/server")
-  "${jvm[@]}" client "$1" 127.0.0.1 "$port" "$2" "$3" "$seconds" 2>&1 | grep -E 'RESULT|Exception' || true
+  "${client_prefix[@]}" "${jvm[@]}" client "$1" "$host" "$port" "$2" "$3" "$seconds" 2>&1 | grep -E 'RESULT|Exception' || true
   exec 8>&-
   wait "$pid" || true
   rm -rf "$dir"
