@@ -161,7 +161,7 @@ final class Connection {
         if (r < 2 || r > 4096 || size < 1024 || size > (1 << 20)) {
             throw new RdmaException(Errno.EINVAL, id + ": the peer offers " + r + " receives of " + size + " bytes");
         }
-        sendCredits = r;
+        sendCredits += r; // (credits a message granted before this side saw the connection up are kept)
         peerReceiveSize = size;
         state = State.ACTIVE;
     }

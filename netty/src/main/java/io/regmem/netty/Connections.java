@@ -3,7 +3,6 @@ package io.regmem.netty;
 import io.netty.channel.EventLoop;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.CmEvent;
 import io.regmem.registration.CmId;
 import java.io.IOException;
 import java.net.ConnectException;
@@ -12,11 +11,8 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.net.UnknownHostException;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
 
 /** What the channels share about making connections: addresses, the blocking calls off the loop, failures as Netty's. */
 final class Connections {
@@ -64,38 +60,17 @@ final class Connections {
 
     /**
      * Connects {@code id} and waits for the answer (blocking: a virtual thread's; at most
-     * {@code waitMillis}, the channel's connect timeout or a minute): what failed, or null.
+     * {@code waitMillis}, the channel's connect timeout, or a minute): what failed, or null.
      */
     static Throwable connect(CmId id, String address, byte[] offer, long waitMillis) {
-        CompletableFuture<CmEvent> answer = new CompletableFuture<>();
-        id.onEvent(e -> {
-            switch (e.type()) {
-                case ESTABLISHED, REJECTED, UNREACHABLE, CONNECT_ERROR, DISCONNECTED -> answer.complete(e);
-                default -> { }
-            }
-            return false;
-        });
         try {
             id.connect(address, offer);
-            if (id.connState() == CmId.ConnState.CONNECTING) {
-                answer.get(waitMillis > 0 ? waitMillis : 60_000, TimeUnit.MILLISECONDS);
-            }
-            if (id.connState() == CmId.ConnState.CONNECTED) {
-                return null;
-            }
-            return new RdmaException(Errno.ECONNREFUSED, id + ": " + (id.failureReason() != null ? id.failureReason()
-                    : "the peer rejected the connection (" + id.connState() + ")"));
-        } catch (TimeoutException e) {
-            return new RdmaException(Errno.ETIMEDOUT, id + ": no answer from " + address + " in " + waitMillis + " ms");
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return e;
-        } catch (ExecutionException e) {
-            return e.getCause();
+            id.awaitConnected(waitMillis > 0 ? waitMillis : 60_000, TimeUnit.MILLISECONDS);
+            return null;
+        } catch (RdmaException e) {
+            return id.failureReason() == null ? e : new RdmaException(e.errno(), e.getMessage() + ": " + id.failureReason(), e);
         } catch (RuntimeException | Error e) {
             return e;
-        } finally {
-            id.onEvent(null);
         }
     }
 

@@ -131,8 +131,13 @@ public final class RegmemIoHandler implements IoHandler {
 
     @Override
     public int run(IoHandlerContext context) {
+        boolean report = context.shouldReportActiveIoTime();
+        long start = report ? System.nanoTime() : 0;
         int work = poll();
         long now = System.nanoTime();
+        if (work > 0 && report) {
+            context.reportActiveIoTime(now - start); // (Netty's ioRatio weighs its tasks against this)
+        }
         if (work > 0 || !context.canBlock()) {
             if (work > 0) {
                 lastWork = now;
