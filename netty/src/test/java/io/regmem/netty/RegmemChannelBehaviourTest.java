@@ -24,9 +24,13 @@ import io.netty.util.concurrent.GlobalEventExecutor;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.testkit.NoLeaks;
 import java.io.File;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.net.ConnectException;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -42,7 +46,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * What Netty's own socket tests ask of a transport, on the regmem transport (shm, one JVM): half
  * closure, auto-read off holding the peer back (credits) until the reader reads, writability that
  * flips and comes back, a refused connection, a close that still delivers what was written before it,
- * 1,000 connects and closes that leave no channel, thread or file behind, and a stream under the
+ * 1,000 connects and closes that leave no channel, thread, lane mapping or file behind, and a stream under the
  * PARANOID leak detector that reports nothing.
  */
 @ExtendWith(NoLeaks.class)
@@ -220,17 +224,31 @@ class RegmemChannelBehaviourTest {
         s2.close().sync();
     }
 
+    /** The shm lanes' memfd mappings of this process. */
+    private static long laneMappings() {
+        try (var lines = Files.lines(Path.of("/proc/self/maps"))) {
+            return lines.filter(l -> l.contains("memfd:regmem-shm")).count();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
     @Test
-    void aThousandConnectsAndClosesLeaveNoChannelThreadOrFileBehind() throws Exception {
+    void aThousandConnectsAndClosesLeaveNoChannelThreadMappingOrFileBehind() throws Exception {
         Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter()), b -> { });
         int threads = Thread.activeCount();
+        long lanes = laneMappings();
         int files = Objects.requireNonNull(new File("/proc/self/fd").list()).length;
         for (int i = 0; i < 1000; i++) {
             Channel c = client(s, new ChannelInboundHandlerAdapter());
+            if (i == 0) {
+                assertThat(laneMappings()).as("a connection's lane is mapped while it is up").isGreaterThan(lanes);
+            }
             c.writeAndFlush(Unpooled.wrappedBuffer(new byte[] {(byte) i}));
             c.close().sync();
         }
         waitFor("every child closed", children::isEmpty);
+        waitFor("every connection's lane unmapped", () -> laneMappings() <= lanes);
         assertThat(Thread.activeCount()).as("platform threads").isLessThanOrEqualTo(threads + 2);
         assertThat(Objects.requireNonNull(new File("/proc/self/fd").list()).length).as("open files").isLessThanOrEqualTo(files + 8);
         s.close().sync();
