@@ -251,7 +251,7 @@ final class Chunks {
             readPosted[id] = false;
             c.channel.chunkAnnounced(id);
         } finally {
-            c.post(i, buf.clear());
+            c.recv.post(i, buf.clear());
         }
         progress();
     }

@@ -42,7 +42,6 @@ final class Connection {
     static final int VERSION = 1;
     /** How long a closed channel's connection waits for its SENDs before it disconnects anyway. */
     static final long LINGER_NANOS = 2_000_000_000L;
-    private static final long RECV = 1L << 31;
     private static final long READ = 1L << 30;
     /** The most SGEs one SEND gathers. */
     static final int MAX_SGE = 16;
@@ -62,11 +61,8 @@ final class Connection {
     State state = State.NEW;
     /** Set by the handler while this connection is in the batch of completions being handled. */
     boolean touched;
-    private final ByteBuf[] recvBufs;
-    /** Receives waiting for a buffer (the pool was out of memory when their last one went up). */
-    private final boolean[] hungry;
-    private int hungryCount;
-    private int recvOutstanding;
+    /** The receives it keeps posted. */
+    final Receives recv;
     /** What each outstanding SEND holds a reference on (its SGEs' buffers), by send slot. */
     private final ByteBuf[][] sendBufs;
     private final int[] sendOwners;
@@ -104,8 +100,7 @@ final class Connection {
         this.sends = sends;
         this.receiveSize = handler.transport().receiveSize;
         this.entries = receives + sends;
-        this.recvBufs = new ByteBuf[receives];
-        this.hungry = new boolean[receives];
+        this.recv = new Receives(this, receives);
         this.sendBufs = new ByteBuf[sends][MAX_SGE + 1];
         this.sendOwners = new int[sends];
         this.maxSge = Math.max(1, Math.min(MAX_SGE, handler.transport().device().attributes().maxSendSge()));
@@ -115,15 +110,7 @@ final class Connection {
             made = id.createQp(handler.transport().pd(), QpInitAttributes.of(handler.cq()).maxRecvWr(receives).maxSendWr(sends)
                     .maxSendSge(maxSge));
             this.qp = made;
-            for (int i = 0; i < receives; i++) {
-                ByteBuf b = handler.transport().allocator().directBuffer(receiveSize, receiveSize);
-                try {
-                    postOrThrow(i, b);
-                } catch (RuntimeException e) {
-                    b.release();
-                    throw e;
-                }
-            }
+            recv.postAll();
         } catch (RuntimeException e) {
             if (made != null) {
                 made.drain();
@@ -295,55 +282,8 @@ final class Connection {
         return true;
     }
 
-    /**
-     * Posts receive {@code i} into {@code buf}, whose reference is the connection's from now on (until
-     * it completes). A QP that takes no more receives (it errs: its flush is on the way) gives the
-     * buffer back instead.
-     */
-    void post(int i, ByteBuf buf) {
-        try {
-            postOrThrow(i, buf);
-        } catch (RuntimeException e) {
-            buf.release();
-        }
-    }
-
-    /**
-     * Posts receive {@code i} into a new buffer of the pool (its last one went up the pipeline); a
-     * pool out of memory leaves it to the next batch ({@link #refill}).
-     */
-    void postFresh(int i) {
-        ByteBuf b;
-        try {
-            b = handler.transport().allocator().directBuffer(receiveSize, receiveSize);
-        } catch (RuntimeException e) {
-            hungry[i] = true;
-            hungryCount++;
-            return;
-        }
-        post(i, b);
-    }
-
-    /** Posts the receives that waited for a buffer, while the pool gives them. */
-    private void refill() {
-        for (int i = 0; i < hungry.length && hungryCount > 0; i++) {
-            if (hungry[i]) {
-                hungry[i] = false;
-                hungryCount--;
-                postFresh(i);
-                if (hungry[i]) {
-                    return;
-                }
-            }
-        }
-    }
-
-    private void postOrThrow(int i, ByteBuf buf) {
-        wr.reset().wrId(((long) slot << 32) | RECV | i).addSge(buf.memoryAddress(), receiveSize, handler.transport().allocator()
-                .lkey(buf));
-        qp.postRecv(wr);
-        recvBufs[i] = buf;
-        recvOutstanding++;
+    /** A receive was posted again: once the connection is up, a credit owed to the peer. */
+    void reposted() {
         if (state != State.NEW) {
             owed++;
         }
@@ -353,11 +293,9 @@ final class Connection {
     void completed(WorkCompletion wc) {
         long id = wc.wrId();
         boolean ok = wc.status() == WcStatus.SUCCESS;
-        if ((id & RECV) != 0) {
-            int i = (int) (id & (RECV - 1));
-            ByteBuf b = recvBufs[i];
-            recvBufs[i] = null;
-            recvOutstanding--;
+        if ((id & Receives.RECV) != 0) {
+            int i = (int) (id & (Receives.RECV - 1));
+            ByteBuf b = recv.take(i);
             if (!ok || state == State.DRAINED) {
                 b.release();
                 if (!ok) {
@@ -403,8 +341,8 @@ final class Connection {
 
     /** After a batch of completions: the channel's reads end, writes go on, credits go back, a close goes on. */
     void batchDone() {
-        if (hungryCount > 0 && state == State.ACTIVE) {
-            refill();
+        if (recv.hungry() && state == State.ACTIVE) {
+            recv.refill();
         }
         chunks.progress();
         if (channel != null && state == State.ACTIVE) {
@@ -502,7 +440,7 @@ final class Connection {
 
     /** Destroys the QP and the ID once nothing of the connection is outstanding; frees the slot. */
     private void finishIfDone() {
-        if (state != State.DRAINED || recvOutstanding > 0 || sendOutstanding > 0) {
+        if (state != State.DRAINED || recv.outstanding > 0 || sendOutstanding > 0) {
             return;
         }
         destroyNow();
@@ -532,12 +470,7 @@ final class Connection {
     }
 
     private void releaseAll() {
-        for (int i = 0; i < recvBufs.length; i++) {
-            if (recvBufs[i] != null) {
-                recvBufs[i].release();
-                recvBufs[i] = null;
-            }
-        }
+        recv.releaseAll();
         for (int i = 0; i < sendBufs.length; i++) {
             for (int k = sendOwners[i] - 1; k >= 0; k--) {
                 sendBufs[i][k].release();
@@ -546,13 +479,12 @@ final class Connection {
             sendOwners[i] = 0;
         }
         chunks.releaseAll();
-        recvOutstanding = 0;
         sendOutstanding = 0;
     }
 
     @Override
     public String toString() {
         return "Connection[" + id + ", " + state + ", credits " + sendCredits + ", owed " + owed + ", sends " + sendOutstanding
-                + ", receives " + recvOutstanding + "]";
+                + ", receives " + recv.outstanding + "]";
     }
 }

@@ -61,7 +61,7 @@ final class Inbound {
     /** Receive {@code i} completed with {@code length} bytes in {@code buf}; {@code end}: the peer's stream ended. */
     void received(Connection c, int i, ByteBuf buf, int length, boolean end) {
         if (length == 0 || ch.inputShutdown()) {
-            c.post(i, buf.clear()); // (no bytes, or the input is shut down: the receive goes back at once)
+            c.recv.post(i, buf.clear()); // (no bytes, or the input is shut down: the receive goes back at once)
         } else {
             buf.writerIndex(length);
             int at = (head + count) % bufs.length;
@@ -126,16 +126,16 @@ final class Inbound {
             try {
                 msg = ch.config().getAllocator().ioBuffer(n);
                 msg.writeBytes(buf, buf.readerIndex(), n);
-                c.post(i, buf.clear());
+                c.recv.post(i, buf.clear());
             } catch (RuntimeException e) { // (the allocator is out of memory: the piece goes up in its receive)
                 if (msg != buf) {
                     msg.release();
                 }
                 msg = buf;
-                c.postFresh(i);
+                c.recv.postFresh(i);
             }
         } else {
-            c.postFresh(i);
+            c.recv.postFresh(i);
         }
         RecvByteBufAllocator.Handle h = ch.unsafe().recvBufAllocHandle();
         if (!readInBatch) {
@@ -177,7 +177,7 @@ final class Inbound {
                 continue; // a chunk still being read: its buffer is released when the READ completes
             }
             if (i >= 0 && c != null && c.channel != null) {
-                c.post(i, b.clear());
+                c.recv.post(i, b.clear());
             } else {
                 b.release();
             }
