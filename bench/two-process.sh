@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# What bench/netty-echo.sh and bench/grpc-unary.sh share: a server process and a client process of the
+# bench main class MAIN (NettyTransportEcho, GrpcUnaryEcho) for each round, size, number in flight and
+# transport, interleaved, each client running SECONDS after its warm-up (WARMUP seconds, environment;
+# the class's default otherwise). SERVER_PREFIX / CLIENT_PREFIX (environment): a command each process
+# runs under (ip netns exec NAME); HOST: the server's address (default 127.0.0.1).
+# Usage: bench/two-process.sh MAIN LABEL ROUNDS SECONDS TRANSPORTS SIZES INFLIGHT   (output on stdout)
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+. "$here/.ci/find-jdk.sh"
+regmem_find_jdk
+export PATH="$JAVA_HOME/bin:$PATH"
+jar="$here/bench/target/regmem.jar"
+main="$1"
+label="$2"
+rounds="$3"
+seconds="$4"
+transports="$5"
+sizes="$6"
+inflights="$7"
+jvm=(java --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow
+  --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/jdk.internal.misc=ALL-UNNAMED
+  -Dio.netty.tryReflectionSetAccessible=true -Dio.netty.leakDetection.level=disabled
+  -Xms1g -Xmx1g ${WARMUP:+-Dbench.warmupSeconds=$WARMUP} -cp "$jar" "io.regmem.bench.$main")
+host="${HOST:-127.0.0.1}"
+read -r -a server_prefix <<< "${SERVER_PREFIX:-}"
+read -r -a client_prefix <<< "${CLIENT_PREFIX:-}"
+run() { # $1 transport, $2 size, $3 inflight
+  local dir
+  dir=$(mktemp -d)
+  mkfifo "$dir/in"
+  "${server_prefix[@]}" "${jvm[@]}" server "$1" "$host" < "$dir/in" > "$dir/server" 2>&1 &
+  local pid=$!
+  exec 8> "$dir/in"
+  for ((w = 0; w < 200; w++)); do grep -q '^PORT' "$dir/server" 2>/dev/null && break; sleep 0.05; done
+  local port
+  port=$(sed -n 's/^PORT //p' "$dir/server")
+  "${client_prefix[@]}" "${jvm[@]}" client "$1" "$host" "$port" "$2" "$3" "$seconds" 2>&1 | grep -E 'RESULT|Exception' || true
+  exec 8>&-
+  wait "$pid" || true
+  rm -rf "$dir"
+}
+for ((i = 1; i <= rounds; i++)); do
+  for s in $sizes; do
+    for f in $inflights; do
+      echo "== round $i of $rounds: $label$s B, $f in flight"
+      for t in $transports; do
+        run "$t" "$s" "$f"
+      done
+    done
+  done
+done
