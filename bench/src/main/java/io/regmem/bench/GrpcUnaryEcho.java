@@ -11,16 +11,6 @@ import io.grpc.stub.ClientCalls;
 import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
 import io.netty.channel.ChannelOption;
-import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.ServerChannel;
-import io.netty.channel.epoll.EpollIoHandler;
-import io.netty.channel.epoll.EpollServerSocketChannel;
-import io.netty.channel.epoll.EpollSocketChannel;
-import io.netty.channel.socket.SocketChannel;
-import io.regmem.netty.RegmemIoHandler;
-import io.regmem.netty.RegmemServerSocketChannel;
-import io.regmem.netty.RegmemSocketChannel;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
@@ -68,29 +58,8 @@ public final class GrpcUnaryEcho {
     private GrpcUnaryEcho() {
     }
 
-    /** One process's event loops. */
-    private record Side(EventLoopGroup group, Class<? extends ServerChannel> server, Class<? extends SocketChannel> client,
-                        BenchTransports regmem) {
-        static Side of(String t) {
-            if (t.startsWith("regmem-")) {
-                BenchTransports b = BenchTransports.open(t);
-                return new Side(new MultiThreadIoEventLoopGroup(1, RegmemIoHandler.newFactory(b.transport())),
-                        RegmemServerSocketChannel.class, RegmemSocketChannel.class, b);
-            }
-            return new Side(new MultiThreadIoEventLoopGroup(1, EpollIoHandler.newFactory()), EpollServerSocketChannel.class,
-                    EpollSocketChannel.class, null);
-        }
-
-        void close() throws InterruptedException {
-            group.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
-            if (regmem != null) {
-                regmem.close();
-            }
-        }
-    }
-
     public static void main(String[] args) throws Exception {
-        Side side = Side.of(args[1]);
+        NettySide side = NettySide.of(args[1]);
         try {
             if ("server".equals(args[0])) {
                 server(side, args[2]);
@@ -103,16 +72,16 @@ public final class GrpcUnaryEcho {
         }
     }
 
-    private static void server(Side side, String host) throws Exception {
-        NettyServerBuilder b = NettyServerBuilder.forAddress(new InetSocketAddress(host, 0)).channelType(side.server)
-                .bossEventLoopGroup(side.group).workerEventLoopGroup(side.group).directExecutor()
+    private static void server(NettySide side, String host) throws Exception {
+        NettyServerBuilder b = NettyServerBuilder.forAddress(new InetSocketAddress(host, 0)).channelType(side.server())
+                .bossEventLoopGroup(side.group()).workerEventLoopGroup(side.group()).directExecutor()
                 .addService(ServerServiceDefinition.builder("regmem.Bench").addMethod(ECHO, ServerCalls.asyncUnaryCall(
                         (byte[] req, StreamObserver<byte[]> out) -> {
                             out.onNext(req);
                             out.onCompleted();
                         })).build());
-        if (side.regmem != null) {
-            b.withChildOption(ChannelOption.ALLOCATOR, side.regmem.transport().allocator());
+        if (side.regmem() != null) {
+            b.withChildOption(ChannelOption.ALLOCATOR, side.regmem().transport().allocator());
         }
         Server server = b.build().start();
         System.out.println("PORT " + server.getPort());
@@ -123,12 +92,12 @@ public final class GrpcUnaryEcho {
         server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
     }
 
-    private static void client(Side side, String transport, String host, int port, int size, int inflight, int seconds)
+    private static void client(NettySide side, String transport, String host, int port, int size, int inflight, int seconds)
             throws Exception {
-        NettyChannelBuilder b = NettyChannelBuilder.forAddress(host, port).channelType(side.client).eventLoopGroup(side.group)
+        NettyChannelBuilder b = NettyChannelBuilder.forAddress(host, port).channelType(side.client()).eventLoopGroup(side.group())
                 .directExecutor().usePlaintext();
-        if (side.regmem != null) {
-            b.withOption(ChannelOption.ALLOCATOR, side.regmem.transport().allocator());
+        if (side.regmem() != null) {
+            b.withOption(ChannelOption.ALLOCATOR, side.regmem().transport().allocator());
         }
         ManagedChannel ch = b.build();
         byte[] payload = new byte[size];

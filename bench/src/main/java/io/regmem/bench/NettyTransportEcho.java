@@ -8,20 +8,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
-import io.netty.channel.EventLoopGroup;
-import io.netty.channel.IoHandlerFactory;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.netty.channel.ServerChannel;
-import io.netty.channel.epoll.EpollIoHandler;
-import io.netty.channel.epoll.EpollServerSocketChannel;
-import io.netty.channel.epoll.EpollSocketChannel;
-import io.netty.channel.nio.NioIoHandler;
 import io.netty.channel.socket.SocketChannel;
-import io.netty.channel.socket.nio.NioServerSocketChannel;
-import io.netty.channel.socket.nio.NioSocketChannel;
-import io.regmem.netty.RegmemIoHandler;
-import io.regmem.netty.RegmemServerSocketChannel;
-import io.regmem.netty.RegmemSocketChannel;
 import java.io.IOException;
 import java.net.InetSocketAddress;
 import java.util.ArrayDeque;
@@ -45,29 +32,8 @@ public final class NettyTransportEcho {
     private NettyTransportEcho() {
     }
 
-    /** One side's event loops and channel classes. */
-    private record Side(EventLoopGroup group, Class<? extends ServerChannel> server, Class<? extends SocketChannel> client,
-                        AutoCloseable resources) {
-        static Side of(String transport) {
-            if (transport.startsWith("regmem-")) {
-                BenchTransports t = BenchTransports.open(transport);
-                return new Side(new MultiThreadIoEventLoopGroup(1, RegmemIoHandler.newFactory(t.transport())),
-                        RegmemServerSocketChannel.class, RegmemSocketChannel.class, t);
-            }
-            boolean epoll = "epoll".equals(transport);
-            IoHandlerFactory f = epoll ? EpollIoHandler.newFactory() : NioIoHandler.newFactory();
-            return new Side(new MultiThreadIoEventLoopGroup(1, f), epoll ? EpollServerSocketChannel.class : NioServerSocketChannel.class,
-                    epoll ? EpollSocketChannel.class : NioSocketChannel.class, () -> { });
-        }
-
-        void close() throws Exception {
-            group.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
-            resources.close();
-        }
-    }
-
     public static void main(String[] args) throws Exception {
-        Side side = Side.of(args[1]);
+        NettySide side = NettySide.of(args[1]);
         try {
             if ("server".equals(args[0])) {
                 server(side, args[2]);
@@ -80,8 +46,8 @@ public final class NettyTransportEcho {
         }
     }
 
-    private static void server(Side side, String host) throws InterruptedException, IOException {
-        Channel server = new ServerBootstrap().group(side.group).channel(side.server).childOption(ChannelOption.TCP_NODELAY, true)
+    private static void server(NettySide side, String host) throws InterruptedException, IOException {
+        Channel server = new ServerBootstrap().group(side.group()).channel(side.server()).childOption(ChannelOption.TCP_NODELAY, true)
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel ch) {
@@ -179,11 +145,11 @@ public final class NettyTransportEcho {
         }
     }
 
-    private static void client(Side side, String transport, String host, int port, int size, int inflight, int seconds)
+    private static void client(NettySide side, String transport, String host, int port, int size, int inflight, int seconds)
             throws Exception {
         Driver d = new Driver(size, inflight, TimeUnit.SECONDS.toNanos(Long.getLong("bench.warmupSeconds", 3)),
                 TimeUnit.SECONDS.toNanos(seconds));
-        Channel ch = new Bootstrap().group(side.group).channel(side.client).option(ChannelOption.TCP_NODELAY, true).handler(d)
+        Channel ch = new Bootstrap().group(side.group()).channel(side.client()).option(ChannelOption.TCP_NODELAY, true).handler(d)
                 .connect(new InetSocketAddress(host, port)).sync().channel();
         d.done.get(seconds + 120L, TimeUnit.SECONDS);
         ch.close().sync();
