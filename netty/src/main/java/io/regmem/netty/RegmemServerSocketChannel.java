@@ -4,7 +4,6 @@ import io.netty.channel.AbstractServerChannel;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.EventLoop;
 import io.netty.channel.IoEventLoop;
-import io.netty.channel.IoRegistration;
 import io.netty.channel.socket.ServerSocketChannel;
 import io.regmem.registration.CmEvent;
 import io.regmem.registration.CmId;
@@ -26,8 +25,7 @@ public final class RegmemServerSocketChannel extends AbstractServerChannel imple
     private volatile CmId listener;
     private volatile InetSocketAddress local;
     private volatile boolean closed;
-    private IoRegistration registration;
-    private RegmemIoHandler handler;
+    private final LoopRegistration registration = new LoopRegistration();
     private boolean readPending;
 
     /** A server channel (ServerBootstrap makes it). */
@@ -76,31 +74,19 @@ public final class RegmemServerSocketChannel extends AbstractServerChannel imple
 
     @Override
     protected void doRegister(ChannelPromise promise) {
-        ((IoEventLoop) eventLoop()).register((ServerUnsafe) unsafe()).addListener(f -> {
-            if (f.isSuccess()) {
-                registration = (IoRegistration) f.getNow();
-                handler = registration.attachment();
-                promise.setSuccess();
-            } else {
-                promise.setFailure(f.cause());
-            }
-        });
+        registration.register(eventLoop(), (ServerUnsafe) unsafe(), promise, () -> { });
     }
 
     @Override
     protected void doDeregister() {
-        IoRegistration r = registration;
-        if (r != null) {
-            registration = null;
-            r.cancel();
-        }
+        registration.cancel();
     }
 
     @Override
     protected void doBind(SocketAddress localAddress) throws Exception {
         InetSocketAddress a = localAddress instanceof InetSocketAddress i && i.isUnresolved() ? Connections.resolve(i)
                 : (InetSocketAddress) localAddress;
-        CmId l = handler.transport().device().createCmId();
+        CmId l = registration.handler().transport().device().createCmId();
         try {
             l.onEvent(this::onCmEvent);
             l.bindAddr(Connections.hostPort(a));

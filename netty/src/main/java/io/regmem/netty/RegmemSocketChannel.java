@@ -9,7 +9,6 @@ import io.netty.channel.ChannelPromise;
 import io.netty.channel.ConnectTimeoutException;
 import io.netty.channel.EventLoop;
 import io.netty.channel.IoEventLoop;
-import io.netty.channel.IoRegistration;
 import io.netty.channel.socket.ChannelInputShutdownEvent;
 import io.netty.channel.socket.ServerSocketChannel;
 import io.netty.channel.socket.SocketChannel;
@@ -47,8 +46,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
     private volatile State state = State.OPEN;
     private volatile InetSocketAddress local;
     private volatile InetSocketAddress remote;
-    private IoRegistration registration;
-    private RegmemIoHandler handler;
+    private final LoopRegistration registration = new LoopRegistration();
     private Connection conn;
     /** A request accepted by a server channel: the connection is made on this channel's event loop. */
     private CmId request;
@@ -145,33 +143,17 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
 
     @Override
     protected void doRegister(ChannelPromise promise) {
-        ((IoEventLoop) eventLoop()).register((RegmemUnsafe) unsafe()).addListener(f -> {
-            if (!f.isSuccess()) {
-                promise.setFailure(f.cause());
-                return;
-            }
-            registration = (IoRegistration) f.getNow();
-            handler = registration.attachment();
-            config.defaultAllocator(handler.transport().allocator());
+        registration.register(eventLoop(), (RegmemUnsafe) unsafe(), promise, () -> {
+            config.defaultAllocator(registration.handler().transport().allocator());
             if (request != null) {
-                try {
-                    startAccept();
-                } catch (RuntimeException e) {
-                    promise.setFailure(e);
-                    return;
-                }
+                startAccept();
             }
-            promise.setSuccess();
         });
     }
 
     @Override
     protected void doDeregister() {
-        IoRegistration r = registration;
-        if (r != null) {
-            registration = null;
-            r.cancel();
-        }
+        registration.cancel();
     }
 
     /** Makes the connection of an accepted request here and accepts it, off the event loop. */
@@ -193,8 +175,8 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
     }
 
     private Connection newConnection(CmId id) {
-        RegmemTransport t = handler.transport();
-        Connection c = new Connection(handler, id, config.receives(t.receiveSize, t.receives), config.sends(t.receiveSize, t.sends));
+        RegmemTransport t = registration.handler().transport();
+        Connection c = new Connection(registration.handler(), id, config.receives(t.receiveSize, t.receives), config.sends(t.receiveSize, t.sends));
         c.channel = this;
         inbound.size(c.receives + Chunks.MAX);
         return c;
@@ -439,7 +421,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
             CmId id;
             try {
                 to = Connections.resolve(remoteAddress);
-                id = handler.transport().device().createCmId();
+                id = registration.handler().transport().device().createCmId();
                 try {
                     conn = newConnection(id);
                 } catch (RuntimeException e) {
