@@ -2,6 +2,12 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.internal.FutexWaiter;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.invoke.VarHandle;
 import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.concurrent.TimeUnit;
@@ -22,8 +28,12 @@ import java.util.concurrent.locks.LockSupport;
  * <p>Completions are made by a provider's progress, and a sleeping thread progresses nothing: on a
  * device opened with {@code progressThread=true} its thread makes them (and a peer's poll makes a
  * soft receive's), and {@link #getEvent} sleeps until the event wakes it. Without one, the waiting
- * thread progresses the channel's armed CQs itself between sleeps that grow from microseconds to
- * {@link #MAX_SLEEP_NANOS}: it does not spin, and an event is seen within about that much.
+ * thread progresses the channel's armed CQs itself, between sleeps: where every such CQ's connections
+ * can wake it (shm's connections: a futex word in the connection's shared memory that the peer wakes
+ * once it published work into it), it sleeps until a peer does, an event is raised, or
+ * {@link #MAX_SLEEP_NANOS} pass; otherwise (datagrams, ucx, soft) in slices that grow from
+ * microseconds to {@link #MAX_SLEEP_NANOS}. It does not spin, and an event is seen within about that
+ * much (at once where a peer wakes it).
  * {@link #pollEvent()} takes an event without waiting, for a loop that watches several channels.
  * {@link #wakeup()} makes a waiter return early, as {@code Selector.wakeup} does (an event loop
  * that sleeps on the channel and must also run tasks other threads hand it).
@@ -44,6 +54,11 @@ public final class CompletionChannel extends CountedResource implements AutoClos
     private volatile boolean wakeupPending;
     /** The CQs created on this channel (copy-on-write under the device lock): what a waiter progresses. */
     private volatile CompletionQueue[] cqs = new CompletionQueue[0];
+    /** A futex word: 1 while a waiter may sleep on its CQs' connections; a raised event or wakeup clears and wakes it. */
+    private final MemorySegment wakeWord = Arena.ofAuto().allocate(4, 4);
+    private static final VarHandle WORD = JAVA_INT.varHandle();
+    /** Each waiter slot's futex wait (made on its first sleep; used by the slot's holder only). */
+    private final Sleeper[] sleepers = new Sleeper[16];
 
     CompletionChannel(RdmaDevice device) {
         super(device, "CompletionChannel", null);
@@ -100,6 +115,12 @@ public final class CompletionChannel extends CountedResource implements AutoClos
             if (t != null) {
                 LockSupport.unpark(t);
             }
+        }
+        // The event or wakeup is stored before the look at the word, as a sleeper stores the word
+        // before its last look for them: one of the two sees the other.
+        VarHandle.fullFence();
+        if ((int) WORD.getVolatile(wakeWord, 0L) == 1 && WORD.compareAndSet(wakeWord, 0L, 1, 0)) {
+            FutexWaiter.wake(wakeWord.address());
         }
     }
 
@@ -186,6 +207,10 @@ public final class CompletionChannel extends CountedResource implements AutoClos
                     progressArmed(); // what is queued may complete at once
                     continue;
                 }
+                if (self && slot >= 0 && sleepOnConnections(slot, Math.min(left, MAX_SLEEP_NANOS))) {
+                    progressArmed();
+                    continue;
+                }
                 // Without a slot (more than 16 waiters) a thread sleeps in slices and looks again.
                 LockSupport.parkNanos(this, self || slot < 0 ? Math.min(left, sleep) : left);
                 sleep = Math.min(MAX_SLEEP_NANOS, sleep * 2);
@@ -198,6 +223,81 @@ public final class CompletionChannel extends CountedResource implements AutoClos
                 waiters.set(slot, null);
             }
         }
+    }
+
+    /**
+     * Sleeps until a peer publishes work into a connection of the channel's armed CQs that make no
+     * completions on their own (their sleeping words, {@link CompletionQueue#sleeping}), an event is
+     * raised or a wakeup comes (the channel's own word), or {@code nanos} pass; with a last look for
+     * work after the words are set, and none if that look found some. False, at once, if some such CQ
+     * cannot be woken so (the caller sleeps a slice instead).
+     */
+    private boolean sleepOnConnections(int slot, long nanos) {
+        if (!FutexWaiter.AVAILABLE) {
+            return false;
+        }
+        Sleeper s = sleepers[slot];
+        if (s == null) {
+            s = new Sleeper();
+            sleepers[slot] = s;
+        }
+        long[] words = s.words;
+        words[0] = wakeWord.address();
+        int n = 1;
+        CompletionQueue[] c = cqs;
+        int set = 0;
+        try {
+            for (; set < c.length; set++) {
+                CompletionQueue cq = c[set];
+                if (cq.isArmed() && !cq.progressesOnItsOwn()) {
+                    int k = cq.sleeping(words, n);
+                    if (k < 0) {
+                        return false; // (it cleared its own words)
+                    }
+                    n += k;
+                }
+            }
+            WORD.setVolatile(wakeWord, 0L, 1);
+            progressArmed(); // the last look: what a peer publishes from now on wakes the sleep
+            if (pendingEvents() == 0 && !wakeupPending && !isDestroyed() && !Thread.currentThread().isInterrupted()) {
+                s.sleeps++;
+                s.waiter.await(words, n, nanos);
+            }
+            return true;
+        } finally {
+            for (int i = 0; i < set; i++) {
+                CompletionQueue cq = c[i];
+                if (!cq.progressesOnItsOwn()) {
+                    cq.awake(); // (one armed meanwhile had none set: clearing is harmless)
+                }
+            }
+        }
+    }
+
+    /** One waiter slot's futex wait and its words (the channel's own first, then its connections'). */
+    private static final class Sleeper {
+        final FutexWaiter waiter = new FutexWaiter();
+        final long[] words = new long[FutexWaiter.MAX];
+        /** Its sleeps (written by the slot's holder; read racily for diagnostics). */
+        volatile long sleeps;
+    }
+
+    /**
+     * What the channel's waiters did, for a person reading it: how many times they slept on their
+     * connections' words and how many of those sleeps a peer's work, an event or a wakeup ended (the
+     * rest ran their time out, or a word changed before the sleep began).
+     */
+    public String diagnostics() {
+        long slept = 0;
+        long woken = 0;
+        for (int i = 0; i < sleepers.length; i++) {
+            Sleeper s = sleepers[i];
+            if (s != null) {
+                slept += s.sleeps;
+                woken += s.waiter.woken();
+            }
+        }
+        return this + ": " + slept + " sleep(s) on its connections, " + woken + " woken";
     }
 
     /** Waits for an event without a time limit ({@link #getEvent(long, TimeUnit)}). */

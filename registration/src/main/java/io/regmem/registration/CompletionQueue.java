@@ -174,6 +174,19 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         return provider.progressesOnItsOwn();
     }
 
+    /**
+     * Sets the sleeping words of this CQ's connections for a channel's waiter ({@link ProviderCq#sleeping}):
+     * how many it wrote into {@code words} from {@code from}, or -1 (then the waiter sleeps in slices).
+     */
+    int sleeping(long[] words, int from) {
+        return isDestroyed() ? 0 : provider.sleeping(words, from);
+    }
+
+    /** Clears what {@link #sleeping} set. */
+    void awake() {
+        provider.awake();
+    }
+
     /** True while armed ({@link #requestNotify}). */
     boolean isArmed() {
         return armed != 0;

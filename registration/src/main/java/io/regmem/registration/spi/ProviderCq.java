@@ -45,6 +45,26 @@ public interface ProviderCq {
         return false;
     }
 
+    /**
+     * Lets a completion channel's waiter sleep until a peer publishes work for this CQ (a CQ that does
+     * not progress on its own): sets the sleeping words of the connections whose work completes here
+     * (32-bit futex words that the peer clears and wakes once it published work, as
+     * {@code futex_waitv} waits on them) and writes their addresses into {@code words} from
+     * {@code from}; the waiter then looks for work a last time and waits on them, and calls
+     * {@link #awake()} after. Any thread; never blocks.
+     *
+     * @return how many words it wrote; -1 if this CQ's work can come without a peer clearing such a
+     *         word (datagrams, a transport's sockets), or the words do not fit: the waiter then sleeps
+     *         in short slices and progresses the CQ between them. Default: -1.
+     */
+    default int sleeping(long[] words, int from) {
+        return -1;
+    }
+
+    /** Clears the sleeping words {@link #sleeping} set (the waiter woke). Default: nothing. */
+    default void awake() {
+    }
+
     /** The CQ is destroyed (no QP uses it any more). */
     void destroy();
 }

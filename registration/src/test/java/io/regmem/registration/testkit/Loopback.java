@@ -73,7 +73,12 @@ public final class Loopback implements AutoCloseable {
 
     /** A loopback pair whose CQs are created on completion channels ({@link #chA}, {@link #chB}). */
     public static Loopback withChannels(Map<String, String> options) {
-        return new Loopback(Providers.NAME, options, 256, new QpInitAttributes().maxSendSge(4).maxRecvSge(4),
+        return withChannels(Providers.NAME, options);
+    }
+
+    /** As {@link #withChannels(Map)}, on the named provider's devices. */
+    public static Loopback withChannels(String provider, Map<String, String> options) {
+        return new Loopback(provider, options, 256, new QpInitAttributes().maxSendSge(4).maxRecvSge(4),
                 new QpInitAttributes().maxSendSge(4).maxRecvSge(4), true);
     }
 

@@ -13,9 +13,9 @@ import java.lang.invoke.VarHandle;
  * <pre>
  *    0 magic u64   8 each ring's data bytes u64
  *   64 the requester is ready u64   72 it can copy out of the listener u64   80 its QP is gone u64
- *   88 its progress thread sleeps u32 (a futex word)   96 its progress thread may sleep u64
+ *   88 a thread of its side sleeps on the lane u32 (a futex word)   96 its side may sleep u64
  *  128 the listener is ready u64   136 it can copy out of the requester u64   144 its QP is gone u64
- *  152 its progress thread sleeps u32   160 its progress thread may sleep u64
+ *  152 a thread of its side sleeps u32   160 its side may sleep u64
  *  256 the listener's requests the requester finished: the last one's sequence + 1 u64 (0: none)
  *  264 the listener's READ grants the requester copied out: the last one's sequence + 1 u64
  *  272 the requester's grants it withdrew: the last one's sequence + 1 u64 (all up to it)
@@ -214,19 +214,31 @@ final class Lane implements AutoCloseable {
         return memory.address() + (requester ? H_REQUESTER_SLEEPS : H_LISTENER_SLEEPS);
     }
 
-    /** Sets or clears this side's sleeping word (set before the progress thread's last look for work). */
+    /**
+     * Sets or clears this side's sleeping word (set before the sleeper's last look for work). Setting
+     * it also says, from now on, that this side may sleep (a side that announced it never would, and
+     * now has a completion channel's waiter sleep on the lane): the peer's first publication after that
+     * may miss the word (it looked at the may-sleep word before the fence), which the sleeper's
+     * bounded wait covers.
+     */
     void sleeping(boolean sleeps) {
+        if (sleeps) {
+            long mine = requester ? H_REQUESTER_SLEEPER : H_LISTENER_SLEEPER;
+            if ((long) LONG.getOpaque(memory, mine) == 0L) {
+                LONG.setVolatile(memory, mine, 1L);
+            }
+        }
         INT.setVolatile(memory, requester ? H_REQUESTER_SLEEPS : H_LISTENER_SLEEPS, sleeps ? 1 : 0);
     }
 
     /**
-     * After this side published work into the lane: wakes the peer's progress thread if it sleeps. The
+     * After this side published work into the lane: wakes the peer's sleeping thread if there is one. The
      * fence orders the publication before the look at the peer's sleeping word, as the sleeper orders
      * its word before its last look for work, so one of the two always sees the other. Nothing (not
      * even the fence) for a peer that never sleeps.
      */
     void wakePeer() {
-        if (memory.get(JAVA_LONG, requester ? H_LISTENER_SLEEPER : H_REQUESTER_SLEEPER) != 0L) {
+        if ((long) LONG.getOpaque(memory, requester ? H_LISTENER_SLEEPER : H_REQUESTER_SLEEPER) != 0L) { // (it may change)
             VarHandle.fullFence();
             long word = requester ? H_LISTENER_SLEEPS : H_REQUESTER_SLEEPS;
             if ((int) INT.getVolatile(memory, word) == 1 && INT.compareAndSet(memory, word, 1, 0)) {

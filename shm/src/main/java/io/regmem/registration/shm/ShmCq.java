@@ -35,6 +35,57 @@ final class ShmCq extends MembersCq<ShmQp> {
         }
     }
 
+    /** The sleeping words of its QPs' lanes (a QP still without one has nothing to wake it for). */
+    @Override
+    public int sleeping(long[] words, int from) {
+        if (others() > 0) {
+            return -1; // a datagram arrives on a socket: no peer wakes the sleeper for it
+        }
+        int n = from;
+        for (ShmQp qp : members.senders()) {
+            n = sleep(qp, words, n);
+        }
+        for (ShmQp qp : members.receivers()) {
+            n = sleep(qp, words, n);
+        }
+        if (n < 0) {
+            awake();
+            return -1;
+        }
+        return n - from;
+    }
+
+    /** Sets the sleeping word of {@code qp}'s lane into {@code words[n]}: the next index, or -1 once full. */
+    private static int sleep(ShmQp qp, long[] words, int n) {
+        if (n < 0) {
+            return -1;
+        }
+        long w = qp.sleeping(true);
+        if (w == 0) {
+            return n;
+        }
+        for (int i = 0; i < n; i++) {
+            if (words[i] == w) {
+                return n; // (a QP that sends and receives here, or two CQs' QPs on one lane)
+            }
+        }
+        if (n == words.length) {
+            return -1;
+        }
+        words[n] = w;
+        return n + 1;
+    }
+
+    @Override
+    public void awake() {
+        for (ShmQp qp : members.senders()) {
+            qp.sleeping(false);
+        }
+        for (ShmQp qp : members.receivers()) {
+            qp.sleeping(false);
+        }
+    }
+
     @Override
     public boolean idle() {
         if (others() > 0 && !device.datagrams.idle()) {

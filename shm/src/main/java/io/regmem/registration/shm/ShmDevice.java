@@ -146,7 +146,7 @@ final class ShmDevice implements ProviderDevice {
     /** How many times a peer woke the sleeping progress thread. */
     long woken() {
         Waker w = waker;
-        return w == null ? 0 : w.woken;
+        return w == null ? 0 : w.woken();
     }
 
     /** One round of the progress thread's work, for a DeviceAgent: every QP's progress. */
@@ -304,9 +304,6 @@ final class ShmDevice implements ProviderDevice {
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
-        }
-        if (waker != null && (t == null || !t.isAlive())) {
-            waker.close();
         }
         if (datagrams != null) {
             datagrams.close();
