@@ -28,12 +28,14 @@ import java.util.concurrent.locks.LockSupport;
  * <p>Completions are made by a provider's progress, and a sleeping thread progresses nothing: on a
  * device opened with {@code progressThread=true} its thread makes them (and a peer's poll makes a
  * soft receive's), and {@link #getEvent} sleeps until the event wakes it. Without one, the waiting
- * thread progresses the channel's armed CQs itself, between sleeps: where every such CQ's connections
- * can wake it (shm's connections: a futex word in the connection's shared memory that the peer wakes
- * once it published work into it), it sleeps until a peer does, an event is raised, or
- * {@link #MAX_SLEEP_NANOS} pass; otherwise (datagrams, ucx, soft) in slices that grow from
- * microseconds to {@link #MAX_SLEEP_NANOS}. It does not spin, and an event is seen within about that
- * much (at once where a peer wakes it).
+ * thread progresses the channel's armed CQs itself between sleeps, which grow from microseconds to
+ * {@link #MAX_SLEEP_NANOS}; once they have (about a millisecond with nothing to do), where every such
+ * CQ's connections can wake it (shm's: a futex word in the connection's shared memory that the peer
+ * wakes once it published work into it), it sleeps until a peer does, an event is raised, or
+ * {@link #MAX_SLEEP_NANOS} pass; otherwise (datagrams, ucx, soft) it goes on sleeping in slices of
+ * {@link #MAX_SLEEP_NANOS}. It does not spin, and an event is seen within about that much (at once
+ * where a peer wakes it). The short sleeps come first because a thread woken by its own timer wakes on
+ * its own CPU, where one woken by a peer that goes on spinning may be put on that peer's CPU.
  * {@link #pollEvent()} takes an event without waiting, for a loop that watches several channels.
  * {@link #wakeup()} makes a waiter return early, as {@code Selector.wakeup} does (an event loop
  * that sleeps on the channel and must also run tasks other threads hand it).
@@ -207,7 +209,7 @@ public final class CompletionChannel extends CountedResource implements AutoClos
                     progressArmed(); // what is queued may complete at once
                     continue;
                 }
-                if (self && slot >= 0 && sleepOnConnections(slot, Math.min(left, MAX_SLEEP_NANOS))) {
+                if (self && slot >= 0 && sleep >= MAX_SLEEP_NANOS && sleepOnConnections(slot, Math.min(left, MAX_SLEEP_NANOS))) {
                     progressArmed();
                     continue;
                 }

@@ -100,7 +100,7 @@ class ShmChannelSleepTest {
             });
             long wokenBefore = woken(lb);
             for (int i = 0; i < rounds; i++) {
-                Thread.sleep(10); // B's waiter is asleep on the lane by now
+                Thread.sleep(20); // B's waiter is asleep on the lane by now (its sleeps grew to 1 ms first)
                 lb.memA.set(JAVA_INT, 0, i);
                 lb.qpA.postSend(w.reset().wrId(i).opcode(Opcode.SEND).signaled(true).addSge(lb.memA.address(), 64, mrA.lkey()));
                 while (lb.poll(lb.cqA) == 0) {
