@@ -46,6 +46,14 @@ public class SleepingPeerBenchmark extends BenchDefaults {
     @Param({"shm"})
     public String provider;
 
+    /**
+     * What sleeps at the peer: {@code thread}, its device's progress thread ({@code backoff}); or
+     * {@code channel}, a thread waiting on a completion channel with the connection's CQ armed (no
+     * progress thread: it serves the READs itself between sleeps, as a Netty event loop on regmem does).
+     */
+    @Param({"thread"})
+    public String waiter;
+
     private BenchChild child;
     private Arena arena;
     private RdmaDevice dev;
@@ -62,7 +70,8 @@ public class SleepingPeerBenchmark extends BenchDefaults {
     @Setup(Level.Trial)
     public void setUp() throws Exception {
         String address = BenchChild.loopbackAddress();
-        child = BenchChild.start("peer", true, Map.of(), UcxBenchPeer.class, address, "backoff", "65536", provider);
+        child = BenchChild.start("peer", true, Map.of(), UcxBenchPeer.class, address,
+                waiter.equals("channel") ? "channel" : "backoff", "65536", provider);
         child.expect("LISTENING");
         arena = Arena.ofShared();
         dev = RdmaDevice.open(provider);
