@@ -56,13 +56,19 @@ public final class RegmemIoHandler implements IoHandler {
     private RegmemIoHandler(RegmemTransport transport, ThreadAwareExecutor executor) {
         this.transport = transport;
         this.executor = Objects.requireNonNull(executor, "executor");
-        this.channel = transport.device().createCompletionChannel();
+        transport.loopMade();
+        CompletionChannel ch = null;
         try {
-            this.cq = transport.device().createCq(transport.cqEntries, channel);
+            ch = transport.device().createCompletionChannel();
+            this.cq = transport.device().createCq(transport.cqEntries, ch);
         } catch (RuntimeException e) {
-            channel.close();
+            if (ch != null) {
+                ch.close();
+            }
+            transport.loopDestroyed();
             throw e;
         }
+        this.channel = ch;
         for (int i = 0; i < BATCH; i++) {
             wcs[i] = new WorkCompletion();
         }
@@ -251,6 +257,7 @@ public final class RegmemIoHandler implements IoHandler {
         cq.ackEvents((int) cq.unackedEvents());
         cq.close();
         channel.close();
+        transport.loopDestroyed();
     }
 
     @Override

@@ -49,6 +49,9 @@ public final class RegmemTransport implements AutoCloseable {
     final int sends;
     final int cqEntries;
     final long busyPollNanos;
+    /** Event loops made on it and not yet destroyed (under this transport's monitor). */
+    private int loops;
+    private boolean closed;
 
     private RegmemTransport(Builder b) {
         this.device = b.device;
@@ -101,15 +104,43 @@ public final class RegmemTransport implements AutoCloseable {
     }
 
     /**
-     * Deregisters the pool and closes it and the PD. Close the event loop groups first (their
-     * channels' connections and CQs go with them); buffers still held by the application read zeros
-     * afterwards (the pool's rule), never crash.
+     * Deregisters the pool and closes it and the PD; a second call does nothing. Shut the event loop
+     * groups down first (their channels' connections and CQs go with them); buffers still held by the
+     * application read zeros afterwards (the pool's rule), never crash.
+     *
+     * @throws RdmaException {@link Errno#EBUSY} while an event loop made on it has not been destroyed
+     *                       (the transport stays as it was)
      */
     @Override
-    public void close() {
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        if (loops > 0) {
+            throw new RdmaException(Errno.EBUSY, this + ": " + loops + " event loop(s) made on it still run: shut their "
+                    + "groups down first (shutdownGracefully().sync())");
+        }
+        closed = true;
         registration.close();
         pool.close();
         pd.close();
+    }
+
+    /**
+     * An event loop is made on this transport.
+     *
+     * @throws RdmaException {@link Errno#EBADF} once the transport is closed
+     */
+    synchronized void loopMade() {
+        if (closed) {
+            throw new RdmaException(Errno.EBADF, this + ": closed: make event loop groups on an open transport");
+        }
+        loops++;
+    }
+
+    /** An event loop made on this transport was destroyed. */
+    synchronized void loopDestroyed() {
+        loops--;
     }
 
     @Override

@@ -21,6 +21,8 @@ import io.netty.channel.socket.ChannelInputShutdownEvent;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.util.ResourceLeakDetector;
 import io.netty.util.concurrent.GlobalEventExecutor;
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.testkit.NoLeaks;
 import java.io.File;
@@ -252,6 +254,27 @@ class RegmemChannelBehaviourTest {
         assertThat(Thread.activeCount()).as("platform threads").isLessThanOrEqualTo(threads + 2);
         assertThat(Objects.requireNonNull(new File("/proc/self/fd").list()).length).as("open files").isLessThanOrEqualTo(files + 8);
         s.close().sync();
+    }
+
+    /**
+     * A transport refuses to close while event loops made on it run (and stays usable), closes once
+     * their group is shut down, closes only once; a group made on a closed transport fails.
+     */
+    @Test
+    void aTransportClosesOnlyOnceItsEventLoopsAreGone() throws Exception {
+        RegmemTransport t = RegmemTransport.builder(dev).build();
+        EventLoopGroup g = new MultiThreadIoEventLoopGroup(2, t.ioHandlerFactory());
+        assertThatThrownBy(t::close).isInstanceOfSatisfying(RdmaException.class, e -> assertThat(e.errno()).isEqualTo(Errno.EBUSY))
+                .hasMessageContaining("2 event loop(s)");
+        ByteBuf b = t.allocator().directBuffer(64).writeLong(42);
+        assertThat(b.readLong()).as("the transport's pool still serves").isEqualTo(42);
+        b.release();
+        g.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
+        t.close();
+        t.close();
+        assertThat(t.pd().isDestroyed()).isTrue();
+        assertThatThrownBy(() -> new MultiThreadIoEventLoopGroup(1, t.ioHandlerFactory())).rootCause()
+                .isInstanceOfSatisfying(RdmaException.class, e -> assertThat(e.errno()).isEqualTo(Errno.EBADF));
     }
 
     @Test
