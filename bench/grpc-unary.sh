@@ -4,7 +4,8 @@
 # epoll transport over TCP on 127.0.0.1, interleaved round by round: for each message size and number
 # of calls in flight, each transport in turn runs a server process and a client process for SECONDS
 # after a warm-up (WARMUP seconds, environment; default 5). SERVER_PREFIX, CLIENT_PREFIX, HOST: as
-# bench/two-process.sh. Threads that spin: the regmem event loops poll for 50 us after their last
+# bench/two-process.sh. Transport "local" (Netty's in-JVM transport): the client process serves its own
+# calls, gRPC's own cost and the others' floor. Threads that spin: the regmem event loops poll for 50 us after their last
 # work before they sleep; epoll's sleep in the kernel between calls.
 # Usage: bench/grpc-unary.sh [ROUNDS] [SECONDS] [TRANSPORTS] [SIZES] [INFLIGHT]   (output on stdout)
 set -euo pipefail

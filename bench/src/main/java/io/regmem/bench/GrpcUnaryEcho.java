@@ -11,11 +11,15 @@ import io.grpc.stub.ClientCalls;
 import io.grpc.stub.ServerCalls;
 import io.grpc.stub.StreamObserver;
 import io.netty.channel.ChannelOption;
+import io.netty.channel.local.LocalAddress;
+import io.netty.channel.local.LocalChannel;
+import io.netty.channel.local.LocalServerChannel;
 import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
+import java.net.SocketAddress;
 import java.util.Locale;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executors;
@@ -33,7 +37,9 @@ import org.HdrHistogram.Histogram;
  * event loop runs them) for a warm-up ({@code -Dbench.warmupSeconds}, default 5: gRPC's code needs the
  * JIT) and then SECONDS: {@code RESULT} says calls/s and the
  * p50, p99 and p99.9 of each call. One event loop per process (the server's boss, worker and the
- * client's each one); the regmem loops busy-poll 50 us after their last work, epoll's sleep.
+ * client's each one); the regmem loops busy-poll 50 us after their last work, epoll's sleep. With
+ * {@code local} (Netty's in-JVM transport) the client process serves the calls itself, on its one event
+ * loop: gRPC's own cost with a transport that moves no bytes between processes, the floor of the others.
  */
 public final class GrpcUnaryEcho {
     private static final MethodDescriptor.Marshaller<byte[]> BYTES = new MethodDescriptor.Marshaller<>() {
@@ -73,7 +79,26 @@ public final class GrpcUnaryEcho {
     }
 
     private static void server(NettySide side, String host) throws Exception {
-        NettyServerBuilder b = NettyServerBuilder.forAddress(new InetSocketAddress(host, 0)).channelType(side.server())
+        if (side.server() == LocalServerChannel.class) {
+            System.out.println("PORT 0"); // (the client serves its own calls)
+            System.out.flush();
+            while (System.in.read() >= 0) {
+                // until the script ends the server
+            }
+            return;
+        }
+        Server server = serve(side, new InetSocketAddress(host, 0));
+        System.out.println("PORT " + server.getPort());
+        System.out.flush();
+        while (System.in.read() >= 0) {
+            // until the script ends the server
+        }
+        server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+    }
+
+    /** The echo service at {@code address}, on the side's event loop. */
+    private static Server serve(NettySide side, SocketAddress address) throws IOException {
+        NettyServerBuilder b = NettyServerBuilder.forAddress(address).channelType(side.server())
                 .bossEventLoopGroup(side.group()).workerEventLoopGroup(side.group()).directExecutor()
                 .addService(ServerServiceDefinition.builder("regmem.Bench").addMethod(ECHO, ServerCalls.asyncUnaryCall(
                         (byte[] req, StreamObserver<byte[]> out) -> {
@@ -83,18 +108,15 @@ public final class GrpcUnaryEcho {
         if (side.regmem() != null) {
             b.withChildOption(ChannelOption.ALLOCATOR, side.regmem().transport().allocator());
         }
-        Server server = b.build().start();
-        System.out.println("PORT " + server.getPort());
-        System.out.flush();
-        while (System.in.read() >= 0) {
-            // until the script ends the server
-        }
-        server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+        return b.build().start();
     }
 
     private static void client(NettySide side, String transport, String host, int port, int size, int inflight, int seconds)
             throws Exception {
-        NettyChannelBuilder b = NettyChannelBuilder.forAddress(host, port).channelType(side.client()).eventLoopGroup(side.group())
+        boolean local = side.client() == LocalChannel.class;
+        Server inProcess = local ? serve(side, new LocalAddress("grpc-unary-echo")) : null;
+        NettyChannelBuilder b = (local ? NettyChannelBuilder.forAddress(new LocalAddress("grpc-unary-echo"))
+                : NettyChannelBuilder.forAddress(host, port)).channelType(side.client()).eventLoopGroup(side.group())
                 .directExecutor().usePlaintext();
         if (side.regmem() != null) {
             b.withOption(ChannelOption.ALLOCATOR, side.regmem().transport().allocator());
@@ -115,6 +137,9 @@ public final class GrpcUnaryEcho {
         done.get(seconds + 120L, TimeUnit.SECONDS);
         executor.shutdown();
         ch.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+        if (inProcess != null) {
+            inProcess.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+        }
         System.out.printf(Locale.ROOT, "RESULT grpc %s size %d inflight %d: %.0f calls/s, p50 %.2f us, p99 %.2f us, p99.9 %.2f us%n",
                 transport, size, inflight, measured.get() / (double) seconds, latency.getValueAtPercentile(50) / 1e3,
                 latency.getValueAtPercentile(99) / 1e3, latency.getValueAtPercentile(99.9) / 1e3);
