@@ -150,7 +150,9 @@ final class Connection {
         }
         sendCredits += r; // (credits a message granted before this side saw the connection up are kept)
         peerReceiveSize = size;
-        state = State.ACTIVE;
+        if (state == State.NEW) { // (a connection that broke meanwhile stays drained)
+            state = State.ACTIVE;
+        }
     }
 
     int peerReceiveSize() {

@@ -249,15 +249,18 @@ public final class RegmemIoHandler implements IoHandler {
                 Thread.onSpinWait();
             }
         }
-        for (Connection c : slots) {
-            if (c != null) {
-                c.destroyNow();
+        try {
+            for (Connection c : slots) {
+                if (c != null) {
+                    c.destroyNow();
+                }
             }
+            cq.ackEvents((int) cq.unackedEvents());
+            cq.close();
+            channel.close();
+        } finally {
+            transport.loopDestroyed(); // (whatever failed above is Netty's to log; the transport can close)
         }
-        cq.ackEvents((int) cq.unackedEvents());
-        cq.close();
-        channel.close();
-        transport.loopDestroyed();
     }
 
     @Override

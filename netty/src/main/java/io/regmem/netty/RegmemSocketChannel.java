@@ -52,6 +52,8 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
     private CmId request;
     private ChannelPromise connectPromise;
     private boolean connecting;
+    /** The connection broke before the connect or accept finished: the channel closes once it is active. */
+    private boolean brokenWhileConnecting;
     private volatile boolean inputShutdown;
     private volatile boolean outputShutdown;
     private boolean writeWaiting;
@@ -223,6 +225,9 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         }
         inbound.deliver();
         batchDone();
+        if (brokenWhileConnecting) { // (what the peer sent before it went was handed up above, its end too)
+            connectionBroken(null);
+        }
     }
 
     @Override
@@ -378,9 +383,17 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         unsafe().close(unsafe().voidPromise());
     }
 
-    /** The connection broke (the peer went, or disconnected): the channel closes. */
+    /**
+     * The connection broke (the peer went, or disconnected): the channel closes, after what arrived
+     * before is handed up. Before the connect or accept finished, that waits until it has: a peer that
+     * wrote, closed and went at once is still seen active, its bytes read and its end seen, as on TCP.
+     */
     void connectionBroken(WcStatus status) {
         if (state == State.CLOSED) {
+            return;
+        }
+        if (connecting) {
+            brokenWhileConnecting = true;
             return;
         }
         inbound.deliver();

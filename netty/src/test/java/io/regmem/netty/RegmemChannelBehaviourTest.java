@@ -35,6 +35,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
@@ -224,6 +225,38 @@ class RegmemChannelBehaviourTest {
         c2.closeFuture().sync();
         s.close().sync();
         s2.close().sync();
+    }
+
+    /**
+     * A client that writes and is gone before the server's accept of it finished (the server's event
+     * loop was busy meanwhile): the server's child still turns active, reads the bytes, sees the end,
+     * as on TCP.
+     */
+    @Test
+    void aClientThatWritesAndGoesBeforeItsAcceptFinishedIsStillRead() throws Exception {
+        CountDownLatch busy = new CountDownLatch(1);
+        Counter serverSide = new Counter();
+        Channel s = server(ch -> {
+            try { // (the child's loop is held here, after its accept began, until the client is gone)
+                busy.await(20, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            ch.pipeline().addLast(serverSide);
+        }, b -> { });
+        EventLoopGroup own = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+        try {
+            Channel c = new Bootstrap().group(own).channel(RegmemSocketChannel.class).handler(new ChannelInboundHandlerAdapter())
+                    .connect(s.localAddress()).sync().channel();
+            c.writeAndFlush(c.alloc().directBuffer(64).writeZero(64)).sync(); // (posted: the lane holds it)
+            own.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync(); // (its connection is cut: the loop is gone)
+        } finally {
+            busy.countDown();
+        }
+        serverSide.inputEnded.get(20, TimeUnit.SECONDS);
+        assertThat(serverSide.bytes.get()).as("what the client wrote before it went").isEqualTo(64);
+        waitFor("the child closed", children::isEmpty);
+        s.close().sync();
     }
 
     /** The shm lanes' memfd mappings of this process. */
