@@ -8,10 +8,7 @@
 # poll loop; Aeron's two client threads).
 # Usage: bench/ab-pingpong.sh A.jar B.jar [ROUNDS]   (each jar: bench/target/regmem.jar of a build)
 set -euo pipefail
-here="$(cd "$(dirname "$0")/.." && pwd)"
-. "$here/.ci/find-jdk.sh"
-regmem_find_jdk
-export PATH="$JAVA_HOME/bin:$PATH"
+. "$(dirname "$0")/env.sh"
 a="$1"
 b="$2"
 rounds="${3:-3}"

@@ -9,11 +9,7 @@
 # 3 warm-up and 5 measured 1 s iterations, one fork each.
 # Usage: bench/multicast-compare.sh [ROUNDS]   (output on stdout)
 set -euo pipefail
-here="$(cd "$(dirname "$0")/.." && pwd)"
-. "$here/.ci/find-jdk.sh"
-regmem_find_jdk
-export PATH="$JAVA_HOME/bin:$PATH"
-jar="$here/bench/target/regmem.jar"
+. "$(dirname "$0")/env.sh"
 rounds="${1:-3}"
 jmh() {
   java -cp "$jar" org.openjdk.jmh.Main "$@" -f 1 -wi 3 -i 5 2>&1 \

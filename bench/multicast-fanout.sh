@@ -13,11 +13,7 @@
 # SUBSCRIBERS (environment, default "1 3"): the subscriber counts to run.
 # Usage: bench/multicast-fanout.sh [ROUNDS] [COUNT] [RATE] [TRANSPORTS] [STOPPED]   (output on stdout)
 set -euo pipefail
-here="$(cd "$(dirname "$0")/.." && pwd)"
-. "$here/.ci/find-jdk.sh"
-regmem_find_jdk
-export PATH="$JAVA_HOME/bin:$PATH"
-jar="$here/bench/target/regmem.jar"
+. "$(dirname "$0")/env.sh"
 rounds="${1:-3}"
 count="${2:-200000}"
 rate="${3:-50000}"

@@ -10,11 +10,7 @@
 # NAK-based recovery; regmem recovers nothing and a subscriber without a posted receive drops (counted).
 # Needs root (ip netns). Usage: bench/multicast-netns.sh [ROUNDS] [COUNT] [RATE]   (output on stdout)
 set -euo pipefail
-here="$(cd "$(dirname "$0")/.." && pwd)"
-. "$here/.ci/find-jdk.sh"
-regmem_find_jdk
-export PATH="$JAVA_HOME/bin:$PATH"
-jar="$here/bench/target/regmem.jar"
+. "$(dirname "$0")/env.sh"
 rounds="${1:-3}"
 count="${2:-100000}"
 rate="${3:-50000}"

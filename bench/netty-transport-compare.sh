@@ -6,11 +6,7 @@
 # epoll, NIO) and gRPC unary calls (grpc-unary.sh: regmem on shm, defaults and inlineThreshold=65536,
 # epoll). Usage: bench/netty-transport-compare.sh [ROUNDS] [SECONDS]   (output on stdout)
 set -euo pipefail
-here="$(cd "$(dirname "$0")/.." && pwd)"
-. "$here/.ci/find-jdk.sh"
-regmem_find_jdk
-export PATH="$JAVA_HOME/bin:$PATH"
-jar="$here/bench/target/regmem.jar"
+. "$(dirname "$0")/env.sh"
 rounds="${1:-3}"
 seconds="${2:-4}"
 for ((i = 1; i <= rounds; i++)); do

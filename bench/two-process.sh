@@ -6,11 +6,7 @@
 # runs under (ip netns exec NAME); HOST: the server's address (default 127.0.0.1).
 # Usage: bench/two-process.sh MAIN LABEL ROUNDS SECONDS TRANSPORTS SIZES INFLIGHT   (output on stdout)
 set -euo pipefail
-here="$(cd "$(dirname "$0")/.." && pwd)"
-. "$here/.ci/find-jdk.sh"
-regmem_find_jdk
-export PATH="$JAVA_HOME/bin:$PATH"
-jar="$here/bench/target/regmem.jar"
+. "$(dirname "$0")/env.sh"
 main="$1"
 label="$2"
 rounds="$3"
