@@ -47,11 +47,13 @@ import java.util.concurrent.locks.LockSupport;
 public final class CompletionChannel extends CountedResource implements AutoCloseable {
     /** The longest a waiter on a device without a progress thread sleeps between progressing its CQs. */
     public static final long MAX_SLEEP_NANOS = 1_000_000L;
+    /** Waiters that hold a slot (and are woken by an event rather than by their sleep's end). */
+    private static final int SLOTS = 16;
 
     /** Events not yet taken, oldest first: the CQ of each (under its own monitor). */
     private final ArrayDeque<CompletionQueue> events = new ArrayDeque<>();
     /** The threads waiting in {@link #getEvent}: each claims a slot, and a raised event unparks them. */
-    private final AtomicReferenceArray<Thread> waiters = new AtomicReferenceArray<>(16);
+    private final AtomicReferenceArray<Thread> waiters = new AtomicReferenceArray<>(SLOTS);
     /** A {@link #wakeup()} not yet consumed by a waiter. */
     private volatile boolean wakeupPending;
     /** The CQs created on this channel (copy-on-write under the device lock): what a waiter progresses. */
@@ -60,7 +62,7 @@ public final class CompletionChannel extends CountedResource implements AutoClos
     private final MemorySegment wakeWord = Arena.ofAuto().allocate(4, 4);
     private static final VarHandle WORD = JAVA_INT.varHandle();
     /** Each waiter slot's futex wait (made on its first sleep; used by the slot's holder only). */
-    private final Sleeper[] sleepers = new Sleeper[16];
+    private final Sleeper[] sleepers = new Sleeper[SLOTS];
 
     CompletionChannel(RdmaDevice device) {
         super(device, "CompletionChannel", null);
