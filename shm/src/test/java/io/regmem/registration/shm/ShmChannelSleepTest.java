@@ -55,7 +55,9 @@ class ShmChannelSleepTest {
             assertThat(wc.wrId()).isEqualTo(7);
             assertThat(wc.status()).isEqualTo(WcStatus.SUCCESS);
             assertThat(sleepingWord(lb)).as("the waiter cleared its word").isZero();
-            assertThat(lb.chB.diagnostics()).matches(".*: [1-9]\\d* sleep\\(s\\) on its connections, [1-9]\\d* woken");
+            // (whether this one SEND ended a sleep by its wake or came between two bounded sleeps is a
+            // race; that the wakes end most sleeps is the spaced test's)
+            assertThat(lb.chB.diagnostics()).matches(".*: [1-9]\\d* sleep\\(s\\) on its connections, \\d+ woken");
             while (lb.poll(lb.cqA) == 0) {
                 Thread.onSpinWait();
             }
