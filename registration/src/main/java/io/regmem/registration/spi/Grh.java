@@ -10,7 +10,8 @@ import java.nio.ByteOrder;
  * The 40-byte GRH area at the start of an unreliable-datagram receive, as RoCEv2 (rxe) fills it:
  * for an IPv4 datagram, 20 zero bytes and then the packet's IPv4 header; for IPv6, the IPv6
  * header. The headers describe the RoCEv2 packet that would have carried the datagram (UDP, BTH,
- * DETH, the immediate if any, the payload and the ICRC). One per executor: it keeps the last
+ * DETH, the immediate if any, the payload and the ICRC). One per executor: it keeps the last header
+ * it wrote (a datagram like the last one is not written again) and the last
  * addresses' bytes, so a steady stream to one destination allocates nothing.
  */
 public final class Grh {
@@ -24,6 +25,12 @@ public final class Grh {
     private InetAddress lastDestination;
     private byte[] source;
     private byte[] destination;
+    /** What the area holds now (the GRH of the last fill: a stream of like datagrams writes it once). */
+    private boolean filled;
+    private long lastPayload;
+    private boolean lastImm;
+    private int lastHop;
+    private int lastClass;
 
     /** A GRH writer with its own 40-byte area. */
     public Grh() {
@@ -40,6 +47,11 @@ public final class Grh {
      * traffic class is the IPv4 TOS byte or IPv6's traffic class.
      */
     public MemorySegment fill(InetAddress src, InetAddress dst, long payload, boolean withImm, int hopLimit, int trafficClass) {
+        if (filled && src == lastSource && dst == lastDestination && payload == lastPayload && withImm == lastImm
+                && hopLimit == lastHop && trafficClass == lastClass) {
+            return area; // (the same header as the last one)
+        }
+        filled = false;
         if (src != lastSource) {
             source = src.getAddress();
             lastSource = src;
@@ -48,6 +60,10 @@ public final class Grh {
             destination = dst.getAddress();
             lastDestination = dst;
         }
+        lastPayload = payload;
+        lastImm = withImm;
+        lastHop = hopLimit;
+        lastClass = trafficClass;
         int carried = (int) Math.min(0xFFFF, ROCE_OVERHEAD + (withImm ? 4 : 0) + payload);
         area.fill((byte) 0);
         if (dst instanceof Inet4Address && source.length == 4) {
@@ -70,6 +86,7 @@ public final class Grh {
             copy16(source, 8);
             copy16(destination, 24);
         }
+        filled = true;
         return area;
     }
 
