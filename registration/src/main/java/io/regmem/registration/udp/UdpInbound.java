@@ -251,7 +251,8 @@ final class UdpInbound {
         for (; next < targets.length; next++) {
             UdpQp t = targets[next];
             ReentrantLock l = t.ctx.lock();
-            if (!l.tryLock()) {
+            boolean held = l.isHeldByCurrentThread(); // (a poll of its CQ holds it: a reentry would fence twice)
+            if (!held && !l.tryLock()) {
                 return false;
             }
             try {
@@ -259,7 +260,9 @@ final class UdpInbound {
             } catch (RuntimeException e) { // this QP's own fault (its memory): it alone errs
                 t.ctx.fatal("placing a datagram failed: " + e);
             } finally {
-                l.unlock();
+                if (!held) {
+                    l.unlock();
+                }
             }
         }
         pending = false;
