@@ -45,6 +45,37 @@ public interface LocalGroups {
      */
     void publish(int qpn, InetAddress group, long groupLo, MemorySegment datagram, int length);
 
+    /**
+     * A place in a publication for one datagram, written in place (no copy of it in between), under
+     * the sending QP's lock: {@link #claim}, write the datagram's bytes into {@link #ring()} there,
+     * {@link #commit}. Members see nothing of a claim until it is committed; one never committed (its
+     * source failed under the copy) is taken again by the next claim.
+     */
+    interface Claim {
+        /** The memory the datagrams are written to. */
+        MemorySegment ring();
+
+        /**
+         * Claims room for a datagram of {@code length} bytes (header, message and tag).
+         *
+         * @return where in {@link #ring()} its bytes go
+         * @throws IllegalStateException if the publication ended (its QP was destroyed meanwhile)
+         */
+        long claim(int length);
+
+        /** The claimed datagram is written: members may take it. */
+        void commit();
+    }
+
+    /**
+     * QP {@code qpn}'s publication to {@code group} ({@code groupLo}: the group as the header carries
+     * it), made at its first datagram (every member on this host maps it then): where a datagram is
+     * claimed, written in place and committed ({@link #publish} in three steps).
+     *
+     * @throws RdmaException if the publication cannot be made
+     */
+    Claim publication(int qpn, InetAddress group, long groupLo);
+
     /** QP {@code qpn} is destroyed: its publications end (members take what is left of them, then unmap them). */
     void retire(int qpn);
 

@@ -176,19 +176,21 @@ public final class UdpQp implements ProviderQp {
                 ctx.dropDatagram(DatagramDrop.NO_QP); // nothing can be there: counted where it was found missing
                 return WcStatus.SUCCESS;
             }
-            dst.add(outSeg, UdpWire.HEADER, length);
-            if (Segments.copy(reader, src, dst) == Segments.SRC_FAILED) {
-                return WcStatus.LOC_PROT_ERR;
-            }
             boolean imm = w.opcode() == Opcode.SEND_WITH_IMM;
             int flags = (imm ? UdpWire.F_IMM : 0) | (w.solicited() ? UdpWire.F_SOLICITED : 0) | (group ? UdpWire.F_MULTICAST : 0);
             int qkey = w.remoteQkey() < 0 ? ctx.qkey() : w.remoteQkey();
             int seq = to.seq + 1 == 0 ? 1 : to.seq + 1; // (0: none seen yet, at the receiver)
-            UdpWire.header(outSeg, flags, ctx.trafficClass(), ctx.qpNum(), w.remoteQpn(), qkey, imm ? w.immData() : 0, seq,
-                    to.groupLo);
             int n = UdpWire.HEADER + (int) length;
-            // (a group carried only in shared memory needs no tag: only a device that proved the secret writes its ring)
-            outSeg.set(UdpWire.LONG, n, group && !carrier.groupsOverUdp ? 0L : SipHash.hash(carrier.k0, carrier.k1, outSeg, 0, n));
+            if (group && !carrier.groupsOverUdp) {
+                return publish(w, to, n, flags, qkey, imm, seq);
+            }
+            dst.add(outSeg, UdpWire.HEADER, length);
+            if (Segments.copy(reader, src, dst) == Segments.SRC_FAILED) {
+                return WcStatus.LOC_PROT_ERR;
+            }
+            UdpWire.header(outSeg, 0, flags, ctx.trafficClass(), ctx.qpNum(), w.remoteQpn(), qkey, imm ? w.immData() : 0,
+                    seq, to.groupLo);
+            outSeg.set(UdpWire.LONG, n, SipHash.hash(carrier.k0, carrier.k1, outSeg, 0, n));
             out.limit(n + UdpWire.TAG).position(0);
             if ((group ? carrier.sendToGroup(ctx.qpNum(), out, outSeg, to.to, to.groupLo) : carrier.send(out, to.to)) == 0) {
                 return null;
@@ -200,6 +202,35 @@ public final class UdpQp implements ProviderQp {
             src.clear();
             dst.clear();
         }
+    }
+
+    /**
+     * Writes the group datagram of {@code w} ({@code n} bytes before its tag, its source gathered in
+     * {@link #src}) in place into this QP's publication on this host, for a group carried there only:
+     * no tag (only a device that proved the secret writes the ring, sealed against every other
+     * writer) and no copy in between. Reader entered, lock held.
+     */
+    private WcStatus publish(PostedWr w, Destination to, int n, int flags, int qkey, boolean imm, int seq) {
+        try {
+            LocalGroups.Claim c = carrier.local.publication(ctx.qpNum(), to.to.getAddress(), to.groupLo);
+            MemorySegment ring = c.ring();
+            long at = c.claim(n + UdpWire.TAG);
+            dst.add(ring, at + UdpWire.HEADER, n - UdpWire.HEADER);
+            int copied = Segments.copy(reader, src, dst);
+            if (copied == Segments.SRC_FAILED) {
+                return WcStatus.LOC_PROT_ERR; // (the claim is left: the next one takes its place)
+            }
+            if (copied == Segments.COPIED) {
+                UdpWire.header(ring, at, flags, ctx.trafficClass(), ctx.qpNum(), w.remoteQpn(), qkey, imm ? w.immData() : 0,
+                        seq, to.groupLo);
+                ring.set(UdpWire.LONG, at + n, 0L);
+                c.commit();
+            }
+        } catch (IllegalStateException ended) {
+            // the publication ended meanwhile (the device closes): nothing more is sent
+        }
+        to.seq = seq;
+        return WcStatus.SUCCESS;
     }
 
     /** Where a datagram to {@code ah} goes (a group's at the multicast port), or {@link #NOWHERE}. */

@@ -62,21 +62,21 @@ final class UdpWire {
         }
     }
 
-    /** Writes a header into {@code m}. */
-    static void header(MemorySegment m, int flags, int trafficClass, int srcQpn, int dstQpn, int qkey, int imm, int seq,
-                       long groupLo) {
-        m.set(INT, 0, MAGIC);
-        m.set(ValueLayout.JAVA_BYTE, 4, (byte) VERSION);
-        m.set(ValueLayout.JAVA_BYTE, 5, (byte) flags);
-        m.set(ValueLayout.JAVA_BYTE, 6, (byte) trafficClass);
-        m.set(ValueLayout.JAVA_BYTE, 7, (byte) 0);
-        m.set(INT, 8, srcQpn);
-        m.set(INT, 12, dstQpn);
-        m.set(INT, 16, qkey);
-        m.set(INT, 20, imm);
-        m.set(INT, 24, seq);
-        m.set(INT, 28, 0);
-        m.set(LONG, 32, groupLo);
+    /** Writes a header into {@code m} at {@code at}. */
+    static void header(MemorySegment m, long at, int flags, int trafficClass, int srcQpn, int dstQpn, int qkey, int imm,
+                       int seq, long groupLo) {
+        m.set(INT, at, MAGIC);
+        m.set(ValueLayout.JAVA_BYTE, at + 4, (byte) VERSION);
+        m.set(ValueLayout.JAVA_BYTE, at + 5, (byte) flags);
+        m.set(ValueLayout.JAVA_BYTE, at + 6, (byte) trafficClass);
+        m.set(ValueLayout.JAVA_BYTE, at + 7, (byte) 0);
+        m.set(INT, at + 8, srcQpn);
+        m.set(INT, at + 12, dstQpn);
+        m.set(INT, at + 16, qkey);
+        m.set(INT, at + 20, imm);
+        m.set(INT, at + 24, seq);
+        m.set(INT, at + 28, 0);
+        m.set(LONG, at + 32, groupLo);
     }
 
     /**

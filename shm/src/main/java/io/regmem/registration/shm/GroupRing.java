@@ -1,5 +1,6 @@
 package io.regmem.registration.shm;
 
+import io.regmem.registration.udp.LocalGroups;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.VarHandle;
@@ -15,9 +16,12 @@ import java.lang.invoke.VarHandle;
  * <pre>
  *   0 i32 magic "RGPB"   4 i32 version 1   8 i64 capacity (a power of two)   16 i32 closed (1: the writer ended)
  *  64 i64 tail intent (where the writer's record ends, stored before it writes)
- * 128 i64 tail (where the records end, stored after it wrote)   192 i64 latest (where the last record starts)
+ *  72 i64 tail (where the records end, stored after it wrote)    80 i64 latest (where the last record starts)
  * 256 the records: i32 length, i32 type (1 datagram, 2 padding to the ring's end), the bytes; 8-aligned
  * </pre>
+ *
+ * <p>The three counters share one cache line, as in Agrona's broadcast buffer: only the writer stores
+ * them, and a reader that polls the tail has the intent and the latest in the same transfer.
  *
  * <p>The writer is the publishing process (the memfd's only writable mapping: sealed
  * {@code F_SEAL_FUTURE_WRITE} once mapped); a reader maps it read-only and checks every field it reads
@@ -25,13 +29,13 @@ import java.lang.invoke.VarHandle;
  */
 final class GroupRing {
     static final int MAGIC = 0x42504752; // "RGPB", little-endian
-    static final int VERSION = 1;
+    static final int VERSION = 2;
     static final int HEADER = 256;
     private static final long CAPACITY = 8;
     private static final long CLOSED = 16;
-    private static final long TAIL_INTENT = 64;
-    private static final long TAIL = 128;
-    private static final long LATEST = 192;
+    static final long TAIL_INTENT = 64;
+    static final long TAIL = 72;
+    static final long LATEST = 80;
     private static final int DATA = 1;
     private static final int PADDING = 2;
     static final int MIN_CAPACITY = 64 << 10;
@@ -56,11 +60,20 @@ final class GroupRing {
         return (n + 7) & ~7;
     }
 
-    /** The writing side, in the publisher (its QP's lock held). */
-    static final class Writer {
+    /**
+     * The writing side, in the publisher (its QP's lock held): {@link #claim} room for a record, write
+     * its bytes where the claim says, {@link #commit}; a claim never committed (the source failed
+     * under the copy) is taken again by the next one, and readers never see it.
+     */
+    static final class Writer implements LocalGroups.Claim {
         private final MemorySegment ring;
         private final int capacity;
         private long tail;
+        /** The highest tail intent stored (it never goes back: a record a claim left half-written stays invalid). */
+        private long intent;
+        /** The open claim: where its record starts, and its bytes with their header. */
+        private long claimed = -1;
+        private int record;
 
         /** Formats {@code ring} (fresh, zeroed memory of {@link #bytes} for {@code capacity}). */
         Writer(MemorySegment ring, int capacity) {
@@ -74,24 +87,58 @@ final class GroupRing {
 
         /** Writes {@code src[0, length)} as the next record, overwriting the oldest if need be. */
         void write(MemorySegment src, int length) {
-            int record = align(8 + length);
+            MemorySegment.copy(src, 0, ring, claim(length), length);
+            commit();
+        }
+
+        @Override
+        public MemorySegment ring() {
+            return ring;
+        }
+
+        /**
+         * Claims the next record, of {@code length} bytes (at most the capacity less 8), overwriting
+         * the oldest if need be: where in {@link #ring()} its bytes go. Readers see none of it until
+         * {@link #commit()}.
+         */
+        @Override
+        public long claim(int length) {
+            int bytes = align(8 + length);
             long t = tail;
             int at = (int) (t & (capacity - 1));
             int toEnd = capacity - at;
-            if (record > toEnd) { // the record does not fit before the end: pad to it, write it at the start
-                LONG.setRelease(ring, TAIL_INTENT, t + toEnd + record);
-                VarHandle.storeStoreFence();
+            if (bytes > toEnd) { // the record does not fit before the end: pad to it, write it at the start
+                intend(t + toEnd + bytes);
                 ring.set(ValueLayout.JAVA_INT, HEADER + at, toEnd - 8);
                 ring.set(ValueLayout.JAVA_INT, HEADER + at + 4L, PADDING);
                 t += toEnd;
                 at = 0;
             } else {
-                LONG.setRelease(ring, TAIL_INTENT, t + record);
-                VarHandle.storeStoreFence();
+                intend(t + bytes);
             }
             ring.set(ValueLayout.JAVA_INT, HEADER + at, length);
             ring.set(ValueLayout.JAVA_INT, HEADER + at + 4L, DATA);
-            MemorySegment.copy(src, 0, ring, HEADER + at + 8L, length);
+            claimed = t;
+            record = bytes;
+            return HEADER + at + 8L;
+        }
+
+        private void intend(long end) {
+            if (end > intent) {
+                intent = end;
+                LONG.setRelease(ring, TAIL_INTENT, end);
+            }
+            VarHandle.storeStoreFence();
+        }
+
+        /** The claimed record is written: readers may take it. */
+        @Override
+        public void commit() {
+            long t = claimed;
+            if (t < 0) {
+                throw new IllegalStateException("no record is claimed");
+            }
+            claimed = -1;
             LONG.setRelease(ring, LATEST, t);
             tail = t + record;
             LONG.setRelease(ring, TAIL, tail);

@@ -246,15 +246,17 @@ final class ShmGroups implements LocalGroups {
 
     @Override
     public void publish(int qpn, InetAddress group, long groupLo, MemorySegment datagram, int length) {
-        GroupPublication p = publications.get(key(qpn, groupLo));
-        if (p == null) {
-            p = open(qpn, group, groupLo);
-        }
         try {
-            p.writer().write(datagram, length);
+            publication(qpn, group, groupLo).write(datagram, length);
         } catch (IllegalStateException ended) {
             // the QP was destroyed meanwhile: nothing more is sent
         }
+    }
+
+    @Override
+    public GroupRing.Writer publication(int qpn, InetAddress group, long groupLo) {
+        GroupPublication p = publications.get(key(qpn, groupLo));
+        return (p != null ? p : open(qpn, group, groupLo)).writer();
     }
 
     /** Makes QP {@code qpn}'s publication to {@code group}, and hands it to every other device here before it is written. */

@@ -85,6 +85,37 @@ class GroupRingTest {
     }
 
     @Test
+    void aClaimNeverCommittedIsNeverReadAndTheNextClaimTakesItsPlace() {
+        GroupRing.Writer w = new GroupRing.Writer(ring, CAPACITY);
+        GroupRing.Reader r = new GroupRing.Reader(ring.asReadOnly(), true);
+        write(w, 0, 100);
+        long at = w.claim(100); // (the source failed under the copy: half written, never committed)
+        ring.asSlice(at, 100).fill((byte) 0x5A);
+        assertThat(read(r)).isEqualTo(0);
+        assertThat(read(r)).as("the claim left is not a record").isEqualTo(GroupRing.Reader.NONE);
+        write(w, 1, 40);
+        assertThat(read(r)).isEqualTo(1);
+        assertThat(read(r)).isEqualTo(GroupRing.Reader.NONE);
+        assertThat(r.laps()).isZero();
+        assertThatThrownBy(w::commit).as("a commit without a claim").isInstanceOf(IllegalStateException.class);
+    }
+
+    @Test
+    void aClaimLeftOverRecordsAReaderHasNotTakenKeepsThemUnreadable() {
+        GroupRing.Writer w = new GroupRing.Writer(ring, CAPACITY);
+        GroupRing.Reader r = new GroupRing.Reader(ring.asReadOnly(), true);
+        long s = 0;
+        while (ring.get(JAVA_LONG, GroupRing.TAIL) + 1008 <= CAPACITY - 500) {
+            write(w, s++, 1000); // (the reader takes none: the ring fills up to about 500 bytes before its end)
+        }
+        long at = w.claim(4000); // no room before the end: padded there, written over the reader's first records
+        ring.asSlice(at, 4000).fill((byte) 0x5A);
+        write(w, 777, 16); // a small record after it: its claim must not make the overwritten records valid again
+        assertThat(read(r)).as("the overwritten records are lapped, not read").isEqualTo(777);
+        assertThat(r.laps()).isOne();
+    }
+
+    @Test
     void aRingWhoseFieldsBreakTheProtocolReadsAsBrokenNeverOutOfBounds() {
         List<java.util.function.Consumer<MemorySegment>> breaks = new ArrayList<>();
         breaks.add(m -> m.set(JAVA_INT, GroupRing.HEADER, -5));                    // a negative length
@@ -94,14 +125,14 @@ class GroupRingTest {
             m.set(JAVA_INT, GroupRing.HEADER, 8);
             m.set(JAVA_INT, GroupRing.HEADER + 4, 2);
         });
-        breaks.add(m -> m.set(JAVA_LONG, 128, 13));                                // a tail that is not aligned
+        breaks.add(m -> m.set(JAVA_LONG, GroupRing.TAIL, 13));                    // a tail that is not aligned
         breaks.add(m -> {                                                          // lapped, and a latest behind the reader
-            m.set(JAVA_LONG, 64, 10L * CAPACITY);
-            m.set(JAVA_LONG, 192, -8);
+            m.set(JAVA_LONG, GroupRing.TAIL_INTENT, 10L * CAPACITY);
+            m.set(JAVA_LONG, GroupRing.LATEST, -8);
         });
         breaks.add(m -> {                                                          // lapped, and a latest past the tail
-            m.set(JAVA_LONG, 64, 10L * CAPACITY);
-            m.set(JAVA_LONG, 192, 20L * CAPACITY);
+            m.set(JAVA_LONG, GroupRing.TAIL_INTENT, 10L * CAPACITY);
+            m.set(JAVA_LONG, GroupRing.LATEST, 20L * CAPACITY);
         });
         for (var b : breaks) {
             ring.fill((byte) 0);
