@@ -49,6 +49,7 @@ final class UdpInbound {
     /** The last sequence number of each sender QP, by sender address, on the unicast socket. */
     private final Object2ObjectHashMap<InetSocketAddress, Int2IntHashMap> unicastSenders = new Object2ObjectHashMap<>();
     private InetSocketAddress lastFrom;
+    private boolean lastFromSelf;
     private AhAttributes lastSource;
     /** The sender whose sequences {@link #countGap} looked up last, and where they are. */
     private Object2ObjectHashMap<InetSocketAddress, Int2IntHashMap> gapSenders;
@@ -191,7 +192,7 @@ final class UdpInbound {
         qkey = seg.get(UdpWire.INT, 16);
         imm = seg.get(UdpWire.INT, 20);
         source = source(from);
-        fromSelf = from.equals(carrier.endpoint);
+        fromSelf = lastFromSelf;
         next = 0;
         pending = true;
     }
@@ -243,6 +244,7 @@ final class UdpInbound {
         }
         lastFrom = from;
         lastSource = ah;
+        lastFromSelf = from.equals(carrier.endpoint);
         return ah;
     }
 

@@ -349,8 +349,9 @@ final class ShmGroups implements LocalGroups {
     public int next(MemorySegment into) {
         GroupSubscription[] s = subscriptions;
         int n = s.length;
+        int first = turn < n ? turn : 0; // (fewer publications than when it was set)
         for (int i = 0; i < n; i++) {
-            int at = (turn + i) % n;
+            int at = first + i < n ? first + i : first + i - n; // (no division)
             GroupSubscription x = s[at];
             if (x.broken) {
                 continue;
@@ -362,7 +363,7 @@ final class ShmGroups implements LocalGroups {
                 continue;
             }
             if (length >= 0) {
-                turn = at + 1;
+                turn = at + 1 < n ? at + 1 : 0;
                 from = x.from;
                 return length;
             }
