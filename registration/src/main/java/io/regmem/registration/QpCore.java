@@ -3,6 +3,7 @@ package io.regmem.registration;
 import io.regmem.registration.spi.CqContext;
 import io.regmem.registration.spi.MemoryAccess;
 import io.regmem.registration.spi.PostedWr;
+import io.regmem.registration.spi.ProviderQp;
 import io.regmem.registration.spi.QpContext;
 import java.net.InetAddress;
 import java.util.concurrent.locks.ReentrantLock;
@@ -129,6 +130,14 @@ final class QpCore extends ProviderState implements QpContext {
     @Override
     public void toError() {
         qp.toError("the provider moved it to the error state (the peer or the transport failed)");
+    }
+
+    @Override
+    public void peerDisconnected() {
+        ProviderQp p = qp.provider;
+        if (p == null || !p.peerDisconnected()) {
+            toError();
+        }
     }
 
 

@@ -145,8 +145,8 @@ public final class LocalRendezvous {
                 End other = remote;
                 if (other != null) {
                     QpContext peer = other.ctx.qp();
-                    if (peer != null) {
-                        peer.toError(); // the peer loses its connection, as a disconnect request would tell it
+                    if (peer != null) { // the peer loses its connection, as a disconnect request would tell it, after
+                        peer.peerDisconnected(); // it took what this side had sent it (as from a peer process that goes)
                     }
                     other.ctx.disconnected();
                 }

@@ -56,6 +56,16 @@ public interface ProviderQp {
     void destroy();
 
     /**
+     * The connected peer, in this JVM, disconnected or was destroyed (any thread): a provider whose
+     * peer's requests may still wait in memory the two share takes them now, as it does when a peer
+     * in another process goes, and then moves the QP to the error state itself (true); false (the
+     * default): the caller moves it to the error state at once.
+     */
+    default boolean peerDisconnected() {
+        return false;
+    }
+
+    /**
      * The provider's view of this QP's transport, one line for a log or a failure message (what it
      * sent and received, what it waits for); empty if it has nothing to add. Any thread; racy reads
      * are fine; must not block or throw.

@@ -118,6 +118,12 @@ public interface QpContext {
     void toError();
 
     /**
+     * Its peer in this JVM disconnected: the provider takes what the peer left it, then the QP moves
+     * to the error state ({@link ProviderQp#peerDisconnected}); any thread.
+     */
+    void peerDisconnected();
+
+    /**
      * Moves the QP to the error state because its provider failed while it progressed it (a fault
      * no work completion describes), and, if it was not in the error state already, raises
      * {@code QP_FATAL} with {@code why} (the device's error handler gets it, else it is logged). Any

@@ -205,6 +205,11 @@ public final class DelegatingProvider implements RdmaProvider {
         }
 
         @Override
+        public boolean peerDisconnected() {
+            return inner.peerDisconnected();
+        }
+
+        @Override
         public void releaseMemory(Arena memory) {
             inner.releaseMemory(memory);
         }
@@ -409,6 +414,11 @@ public final class DelegatingProvider implements RdmaProvider {
         @Override
         public void toError() {
             real.toError();
+        }
+
+        @Override
+        public void peerDisconnected() {
+            real.peerDisconnected();
         }
 
         @Override

@@ -234,7 +234,12 @@ public final class SameHostLane implements AutoCloseable {
 
         /** The life line ended: what the peer wrote is taken, then the QP errs. */
         public void peerGone() {
-            shm.peerGone();
+            shm.peerGone(true);
+        }
+
+        /** The peer in this JVM disconnected: as {@link #peerGone}, if the QP's lock is free now (else false). */
+        public boolean peerDisconnected() {
+            return shm.peerGone(false);
         }
 
         /** Ends the lane (the peer's QP errs) and forgets the QP. */

@@ -109,6 +109,6 @@ final class ShmCm extends LinkedCm {
 
     @Override
     protected void peerGone(QpContext qp) {
-        ShmContexts.qp(qp).peerGone();
+        ShmContexts.qp(qp).peerGone(true);
     }
 }

@@ -147,6 +147,12 @@ final class ShmQp implements ProviderQp {
                 return; // once
             }
             destroyed = true;
+            ShmQp peer = localPeer;
+            localPeer = null;
+            if (peer != null) {
+                peer.localPeer = null;
+                peer.ctx.peerDisconnected(); // the peer takes what this side sent it (while it can), and loses its connection
+            }
             Lane old = lane;
             lane = null;
             if (old != null) {
@@ -155,12 +161,6 @@ final class ShmQp implements ProviderQp {
                 old.close();
             }
             copies.close();
-            ShmQp peer = localPeer;
-            localPeer = null;
-            if (peer != null) {
-                peer.localPeer = null;
-                peer.ctx.toError(); // the peer loses its connection at once
-            }
         } finally {
             l.unlock();
         }
@@ -198,17 +198,9 @@ final class ShmQp implements ProviderQp {
         }
         int work = 0;
         for (int round = 0; round < 3; round++) {
-            int w = locked(this);
-            ShmQp peer = localPeer;
-            if (peer != null && !peer.destroyed && peer.ctx.lock().tryLock()) {
-                try {
-                    w += peer.runGuarded();
-                } finally {
-                    peer.ctx.lock().unlock();
-                }
-            }
+            int w = locked(this) + runPeer();
             work += w;
-            if (w == 0 || peer == null) {
+            if (w == 0 || localPeer == null) {
                 break;
             }
         }
@@ -217,16 +209,20 @@ final class ShmQp implements ProviderQp {
 
     /** One round of this QP (its lock held by the caller) and of its peer in this JVM if that one's lock is free. */
     int runWithPeer() {
-        int w = runGuarded();
+        return runGuarded() + runPeer();
+    }
+
+    /** One round of the peer in this JVM, if there is one and its lock is free; the work done. */
+    private int runPeer() {
         ShmQp peer = localPeer;
-        if (peer != null && !peer.destroyed && peer.ctx.lock().tryLock()) {
-            try {
-                w += peer.runGuarded();
-            } finally {
-                peer.ctx.lock().unlock();
-            }
+        if (peer == null || peer.destroyed || !peer.ctx.lock().tryLock()) {
+            return 0;
         }
-        return w;
+        try {
+            return peer.runGuarded();
+        } finally {
+            peer.ctx.lock().unlock();
+        }
     }
 
     private static int locked(ShmQp qp) {
@@ -249,17 +245,10 @@ final class ShmQp implements ProviderQp {
     }
 
     /**
-     * True if nothing waits on the lane (no record from the peer, nothing under way). Any thread, without
-     * the QP's lock: racy, and the lane may be unmapped under it by a destroy on another thread.
-     */
-    boolean idleLane() {
-        return idleLane(lane);
-    }
-
-    /**
-     * {@link #idleLane()} for {@code l}, this QP's lane when the caller read it. If the lane was
-     * unmapped meanwhile (the QP destroyed: its reads fail, none touches the memory after the unmapping),
-     * the answer is "not idle", so that the caller takes the QP's lock and finds it destroyed.
+     * True if nothing waits on {@code l}, this QP's lane when the caller read it (no record from the peer,
+     * nothing under way). Any thread, without the QP's lock: racy, and the lane may be unmapped under it
+     * by a destroy on another thread: then the answer is "not idle", so that the caller takes the QP's
+     * lock and finds it destroyed.
      */
     boolean idleLane(Lane l) {
         if (l == null) {
@@ -409,18 +398,30 @@ final class ShmQp implements ProviderQp {
     }
 
     /**
-     * The peer is gone (its life line ended, or its process exited): its answers already in the rings
-     * are taken at the next progress, then the QP moves to the error state and the rest is flushed.
+     * The peer is gone (its life line ended, its process exited, or in this JVM it disconnected or was
+     * destroyed): what it left in the rings (requests and answers) is taken now, under this QP's lock
+     * ({@code wait}: waited for, else only if it is free), then the QP moves to the error state and the
+     * rest is flushed. False if the lock was not free (the caller moves it to the error state).
      */
-    void peerGone() {
+    boolean peerGone(boolean wait) {
         peerGone = true;
         ReentrantLock l = ctx.lock();
-        l.lock();
+        if (wait) {
+            l.lock();
+        } else if (l.isHeldByCurrentThread() || !l.tryLock()) {
+            return false;
+        }
         try {
             runGuarded();
         } finally {
             l.unlock();
         }
+        return true;
+    }
+
+    @Override
+    public boolean peerDisconnected() {
+        return peerGone(false);
     }
 
     /**

@@ -417,6 +417,13 @@ final class UcxQp implements ProviderQp {
         }
     }
 
+    /** A peer in this JVM connected over a same-host lane: what it left in the lane is taken first (SameHostLane). */
+    @Override
+    public boolean peerDisconnected() {
+        SameHostLane.Qp l = lane;
+        return l != null && l.peerDisconnected();
+    }
+
     @Override
     public void destroy() {
         receiver.dropAll();
