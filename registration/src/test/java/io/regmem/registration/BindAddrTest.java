@@ -12,6 +12,7 @@ import java.io.IOException;
 import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.net.SocketTimeoutException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Assumptions;
@@ -119,6 +120,38 @@ class BindAddrTest extends TwoDevices {
             second.bindAddr(address);
             assertThat(second.localAddress()).isEqualTo(address);
             second.close();
+        }
+    }
+
+    /**
+     * A listener closed while a handshake is under way (a connection that said one byte and waits):
+     * the handshake is reset, and the port is free for a bind without {@code REUSEADDR} when close returns.
+     */
+    @Test
+    void aListenerClosedDuringAHandshakeEndsItAndGivesItsPortBack() throws IOException {
+        Assumptions.assumeTrue(sockets(), "soft's addresses are names");
+        CmId listener = devB.createCmId();
+        listener.bindAddr("127.0.0.1:0");
+        String address = listener.localAddress();
+        listener.listen();
+        try (Socket s = new Socket(InetAddress.getLoopbackAddress(), port(address))) {
+            s.getOutputStream().write(1); // a handshake under way: the listener waits for the rest of its HELLO
+            s.setSoTimeout(5_000); // (half the listener's handshake deadline, which would end it otherwise)
+            assertThat(s.getInputStream().read()).as("the listener's challenge").isNotNegative();
+            listener.close();
+            CmId again = devB.createCmId();
+            again.bindAddr(address);
+            assertThat(again.localAddress()).isEqualTo(address);
+            again.close();
+            try {
+                while (s.getInputStream().read() >= 0) {
+                    Thread.onSpinWait(); // (the rest of the challenge, then its end)
+                }
+            } catch (SocketTimeoutException e) {
+                throw new AssertionError("the handshake was left open after its listener closed", e);
+            } catch (IOException reset) {
+                // the handshake's socket was reset: what the listener's close does
+            }
         }
     }
 

@@ -121,9 +121,11 @@ public final class Listener implements AutoCloseable {
     }
 
     /**
-     * Stops listening; handshakes under way fail (their requesters see a rejection). When it returns
-     * the port is free: the JDK closes a socket that a thread is blocked in {@code accept} on only once
-     * that thread has left it, so this waits for the accepting thread (at most a second).
+     * Stops listening; handshakes under way fail (their sockets are closed here: their requesters see
+     * a rejection). When it returns the port is free of this listener's sockets (a connection it
+     * already handed on keeps its own): the JDK closes a socket that a thread is blocked in
+     * {@code accept} on only once that thread has left it, so this waits for the accepting thread (at
+     * most a second), and then closes what it accepted whose handshake has not ended.
      */
     @Override
     public void close() {
@@ -141,6 +143,16 @@ public final class Listener implements AutoCloseable {
             }
             if (interrupted) {
                 Thread.currentThread().interrupt();
+            }
+        }
+        for (Pending p; (p = pending.pollFirst()) != null; ) {
+            if (end(p)) { // (its thread's reads fail now; ended, it says nothing of it)
+                try {
+                    p.socket.setSoLinger(true, 0); // a reset: nothing of it lingers on the port (no LAST_ACK, no TIME_WAIT)
+                } catch (IOException e) {
+                    // closed already
+                }
+                closeQuietly(p.socket);
             }
         }
     }
