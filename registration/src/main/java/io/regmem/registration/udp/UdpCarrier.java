@@ -69,10 +69,18 @@ public final class UdpCarrier implements AutoCloseable {
      * datagram's arrival in a ring and its placement (and so is the clock's read: every fourth
      * progress). A socket that had datagrams is looked at every progress, and so is every socket of a
      * device whose groups also go over UDP (its multicast socket is looked at every progress anyway).
+     * An idle socket that had a datagram within {@link #UNICAST_WARM_NANOS} is looked at this often; one
+     * that had none for that long (or never) only every {@link #UNICAST_COLD_NANOS}: a spinning member
+     * that only hears groups then pays the system call on few of its datagrams, and a device that starts
+     * hearing unicast datagrams waits that long for its first one, once.
      */
     private static final long UNICAST_IDLE_NANOS = 2_000;
+    private static final long UNICAST_COLD_NANOS = 50_000;
+    private static final long UNICAST_WARM_NANOS = 1_000_000_000L;
     /** When the idle unicast socket was last looked at, and whether it had datagrams then (the receive lock's). */
     private long unicastLooked;
+    /** When the unicast socket last had a datagram (cold at first). */
+    private long unicastGot = System.nanoTime() - UNICAST_WARM_NANOS;
     private boolean unicastBusy;
     /** {@link #idle} found the idle unicast socket due: the next progress looks at it. */
     private boolean unicastWanted;
@@ -372,7 +380,9 @@ public final class UdpCarrier implements AutoCloseable {
                 int got = fromUnicast.drain(unicast);
                 unicastBusy = got > 0;
                 unicastWanted = false;
-                unicastLooked = unicastBusy ? 0 : System.nanoTime();
+                long now = System.nanoTime();
+                unicastLooked = unicastBusy ? 0 : now;
+                unicastGot = unicastBusy ? now : unicastGot;
                 work += got;
             }
             DatagramChannel m = multicast;
@@ -385,9 +395,13 @@ public final class UdpCarrier implements AutoCloseable {
         return work;
     }
 
-    /** True if the idle unicast socket is due for a look: every 4th call reads the clock. */
+    /** True if the idle unicast socket is due for a look (warm or cold): every 4th call reads the clock. */
     private boolean unicastDue() {
-        return (++progresses & 3) == 0 && System.nanoTime() - unicastLooked >= UNICAST_IDLE_NANOS;
+        if ((++progresses & 3) != 0) {
+            return false;
+        }
+        long now = System.nanoTime();
+        return now - unicastLooked >= (now - unicastGot < UNICAST_WARM_NANOS ? UNICAST_IDLE_NANOS : UNICAST_COLD_NANOS);
     }
 
     /**
@@ -395,7 +409,8 @@ public final class UdpCarrier implements AutoCloseable {
      * spinning on an empty CQ, which then takes no lock): no QP's send waits, no datagram is in hand,
      * no publication on this host holds one for this reader, and the sockets are not due, which only a
      * device whose groups are carried on this host alone can say (its unicast socket is looked at every
-     * {@link #UNICAST_IDLE_NANOS} while idle; another looks at its sockets on every progress).
+     * {@link #UNICAST_IDLE_NANOS} or {@link #UNICAST_COLD_NANOS} while idle; another looks at its sockets on every
+     * progress).
      */
     public boolean idle() {
         if (closed) {
