@@ -322,16 +322,13 @@ public final class UdpCarrier implements AutoCloseable {
 
     /**
      * Sends the group datagram {@code b} (whole, from position 0) from QP {@code qpn} to {@code to} (the
-     * group {@code groupLo} in the header's form): into
-     * its publication on this host, if groups are carried here, and over UDP unless they are carried
-     * here only. As {@link #send(ByteBuffer, InetSocketAddress)}.
+     * group {@code groupLo} in the header's form) over UDP, and into its publication on this host too if
+     * groups are also carried here (a group carried here only is written in place: {@code UdpQp}). As
+     * {@link #send(ByteBuffer, InetSocketAddress)}.
      */
     int sendToGroup(int qpn, ByteBuffer b, MemorySegment bytes, InetSocketAddress to, long groupLo) {
         if (local != null) {
             local.publish(qpn, to.getAddress(), groupLo, bytes, b.limit());
-            if (!groupsOverUdp) {
-                return b.limit();
-            }
         }
         return send(b, to);
     }
@@ -382,7 +379,9 @@ public final class UdpCarrier implements AutoCloseable {
                 unicastWanted = false;
                 long now = System.nanoTime();
                 unicastLooked = unicastBusy ? 0 : now;
-                unicastGot = unicastBusy ? now : unicastGot;
+                if (unicastBusy) {
+                    unicastGot = now;
+                }
                 work += got;
             }
             DatagramChannel m = multicast;
