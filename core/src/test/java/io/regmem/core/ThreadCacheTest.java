@@ -204,7 +204,9 @@ class ThreadCacheTest {
      * One thread pins and unpins a buffer as fast as it can while another tries to free it: a free
      * succeeds only between two pins, and a pin that succeeded is never lost to a free (the pinner
      * sees its pin counted, and its unpin accepted, every time), until the free has happened and
-     * every later pin is refused (EBADF).
+     * every later pin is refused (EBADF). Each round starts with one pin the freeing thread is shown
+     * (its free must be refused with EBUSY and leave the pin counted), so every round has at least
+     * one pin and one refused free however the two threads are scheduled; then the race.
      */
     @ParameterizedTest
     @EnumSource(value = SafetyMode.class, names = {"CHECKED", "PARANOID"})
@@ -212,15 +214,20 @@ class ThreadCacheTest {
         BufferPool pool = BufferPool.builder().name("pin-race").safetyMode(mode).build();
         int rounds = 2_000;
         CyclicBarrier go = new CyclicBarrier(2);
+        CyclicBarrier held = new CyclicBarrier(2);
+        CyclicBarrier release = new CyclicBarrier(2);
         CyclicBarrier done = new CyclicBarrier(2);
         AtomicReference<PooledBuffer> target = new AtomicReference<>();
         AtomicReference<Throwable> failure = new AtomicReference<>();
-        long[] pinsHeld = new long[1];
         Thread pinner = new Thread(() -> {
             try {
                 for (int round = 0; round < rounds; round++) {
                     go.await();
                     PooledBuffer b = target.get();
+                    b.pin();
+                    held.await();
+                    release.await();
+                    b.unpin();
                     while (true) {
                         try {
                             b.pin();
@@ -228,7 +235,6 @@ class ThreadCacheTest {
                             assertThat(e.errno()).isEqualTo(Errno.EBADF); // freed: the round is over
                             break;
                         }
-                        pinsHeld[0]++;
                         assertThat(b.pins()).as("round %d: a pin held", round).isPositive();
                         b.unpin(); // EINVAL here would mean a free took the buffer while pinned
                     }
@@ -237,34 +243,42 @@ class ThreadCacheTest {
             } catch (Throwable t) {
                 failure.compareAndSet(null, t);
                 go.reset();
+                held.reset();
+                release.reset();
                 done.reset();
             }
         });
         pinner.start();
-        int refused = 0;
         try {
             for (int round = 0; round < rounds; round++) {
                 PooledBuffer b = pool.allocate(256);
                 target.set(b);
                 go.await(10, TimeUnit.SECONDS);
+                held.await(10, TimeUnit.SECONDS);
+                assertThatThrownBy(b::close).as("round %d: a free while pinned", round)
+                        .isInstanceOf(RdmaException.class)
+                        .extracting(e -> ((RdmaException) e).errno()).isEqualTo(Errno.EBUSY);
+                assertThat(b.pins()).as("round %d: the refused free left the pin", round).isEqualTo(1);
+                release.await(10, TimeUnit.SECONDS);
                 while (true) {
                     try {
                         b.close();
                         break;
                     } catch (RdmaException e) {
                         assertThat(e.errno()).isEqualTo(Errno.EBUSY);
-                        refused++;
                     }
                 }
                 done.await(10, TimeUnit.SECONDS);
             }
         } catch (BrokenBarrierException e) {
             // the pinner failed and broke the barriers: its failure is the report
+        } finally {
+            if (failure.get() == null && pinner.isAlive()) {
+                pinner.interrupt();
+            }
+            pinner.join();
         }
-        pinner.join();
         assertThat(failure.get()).isNull();
-        assertThat(pinsHeld[0]).isPositive();
-        assertThat(refused).as("frees refused while pinned").isPositive();
         assertThat(pool.stats().liveBuffers()).isZero();
         closeClean(pool);
     }
