@@ -10,18 +10,24 @@ import java.lang.invoke.VarHandle;
  * shared memory, the protocol of Agrona's {@code BroadcastTransmitter} and {@code CopyBroadcastReceiver}
  * (and of Aeron IPC's publications): the writer never waits for a reader; each reader keeps its own
  * position, copies a record out and then checks that the writer did not overwrite it meanwhile; a reader
- * that the writer laps starts again at the latest record (the datagrams it missed show as a gap in their
- * sequence numbers, counted {@code LOST}).
+ * that the writer laps starts again at the record that began the last stride the writer opened (a
+ * sixteenth of the ring; the datagrams it missed show as a gap in their sequence numbers, counted
+ * {@code LOST}).
  *
  * <pre>
  *   0 i32 magic "RGPB"   4 i32 version 1   8 i64 capacity (a power of two)   16 i32 closed (1: the writer ended)
- *  64 i64 tail intent (where the writer's record ends, stored before it writes)
- *  72 i64 tail (where the records end, stored after it wrote)    80 i64 latest (where the last record starts)
+ *  64 i64 tail intent (at or past where the writer's record ends, stored before it writes)
+ *  72 i64 tail (where the records end, stored after it wrote)
+ *  80 i64 latest (where the first record of the last stride starts)
  * 256 the records: i32 length, i32 type (1 datagram, 2 padding to the ring's end), the bytes; 8-aligned
  * </pre>
  *
  * <p>The three counters share one cache line, as in Agrona's broadcast buffer: only the writer stores
- * them, and a reader that polls the tail has the intent and the latest in the same transfer.
+ * them, and a reader that polls the tail has the intent and the latest in the same transfer. Unlike
+ * Agrona's, the intent runs up to a stride (a sixteenth of the ring) ahead of the records and is stored,
+ * with the latest, once a stride: most records store only the tail into that line, whose every store
+ * takes it from the members polling it. The price: a reader more than the ring less a stride behind
+ * counts as lapped even where the records it missed are still there.
  *
  * <p>The writer is the publishing process (the memfd's only writable mapping: sealed
  * {@code F_SEAL_FUTURE_WRITE} once mapped); a reader maps it read-only and checks every field it reads
@@ -39,6 +45,8 @@ final class GroupRing {
     private static final int DATA = 1;
     private static final int PADDING = 2;
     static final int MIN_CAPACITY = 64 << 10;
+    /** The intent runs up to a sixteenth of the ring ahead of the records ({@link Writer#intend}). */
+    static final int STRIDES = 16;
     static final int MAX_CAPACITY = 64 << 20;
     private static final VarHandle LONG = ValueLayout.JAVA_LONG.varHandle();
     private static final VarHandle INT = ValueLayout.JAVA_INT.varHandle();
@@ -71,6 +79,10 @@ final class GroupRing {
         private long tail;
         /** The highest tail intent stored (it never goes back: a record a claim left half-written stays invalid). */
         private long intent;
+        /** How far ahead of a record's end the intent is stored: a sixteenth of the ring. */
+        private final long stride;
+        /** The last intent stored opened a stride: the record committed next is the latest one stored. */
+        private boolean strideStart;
         /** The open claim: where its record starts, and its bytes with their header. */
         private long claimed = -1;
         private int record;
@@ -79,6 +91,7 @@ final class GroupRing {
         Writer(MemorySegment ring, int capacity) {
             this.ring = ring;
             this.capacity = capacity;
+            this.stride = capacity / STRIDES;
             ring.set(ValueLayout.JAVA_INT, 0, MAGIC);
             ring.set(ValueLayout.JAVA_INT, 4, VERSION);
             ring.set(ValueLayout.JAVA_LONG, CAPACITY, capacity);
@@ -123,10 +136,17 @@ final class GroupRing {
             return HEADER + at + 8L;
         }
 
+        /**
+         * Says, before a record's bytes are written up to {@code end}, that the records before
+         * {@code end - capacity} are no longer valid: the intent stored runs a {@link #stride} ahead, so
+         * that most records store only the tail into the counters' line (each store takes the line
+         * from the members polling it).
+         */
         private void intend(long end) {
             if (end > intent) {
-                intent = end;
-                LONG.setRelease(ring, TAIL_INTENT, end);
+                intent = (end + stride) & -stride;
+                LONG.setRelease(ring, TAIL_INTENT, intent);
+                strideStart = true;
             }
             VarHandle.storeStoreFence();
         }
@@ -139,7 +159,10 @@ final class GroupRing {
                 throw new IllegalStateException("no record is claimed");
             }
             claimed = -1;
-            LONG.setRelease(ring, LATEST, t);
+            if (strideStart) { // (the first record of a stride: where a lapped reader goes on)
+                strideStart = false;
+                LONG.setRelease(ring, LATEST, t);
+            }
             tail = t + record;
             LONG.setRelease(ring, TAIL, tail);
         }
@@ -251,7 +274,7 @@ final class GroupRing {
             return position + capacity > (long) LONG.getAcquire(ring, TAIL_INTENT);
         }
 
-        /** The writer lapped this reader: it goes on from the latest record. False if the counters make no sense. */
+        /** The writer lapped this reader: it goes on from the latest (a stride's first record). False if the counters make no sense. */
         private boolean lapped() {
             long latest = (long) LONG.getAcquire(ring, LATEST);
             long tail = (long) LONG.getAcquire(ring, TAIL); // (read after latest: the writer stores latest first)

@@ -71,17 +71,47 @@ class GroupRingTest {
     }
 
     @Test
-    void aLappedReaderGoesOnAtTheLatestRecord() {
+    void aLappedReaderGoesOnAtARecordOfTheLastStrideAndReadsOnInOrder() {
         GroupRing.Writer w = new GroupRing.Writer(ring, CAPACITY);
         GroupRing.Reader r = new GroupRing.Reader(ring.asReadOnly(), true);
         for (long s = 0; s < 2000; s++) { // 2000 x 104 bytes: three times round
             write(w, s, 96);
         }
-        assertThat(read(r)).isEqualTo(1999);
+        long first = read(r);
         assertThat(r.laps()).isOne();
+        int perStride = CAPACITY / GroupRing.STRIDES / 104;
+        assertThat(first).as("where the lapped reader goes on: within the last stride written")
+                .isBetween(1999L - 2 * perStride, 1999L);
+        for (long s = first + 1; s < 2000; s++) {
+            assertThat(read(r)).isEqualTo(s);
+        }
         assertThat(read(r)).isEqualTo(GroupRing.Reader.NONE);
         write(w, 2000, 96);
         assertThat(read(r)).isEqualTo(2000);
+        assertThat(r.laps()).isOne();
+    }
+
+    @Test
+    void aReaderBehindByLessThanTheRingLessTwoStridesIsNeverLappedAndTheIntentRunsAtMostAStrideAhead() {
+        GroupRing.Writer w = new GroupRing.Writer(ring, CAPACITY);
+        GroupRing.Reader r = new GroupRing.Reader(ring.asReadOnly(), true);
+        long stride = CAPACITY / GroupRing.STRIDES;
+        Random random = new Random(11);
+        long next = 0;
+        for (long s = 0; s < 20_000; s++) {
+            write(w, s, 16 + random.nextInt(1000));
+            long tail = ring.get(JAVA_LONG, GroupRing.TAIL);
+            long intent = ring.get(JAVA_LONG, GroupRing.TAIL_INTENT);
+            assertThat(intent).as("the intent after record %d", s).isGreaterThanOrEqualTo(tail).isLessThanOrEqualTo(tail + stride);
+            assertThat(ring.get(JAVA_LONG, GroupRing.LATEST)).as("the latest after record %d", s)
+                    .isLessThan(tail).isGreaterThanOrEqualTo(tail - 2 * stride - 1024);
+            if (random.nextInt(8) == 0) { // the reader catches up now and then, staying well within the ring
+                while (next <= s) {
+                    assertThat(read(r)).isEqualTo(next++);
+                }
+            }
+        }
+        assertThat(r.laps()).isZero();
     }
 
     @Test
