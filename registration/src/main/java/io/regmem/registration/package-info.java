@@ -20,7 +20,7 @@
  * a release store (or a volatile one) of a reference to an object not changed afterwards.
  * Fields written by different threads on a hot path are separated by <b>128 bytes</b> of padding
  * (16 longs, in superclasses laid out before subclass fields, as JCTools does): two cache lines,
- * since x86's adjacent-line prefetcher pulls lines in pairs. {@code cache.RegionRefs} and
- * {@code rpc.SendCtxRing} use that one width.
+ * since x86's adjacent-line prefetcher pulls lines in pairs. {@code cache.RegionRefs},
+ * {@code rpc.SendCtxRing} and {@code spi.GracePeriod.Reader} use that one width.
  */
 package io.regmem.registration;

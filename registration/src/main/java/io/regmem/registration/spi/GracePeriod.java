@@ -50,7 +50,7 @@ public final class GracePeriod {
 
     static {
         try {
-            MARK = MethodHandles.lookup().findVarHandle(Reader.class, "mark", long.class);
+            MARK = MethodHandles.lookup().findVarHandle(ReaderMark.class, "mark", long.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -142,15 +142,13 @@ public final class GracePeriod {
 
     /**
      * One execution context of the data path. Its sections do not nest and are entered by one
-     * thread at a time (the context's own lock or thread serializes them).
+     * thread at a time (the context's own lock or thread serializes them). Its mark, which every
+     * section stores twice, has 128 bytes of padding each side (see the package documentation of
+     * {@code io.regmem.registration}): readers are made one after another, and two of them on one
+     * cache line, entered by two threads, would take the line from each other on every section.
      */
-    public static final class Reader implements AutoCloseable {
+    public static final class Reader extends ReaderPadRight implements AutoCloseable {
         private final GracePeriod domain;
-        /** 0 outside a section; inside, the epoch read on entry. Through {@link #MARK}. */
-        @SuppressWarnings("unused")
-        private volatile long mark;
-        /** The thread inside the section (for the self-wait check); plain, only compared to the caller. */
-        private Thread owner;
 
         private Reader(GracePeriod domain) {
             this.domain = domain;
@@ -183,4 +181,21 @@ public final class GracePeriod {
             domain.remove(this);
         }
     }
+}
+
+/** The padding before a reader's mark ({@link GracePeriod.Reader}). */
+abstract class ReaderPadLeft {
+    long p00, p01, p02, p03, p04, p05, p06, p07, p08, p09, p0a, p0b, p0c, p0d, p0e, p0f;
+}
+
+/** A reader's mark: 0 outside a section; inside, the epoch read on entry. Through {@code GracePeriod.MARK}. */
+abstract class ReaderMark extends ReaderPadLeft {
+    volatile long mark;
+    /** The thread inside the section (for the self-wait check); plain, only compared to the caller. On the mark's line. */
+    Thread owner;
+}
+
+/** The padding after a reader's mark. */
+abstract class ReaderPadRight extends ReaderMark {
+    long p10, p11, p12, p13, p14, p15, p16, p17, p18, p19, p1a, p1b, p1c, p1d, p1e, p1f;
 }
