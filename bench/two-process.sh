@@ -3,7 +3,8 @@
 # bench main class MAIN (NettyTransportEcho, GrpcUnaryEcho) for each round, size, number in flight and
 # transport, interleaved, each client running SECONDS after its warm-up (WARMUP seconds, environment;
 # the class's default otherwise). SERVER_PREFIX / CLIENT_PREFIX (environment): a command each process
-# runs under (ip netns exec NAME); HOST: the server's address (default 127.0.0.1).
+# runs under (ip netns exec NAME); HOST: the server's address (default 127.0.0.1); BENCH_JVM_OPTS: more
+# JVM options for both processes (for example -Dbench.busyPollNanos=9223372036854775807).
 # Usage: bench/two-process.sh MAIN LABEL ROUNDS SECONDS TRANSPORTS SIZES INFLIGHT   (output on stdout)
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
@@ -17,7 +18,7 @@ inflights="$7"
 jvm=(java --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow
   --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/jdk.internal.misc=ALL-UNNAMED
   -Dio.netty.tryReflectionSetAccessible=true -Dio.netty.leakDetection.level=disabled
-  -Xms1g -Xmx1g ${WARMUP:+-Dbench.warmupSeconds=$WARMUP} -cp "$jar" "io.regmem.bench.$main")
+  -Xms1g -Xmx1g ${WARMUP:+-Dbench.warmupSeconds=$WARMUP} ${BENCH_JVM_OPTS:-} -cp "$jar" "io.regmem.bench.$main")
 host="${HOST:-127.0.0.1}"
 read -r -a server_prefix <<< "${SERVER_PREFIX:-}"
 read -r -a client_prefix <<< "${CLIENT_PREFIX:-}"
