@@ -27,7 +27,7 @@ import java.lang.invoke.VarHandle;
  * Agrona's, the intent runs up to a stride (a sixteenth of the ring) ahead of the records and is stored,
  * with the latest, once a stride: most records store only the tail into that line, whose every store
  * takes it from the members polling it. The price: a reader more than the ring less a stride behind
- * counts as lapped even where the records it missed are still there.
+ * may count as lapped even where the records it missed are still there.
  *
  * <p>The writer is the publishing process (the memfd's only writable mapping: sealed
  * {@code F_SEAL_FUTURE_WRITE} once mapped); a reader maps it read-only and checks every field it reads
