@@ -10,16 +10,18 @@ set -euo pipefail
 . "$(dirname "$0")/env.sh"
 rounds="${1:-3}"
 count="${2:-300000}"
+jmh() { # JMH, one fork, printing its result lines and failures only
+  java -cp "$jar" org.openjdk.jmh.Main "$@" -f 1 2>&1 \
+    | grep -E '^[A-Za-z]+Benchmark\.[A-Za-z]+(:p0\.(50|99|999)|:gc\.alloc\.rate\.norm)? |Exception|Error:' || true
+}
 echo "# $(date -u) commit $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 for ((r = 1; r <= rounds; r++)); do
   for t in regmem-shm aeron-ipc aeron-ipc; do
     echo "== round $r of $rounds: multicast round trip, $t"
-    java -cp "$jar" org.openjdk.jmh.Main MulticastPingPongBenchmark -p transport="$t" -prof gc -f 1 -wi 2 -w 2 -i 3 -r 3 2>&1 \
-      | grep -E '^[A-Za-z]+Benchmark\.[A-Za-z]+(:p0\.(50|99|999)|:gc\.alloc\.rate\.norm)? |Exception|Error:' || true
+    jmh MulticastPingPongBenchmark -p transport="$t" -prof gc -wi 2 -w 2 -i 3 -r 3
   done
 done
 echo "== fanout: bench/multicast-fanout.sh $rounds $count 50000 \"regmem-shm aeron-ipc\", SUBSCRIBERS=1"
 SUBSCRIBERS=1 bash "$here/bench/multicast-fanout.sh" "$rounds" "$count" 50000 "regmem-shm aeron-ipc"
 echo "== DatagramBenchmark.multicast and rcSendRecv, one thread, -prof gc"
-java -cp "$jar" org.openjdk.jmh.Main 'DatagramBenchmark.(multicast|rcSendRecv)' -p provider=shm,soft -p members=1 -prof gc \
-  -f 1 -wi 3 -i 5 2>&1 | grep -E '^[A-Za-z]+Benchmark\.[A-Za-z]+(:gc\.alloc\.rate\.norm)? |Exception|Error:' || true
+jmh 'DatagramBenchmark.(multicast|rcSendRecv)' -p provider=shm,soft -p members=1 -prof gc -wi 3 -i 5

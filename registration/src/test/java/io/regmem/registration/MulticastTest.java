@@ -10,9 +10,12 @@ import io.regmem.registration.testkit.UdNode;
 import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
@@ -25,7 +28,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * datagram sent to a group (remote QPN {@code 0xFFFFFF}, as rdma-core's tests send) reaches every
  * attached QP of every device once (a double attach still one copy; the sender's own QP too unless
  * it blocks its loopback); the rules and the device's limits; a member that stops receiving loses
- * what it has no receive for and costs the others and the sender nothing. rdma-core's
+ * what it has no receive for and costs the others and the sender nothing; threads posting to a group
+ * on one QP at once each keep their order. rdma-core's
  * {@code tests/utils.py} skips multicast where {@code max_mcast_grp} is 0: so does this.
  */
 @ExtendWith(NoLeaks.class)
@@ -277,8 +281,7 @@ class MulticastTest {
             assertThat(received[m]).as("member %d received", m).isPositive();
         }
         assertThat(stopped.drain()).isEqualTo(4);
-        long stoppedDrops = stopped.device.counters().datagramsDropped(DatagramDrop.NO_RECEIVE)
-                + stopped.device.counters().datagramsDropped(DatagramDrop.LOST);
+        long stoppedDrops = stopped.droppedOrLost();
         if (Providers.datagramsCrossANetwork()) {
             assertThat(stoppedDrops).isLessThanOrEqualTo(count - 4);
         } else {
@@ -329,5 +332,148 @@ class MulticastTest {
             n++;
         }
         return n;
+    }
+
+    /**
+     * Several threads posting datagrams on one UD QP at once, as verbs allows ({@code ibv_post_send}
+     * is thread-safe): each thread's datagrams arrive in its own order, each once and whole (never
+     * another thread's bytes, never a slot rewritten under a send), every post completes once and
+     * successfully, and what did not arrive is counted. A third thread polls the sender's CQ, a fourth
+     * the member's; the posters reuse a payload slot only once its send completed.
+     */
+    @Test
+    void threadsPostingToAGroupOnOneQpEachKeepTheirOrderAndNothingIsTornOrLost() throws Exception {
+        int posters = 2;
+        int slotsEach = 16;
+        int perPoster = 4_000;
+        int length = 64;
+        UdNode pub = node();
+        UdNode sub = node();
+        QueuePair sender = pub.qp(new QpInitAttributes().maxSendWr(posters * slotsEach));
+        QueuePair member = sub.qp();
+        member.attachMulticast(group);
+        for (int i = 0; i < 64; i++) {
+            sub.postRecv(member, i, 40 + length);
+        }
+        AddressHandle ah = pub.ah(AhAttributes.of(group));
+        AtomicLongArray completed = new AtomicLongArray(posters);
+        AtomicBoolean postersDone = new AtomicBoolean();
+        AtomicBoolean membersDone = new AtomicBoolean();
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        AtomicLong received = new AtomicLong();
+        List<Thread> threads = new ArrayList<>();
+        for (int p = 0; p < posters; p++) {
+            int me = p;
+            threads.add(Thread.ofPlatform().name("poster-" + p).start(() -> {
+                try {
+                    WorkRequest wr = new WorkRequest(1);
+                    for (int seq = 0; seq < perPoster; seq++) {
+                        while (completed.get(me) < seq - slotsEach + 1) { // the slot's last send has completed
+                            checkDeadline(deadline, "poster " + me + " waiting for its completions");
+                            Thread.onSpinWait();
+                        }
+                        int slot = me * slotsEach + seq % slotsEach;
+                        for (int w = 0; w < length; w += 8) {
+                            pub.slot(slot).set(ValueLayout.JAVA_LONG_UNALIGNED, w, (long) me << 32 | seq);
+                        }
+                        pub.send(wr, slot, length).wrId((long) me << 32 | seq)
+                                .ud(ah, AhAttributes.MULTICAST_QPN, QpInitAttributes.RDMA_UDP_QKEY);
+                        while (sender.tryPostSend(wr) == QueuePair.BACK_PRESSURED) {
+                            checkDeadline(deadline, "poster " + me + " back-pressured");
+                            Thread.onSpinWait();
+                        }
+                    }
+                } catch (Throwable t) {
+                    failure.compareAndSet(null, t);
+                }
+            }));
+        }
+        threads.add(Thread.ofPlatform().name("sender-cq").start(() -> {
+            try {
+                WorkCompletion[] wcs = {new WorkCompletion(), new WorkCompletion()};
+                long[] next = new long[posters];
+                while (!postersDone.get() || pub.cq.pending() > 0) {
+                    int n = pub.cq.poll(wcs);
+                    if (n == 0) {
+                        checkDeadline(deadline, "the sender's CQ");
+                        Thread.onSpinWait();
+                    }
+                    for (int i = 0; i < n; i++) {
+                        assertThat(wcs[i].status()).isEqualTo(WcStatus.SUCCESS);
+                        int p = (int) (wcs[i].wrId() >>> 32);
+                        assertThat((int) wcs[i].wrId()).as("poster %d's sends complete once each, in its order", p)
+                                .isEqualTo(next[p]++);
+                        completed.incrementAndGet(p);
+                    }
+                }
+            } catch (Throwable t) {
+                failure.compareAndSet(null, t);
+            }
+        }));
+        threads.add(Thread.ofPlatform().name("member-cq").start(() -> {
+            try {
+                WorkCompletion[] wcs = {new WorkCompletion()};
+                long[] last = new long[posters];
+                Arrays.fill(last, -1);
+                while (!membersDone.get() || sub.cq.pending() > 0) {
+                    if (sub.cq.poll(wcs) == 0) {
+                        checkDeadline(deadline, "the member's CQ");
+                        Thread.onSpinWait();
+                        continue;
+                    }
+                    assertThat(wcs[0].status()).isEqualTo(WcStatus.SUCCESS);
+                    assertThat(wcs[0].byteLen()).isEqualTo(40 + length);
+                    int slot = (int) wcs[0].wrId();
+                    long v = sub.slot(slot).get(ValueLayout.JAVA_LONG_UNALIGNED, 40);
+                    for (int w = 8; w < length; w += 8) {
+                        assertThat(sub.slot(slot).get(ValueLayout.JAVA_LONG_UNALIGNED, 40 + w)).as("a whole datagram").isEqualTo(v);
+                    }
+                    int p = (int) (v >>> 32);
+                    assertThat(p).isBetween(0, posters - 1);
+                    assertThat((long) (int) v).as("poster %d's datagrams in its order, each once", p).isGreaterThan(last[p]);
+                    last[p] = (int) v;
+                    received.incrementAndGet();
+                    sub.postRecv(member, slot, 40 + length); // (this thread's alone once it started)
+                }
+            } catch (Throwable t) {
+                failure.compareAndSet(null, t);
+            }
+        }));
+        for (int p = 0; p < posters; p++) {
+            threads.get(p).join(70_000);
+        }
+        postersDone.set(true);
+        threads.get(posters).join(70_000);
+        long total = (long) posters * perPoster;
+        long seen = -1;
+        long quietSince = System.nanoTime();
+        while (failure.get() == null && received.get() + sub.droppedOrLost() < total && System.nanoTime() < deadline
+                && System.nanoTime() - quietSince < 2_000_000_000L) { // (what is still on its way reaches the member's poll)
+            long now = received.get() + sub.droppedOrLost();
+            if (now != seen) {
+                seen = now;
+                quietSince = System.nanoTime();
+            }
+            Thread.onSpinWait();
+        }
+        membersDone.set(true);
+        threads.get(posters + 1).join(70_000);
+        for (Thread t : threads) {
+            assertThat(t.isAlive()).as("%s ended", t.getName()).isFalse();
+        }
+        assertThat(failure.get()).isNull();
+        for (int p = 0; p < posters; p++) {
+            assertThat(completed.get(p)).as("poster %d's completions", p).isEqualTo(perPoster);
+        }
+        sub.assertAccounted(received.get(), total, "the member");
+        assertThat(received.get()).as("datagrams received").isPositive();
+        assertThat(sender.state()).isEqualTo(QueuePair.State.RTS);
+    }
+
+    private static void checkDeadline(long deadline, String what) {
+        if (System.nanoTime() > deadline) {
+            throw new AssertionError(what + ": ran past 60 s");
+        }
     }
 }

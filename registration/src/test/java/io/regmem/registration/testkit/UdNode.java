@@ -168,13 +168,17 @@ public final class UdNode implements AutoCloseable {
      * datagram reveals, and a member that stopped reading leaves some unread).
      */
     public void assertAccounted(long received, long sent, String what) {
-        long accounted = received + device.counters().datagramsDropped(DatagramDrop.NO_RECEIVE)
-                + device.counters().datagramsDropped(DatagramDrop.LOST);
+        long accounted = received + droppedOrLost();
         if (Providers.datagramsCrossANetwork()) {
             assertThat(accounted).as("%s: nothing received or counted that was not sent", what).isLessThanOrEqualTo(sent);
         } else {
             assertThat(accounted).as("%s: each datagram received or counted", what).isEqualTo(sent);
         }
+    }
+
+    /** The datagrams this node's device counted as dropped for want of a receive or lost on the way. */
+    public long droppedOrLost() {
+        return device.counters().datagramsDropped(DatagramDrop.NO_RECEIVE) + device.counters().datagramsDropped(DatagramDrop.LOST);
     }
 
     /** The node of {@code nodes} whose device {@code wc}'s QP is on. */
