@@ -3,7 +3,7 @@
 # of raw bytes that answers its request), on the regmem Netty transport (shm by default) beside Netty's
 # epoll transport over TCP on 127.0.0.1, interleaved round by round: for each message size and number
 # of calls in flight, each transport in turn runs a server process and a client process for SECONDS
-# after a warm-up (WARMUP seconds, environment; default 5). SERVER_PREFIX, CLIENT_PREFIX, HOST: as
+# after a warm-up (WARMUP seconds, environment; default 15). SERVER_PREFIX, CLIENT_PREFIX, HOST: as
 # bench/two-process.sh. Transport "local" (Netty's in-JVM transport): the client process serves its own
 # calls, gRPC's own cost and the others' floor. Threads that spin: the regmem event loops poll for 50 us after their last
 # work before they sleep; epoll's sleep in the kernel between calls.

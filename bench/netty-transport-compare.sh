@@ -3,8 +3,8 @@
 # round: regmem's verbs ping-pong between two processes (PingPongBenchmark shm-process) beside the
 # transport's own echo round trip in one JVM (NettyTransportBenchmark, -prof gc), then the Netty echo
 # between two processes (netty-echo.sh: regmem on shm with its defaults and with inlineThreshold=65536,
-# epoll, NIO) and gRPC unary calls (grpc-unary.sh: regmem on shm, defaults and inlineThreshold=65536,
-# epoll). Usage: bench/netty-transport-compare.sh [ROUNDS] [SECONDS]   (output on stdout)
+# epoll, NIO) and gRPC unary calls (grpc-unary.sh: gRPC alone on Netty's in-JVM transport, regmem on
+# shm with its defaults and inlineThreshold=65536, epoll). Usage: bench/netty-transport-compare.sh [ROUNDS] [SECONDS]   (output on stdout)
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 rounds="${1:-3}"
@@ -17,5 +17,5 @@ for ((i = 1; i <= rounds; i++)); do
   echo "=== round $i of $rounds: Netty echo between two processes"
   bash "$here/bench/netty-echo.sh" 1 "$seconds" "regmem-shm regmem-shm:inlineThreshold=65536 epoll nio"
   echo "=== round $i of $rounds: gRPC unary between two processes"
-  bash "$here/bench/grpc-unary.sh" 1 "$seconds" "regmem-shm regmem-shm:inlineThreshold=65536 epoll"
+  bash "$here/bench/grpc-unary.sh" 1 "$seconds" "local regmem-shm regmem-shm:inlineThreshold=65536 epoll"
 done

@@ -4,7 +4,9 @@
 # transport, interleaved, each client running SECONDS after its warm-up (WARMUP seconds, environment;
 # the class's default otherwise). SERVER_PREFIX / CLIENT_PREFIX (environment): a command each process
 # runs under (ip netns exec NAME); HOST: the server's address (default 127.0.0.1); BENCH_JVM_OPTS: more
-# JVM options for both processes (for example -Dbench.busyPollNanos=9223372036854775807).
+# JVM options for both processes (for example -Dbench.busyPollNanos=9223372036854775807); SERVER_JVM /
+# CLIENT_JVM: more for one of them (for example -Dbench.pinLoop=0, which pins that side's event loop
+# thread to CPU 0).
 # Usage: bench/two-process.sh MAIN LABEL ROUNDS SECONDS TRANSPORTS SIZES INFLIGHT   (output on stdout)
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
@@ -18,7 +20,7 @@ inflights="$7"
 jvm=(java --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow
   --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/jdk.internal.misc=ALL-UNNAMED
   -Dio.netty.tryReflectionSetAccessible=true -Dio.netty.leakDetection.level=disabled
-  -Xms1g -Xmx1g ${WARMUP:+-Dbench.warmupSeconds=$WARMUP} ${BENCH_JVM_OPTS:-} -cp "$jar" "io.regmem.bench.$main")
+  -Xms1g -Xmx1g ${WARMUP:+-Dbench.warmupSeconds=$WARMUP} ${BENCH_JVM_OPTS:-} -cp "$jar")
 host="${HOST:-127.0.0.1}"
 read -r -a server_prefix <<< "${SERVER_PREFIX:-}"
 read -r -a client_prefix <<< "${CLIENT_PREFIX:-}"
@@ -26,13 +28,13 @@ run() { # $1 transport, $2 size, $3 inflight
   local dir
   dir=$(mktemp -d)
   mkfifo "$dir/in"
-  "${server_prefix[@]}" "${jvm[@]}" server "$1" "$host" < "$dir/in" > "$dir/server" 2>&1 &
+  "${server_prefix[@]}" "${jvm[@]}" ${SERVER_JVM:-} "io.regmem.bench.$main" server "$1" "$host" < "$dir/in" > "$dir/server" 2>&1 &
   local pid=$!
   exec 8> "$dir/in"
   for ((w = 0; w < 200; w++)); do grep -q '^PORT' "$dir/server" 2>/dev/null && break; sleep 0.05; done
   local port
   port=$(sed -n 's/^PORT //p' "$dir/server")
-  "${client_prefix[@]}" "${jvm[@]}" client "$1" "$host" "$port" "$2" "$3" "$seconds" 2>&1 | grep -E 'RESULT|Exception' || true
+  "${client_prefix[@]}" "${jvm[@]}" ${CLIENT_JVM:-} "io.regmem.bench.$main" client "$1" "$host" "$port" "$2" "$3" "$seconds" 2>&1 | grep -E 'RESULT|Exception' || true
   exec 8>&-
   wait "$pid" || true
   rm -rf "$dir"

@@ -34,12 +34,13 @@ import org.HdrHistogram.Histogram;
  * Netty's epoll transport over TCP ({@code epoll}). {@code server TRANSPORT HOST} says {@code PORT n}
  * and serves until its standard input ends; {@code client TRANSPORT HOST PORT SIZE INFLIGHT SECONDS}
  * keeps INFLIGHT calls of SIZE bytes going (each answer starts the next; gRPC's direct executor, so the
- * event loop runs them) for a warm-up ({@code -Dbench.warmupSeconds}, default 5: gRPC's code needs the
- * JIT) and then SECONDS: {@code RESULT} says calls/s and the
+ * event loop runs them) for a warm-up ({@code -Dbench.warmupSeconds}, default 15: gRPC's code needs the
+ * JIT, whose C2 thread on a 2-CPU host still takes about half a CPU 5 to 10 s in) and then SECONDS: {@code RESULT} says calls/s and the
  * p50, p99 and p99.9 of each call. One event loop per process (the server's boss, worker and the
  * client's each one); the regmem loops busy-poll 50 us after their last work, epoll's sleep. With
  * {@code local} (Netty's in-JVM transport) the client process serves the calls itself, on its one event
  * loop: gRPC's own cost with a transport that moves no bytes between processes, the floor of the others.
+ * {@code -Dbench.grpcWindow=BYTES} sets both sides' HTTP/2 flow-control window (gRPC's default otherwise).
  */
 public final class GrpcUnaryEcho {
     private static final MethodDescriptor.Marshaller<byte[]> BYTES = new MethodDescriptor.Marshaller<>() {
@@ -108,6 +109,9 @@ public final class GrpcUnaryEcho {
         if (side.regmem() != null) {
             b.withChildOption(ChannelOption.ALLOCATOR, side.regmem().transport().allocator());
         }
+        if (Integer.getInteger("bench.grpcWindow", 0) > 0) {
+            b.flowControlWindow(Integer.getInteger("bench.grpcWindow"));
+        }
         return b.build().start();
     }
 
@@ -121,11 +125,14 @@ public final class GrpcUnaryEcho {
         if (side.regmem() != null) {
             b.withOption(ChannelOption.ALLOCATOR, side.regmem().transport().allocator());
         }
+        if (Integer.getInteger("bench.grpcWindow", 0) > 0) {
+            b.flowControlWindow(Integer.getInteger("bench.grpcWindow"));
+        }
         ManagedChannel ch = b.build();
         byte[] payload = new byte[size];
         Histogram latency = new Histogram(10_000_000_000L, 3);
         long start = System.nanoTime();
-        long measureFrom = start + TimeUnit.SECONDS.toNanos(Long.getLong("bench.warmupSeconds", 5));
+        long measureFrom = start + TimeUnit.SECONDS.toNanos(Long.getLong("bench.warmupSeconds", 15));
         long stopAt = measureFrom + TimeUnit.SECONDS.toNanos(seconds);
         AtomicLong measured = new AtomicLong();
         AtomicLong open = new AtomicLong(inflight);

@@ -17,6 +17,13 @@ import io.netty.channel.socket.nio.NioSocketChannel;
 import io.regmem.netty.RegmemIoHandler;
 import io.regmem.netty.RegmemServerSocketChannel;
 import io.regmem.netty.RegmemSocketChannel;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandle;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -28,7 +35,40 @@ import java.util.concurrent.TimeUnit;
 record NettySide(EventLoopGroup group, Class<? extends ServerChannel> server, Class<? extends Channel> client,
                  BenchTransports regmem) {
 
+    /** The side of {@code transport}; with {@code -Dbench.pinLoop=N} its event loop's thread runs on CPU N only. */
     static NettySide of(String transport) {
+        NettySide side = open(transport);
+        String cpu = System.getProperty("bench.pinLoop");
+        if (cpu != null) {
+            try {
+                side.group().next().submit(() -> pinCurrentThread(Integer.parseInt(cpu))).get();
+            } catch (InterruptedException | ExecutionException e) {
+                throw new IllegalStateException("pinning the event loop to CPU " + cpu + " failed", e);
+            }
+        }
+        return side;
+    }
+
+    /** {@code sched_setaffinity(0, ...)}: the calling thread runs on {@code cpu} only (a diagnostic). */
+    private static void pinCurrentThread(int cpu) {
+        Linker linker = Linker.nativeLinker();
+        MethodHandle set = linker.downcallHandle(linker.defaultLookup().find("sched_setaffinity").orElseThrow(),
+                FunctionDescriptor.of(ValueLayout.JAVA_INT, ValueLayout.JAVA_INT, ValueLayout.JAVA_LONG, ValueLayout.ADDRESS));
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment mask = arena.allocate(128);
+            mask.set(ValueLayout.JAVA_LONG, 8L * (cpu / 64), 1L << (cpu % 64));
+            int rc = (int) set.invokeExact(0, 128L, mask);
+            if (rc != 0) {
+                throw new IllegalStateException("sched_setaffinity to CPU " + cpu + " returned " + rc);
+            }
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new IllegalStateException(t);
+        }
+    }
+
+    private static NettySide open(String transport) {
         if (transport.startsWith("regmem-")) {
             BenchTransports t = BenchTransports.open(transport);
             return new NettySide(new MultiThreadIoEventLoopGroup(1, RegmemIoHandler.newFactory(t.transport())),
