@@ -54,8 +54,12 @@ class MulticastChurnTest {
                     WorkRequest r = new WorkRequest(1);
                     WorkCompletion[] wcs = {new WorkCompletion()};
                     long last = -1;
-                    while (!done.get() || n.cq.pending() > 0) {
+                    for (;;) {
+                        boolean finished = done.get(); // (read before the poll, which takes what the group holds for it)
                         if (n.cq.poll(wcs) == 0) {
+                            if (finished) {
+                                break;
+                            }
                             Thread.onSpinWait();
                             continue;
                         }
