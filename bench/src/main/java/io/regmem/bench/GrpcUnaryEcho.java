@@ -43,6 +43,8 @@ import org.HdrHistogram.Histogram;
  * {@code -Dbench.grpcWindow=BYTES} sets both sides' HTTP/2 flow-control window (gRPC's default otherwise).
  */
 public final class GrpcUnaryEcho {
+    /** {@code -Dbench.grpcWindow}: both sides' HTTP/2 flow-control window, or 0 for gRPC's default. */
+    private static final int GRPC_WINDOW = Integer.getInteger("bench.grpcWindow", 0);
     private static final MethodDescriptor.Marshaller<byte[]> BYTES = new MethodDescriptor.Marshaller<>() {
         @Override
         public InputStream stream(byte[] value) {
@@ -109,8 +111,8 @@ public final class GrpcUnaryEcho {
         if (side.regmem() != null) {
             b.withChildOption(ChannelOption.ALLOCATOR, side.regmem().transport().allocator());
         }
-        if (Integer.getInteger("bench.grpcWindow", 0) > 0) {
-            b.flowControlWindow(Integer.getInteger("bench.grpcWindow"));
+        if (GRPC_WINDOW > 0) {
+            b.flowControlWindow(GRPC_WINDOW);
         }
         return b.build().start();
     }
@@ -125,8 +127,8 @@ public final class GrpcUnaryEcho {
         if (side.regmem() != null) {
             b.withOption(ChannelOption.ALLOCATOR, side.regmem().transport().allocator());
         }
-        if (Integer.getInteger("bench.grpcWindow", 0) > 0) {
-            b.flowControlWindow(Integer.getInteger("bench.grpcWindow"));
+        if (GRPC_WINDOW > 0) {
+            b.flowControlWindow(GRPC_WINDOW);
         }
         ManagedChannel ch = b.build();
         byte[] payload = new byte[size];
