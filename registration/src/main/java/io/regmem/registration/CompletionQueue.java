@@ -324,11 +324,19 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
     }
 
     private static void copy(WorkCompletion from, WorkCompletion to) {
+        // (the references are stored only when they change: a poller's array sees the same QP, status, opcode
+        // and source again and again, and every reference store pays the collector's barrier)
         to.wrId = from.wrId;
-        to.status = from.status;
-        to.opcode = from.opcode;
+        if (to.status != from.status) {
+            to.status = from.status;
+        }
+        if (to.opcode != from.opcode) {
+            to.opcode = from.opcode;
+        }
         to.byteLen = from.byteLen;
-        to.qp = from.qp;
+        if (to.qp != from.qp) {
+            to.qp = from.qp;
+        }
         to.invalidatedRkey = from.invalidatedRkey;
         to.immData = from.immData;
         to.withImm = from.withImm;
@@ -336,7 +344,9 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         to.fromRecvQueue = from.fromRecvQueue;
         to.queueSeq = from.queueSeq;
         to.srcQp = from.srcQp;
-        to.source = from.source;
+        if (to.source != from.source) {
+            to.source = from.source;
+        }
     }
 
     /**
@@ -378,19 +388,27 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
             return false;
         }
         WorkCompletion wc = ring[(int) t & mask];
-        wc.qp = qp;
+        if (wc.qp != qp) { // (references stored only when they change, as in copy)
+            wc.qp = qp;
+        }
         wc.fromRecvQueue = recv;
         wc.queueSeq = seq;
         wc.wrId = wrId;
-        wc.status = status;
-        wc.opcode = op;
+        if (wc.status != status) {
+            wc.status = status;
+        }
+        if (wc.opcode != op) {
+            wc.opcode = op;
+        }
         wc.byteLen = bytes;
         wc.withImm = withImm;
         wc.immData = withImm ? imm : 0;
         wc.withInv = withInv;
         wc.invalidatedRkey = withInv ? invRkey : 0;
         wc.srcQp = srcQp;
-        wc.source = source;
+        if (wc.source != source) {
+            wc.source = source;
+        }
         TAIL.setRelease(this, t + 1);
         return true;
     }

@@ -71,7 +71,10 @@ final class Wqe implements PostedWr {
             }
         }
         wrId = wr.wrId();
-        opcode = wr.opcode();
+        Opcode op = wr.opcode();
+        if (opcode != op) { // (references stored only when they change: each store pays the collector's barrier)
+            opcode = op;
+        }
         signaled = signalAll || wr.signaled();
         solicited = wr.solicited();
         remoteAddress = wr.remoteAddress();
@@ -80,13 +83,22 @@ final class Wqe implements PostedWr {
         invalidateRkey = wr.invalidateRkey();
         compareAdd = wr.compareAdd();
         swap = wr.swap();
-        regMr = wr.regMr() == null ? null : wr.regMr().context();
-        bindMw = wr.bindMw() == null ? null : wr.bindMw().context();
+        MrContext reg = wr.regMr() == null ? null : wr.regMr().context();
+        if (regMr != reg) {
+            regMr = reg;
+        }
+        MwContext bind = wr.bindMw() == null ? null : wr.bindMw().context();
+        if (bindMw != bind) {
+            bindMw = bind;
+        }
         bindLength = wr.bindLength();
         regKey = wr.regKey();
         regAccess = wr.regAccess();
         AddressHandle ah = wr.ah();
-        ud = ah == null ? null : ah.attributes();
+        AhAttributes a = ah == null ? null : ah.attributes();
+        if (ud != a) {
+            ud = a;
+        }
         remoteQpn = wr.remoteQpn();
         remoteQkey = wr.remoteQkey();
     }

@@ -95,11 +95,19 @@ public final class Segments {
             region = Arrays.copyOf(region, n * 2);
             mapping = Arrays.copyOf(mapping, n * 2);
         }
-        seg[n] = s;
+        // (a reference is stored only when it changes: a steady request stores the same ones into the same
+        // slots, and every reference store pays the collector's barrier)
+        if (seg[n] != s) {
+            seg[n] = s;
+        }
         off[n] = o;
         len[n] = l;
-        region[n] = r;
-        mapping[n] = m;
+        if (region[n] != r) {
+            region[n] = r;
+        }
+        if (mapping[n] != m) {
+            mapping[n] = m;
+        }
         n++;
     }
 
