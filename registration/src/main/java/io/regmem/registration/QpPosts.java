@@ -2,12 +2,14 @@ package io.regmem.registration;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * Posting chains of work requests into a QP's queues ({@code ib_post_send}, {@code ib_post_recv}):
- * the whole chain or nothing, under the QP's post lock. The throwing calls ({@link QueuePair#postSend},
- * {@link QueuePair#postRecv}) and the ones that return a code for back-pressure
- * ({@link QueuePair#tryPostSend}, {@link QueuePair#tryPostRecv}) share these.
+ * the whole chain or nothing, under the QP's post lock (sends under its execution lock instead where
+ * the provider runs them at once: {@link io.regmem.registration.spi.ProviderQp#postsUnderExecutionLock()}).
+ * The throwing calls ({@link QueuePair#postSend}, {@link QueuePair#postRecv}) and the ones that return
+ * a code for back-pressure ({@link QueuePair#tryPostSend}, {@link QueuePair#tryPostRecv}) share these.
  */
 final class QpPosts {
     private QpPosts() {
@@ -19,7 +21,9 @@ final class QpPosts {
      * unless it throws.
      */
     static int send(QueuePair qp, WorkRequest first, boolean orCode) {
-        qp.postLock.lock();
+        // (a provider whose sends run at once on this thread posts them under its execution lock: one lock, not two)
+        ReentrantLock l = qp.provider.postsUnderExecutionLock() ? qp.lock : qp.postLock;
+        l.lock();
         try {
             qp.checkAlive("postSend");
             QueuePair.State state = qp.state();
@@ -60,7 +64,7 @@ final class QpPosts {
             qp.provider.sendPosted(firstSeq, n);
             return n;
         } finally {
-            qp.postLock.unlock();
+            l.unlock();
         }
     }
 

@@ -21,9 +21,21 @@ public interface ProviderQp {
 
     /**
      * Send requests {@code [firstSeq, firstSeq + count)} were appended and published (called with
-     * the QP's post lock held, not its execution lock; must not block).
+     * the QP's post lock held, not its execution lock, unless {@link #postsUnderExecutionLock()};
+     * must not block).
      */
     void sendPosted(long firstSeq, int count);
+
+    /**
+     * True if sends are posted under the QP's execution lock instead of its post lock, so that
+     * {@link #sendPosted} runs them under the acquisition the post already made (the lock is then held
+     * by the calling thread): for a provider whose sends are short and run at once on the posting
+     * thread (a datagram), where a second lock per post would cost more than the post's wait for an
+     * executor. False by default. Receives are always posted under the post lock.
+     */
+    default boolean postsUnderExecutionLock() {
+        return false;
+    }
 
     /** Receive requests {@code [firstSeq, firstSeq + count)} were appended (post lock held; must not block). */
     void recvPosted(long firstSeq, int count);

@@ -56,6 +56,12 @@ public interface LocalGroups {
         MemorySegment ring();
 
         /**
+         * True until the publication ends: a sender may keep this claim for its next datagrams to the
+         * group while it is open (and asks {@link #publication} again once it is not).
+         */
+        boolean open();
+
+        /**
          * Claims room for a datagram of {@code length} bytes (header, message and tag).
          *
          * @return where in {@link #ring()} its bytes go

@@ -66,7 +66,7 @@ public final class UdpCarrier implements AutoCloseable {
     /**
      * With groups in shared memory only, how often an idle unicast socket is looked at: a look is a
      * system call (about half a microsecond) that would otherwise sit on every progress, between a
-     * datagram's arrival in a ring and its placement (and so is the clock's read: every fourth
+     * datagram's arrival in a ring and its placement (and so is the clock's read: every sixteenth
      * progress). A socket that had datagrams is looked at every progress, and so is every socket of a
      * device whose groups also go over UDP (its multicast socket is looked at every progress anyway).
      * An idle socket that had a datagram within {@link #UNICAST_WARM_NANOS} is looked at this often; one
@@ -394,9 +394,9 @@ public final class UdpCarrier implements AutoCloseable {
         return work;
     }
 
-    /** True if the idle unicast socket is due for a look (warm or cold): every 4th call reads the clock. */
+    /** True if the idle unicast socket is due for a look (warm or cold): every 16th call reads the clock. */
     private boolean unicastDue() {
-        if ((++progresses & 3) != 0) {
+        if ((++progresses & 15) != 0) {
             return false;
         }
         long now = System.nanoTime();

@@ -22,7 +22,8 @@ import org.agrona.collections.Object2ObjectHashMap;
 /**
  * An unreliable-datagram QP carried over UDP ({@link UdpCarrier}): a send is gathered from the
  * QP's registered memory into its datagram buffer behind the {@link UdpWire} header, tagged and
- * handed to the kernel when it is posted (the post's thread, under the QP's lock), and completes
+ * handed to the kernel when it is posted (the post's thread, under the QP's execution lock, which the
+ * post itself takes: {@link #postsUnderExecutionLock()}), and completes
  * then: {@code SUCCESS} once the kernel took it (UD is unreliable: what becomes of it later is not
  * the sender's to know), and, as on every provider, {@code SUCCESS} unsent when it is larger than
  * the path MTU ({@code LOC_LEN_ERR} with the device option that asks for it). A send the socket has
@@ -42,6 +43,8 @@ public final class UdpQp implements ProviderQp {
         final InetSocketAddress to;
         final long groupLo;
         int seq;
+        /** This QP's publication to the group on this host, once it sent there (kept while it is open). */
+        LocalGroups.Claim claim;
 
         Destination(InetSocketAddress to, long groupLo) {
             this.to = to;
@@ -71,9 +74,19 @@ public final class UdpQp implements ProviderQp {
         ctx.attach(this);
     }
 
+    /** Sends run at once, on the posting thread: posted under the execution lock, they take no second lock. */
+    @Override
+    public boolean postsUnderExecutionLock() {
+        return true;
+    }
+
     @Override
     public void sendPosted(long firstSeq, int count) {
         ReentrantLock l = ctx.lock();
+        if (l.isHeldByCurrentThread()) { // (posted under it: postsUnderExecutionLock)
+            run();
+            return;
+        }
         l.lock();
         try {
             run();
@@ -212,7 +225,11 @@ public final class UdpQp implements ProviderQp {
      */
     private WcStatus publish(PostedWr w, Destination to, int n, int flags, int qkey, boolean imm, int seq) {
         try {
-            LocalGroups.Claim c = carrier.local.publication(ctx.qpNum(), to.to.getAddress(), to.groupLo);
+            LocalGroups.Claim c = to.claim;
+            if (c == null || !c.open()) {
+                c = carrier.local.publication(ctx.qpNum(), to.to.getAddress(), to.groupLo);
+                to.claim = c;
+            }
             MemorySegment ring = c.ring();
             long at = c.claim(n + UdpWire.TAG);
             dst.add(ring, at + UdpWire.HEADER, n - UdpWire.HEADER);

@@ -109,6 +109,11 @@ final class GroupRing {
             return ring;
         }
 
+        @Override
+        public boolean open() {
+            return ring.scope().isAlive();
+        }
+
         /**
          * Claims the next record, of {@code length} bytes (at most the capacity less 8), overwriting
          * the oldest if need be: where in {@link #ring()} its bytes go. Readers see none of it until
