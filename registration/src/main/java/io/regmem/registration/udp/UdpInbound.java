@@ -11,7 +11,6 @@ import io.regmem.registration.spi.QpContext;
 import io.regmem.registration.spi.Segments;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
@@ -55,6 +54,9 @@ final class UdpInbound {
     private Object2ObjectHashMap<InetSocketAddress, Int2IntHashMap> gapSenders;
     private InetSocketAddress gapFrom;
     private Int2IntHashMap gapLast;
+    /** That sender's QP and the last sequence number it sent (stored into {@link #gapLast} when another sender comes). */
+    private int gapQpn = -1;
+    private int gapSeq;
     /** The datagram in hand, and the members left to serve. */
     private boolean pending;
     private UdpQp[] targets;
@@ -139,9 +141,10 @@ final class UdpInbound {
      * {@code local}); keeps them in hand if a QP here takes them.
      */
     void check(int n, InetSocketAddress from, boolean local) {
+        // (the header read as five 8-byte words, each field taken out of its word: UdpWire's layout)
+        long w0 = seg.get(UdpWire.LONG, 0);
         if (n < UdpWire.HEADER + UdpWire.TAG || n > UdpWire.HEADER + UdpWire.MAX_MESSAGE + UdpWire.TAG
-                || seg.get(UdpWire.INT, 0) != UdpWire.MAGIC
-                || seg.get(ValueLayout.JAVA_BYTE, 4) != UdpWire.VERSION) {
+                || (int) w0 != UdpWire.MAGIC || (byte) (w0 >>> 32) != UdpWire.VERSION) {
             carrier.dropped(DatagramDrop.MALFORMED);
             return;
         }
@@ -151,18 +154,21 @@ final class UdpInbound {
             carrier.dropped(DatagramDrop.UNAUTHENTICATED);
             return;
         }
-        int f = seg.get(ValueLayout.JAVA_BYTE, 5) & 0xFF;
-        int s = seg.get(UdpWire.INT, 8);
-        int d = seg.get(UdpWire.INT, 12);
-        boolean group = (f & UdpWire.F_MULTICAST) != 0;
+        long w1 = seg.get(UdpWire.LONG, 8);
+        long w2 = seg.get(UdpWire.LONG, 16);
+        long w3 = seg.get(UdpWire.LONG, 24);
         long lo = seg.get(UdpWire.LONG, 32);
-        if ((f & ~UdpWire.FLAGS) != 0 || seg.get(ValueLayout.JAVA_BYTE, 7) != 0 || group != fromGroups
+        int f = (int) (w0 >>> 40) & 0xFF;
+        int s = (int) w1;
+        int d = (int) (w1 >>> 32);
+        boolean group = (f & UdpWire.F_MULTICAST) != 0;
+        if ((f & ~UdpWire.FLAGS) != 0 || (w0 >>> 56) != 0 || group != fromGroups
                 || s < 0 || s > UdpWire.MAX_QPN || (group ? d != UdpWire.MAX_QPN : d < 0 || d >= UdpWire.MAX_QPN)
-                || seg.get(UdpWire.INT, 28) != 0 || (!group && lo != 0)) {
+                || (w3 >>> 32) != 0 || (!group && lo != 0)) {
             carrier.dropped(DatagramDrop.MALFORMED);
             return;
         }
-        int seq = seg.get(UdpWire.INT, 24);
+        int seq = (int) w3;
         if (group) {
             UdpGroup g = carrier.group(lo);
             if (g == null) {
@@ -187,10 +193,10 @@ final class UdpInbound {
         }
         length = n - UdpWire.HEADER - UdpWire.TAG;
         flags = f;
-        trafficClass = seg.get(ValueLayout.JAVA_BYTE, 6) & 0xFF;
+        trafficClass = (int) (w0 >>> 48) & 0xFF;
         srcQpn = s;
-        qkey = seg.get(UdpWire.INT, 16);
-        imm = seg.get(UdpWire.INT, 20);
+        qkey = (int) w2;
+        imm = (int) (w2 >>> 32);
         source = source(from);
         fromSelf = lastFromSelf;
         next = 0;
@@ -204,11 +210,12 @@ final class UdpInbound {
      */
     private void countGap(Object2ObjectHashMap<InetSocketAddress, Int2IntHashMap> senders, InetSocketAddress from, int srcQpn,
                           int seq) {
-        Int2IntHashMap last;
-        if (senders == gapSenders && from == gapFrom) { // (a steady sender: no lookup)
-            last = gapLast;
+        int before;
+        if (senders == gapSenders && from == gapFrom && srcQpn == gapQpn) { // (a steady sender: no lookup, no store)
+            before = gapSeq;
         } else {
-            last = senders.get(from);
+            flushGap();
+            Int2IntHashMap last = senders.get(from);
             if (last == null) {
                 if (senders.size() >= SOURCES) {
                     senders.clear();
@@ -219,14 +226,23 @@ final class UdpInbound {
             gapSenders = senders;
             gapFrom = from;
             gapLast = last;
+            gapQpn = srcQpn;
+            before = last.get(srcQpn);
         }
-        int before = last.put(srcQpn, seq);
+        gapSeq = seq;
         if (before == 0) {
             return; // the first this device sees of that sender
         }
         long gap = (seq - before - 1) - (before < 0 && seq > 0 ? 1 : 0); // (the sequence skips 0)
         if (gap > 0 && gap <= MAX_GAP) {
             carrier.dropped(DatagramDrop.LOST, gap);
+        }
+    }
+
+    /** Stores the sequence of the sender {@link #countGap} followed last into its map (it kept it in a field meanwhile). */
+    private void flushGap() {
+        if (gapLast != null && gapSeq != 0) {
+            gapLast.put(gapQpn, gapSeq);
         }
     }
 

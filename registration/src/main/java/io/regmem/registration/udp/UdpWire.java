@@ -41,7 +41,6 @@ final class UdpWire {
     static final int MAX_DATAGRAM = 65_507;
     /** The longest message: the largest path MTU (a longer datagram is malformed). */
     static final int MAX_MESSAGE = 4096;
-    static final ValueLayout.OfInt INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     static final ValueLayout.OfLong LONG = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final byte[] LABEL = "regmem udp datagram key 1".getBytes(StandardCharsets.US_ASCII);
 
@@ -62,21 +61,24 @@ final class UdpWire {
         }
     }
 
-    /** Writes a header into {@code m} at {@code at}. */
+    /** Writes a header into {@code m} at {@code at} (five 8-byte stores: the fields two by two, little-endian). */
     static void header(MemorySegment m, long at, int flags, int trafficClass, int srcQpn, int dstQpn, int qkey, int imm,
                        int seq, long groupLo) {
-        m.set(INT, at, MAGIC);
-        m.set(ValueLayout.JAVA_BYTE, at + 4, (byte) VERSION);
-        m.set(ValueLayout.JAVA_BYTE, at + 5, (byte) flags);
-        m.set(ValueLayout.JAVA_BYTE, at + 6, (byte) trafficClass);
-        m.set(ValueLayout.JAVA_BYTE, at + 7, (byte) 0);
-        m.set(INT, at + 8, srcQpn);
-        m.set(INT, at + 12, dstQpn);
-        m.set(INT, at + 16, qkey);
-        m.set(INT, at + 20, imm);
-        m.set(INT, at + 24, seq);
-        m.set(INT, at + 28, 0);
+        m.set(LONG, at, word0(flags, trafficClass));
+        m.set(LONG, at + 8, pair(srcQpn, dstQpn));
+        m.set(LONG, at + 16, pair(qkey, imm));
+        m.set(LONG, at + 24, seq & 0xFFFF_FFFFL); // (and the zero at 28)
         m.set(LONG, at + 32, groupLo);
+    }
+
+    /** The header's first 8 bytes: magic, version, {@code flags}, {@code trafficClass} and the zero byte. */
+    static long word0(int flags, int trafficClass) {
+        return (MAGIC & 0xFFFF_FFFFL) | (long) VERSION << 32 | (long) (flags & 0xFF) << 40 | (long) (trafficClass & 0xFF) << 48;
+    }
+
+    /** Two little-endian u32 fields as one 8-byte word: {@code lo} first. */
+    static long pair(int lo, int hi) {
+        return (lo & 0xFFFF_FFFFL) | (long) hi << 32;
     }
 
     /**

@@ -49,7 +49,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * dropped and counted ({@code MALFORMED}, {@code UNAUTHENTICATED}, or the QP's own reason), nothing of
  * it reaches a receive, the QPs stay ready, and a well-formed datagram from the same socket is then
  * taken as any peer's: the wire format is the one docs/providers.md describes. And datagrams the
- * kernel drops while nobody reads the socket are counted as {@code LOST} when the next one arrives.
+ * kernel drops while nobody reads the socket are counted as {@code LOST} when the next one arrives, per
+ * sender QP, however the senders interleave.
  * And a group joined on an interface that goes down is lost: {@code MULTICAST_ERROR}, the QP detached.
  */
 @ExtendWith(NoLeaks.class)
@@ -227,6 +228,36 @@ class UcxDatagramHostileTest {
         MemorySegment.copy(b.slot((int) wc.wrId()), ValueLayout.JAVA_BYTE, 40, got, 0, got.length);
         assertThat(new String(got, StandardCharsets.US_ASCII)).isEqualTo("a peer that holds the secret");
         assertThat(b.device.counters().datagramsDropped(DatagramDrop.LOST)).as("sequences 1, 2, 3: none missing").isZero();
+    }
+
+    @Test
+    void gapsAreCountedPerSenderQpWhileSendersInterleave() throws Exception {
+        UdNode b = node(Map.of());
+        QueuePair q = b.qp();
+        for (int i = 0; i < 16; i++) {
+            b.postRecv(q, i, 4096);
+        }
+        DatagramChannel one = raw();
+        DatagramChannel two = raw();
+        InetSocketAddress target = to(b);
+        byte[] key = key(SECRET);
+        // (socket, source QP, sequence), each taken before the next is sent; the gaps: one's QP 0x10 from 2 to 5 (2
+        // missing), one's QP 0x11 from 2 to 10 (7), two's QP 0x10 from 1 to 4 (2): 11 lost, whatever came in between
+        Object[][] sends = {{one, 0x10, 1}, {one, 0x10, 2}, {one, 0x11, 1}, {one, 0x10, 5}, {two, 0x10, 1}, {one, 0x11, 2},
+            {one, 0x10, 6}, {one, 0x11, 10}, {two, 0x10, 4}, {one, 0x10, 7}};
+        for (Object[] s : sends) {
+            Forged f = new Forged();
+            f.dstQpn = q.qpNum();
+            f.srcQpn = (int) s[1];
+            f.seq = (int) s[2];
+            ((DatagramChannel) s[0]).send(f.build(key), target);
+            WorkCompletion wc = b.await();
+            assertThat(wc.status()).isEqualTo(WcStatus.SUCCESS);
+            assertThat(wc.srcQp()).isEqualTo(f.srcQpn);
+            assertThat(wc.source()).isEqualTo(AhAttributes.of((InetSocketAddress) ((DatagramChannel) s[0]).getLocalAddress()));
+        }
+        assertThat(b.device.counters().datagramsDropped(DatagramDrop.LOST)).isEqualTo(11);
+        assertThat(b.device.counters().datagramsDropped()).as("nothing else dropped").isEqualTo(11);
     }
 
     @Test
