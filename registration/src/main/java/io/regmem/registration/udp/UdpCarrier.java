@@ -7,6 +7,8 @@ import io.regmem.registration.spi.DatagramDrops;
 import io.regmem.registration.spi.GracePeriod;
 import io.regmem.registration.spi.QpContext;
 import java.io.IOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.lang.foreign.MemorySegment;
 import java.net.BindException;
 import java.net.Inet4Address;
@@ -18,7 +20,6 @@ import java.net.StandardSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.channels.DatagramChannel;
 import java.nio.channels.MembershipKey;
-import java.util.concurrent.locks.ReentrantLock;
 import org.agrona.collections.ArrayUtil;
 import org.agrona.collections.Int2ObjectHashMap;
 
@@ -58,7 +59,21 @@ public final class UdpCarrier implements AutoCloseable {
     /** Groups with an attached QP of this device; replaced, never mutated, under {@link #lock}. */
     private volatile UdpGroup[] groups = new UdpGroup[0];
     private DatagramChannel multicast;
-    private final ReentrantLock receiving = new ReentrantLock();
+    /**
+     * The receive lock: 1 while a thread takes and places arrivals. Only tried on the data path
+     * ({@link #progress}: a compare-and-set to take it, a release store to give it back, no fence
+     * after), waited for only by {@link #close}.
+     */
+    private volatile int receiving;
+    private static final VarHandle RECEIVING;
+
+    static {
+        try {
+            RECEIVING = MethodHandles.lookup().findVarHandle(UdpCarrier.class, "receiving", int.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
     private final UdpInbound fromUnicast;
     private final UdpInbound fromMulticast;
     private volatile DatagramDrops drops = (reason, count) -> { };
@@ -366,7 +381,7 @@ public final class UdpCarrier implements AutoCloseable {
         if (!lookUnicast && multicast == null && !fromMulticast.pending() && !local.ready()) {
             return work; // nothing in the rings, the idle socket not due: no lock taken
         }
-        if (!receiving.tryLock()) {
+        if (!RECEIVING.compareAndSet(this, 0, 1)) {
             return work;
         }
         try {
@@ -389,7 +404,7 @@ public final class UdpCarrier implements AutoCloseable {
                 work += fromMulticast.drain(m);
             }
         } finally {
-            receiving.unlock();
+            RECEIVING.setRelease(this, 0);
         }
         return work;
     }
@@ -434,7 +449,9 @@ public final class UdpCarrier implements AutoCloseable {
     @Override
     public void close() {
         closed = true;
-        receiving.lock();
+        while (!RECEIVING.compareAndSet(this, 0, 1)) { // (a progress under way ends soon: it sees closed, or finishes its batch)
+            Thread.onSpinWait();
+        }
         try {
             synchronized (lock) {
                 for (UdpGroup g : groups) {
@@ -452,7 +469,7 @@ public final class UdpCarrier implements AutoCloseable {
             }
             reader.close();
         } finally {
-            receiving.unlock();
+            RECEIVING.setRelease(this, 0);
         }
     }
 
