@@ -192,6 +192,15 @@ public class DatagramBenchmark extends BenchDefaults {
     }
 
     /** The peer: a 64-byte RC SEND/RECV on a connected soft pair, its receive posted, both polled. */
+    /**
+     * A poll of a group member's CQ that finds nothing (nothing was sent): what a spinning subscriber
+     * pays between two datagrams, and so half of it, on average, before it sees one.
+     */
+    @Benchmark
+    public int emptyPoll() {
+        return cqs[1].poll(wcs);
+    }
+
     @Benchmark
     public long rcSendRecv() {
         rc.qpB.postRecv(rcRecv);
