@@ -360,6 +360,11 @@ final class Connection {
         finishIfDone();
     }
 
+    /** True if two credits or more are owed and the peer has at most one left (its next SEND may be its last). */
+    boolean peerShort() {
+        return owed >= 2 && peerCredits <= 1;
+    }
+
     /** Sends a SEND of no bytes that grants what is owed, when the peer runs short (or half of them are owed). */
     void grant() {
         if ((state == State.ACTIVE || state == State.CLOSING) && owed > 0 && (owed >= Math.max(1, receives / 2) || peerCredits <= 1)

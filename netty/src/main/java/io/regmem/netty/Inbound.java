@@ -10,11 +10,19 @@ import io.netty.channel.RecvByteBufAllocator;
  * when its piece goes up, so the peer's credits run out while a reader does not read. Pieces of
  * {@link #COPY_BELOW} bytes or less are copied into a buffer of the channel's allocator and their
  * receive posted again at once; larger ones go up as they are, a new buffer posted in their place.
- * The end of the peer's stream comes after the last piece. Event loop only.
+ * The credits of the receives posted again go back to the peer after the batch, or during it once it
+ * has gone on {@link #EARLY_GRANT_NANOS} and the peer ran short. The end of the peer's stream comes
+ * after the last piece. Event loop only.
  */
 final class Inbound {
     /** Received pieces this long or shorter are copied into a buffer of the channel's allocator. */
     static final int COPY_BELOW = 2048;
+    /**
+     * A batch of reads that has gone on this long gives the credits of the pieces already handed up
+     * back at once, if the peer ran short, instead of at the batch's end: a pipeline that takes long
+     * over many large pieces would otherwise hold the peer's next SEND back until all of them are done.
+     */
+    static final long EARLY_GRANT_NANOS = 30_000;
     private final RegmemSocketChannel ch;
     private int[] receive = new int[0];
     private ByteBuf[] bufs = new ByteBuf[0];
@@ -23,6 +31,8 @@ final class Inbound {
     private boolean fin;
     private boolean readPending;
     private boolean readInBatch;
+    /** When the batch's first piece went up ({@link #EARLY_GRANT_NANOS}). */
+    private long batchStart;
 
     Inbound(RegmemSocketChannel ch) {
         this.ch = ch;
@@ -140,7 +150,10 @@ final class Inbound {
         RecvByteBufAllocator.Handle h = ch.unsafe().recvBufAllocHandle();
         if (!readInBatch) {
             readInBatch = true;
+            batchStart = System.nanoTime();
             h.reset(ch.config());
+        } else if (c.peerShort() && System.nanoTime() - batchStart > EARLY_GRANT_NANOS) {
+            c.grant(); // (the peer waits for credits, and this batch takes long: the receives posted again go back now)
         }
         h.lastBytesRead(n);
         h.incMessagesRead(1);

@@ -38,8 +38,12 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.RepeatedTest;
@@ -193,6 +197,83 @@ class RegmemChannelBehaviourTest {
         waitFor("everything arrived once the server reads", () -> serverSide.bytes.get() == total);
         waitFor("writable again", c::isWritable);
         assertThat(wasUnwritable).isTrue();
+        c.close().sync();
+        s.close().sync();
+    }
+
+    /**
+     * A count of {@code c}'s connection as its description gives it, read on its event loop: {@code credits}
+     * (the peer's receives it may still fill) or {@code receives} (its own, posted now).
+     */
+    private static int count(Channel c, String what) throws Exception {
+        return c.eventLoop().submit(() -> {
+            Matcher m = Pattern.compile(", " + what + " (\\d+)[,\\]]").matcher(((RegmemSocketChannel) c).connection().toString());
+            return m.find() ? Integer.parseInt(m.group(1)) : -1;
+        }).get(5, TimeUnit.SECONDS);
+    }
+
+    private static int credits(Channel c) throws Exception {
+        return count(c, "credits");
+    }
+
+    /**
+     * A server child that takes long over a batch of reads (three pieces that waited while AUTO_READ
+     * was off, handed up in one batch when it is turned on) gives the credits of the pieces already read
+     * back during the batch, once the client ran short: the client holds them while the server's
+     * handler is still inside the batch. (Given only after the batch, they would reach the client once
+     * the handler returned.)
+     */
+    @Test
+    void aReaderThatTakesLongOverABatchGivesCreditsBackBeforeTheBatchEnds() throws Exception {
+        AtomicInteger reads = new AtomicInteger();
+        CompletableFuture<Integer> creditsInBatch = new CompletableFuture<>();
+        AtomicReference<Channel> client = new AtomicReference<>();
+        Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                ((ByteBuf) msg).release();
+                int n = reads.incrementAndGet();
+                try {
+                    if (n == 1) {
+                        Thread.sleep(2); // (the batch goes on longer than Inbound.EARLY_GRANT_NANOS)
+                    } else if (n == 2) { // still in the batch: what the client holds, once it holds more than 1 (5 s at most)
+                        long deadline = System.nanoTime() + 5_000_000_000L;
+                        int held;
+                        while ((held = credits(client.get())) < 2 && System.nanoTime() < deadline) {
+                            Thread.sleep(1);
+                        }
+                        creditsInBatch.complete(held);
+                    }
+                } catch (Exception e) {
+                    creditsInBatch.completeExceptionally(e);
+                }
+            }
+        }), b -> b.childOption(ChannelOption.AUTO_READ, false).childOption(ChannelOption.SO_RCVBUF, 4 * transport.receiveSize));
+        Channel c = client(s, new ChannelInboundHandlerAdapter());
+        client.set(c);
+        for (int i = 0; i < 4; i++) { // three use three of the four credits; a fourth waits (the last credit is kept for a grant)
+            c.writeAndFlush(c.alloc().directBuffer(100).writeZero(100));
+        }
+        waitFor("the client ran short", () -> {
+            try {
+                return credits(c) == 1;
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        waitFor("a child", () -> children.size() == 1);
+        Channel child = children.iterator().next();
+        waitFor("the three pieces wait at the server (one receive of four left posted)", () -> {
+            try {
+                return count(child, "receives") == 1;
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        child.config().setAutoRead(true); // (the three go up in one batch)
+        assertThat(creditsInBatch.get(30, TimeUnit.SECONDS)).as("credits the client holds while the server is in its batch")
+                .isGreaterThanOrEqualTo(2);
+        waitFor("all four read", () -> reads.get() == 4);
         c.close().sync();
         s.close().sync();
     }
