@@ -278,7 +278,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         long t = tail;
         while (n < out.length && h != t) {
             WorkCompletion wc = out[n++];
-            copy(ring[(int) h & mask], wc);
+            wc.copyFrom(ring[(int) h & mask]);
             if (wc.status != WcStatus.SUCCESS) {
                 FAILED.setOpaque(failedByStatus, wc.status.ordinal(), failedByStatus[wc.status.ordinal()] + 1);
             }
@@ -323,32 +323,6 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
         }
     }
 
-    private static void copy(WorkCompletion from, WorkCompletion to) {
-        // (the references are stored only when they change: a poller's array sees the same QP, status, opcode
-        // and source again and again, and every reference store pays the collector's barrier)
-        to.wrId = from.wrId;
-        if (to.status != from.status) {
-            to.status = from.status;
-        }
-        if (to.opcode != from.opcode) {
-            to.opcode = from.opcode;
-        }
-        to.byteLen = from.byteLen;
-        if (to.qp != from.qp) {
-            to.qp = from.qp;
-        }
-        to.invalidatedRkey = from.invalidatedRkey;
-        to.immData = from.immData;
-        to.withImm = from.withImm;
-        to.withInv = from.withInv;
-        to.fromRecvQueue = from.fromRecvQueue;
-        to.queueSeq = from.queueSeq;
-        to.srcQp = from.srcQp;
-        if (to.source != from.source) {
-            to.source = from.source;
-        }
-    }
-
     /**
      * Adds a completion for {@code qp}, whose lock the caller holds; false when the CQ is full (an
      * overrun: the caller moves the QP to the error state).
@@ -387,28 +361,7 @@ public final class CompletionQueue extends CountedResource implements AutoClosea
             }
             return false;
         }
-        WorkCompletion wc = ring[(int) t & mask];
-        if (wc.qp != qp) { // (references stored only when they change, as in copy)
-            wc.qp = qp;
-        }
-        wc.fromRecvQueue = recv;
-        wc.queueSeq = seq;
-        wc.wrId = wrId;
-        if (wc.status != status) {
-            wc.status = status;
-        }
-        if (wc.opcode != op) {
-            wc.opcode = op;
-        }
-        wc.byteLen = bytes;
-        wc.withImm = withImm;
-        wc.immData = withImm ? imm : 0;
-        wc.withInv = withInv;
-        wc.invalidatedRkey = withInv ? invRkey : 0;
-        wc.srcQp = srcQp;
-        if (wc.source != source) {
-            wc.source = source;
-        }
+        ring[(int) t & mask].fill(qp, recv, seq, wrId, status, op, bytes, withImm, imm, withInv, invRkey, srcQp, source);
         TAIL.setRelease(this, t + 1);
         return true;
     }

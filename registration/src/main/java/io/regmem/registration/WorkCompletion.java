@@ -25,6 +25,63 @@ public final class WorkCompletion {
     public WorkCompletion() {
     }
 
+    /*
+     * The references below are stored only when they change: a CQ's entries and a poller's array see the
+     * same QP, status, opcode and source again and again, and every reference store pays the collector's
+     * barrier.
+     */
+
+    /** Fills this CQ entry (the CQ's {@code add}, its producer's lock held). */
+    void fill(QueuePair qp, boolean recv, long seq, long wrId, WcStatus status, Opcode op, long bytes, boolean withImm, int imm,
+              boolean withInv, int invRkey, int srcQp, AhAttributes source) {
+        if (this.qp != qp) {
+            this.qp = qp;
+        }
+        this.fromRecvQueue = recv;
+        this.queueSeq = seq;
+        this.wrId = wrId;
+        if (this.status != status) {
+            this.status = status;
+        }
+        if (this.opcode != op) {
+            this.opcode = op;
+        }
+        this.byteLen = bytes;
+        this.withImm = withImm;
+        this.immData = withImm ? imm : 0;
+        this.withInv = withInv;
+        this.invalidatedRkey = withInv ? invRkey : 0;
+        this.srcQp = srcQp;
+        if (this.source != source) {
+            this.source = source;
+        }
+    }
+
+    /** Copies CQ entry {@code from} into this one of a poller's array. */
+    void copyFrom(WorkCompletion from) {
+        wrId = from.wrId;
+        if (status != from.status) {
+            status = from.status;
+        }
+        if (opcode != from.opcode) {
+            opcode = from.opcode;
+        }
+        byteLen = from.byteLen;
+        if (qp != from.qp) {
+            qp = from.qp;
+        }
+        invalidatedRkey = from.invalidatedRkey;
+        immData = from.immData;
+        withImm = from.withImm;
+        withInv = from.withInv;
+        fromRecvQueue = from.fromRecvQueue;
+        queueSeq = from.queueSeq;
+        srcQp = from.srcQp;
+        if (source != from.source) {
+            source = from.source;
+        }
+    }
+
     /** The id of the work request. */
     public long wrId() {
         return wrId;
