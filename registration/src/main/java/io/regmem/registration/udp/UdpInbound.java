@@ -239,9 +239,18 @@ final class UdpInbound {
         }
     }
 
-    /** Stores the sequence of the sender {@link #countGap} followed last into its map (it kept it in a field meanwhile). */
+    /**
+     * Stores the sequence of the sender {@link #countGap} followed last into its map (it kept it in a
+     * field meanwhile); a sequence of 0, which no sender sends, forgets the sender (none seen yet), as
+     * the map holds no 0.
+     */
     private void flushGap() {
-        if (gapLast != null && gapSeq != 0) {
+        if (gapLast == null) {
+            return;
+        }
+        if (gapSeq == 0) {
+            gapLast.remove(gapQpn);
+        } else {
             gapLast.put(gapQpn, gapSeq);
         }
     }

@@ -242,9 +242,11 @@ class UcxDatagramHostileTest {
         InetSocketAddress target = to(b);
         byte[] key = key(SECRET);
         // (socket, source QP, sequence), each taken before the next is sent; the gaps: one's QP 0x10 from 2 to 5 (2
-        // missing), one's QP 0x11 from 2 to 10 (7), two's QP 0x10 from 1 to 4 (2): 11 lost, whatever came in between
+        // missing), one's QP 0x11 from 2 to 10 (7), two's QP 0x10 from 1 to 4 (2): 11 lost, whatever came in between.
+        // A sequence of 0, which no sender sends (a peer's forgery), is taken and starts that sender afresh: one's QP
+        // 0x10 then jumps from 0 to 9 and counts nothing
         Object[][] sends = {{one, 0x10, 1}, {one, 0x10, 2}, {one, 0x11, 1}, {one, 0x10, 5}, {two, 0x10, 1}, {one, 0x11, 2},
-            {one, 0x10, 6}, {one, 0x11, 10}, {two, 0x10, 4}, {one, 0x10, 7}};
+            {one, 0x10, 6}, {one, 0x11, 10}, {two, 0x10, 4}, {one, 0x10, 7}, {one, 0x10, 0}, {two, 0x10, 5}, {one, 0x10, 9}};
         for (Object[] s : sends) {
             Forged f = new Forged();
             f.dstQpn = q.qpNum();
