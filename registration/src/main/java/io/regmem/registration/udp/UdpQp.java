@@ -80,19 +80,11 @@ public final class UdpQp implements ProviderQp {
         return true;
     }
 
+    /** Runs the sends now, under the execution lock the post holds ({@link #postsUnderExecutionLock()}). */
     @Override
     public void sendPosted(long firstSeq, int count) {
-        ReentrantLock l = ctx.lock();
-        if (l.isHeldByCurrentThread()) { // (posted under it: postsUnderExecutionLock)
-            run();
-            return;
-        }
-        l.lock();
-        try {
-            run();
-        } finally {
-            l.unlock();
-        }
+        assert ctx.lock().isHeldByCurrentThread() : ctx.name() + ": sends posted without the QP's execution lock";
+        run();
     }
 
     @Override
