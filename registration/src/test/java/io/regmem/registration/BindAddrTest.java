@@ -105,7 +105,7 @@ class BindAddrTest extends TwoDevices {
         for (int round = 0; round < 100; round++) {
             boolean listen = round % 2 == 1;
             CmId first = devB.createCmId();
-            first.bindAddr("127.0.0.1:0");
+            first.bindAddr("127.0.0.1:" + portBelowEphemeral());
             String address = first.localAddress();
             if (listen) {
                 first.listen();
@@ -153,6 +153,34 @@ class BindAddrTest extends TwoDevices {
                 // the handshake's socket was reset: what the listener's close does
             }
         }
+    }
+
+    /**
+     * A port free now below the kernel's ephemeral range: no connect() on the host picks it, so none of
+     * the thousands of TIME_WAIT connections the suite leaves behind can sit on it when the test binds
+     * it again (a port of bind(0) can share its number with TIME_WAIT connections that refuse a second,
+     * explicit bind without REUSEADDR, whatever regmem did).
+     */
+    private static int portBelowEphemeral() throws IOException {
+        int low = 32768;
+        try {
+            String range = java.nio.file.Files.readString(java.nio.file.Path.of("/proc/sys/net/ipv4/ip_local_port_range")).trim();
+            low = Integer.parseInt(range.split("\\s+")[0]);
+        } catch (IOException | RuntimeException e) {
+            // (not Linux, or unreadable: the default range)
+        }
+        java.util.SplittableRandom rnd = new java.util.SplittableRandom();
+        for (int tries = 0; tries < 1000; tries++) {
+            int port = 10_000 + rnd.nextInt(Math.max(1, low - 10_000));
+            try (ServerSocket probe = new ServerSocket()) {
+                probe.setReuseAddress(false);
+                probe.bind(new java.net.InetSocketAddress("127.0.0.1", port));
+                return port;
+            } catch (IOException taken) {
+                // another one
+            }
+        }
+        throw new IOException("no free port below " + low);
     }
 
     private static int port(String address) {
