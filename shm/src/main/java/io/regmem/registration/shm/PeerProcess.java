@@ -89,22 +89,33 @@ final class PeerProcess implements AutoCloseable {
         return p;
     }
 
-    /** True while the process runs (or is stopped): its pidfd is not yet readable. */
+    /**
+     * True while the process runs (or is stopped): its pidfd is not yet readable. A signal that ends
+     * the check early (poll(2) gives EINTR whatever SA_RESTART says: a profiler's, the JVM's own) is
+     * no exit: the check is made again; if it cannot be made, the process counts as running.
+     */
     boolean alive() {
         if (closed) {
             return false;
         }
         try (Arena a = Arena.ofConfined()) {
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
             MemorySegment pfd = a.allocate(8, 4);
-            pfd.set(JAVA_INT, 0, pidfd);
-            pfd.set(JAVA_SHORT, 4, (short) Poll.POLLIN);
-            int n = Poll.poll(a.allocate(Libc.CAPTURE), pfd, 1, 0);
-            return n == 0;
+            for (int tries = 0; tries < 100; tries++) {
+                pfd.set(JAVA_INT, 0, pidfd);
+                pfd.set(JAVA_SHORT, 4, (short) Poll.POLLIN);
+                pfd.set(JAVA_SHORT, 6, (short) 0);
+                int n = Poll.poll(capture, pfd, 1, 0);
+                if (n != -Libc.EINTR) {
+                    return n <= 0; // (readable: exited; another failure tells nothing of the process)
+                }
+            }
+            return true;
         }
     }
 
     /**
-     * Waits up to {@code millis} for the process to exit.
+     * Waits up to {@code millis} for the process to exit (signals that interrupt the wait do not end it).
      *
      * @return true if it has exited
      */
@@ -112,11 +123,20 @@ final class PeerProcess implements AutoCloseable {
         if (closed) {
             return true;
         }
+        long deadline = System.nanoTime() + millis * 1_000_000L;
         try (Arena a = Arena.ofConfined()) {
+            MemorySegment capture = a.allocate(Libc.CAPTURE);
             MemorySegment pfd = a.allocate(8, 4);
-            pfd.set(JAVA_INT, 0, pidfd);
-            pfd.set(JAVA_SHORT, 4, (short) Poll.POLLIN);
-            return Poll.poll(a.allocate(Libc.CAPTURE), pfd, 1, millis) > 0;
+            while (true) {
+                pfd.set(JAVA_INT, 0, pidfd);
+                pfd.set(JAVA_SHORT, 4, (short) Poll.POLLIN);
+                pfd.set(JAVA_SHORT, 6, (short) 0);
+                long left = Math.max(0, (deadline - System.nanoTime() + 999_999L) / 1_000_000L);
+                int n = Poll.poll(capture, pfd, 1, (int) left);
+                if (n != -Libc.EINTR || left == 0) {
+                    return n > 0;
+                }
+            }
         }
     }
 

@@ -6,6 +6,7 @@ import io.regmem.core.internal.Unistd;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.regmem.registration.testkit.NoLeaks;
 import java.io.IOException;
@@ -14,6 +15,8 @@ import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -26,6 +29,10 @@ import org.junit.jupiter.api.extension.ExtendWith;
  */
 @ExtendWith(NoLeaks.class)
 class NativeLaneTest {
+    private static final long SYS_GETTID = 186;
+    private static final long SYS_TGKILL = 234;
+    private static final int SIGPIPE = 13;
+
 
     private static long openDescriptors() throws IOException {
         try (var s = Files.list(Path.of("/proc/self/fd"))) {
@@ -120,5 +127,54 @@ class NativeLaneTest {
             child.waitFor(10, TimeUnit.SECONDS);
         }
         assertThatThrownBy(() -> PeerProcess.open(pid, start)).isInstanceOf(IOException.class);
+    }
+
+    /**
+     * A signal that interrupts the check of a live peer (a profiler's, the JVM's own: poll(2) ends with
+     * EINTR whatever SA_RESTART says) is no exit: a check that took it for one refused connections
+     * and failed pulled SENDs under a sampling profiler.
+     */
+    @Test
+    void aSignalDuringTheCheckOfALivePeerIsNoExit() throws Exception {
+        assumeTrue("amd64".equals(System.getProperty("os.arch")), "the syscall numbers here are x86-64's");
+        Process child = new ProcessBuilder("sleep", "60").start();
+        int pid = (int) child.pid();
+        AtomicLong tid = new AtomicLong();
+        AtomicBoolean done = new AtomicBoolean();
+        int falses = 0;
+        int awaits = 0;
+        long checks = 0;
+        Thread killer = null;
+        try (PeerProcess p = PeerProcess.open(pid, PeerProcess.startTime(pid)); Arena a = Arena.ofConfined()) {
+            tid.set(Unistd.syscall(a.allocate(Libc.CAPTURE), SYS_GETTID, 0, 0, 0, 0, 0, 0));
+            killer = Thread.ofPlatform().start(() -> {
+                try (Arena k = Arena.ofConfined()) {
+                    MemorySegment capture = k.allocate(Libc.CAPTURE);
+                    while (!done.get()) { // SIGPIPE: the JVM's handler ignores it, and its arrival interrupts a poll
+                        Unistd.syscall(capture, SYS_TGKILL, PeerProcess.self(), tid.get(), SIGPIPE, 0, 0, 0);
+                    }
+                }
+            });
+            long end = System.nanoTime() + 1_000_000_000L;
+            while (System.nanoTime() < end) {
+                checks++;
+                if (!p.alive()) {
+                    falses++;
+                }
+                if ((checks & 1023) == 0 && p.awaitExit(1)) {
+                    awaits++;
+                }
+            }
+        } finally {
+            done.set(true);
+            if (killer != null) {
+                killer.join();
+            }
+            child.destroyForcibly();
+            child.waitFor(10, TimeUnit.SECONDS);
+        }
+        assertThat(checks).isPositive();
+        assertThat(falses).as("checks of a live process that said it exited, of %d", checks).isZero();
+        assertThat(awaits).as("waits for a live process's exit that said it exited").isZero();
     }
 }
