@@ -222,7 +222,7 @@ final class ShmInitiator {
                 in.pulling += bytes;
             }
             in.total[slot] = bytes;
-            in.since[slot] = System.nanoTime();
+            in.since[slot] = 0; // (its wait counts from a later look: timedOut)
             in.placed[slot] = 0;
             in.failed[slot] = false;
             in.count++;
@@ -475,13 +475,18 @@ final class ShmInitiator {
     }
 
     /**
-     * Fails the oldest started request if it has waited longer than {@code timeoutNanos} for its answer
-     * (RETRY_EXC_ERR, as a NIC's retries running out); true if it did.
+     * Fails the oldest started request after {@code timeoutNanos} without its answer (RETRY_EXC_ERR, as a NIC's retries
+     * running out), counted from a look at it as the oldest (a post's own round reads no clock); true if it did.
      */
     boolean timedOut(Lane lane, long timeoutNanos) {
-        // The clock is read every 64th look only: a poll loop looks millions of times a second, and a
-        // timeout of milliseconds does not need nanosecond checks (clock_gettime showed in profiles).
-        if (in.count == 0 || timeoutNanos <= 0 || (++looks & 63) != 0 || System.nanoTime() - in.since[in.head] < timeoutNanos) {
+        if (in.count == 0 || timeoutNanos <= 0 || (++looks & 63) != 0) { // (the clock: every 64th look)
+            return false;
+        }
+        long now = System.nanoTime();
+        if (in.since[in.head] == 0) {
+            in.since[in.head] = now; // (its wait starts)
+        }
+        if (now - in.since[in.head] < timeoutNanos) {
             return false;
         }
         if (!Wire.answered(in.op[in.head]) && takeFinished(lane) > 0) {
