@@ -31,7 +31,7 @@ final class Inbound {
     private boolean fin;
     private boolean readPending;
     private boolean readInBatch;
-    /** When the batch's first piece went up ({@link #EARLY_GRANT_NANOS}). */
+    /** When the batch's first piece went up ({@link #EARLY_GRANT_NANOS}), by the event loop's clock (a few polls early at most). */
     private long batchStart;
 
     Inbound(RegmemSocketChannel ch) {
@@ -150,9 +150,9 @@ final class Inbound {
         RecvByteBufAllocator.Handle h = ch.unsafe().recvBufAllocHandle();
         if (!readInBatch) {
             readInBatch = true;
-            batchStart = System.nanoTime();
+            batchStart = c.handler.clock(); // (no clock read on the way up: the loop read it before the poll, or while it spun)
             h.reset(ch.config());
-        } else if (c.peerShort() && System.nanoTime() - batchStart > EARLY_GRANT_NANOS) {
+        } else if (c.peerShort() && System.nanoTime() - batchStart > EARLY_GRANT_NANOS) { // (only a peer short of credits reads it)
             c.grant(); // (the peer waits for credits, and this batch takes long: the receives posted again go back now)
         }
         h.lastBytesRead(n);

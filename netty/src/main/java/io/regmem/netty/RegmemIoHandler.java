@@ -21,6 +21,7 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * A Netty 4.2 {@link IoHandler} over a regmem device: what one event loop of a
@@ -36,6 +37,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
 public final class RegmemIoHandler implements IoHandler {
     private static final System.Logger LOG = System.getLogger("io.regmem.netty");
     private static final int BATCH = 64;
+    /** Empty polls between two clock reads while the loop spins. */
+    private static final int CLOCK_TURNS = 16;
+    private static final long UNKNOWN = Long.MIN_VALUE;
     private final RegmemTransport transport;
     private final ThreadAwareExecutor executor;
     private final CompletionChannel channel;
@@ -50,7 +54,11 @@ public final class RegmemIoHandler implements IoHandler {
     /** CQ entries the connections here may fill at once (their receives and sends). */
     private int reserved;
     private final List<Connection> touched = new ArrayList<>();
+    /** When the loop last found work (its first clock read after it), or {@link #UNKNOWN} until the next clock read. */
     private long lastWork = System.nanoTime();
+    private long clock = lastWork;
+    /** Counts {@link #wakeup()}s from other threads (tasks for the loop), so that a spinning loop sees them. */
+    private final AtomicInteger wakeups = new AtomicInteger();
     private boolean destroyed;
 
     private RegmemIoHandler(RegmemTransport transport, ThreadAwareExecutor executor) {
@@ -137,23 +145,25 @@ public final class RegmemIoHandler implements IoHandler {
 
     @Override
     public int run(IoHandlerContext context) {
-        boolean report = context.shouldReportActiveIoTime();
-        long start = report ? System.nanoTime() : 0;
-        int work = poll();
         long now = System.nanoTime();
-        if (work > 0 && report) {
-            context.reportActiveIoTime(now - start); // (Netty's ioRatio weighs its tasks against this)
+        clock = now;
+        if (lastWork == UNKNOWN) {
+            lastWork = now; // (the first clock read after work)
         }
-        if (work > 0 || !context.canBlock()) {
-            if (work > 0) {
-                lastWork = now;
-            }
-            return work;
+        int work = poll();
+        if (work > 0) {
+            return worked(context, now, work);
+        }
+        if (!context.canBlock()) {
+            return 0;
         }
         long busy = transport.busyPollNanos;
-        if (busy == Long.MAX_VALUE || now - lastWork < busy) {
-            Thread.onSpinWait();
-            return 0;
+        if (busy > 0 && now - lastWork < busy) {
+            work = spin(context, busy);
+            if (work != 0) {
+                return Math.max(0, work);
+            }
+            now = clock;
         }
         cq.requestNotify(false); // (then look once more: what completed before the arming raises nothing)
         work = poll();
@@ -171,7 +181,58 @@ public final class RegmemIoHandler implements IoHandler {
             work = poll();
         }
         lastWork = System.nanoTime();
+        clock = lastWork;
         return work;
+    }
+
+    /**
+     * Polls until a poll finds work (its count), a task comes from another thread or a scheduled one
+     * is due (-1: Netty's loop runs them), or {@code busy} nanoseconds have gone since the last work
+     * (0: the loop sleeps). It stays here rather than going back to Netty's loop after each empty poll:
+     * that loop reads the clock up to twice a turn when tasks are scheduled, and so would lengthen the
+     * time a completion waits to be seen. The clock is read every {@link #CLOCK_TURNS}th turn only.
+     */
+    private int spin(IoHandlerContext context, long busy) {
+        int wakes = wakeups.get(); // (read after canBlock() found no task: a later one changes it)
+        boolean report = context.shouldReportActiveIoTime();
+        for (int turn = 1; ; turn++) {
+            Thread.onSpinWait();
+            if (wakeups.get() != wakes) {
+                return -1;
+            }
+            long start = report ? System.nanoTime() : 0;
+            int work = poll();
+            if (work > 0) {
+                return worked(context, start, work);
+            }
+            if (turn % CLOCK_TURNS == 0) {
+                long now = System.nanoTime();
+                clock = now;
+                if (busy != Long.MAX_VALUE && now - lastWork >= busy) {
+                    return 0;
+                }
+                if (context.delayNanos(now) <= 0 || !context.canBlock()) {
+                    return -1;
+                }
+            }
+        }
+    }
+
+    /** A poll that started at {@code start} found {@code work}: reported to Netty if it asks, the last work now. */
+    private int worked(IoHandlerContext context, long start, int work) {
+        if (context.shouldReportActiveIoTime()) {
+            context.reportActiveIoTime(System.nanoTime() - start); // (Netty's ioRatio weighs its tasks against this)
+        }
+        lastWork = UNKNOWN; // (set by the next clock read: none here, after the work and before the next poll)
+        return work;
+    }
+
+    /**
+     * The event loop's clock: {@link System#nanoTime()} as read at the start of its current turn, or
+     * while it polled for work, at most {@link #CLOCK_TURNS} empty polls before the work it hands out now.
+     */
+    long clock() {
+        return clock;
     }
 
     /** Polls the CQ until it is empty (a few batches at most), handing each completion to its connection. */
@@ -220,6 +281,7 @@ public final class RegmemIoHandler implements IoHandler {
     @Override
     public void wakeup() {
         if (!inLoop()) {
+            wakeups.incrementAndGet(); // (a loop spinning in run() goes back to Netty's, which runs the task)
             channel.wakeup();
         }
     }

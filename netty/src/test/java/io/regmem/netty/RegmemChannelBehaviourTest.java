@@ -13,6 +13,7 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.ChannelOption;
+import io.netty.channel.EventLoop;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.group.ChannelGroup;
@@ -48,6 +49,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.RepeatedTest;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
@@ -422,6 +424,48 @@ class RegmemChannelBehaviourTest {
         } finally {
             leaks.uninstall();
             ResourceLeakDetector.setLevel(before);
+        }
+    }
+
+    /**
+     * An event loop that polls without end ({@code busyPollNanos = Long.MAX_VALUE}, so it stays in the
+     * handler's run while connections are open) still runs what other threads hand it (writes, tasks)
+     * and the tasks scheduled on it, from another thread or from itself, and shuts down when asked.
+     */
+    @Test
+    @Timeout(value = 60, unit = TimeUnit.SECONDS)
+    void aLoopThatNeverStopsPollingStillRunsTasksFromOtherThreadsAndScheduledOnes() throws Exception {
+        RegmemTransport t = RegmemTransport.builder(dev).busyPollNanos(Long.MAX_VALUE).build();
+        EventLoopGroup g = new MultiThreadIoEventLoopGroup(1, t.ioHandlerFactory());
+        try {
+            Channel s = new ServerBootstrap().group(g).channel(RegmemServerSocketChannel.class)
+                    .childHandler(new ChannelInboundHandlerAdapter() {
+                        @Override
+                        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                            ctx.writeAndFlush(msg);
+                        }
+                    }).bind(new InetSocketAddress("127.0.0.1", 0)).sync().channel();
+            Counter back = new Counter();
+            Channel c = new Bootstrap().group(g).channel(RegmemSocketChannel.class).handler(back).connect(s.localAddress())
+                    .sync().channel();
+            EventLoop loop = c.eventLoop();
+            for (int i = 0; i < 200; i++) {
+                c.writeAndFlush(c.alloc().directBuffer(8).writeLong(i)); // (from this thread: a task for the loop)
+                int n = i;
+                assertThat(loop.submit(() -> n).get(10, TimeUnit.SECONDS)).isEqualTo(i);
+                if (i % 20 == 0) {
+                    assertThat(loop.schedule(() -> n, 1, TimeUnit.MILLISECONDS).get(10, TimeUnit.SECONDS)).isEqualTo(i);
+                    CountDownLatch fired = new CountDownLatch(1);
+                    loop.execute(() -> loop.schedule(fired::countDown, 1, TimeUnit.MILLISECONDS)); // (scheduled by the loop)
+                    assertThat(fired.await(10, TimeUnit.SECONDS)).as("a task the loop scheduled itself ran").isTrue();
+                }
+            }
+            waitFor("the echo", () -> back.bytes.get() == 200 * 8);
+            c.close().sync();
+            s.close().sync();
+        } finally {
+            assertThat(g.shutdownGracefully(0, 2, TimeUnit.SECONDS).await(10, TimeUnit.SECONDS)).as("the loop shut down").isTrue();
+            t.close();
         }
     }
 }
