@@ -347,10 +347,11 @@ final class Connection {
             recv.refill();
         }
         chunks.progress();
+        recv.postBeforeWrites(peerCredits);
         if (channel != null && state == State.ACTIVE) {
             channel.batchDone();
         }
-        grant();
+        grant(); // (which posts the receives kept back first)
         if (state == State.CLOSING) {
             sendFin();
             if (sendOutstanding == 0 && chunks.sentOutstanding() == 0 || System.nanoTime() - closingSince > LINGER_NANOS) {
@@ -362,11 +363,12 @@ final class Connection {
 
     /** True if two credits or more are owed and the peer has at most one left (its next SEND may be its last). */
     boolean peerShort() {
-        return owed >= 2 && peerCredits <= 1;
+        return owed + recv.laters() >= 2 && peerCredits <= 1; // (with the receives kept back to post: Receives.later)
     }
 
     /** Sends a SEND of no bytes that grants what is owed, when the peer runs short (or half of them are owed). */
     void grant() {
+        recv.postLater(); // (a copied piece's receive, kept back while the batch's writes went: Receives.later)
         if ((state == State.ACTIVE || state == State.CLOSING) && owed > 0 && (owed >= Math.max(1, receives / 2) || peerCredits <= 1)
                 && sendCredits >= 1 && sendOutstanding < sends) {
             send(null, 0, 0, 0, 0);

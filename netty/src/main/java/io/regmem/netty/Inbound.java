@@ -9,7 +9,8 @@ import io.netty.channel.RecvByteBufAllocator;
  * piece), else kept, in order, each with the receive it came in. That receive is posted again only
  * when its piece goes up, so the peer's credits run out while a reader does not read. Pieces of
  * {@link #COPY_BELOW} bytes or less are copied into a buffer of the channel's allocator and their
- * receive posted again at once; larger ones go up as they are, a new buffer posted in their place.
+ * receive posted again once the batch's writes went ({@link Receives#later}: a reply is not held back
+ * by the post); larger ones go up as they are, a new buffer posted in their place.
  * The credits of the receives posted again go back to the peer after the batch, or during it once it
  * has gone on {@link #EARLY_GRANT_NANOS} and the peer ran short. The end of the peer's stream comes
  * after the last piece. Event loop only.
@@ -136,7 +137,7 @@ final class Inbound {
             try {
                 msg = ch.config().getAllocator().ioBuffer(n);
                 msg.writeBytes(buf, buf.readerIndex(), n);
-                c.recv.post(i, buf.clear());
+                c.recv.later(i, buf.clear());
             } catch (RuntimeException e) { // (the allocator is out of memory: the piece goes up in its receive)
                 if (msg != buf) {
                     msg.release();

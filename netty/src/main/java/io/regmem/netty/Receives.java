@@ -19,11 +19,52 @@ final class Receives {
     /** Receives posted and not yet completed. */
     int outstanding;
     private final WorkRequest wr = new WorkRequest(1);
+    /** Receives whose piece was copied out, to be posted again after the batch's writes went ({@link #later}). */
+    private final int[] laterIdx;
+    private final ByteBuf[] laterBuf;
+    private int laters;
 
     Receives(Connection c, int receives) {
         this.c = c;
         this.bufs = new ByteBuf[receives];
         this.hungry = new boolean[receives];
+        this.laterIdx = new int[receives];
+        this.laterBuf = new ByteBuf[receives];
+    }
+
+    /**
+     * Keeps receive {@code i}, whose piece was copied out of {@code buf}, to be posted again by
+     * {@link #postLater}: after the writes the batch's reads made were flushed, so that a reply goes
+     * before the receive's post (the credit it gives the peer goes back with the next SEND instead).
+     */
+    void later(int i, ByteBuf buf) {
+        laterIdx[laters] = i;
+        laterBuf[laters++] = buf;
+    }
+
+    /**
+     * Posts the receives kept back now, before the batch's writes, unless one alone is and the peer holds
+     * {@code peerCredits} of 3 or more: replies then carry their credits (a batch of many pieces, a peer short of credits).
+     */
+    void postBeforeWrites(int peerCredits) {
+        if (laters > 1 || laters == 1 && peerCredits < 3) {
+            postLater();
+        }
+    }
+
+    /** Receives kept back by {@link #later}, not yet posted. */
+    int laters() {
+        return laters;
+    }
+
+    /** Posts the receives kept back by {@link #later}. */
+    void postLater() {
+        for (int k = 0; k < laters; k++) {
+            ByteBuf b = laterBuf[k];
+            laterBuf[k] = null;
+            post(laterIdx[k], b);
+        }
+        laters = 0;
     }
 
     /** Posts every receive into a new buffer of the pool; throws (what was posted stays, for the drain) if one cannot be. */
@@ -105,6 +146,11 @@ final class Receives {
 
     /** Gives back every buffer still held (the QP is destroyed, or was never made). */
     void releaseAll() {
+        for (int k = 0; k < laters; k++) {
+            laterBuf[k].release();
+            laterBuf[k] = null;
+        }
+        laters = 0;
         for (int i = 0; i < bufs.length; i++) {
             if (bufs[i] != null) {
                 bufs[i].release();

@@ -225,6 +225,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         }
         inbound.deliver();
         batchDone();
+        conn.grant(); // (the receives of what went up above are posted again, and their credits go back if the peer is short)
         if (brokenWhileConnecting) { // (what the peer sent before it went was handed up above, its end too)
             connectionBroken(null);
         }

@@ -468,4 +468,43 @@ class RegmemChannelBehaviourTest {
             t.close();
         }
     }
+
+    /**
+     * Small pieces, one to eight at a time, go back and forth at the smallest receive windows (2 to 4
+     * receives on each side): the receives of copied pieces, posted again after a reply when the peer
+     * has credits to spare and before it when not, never leave either side without credits.
+     */
+    @Test
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void smallPiecesGoBackAndForthAtTheSmallestReceiveWindows() throws Exception {
+        for (int receives = 2; receives <= 4; receives++) {
+            int window = receives * transport.receiveSize;
+            Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                @Override
+                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                    ctx.write(msg);
+                }
+
+                @Override
+                public void channelReadComplete(ChannelHandlerContext ctx) {
+                    ctx.flush();
+                }
+            }), b -> b.childOption(ChannelOption.SO_RCVBUF, window));
+            Counter back = new Counter();
+            Channel c = new Bootstrap().group(clients).channel(RegmemSocketChannel.class).option(ChannelOption.SO_RCVBUF, window)
+                    .handler(back).connect(s.localAddress()).sync().channel();
+            long total = 0;
+            for (int round = 0; round < 300; round++) {
+                for (int k = 0; k <= round % 8; k++) {
+                    c.write(c.alloc().directBuffer(64).writeLong(round).writeZero(56));
+                    total += 64;
+                }
+                c.flush();
+                long want = total;
+                waitFor("round " + round + " at " + receives + " receives", () -> back.bytes.get() == want);
+            }
+            c.close().sync();
+            s.close().sync();
+        }
+    }
 }
