@@ -146,6 +146,21 @@ class MulticastJoinTest {
         sender.leaveMulticast(group);
     }
 
+    /**
+     * A device whose groups ride the kernel's IP multicast (shm, ucx) can join as many as a socket of
+     * this host may: {@code net.ipv4.igmp_max_memberships}, read whole (a sysctl file read as the JDK's
+     * {@code Files.readString} reads it gives its first byte only: 2 groups of 20).
+     */
+    @Test
+    void aKernelCarriedDevicesGroupLimitIsTheKernelsWholeSetting() throws Exception {
+        Assumptions.assumeTrue(Providers.NAME.equals("shm") || Providers.NAME.equals("ucx"), "groups over the kernel's UDP");
+        int kernel = Integer.parseInt(java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/sys/net/ipv4/igmp_max_memberships"))
+                .get(0).strip());
+        try (RdmaDevice d = Providers.open()) {
+            assertThat(d.attributes().maxMcastGroups()).isEqualTo(Math.max(1, Math.min(8192, kernel)));
+        }
+    }
+
     @Test
     void joinRulesEachChangingNothing() throws Exception {
         UdNode n = node(Map.of());

@@ -2,6 +2,7 @@ package io.regmem.registration.udp;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.internal.Sysctl;
 import io.regmem.registration.link.HostPort;
 import io.regmem.registration.spi.DatagramDrops;
 import io.regmem.registration.spi.GracePeriod;
@@ -10,8 +11,6 @@ import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.Set;
 import java.util.function.Supplier;
 
@@ -133,8 +132,7 @@ public final class UdpDatagrams {
      */
     public static int kernelGroups() {
         try {
-            return Math.max(1, Math.min(8192, Integer.parseInt(Files.readString(Path.of("/proc/sys/net/ipv4/igmp_max_memberships"))
-                    .trim())));
+            return Math.max(1, Math.min(8192, Sysctl.readInt("net/ipv4/igmp_max_memberships")));
         } catch (IOException | RuntimeException e) {
             return 20;
         }

@@ -3,6 +3,7 @@ package io.regmem.registration.shm;
 import io.regmem.core.internal.Libc;
 import io.regmem.core.internal.Poll;
 import io.regmem.core.internal.Prctl;
+import io.regmem.core.internal.Sysctl;
 import io.regmem.core.internal.Uio;
 import io.regmem.core.internal.Unistd;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -14,7 +15,6 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 
 /**
@@ -186,7 +186,7 @@ final class PeerProcess implements AutoCloseable {
     /** This boot's id ({@code /proc/sys/kernel/random/boot_id}): two processes with the same one share a host. */
     static String bootId() {
         try {
-            return Files.readString(Path.of("/proc/sys/kernel/random/boot_id"), StandardCharsets.US_ASCII).strip();
+            return Sysctl.read("kernel/random/boot_id");
         } catch (IOException e) {
             return "";
         }
@@ -195,10 +195,8 @@ final class PeerProcess implements AutoCloseable {
     /** Yama's {@code ptrace_scope} (0 to 3), or -1 where Yama is not in the kernel. */
     static int ptraceScope() {
         try {
-            return Integer.parseInt(Files.readString(Path.of("/proc/sys/kernel/yama/ptrace_scope")).strip());
-        } catch (NoSuchFileException absent) {
-            return -1;
-        } catch (IOException | NumberFormatException e) {
+            return Sysctl.readInt("kernel/yama/ptrace_scope");
+        } catch (IOException e) { // (NoSuchFileException: no Yama in this kernel)
             return -1;
         }
     }
