@@ -164,10 +164,14 @@ class BindAddrTest extends TwoDevices {
     private static int portBelowEphemeral() throws IOException {
         int low = 32768;
         try {
-            String range = java.nio.file.Files.readString(java.nio.file.Path.of("/proc/sys/net/ipv4/ip_local_port_range")).trim();
-            low = Integer.parseInt(range.split("\\s+")[0]);
+            // (a buffered read: Files.readString of a sysctl file reads its first byte only, "3" of "32768")
+            low = Integer.parseInt(java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/sys/net/ipv4/ip_local_port_range"))
+                    .get(0).strip().split("\\s+")[0]);
         } catch (IOException | RuntimeException e) {
             // (not Linux, or unreadable: the default range)
+        }
+        if (low <= 10_001) {
+            throw new IOException("the ephemeral port range starts at " + low + ": no room below it");
         }
         java.util.SplittableRandom rnd = new java.util.SplittableRandom();
         for (int tries = 0; tries < 1000; tries++) {

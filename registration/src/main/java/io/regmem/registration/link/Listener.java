@@ -3,6 +3,7 @@ package io.regmem.registration.link;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import java.io.Closeable;
+import java.io.EOFException;
 import java.io.IOException;
 import java.net.BindException;
 import java.net.InetSocketAddress;
@@ -147,14 +148,23 @@ public final class Listener implements AutoCloseable {
         }
         for (Pending p; (p = pending.pollFirst()) != null; ) {
             if (end(p)) { // (its thread's reads fail now; ended, it says nothing of it)
-                try {
-                    p.socket.setSoLinger(true, 0); // a reset: nothing of it lingers on the port (no LAST_ACK, no TIME_WAIT)
-                } catch (IOException e) {
-                    // closed already
-                }
-                closeQuietly(p.socket);
+                reset(p.socket);
             }
         }
+    }
+
+    /**
+     * Closes {@code s} with a reset: nothing of the connection lingers on the port (no LAST_ACK, no
+     * TIME_WAIT), so that the port is free once the listener closed. For a handshake that ends with
+     * nothing to tell the requester (the listener closes, or the requester went).
+     */
+    private static void reset(Socket s) {
+        try {
+            s.setSoLinger(true, 0);
+        } catch (IOException e) {
+            // closed already
+        }
+        closeQuietly(s);
     }
 
     /** Takes connections until the socket closes; each handshake on a thread of its own. */
@@ -220,7 +230,7 @@ public final class Listener implements AutoCloseable {
         try {
             l = new Link(pend.socket, secret, handshakeMillis, kind);
         } catch (IOException e) {
-            closeQuietly(pend.socket);
+            reset(pend.socket);
             return; // gone before anything was said
         }
         try {
@@ -233,6 +243,9 @@ public final class Listener implements AutoCloseable {
                 if (e instanceof Refusal.Refused r) {
                     l.sendRefused(r.reason()); // the requester learns why
                 }
+            }
+            if (e instanceof EOFException) {
+                reset(pend.socket); // the requester went: nothing to tell it
             }
             l.close();
             return;
