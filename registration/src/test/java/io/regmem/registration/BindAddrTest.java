@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.link.Link;
 import io.regmem.registration.testkit.NoLeaks;
 import io.regmem.registration.testkit.Providers;
 import io.regmem.registration.testkit.TwoDevices;
@@ -153,6 +154,36 @@ class BindAddrTest extends TwoDevices {
                 // the handshake's socket was reset: what the listener's close does
             }
         }
+    }
+
+    /**
+     * A listener that refused a requester (another secret: told why) gives its port back when it closes,
+     * as one that refused nobody: the refused handshake's connection holds nothing on the port (no
+     * TIME_WAIT, no LAST_ACK), so a bind without {@code REUSEADDR} takes it at once.
+     */
+    @Test
+    void aListenerThatRefusedARequesterGivesItsPortBackWhenItCloses() throws Exception {
+        Assumptions.assumeTrue(sockets(), "soft's addresses are names");
+        CmId listener = devB.createCmId();
+        listener.bindAddr("127.0.0.1:" + portBelowEphemeral());
+        String address = listener.localAddress();
+        listener.listen();
+        // (a requester with another secret, as ShmRefusalTest's: the listener tells it why, then it closes)
+        Link l = Link.connect("test", new Link.Kind(Providers.NAME, "test address"), "127.0.0.1", port(address),
+                "another secret, long enough for a key".getBytes(java.nio.charset.StandardCharsets.UTF_8), 5000);
+        try {
+            l.readChallenge(l.deadline());
+            l.sendHello(0, Link.token(), new byte[16], new byte[0]);
+            assertThatThrownBy(() -> l.readAnswer(l.deadline(), () -> { })).isInstanceOf(IOException.class)
+                    .hasMessageContaining("refused the connection");
+        } finally {
+            l.close();
+        }
+        listener.close();
+        CmId again = devB.createCmId();
+        again.bindAddr(address);
+        assertThat(again.localAddress()).isEqualTo(address);
+        again.close();
     }
 
     /**
