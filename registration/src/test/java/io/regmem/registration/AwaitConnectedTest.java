@@ -8,8 +8,10 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.testkit.NoLeaks;
 import io.regmem.registration.testkit.Providers;
 import io.regmem.registration.testkit.TwoDevices;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -84,6 +86,32 @@ class AwaitConnectedTest extends TwoDevices {
         assertThatThrownBy(() -> a.awaitConnected(10, TimeUnit.SECONDS)).isInstanceOf(RdmaException.class)
                 .matches(e -> errno(e) == Errno.ECONNREFUSED).hasMessageContaining("3 bytes of the peer's private data");
         assertThat(a.privateData()).containsExactly(1, 2, 3);
+    }
+
+    /**
+     * A device of this JVM with another secret is refused as one in another process is (on the
+     * providers that take a secret: shm, ucx): ECONNREFUSED naming the reason, a REJECTED event, and
+     * no request at the listener; its connect does not wait for an application that never hears of it.
+     */
+    @Test
+    void aDeviceOfThisJvmWithAnotherSecretIsRefusedAndTheListenerHearsNothing() {
+        Assumptions.assumeTrue(Providers.NAME.equals("shm") || Providers.NAME.equals("ucx"), "a provider with a secret");
+        try (RdmaDevice stranger = Providers.open(Map.of("secret", "await-connected-test-another-secret-0123"))) {
+            ProtectionDomain pd = stranger.allocPd();
+            CompletionQueue cq = stranger.createCq(4);
+            CmId a = stranger.createCmId();
+            a.createQp(pd, QpInitAttributes.of(cq));
+            a.connect(address);
+            assertThatThrownBy(() -> a.awaitConnected(10, TimeUnit.SECONDS)).isInstanceOf(RdmaException.class)
+                    .matches(e -> errno(e) == Errno.ECONNREFUSED).hasMessageContaining("secrets differ");
+            assertThat(a.connState()).isEqualTo(CmId.ConnState.DISCONNECTED);
+            assertThat(a.failureReason()).contains("secrets differ");
+            assertThat(listener.getRequest()).as("the listener's application heard of no request").isNull();
+            a.destroyQp();
+            a.close();
+            cq.close();
+            pd.close();
+        }
     }
 
     @Test

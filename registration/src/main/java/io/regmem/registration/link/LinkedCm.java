@@ -12,6 +12,7 @@ import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
+import java.security.MessageDigest;
 import java.util.function.Supplier;
 
 /**
@@ -198,10 +199,16 @@ public abstract class LinkedCm implements ProviderCm {
     @Override
     public final void connect(String address, byte[] privateData) {
         HostPort a = HostPort.parse(ctx.name(), kind.provider(), address);
-        if (local.connect(address, privateData)) {
-            return; // an ID of this JVM listens there
-        }
         byte[] secret = this.secret.get();
+        Boolean inJvm = local.connect(address, privateData, l -> l.attachment() instanceof LinkedCm c
+                && MessageDigest.isEqual(c.secret.get(), secret));
+        if (inJvm != null) { // an ID of this JVM listens there: no handshake, but the same secret is needed
+            if (!inJvm) {
+                ctx.failed("the listener at " + address + " refused the connection: " + Refusal.SECRET_DIFFERS.meaning(),
+                        CmContext.Failure.REFUSED);
+            }
+            return;
+        }
         QpContext qp = ctx.qp();
         Link l = Link.connect(ctx.name(), kind, a.host(), a.port(), secret, handshakeMillis);
         link = l;

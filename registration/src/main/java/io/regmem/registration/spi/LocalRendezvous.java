@@ -5,6 +5,7 @@ import io.regmem.core.RdmaException;
 import io.regmem.registration.UdParam;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.function.Predicate;
 
 /**
  * Connection setup between IDs of one provider in this JVM, the part every provider shares: the
@@ -81,15 +82,29 @@ public final class LocalRendezvous {
          * @return false if nobody of this rendezvous listens there (nothing changed)
          */
         public boolean connect(String address, byte[] privateData) {
+            return connect(address, privateData, null) != null;
+        }
+
+        /**
+         * As {@link #connect(String, byte[])}, if {@code admits} takes the listening ID's context (a
+         * provider's own check of the requester, as its handshake's across processes).
+         *
+         * @return null if nobody of this rendezvous listens there, {@code FALSE} if the listener is there and
+         *         {@code admits} refused it (nothing changed in either case), else {@code TRUE}
+         */
+        public Boolean connect(String address, byte[] privateData, Predicate<CmContext> admits) {
             synchronized (lock) {
                 End listener = listeners.get(address);
                 if (listener == null) {
-                    return false;
+                    return null;
+                }
+                if (admits != null && !admits.test(listener.ctx)) {
+                    return Boolean.FALSE;
                 }
                 End request = endOf(listener.ctx.newRequest(privateData, ctx.deviceName()));
                 request.remote = this;
                 remote = request;
-                return true;
+                return Boolean.TRUE;
             }
         }
 
