@@ -10,7 +10,8 @@
 # others. Threads that spin: one per publisher or subscriber process; Aeron's driver thread besides.
 # Aeron adds flow control and NAK-based recovery and buffers what a slow subscriber has not read;
 # regmem recovers nothing and a subscriber without a posted receive drops (counted).
-# SUBSCRIBERS (environment, default "1 3"): the subscriber counts to run.
+# SUBSCRIBERS (environment, default "1 3"): the subscriber counts to run. AERON_DRIVER_IDLE (default
+# yield): the driver thread's idle strategy, yield or sleep (1 ms between its duty cycles).
 # Usage: bench/multicast-fanout.sh [ROUNDS] [COUNT] [RATE] [TRANSPORTS] [STOPPED]   (output on stdout)
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
@@ -31,7 +32,7 @@ run() { # $1 transport, $2 subscribers, $3 1 to stop subscriber 1 while the publ
   if [[ "$1" == aeron-* ]]; then
     aeron=(-Daeron.dir="$dir/aeron")
     mkfifo "$dir/driver-in"
-    "${jvm[@]}" driver "$dir/aeron" < "$dir/driver-in" > "$dir/driver" 2>&1 &
+    "${jvm[0]}" -Dfanout.driverIdle="${AERON_DRIVER_IDLE:-yield}" "${jvm[@]:1}" driver "$dir/aeron" < "$dir/driver-in" > "$dir/driver" 2>&1 &
     driver=$!
     exec 9> "$dir/driver-in"
     for ((w = 0; w < 100; w++)); do grep -q READY "$dir/driver" 2>/dev/null && break; sleep 0.1; done

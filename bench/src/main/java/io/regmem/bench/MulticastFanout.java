@@ -29,6 +29,8 @@ import java.nio.ByteBuffer;
 import java.util.Locale;
 import java.util.Map;
 import org.HdrHistogram.Histogram;
+import org.agrona.concurrent.IdleStrategy;
+import org.agrona.concurrent.SleepingMillisIdleStrategy;
 import org.agrona.concurrent.UnsafeBuffer;
 import org.agrona.concurrent.YieldingIdleStrategy;
 
@@ -39,8 +41,8 @@ import org.agrona.concurrent.YieldingIdleStrategy;
  * {@code regmem-ucx} or {@code regmem-shm} (a device's UD QP, its group attached: over UDP multicast,
  * or shm's shared-memory publication rings; each process's one thread spins), or {@code aeron-udp} or
  * {@code aeron-ipc} (Aeron 1.47 UDP multicast, or IPC, through the host's one media driver, as Aeron is
- * deployed: a process of its own, shared mode, its thread yielding when idle; each client process's
- * one thread spins). Run by
+ * deployed: a process of its own, shared mode, its thread yielding when idle, or sleeping 1 ms between
+ * duty cycles with {@code -Dfanout.driverIdle=sleep}; each client process's one thread spins). Run by
  * {@code bench/multicast-fanout.sh}:
  * <pre>
  *   driver DIR                     (Aeron's media driver in DIR, until its input ends; clients get -Daeron.dir=DIR)
@@ -205,12 +207,26 @@ public final class MulticastFanout {
         }
     }
 
+    /**
+     * The driver thread's idle strategy, {@code -Dfanout.driverIdle}: {@code yield} (the default) or
+     * {@code sleep} (1 ms between duty cycles: IPC moves no data through the driver, and on a machine
+     * with fewer cores than spinning threads a yielding driver takes one from a client).
+     */
+    private static IdleStrategy driverIdle() {
+        String idle = System.getProperty("fanout.driverIdle", "yield");
+        return switch (idle) {
+            case "yield" -> new YieldingIdleStrategy();
+            case "sleep" -> new SleepingMillisIdleStrategy(1);
+            default -> throw new IllegalArgumentException("fanout.driverIdle is yield or sleep, not " + idle);
+        };
+    }
+
     /** The host's one media driver for every Aeron process of the run, in {@code dir}, until its input ends. */
     private static void driver(String dir) throws Exception {
         try (MediaDriver driver = MediaDriver.launch(new MediaDriver.Context()
                 .aeronDirectoryName(dir)
                 .threadingMode(ThreadingMode.SHARED)
-                .sharedIdleStrategy(new YieldingIdleStrategy())
+                .sharedIdleStrategy(driverIdle())
                 .dirDeleteOnStart(true)
                 .dirDeleteOnShutdown(true))) {
             System.out.println("READY " + driver.aeronDirectoryName());
