@@ -12,8 +12,6 @@ import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
 import io.regmem.registration.WorkRequest;
 import java.io.IOException;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 
 /**
  * One channel's RC connection on its event loop's CQ: the receives it keeps posted (registered
@@ -22,8 +20,8 @@ import java.nio.ByteOrder;
  * sends a piece of the byte stream only while the peer has a receive posted for it, keeping the last
  * credit for a message that grants credits back, so that neither side can ever wait on the other for
  * good. Every SEND carries, in its immediate data, the credits its sender granted since its last one
- * (the receives it posted again) and the end of its stream ({@link #FIN}); a SEND of no bytes carries
- * only those.
+ * (the receives it posted again; never more than the receives it offered, {@link Offer}) and the end
+ * of its stream ({@link #FIN}); a SEND of no bytes carries only those.
  *
  * <p>It outlives its channel: a channel closed with SENDs outstanding lets them finish (at most
  * {@link #LINGER_NANOS}), then disconnects, drains the QP and keeps its slot until every completion of
@@ -37,15 +35,13 @@ final class Connection {
     static final int CHUNK = 1 << 17;
     /** Immediate data: the message says chunk {@code imm >>> 24} was read. */
     static final int DONE = 1 << 18;
-    /** The private data of connect and accept: magic "RGNT", version, receives, receive size. */
-    static final int MAGIC = 0x544e4752;
-    static final int VERSION = 1;
+    /** The private data of connect and accept ({@link Offer}): its magic "RGNT". */
+    static final int MAGIC = Offer.MAGIC;
     /** How long a closed channel's connection waits for its SENDs before it disconnects anyway. */
     static final long LINGER_NANOS = 2_000_000_000L;
     private static final long READ = 1L << 30;
     /** The most SGEs one SEND gathers. */
     static final int MAX_SGE = 16;
-
     enum State { NEW, ACTIVE, CLOSING, DRAINED }
 
     final RegmemIoHandler handler;
@@ -74,6 +70,8 @@ final class Connection {
     private int sendOutstanding;
     /** Receives the peer has posted for this side's SENDs, as far as this side knows. */
     private int sendCredits;
+    /** The receives the peer offered (0 until its offer was taken): it never grants more credits. */
+    private int peerReceives;
     /** Receives this side posted again and has not told the peer of yet. */
     private int owed;
     /** SENDs the peer may still make into this side's receives, as far as this side granted them. */
@@ -126,30 +124,25 @@ final class Connection {
         this.peerCredits = receives;
     }
 
-    /** The private data that tells the peer this side's receives: 16 bytes. */
+    /** The private data that tells the peer this side's receives ({@link Offer}). */
     byte[] offer() {
-        return ByteBuffer.allocate(16).order(ByteOrder.LITTLE_ENDIAN).putInt(MAGIC).putInt(VERSION).putInt(receives)
-                .putInt(receiveSize).array();
+        return new Offer(receives, receiveSize).encode();
     }
 
     /**
      * Takes the peer's offer (its private data); the connection is then active.
      *
-     * @throws RdmaException {@link Errno.EINVAL} if it is not a regmem Netty transport's offer
+     * @throws RdmaException {@link Errno#EINVAL} if it is not a regmem Netty transport's offer, or the
+     *                       peer granted credits before it (for SENDs this side cannot have made)
      */
     void established(byte[] peer) {
-        ByteBuffer b = ByteBuffer.wrap(peer).order(ByteOrder.LITTLE_ENDIAN);
-        if (peer.length < 16 || b.getInt() != MAGIC || b.getInt() != VERSION) {
-            throw new RdmaException(Errno.EINVAL, id + ": the peer is not a regmem Netty transport's channel ("
-                    + peer.length + " bytes of private data)");
+        Offer o = Offer.parse(id, peer);
+        if (sendCredits > 0) { // (it grants only receives it posted again after this side's SENDs: none yet)
+            throw new RdmaException(Errno.EINVAL, id + ": the peer granted " + sendCredits + " credits before the connection was up");
         }
-        int r = b.getInt();
-        int size = b.getInt();
-        if (r < 2 || r > 4096 || size < 1024 || size > (1 << 20)) {
-            throw new RdmaException(Errno.EINVAL, id + ": the peer offers " + r + " receives of " + size + " bytes");
-        }
-        sendCredits += r; // (credits a message granted before this side saw the connection up are kept)
-        peerReceiveSize = size;
+        sendCredits = o.receives();
+        peerReceives = o.receives();
+        peerReceiveSize = o.receiveSize();
         if (state == State.NEW) { // (a connection that broke meanwhile stays drained)
             state = State.ACTIVE;
         }
@@ -307,10 +300,15 @@ final class Connection {
                 int imm = wc.withImm() ? wc.immData() : 0;
                 sendCredits += imm & CREDITS;
                 peerCredits--;
+                boolean handed = false;
                 try {
+                    if (peerReceives > 0 && sendCredits > peerReceives) {
+                        throw new RdmaException(Errno.EINVAL, id + ": the peer granted more credits than its " + peerReceives + " receives");
+                    }
                     if ((imm & DONE) != 0) {
                         chunks.done(imm >>> 24);
                     }
+                    handed = true;
                     if (channel == null) {
                         b.release(); // (closing: nothing goes up any more)
                     } else if ((imm & CHUNK) != 0) {
@@ -319,6 +317,9 @@ final class Connection {
                         channel.received(i, b, (int) wc.byteLen(), (imm & FIN) != 0);
                     }
                 } catch (RdmaException e) { // the peer broke the protocol: the connection ends
+                    if (!handed) {
+                        b.release(); // (its receive is not posted again: the connection ends)
+                    }
                     violated(e);
                 }
             }

@@ -43,9 +43,10 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * A peer that holds the secret but does not speak the transport's protocol, against a server channel:
  * raw verbs on its own QP, sending what no regmem channel sends (a connection without the transport's
- * offer, a chunk descriptor with absurd fields, an acknowledgement of a chunk never sent). Each time the
- * server's child channel hears an {@code IOException} and closes, the server goes on serving, and
- * nothing is left behind; nothing reaches the pipeline as data.
+ * offer, a chunk descriptor with absurd fields, an acknowledgement of a chunk never sent, a grant of
+ * more credits than it has receives). Each time the server's child channel hears an
+ * {@code IOException} and closes, the server goes on serving, and nothing is left behind (no buffer of
+ * the transport's pool held once the loops are gone); nothing reaches the pipeline as data.
  */
 @ExtendWith(NoLeaks.class)
 class RegmemChannelHostileTest {
@@ -89,8 +90,10 @@ class RegmemChannelHostileTest {
     void tearDown() throws Exception {
         server.close().sync();
         group.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
+        long held = transport.allocator().metric().usedDirectMemory();
         transport.close();
         dev.close();
+        assertThat(held).as("bytes of the transport's pool still held once every channel and loop is gone").isZero();
     }
 
     /** A raw verbs peer on its own PD and CQ: connected with {@code offer}, then it sends {@code payload} with {@code imm}. */
@@ -157,6 +160,7 @@ class RegmemChannelHostileTest {
         rawPeer(offer(Connection.MAGIC), absurd, Connection.CHUNK);
         rawPeer(offer(Connection.MAGIC), new byte[0], Connection.DONE | 5 << 24); // a chunk this side never sent
         rawPeer(offer(Connection.MAGIC), new byte[3], Connection.CHUNK); // a descriptor cut short
+        rawPeer(offer(Connection.MAGIC), new byte[1], Connection.CREDITS); // more credits than its 8 receives, with a byte
         assertThat(reads.get()).as("nothing went up as data").isZero();
         assertThat(caught).hasSizeGreaterThanOrEqualTo(3).allMatch(t -> t instanceof IOException);
         assertThat(server.isActive()).as("the server goes on").isTrue();
