@@ -63,8 +63,10 @@ class GrpcOverRegmemTest {
         for (EventLoopGroup g : new EventLoopGroup[] {clients, workers, boss}) {
             g.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
         }
+        long held = transport.allocator().metric().usedDirectMemory();
         transport.close();
         dev.close();
+        assertThat(held).as("bytes of the transport's pool still held once every channel and loop is gone").isZero();
     }
 
     /** The server of {@code service} on the regmem transport, on 127.0.0.1 and a port of the system's choice. */

@@ -82,8 +82,10 @@ class RegmemChannelBehaviourTest {
         for (EventLoopGroup g : new EventLoopGroup[] {clients, workers, boss}) {
             g.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
         }
+        long held = transport.allocator().metric().usedDirectMemory();
         transport.close();
         dev.close();
+        assertThat(held).as("bytes of the transport's pool still held once every channel and loop is gone").isZero();
     }
 
     /** A server whose children run {@code init} (and join {@link #children}); its options from {@code options}. */

@@ -82,6 +82,7 @@ class RegmemChannelEchoTest {
                 g.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
             }
         }
+        long held = transport == null ? 0 : transport.allocator().metric().usedDirectMemory();
         if (transport != null) {
             transport.close();
         }
@@ -89,6 +90,7 @@ class RegmemChannelEchoTest {
             dev.close();
         }
         assertThat(failure.get()).isNull();
+        assertThat(held).as("bytes of the transport's pool still held once every channel and loop is gone").isZero();
     }
 
     /** A client that checks the echo of one message at a time. */

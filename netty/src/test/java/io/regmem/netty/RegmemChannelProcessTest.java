@@ -53,8 +53,10 @@ class RegmemChannelProcessTest {
     @AfterEach
     void tearDown() throws Exception {
         clients.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
+        long held = transport.allocator().metric().usedDirectMemory();
         transport.close();
         dev.close();
+        assertThat(held).as("bytes of the transport's pool still held once every channel and loop is gone").isZero();
     }
 
     private static ChildJvm server(String secret) throws Exception {
