@@ -222,9 +222,11 @@ final class Chunks {
     /**
      * A descriptor arrived in receive {@code i} ({@code buf}, {@code n} bytes): this side allocates the
      * chunk's buffer, reads it (now, or when a slot frees), and the channel keeps its place in the
-     * stream; the receive is posted again at once.
+     * stream, with the receive, which is posted again when the chunk goes up (at once if the input is
+     * shut down): so a reader that does not read runs its peer out of credits, chunks or not.
      */
     void announced(int i, ByteBuf buf, int n) {
+        boolean kept = false;
         try {
             int id = buf.getUnsignedByte(0);
             int flags = buf.getUnsignedByte(1);
@@ -249,9 +251,11 @@ final class Chunks {
             readKey[id] = imported.get(keyId);
             readLength[id] = length;
             readPosted[id] = false;
-            c.channel.chunkAnnounced(id);
+            kept = c.channel.chunkAnnounced(id, i, buf);
         } finally {
-            c.recv.post(i, buf.clear());
+            if (!kept) {
+                c.recv.post(i, buf.clear()); // (a descriptor that broke the protocol, or an input shut down)
+            }
         }
         progress();
     }

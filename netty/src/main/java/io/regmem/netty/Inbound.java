@@ -27,6 +27,9 @@ final class Inbound {
     private final RegmemSocketChannel ch;
     private int[] receive = new int[0];
     private ByteBuf[] bufs = new ByteBuf[0];
+    /** A chunk's place: the chunk's id (else -1) and its descriptor's buffer, whose receive {@link #receive} says. */
+    private int[] chunkIds = new int[0];
+    private ByteBuf[] descriptors = new ByteBuf[0];
     private int head;
     private int count;
     private boolean fin;
@@ -43,6 +46,8 @@ final class Inbound {
     void size(int receives) {
         receive = new int[receives];
         bufs = new ByteBuf[receives];
+        chunkIds = new int[receives];
+        descriptors = new ByteBuf[receives];
         head = 0;
         count = 0;
     }
@@ -78,6 +83,7 @@ final class Inbound {
             int at = (head + count) % bufs.length;
             receive[at] = i;
             bufs[at] = buf;
+            chunkIds[at] = -1;
             count++;
         }
         if (end) {
@@ -88,11 +94,17 @@ final class Inbound {
         }
     }
 
-    /** Chunk {@code id} takes its place in the stream (its bytes come when its READ completes). */
-    void chunk(int id) {
+    /**
+     * Chunk {@code id} takes its place in the stream (its bytes come when its READ completes), keeping
+     * its descriptor's receive {@code i} ({@code descriptor}) until it goes up: like every piece here,
+     * it holds one of the connection's receives, so a reader that does not read holds its peer back.
+     */
+    void chunk(int id, int i, ByteBuf descriptor) {
         int at = (head + count) % bufs.length;
-        receive[at] = -1 - id;
+        receive[at] = i;
         bufs[at] = null;
+        chunkIds[at] = id;
+        descriptors[at] = descriptor;
         count++;
     }
 
@@ -100,7 +112,7 @@ final class Inbound {
     boolean arrived(int id, ByteBuf buf) {
         for (int k = 0; k < count; k++) {
             int at = (head + k) % bufs.length;
-            if (receive[at] == -1 - id && bufs[at] == null) {
+            if (chunkIds[at] == id && bufs[at] == null) {
                 bufs[at] = buf;
                 if (canRead()) {
                     deliver();
@@ -116,9 +128,15 @@ final class Inbound {
         while (count > 0 && bufs[head] != null && canRead()) {
             ByteBuf b = bufs[head];
             int i = receive[head];
+            ByteBuf d = descriptors[head];
             bufs[head] = null;
+            descriptors[head] = null;
             head = (head + 1) % bufs.length;
             count--;
+            if (d != null) { // a chunk's: its descriptor's receive is posted again, the chunk goes up as it is
+                ch.connection().recv.post(i, d.clear());
+                i = -1;
+            }
             fireRead(i, b);
         }
         if (count == 0 && fin && ch.isActive()) {
@@ -184,13 +202,21 @@ final class Inbound {
         while (count > 0) {
             ByteBuf b = bufs[head];
             int i = receive[head];
+            ByteBuf d = descriptors[head];
             bufs[head] = null;
+            descriptors[head] = null;
             head = (head + 1) % bufs.length;
             count--;
-            if (b == null) {
-                continue; // a chunk still being read: its buffer is released when the READ completes
+            if (d != null) { // a chunk's: its receive goes back; its buffer (if its READ still runs, released when it ends)
+                if (b != null) {
+                    b.release();
+                }
+                b = d;
             }
-            if (i >= 0 && c != null && c.channel != null) {
+            if (b == null) {
+                continue;
+            }
+            if (c != null && c.channel != null) {
                 c.recv.post(i, b.clear());
             } else {
                 b.release();
@@ -205,7 +231,11 @@ final class Inbound {
             if (bufs[head] != null) {
                 bufs[head].release();
             }
+            if (descriptors[head] != null) {
+                descriptors[head].release();
+            }
             bufs[head] = null;
+            descriptors[head] = null;
             head = (head + 1) % bufs.length;
             count--;
         }

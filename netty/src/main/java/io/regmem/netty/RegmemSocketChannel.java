@@ -366,11 +366,16 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         }
     }
 
-    /** The peer announced chunk {@code id}: its place in the stream is here. */
-    void chunkAnnounced(int id) {
-        if (!inputShutdown) {
-            inbound.chunk(id);
+    /**
+     * The peer announced chunk {@code id} in receive {@code i} ({@code descriptor}): its place in the
+     * stream is here, and keeps the receive until it goes up. False if the input is shut down (no place).
+     */
+    boolean chunkAnnounced(int id, int i, ByteBuf descriptor) {
+        if (inputShutdown) {
+            return false;
         }
+        inbound.chunk(id, i, descriptor);
+        return true;
     }
 
     /** Chunk {@code id} was read into {@code buf}; false if its place is gone (the input was shut down). */

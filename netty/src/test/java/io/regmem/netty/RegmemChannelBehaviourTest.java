@@ -206,6 +206,50 @@ class RegmemChannelBehaviourTest {
     }
 
     /**
+     * AUTO_READ off holds back a writer of pieces larger than a receive (read chunks) too: the reader
+     * reads no chunk it has no room to keep, so the writer runs out of room instead of the reader's
+     * pool, and once the reader reads, every byte arrives in order.
+     */
+    @Test
+    void autoReadOffHoldsAWriterOfChunksBackAndEveryByteArrivesInOrderOnceTheReaderReads() throws Exception {
+        AtomicLong read = new AtomicLong();
+        AtomicReference<String> wrong = new AtomicReference<>();
+        Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                ByteBuf b = (ByteBuf) msg;
+                for (int k = b.readerIndex(); k < b.writerIndex(); k++) {
+                    long at = read.getAndIncrement();
+                    if (b.getByte(k) != (byte) (at % 251) && wrong.get() == null) {
+                        wrong.set("byte " + at + " is " + b.getByte(k));
+                    }
+                }
+                b.release();
+            }
+        }), b -> b.childOption(ChannelOption.AUTO_READ, false));
+        Channel c = client(s, new ChannelInboundHandlerAdapter());
+        int size = 4 * transport.receiveSize;
+        long total = 64L * size;
+        for (long sent = 0; sent < total; sent += size) {
+            ByteBuf m = c.alloc().directBuffer(size);
+            for (int k = 0; k < size; k++) {
+                m.writeByte((int) ((sent + k) % 251));
+            }
+            c.write(m);
+        }
+        c.flush();
+        waitFor("a child", () -> children.size() == 1);
+        waitFor("the writer held back", () -> !c.isWritable());
+        Thread.sleep(200);
+        assertThat(read.get()).as("nothing read while the server does not read").isZero();
+        children.iterator().next().config().setAutoRead(true);
+        waitFor("everything arrived once the server reads", () -> read.get() == total);
+        assertThat(wrong.get()).isNull();
+        c.close().sync();
+        s.close().sync();
+    }
+
+    /**
      * A count of {@code c}'s connection as its description gives it, read on its event loop: {@code credits}
      * (the peer's receives it may still fill) or {@code receives} (its own, posted now).
      */
