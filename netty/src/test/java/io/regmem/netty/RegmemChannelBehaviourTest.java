@@ -249,6 +249,28 @@ class RegmemChannelBehaviourTest {
         s.close().sync();
     }
 
+    /** A child with AUTO_READ off that closes while it holds unread chunks (and their receives) gives every buffer back. */
+    @Test
+    void aChildThatClosesWithUnreadChunksGivesEveryBufferBack() throws Exception {
+        Counter serverSide = new Counter();
+        Channel s = server(ch -> ch.pipeline().addLast(serverSide), b -> b.childOption(ChannelOption.AUTO_READ, false));
+        Counter clientSide = new Counter();
+        Channel c = client(s, clientSide);
+        int size = 4 * transport.receiveSize;
+        for (int k = 0; k < 64; k++) {
+            c.write(c.alloc().directBuffer(size).writeZero(size));
+        }
+        c.flush();
+        waitFor("a child", () -> children.size() == 1);
+        waitFor("the writer held back", () -> !c.isWritable());
+        children.iterator().next().close().sync();
+        clientSide.inputEnded.get(30, TimeUnit.SECONDS);
+        c.close().sync();
+        assertThat(serverSide.bytes.get()).as("nothing read: the child never read").isZero();
+        s.close().sync();
+        // (the teardown checks that no byte of the pool is held once the loops are gone)
+    }
+
     /**
      * A count of {@code c}'s connection as its description gives it, read on its event loop: {@code credits}
      * (the peer's receives it may still fill) or {@code receives} (its own, posted now).
