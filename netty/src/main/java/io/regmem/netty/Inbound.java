@@ -35,6 +35,8 @@ final class Inbound {
     private boolean fin;
     private boolean readPending;
     private boolean readInBatch;
+    /** A read of what a read the allocator ended left is on the event loop's task queue. */
+    private boolean resumeScheduled;
     /** When the batch's first piece went up ({@link #EARLY_GRANT_NANOS}), by the event loop's clock (a few polls early at most). */
     private long batchStart;
 
@@ -126,6 +128,9 @@ final class Inbound {
     /** Hands pieces up while the channel reads; then, if all went and the peer's stream ended, says so. */
     void deliver() {
         while (count > 0 && bufs[head] != null && canRead()) {
+            if (readInBatch && !ch.unsafe().recvBufAllocHandle().continueReading()) {
+                return; // the allocator ended this read (maxMessagesPerRead): the rest goes up in the next ({@link #readComplete})
+            }
             ByteBuf b = bufs[head];
             int i = receive[head];
             ByteBuf d = descriptors[head];
@@ -174,6 +179,7 @@ final class Inbound {
         } else if (c.peerShort() && System.nanoTime() - batchStart > EARLY_GRANT_NANOS) { // (only a peer short of credits reads it)
             c.grant(); // (the peer waits for credits, and this batch takes long: the receives posted again go back now)
         }
+        h.attemptedBytesRead(n); // (a piece is whole: as a socket read that filled its buffer, more may follow)
         h.lastBytesRead(n);
         h.incMessagesRead(1);
         readPending = false;
@@ -186,6 +192,20 @@ final class Inbound {
             readInBatch = false;
             ch.unsafe().recvBufAllocHandle().readComplete();
             ch.pipeline().fireChannelReadComplete();
+            if (!resumeScheduled && count > 0 && bufs[head] != null && canRead()) { // (the allocator ended the read early)
+                resumeScheduled = true;
+                ch.eventLoop().execute(this::resume);
+            }
+        }
+    }
+
+    /** Hands up, in a read of its own, what a read the allocator ended left (as Netty's loop reads a socket again). */
+    private void resume() {
+        resumeScheduled = false;
+        if (count > 0 && canRead()) {
+            deliver();
+            readComplete();
+            grant();
         }
     }
 

@@ -7,6 +7,7 @@ import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
+import io.netty.channel.AdaptiveRecvByteBufAllocator;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
@@ -245,6 +246,51 @@ class RegmemChannelBehaviourTest {
         children.iterator().next().config().setAutoRead(true);
         waitFor("everything arrived once the server reads", () -> read.get() == total);
         assertThat(wrong.get()).isNull();
+        c.close().sync();
+        s.close().sync();
+    }
+
+    /**
+     * RCVBUF_ALLOCATOR's maxMessagesPerRead bounds the pieces one read hands up (between two
+     * channelReadComplete), as on Netty's socket channels; the rest goes up in the reads that follow.
+     */
+    @Test
+    void maxMessagesPerReadBoundsTheReadsOfOneBatch() throws Exception {
+        AtomicInteger inBatch = new AtomicInteger();
+        AtomicInteger most = new AtomicInteger();
+        AtomicLong bytes = new AtomicLong();
+        Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                bytes.addAndGet(((ByteBuf) msg).readableBytes());
+                ((ByteBuf) msg).release();
+                most.accumulateAndGet(inBatch.incrementAndGet(), Math::max);
+            }
+
+            @Override
+            public void channelReadComplete(ChannelHandlerContext ctx) {
+                inBatch.set(0);
+            }
+        }), b -> b.childOption(ChannelOption.AUTO_READ, false)
+                .childOption(ChannelOption.RCVBUF_ALLOCATOR, new AdaptiveRecvByteBufAllocator().maxMessagesPerRead(2)));
+        Channel c = client(s, new ChannelInboundHandlerAdapter());
+        long total = 12L * transport.receiveSize;
+        for (long sent = 0; sent < total; sent += transport.receiveSize) {
+            c.write(c.alloc().directBuffer(transport.receiveSize).writeZero(transport.receiveSize));
+        }
+        c.flush();
+        waitFor("a child", () -> children.size() == 1);
+        Channel child = children.iterator().next();
+        waitFor("the twelve pieces wait at the child (four of its sixteen receives left posted)", () -> {
+            try {
+                return count(child, "receives") == 4;
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        child.config().setAutoRead(true); // (twelve pieces wait: they go up two a read)
+        waitFor("everything arrived", () -> bytes.get() == total);
+        assertThat(most.get()).as("the most pieces one read handed up").isEqualTo(2);
         c.close().sync();
         s.close().sync();
     }
