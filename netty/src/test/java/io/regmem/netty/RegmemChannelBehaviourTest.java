@@ -621,4 +621,62 @@ class RegmemChannelBehaviourTest {
             s.close().sync();
         }
     }
+
+    /**
+     * Pieces larger than a receive (read chunks, whose descriptors keep a receive until the chunk goes
+     * up) go back and forth at the smallest receive windows (2 to 4 receives on each side), one to four
+     * at a time, byte-checked: the receives the chunks hold never leave either side without credits.
+     */
+    @Test
+    @Timeout(value = 120, unit = TimeUnit.SECONDS)
+    void chunksGoBackAndForthAtTheSmallestReceiveWindows() throws Exception {
+        int size = 2 * transport.receiveSize + 100;
+        for (int receives = 2; receives <= 4; receives++) {
+            int window = receives * transport.receiveSize;
+            Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                @Override
+                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                    ctx.write(msg);
+                }
+
+                @Override
+                public void channelReadComplete(ChannelHandlerContext ctx) {
+                    ctx.flush();
+                }
+            }), b -> b.childOption(ChannelOption.SO_RCVBUF, window));
+            AtomicLong back = new AtomicLong();
+            AtomicReference<String> wrong = new AtomicReference<>();
+            Channel c = new Bootstrap().group(clients).channel(RegmemSocketChannel.class).option(ChannelOption.SO_RCVBUF, window)
+                    .handler(new ChannelInboundHandlerAdapter() {
+                        @Override
+                        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                            ByteBuf b = (ByteBuf) msg;
+                            for (int k = b.readerIndex(); k < b.writerIndex(); k++) {
+                                long at = back.getAndIncrement();
+                                if (b.getByte(k) != (byte) (at % 253) && wrong.get() == null) {
+                                    wrong.set("byte " + at + " is " + b.getByte(k));
+                                }
+                            }
+                            b.release();
+                        }
+                    }).connect(s.localAddress()).sync().channel();
+            long total = 0;
+            for (int round = 0; round < 12; round++) {
+                for (int k = 0; k <= round % 4; k++) {
+                    ByteBuf m = c.alloc().directBuffer(size);
+                    for (int j = 0; j < size; j++) {
+                        m.writeByte((int) ((total + j) % 253));
+                    }
+                    c.write(m);
+                    total += size;
+                }
+                c.flush();
+                long want = total;
+                waitFor("round " + round + " at " + receives + " receives", () -> back.get() == want);
+            }
+            assertThat(wrong.get()).isNull();
+            c.close().sync();
+            s.close().sync();
+        }
+    }
 }
