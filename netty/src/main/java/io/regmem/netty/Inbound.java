@@ -37,6 +37,7 @@ final class Inbound {
     private boolean readInBatch;
     /** A read of what a read the allocator ended left is on the event loop's task queue. */
     private boolean resumeScheduled;
+    private final Runnable resume = this::resume;
     /** When the batch's first piece went up ({@link #EARLY_GRANT_NANOS}), by the event loop's clock (a few polls early at most). */
     private long batchStart;
 
@@ -194,7 +195,7 @@ final class Inbound {
             ch.pipeline().fireChannelReadComplete();
             if (!resumeScheduled && count > 0 && bufs[head] != null && canRead()) { // (the allocator ended the read early)
                 resumeScheduled = true;
-                ch.eventLoop().execute(this::resume);
+                ch.eventLoop().execute(resume);
             }
         }
     }
