@@ -9,6 +9,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.AdaptiveRecvByteBufAllocator;
 import io.netty.channel.Channel;
+import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelFutureListener;
 import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
@@ -678,5 +679,49 @@ class RegmemChannelBehaviourTest {
             c.close().sync();
             s.close().sync();
         }
+    }
+
+    /**
+     * shutdownInput drops what a child holds (pieces and read chunks, AUTO_READ off) and what arrives
+     * after it, posting every receive again: the writer goes on to the end, nothing reaches the pipeline,
+     * and nothing of the pool stays held (the teardown checks).
+     */
+    @Test
+    void shutdownInputDropsWhatWaitsAndWhatComesAndGivesTheReceivesBack() throws Exception {
+        Counter serverSide = new Counter();
+        Channel s = server(ch -> ch.pipeline().addLast(serverSide), b -> b.childOption(ChannelOption.AUTO_READ, false));
+        Channel c = client(s, new ChannelInboundHandlerAdapter());
+        for (int k = 0; k < 6; k++) {
+            c.write(c.alloc().directBuffer(transport.receiveSize).writeZero(transport.receiveSize));
+            c.write(c.alloc().directBuffer(3 * transport.receiveSize).writeZero(3 * transport.receiveSize));
+        }
+        c.flush();
+        waitFor("a child", () -> children.size() == 1);
+        SocketChannel child = (SocketChannel) children.iterator().next();
+        waitFor("pieces and chunks wait at the child", () -> {
+            try {
+                return count(child, "receives") <= 6;
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        child.shutdownInput().sync();
+        assertThat(child.isInputShutdown()).isTrue();
+        waitFor("every receive posted again", () -> {
+            try {
+                return count(child, "receives") == transport.receives;
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        ChannelFuture last = null;
+        for (int k = 0; k < 64; k++) {
+            last = c.writeAndFlush(c.alloc().directBuffer(2 * transport.receiveSize).writeZero(2 * transport.receiveSize));
+        }
+        assertThat(last.await(30, TimeUnit.SECONDS)).as("the writer went on to the end").isTrue();
+        assertThat(last.isSuccess()).isTrue();
+        assertThat(serverSide.bytes.get()).as("nothing reached the pipeline").isZero();
+        c.close().sync();
+        s.close().sync();
     }
 }
