@@ -36,6 +36,8 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -722,6 +724,50 @@ class RegmemChannelBehaviourTest {
         assertThat(last.isSuccess()).isTrue();
         assertThat(serverSide.bytes.get()).as("nothing reached the pipeline").isZero();
         c.close().sync();
+        s.close().sync();
+    }
+
+    /**
+     * An event loop's CQ holds its connections' receives and sends: a connect that would not fit is
+     * refused with ENOSPC (the channel closes, nothing is left behind), and a connection that closed
+     * makes room again (once its completions were taken).
+     */
+    @Test
+    void aConnectionThatDoesNotFitItsLoopsCqIsRefusedAndOneThatClosedMakesRoom() throws Exception {
+        Channel s = server(ch -> { }, b -> { });
+        RegmemTransport small = RegmemTransport.builder(dev).cqEntries(1024).build();
+        EventLoopGroup g = new MultiThreadIoEventLoopGroup(1, small.ioHandlerFactory());
+        List<Channel> open = new ArrayList<>();
+        try {
+            Bootstrap b = new Bootstrap().group(g).channel(RegmemSocketChannel.class).handler(new ChannelInitializer<SocketChannel>() {
+                @Override
+                protected void initChannel(SocketChannel ch) {
+                    // (nothing: the channels only connect)
+                }
+            });
+            int fit = 1024 / (small.receives + small.sends);
+            for (int k = 0; k < fit; k++) {
+                open.add(b.connect(s.localAddress()).sync().channel());
+            }
+            ChannelFuture refused = b.connect(s.localAddress()).await();
+            assertThat(refused.cause()).isInstanceOf(RdmaException.class).hasMessageContaining("CQ");
+            assertThat(((RdmaException) refused.cause()).errno()).isEqualTo(Errno.ENOSPC);
+            assertThat(refused.channel().closeFuture().await(10, TimeUnit.SECONDS)).isTrue();
+            open.remove(0).close().sync();
+            waitFor("room again", () -> {
+                ChannelFuture f = b.connect(s.localAddress()).awaitUninterruptibly();
+                if (f.isSuccess()) {
+                    open.add(f.channel());
+                }
+                return f.isSuccess();
+            });
+        } finally {
+            for (Channel c : open) {
+                c.close().sync();
+            }
+            g.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
+            small.close();
+        }
         s.close().sync();
     }
 }
