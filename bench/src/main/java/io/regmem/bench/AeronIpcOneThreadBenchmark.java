@@ -5,10 +5,8 @@ import io.aeron.ExclusivePublication;
 import io.aeron.Publication;
 import io.aeron.Subscription;
 import io.aeron.driver.MediaDriver;
-import io.aeron.driver.ThreadingMode;
 import io.aeron.logbuffer.FragmentHandler;
 import java.nio.ByteBuffer;
-import org.agrona.concurrent.SleepingMillisIdleStrategy;
 import org.agrona.concurrent.UnsafeBuffer;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.Fork;
@@ -41,11 +39,7 @@ public class AeronIpcOneThreadBenchmark extends BenchDefaults {
 
     @Setup(Level.Trial)
     public void setUp() {
-        driver = MediaDriver.launchEmbedded(new MediaDriver.Context()
-                .threadingMode(ThreadingMode.SHARED)
-                .sharedIdleStrategy(new SleepingMillisIdleStrategy(1))
-                .dirDeleteOnStart(true)
-                .dirDeleteOnShutdown(true));
+        driver = AeronPingPongBenchmark.embeddedIpcDriver();
         aeron = Aeron.connect(new Aeron.Context().aeronDirectoryName(driver.aeronDirectoryName()));
         publication = aeron.addExclusivePublication("aeron:ipc", 1003);
         subscription = aeron.addSubscription("aeron:ipc", 1003);

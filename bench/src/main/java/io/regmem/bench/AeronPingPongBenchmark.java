@@ -55,13 +55,21 @@ public class AeronPingPongBenchmark extends BenchDefaults {
     private int received;
     private FragmentHandler onPong;
 
-    @Setup(Level.Trial)
-    public void setUp() {
-        driver = MediaDriver.launchEmbedded(new MediaDriver.Context()
+    /**
+     * An embedded media driver for IPC benchmarks: shared mode, sleeping 1 ms between duty cycles (IPC
+     * moves no data through it, so it takes no core from the threads measured).
+     */
+    static MediaDriver embeddedIpcDriver() {
+        return MediaDriver.launchEmbedded(new MediaDriver.Context()
                 .threadingMode(ThreadingMode.SHARED)
                 .sharedIdleStrategy(new SleepingMillisIdleStrategy(1))
                 .dirDeleteOnStart(true)
                 .dirDeleteOnShutdown(true));
+    }
+
+    @Setup(Level.Trial)
+    public void setUp() {
+        driver = embeddedIpcDriver();
         aeron = Aeron.connect(new Aeron.Context().aeronDirectoryName(driver.aeronDirectoryName()));
         ping = aeron.addExclusivePublication(CHANNEL, PING_STREAM);
         Subscription pings = aeron.addSubscription(CHANNEL, PING_STREAM);
