@@ -135,6 +135,48 @@ class RegmemChannelBehaviourTest {
         }
     }
 
+    /** Checks that the bytes read are the stream {@link #patterned} writes (releasing them): how many so far, the first wrong one. */
+    private static class Checker extends ChannelInboundHandlerAdapter {
+        final AtomicLong read = new AtomicLong();
+        final AtomicReference<String> wrong = new AtomicReference<>();
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) {
+            ByteBuf b = (ByteBuf) msg;
+            for (int k = b.readerIndex(); k < b.writerIndex(); k++) {
+                long at = read.getAndIncrement();
+                if (b.getByte(k) != (byte) (at % 251) && wrong.get() == null) {
+                    wrong.set("byte " + at + " is " + b.getByte(k));
+                }
+            }
+            b.release();
+        }
+    }
+
+    /** Bytes {@code from} to {@code from + size} of the stream a {@link Checker} checks, in a buffer of {@code c}'s allocator. */
+    private static ByteBuf patterned(Channel c, long from, int size) {
+        ByteBuf m = c.alloc().directBuffer(size);
+        for (int k = 0; k < size; k++) {
+            m.writeByte((int) ((from + k) % 251));
+        }
+        return m;
+    }
+
+    /** A server whose children echo what they read (flushed at each channelReadComplete), their SO_RCVBUF {@code window}. */
+    private Channel echoServer(int window) throws InterruptedException {
+        return server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                ctx.write(msg);
+            }
+
+            @Override
+            public void channelReadComplete(ChannelHandlerContext ctx) {
+                ctx.flush();
+            }
+        }), b -> b.childOption(ChannelOption.SO_RCVBUF, window));
+    }
+
     private static void waitFor(String what, java.util.function.BooleanSupplier done) throws InterruptedException {
         long deadline = System.nanoTime() + 30_000_000_000L;
         while (!done.getAsBoolean()) {
@@ -216,39 +258,22 @@ class RegmemChannelBehaviourTest {
      */
     @Test
     void autoReadOffHoldsAWriterOfChunksBackAndEveryByteArrivesInOrderOnceTheReaderReads() throws Exception {
-        AtomicLong read = new AtomicLong();
-        AtomicReference<String> wrong = new AtomicReference<>();
-        Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
-            @Override
-            public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                ByteBuf b = (ByteBuf) msg;
-                for (int k = b.readerIndex(); k < b.writerIndex(); k++) {
-                    long at = read.getAndIncrement();
-                    if (b.getByte(k) != (byte) (at % 251) && wrong.get() == null) {
-                        wrong.set("byte " + at + " is " + b.getByte(k));
-                    }
-                }
-                b.release();
-            }
-        }), b -> b.childOption(ChannelOption.AUTO_READ, false));
+        Checker serverSide = new Checker();
+        Channel s = server(ch -> ch.pipeline().addLast(serverSide), b -> b.childOption(ChannelOption.AUTO_READ, false));
         Channel c = client(s, new ChannelInboundHandlerAdapter());
         int size = 4 * transport.receiveSize;
         long total = 64L * size;
         for (long sent = 0; sent < total; sent += size) {
-            ByteBuf m = c.alloc().directBuffer(size);
-            for (int k = 0; k < size; k++) {
-                m.writeByte((int) ((sent + k) % 251));
-            }
-            c.write(m);
+            c.write(patterned(c, sent, size));
         }
         c.flush();
         waitFor("a child", () -> children.size() == 1);
         waitFor("the writer held back", () -> !c.isWritable());
         Thread.sleep(200);
-        assertThat(read.get()).as("nothing read while the server does not read").isZero();
+        assertThat(serverSide.read.get()).as("nothing read while the server does not read").isZero();
         children.iterator().next().config().setAutoRead(true);
-        waitFor("everything arrived once the server reads", () -> read.get() == total);
-        assertThat(wrong.get()).isNull();
+        waitFor("everything arrived once the server reads", () -> serverSide.read.get() == total);
+        assertThat(serverSide.wrong.get()).isNull();
         c.close().sync();
         s.close().sync();
     }
@@ -284,13 +309,7 @@ class RegmemChannelBehaviourTest {
         c.flush();
         waitFor("a child", () -> children.size() == 1);
         Channel child = children.iterator().next();
-        waitFor("the twelve pieces wait at the child (four of its sixteen receives left posted)", () -> {
-            try {
-                return count(child, "receives") == 4;
-            } catch (Exception e) {
-                throw new IllegalStateException(e);
-            }
-        });
+        waitFor("the twelve pieces wait at the child (four of its sixteen receives left posted)", () -> posted(child) == 4);
         child.config().setAutoRead(true); // (twelve pieces wait: they go up two a read)
         waitFor("everything arrived", () -> bytes.get() == total);
         assertThat(most.get()).as("the most pieces one read handed up").isEqualTo(2);
@@ -329,6 +348,15 @@ class RegmemChannelBehaviourTest {
             Matcher m = Pattern.compile(", " + what + " (\\d+)[,\\]]").matcher(((RegmemSocketChannel) c).connection().toString());
             return m.find() ? Integer.parseInt(m.group(1)) : -1;
         }).get(5, TimeUnit.SECONDS);
+    }
+
+    /** {@code c}'s receives posted now ({@link #count}), for a {@link #waitFor}. */
+    private static int posted(Channel c) {
+        try {
+            return count(c, "receives");
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     private static int credits(Channel c) throws Exception {
@@ -382,13 +410,7 @@ class RegmemChannelBehaviourTest {
         });
         waitFor("a child", () -> children.size() == 1);
         Channel child = children.iterator().next();
-        waitFor("the three pieces wait at the server (one receive of four left posted)", () -> {
-            try {
-                return count(child, "receives") == 1;
-            } catch (Exception e) {
-                throw new IllegalStateException(e);
-            }
-        });
+        waitFor("the three pieces wait at the server (one receive of four left posted)", () -> posted(child) == 1);
         child.config().setAutoRead(true); // (the three go up in one batch)
         assertThat(creditsInBatch.get(30, TimeUnit.SECONDS)).as("credits the client holds while the server is in its batch")
                 .isGreaterThanOrEqualTo(2);
@@ -596,17 +618,7 @@ class RegmemChannelBehaviourTest {
     void smallPiecesGoBackAndForthAtTheSmallestReceiveWindows() throws Exception {
         for (int receives = 2; receives <= 4; receives++) {
             int window = receives * transport.receiveSize;
-            Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
-                @Override
-                public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                    ctx.write(msg);
-                }
-
-                @Override
-                public void channelReadComplete(ChannelHandlerContext ctx) {
-                    ctx.flush();
-                }
-            }), b -> b.childOption(ChannelOption.SO_RCVBUF, window));
+            Channel s = echoServer(window);
             Counter back = new Counter();
             Channel c = new Bootstrap().group(clients).channel(RegmemSocketChannel.class).option(ChannelOption.SO_RCVBUF, window)
                     .handler(back).connect(s.localAddress()).sync().channel();
@@ -636,48 +648,21 @@ class RegmemChannelBehaviourTest {
         int size = 2 * transport.receiveSize + 100;
         for (int receives = 2; receives <= 4; receives++) {
             int window = receives * transport.receiveSize;
-            Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
-                @Override
-                public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                    ctx.write(msg);
-                }
-
-                @Override
-                public void channelReadComplete(ChannelHandlerContext ctx) {
-                    ctx.flush();
-                }
-            }), b -> b.childOption(ChannelOption.SO_RCVBUF, window));
-            AtomicLong back = new AtomicLong();
-            AtomicReference<String> wrong = new AtomicReference<>();
+            Channel s = echoServer(window);
+            Checker back = new Checker();
             Channel c = new Bootstrap().group(clients).channel(RegmemSocketChannel.class).option(ChannelOption.SO_RCVBUF, window)
-                    .handler(new ChannelInboundHandlerAdapter() {
-                        @Override
-                        public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                            ByteBuf b = (ByteBuf) msg;
-                            for (int k = b.readerIndex(); k < b.writerIndex(); k++) {
-                                long at = back.getAndIncrement();
-                                if (b.getByte(k) != (byte) (at % 253) && wrong.get() == null) {
-                                    wrong.set("byte " + at + " is " + b.getByte(k));
-                                }
-                            }
-                            b.release();
-                        }
-                    }).connect(s.localAddress()).sync().channel();
+                    .handler(back).connect(s.localAddress()).sync().channel();
             long total = 0;
             for (int round = 0; round < 12; round++) {
                 for (int k = 0; k <= round % 4; k++) {
-                    ByteBuf m = c.alloc().directBuffer(size);
-                    for (int j = 0; j < size; j++) {
-                        m.writeByte((int) ((total + j) % 253));
-                    }
-                    c.write(m);
+                    c.write(patterned(c, total, size));
                     total += size;
                 }
                 c.flush();
                 long want = total;
-                waitFor("round " + round + " at " + receives + " receives", () -> back.get() == want);
+                waitFor("round " + round + " at " + receives + " receives", () -> back.read.get() == want);
             }
-            assertThat(wrong.get()).isNull();
+            assertThat(back.wrong.get()).isNull();
             c.close().sync();
             s.close().sync();
         }
@@ -700,22 +685,10 @@ class RegmemChannelBehaviourTest {
         c.flush();
         waitFor("a child", () -> children.size() == 1);
         SocketChannel child = (SocketChannel) children.iterator().next();
-        waitFor("pieces and chunks wait at the child", () -> {
-            try {
-                return count(child, "receives") <= 6;
-            } catch (Exception e) {
-                throw new IllegalStateException(e);
-            }
-        });
+        waitFor("pieces and chunks wait at the child", () -> posted(child) <= 6);
         child.shutdownInput().sync();
         assertThat(child.isInputShutdown()).isTrue();
-        waitFor("every receive posted again", () -> {
-            try {
-                return count(child, "receives") == transport.receives;
-            } catch (Exception e) {
-                throw new IllegalStateException(e);
-            }
-        });
+        waitFor("every receive posted again", () -> posted(child) == transport.receives);
         ChannelFuture last = null;
         for (int k = 0; k < 64; k++) {
             last = c.writeAndFlush(c.alloc().directBuffer(2 * transport.receiveSize).writeZero(2 * transport.receiveSize));
