@@ -130,7 +130,7 @@ final class Inbound {
     void deliver() {
         while (count > 0 && bufs[head] != null && canRead()) {
             if (readInBatch && !ch.unsafe().recvBufAllocHandle().continueReading()) {
-                return; // the allocator ended this read (maxMessagesPerRead): the rest goes up in the next ({@link #readComplete})
+                return; // the allocator ended this read (maxMessagesPerRead): the rest goes up in the next (readComplete)
             }
             ByteBuf b = bufs[head];
             int i = receive[head];
