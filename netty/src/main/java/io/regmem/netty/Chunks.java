@@ -4,6 +4,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelOutboundBuffer;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.registration.WcStatus;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteOrder;
@@ -260,16 +261,24 @@ final class Chunks {
         progress();
     }
 
-    /** Chunk {@code id}'s READ completed (or was flushed): its buffer goes up in its place, and the peer hears DONE. */
-    void read(int id, boolean ok) {
+    /**
+     * Chunk {@code id}'s READ completed (or was flushed): its buffer goes up in its place, and the peer
+     * hears DONE. A READ the peer did not answer with its memory (any failure but a flush) breaks the
+     * protocol: the channel hears an {@code IOException} and closes.
+     */
+    void read(int id, WcStatus status) {
         ByteBuf b = reading[id];
         reading[id] = null;
         readPosted[id] = false;
         if (b == null) {
             return;
         }
-        if (!ok || c.channel == null) {
+        if (status != WcStatus.SUCCESS || c.channel == null) {
             b.release();
+            if (status != WcStatus.SUCCESS && status != WcStatus.WR_FLUSH_ERR && c.state == Connection.State.ACTIVE) {
+                c.violated(new RdmaException(Errno.EFAULT, c.id + ": the peer's chunk " + id + " could not be read ("
+                        + status + "): the stream cannot go on"));
+            }
             return;
         }
         b.writerIndex(readLength[id]);

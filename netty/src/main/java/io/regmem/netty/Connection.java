@@ -333,7 +333,7 @@ final class Connection {
             sendHead = (sendHead + 1) % sends;
             sendOutstanding--;
             if ((id & READ) != 0) {
-                chunks.read((int) (id & 0xFF), ok);
+                chunks.read((int) (id & 0xFF), wc.status());
             }
             if (!ok) {
                 broken(wc.status());
@@ -377,7 +377,7 @@ final class Connection {
     }
 
     /** The peer sent what the protocol does not allow: the channel hears it, and the connection ends. */
-    private void violated(RdmaException e) {
+    void violated(RdmaException e) {
         RegmemSocketChannel ch = channel;
         disconnect();
         if (ch != null) {

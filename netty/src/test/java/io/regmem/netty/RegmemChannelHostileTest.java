@@ -43,7 +43,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * A peer that holds the secret but does not speak the transport's protocol, against a server channel:
  * raw verbs on its own QP, sending what no regmem channel sends (a connection without the transport's
- * offer, a chunk descriptor with absurd fields, an acknowledgement of a chunk never sent, a grant of
+ * offer, a chunk descriptor with absurd fields or of memory it does not give, an acknowledgement of a chunk never sent, a grant of
  * more credits than it has receives). Each time the server's child channel hears an
  * {@code IOException} and closes, the server goes on serving, and nothing is left behind (no buffer of
  * the transport's pool held once the loops are gone); nothing reaches the pipeline as data.
@@ -98,12 +98,18 @@ class RegmemChannelHostileTest {
 
     /** A raw verbs peer on its own PD and CQ: connected with {@code offer}, then it sends {@code payload} with {@code imm}. */
     private void rawPeer(byte[] offer, byte[] payload, int imm) throws Exception {
+        rawPeerOf(offer, mr -> payload, imm);
+    }
+
+    /** As {@link #rawPeer}, the payload made from the peer's own memory region. */
+    private void rawPeerOf(byte[] offer, java.util.function.Function<MemoryRegion, byte[]> payloadOf, int imm) throws Exception {
         int before = closed.get(); // (before anything: the server may close the child before this side looks)
         try (Arena arena = Arena.ofShared()) {
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(64);
             MemorySegment mem = arena.allocate(1 << 16, 64);
             MemoryRegion mr = pd.register(mem, Access.LOCAL_WRITE);
+            byte[] payload = payloadOf.apply(mr);
             CmId id = dev.createCmId();
             QueuePair qp = id.createQp(pd, QpInitAttributes.of(cq).maxRecvWr(8).maxSendWr(8));
             WorkRequest wr = new WorkRequest(1);
@@ -165,5 +171,25 @@ class RegmemChannelHostileTest {
         assertThat(caught).hasSizeGreaterThanOrEqualTo(3).allMatch(t -> t instanceof IOException);
         assertThat(server.isActive()).as("the server goes on").isTrue();
         rawPeer(offer(Connection.MAGIC), new byte[18], Connection.CHUNK); // and once more, after all that
+    }
+
+    /** A chunk descriptor of the right shape whose memory the peer cannot give: the READ fails, the child closes. */
+    private static byte[] chunk(byte[] key, long address, int length) {
+        return ByteBuffer.allocate(18 + key.length).order(ByteOrder.LITTLE_ENDIAN).put((byte) 0).put((byte) 1).putShort((short) 0)
+                .putInt(length).putLong(address).putShort((short) key.length).put(key).array();
+    }
+
+    @Test
+    void aChunkWhoseMemoryThePeerCannotGiveClosesItsChannelAloneAndHoldsNothing() throws Exception {
+        byte[] garbage = new byte[24];
+        java.util.Arrays.fill(garbage, (byte) 0x5A);
+        rawPeerOf(offer(Connection.MAGIC), mr -> chunk(garbage, 4096, 100_000), Connection.CHUNK); // a key that is none
+        rawPeerOf(offer(Connection.MAGIC), mr -> chunk(mr.exportRemoteKey(), mr.address(), 20_000),
+                Connection.CHUNK); // a real key of a region without remote read
+        rawPeerOf(offer(Connection.MAGIC), mr -> chunk(mr.exportRemoteKey(), mr.address() + (1 << 16) - 100, 20_000),
+                Connection.CHUNK); // past the region's end
+        assertThat(reads.get()).as("nothing went up as data").isZero();
+        assertThat(caught).hasSize(3).allMatch(t -> t instanceof IOException);
+        assertThat(server.isActive()).as("the server goes on").isTrue();
     }
 }

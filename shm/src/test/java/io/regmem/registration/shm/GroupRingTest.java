@@ -92,7 +92,7 @@ class GroupRingTest {
     }
 
     @Test
-    void aReaderBehindByLessThanTheRingLessTwoStridesIsNeverLappedAndTheIntentRunsAtMostAStrideAhead() {
+    void aReaderBehindByLessThanTheRingLessTwoStridesIsNeverLappedNorReadsPastTheLastRecordAndTheIntentRunsAtMostAStrideAhead() {
         GroupRing.Writer w = new GroupRing.Writer(ring, CAPACITY);
         GroupRing.Reader r = new GroupRing.Reader(ring.asReadOnly(), true);
         long stride = CAPACITY / GroupRing.STRIDES;
@@ -109,6 +109,8 @@ class GroupRingTest {
                 while (next <= s) {
                     assertThat(read(r)).isEqualTo(next++);
                 }
+                assertThat(read(r)).as("past the last record")
+                        .isEqualTo(GroupRing.Reader.NONE);
             }
         }
         assertThat(r.laps()).isZero();
