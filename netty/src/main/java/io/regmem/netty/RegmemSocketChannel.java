@@ -146,7 +146,9 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
     @Override
     protected void doRegister(ChannelPromise promise) {
         registration.register(eventLoop(), (RegmemUnsafe) unsafe(), promise, () -> {
-            config.defaultAllocator(registration.handler().transport().allocator());
+            RegmemTransport t = registration.handler().transport();
+            config.defaultAllocator(t.allocator());
+            config.defaultWindows(t.receives * t.receiveSize, t.sends * t.receiveSize);
             if (request != null) {
                 startAccept();
             }

@@ -23,7 +23,8 @@ import java.util.Map;
  * TCP channel's pipeline sets, mapped onto the connection. {@code SO_RCVBUF} is the bytes of receives
  * the connection keeps posted (the credits its peer gets: bytes / the transport's {@code receiveSize},
  * 2 at least), {@code SO_SNDBUF} the bytes of SENDs it keeps outstanding (likewise): both take effect
- * when the connection is made. {@code ALLOW_HALF_CLOSURE} is as TCP's. {@code TCP_NODELAY},
+ * when the connection is made, and while unset report the transport's ({@code receives} and
+ * {@code sends} times {@code receiveSize}) once the channel is registered. {@code ALLOW_HALF_CLOSURE} is as TCP's. {@code TCP_NODELAY},
  * {@code SO_KEEPALIVE}, {@code SO_REUSEADDR}, {@code SO_LINGER} and {@code IP_TOS} are kept and
  * reported, and change nothing: every flush is sent at once, the connection's life line tells a dead
  * peer, and a close lets outstanding SENDs finish for at most two seconds. {@code ALLOCATOR} defaults
@@ -32,6 +33,9 @@ import java.util.Map;
 public final class RegmemSocketChannelConfig extends DefaultChannelConfig implements SocketChannelConfig {
     private volatile int receiveBufferSize;
     private volatile int sendBufferSize;
+    /** The transport's windows in bytes, which SO_RCVBUF and SO_SNDBUF report while unset (0 before registration). */
+    private volatile int defaultReceiveBytes;
+    private volatile int defaultSendBytes;
     private volatile boolean allowHalfClosure;
     private volatile boolean tcpNoDelay = true;
     private volatile boolean keepAlive;
@@ -54,6 +58,12 @@ public final class RegmemSocketChannelConfig extends DefaultChannelConfig implem
         if (!allocatorSet) {
             super.setAllocator(alloc);
         }
+    }
+
+    /** What SO_RCVBUF and SO_SNDBUF report while unset: the transport's windows, in bytes (on registration). */
+    void defaultWindows(int receiveBytes, int sendBytes) {
+        this.defaultReceiveBytes = receiveBytes;
+        this.defaultSendBytes = sendBytes;
     }
 
     /** Receives to post: SO_RCVBUF's bytes in receives of {@code receiveSize}, or {@code fallback} if unset. */
@@ -124,7 +134,7 @@ public final class RegmemSocketChannelConfig extends DefaultChannelConfig implem
 
     @Override
     public int getReceiveBufferSize() {
-        return receiveBufferSize;
+        return receiveBufferSize > 0 ? receiveBufferSize : defaultReceiveBytes;
     }
 
     @Override
@@ -138,7 +148,7 @@ public final class RegmemSocketChannelConfig extends DefaultChannelConfig implem
 
     @Override
     public int getSendBufferSize() {
-        return sendBufferSize;
+        return sendBufferSize > 0 ? sendBufferSize : defaultSendBytes;
     }
 
     @Override

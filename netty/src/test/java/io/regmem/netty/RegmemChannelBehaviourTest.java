@@ -419,6 +419,24 @@ class RegmemChannelBehaviourTest {
         s.close().sync();
     }
 
+    /** SO_RCVBUF and SO_SNDBUF report the transport's windows while unset, and what was set once set (which the connection uses). */
+    @Test
+    void receiveAndSendBufferSizesReportTheWindowsTheConnectionUses() throws Exception {
+        Channel s = server(ch -> ch.pipeline().addLast(new Counter()), b -> b.childOption(ChannelOption.SO_RCVBUF, 6 * transport.receiveSize));
+        Channel c = client(s, new ChannelInboundHandlerAdapter());
+        assertThat(c.config().getOption(ChannelOption.SO_RCVBUF)).isEqualTo(transport.receives * transport.receiveSize);
+        assertThat(c.config().getOption(ChannelOption.SO_SNDBUF)).isEqualTo(transport.sends * transport.receiveSize);
+        assertThat(((SocketChannel) c).config().getReceiveBufferSize()).isEqualTo(transport.receives * transport.receiveSize);
+        waitFor("a child", () -> children.size() == 1);
+        Channel child = children.iterator().next();
+        assertThat(child.config().getOption(ChannelOption.SO_RCVBUF)).isEqualTo(6 * transport.receiveSize);
+        assertThat(child.config().getOption(ChannelOption.SO_SNDBUF)).isEqualTo(transport.sends * transport.receiveSize);
+        waitFor("the child's six receives posted", () -> posted(child) == 6);
+        assertThat(posted(c)).isEqualTo(transport.receives);
+        c.close().sync();
+        s.close().sync();
+    }
+
     @Test
     void aConnectToAPortWhereNobodyListensIsRefused() throws Exception {
         int port;
