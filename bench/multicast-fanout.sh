@@ -11,7 +11,10 @@
 # Aeron adds flow control and NAK-based recovery and buffers what a slow subscriber has not read;
 # regmem recovers nothing and a subscriber without a posted receive drops (counted).
 # SUBSCRIBERS (environment, default "1 3"): the subscriber counts to run. AERON_DRIVER_IDLE (default
-# yield): the driver thread's idle strategy, yield or sleep (1 ms between its duty cycles).
+# yield): the driver thread's idle strategy, yield or sleep (1 ms between its duty cycles). FANOUT_PARTS=1:
+# the publisher also reports the time from a message's stamp until its post took it, each subscriber
+# the time from the start of the poll that brought it to the reading of its clock (a clock reading more
+# per post, and per poll).
 # Usage: bench/multicast-fanout.sh [ROUNDS] [COUNT] [RATE] [TRANSPORTS] [STOPPED]   (output on stdout)
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
@@ -22,7 +25,8 @@ transports="${4:-regmem-ucx aeron-udp}"
 stopped="${5:-0}"
 group=239.255.91.1
 jvm=(java --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow
-  --add-exports=java.base/jdk.internal.misc=ALL-UNNAMED -Xms256m -Xmx256m -cp "$jar" io.regmem.bench.MulticastFanout)
+  --add-exports=java.base/jdk.internal.misc=ALL-UNNAMED -Xms256m -Xmx256m -Dfanout.parts="$([[ "${FANOUT_PARTS:-0}" == 1 ]] && echo true || echo false)"
+  -cp "$jar" io.regmem.bench.MulticastFanout)
 run() { # $1 transport, $2 subscribers, $3 1 to stop subscriber 1 while the publisher runs
   local dir
   dir=$(mktemp -d)

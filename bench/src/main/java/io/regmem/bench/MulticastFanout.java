@@ -43,7 +43,11 @@ import org.agrona.concurrent.YieldingIdleStrategy;
  * {@code aeron-ipc} (Aeron 1.47 UDP multicast, or IPC, through the host's one media driver, as Aeron is
  * deployed: a process of its own, shared mode, its thread yielding when idle, or sleeping 1 ms between
  * duty cycles with {@code -Dfanout.driverIdle=sleep}; each client process's one thread spins). Run by
- * {@code bench/multicast-fanout.sh}:
+ * {@code bench/multicast-fanout.sh}. With {@code -Dfanout.parts=true} each side also reports its own
+ * part of the one way (a clock reading more per post and per poll, so off by default): the publisher the time
+ * from its stamp until its post ({@code tryPostSend} or {@code offer}) took the message, a subscriber
+ * the time from the start of the poll that brought a message to its stamp's reading (the transfer
+ * between the cores, then the receiving path), both after the first quarter:
  * <pre>
  *   driver DIR                     (Aeron's media driver in DIR, until its input ends; clients get -Daeron.dir=DIR)
  *   sub TRANSPORT GROUP COUNT      (prints READY, then RESULT ... once COUNT came or 3 s passed without one)
@@ -56,6 +60,8 @@ public final class MulticastFanout {
     private static final int PORT = 40470;
     /** The IPv4 address whose interface carries the group (and binds a regmem device's datagrams): {@code -Dfanout.interface}. */
     private static final String INTERFACE = System.getProperty("fanout.interface", "127.0.0.1");
+    /** Each side times its own part of the one way too: {@code -Dfanout.parts=true}. */
+    private static final boolean PARTS = Boolean.getBoolean("fanout.parts");
 
     private MulticastFanout() {
     }
@@ -86,6 +92,9 @@ public final class MulticastFanout {
     /** What a subscriber saw. */
     private static final class Seen {
         final Histogram latency = new Histogram(60_000_000_000L, 3);
+        final Histogram poll = new Histogram(60_000_000_000L, 3);
+        /** When the poll under way started (0: a message of it was timed already). */
+        long pollStart;
         long received;
         long last = -1;
         long outOfOrder;
@@ -98,7 +107,11 @@ public final class MulticastFanout {
             long now = System.nanoTime();
             if (seq >= measuredFrom) {
                 latency.recordValue(Math.max(0, now - stamp));
+                if (pollStart != 0) {
+                    poll.recordValue(now - pollStart);
+                }
             }
+            pollStart = 0;
             if (seq <= last) {
                 outOfOrder++;
             }
@@ -113,9 +126,17 @@ public final class MulticastFanout {
 
         void report(String transport, long count) {
             System.out.printf(Locale.ROOT, "RESULT %s received %d of %d, out of order %d, one-way p50 %d ns, p99 %d ns, "
-                    + "p99.9 %d ns, max %d ns%n", transport, received, count, outOfOrder, latency.getValueAtPercentile(50),
-                    latency.getValueAtPercentile(99), latency.getValueAtPercentile(99.9), latency.getMaxValue());
+                    + "p99.9 %d ns, max %d ns%s%n", transport, received, count, outOfOrder, latency.getValueAtPercentile(50),
+                    latency.getValueAtPercentile(99), latency.getValueAtPercentile(99.9), latency.getMaxValue(),
+                    PARTS ? String.format(Locale.ROOT, "; the poll that brought it p50 %d ns, p90 %d ns",
+                            poll.getValueAtPercentile(50), poll.getValueAtPercentile(90)) : "");
         }
+    }
+
+    /** The publisher's part ({@link #PARTS}), or nothing. */
+    private static String parts(Histogram post) {
+        return PARTS ? String.format(Locale.ROOT, "; stamp to post done p50 %d ns, p90 %d ns", post.getValueAtPercentile(50),
+                post.getValueAtPercentile(90)) : "";
     }
 
     private static void regmemSub(String provider, InetAddress group, long count) {
@@ -140,6 +161,9 @@ public final class MulticastFanout {
                 wcs[i] = new WorkCompletion();
             }
             while (!seen.done(count)) {
+                if (PARTS) {
+                    seen.pollStart = System.nanoTime();
+                }
                 int n = cq.poll(wcs);
                 for (int k = 0; k < n; k++) {
                     long at = wcs[k].wrId() * (40 + SIZE) + 40;
@@ -177,6 +201,7 @@ public final class MulticastFanout {
             for (int i = 0; i < wcs.length; i++) {
                 wcs[i] = new WorkCompletion();
             }
+            Histogram post = new Histogram(60_000_000_000L, 3);
             long start = System.nanoTime();
             for (long seq = 0; seq < count; seq++) {
                 long due = start + seq * 1_000_000_000L / rate;
@@ -185,19 +210,23 @@ public final class MulticastFanout {
                 }
                 long at = (seq & 255) * SIZE;
                 mem.set(ValueLayout.JAVA_LONG_UNALIGNED, at, seq);
-                mem.set(ValueLayout.JAVA_LONG_UNALIGNED, at + 8, System.nanoTime());
+                long stamp = System.nanoTime();
+                mem.set(ValueLayout.JAVA_LONG_UNALIGNED, at + 8, stamp);
                 wr.reset().wrId(seq).opcode(Opcode.SEND).signaled(true).addSge(mem.address() + at, SIZE, mr.lkey())
                         .ud(ah, AhAttributes.MULTICAST_QPN, QpInitAttributes.RDMA_UDP_QKEY);
                 while (qp.tryPostSend(wr) == QueuePair.BACK_PRESSURED) {
                     cq.poll(wcs);
+                }
+                if (PARTS && seq >= count / 4) {
+                    post.recordValue(System.nanoTime() - stamp);
                 }
             }
             double seconds = (System.nanoTime() - start) / 1e9;
             while (qp.outstandingSends() > 0) {
                 cq.poll(wcs);
             }
-            System.out.printf(Locale.ROOT, "SENT regmem-%s %d in %.3f s: %.0f messages/s%n", provider, count, seconds,
-                    count / seconds);
+            System.out.printf(Locale.ROOT, "SENT regmem-%s %d in %.3f s: %.0f messages/s%s%n", provider, count, seconds,
+                    count / seconds, parts(post));
             ah.close();
             id.destroyQp();
             id.close();
@@ -252,6 +281,9 @@ public final class MulticastFanout {
             FragmentHandler onMessage = (buffer, offset, length, header) ->
                     seen.record(buffer.getLong(offset), buffer.getLong(offset + 8));
             while (!seen.done(count)) {
+                if (PARTS) {
+                    seen.pollStart = System.nanoTime();
+                }
                 if (sub.poll(onMessage, 32) == 0) {
                     Thread.onSpinWait();
                 }
@@ -268,6 +300,7 @@ public final class MulticastFanout {
                 Thread.yield();
             }
             UnsafeBuffer message = new UnsafeBuffer(ByteBuffer.allocateDirect(SIZE));
+            Histogram post = new Histogram(60_000_000_000L, 3);
             long start = System.nanoTime();
             long backPressured = 0;
             for (long seq = 0; seq < count; seq++) {
@@ -276,15 +309,19 @@ public final class MulticastFanout {
                     Thread.onSpinWait();
                 }
                 message.putLong(0, seq);
-                message.putLong(8, System.nanoTime());
+                long stamp = System.nanoTime();
+                message.putLong(8, stamp);
                 while (pub.offer(message, 0, SIZE) < 0) {
                     backPressured++;
                     Thread.onSpinWait();
                 }
+                if (PARTS && seq >= count / 4) {
+                    post.recordValue(System.nanoTime() - stamp);
+                }
             }
             double seconds = (System.nanoTime() - start) / 1e9;
-            System.out.printf(Locale.ROOT, "SENT %s %d in %.3f s: %.0f messages/s (offers back-pressured %d)%n", transport,
-                    count, seconds, count / seconds, backPressured);
+            System.out.printf(Locale.ROOT, "SENT %s %d in %.3f s: %.0f messages/s (offers back-pressured %d)%s%n", transport,
+                    count, seconds, count / seconds, backPressured, parts(post));
             Thread.sleep(500); // (the driver sends what is still in the term)
         }
     }
