@@ -138,9 +138,10 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         return new RegmemUnsafe();
     }
 
+    /** A loop of the transport's kind; once the channel has its connection, only its own ({@link LoopRegistration#pin}). */
     @Override
     protected boolean isCompatible(EventLoop loop) {
-        return loop instanceof IoEventLoop l && l.isCompatible(RegmemUnsafe.class);
+        return loop instanceof IoEventLoop l && l.isCompatible(RegmemUnsafe.class) && registration.accepts(loop);
     }
 
     @Override
@@ -182,6 +183,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         RegmemTransport t = registration.handler().transport();
         Connection c = new Connection(registration.handler(), id, config.receives(t.receiveSize, t.receives), config.sends(t.receiveSize, t.sends));
         c.channel = this;
+        registration.pin(eventLoop());
         inbound.size(c.receives + Chunks.MAX);
         return c;
     }

@@ -437,6 +437,43 @@ class RegmemChannelBehaviourTest {
         s.close().sync();
     }
 
+    /**
+     * A connected channel deregistered from its loop registers again there and nowhere else (its
+     * connection's completions come to that loop's CQ): another loop is refused as incompatible, and the
+     * channel goes on echoing on its own. A channel not yet connected registers anywhere.
+     */
+    @Test
+    void aConnectedChannelRegistersAgainOnItsOwnLoopOnly() throws Exception {
+        Channel s = echoServer(transport.receives * transport.receiveSize);
+        EventLoopGroup two = new MultiThreadIoEventLoopGroup(2, transport.ioHandlerFactory());
+        try {
+            Counter counter = new Counter();
+            Channel c = new Bootstrap().group(two).channel(RegmemSocketChannel.class).handler(counter)
+                    .connect(s.localAddress()).sync().channel();
+            c.writeAndFlush(c.alloc().directBuffer(100).writeZero(100)).sync();
+            waitFor("the first echo", () -> counter.bytes.get() == 100);
+            EventLoop own = c.eventLoop();
+            EventLoop other = two.next();
+            if (other == own) {
+                other = two.next(); // (two loops, taken in turn)
+            }
+            c.deregister().sync();
+            assertThat(c.isRegistered()).isFalse();
+            ChannelFuture elsewhere = other.register(c).await();
+            assertThat(elsewhere.cause()).isInstanceOf(IllegalStateException.class).hasMessageContaining("incompatible");
+            own.register(c).sync();
+            c.writeAndFlush(c.alloc().directBuffer(100).writeZero(100)).sync();
+            waitFor("the echo after registering again", () -> counter.bytes.get() == 200);
+            Channel fresh = new RegmemSocketChannel();
+            other.register(fresh).sync(); // (no connection yet: any loop of the kind)
+            fresh.close().sync();
+            c.close().sync();
+        } finally {
+            two.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
+        }
+        s.close().sync();
+    }
+
     @Test
     void aConnectToAPortWhereNobodyListensIsRefused() throws Exception {
         int port;
