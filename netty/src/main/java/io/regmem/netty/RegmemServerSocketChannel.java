@@ -120,7 +120,8 @@ public final class RegmemServerSocketChannel extends AbstractServerChannel imple
         int n = 0;
         CmId req;
         while ((req = l.getRequest()) != null) {
-            RegmemSocketChannel child = new RegmemSocketChannel(this, req, Connections.address(req.peerAddress(), null), local);
+            RegmemSocketChannel child = new RegmemSocketChannel(this, req, Connections.address(req.peerAddress(), // (a requester
+                    new InetSocketAddress(local.getAddress(), 0)), local); // of this JVM: this host, no port of its own)
             readPending = false;
             n++;
             pipeline().fireChannelRead(child);

@@ -205,7 +205,8 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         if (failed == null) {
             try {
                 conn.established(id.privateData());
-                local = Connections.address(id.localAddress(), local);
+                local = Connections.address(id.localAddress(), local != null || remote == null ? local
+                        : new InetSocketAddress(remote.getAddress(), 0)); // (a listener of this JVM: this host, no port of its own)
             } catch (RuntimeException e) {
                 failed = e;
             }

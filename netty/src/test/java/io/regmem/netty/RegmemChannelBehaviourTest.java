@@ -474,6 +474,22 @@ class RegmemChannelBehaviourTest {
         s.close().sync();
     }
 
+    /** Both ends of a connection within one JVM have a local and a remote address: this host, the listener's port. */
+    @Test
+    void bothEndsWithinOneJvmReportTheirAddresses() throws Exception {
+        Channel s = server(ch -> ch.pipeline().addLast(new Counter()), b -> { });
+        Channel c = client(s, new ChannelInboundHandlerAdapter());
+        waitFor("a child", () -> children.size() == 1);
+        Channel child = children.iterator().next();
+        InetSocketAddress listening = (InetSocketAddress) s.localAddress();
+        assertThat(c.remoteAddress()).isEqualTo(listening);
+        assertThat(((InetSocketAddress) c.localAddress()).getAddress()).isEqualTo(listening.getAddress());
+        assertThat(child.localAddress()).isEqualTo(listening);
+        assertThat(((InetSocketAddress) child.remoteAddress()).getAddress()).isEqualTo(listening.getAddress());
+        c.close().sync();
+        s.close().sync();
+    }
+
     @Test
     void aConnectToAPortWhereNobodyListensIsRefused() throws Exception {
         int port;

@@ -131,8 +131,13 @@ class RegmemChannelProcessTest {
         try (ChildJvm child = server(SECRET)) {
             byte[] chunk = new byte[1 << 20];
             Echo echo = new Echo(new byte[Integer.MAX_VALUE - 8]);
+            InetSocketAddress server = new InetSocketAddress("127.0.0.1", port(child));
             Channel ch = new Bootstrap().group(clients).channel(RegmemSocketChannel.class).handler(echo)
-                    .connect(new InetSocketAddress("127.0.0.1", port(child))).sync().channel();
+                    .connect(server).sync().channel();
+            InetSocketAddress source = (InetSocketAddress) ch.localAddress();
+            assertThat(source.getAddress().getHostAddress()).as("the connection's source").isEqualTo("127.0.0.1");
+            assertThat(source.getPort()).isPositive();
+            assertThat(ch.remoteAddress()).isEqualTo(server);
             List<ChannelFuture> writes = new ArrayList<>();
             for (int i = 0; i < 256; i++) { // 256 MiB: far more than the credits let out before the kill
                 writes.add(ch.writeAndFlush(ch.alloc().directBuffer(chunk.length).writeBytes(chunk)));

@@ -70,6 +70,11 @@ final class CmCore extends ProviderState implements CmContext {
     }
 
     @Override
+    public void sourceAddress(String hostPort) {
+        id.localAddress = hostPort;
+    }
+
+    @Override
     public void established(byte[] privateData) {
         peerData(privateData);
         id.wasConnected = true;

@@ -38,7 +38,12 @@ abstract sealed class CmIdBase extends RdmaResource permits CmId {
     final CmJoins joins = new CmJoins((CmId) this);
 
 
-    /** The local address: what {@link CmId#bindAddr} bound (with the port picked), or what {@link CmId#listen(String)} was given; else null. */
+    /**
+     * The local address: what {@link CmId#bindAddr} bound (with the port picked), what
+     * {@link CmId#listen(String)} was given, or, once a connect on shm or ucx reached its listener, the
+     * connection's source {@code ip:port} (the listener's request reports it as its
+     * {@link #peerAddress()}); else null (an ID that did none of these, or that connected within its JVM).
+     */
     public String localAddress() {
         return localAddress;
     }
@@ -265,7 +270,8 @@ abstract sealed class CmIdBase extends RdmaResource permits CmId {
     /**
      * The source and destination GIDs of this ID ({@code rdma_read_gids}), as IP addresses (RoCE's
      * GIDs; {@link AhAttributes#gid()} gives an address's 16 bytes, IPv4-mapped): the source is the
-     * local address ({@link CmId#bindAddr}'s or {@link CmId#listen(String)}'s host, or on a device that
+     * local address ({@link CmId#bindAddr}'s or {@link CmId#listen(String)}'s host, a connection's source
+     * ({@link #localAddress()}), or on a device that
      * carries datagrams its {@link RdmaDevice#datagramAddress()}), the destination the peer's or the
      * resolved destination's host. A host given as a name is not looked up: soft's names are this
      * JVM's fabric, 127.0.0.1; a host name of shm or ucx gives null.

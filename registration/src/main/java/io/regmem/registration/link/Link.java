@@ -137,6 +137,11 @@ public final class Link implements AutoCloseable {
         }
     }
 
+    /** This end's {@code ip:port} (the requester's: the source the listener sees as its peer). */
+    public String localAddress() {
+        return wire.localAddress();
+    }
+
     /** The peer's {@code ip:port}. */
     public String peerAddress() {
         return wire.peerAddress();

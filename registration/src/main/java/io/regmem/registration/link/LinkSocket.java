@@ -47,6 +47,15 @@ final class LinkSocket implements AutoCloseable {
         this.out = socket.getOutputStream();
     }
 
+    /** This end's {@code ip:port}. */
+    String localAddress() {
+        SocketAddress a = socket.getLocalSocketAddress();
+        if (a instanceof InetSocketAddress i) {
+            return i.getAddress().getHostAddress() + ":" + i.getPort();
+        }
+        return String.valueOf(a);
+    }
+
     /** The peer's {@code ip:port}. */
     String peerAddress() {
         SocketAddress a = socket.getRemoteSocketAddress();

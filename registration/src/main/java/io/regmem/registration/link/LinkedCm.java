@@ -212,6 +212,7 @@ public abstract class LinkedCm implements ProviderCm {
         QpContext qp = ctx.qp();
         Link l = Link.connect(ctx.name(), kind, a.host(), a.port(), secret, handshakeMillis);
         link = l;
+        ctx.sourceAddress(l.localAddress());
         Thread.ofVirtual().name("regmem-" + kind.provider() + "-connect-" + address)
                 .start(() -> handshake(l, qp, address, privateData));
     }

@@ -35,6 +35,13 @@ public interface CmContext {
     CmContext newRequest(byte[] privateData, String peerAddress);
 
     /**
+     * The requester's connection has its source now, {@code ip:port} (the one the listener sees as its
+     * peer; rdma_cm binds a connecting ID to a source address and port): what {@code CmId.localAddress()}
+     * reports from then on.
+     */
+    void sourceAddress(String hostPort);
+
+    /**
      * The connection is up: state {@code CONNECTED} and an {@code ESTABLISHED} event.
      *
      * @param privateData on the active side, what the acceptor sent (copied); null on the passive side

@@ -248,6 +248,7 @@ class UcxHostileClientTest {
         CmId passive = awaitRequest(listener);
         assertThat(new String(passive.privateData())).isEqualTo("hello from the client");
         assertThat(passive.peerAddress()).startsWith("127.0.0.1:");
+        assertThat(active.localAddress()).as("the connection's source, as the listener sees it").isEqualTo(passive.peerAddress());
         QueuePair sqp = passive.createQp(spd, QpInitAttributes.of(scq));
         passive.accept("welcome".getBytes());
         awaitState(active, CmId.ConnState.CONNECTED);
