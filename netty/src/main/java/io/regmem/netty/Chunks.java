@@ -55,6 +55,16 @@ final class Chunks {
         this.c = c;
     }
 
+    /** True if a chunk the peer announced waits to be read, or is being read. */
+    boolean reading() {
+        for (ByteBuf b : reading) {
+            if (b != null) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** This side's chunks the peer has not answered yet. */
     int sentOutstanding() {
         return sentCount;
@@ -83,12 +93,12 @@ final class Chunks {
             if (!c.canSend()) {
                 return false;
             }
-            boolean chunk = readable > c.peerReceiveSize() && sentCount < MAX;
-            int length = Math.min(readable, chunk ? MAX_BYTES : c.peerReceiveSize());
+            boolean chunk = readable > c.peerReceiveSize && sentCount < MAX;
+            int length = Math.min(readable, chunk ? MAX_BYTES : c.peerReceiveSize);
             boolean own = registered.registered(buf);
             if (chunk && own && keyIds.get(registered.rkey(buf)) < 0 && keyIds.size() >= MAX_KEYS) {
                 chunk = false; // (a key the peer would have to import beyond the connection's budget: SENDs)
-                length = Math.min(readable, c.peerReceiveSize());
+                length = Math.min(readable, c.peerReceiveSize);
             }
             if (!chunk) {
                 try {
@@ -128,7 +138,7 @@ final class Chunks {
      * message that goes as a chunk of its own.
      */
     private void sendGathered(ChannelOutboundBuffer in, RegmemByteBufAllocator registered) {
-        int room = c.peerReceiveSize();
+        int room = c.peerReceiveSize;
         ByteBuf staging = null;
         c.begin();
         try {
@@ -143,7 +153,7 @@ final class Chunks {
                     continue;
                 }
                 boolean own = registered.registered(m);
-                if (c.pieces() > 0 && r > c.peerReceiveSize() && (own || r > SMALL)) {
+                if (c.pieces() > 0 && r > c.peerReceiveSize && (own || r > SMALL)) {
                     break; // (a large one goes as a chunk or in SENDs of its own)
                 }
                 int n = Math.min(r, room);
@@ -263,8 +273,9 @@ final class Chunks {
 
     /**
      * Chunk {@code id}'s READ completed (or was flushed): its buffer goes up in its place, and the peer
-     * hears DONE. A READ the peer did not answer with its memory (any failure but a flush) breaks the
-     * protocol: the channel hears an {@code IOException} and closes.
+     * hears DONE. A READ that fails while the connection is up (the peer did not give the memory it
+     * announced, or went under the READ) leaves a hole in the stream: the channel hands up what came
+     * before it, hears an {@code IOException} and closes.
      */
     void read(int id, WcStatus status) {
         ByteBuf b = reading[id];
@@ -275,7 +286,7 @@ final class Chunks {
         }
         if (status != WcStatus.SUCCESS || c.channel == null) {
             b.release();
-            if (status != WcStatus.SUCCESS && status != WcStatus.WR_FLUSH_ERR && c.state == Connection.State.ACTIVE) {
+            if (status != WcStatus.SUCCESS && (c.state == Connection.State.ACTIVE || c.state == Connection.State.NEW)) {
                 c.violated(new RdmaException(Errno.EFAULT, c.id + ": the peer's chunk " + id + " could not be read ("
                         + status + "): the stream cannot go on"));
             }

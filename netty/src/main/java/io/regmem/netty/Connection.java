@@ -76,8 +76,8 @@ final class Connection {
     private int owed;
     /** SENDs the peer may still make into this side's receives, as far as this side granted them. */
     private int peerCredits;
-    /** The peer's receive size: the largest piece of the stream one SEND carries. */
-    private int peerReceiveSize;
+    /** The peer's receive size: the largest piece of the stream one SEND carries (event loop only). */
+    int peerReceiveSize;
     private boolean finSent;
     private boolean destroyed;
     private long closingSince;
@@ -146,10 +146,6 @@ final class Connection {
         if (state == State.NEW) { // (a connection that broke meanwhile stays drained)
             state = State.ACTIVE;
         }
-    }
-
-    int peerReceiveSize() {
-        return peerReceiveSize;
     }
 
     /** True if a piece of the stream may be sent now (a SEND slot, and a credit besides the one kept for grants). */
@@ -385,9 +381,11 @@ final class Connection {
         }
     }
 
-    /** A completion failed: the connection is broken (the peer went, or it was drained). */
+    /** A completion failed: the connection is broken (the peer went, or it was drained); a chunk still unread cuts the stream. */
     private void broken(WcStatus status) {
-        if (state == State.ACTIVE || state == State.NEW) {
+        if ((state == State.ACTIVE || state == State.NEW) && chunks.reading()) {
+            violated(new RdmaException(Errno.EIO, id + ": the connection broke (" + status + ") before a chunk of the stream was read"));
+        } else if (state == State.ACTIVE || state == State.NEW) {
             RegmemSocketChannel ch = channel;
             disconnect();
             if (ch != null) {

@@ -1,6 +1,10 @@
 package io.regmem.netty;
 
+import io.netty.buffer.ByteBuf;
+import io.netty.channel.ChannelFuture;
+import io.netty.channel.ChannelPromise;
 import io.netty.channel.EventLoop;
+import io.netty.channel.socket.SocketChannel;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.CmId;
@@ -11,6 +15,7 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.net.UnknownHostException;
+import java.nio.channels.NotYetConnectedException;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 
@@ -132,5 +137,34 @@ final class Connections {
             return io;
         }
         return new IOException("connecting to " + remote + " failed: " + failed, failed);
+    }
+
+    /**
+     * Fails {@code promise} with {@link NotYetConnectedException}, as a TCP channel's shutdown fails
+     * before its connection, if the channel is {@code before} its connection; true if it did.
+     */
+    static boolean notYetConnected(boolean before, ChannelPromise promise) {
+        return before && promise.tryFailure(new NotYetConnectedException());
+    }
+
+    /** Shuts {@code ch}'s output and then its input down; {@code promise} fails with the first failure. */
+    static ChannelFuture shutdownBoth(SocketChannel ch, ChannelPromise promise) {
+        ch.shutdownOutput().addListener(out -> ch.shutdownInput().addListener(in -> {
+            Throwable cause = out.cause() != null ? out.cause() : in.cause();
+            if (cause != null) {
+                promise.tryFailure(cause);
+            } else {
+                promise.trySuccess();
+            }
+        }));
+        return promise;
+    }
+
+    /** What a channel writes: a {@code ByteBuf}, else {@link UnsupportedOperationException}. */
+    static Object byteBufOnly(Object msg) {
+        if (msg instanceof ByteBuf) {
+            return msg;
+        }
+        throw new UnsupportedOperationException("RegmemSocketChannel writes ByteBufs, not " + msg.getClass().getName());
     }
 }

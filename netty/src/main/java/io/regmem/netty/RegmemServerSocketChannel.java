@@ -5,8 +5,11 @@ import io.netty.channel.ChannelPromise;
 import io.netty.channel.EventLoop;
 import io.netty.channel.IoEventLoop;
 import io.netty.channel.socket.ServerSocketChannel;
+import io.regmem.core.Errno;
+import io.regmem.core.RdmaException;
 import io.regmem.registration.CmEvent;
 import io.regmem.registration.CmId;
+import java.net.BindException;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
 import java.util.concurrent.RejectedExecutionException;
@@ -93,6 +96,11 @@ public final class RegmemServerSocketChannel extends AbstractServerChannel imple
             l.listen();
         } catch (RuntimeException e) {
             l.close();
+            if (e instanceof RdmaException r && (r.errno() == Errno.EADDRINUSE || r.errno() == Errno.EADDRNOTAVAIL)) {
+                BindException b = new BindException(this + ": " + a + ": " + e.getMessage()); // (as a TCP channel's bind)
+                b.initCause(e);
+                throw b;
+            }
             throw e;
         }
         local = Connections.address(l.localAddress(), a);

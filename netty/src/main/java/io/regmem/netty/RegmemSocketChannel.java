@@ -282,9 +282,14 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
 
     @Override
     public ChannelFuture shutdownOutput(ChannelPromise promise) {
-        Connections.onLoop(eventLoop(), () -> ((AbstractUnsafe) unsafe()).shutdownOutput(promise));
+        Connections.onLoop(eventLoop(), () -> {
+            if (!Connections.notYetConnected(state == State.OPEN || state == State.CONNECTING, promise)) {
+                ((AbstractUnsafe) unsafe()).shutdownOutput(promise);
+            }
+        });
         return promise;
     }
+
 
     @Override
     public ChannelFuture shutdownInput() {
@@ -294,6 +299,9 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
     @Override
     public ChannelFuture shutdownInput(ChannelPromise promise) {
         Connections.onLoop(eventLoop(), () -> {
+            if (Connections.notYetConnected(state == State.OPEN || state == State.CONNECTING, promise)) {
+                return;
+            }
             inputShutdown = true;
             inbound.dropAll(conn); // (what arrives from now on is dropped too, its receive posted again)
             promise.trySuccess();
@@ -308,15 +316,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
 
     @Override
     public ChannelFuture shutdown(ChannelPromise promise) {
-        shutdownOutput().addListener(out -> shutdownInput().addListener(in -> {
-            Throwable cause = out.cause() != null ? out.cause() : in.cause();
-            if (cause != null) {
-                promise.tryFailure(cause);
-            } else {
-                promise.trySuccess();
-            }
-        }));
-        return promise;
+        return Connections.shutdownBoth(this, promise);
     }
 
     @Override
@@ -388,8 +388,12 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         return inbound.arrived(id, buf);
     }
 
-    /** The peer broke the protocol: the pipeline hears it, and the channel closes. */
+    /** The peer broke the protocol, or a chunk of the stream was lost: what came before goes up, the pipeline hears it, the channel closes. */
     void protocolViolated(RuntimeException e) {
+        if (!connecting) {
+            inbound.deliver();
+            inbound.readComplete();
+        }
         pipeline().fireExceptionCaught(new IOException(this + ": " + e.getMessage(), e));
         unsafe().close(unsafe().voidPromise());
     }
@@ -414,10 +418,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
 
     @Override
     protected Object filterOutboundMessage(Object msg) {
-        if (msg instanceof ByteBuf) {
-            return msg;
-        }
-        throw new UnsupportedOperationException("RegmemSocketChannel writes ByteBufs, not " + msg.getClass().getName());
+        return Connections.byteBufOnly(msg);
     }
 
     @Override

@@ -490,6 +490,32 @@ class RegmemChannelBehaviourTest {
         s.close().sync();
     }
 
+    /** A bind to a port another server holds fails with a BindException, as a TCP channel's, and leaves nothing behind. */
+    @Test
+    void aBindToAPortInUseFailsWithABindException() throws Exception {
+        Channel s = server(ch -> { }, b -> { });
+        ChannelFuture second = new ServerBootstrap().group(boss, workers).channel(RegmemServerSocketChannel.class)
+                .childHandler(new ChannelInboundHandlerAdapter()).bind(s.localAddress()).await();
+        assertThat(second.cause()).isInstanceOf(java.net.BindException.class).hasMessageContaining("EADDRINUSE")
+                .hasCauseInstanceOf(RdmaException.class);
+        assertThat(second.channel().closeFuture().await(10, TimeUnit.SECONDS)).isTrue();
+        Channel c = client(s, new ChannelInboundHandlerAdapter()); // (the first server goes on)
+        c.close().sync();
+        s.close().sync();
+    }
+
+    /** A channel not yet connected cannot shut its input or output down (NotYetConnectedException, as a TCP channel's). */
+    @Test
+    void aShutdownBeforeTheConnectionFailsNotYetConnected() throws Exception {
+        SocketChannel c = new RegmemSocketChannel();
+        clients.next().register(c).sync();
+        assertThat(c.shutdownOutput().await().cause()).isInstanceOf(java.nio.channels.NotYetConnectedException.class);
+        assertThat(c.shutdownInput().await().cause()).isInstanceOf(java.nio.channels.NotYetConnectedException.class);
+        assertThat(c.shutdown().await().cause()).isInstanceOf(java.nio.channels.NotYetConnectedException.class);
+        assertThat(c.isOpen()).isTrue();
+        c.close().sync();
+    }
+
     @Test
     void aConnectToAPortWhereNobodyListensIsRefused() throws Exception {
         int port;
