@@ -73,7 +73,8 @@ final class Connections {
             id.awaitConnected(waitMillis > 0 ? waitMillis : 60_000, TimeUnit.MILLISECONDS);
             return null;
         } catch (RdmaException e) {
-            return id.failureReason() == null ? e : new RdmaException(e.errno(), e.getMessage() + ": " + id.failureReason(), e);
+            String why = id.failureReason();
+            return why == null || e.getMessage().contains(why) ? e : new RdmaException(e.errno(), id + ": connect: " + why, e);
         } catch (RuntimeException | Error e) {
             return e;
         }

@@ -516,6 +516,42 @@ class RegmemChannelBehaviourTest {
         c.close().sync();
     }
 
+    /**
+     * A connect to a TCP port where something else listens (a peer that writes garbage, an HTTP server,
+     * one that says nothing) fails with a ConnectException, or with Netty's ConnectTimeoutException after
+     * CONNECT_TIMEOUT_MILLIS, and the channel closes.
+     */
+    @Test
+    void aConnectToAPortOfSomethingElseFailsAndCloses() throws Exception {
+        for (String answer : new String[] {"garbage", "http", "nothing"}) {
+            try (ServerSocket foreign = new ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
+                Thread peer = Thread.ofPlatform().daemon().start(() -> {
+                    try (java.net.Socket s = foreign.accept()) {
+                        byte[] bytes = switch (answer) {
+                            case "garbage" -> new byte[] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+                            case "http" -> "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n".getBytes();
+                            default -> new byte[0];
+                        };
+                        s.getOutputStream().write(bytes);
+                        s.getOutputStream().flush();
+                        Thread.sleep(answer.equals("nothing") ? 3000 : 100);
+                    } catch (IOException | InterruptedException e) {
+                        // (the test ended it)
+                    }
+                });
+                ChannelFuture f = new Bootstrap().group(clients).channel(RegmemSocketChannel.class)
+                        .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 1000).handler(new ChannelInboundHandlerAdapter())
+                        .connect(new InetSocketAddress("127.0.0.1", foreign.getLocalPort()));
+                assertThat(f.await(30, TimeUnit.SECONDS)).isTrue();
+                assertThat(f.cause()).as(answer).isInstanceOf(answer.equals("nothing")
+                        ? io.netty.channel.ConnectTimeoutException.class : ConnectException.class);
+                assertThat(f.channel().closeFuture().await(10, TimeUnit.SECONDS)).isTrue();
+                peer.interrupt();
+                peer.join(10_000);
+            }
+        }
+    }
+
     @Test
     void aConnectToAPortWhereNobodyListensIsRefused() throws Exception {
         int port;
