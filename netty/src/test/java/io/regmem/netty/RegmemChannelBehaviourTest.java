@@ -59,7 +59,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * What Netty's own socket tests ask of a transport, on the regmem transport (shm, one JVM): half
  * closure, auto-read off holding the peer back (credits) until the reader reads, writability that
- * flips and comes back, a refused connection, a close that still delivers what was written before it,
+ * flips and comes back, a refused connection, every buffer written released once written (registered,
+ * heap and unpooled, 10 B to 1 MiB), a close that still delivers what was written before it,
  * 1,000 connects and closes that leave no channel, thread, lane mapping or file behind, and a stream under the
  * PARANOID leak detector that reports nothing.
  */
@@ -550,6 +551,34 @@ class RegmemChannelBehaviourTest {
                 peer.join(10_000);
             }
         }
+    }
+
+    /**
+     * As Netty's SocketBufReleaseTest: every buffer written is released once written (a registered one
+     * when its SEND completed, or its chunk was read; any other once copied), whatever its kind and size.
+     */
+    @Test
+    void everyBufferWrittenIsReleasedOnceWritten() throws Exception {
+        Counter serverSide = new Counter();
+        Channel s = server(ch -> ch.pipeline().addLast(serverSide), b -> { });
+        Channel c = client(s, new ChannelInboundHandlerAdapter());
+        int rs = transport.receiveSize;
+        List<ByteBuf> written = new ArrayList<>();
+        long total = 0;
+        for (int size : new int[] {10, rs, 3 * rs, 1 << 20}) {
+            for (ByteBuf b : new ByteBuf[] {c.alloc().directBuffer(size), Unpooled.buffer(size), Unpooled.directBuffer(size)}) {
+                b.writeZero(size);
+                written.add(b);
+                c.write(b);
+                total += size;
+            }
+        }
+        c.flush();
+        long all = total;
+        waitFor("everything read", () -> serverSide.bytes.get() == all);
+        waitFor("every buffer written released", () -> written.stream().allMatch(b -> b.refCnt() == 0));
+        c.close().sync();
+        s.close().sync();
     }
 
     @Test
