@@ -115,6 +115,16 @@ public class PingPongBenchmark extends BenchDefaults {
     }
 
     /** One round trip: a SEND of {@code size} bytes and the answer's receive. */
+    /**
+     * A poll of the benchmark thread's CQ that finds nothing (no ping is out): what a spinning end pays
+     * per look, and so, on average, half of it before it sees a message.
+     */
+    @Benchmark
+    @BenchmarkMode(Mode.AverageTime)
+    public int idlePoll() {
+        return mine.pollOnce();
+    }
+
     @Benchmark
     public int roundTrip() {
         mine.ping(size);

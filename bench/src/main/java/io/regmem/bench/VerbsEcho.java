@@ -63,6 +63,11 @@ final class VerbsEcho {
         postSend(memory.address() + (long) RECVS * MAX, length);
     }
 
+    /** One poll of the CQ: the completions it took (for a measure of a poll that finds nothing). */
+    int pollOnce() {
+        return cq.poll(wcs);
+    }
+
     /**
      * Polls until a message arrives; returns its length (its receive is posted again). Send
      * completions met on the way are taken (they free the queue's slots).
