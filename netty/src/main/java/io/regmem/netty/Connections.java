@@ -1,10 +1,12 @@
 package io.regmem.netty;
 
 import io.netty.buffer.ByteBuf;
+import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.EventLoop;
 import io.netty.channel.socket.SocketChannel;
+import io.netty.util.concurrent.Future;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.CmId;
@@ -167,5 +169,23 @@ final class Connections {
             return msg;
         }
         throw new UnsupportedOperationException("RegmemSocketChannel writes ByteBufs, not " + msg.getClass().getName());
+    }
+
+    /** Abandons the connect under way on {@code id} (its channel closed, or its connect was cancelled or timed out). */
+    static void abandon(CmId id) {
+        try {
+            if (id.connState() != CmId.ConnState.DISCONNECTED) {
+                id.disconnect(); // (the connect's thread then stops waiting: awaitConnected fails at once)
+            }
+        } catch (RuntimeException e) { // (it ended meanwhile)
+            LOG.log(System.Logger.Level.DEBUG, () -> id + ": abandoning its connect: " + e);
+        }
+    }
+
+    /** A connect promise's listener: a cancelled connect closes its channel (which abandons the attempt), as on epoll. */
+    static void closeIfCancelled(Future<?> connect, Channel ch) {
+        if (connect.isCancelled()) {
+            ch.unsafe().close(ch.unsafe().voidPromise());
+        }
     }
 }

@@ -243,7 +243,6 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
 
     @Override
     protected void doClose() {
-        State was = state;
         state = State.CLOSED;
         if (request != null) { // accepted, never registered
             Connections.reject(request);
@@ -253,6 +252,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         connectPromise = null;
         if (p != null) {
             p.tryFailure(new ClosedChannelException());
+            Connections.abandon(conn.id); // (its thread ends now, and connected() finishes the connection)
         }
         inbound.releaseAll();
         Connection c = conn;
@@ -261,9 +261,6 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
             if (c.lingering()) {
                 eventLoop().schedule(() -> c.batchDone(), Connection.LINGER_NANOS + 1_000_000, TimeUnit.NANOSECONDS);
             }
-        }
-        if (was == State.CLOSED) {
-            return;
         }
     }
 
@@ -431,7 +428,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
     private final class RegmemUnsafe extends AbstractUnsafe implements RegmemIoHandler.RegmemIoHandle {
         @Override
         public void connect(SocketAddress remoteAddress, SocketAddress localAddress, ChannelPromise promise) {
-            if (!promise.setUncancellable() || !ensureOpen(promise)) {
+            if (promise.isDone() || !ensureOpen(promise)) { // (cancellable while it is under way, as epoll's and NIO's)
                 return;
             }
             if (state == State.ACTIVE) {
@@ -462,6 +459,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
             state = State.CONNECTING;
             connectPromise = promise;
             connecting = true;
+            promise.addListener(f -> Connections.closeIfCancelled(f, RegmemSocketChannel.this));
             byte[] offer = conn.offer();
             String address = Connections.hostPort(to);
             Thread.ofVirtual().name("regmem-netty-connect").start(() -> {

@@ -581,6 +581,46 @@ class RegmemChannelBehaviourTest {
         s.close().sync();
     }
 
+    /**
+     * A connect under way can be cancelled, as on epoll and NIO: the cancel succeeds, the channel closes
+     * and the attempt is abandoned, not left to run out its CONNECT_TIMEOUT_MILLIS (the teardown closes
+     * the device, which a CM ID still connecting would hold); a connect that timed out is abandoned the
+     * same way.
+     */
+    @Test
+    void aConnectUnderWayCanBeCancelledAndIsAbandoned() throws Exception {
+        try (ServerSocket silent = new ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
+            List<CompletableFuture<Void>> hungUp = List.of(new CompletableFuture<>(), new CompletableFuture<>());
+            Thread peer = Thread.ofPlatform().daemon().start(() -> {
+                for (CompletableFuture<Void> end : hungUp) {
+                    try (java.net.Socket s = silent.accept()) { // (it says nothing, and sees when the client hangs up)
+                        while (s.getInputStream().read() >= 0) {
+                            // (nothing comes before the challenge the client waits for)
+                        }
+                        end.complete(null);
+                    } catch (IOException e) {
+                        end.completeExceptionally(e);
+                    }
+                }
+            });
+            InetSocketAddress to = new InetSocketAddress("127.0.0.1", silent.getLocalPort());
+            ChannelFuture f = new Bootstrap().group(clients).channel(RegmemSocketChannel.class)
+                    .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 30_000).handler(new ChannelInboundHandlerAdapter()).connect(to);
+            Thread.sleep(100);
+            assertThat(f.cancel(false)).as("a connect under way cancels").isTrue();
+            assertThat(f.channel().closeFuture().await(10, TimeUnit.SECONDS)).isTrue();
+            // (abandoned: the client hangs up now, not at its 10 s handshake timeout or its 30 s connect timeout)
+            hungUp.get(0).get(5, TimeUnit.SECONDS);
+            ChannelFuture timedOut = new Bootstrap().group(clients).channel(RegmemSocketChannel.class)
+                    .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 200).handler(new ChannelInboundHandlerAdapter()).connect(to);
+            assertThat(timedOut.await(10, TimeUnit.SECONDS)).isTrue();
+            assertThat(timedOut.cause()).isInstanceOf(io.netty.channel.ConnectTimeoutException.class);
+            assertThat(timedOut.channel().closeFuture().await(10, TimeUnit.SECONDS)).isTrue();
+            hungUp.get(1).get(5, TimeUnit.SECONDS);
+            peer.join(10_000);
+        }
+    }
+
     @Test
     void aConnectToAPortWhereNobodyListensIsRefused() throws Exception {
         int port;
