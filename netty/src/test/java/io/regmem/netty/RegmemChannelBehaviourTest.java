@@ -591,9 +591,11 @@ class RegmemChannelBehaviourTest {
     void aConnectUnderWayCanBeCancelledAndIsAbandoned() throws Exception {
         try (ServerSocket silent = new ServerSocket(0, 50, java.net.InetAddress.getLoopbackAddress())) {
             List<CompletableFuture<Void>> hungUp = List.of(new CompletableFuture<>(), new CompletableFuture<>());
+            CompletableFuture<Void> accepted = new CompletableFuture<>();
             Thread peer = Thread.ofPlatform().daemon().start(() -> {
                 for (CompletableFuture<Void> end : hungUp) {
                     try (java.net.Socket s = silent.accept()) { // (it says nothing, and sees when the client hangs up)
+                        accepted.complete(null);
                         while (s.getInputStream().read() >= 0) {
                             // (nothing comes before the challenge the client waits for)
                         }
@@ -606,7 +608,7 @@ class RegmemChannelBehaviourTest {
             InetSocketAddress to = new InetSocketAddress("127.0.0.1", silent.getLocalPort());
             ChannelFuture f = new Bootstrap().group(clients).channel(RegmemSocketChannel.class)
                     .option(ChannelOption.CONNECT_TIMEOUT_MILLIS, 30_000).handler(new ChannelInboundHandlerAdapter()).connect(to);
-            Thread.sleep(100);
+            accepted.get(30, TimeUnit.SECONDS); // (the attempt is under way: its handshake waits for the listener)
             assertThat(f.cancel(false)).as("a connect under way cancels").isTrue();
             assertThat(f.channel().closeFuture().await(10, TimeUnit.SECONDS)).isTrue();
             // (abandoned: the client hangs up now, not at its 10 s handshake timeout or its 30 s connect timeout)
