@@ -4,6 +4,7 @@ import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelPromise;
+import io.netty.channel.ConnectTimeoutException;
 import io.netty.channel.EventLoop;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.util.concurrent.Future;
@@ -128,8 +129,13 @@ final class Connections {
         }
     }
 
-    /** A failed connect as Netty's TCP channels report it: {@link ConnectException} for a refusal, an {@link IOException} else. */
+    /** A failed connect as Netty's TCP channels report it: {@link ConnectTimeoutException} for a timeout, {@link ConnectException} for a refusal, an {@link IOException} else. */
     static IOException connectFailure(Throwable failed, InetSocketAddress remote) {
+        if (failed instanceof RdmaException e && e.errno() == Errno.ETIMEDOUT) { // (as the loop's own CONNECT_TIMEOUT_MILLIS says it)
+            ConnectTimeoutException t = new ConnectTimeoutException("connection timed out: " + remote + " (" + e.getMessage() + ")");
+            t.initCause(e);
+            return t;
+        }
         if (failed instanceof RdmaException e && (e.errno() == Errno.ECONNREFUSED || e.errno() == Errno.EHOSTUNREACH
                 || e.errno() == Errno.EACCES)) {
             ConnectException c = new ConnectException("Connection refused: " + remote + " (" + e.getMessage() + ")");

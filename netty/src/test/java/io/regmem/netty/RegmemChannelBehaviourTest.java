@@ -583,9 +583,9 @@ class RegmemChannelBehaviourTest {
 
     /**
      * A connect under way can be cancelled, as on epoll and NIO: the cancel succeeds, the channel closes
-     * and the attempt is abandoned, not left to run out its CONNECT_TIMEOUT_MILLIS (the teardown closes
-     * the device, which a CM ID still connecting would hold); a connect that timed out is abandoned the
-     * same way.
+     * and the attempt is abandoned (the silent listener sees the client hang up at once, not at its 10 s
+     * handshake timeout); a connect that timed out fails with Netty's ConnectTimeoutException and is
+     * abandoned the same way.
      */
     @Test
     void aConnectUnderWayCanBeCancelledAndIsAbandoned() throws Exception {
