@@ -2,6 +2,7 @@ package io.regmem.netty;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.RecvByteBufAllocator;
+import io.netty.channel.socket.ChannelInputShutdownReadComplete;
 
 /**
  * A channel's read side: the pieces of the byte stream its connection received, handed up the
@@ -34,6 +35,8 @@ final class Inbound {
     private int count;
     private boolean fin;
     private boolean readPending;
+    /** The input's end went up (half closure), and no read since said that all was read ({@link #allReadAfterEnd}). */
+    private boolean endReadPending;
     private boolean readInBatch;
     /** A read of what a read the allocator ended left is on the event loop's task queue. */
     private boolean resumeScheduled;
@@ -59,13 +62,38 @@ final class Inbound {
         return count == 0;
     }
 
-    /** A read was asked for ({@code doBeginRead}): what waits goes up now, else the next piece. */
-    void beginRead() {
+    /**
+     * A read was asked for ({@code doBeginRead}): what waits goes up now, else the next piece; with the
+     * input {@code shut}, only {@link #allReadAfterEnd}.
+     */
+    void beginRead(boolean shut) {
         readPending = true;
-        if (count > 0 || fin) {
+        if (shut) {
+            allReadAfterEnd();
+        } else if (count > 0 || fin) {
             deliver();
             readComplete();
             grant();
+        } else {
+            allReadAfterEnd();
+        }
+    }
+
+    /** The peer's end went up as ChannelInputShutdownEvent (half closure): the next read reports all read. */
+    void endSeen() {
+        endReadPending = true;
+    }
+
+    /**
+     * Once after the input's end went up, at the end of the read that follows (at once with AUTO_READ,
+     * else at the next {@code read()}): ChannelInputShutdownReadComplete, as Netty's TCP channels fire it
+     * when a read after the end finds the end again.
+     */
+    private void allReadAfterEnd() {
+        if (endReadPending && ch.isOpen() && (readPending || ch.config().isAutoRead())) {
+            endReadPending = false;
+            readPending = false;
+            ch.pipeline().fireUserEventTriggered(ChannelInputShutdownReadComplete.INSTANCE);
         }
     }
 
@@ -197,6 +225,9 @@ final class Inbound {
                 resumeScheduled = true;
                 ch.eventLoop().execute(resume);
             }
+        }
+        if (count == 0) {
+            allReadAfterEnd();
         }
     }
 

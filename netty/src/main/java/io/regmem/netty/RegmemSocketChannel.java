@@ -318,9 +318,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
 
     @Override
     protected void doBeginRead() {
-        if (!inputShutdown) {
-            inbound.beginRead();
-        }
+        inbound.beginRead(inputShutdown); // (a read of a shut input only says, once, that all was read)
     }
 
     void clearReadPending() {
@@ -348,6 +346,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         if (config.isAllowHalfClosure()) {
             inputShutdown = true;
             pipeline().fireUserEventTriggered(ChannelInputShutdownEvent.INSTANCE);
+            inbound.endSeen(); // (the read after it says all was read: ChannelInputShutdownReadComplete)
         } else {
             unsafe().close(unsafe().voidPromise());
         }

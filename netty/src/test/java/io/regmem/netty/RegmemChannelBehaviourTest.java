@@ -222,6 +222,52 @@ class RegmemChannelBehaviourTest {
         s.close().sync();
     }
 
+    /**
+     * As Netty's SocketHalfClosedTest (testAllDataReadEventTriggeredAfterHalfClosure): with half closure,
+     * after every byte the peer's end goes up as one ChannelInputShutdownEvent and then, at the read after
+     * it, one ChannelInputShutdownReadComplete; with AUTO_READ on, and off with the handler reading on.
+     */
+    @RepeatedTest(2)
+    void theInputsEndGoesUpOnceAndThenThatAllWasRead(org.junit.jupiter.api.RepetitionInfo run) throws Exception {
+        boolean autoRead = run.getCurrentRepetition() == 1;
+        List<String> seen = new java.util.concurrent.CopyOnWriteArrayList<>();
+        AtomicLong bytes = new AtomicLong();
+        Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelActive(ChannelHandlerContext ctx) {
+                ctx.read();
+            }
+
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                bytes.addAndGet(((ByteBuf) msg).readableBytes());
+                ((ByteBuf) msg).release();
+            }
+
+            @Override
+            public void channelReadComplete(ChannelHandlerContext ctx) {
+                ctx.read();
+            }
+
+            @Override
+            public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+                if (evt == ChannelInputShutdownEvent.INSTANCE) {
+                    seen.add("end after " + bytes.get());
+                } else if (evt == io.netty.channel.socket.ChannelInputShutdownReadComplete.INSTANCE) {
+                    seen.add("all read");
+                }
+            }
+        }), b -> b.childOption(ChannelOption.ALLOW_HALF_CLOSURE, true).childOption(ChannelOption.AUTO_READ, autoRead));
+        Channel c = client(s, new ChannelInboundHandlerAdapter());
+        c.writeAndFlush(c.alloc().directBuffer(100_000).writeZero(100_000)).sync();
+        ((SocketChannel) c).shutdownOutput().sync();
+        waitFor("the end and the read after it", () -> seen.size() >= 2);
+        Thread.sleep(100); // (nothing more comes)
+        assertThat(seen).containsExactly("end after 100000", "all read");
+        c.close().sync();
+        s.close().sync();
+    }
+
     @Test
     void autoReadOffHoldsTheWriterBackUntilTheReaderReadsAndWritabilityComesBack() throws Exception {
         Counter serverSide = new Counter();
