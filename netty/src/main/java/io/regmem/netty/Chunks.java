@@ -4,7 +4,6 @@ import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelOutboundBuffer;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.WcStatus;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteOrder;
@@ -273,23 +272,18 @@ final class Chunks {
 
     /**
      * Chunk {@code id}'s READ completed (or was flushed): its buffer goes up in its place, and the peer
-     * hears DONE. A READ that fails while the connection is up (the peer did not give the memory it
-     * announced, or went under the READ) leaves a hole in the stream: the channel hands up what came
-     * before it, hears an {@code IOException} and closes.
+     * hears DONE. A READ that failed was seen by the connection first, while the chunk was still here:
+     * a chunk unread cuts the stream ({@link #reading}).
      */
-    void read(int id, WcStatus status) {
+    void read(int id, boolean ok) {
         ByteBuf b = reading[id];
         reading[id] = null;
         readPosted[id] = false;
         if (b == null) {
             return;
         }
-        if (status != WcStatus.SUCCESS || c.channel == null) {
+        if (!ok || c.channel == null) {
             b.release();
-            if (status != WcStatus.SUCCESS && (c.state == Connection.State.ACTIVE || c.state == Connection.State.NEW)) {
-                c.violated(new RdmaException(Errno.EFAULT, c.id + ": the peer's chunk " + id + " could not be read ("
-                        + status + "): the stream cannot go on"));
-            }
             return;
         }
         b.writerIndex(readLength[id]);

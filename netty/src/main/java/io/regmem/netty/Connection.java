@@ -328,11 +328,11 @@ final class Connection {
             sendOwners[sendHead] = 0;
             sendHead = (sendHead + 1) % sends;
             sendOutstanding--;
-            if ((id & READ) != 0) {
-                chunks.read((int) (id & 0xFF), wc.status());
-            }
             if (!ok) {
-                broken(wc.status());
+                broken(wc.status()); // (before a failed READ lets its chunk go: a chunk unread cuts the stream)
+            }
+            if ((id & READ) != 0) {
+                chunks.read((int) (id & 0xFF), ok);
             }
         }
         finishIfDone();
@@ -373,7 +373,7 @@ final class Connection {
     }
 
     /** The peer sent what the protocol does not allow: the channel hears it, and the connection ends. */
-    void violated(RdmaException e) {
+    private void violated(RdmaException e) {
         RegmemSocketChannel ch = channel;
         disconnect();
         if (ch != null) {
@@ -383,10 +383,12 @@ final class Connection {
 
     /** A completion failed: the connection is broken (the peer went, or it was drained); a chunk still unread cuts the stream. */
     private void broken(WcStatus status) {
-        if ((state == State.ACTIVE || state == State.NEW) && chunks.reading()) {
-            violated(new RdmaException(Errno.EIO, id + ": the connection broke (" + status + ") before a chunk of the stream was read"));
-        } else if (state == State.ACTIVE || state == State.NEW) {
+        if (state == State.ACTIVE || state == State.NEW) {
             RegmemSocketChannel ch = channel;
+            if (chunks.reading()) {
+                violated(new RdmaException(Errno.EIO, id + ": a chunk of the stream was not read (" + status + "): the stream cannot go on"));
+                return;
+            }
             disconnect();
             if (ch != null) {
                 ch.connectionBroken(status);

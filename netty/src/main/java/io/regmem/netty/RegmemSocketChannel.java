@@ -287,7 +287,6 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         return promise;
     }
 
-
     @Override
     public ChannelFuture shutdownInput() {
         return shutdownInput(newPromise());
