@@ -136,46 +136,14 @@ class RegmemChannelBehaviourTest {
         }
     }
 
-    /** Checks that the bytes read are the stream {@link #patterned} writes (releasing them): how many so far, the first wrong one. */
-    private static class Checker extends ChannelInboundHandlerAdapter {
-        final AtomicLong read = new AtomicLong();
-        final AtomicReference<String> wrong = new AtomicReference<>();
-
-        @Override
-        public void channelRead(ChannelHandlerContext ctx, Object msg) {
-            ByteBuf b = (ByteBuf) msg;
-            for (int k = b.readerIndex(); k < b.writerIndex(); k++) {
-                long at = read.getAndIncrement();
-                if (b.getByte(k) != (byte) (at % 251) && wrong.get() == null) {
-                    wrong.set("byte " + at + " is " + b.getByte(k));
-                }
-            }
-            b.release();
-        }
-    }
-
-    /** Bytes {@code from} to {@code from + size} of the stream a {@link Checker} checks, in a buffer of {@code c}'s allocator. */
+    /** Bytes {@code from} to {@code from + size} of the stream a {@link PatternStream.Checker} checks, in a buffer of {@code c}'s allocator. */
     private static ByteBuf patterned(Channel c, long from, int size) {
-        ByteBuf m = c.alloc().directBuffer(size);
-        for (int k = 0; k < size; k++) {
-            m.writeByte((int) ((from + k) % 251));
-        }
-        return m;
+        return PatternStream.fill(c.alloc().directBuffer(size), from, size);
     }
 
     /** A server whose children echo what they read (flushed at each channelReadComplete), their SO_RCVBUF {@code window}. */
     private Channel echoServer(int window) throws InterruptedException {
-        return server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
-            @Override
-            public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                ctx.write(msg);
-            }
-
-            @Override
-            public void channelReadComplete(ChannelHandlerContext ctx) {
-                ctx.flush();
-            }
-        }), b -> b.childOption(ChannelOption.SO_RCVBUF, window));
+        return server(ch -> ch.pipeline().addLast(new PatternStream.Echo()), b -> b.childOption(ChannelOption.SO_RCVBUF, window));
     }
 
     private static void waitFor(String what, java.util.function.BooleanSupplier done) throws InterruptedException {
@@ -305,7 +273,7 @@ class RegmemChannelBehaviourTest {
      */
     @Test
     void autoReadOffHoldsAWriterOfChunksBackAndEveryByteArrivesInOrderOnceTheReaderReads() throws Exception {
-        Checker serverSide = new Checker();
+        PatternStream.Checker serverSide = new PatternStream.Checker();
         Channel s = server(ch -> ch.pipeline().addLast(serverSide), b -> b.childOption(ChannelOption.AUTO_READ, false));
         Channel c = client(s, new ChannelInboundHandlerAdapter());
         int size = 4 * transport.receiveSize;
@@ -899,7 +867,7 @@ class RegmemChannelBehaviourTest {
         for (int receives = 2; receives <= 4; receives++) {
             int window = receives * transport.receiveSize;
             Channel s = echoServer(window);
-            Checker back = new Checker();
+            PatternStream.Checker back = new PatternStream.Checker();
             Channel c = new Bootstrap().group(clients).channel(RegmemSocketChannel.class).option(ChannelOption.SO_RCVBUF, window)
                     .handler(back).connect(s.localAddress()).sync().channel();
             long total = 0;

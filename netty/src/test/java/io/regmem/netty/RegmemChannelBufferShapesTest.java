@@ -8,7 +8,6 @@ import io.netty.buffer.ByteBuf;
 import io.netty.buffer.CompositeByteBuf;
 import io.netty.buffer.Unpooled;
 import io.netty.channel.Channel;
-import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
@@ -20,8 +19,6 @@ import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -70,33 +67,9 @@ class RegmemChannelBufferShapesTest {
         assertThat(otherHeld).isZero();
     }
 
-    private static final class Checker extends ChannelInboundHandlerAdapter {
-        final AtomicLong read = new AtomicLong();
-        final AtomicReference<String> wrong = new AtomicReference<>();
-
-        @Override
-        public void channelRead(ChannelHandlerContext ctx, Object msg) {
-            ByteBuf b = (ByteBuf) msg;
-            for (int k = b.readerIndex(); k < b.writerIndex(); k++) {
-                long at = read.getAndIncrement();
-                if (b.getByte(k) != (byte) (at % 251) && wrong.get() == null) {
-                    wrong.set("byte " + at + " is " + b.getByte(k));
-                }
-            }
-            b.release();
-        }
-    }
-
-    private static ByteBuf fill(ByteBuf m, long from, int size) {
-        for (int k = 0; k < size; k++) {
-            m.writeByte((int) ((from + k) % 251));
-        }
-        return m;
-    }
-
     @Test
     void everyShapeOfBufferArrivesWholeAndInOrder() throws Exception {
-        Checker checker = new Checker();
+        PatternStream.Checker checker = new PatternStream.Checker();
         Channel s = new ServerBootstrap().group(boss, workers).channel(RegmemServerSocketChannel.class)
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
@@ -115,30 +88,30 @@ class RegmemChannelBufferShapesTest {
             CompositeByteBuf comp = c.alloc().compositeDirectBuffer(64);
             for (int k = 0; k < 40; k++) {
                 int n = Math.max(1, size / 40);
-                comp.addComponent(true, fill(k % 2 == 0 ? c.alloc().directBuffer(n) : Unpooled.buffer(n), at, n));
+                comp.addComponent(true, PatternStream.fill(k % 2 == 0 ? c.alloc().directBuffer(n) : Unpooled.buffer(n), at, n));
                 at += n;
             }
             c.write(comp);
             // a slice of a registered buffer, a read-only view, a duplicate
             ByteBuf big = c.alloc().directBuffer(size + 20);
             big.writeZero(10);
-            fill(big, at, size);
+            PatternStream.fill(big, at, size);
             big.writeZero(10);
             c.write(big.retainedSlice(10, size));
             at += size;
             big.release();
-            ByteBuf ro = fill(c.alloc().directBuffer(size), at, size);
+            ByteBuf ro = PatternStream.fill(c.alloc().directBuffer(size), at, size);
             c.write(ro.asReadOnly());
             at += size;
-            ByteBuf dup = fill(c.alloc().directBuffer(size), at, size);
+            ByteBuf dup = PatternStream.fill(c.alloc().directBuffer(size), at, size);
             c.write(dup.duplicate());
             at += size;
             // a registered buffer of another transport's allocator (another device), and a heap one
-            c.write(fill(otherTransport.allocator().directBuffer(size), at, size));
+            c.write(PatternStream.fill(otherTransport.allocator().directBuffer(size), at, size));
             at += size;
-            c.write(fill(Unpooled.directBuffer(size), at, size));
+            c.write(PatternStream.fill(Unpooled.directBuffer(size), at, size));
             at += size;
-            c.write(fill(Unpooled.buffer(size), at, size));
+            c.write(PatternStream.fill(Unpooled.buffer(size), at, size));
             at += size;
             c.flush();
         }

@@ -4,10 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
-import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
-import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
@@ -24,8 +21,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.KeyStore;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 import javax.net.ssl.KeyManagerFactory;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -71,56 +66,29 @@ class RegmemChannelTlsTest {
                     .childHandler(new ChannelInitializer<SocketChannel>() {
                         @Override
                         protected void initChannel(SocketChannel ch) {
-                            ch.pipeline().addLast(server.newHandler(ch.alloc()), new ChannelInboundHandlerAdapter() {
-                                @Override
-                                public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                                    ctx.write(msg);
-                                }
-
-                                @Override
-                                public void channelReadComplete(ChannelHandlerContext ctx) {
-                                    ctx.flush();
-                                }
-                            });
+                            ch.pipeline().addLast(server.newHandler(ch.alloc()), new PatternStream.Echo());
                         }
                     }).bind(new InetSocketAddress("127.0.0.1", 0)).sync().channel();
-            AtomicLong echoed = new AtomicLong();
-            AtomicReference<String> wrong = new AtomicReference<>();
+            PatternStream.Checker echoed = new PatternStream.Checker();
             Channel c = new Bootstrap().group(clients).channel(RegmemSocketChannel.class).handler(new ChannelInitializer<SocketChannel>() {
                 @Override
                 protected void initChannel(SocketChannel ch) {
-                    ch.pipeline().addLast(client.newHandler(ch.alloc(), "localhost", 0), new ChannelInboundHandlerAdapter() {
-                        @Override
-                        public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                            ByteBuf b = (ByteBuf) msg;
-                            for (int i = b.readerIndex(); i < b.writerIndex(); i++) {
-                                long at = echoed.getAndIncrement();
-                                if (b.getByte(i) != (byte) (at % 251) && wrong.get() == null) {
-                                    wrong.set("byte " + at + " is " + b.getByte(i));
-                                }
-                            }
-                            b.release();
-                        }
-                    });
+                    ch.pipeline().addLast(client.newHandler(ch.alloc(), "localhost", 0), echoed);
                 }
             }).connect(s.localAddress()).sync().channel();
             assertThat(c.pipeline().get(SslHandler.class).handshakeFuture().await(30, TimeUnit.SECONDS)).isTrue();
             assertThat(c.pipeline().get(SslHandler.class).handshakeFuture().isSuccess()).isTrue();
             long total = 0;
             for (int size : new int[] {1, 100, 5000, 70_000, 1 << 20, 3 << 20}) {
-                ByteBuf m = c.alloc().directBuffer(size);
-                for (int i = 0; i < size; i++) {
-                    m.writeByte((int) ((total + i) % 251));
-                }
+                c.writeAndFlush(PatternStream.fill(c.alloc().directBuffer(size), total, size));
                 total += size;
-                c.writeAndFlush(m);
             }
             long deadline = System.nanoTime() + 60_000_000_000L;
-            while (echoed.get() < total && System.nanoTime() < deadline) {
+            while (echoed.read.get() < total && System.nanoTime() < deadline) {
                 Thread.sleep(1);
             }
-            assertThat(wrong.get()).isNull();
-            assertThat(echoed.get()).isEqualTo(total);
+            assertThat(echoed.wrong.get()).isNull();
+            assertThat(echoed.read.get()).isEqualTo(total);
             c.close().sync();
             s.close().sync();
         } finally {
