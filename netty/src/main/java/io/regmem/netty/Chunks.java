@@ -2,6 +2,7 @@ package io.regmem.netty;
 
 import io.netty.buffer.ByteBuf;
 import io.netty.channel.ChannelOutboundBuffer;
+import io.netty.channel.FileRegion;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import java.io.IOException;
@@ -38,6 +39,8 @@ final class Chunks {
     private final ByteBuf[] sent = new ByteBuf[MAX];
     private int sentCount;
     private final Int2IntHashMap keyIds = new Int2IntHashMap(-1);
+    /** FileRegions' pieces. */
+    private final FilePieces files;
     // The peer's chunks this side reads: the buffer each goes into, where from, and the keys imported.
     private final ByteBuf[] reading = new ByteBuf[MAX];
     private final long[] readAddress = new long[MAX];
@@ -52,6 +55,7 @@ final class Chunks {
 
     Chunks(Connection c) {
         this.c = c;
+        this.files = new FilePieces(c, this);
     }
 
     /** True if a chunk the peer announced waits to be read, or is being read. */
@@ -72,16 +76,25 @@ final class Chunks {
     /**
      * Sends what {@code in} holds while credits and slots last: pieces that fit the peer's receive in
      * SENDs, larger ones as chunks (from the buffer itself when it is the transport's allocator's,
-     * else from a registered copy). True if all went; false if the rest waits.
+     * else from a registered copy), and {@link FileRegion}s in pieces ({@link FilePieces}).
      *
-     * @throws IOException if a SEND cannot be posted (the connection broke)
+     * @return {@link FilePieces#WENT} if all went; {@link FilePieces#WAIT} if the rest waits for credits;
+     *         {@link FilePieces#STALLED} if a FileRegion gave no bytes
+     * @throws IOException if a SEND cannot be posted (the connection broke), or a FileRegion's transfer failed
      */
-    boolean write(ChannelOutboundBuffer in) throws IOException {
+    int write(ChannelOutboundBuffer in) throws IOException {
         RegmemByteBufAllocator registered = c.handler.transport().allocator();
         for (;;) {
             Object msg = in.current();
             if (msg == null) {
-                return true;
+                return FilePieces.WENT;
+            }
+            if (msg instanceof FileRegion region) {
+                int r = files.write(in, region, registered);
+                if (r != FilePieces.WENT) {
+                    return r;
+                }
+                continue;
             }
             ByteBuf buf = (ByteBuf) msg;
             int readable = buf.readableBytes();
@@ -90,7 +103,7 @@ final class Chunks {
                 continue;
             }
             if (!c.canSend()) {
-                return false;
+                return FilePieces.WAIT;
             }
             boolean chunk = readable > c.peerReceiveSize && sentCount < MAX;
             int length = Math.min(readable, chunk ? MAX_BYTES : c.peerReceiveSize);
@@ -142,9 +155,8 @@ final class Chunks {
         c.begin();
         try {
             for (;;) {
-                ByteBuf m = (ByteBuf) in.current();
-                if (m == null || c.pieces() == c.maxSge) {
-                    break;
+                if (!(in.current() instanceof ByteBuf m) || c.pieces() == c.maxSge) {
+                    break; // (the end, or a FileRegion: FilePieces)
                 }
                 int r = m.readableBytes();
                 if (r == 0) {
@@ -186,8 +198,13 @@ final class Chunks {
         }
     }
 
+    /** True if one more chunk may be sent now (fewer than {@link #MAX} outstanding). */
+    boolean canChunk() {
+        return sentCount < MAX;
+    }
+
     /** Sends the descriptor of a chunk of {@code owner}'s memory (whose reference the chunk holds until DONE). */
-    private void sendChunk(RegmemByteBufAllocator registered, ByteBuf owner, long address, int length) {
+    void sendChunk(RegmemByteBufAllocator registered, ByteBuf owner, long address, int length) {
         int rkey = registered.rkey(owner);
         int keyId = keyIds.get(rkey);
         byte[] key = null;

@@ -251,12 +251,12 @@ final class Connection {
     }
 
     /**
-     * Sends what {@code in} holds while credits and SEND slots last ({@link Chunks#write}). True if
-     * all went; false if the rest waits for credits.
+     * Sends what {@code in} holds while credits and SEND slots last ({@link Chunks#write}): {@link
+     * FilePieces#WENT}, {@link FilePieces#WAIT} (for credits) or {@link FilePieces#STALLED}.
      *
-     * @throws IOException if a SEND cannot be posted (the connection broke)
+     * @throws IOException if a SEND cannot be posted (the connection broke), or a FileRegion's transfer failed
      */
-    boolean write(ChannelOutboundBuffer in) throws IOException {
+    int write(ChannelOutboundBuffer in) throws IOException {
         return chunks.write(in);
     }
 

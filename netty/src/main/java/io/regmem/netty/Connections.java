@@ -6,6 +6,7 @@ import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelPromise;
 import io.netty.channel.ConnectTimeoutException;
 import io.netty.channel.EventLoop;
+import io.netty.channel.FileRegion;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.util.concurrent.Future;
 import io.regmem.core.Errno;
@@ -169,12 +170,12 @@ final class Connections {
         return promise;
     }
 
-    /** What a channel writes: a {@code ByteBuf}, else {@link UnsupportedOperationException}. */
-    static Object byteBufOnly(Object msg) {
-        if (msg instanceof ByteBuf) {
+    /** What a channel writes: a {@code ByteBuf} or a {@link FileRegion}, else {@link UnsupportedOperationException}. */
+    static Object outbound(Object msg) {
+        if (msg instanceof ByteBuf || msg instanceof FileRegion) {
             return msg;
         }
-        throw new UnsupportedOperationException("RegmemSocketChannel writes ByteBufs, not " + msg.getClass().getName());
+        throw new UnsupportedOperationException("RegmemSocketChannel writes ByteBufs and FileRegions, not " + msg.getClass().getName());
     }
 
     /** Abandons the connect under way on {@code id} (its channel closed, or its connect was cancelled or timed out). */

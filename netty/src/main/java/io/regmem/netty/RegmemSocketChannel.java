@@ -413,13 +413,16 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
 
     @Override
     protected Object filterOutboundMessage(Object msg) {
-        return Connections.byteBufOnly(msg);
+        return Connections.outbound(msg);
     }
 
     @Override
     protected void doWrite(ChannelOutboundBuffer in) throws IOException {
-        if (!conn.write(in)) {
+        int r = conn.write(in);
+        if (r == FilePieces.WAIT) {
             writeWaiting = true; // the next grant of credits (batchDone) flushes again
+        } else if (r == FilePieces.STALLED) {
+            eventLoop().execute(((RegmemUnsafe) unsafe())::flushNow); // (a FileRegion gave nothing: later, as NIO)
         }
     }
 
