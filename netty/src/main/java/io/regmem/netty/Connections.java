@@ -170,6 +170,20 @@ final class Connections {
         return promise;
     }
 
+    /** A connect's local address: null, or any address with port 0 (what the system picks); else refused, as a bind. */
+    static void anySource(SocketAddress local) {
+        if (local != null && !(local instanceof InetSocketAddress a && a.getPort() == 0
+                && !a.isUnresolved() && a.getAddress().isAnyLocalAddress())) {
+            throw noBind(local);
+        }
+    }
+
+    /** What a client channel's bind throws: it binds no local address. */
+    static UnsupportedOperationException noBind(SocketAddress local) {
+        return new UnsupportedOperationException("RegmemSocketChannel binds no local address (" + local
+                + "): the system picks a connection's source");
+    }
+
     /** What a channel writes: a {@code ByteBuf} or a {@link FileRegion}, else {@link UnsupportedOperationException}. */
     static Object outbound(Object msg) {
         if (msg instanceof ByteBuf || msg instanceof FileRegion) {

@@ -190,7 +190,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
 
     @Override
     protected void doBind(SocketAddress localAddress) {
-        throw new UnsupportedOperationException("RegmemSocketChannel binds no local address: the system picks a connection's source");
+        throw Connections.noBind(localAddress);
     }
 
     /** The connect (or accept) finished, on the event loop: active, or failed and closed. */
@@ -444,6 +444,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
             CmId id;
             try {
                 to = Connections.resolve(remoteAddress);
+                Connections.anySource(localAddress);
                 id = registration.handler().transport().device().createCmId();
                 try {
                     conn = newConnection(id);

@@ -519,6 +519,32 @@ class RegmemChannelBehaviourTest {
         s.close().sync();
     }
 
+    /**
+     * A client channel binds no local address: a bind, or a connect from a given source, fails with
+     * UnsupportedOperationException and connects nothing; a connect from the wildcard address with port
+     * 0 (what the system picks anyway) connects.
+     */
+    @Test
+    void aClientBindsNoSourceButTheWildcardConnects() throws Exception {
+        Channel s = server(ch -> { }, b -> { });
+        Bootstrap b = new Bootstrap().group(clients).channel(RegmemSocketChannel.class).handler(new PatternStream.Echo());
+        ChannelFuture bound = b.bind(new InetSocketAddress("127.0.0.1", 0)).await();
+        assertThat(bound.cause()).isInstanceOf(UnsupportedOperationException.class).hasMessageContaining("binds no local address");
+        bound.channel().close().sync();
+        for (InetSocketAddress from : new InetSocketAddress[] {new InetSocketAddress("127.0.0.1", 0),
+                new InetSocketAddress(40000)}) {
+            ChannelFuture f = b.connect(s.localAddress(), from).await();
+            assertThat(f.cause()).as("from " + from).isInstanceOf(UnsupportedOperationException.class)
+                    .hasMessageContaining("binds no local address");
+            assertThat(f.channel().closeFuture().await(10, TimeUnit.SECONDS)).isTrue();
+        }
+        assertThat(children.size()).isZero(); // (no connection was asked for)
+        Channel c = b.connect(s.localAddress(), new InetSocketAddress(0)).sync().channel();
+        assertThat(c.isActive()).isTrue();
+        c.close().sync();
+        s.close().sync();
+    }
+
     /** A channel not yet connected cannot shut its input or output down (NotYetConnectedException, as a TCP channel's). */
     @Test
     void aShutdownBeforeTheConnectionFailsNotYetConnected() throws Exception {
