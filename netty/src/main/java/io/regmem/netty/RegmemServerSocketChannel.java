@@ -77,7 +77,10 @@ public final class RegmemServerSocketChannel extends AbstractServerChannel imple
 
     @Override
     protected void doRegister(ChannelPromise promise) {
-        registration.register(eventLoop(), (ServerUnsafe) unsafe(), promise, () -> { });
+        registration.register(eventLoop(), (ServerUnsafe) unsafe(), promise, () -> {
+            RegmemTransport t = registration.handler().transport();
+            config.defaultReceiveBytes(t.receives * t.receiveSize);
+        });
     }
 
     @Override

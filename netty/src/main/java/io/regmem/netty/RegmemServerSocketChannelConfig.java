@@ -15,13 +15,15 @@ import java.util.Map;
 
 /**
  * A {@link RegmemServerSocketChannel}'s configuration: Netty's channel options; {@code SO_BACKLOG},
- * {@code SO_REUSEADDR} and {@code SO_RCVBUF} are kept and reported (regmem's listener takes every
- * request it is sent, and its accepted channels take {@code SO_RCVBUF} from {@code childOption}).
+ * {@code SO_REUSEADDR} are kept and reported (regmem's listener takes every request it is
+ * sent). {@code SO_RCVBUF}, as a TCP listener's, is the accepted channels' own unless a
+ * {@code childOption} sets theirs; unset, it reports their windows (the transport's) once registered.
  */
 public final class RegmemServerSocketChannelConfig extends DefaultChannelConfig implements ServerSocketChannelConfig {
     private volatile int backlog = 128;
     private volatile boolean reuseAddress = true;
     private volatile int receiveBufferSize;
+    private volatile int defaultReceiveBytes;
 
     RegmemServerSocketChannelConfig(RegmemServerSocketChannel channel) {
         super(channel);
@@ -85,13 +87,27 @@ public final class RegmemServerSocketChannelConfig extends DefaultChannelConfig 
         return this;
     }
 
+    /** SO_RCVBUF's bytes, or what the accepted channels' windows are while unset (0 before registration). */
     @Override
     public int getReceiveBufferSize() {
+        return receiveBufferSize > 0 ? receiveBufferSize : defaultReceiveBytes;
+    }
+
+    /** SO_RCVBUF if it was set (0: unset): the accepted channels' own, unless a {@code childOption} sets theirs. */
+    int receiveBufferSizeSet() {
         return receiveBufferSize;
+    }
+
+    /** What SO_RCVBUF reports while unset: the transport's receive window, in bytes (on registration). */
+    void defaultReceiveBytes(int bytes) {
+        this.defaultReceiveBytes = bytes;
     }
 
     @Override
     public RegmemServerSocketChannelConfig setReceiveBufferSize(int bytes) {
+        if (bytes < 0) {
+            throw new IllegalArgumentException("receiveBufferSize: " + bytes + " (expected: >= 0)");
+        }
         this.receiveBufferSize = bytes;
         return this;
     }

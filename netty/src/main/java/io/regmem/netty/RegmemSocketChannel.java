@@ -71,6 +71,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         this.request = request;
         this.remote = remote;
         this.local = local;
+        config.setReceiveBufferSize(parent.config().receiveBufferSizeSet()); // (a listener's, as TCP's: childOption overrides)
     }
 
     @Override

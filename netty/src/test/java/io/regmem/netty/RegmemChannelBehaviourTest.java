@@ -448,8 +448,32 @@ class RegmemChannelBehaviourTest {
         assertThat(child.config().getOption(ChannelOption.SO_SNDBUF)).isEqualTo(transport.sends * transport.receiveSize);
         waitFor("the child's six receives posted", () -> posted(child) == 6);
         assertThat(posted(c)).isEqualTo(transport.receives);
+        assertThat(s.config().getOption(ChannelOption.SO_RCVBUF)).isEqualTo(transport.receives * transport.receiveSize);
         c.close().sync();
         s.close().sync();
+    }
+
+    /** A listener's SO_RCVBUF is its accepted channels' (as a TCP listener's), unless a childOption sets theirs. */
+    @Test
+    void aListenersReceiveBufferSizeIsItsChildrensUnlessTheirOwnIsSet() throws Exception {
+        java.util.List<Channel> made = new java.util.concurrent.CopyOnWriteArrayList<>();
+        Channel s = server(made::add, b -> b.option(ChannelOption.SO_RCVBUF, 5 * transport.receiveSize));
+        assertThat(s.config().getOption(ChannelOption.SO_RCVBUF)).isEqualTo(5 * transport.receiveSize);
+        Channel c = client(s, new ChannelInboundHandlerAdapter());
+        waitFor("a child", () -> made.size() == 1);
+        assertThat(made.get(0).config().getOption(ChannelOption.SO_RCVBUF)).isEqualTo(5 * transport.receiveSize);
+        waitFor("the child's five receives posted", () -> posted(made.get(0)) == 5);
+        Channel s2 = server(made::add, b -> b.option(ChannelOption.SO_RCVBUF, 5 * transport.receiveSize)
+                .childOption(ChannelOption.SO_RCVBUF, 3 * transport.receiveSize));
+        Channel c2 = client(s2, new ChannelInboundHandlerAdapter());
+        waitFor("a second child", () -> made.size() == 2);
+        assertThat(made.get(1).config().getOption(ChannelOption.SO_RCVBUF)).isEqualTo(3 * transport.receiveSize);
+        waitFor("the second child's three receives posted", () -> posted(made.get(1)) == 3);
+        assertThatThrownBy(() -> s2.config().setOption(ChannelOption.SO_RCVBUF, -1)).isInstanceOf(IllegalArgumentException.class);
+        c.close().sync();
+        s.close().sync();
+        c2.close().sync();
+        s2.close().sync();
     }
 
     /**
