@@ -152,10 +152,10 @@ final class Chunks {
     private void sendGathered(ChannelOutboundBuffer in, RegmemByteBufAllocator registered) {
         int room = c.peerReceiveSize;
         ByteBuf staging = null;
-        c.begin();
+        c.sends.begin();
         try {
             for (;;) {
-                if (!(in.current() instanceof ByteBuf m) || c.pieces() == c.maxSge) {
+                if (!(in.current() instanceof ByteBuf m) || c.sends.pieces() == c.maxSge) {
                     break; // (the end, or a FileRegion: FilePieces)
                 }
                 int r = m.readableBytes();
@@ -164,18 +164,18 @@ final class Chunks {
                     continue;
                 }
                 boolean own = registered.registered(m);
-                if (c.pieces() > 0 && r > c.peerReceiveSize && (own || r > SMALL)) {
+                if (c.sends.pieces() > 0 && r > c.peerReceiveSize && (own || r > SMALL)) {
                     break; // (a large one goes as a chunk or in SENDs of its own)
                 }
                 int n = Math.min(r, room);
                 if (own) {
-                    c.piece(m.retain(), m.memoryAddress() + m.readerIndex(), n, registered.lkey(m));
+                    c.sends.piece(m.retain(), m.memoryAddress() + m.readerIndex(), n, registered.lkey(m));
                 } else {
                     if (staging == null || staging.writableBytes() < n) {
                         try {
                             staging = registered.directBuffer(Math.max(n, Math.min(room, SMALL)));
                         } catch (RuntimeException outOfMemory) { // the pool is full: send what was gathered
-                            if (c.pieces() == 0) {
+                            if (c.sends.pieces() == 0) {
                                 throw outOfMemory;
                             }
                             break;
@@ -183,7 +183,7 @@ final class Chunks {
                     }
                     int at = staging.writerIndex();
                     staging.writeBytes(m, m.readerIndex(), n);
-                    c.piece(staging, staging.memoryAddress() + at, n, registered.lkey(staging));
+                    c.sends.piece(staging, staging.memoryAddress() + at, n, registered.lkey(staging));
                 }
                 in.removeBytes(n);
                 room -= n;
@@ -193,7 +193,7 @@ final class Chunks {
             }
             c.post(0);
         } catch (RuntimeException e) {
-            c.abandon();
+            c.sends.abandon();
             throw e;
         }
     }
@@ -314,9 +314,9 @@ final class Chunks {
     /** Posts the READs that wait for a slot, and the DONEs that wait for a credit. */
     void progress() {
         for (int id = 0; id < MAX; id++) {
-            if (reading[id] != null && !readPosted[id] && c.hasSlot()) {
+            if (reading[id] != null && !readPosted[id] && c.sends.hasSlot()) {
                 readPosted[id] = true;
-                c.postRead(id, reading[id], readAddress[id], readKey[id], readLength[id]);
+                c.sends.postRead(id, reading[id], readAddress[id], readKey[id], readLength[id]);
             }
         }
         while (doneCount > 0 && c.canControl()) {

@@ -5,12 +5,10 @@ import io.netty.channel.ChannelOutboundBuffer;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
 import io.regmem.registration.CmId;
-import io.regmem.registration.Opcode;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.QueuePair;
 import io.regmem.registration.WcStatus;
 import io.regmem.registration.WorkCompletion;
-import io.regmem.registration.WorkRequest;
 import java.io.IOException;
 
 /**
@@ -39,7 +37,6 @@ final class Connection {
     static final int MAGIC = Offer.MAGIC;
     /** How long a closed channel's connection waits for its SENDs before it disconnects anyway. */
     static final long LINGER_NANOS = 2_000_000_000L;
-    private static final long READ = 1L << 30;
     /** The most SGEs one SEND gathers. */
     static final int MAX_SGE = 16;
     enum State { NEW, ACTIVE, CLOSING, DRAINED }
@@ -50,7 +47,6 @@ final class Connection {
     final int slot;
     final int receives;
     final int receiveSize;
-    final int sends;
     private final int entries;
     /** The channel that reads and writes through this connection; null once it let go. */
     RegmemSocketChannel channel;
@@ -59,15 +55,8 @@ final class Connection {
     boolean touched;
     /** The receives it keeps posted. */
     final Receives recv;
-    /** What each outstanding SEND holds a reference on (its SGEs' buffers), by send slot. */
-    private final ByteBuf[][] sendBufs;
-    private final int[] sendOwners;
-    /** The SEND being gathered ({@link #begin}, {@link #piece}, {@link #post}): its buffers. */
-    private final ByteBuf[] building = new ByteBuf[MAX_SGE + 1];
-    private int buildingOwners;
-    private int sendHead;
-    private int sendTail;
-    private int sendOutstanding;
+    /** The SENDs and READs it has outstanding, and the SEND being gathered. */
+    final Sends sends;
     /** Receives the peer has posted for this side's SENDs, as far as this side knows. */
     private int sendCredits;
     /** The receives the peer offered (0 until its offer was taken): it never grants more credits. */
@@ -81,7 +70,6 @@ final class Connection {
     private boolean finSent;
     private boolean destroyed;
     private long closingSince;
-    private final WorkRequest wr = new WorkRequest(MAX_SGE);
     /** SGEs a SEND of this connection gathers at most (the device's limit, at most {@link #MAX_SGE}). */
     final int maxSge;
     final Chunks chunks = new Chunks(this);
@@ -95,12 +83,10 @@ final class Connection {
         this.handler = handler;
         this.id = id;
         this.receives = receives;
-        this.sends = sends;
         this.receiveSize = handler.transport().receiveSize;
         this.entries = receives + sends;
         this.recv = new Receives(this, receives);
-        this.sendBufs = new ByteBuf[sends][MAX_SGE + 1];
-        this.sendOwners = new int[sends];
+        this.sends = new Sends(this, sends);
         this.maxSge = Math.max(1, Math.min(MAX_SGE, handler.transport().device().attributes().maxSendSge()));
         this.slot = handler.attach(this, entries);
         QueuePair made = null;
@@ -150,17 +136,12 @@ final class Connection {
 
     /** True if a piece of the stream may be sent now (a SEND slot, and a credit besides the one kept for grants). */
     boolean canSend() {
-        return state == State.ACTIVE && sendOutstanding < sends && sendCredits >= 2;
+        return state == State.ACTIVE && sends.hasSlot() && sendCredits >= 2;
     }
 
     /** True if a message that only grants, ends the stream or acknowledges may be sent now (a slot, a credit). */
     boolean canControl() {
-        return (state == State.ACTIVE || state == State.CLOSING) && sendOutstanding < sends && sendCredits >= 1;
-    }
-
-    /** True if a send slot is free (for a SEND or an RDMA READ). */
-    boolean hasSlot() {
-        return sendOutstanding < sends;
+        return (state == State.ACTIVE || state == State.CLOSING) && sends.hasSlot() && sendCredits >= 1;
     }
 
     /**
@@ -169,85 +150,23 @@ final class Connection {
      * data beside the credits owed, which it grants.
      */
     void send(ByteBuf owner, long address, int length, int lkey, int flags) {
-        begin();
+        sends.begin();
         if (length > 0) {
-            piece(owner, address, length, lkey);
+            sends.piece(owner, address, length, lkey);
         }
         post(flags);
     }
 
-    /** Starts gathering a SEND. */
-    void begin() {
-        wr.reset();
-        buildingOwners = 0;
-    }
-
-    /** Adds {@code length} bytes at {@code address} to the SEND being gathered; it holds {@code owner}'s reference (once). */
-    void piece(ByteBuf owner, long address, int length, int lkey) {
-        wr.addSge(address, length, lkey);
-        if (owner != null) {
-            for (int k = 0; k < buildingOwners; k++) {
-                if (building[k] == owner) {
-                    return;
-                }
-            }
-            building[buildingOwners++] = owner;
-        }
-    }
-
-    /** Gives back the references of a SEND gathered and never posted. */
-    void abandon() {
-        for (int k = 0; k < buildingOwners; k++) {
-            building[k].release();
-            building[k] = null;
-        }
-        buildingOwners = 0;
-    }
-
-    /** SGEs in the SEND being gathered. */
-    int pieces() {
-        return wr.numSge();
-    }
-
     /**
-     * Posts the SEND gathered, with {@code flags} and the credits owed in its immediate data. If the
-     * post fails, the references it held are given back before this throws.
+     * Posts the SEND gathered ({@link Sends#begin}), with {@code flags} and the credits owed in its
+     * immediate data. If the post fails, the references it held are given back before this throws.
      */
     void post(int flags) {
         int imm = Math.min(owed, CREDITS);
-        wr.wrId(((long) slot << 32) | sendTail).opcode(Opcode.SEND_WITH_IMM).immData(imm | flags).signaled(true);
-        try {
-            qp.postSend(wr);
-        } catch (RuntimeException e) {
-            for (int k = 0; k < buildingOwners; k++) {
-                building[k].release();
-                building[k] = null;
-            }
-            buildingOwners = 0;
-            throw e;
-        }
-        ByteBuf[] held = sendBufs[sendTail];
-        for (int k = 0; k < buildingOwners; k++) {
-            held[k] = building[k];
-            building[k] = null;
-        }
-        sendOwners[sendTail] = buildingOwners;
-        buildingOwners = 0;
-        sendTail = (sendTail + 1) % sends;
-        sendOutstanding++;
+        sends.post(imm | flags);
         sendCredits--;
         owed -= imm;
         peerCredits += imm;
-    }
-
-    /** Posts an RDMA READ of {@code length} bytes at the peer's {@code address} ({@code rkey}) into {@code dst}: chunk {@code id}'s. */
-    void postRead(int id, ByteBuf dst, long address, int rkey, int length) {
-        wr.reset().wrId(((long) slot << 32) | READ | id).opcode(Opcode.RDMA_READ).signaled(true)
-                .addSge(dst.memoryAddress(), length, handler.transport().allocator().lkey(dst)).remote(address, rkey);
-        qp.postSend(wr);
-        sendOwners[sendTail] = 0;
-        sendTail = (sendTail + 1) % sends;
-        sendOutstanding++;
     }
 
     /**
@@ -320,18 +239,11 @@ final class Connection {
                 }
             }
         } else {
-            ByteBuf[] held = sendBufs[sendHead];
-            for (int k = sendOwners[sendHead] - 1; k >= 0; k--) {
-                held[k].release();
-                held[k] = null;
-            }
-            sendOwners[sendHead] = 0;
-            sendHead = (sendHead + 1) % sends;
-            sendOutstanding--;
+            sends.completed();
             if (!ok) {
                 broken(wc.status()); // (before a failed READ lets its chunk go: a chunk unread cuts the stream)
             }
-            if ((id & READ) != 0) {
+            if ((id & Sends.READ) != 0) {
                 chunks.read((int) (id & 0xFF), ok);
             }
         }
@@ -351,7 +263,7 @@ final class Connection {
         grant(); // (which posts the receives kept back first)
         if (state == State.CLOSING) {
             sendFin();
-            if (sendOutstanding == 0 && chunks.sentOutstanding() == 0 || System.nanoTime() - closingSince > LINGER_NANOS) {
+            if (sends.outstanding == 0 && chunks.sentOutstanding() == 0 || System.nanoTime() - closingSince > LINGER_NANOS) {
                 disconnect();
             }
         }
@@ -367,7 +279,7 @@ final class Connection {
     void grant() {
         recv.postLater(); // (a copied piece's receive, kept back while the batch's writes went: Receives.later)
         if ((state == State.ACTIVE || state == State.CLOSING) && owed > 0 && (owed >= Math.max(1, receives / 2) || peerCredits <= 1)
-                && sendCredits >= 1 && sendOutstanding < sends) {
+                && sendCredits >= 1 && sends.hasSlot()) {
             send(null, 0, 0, 0, 0);
         }
     }
@@ -408,7 +320,7 @@ final class Connection {
             state = State.CLOSING;
             closingSince = System.nanoTime();
             sendFin();
-            if (sendOutstanding == 0 && chunks.sentOutstanding() == 0) {
+            if (sends.outstanding == 0 && chunks.sentOutstanding() == 0) {
                 disconnect();
             }
         } else if (state == State.NEW) {
@@ -450,7 +362,7 @@ final class Connection {
 
     /** Destroys the QP and the ID once nothing of the connection is outstanding; frees the slot. */
     private void finishIfDone() {
-        if (state != State.DRAINED || recv.outstanding > 0 || sendOutstanding > 0) {
+        if (state != State.DRAINED || recv.outstanding > 0 || sends.outstanding > 0) {
             return;
         }
         destroyNow();
@@ -481,20 +393,13 @@ final class Connection {
 
     private void releaseAll() {
         recv.releaseAll();
-        for (int i = 0; i < sendBufs.length; i++) {
-            for (int k = sendOwners[i] - 1; k >= 0; k--) {
-                sendBufs[i][k].release();
-                sendBufs[i][k] = null;
-            }
-            sendOwners[i] = 0;
-        }
+        sends.releaseAll();
         chunks.releaseAll();
-        sendOutstanding = 0;
     }
 
     @Override
     public String toString() {
-        return "Connection[" + id + ", " + state + ", credits " + sendCredits + ", owed " + owed + ", sends " + sendOutstanding
+        return "Connection[" + id + ", " + state + ", credits " + sendCredits + ", owed " + owed + ", sends " + sends.outstanding
                 + ", receives " + recv.outstanding + "]";
     }
 }
