@@ -261,7 +261,7 @@ final class Chunks {
             int length = buf.getIntLE(4);
             long address = buf.getLongLE(8);
             int keyLength = buf.getUnsignedShortLE(16);
-            if (n < DESCRIPTOR || id >= MAX || reading[id] != null || length <= 0 || length > MAX_BYTES || keyId >= MAX_KEYS
+            if (n < DESCRIPTOR || id >= MAX || reading[id] != null || doneQueued(id) || length <= 0 || length > MAX_BYTES || keyId >= MAX_KEYS
                     || (flags & WITH_KEY) != 0 && (keyLength == 0 || n != DESCRIPTOR + keyLength)
                     || (flags & WITH_KEY) == 0 && !importedKnown[keyId]) {
                 throw new RdmaException(Errno.EINVAL, c.id + ": a chunk descriptor that breaks the protocol ("
@@ -299,22 +299,34 @@ final class Chunks {
         if (b == null) {
             return;
         }
-        if (!ok || c.channel == null) {
+        if (!ok) {
             b.release();
             return;
         }
-        b.writerIndex(readLength[id]);
         dones[doneCount++] = id;
+        if (c.channel == null) { // (closed while it was read: the peer lets it go all the same)
+            b.release();
+            progress();
+            return;
+        }
+        b.writerIndex(readLength[id]);
         if (!c.channel.chunkArrived(id, b)) {
             b.release(); // (the input was shut down meanwhile)
         }
         progress();
     }
 
-    /** Posts the READs that wait for a slot, and the DONEs that wait for a credit. */
+    /**
+     * Posts the READs that wait for a slot, and the DONEs that wait for a credit. Once the channel
+     * closed, a chunk not yet read is answered unread instead.
+     */
     void progress() {
         for (int id = 0; id < MAX; id++) {
-            if (reading[id] != null && !readPosted[id] && c.sends.hasSlot()) {
+            if (reading[id] != null && !readPosted[id] && c.channel == null) {
+                reading[id].release();
+                reading[id] = null;
+                dones[doneCount++] = id;
+            } else if (reading[id] != null && !readPosted[id] && c.sends.hasSlot()) {
                 readPosted[id] = true;
                 c.sends.postRead(id, reading[id], readAddress[id], readKey[id], readLength[id]);
             }
@@ -322,6 +334,32 @@ final class Chunks {
         while (doneCount > 0 && c.canControl()) {
             c.send(null, 0, 0, 0, Connection.DONE | dones[--doneCount] << 24);
         }
+    }
+
+    /**
+     * A message came after the channel closed ({@code imm} its immediate data, {@code n} bytes in
+     * {@code buf}): a chunk's descriptor is answered at once, unread, so that the peer need not keep its
+     * memory until its close gives up waiting. One of an id outstanding already, or not a descriptor
+     * at all, is ignored (the connection ends anyway).
+     */
+    void unread(int imm, ByteBuf buf, int n) {
+        if ((imm & Connection.CHUNK) == 0 || n < DESCRIPTOR) {
+            return;
+        }
+        int id = buf.getUnsignedByte(0);
+        if (id < MAX && reading[id] == null && !doneQueued(id)) {
+            dones[doneCount++] = id;
+        }
+    }
+
+    /** True if chunk {@code id}'s DONE waits for a credit (the peer cannot have announced that id again yet). */
+    private boolean doneQueued(int id) {
+        for (int k = 0; k < doneCount; k++) {
+            if (dones[k] == id) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Gives back every buffer still held (the QP is destroyed: nothing touches them any more). */

@@ -21,9 +21,10 @@ import java.io.IOException;
  * (the receives it posted again; never more than the receives it offered, {@link Offer}) and the end
  * of its stream ({@link #FIN}); a SEND of no bytes carries only those.
  *
- * <p>It outlives its channel: a channel closed with SENDs outstanding lets them finish (at most
- * {@link #LINGER_NANOS}), then disconnects, drains the QP and keeps its slot until every completion of
- * it was taken, then destroys the QP and the ID. Event loop thread only.
+ * <p>It outlives its channel: a channel closed with SENDs or chunks outstanding lets them finish (at
+ * most SO_LINGER, {@link #LINGER_NANOS} by default), answering the peer's chunks unread meanwhile, then
+ * disconnects, drains the QP and keeps its slot until every completion of it was taken, then destroys
+ * the QP and the ID. Event loop thread only.
  */
 final class Connection {
     /** Immediate data: the credits granted (low 16 bits) and the end of the sender's stream. */
@@ -69,7 +70,8 @@ final class Connection {
     int peerReceiveSize;
     private boolean finSent;
     private boolean destroyed;
-    private long closingSince;
+    /** When a closing connection disconnects at the latest ({@link #close}), by {@link System#nanoTime()}. */
+    private long closeBy;
     /** SGEs a SEND of this connection gathers at most (the device's limit, at most {@link #MAX_SGE}). */
     final int maxSge;
     final Chunks chunks = new Chunks(this);
@@ -224,8 +226,9 @@ final class Connection {
                         chunks.done(imm >>> 24);
                     }
                     handed = true;
-                    if (channel == null) {
-                        b.release(); // (closing: nothing goes up any more)
+                    if (channel == null) { // closing: nothing goes up any more, but the receive goes back (the
+                        chunks.unread(imm, b, (int) wc.byteLen()); // peer's DONE and FIN need credits) and a chunk is answered unread
+                        recv.post(i, b.clear());
                     } else if ((imm & CHUNK) != 0) {
                         chunks.announced(i, b, (int) wc.byteLen());
                     } else {
@@ -263,7 +266,7 @@ final class Connection {
         grant(); // (which posts the receives kept back first)
         if (state == State.CLOSING) {
             sendFin();
-            if (sends.outstanding == 0 && chunks.sentOutstanding() == 0 || System.nanoTime() - closingSince > LINGER_NANOS) {
+            if (sends.outstanding == 0 && chunks.sentOutstanding() == 0 || System.nanoTime() - closeBy >= 0) {
                 disconnect();
             }
         }
@@ -311,19 +314,22 @@ final class Connection {
     }
 
     /**
-     * The channel closed: the connection sends its end of stream, lets its SENDs finish (at most
-     * {@link #LINGER_NANOS}) and then disconnects. A connection never established disconnects at once.
+     * The channel closed: the connection sends its end of stream, lets its SENDs and chunks finish
+     * (for at most {@code lingerNanos}: 0 disconnects at once, dropping them) and then disconnects. It
+     * answers the peer's chunks unread meanwhile, and gives its receives back, so that the peer can
+     * answer its own. A connection never established disconnects at once.
      */
-    void close() {
+    void close(long lingerNanos) {
         channel = null;
-        if (state == State.ACTIVE) {
+        if (state == State.ACTIVE && lingerNanos > 0) {
             state = State.CLOSING;
-            closingSince = System.nanoTime();
+            closeBy = System.nanoTime() + lingerNanos;
             sendFin();
+            chunks.progress(); // (the peer's chunks it will not read are answered now)
             if (sends.outstanding == 0 && chunks.sentOutstanding() == 0) {
                 disconnect();
             }
-        } else if (state == State.NEW) {
+        } else if (state == State.ACTIVE || state == State.NEW) {
             disconnect();
         }
         finishIfDone();
@@ -358,6 +364,7 @@ final class Connection {
     /** The event loop ends: disconnect now, whatever is outstanding. */
     void abort() {
         disconnect();
+        finishIfDone(); // (one with nothing outstanding sees no completion that would finish it)
     }
 
     /** Destroys the QP and the ID once nothing of the connection is outstanding; frees the slot. */

@@ -200,7 +200,7 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         ChannelPromise p = connectPromise;
         connectPromise = null;
         if (state == State.CLOSED) { // closed meanwhile: the connection ends now
-            conn.close();
+            conn.close(0); // (not established: it disconnects at once)
             return;
         }
         if (failed == null) {
@@ -258,9 +258,10 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         inbound.releaseAll();
         Connection c = conn;
         if (c != null && !connecting) {
-            c.close();
+            long linger = config.lingerNanos();
+            c.close(linger);
             if (c.lingering()) {
-                eventLoop().schedule(() -> c.batchDone(), Connection.LINGER_NANOS + 1_000_000, TimeUnit.NANOSECONDS);
+                eventLoop().schedule(() -> c.batchDone(), linger + 1_000_000, TimeUnit.NANOSECONDS);
             }
         }
     }

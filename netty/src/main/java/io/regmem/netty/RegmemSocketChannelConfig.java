@@ -24,10 +24,11 @@ import java.util.Map;
  * the connection keeps posted (the credits its peer gets: bytes / the transport's {@code receiveSize},
  * 2 at least), {@code SO_SNDBUF} the bytes of SENDs it keeps outstanding (likewise): both take effect
  * when the connection is made, and while unset report the transport's ({@code receives} and
- * {@code sends} times {@code receiveSize}) once the channel is registered. {@code ALLOW_HALF_CLOSURE} is as TCP's. {@code TCP_NODELAY},
- * {@code SO_KEEPALIVE}, {@code SO_REUSEADDR}, {@code SO_LINGER} and {@code IP_TOS} are kept and
- * reported, and change nothing: every flush is sent at once, the connection's life line tells a dead
- * peer, and a close lets outstanding SENDs finish for at most two seconds. {@code ALLOCATOR} defaults
+ * {@code sends} times {@code receiveSize}) once the channel is registered. {@code ALLOW_HALF_CLOSURE} is as TCP's. {@code SO_LINGER} bounds
+ * how long a close lets the SENDs and chunks already posted finish before the connection disconnects
+ * (seconds; -1, the default, two; 0 disconnects at once, dropping them). {@code TCP_NODELAY},
+ * {@code SO_KEEPALIVE}, {@code SO_REUSEADDR} and {@code IP_TOS} are kept and reported, and change
+ * nothing: every flush is sent at once, and the connection's life line tells a dead peer. {@code ALLOCATOR} defaults
  * to the transport's registered allocator (a buffer of it is sent without a copy).
  */
 public final class RegmemSocketChannelConfig extends DefaultChannelConfig implements SocketChannelConfig {
@@ -176,10 +177,20 @@ public final class RegmemSocketChannelConfig extends DefaultChannelConfig implem
         return soLinger;
     }
 
+    /** SO_LINGER in seconds: how long a close lets what was sent finish; -1 (the default): two seconds; 0: it disconnects at once. */
     @Override
     public RegmemSocketChannelConfig setSoLinger(int seconds) {
+        if (seconds < -1) {
+            throw new IllegalArgumentException("soLinger: " + seconds + " (expected: -1 for the default, or seconds >= 0)");
+        }
         this.soLinger = seconds;
         return this;
+    }
+
+    /** How long a close lingers, in nanoseconds (SO_LINGER's seconds, or {@link Connection#LINGER_NANOS} while it is -1). */
+    long lingerNanos() {
+        int s = soLinger;
+        return s < 0 ? Connection.LINGER_NANOS : s * 1_000_000_000L;
     }
 
     @Override

@@ -719,6 +719,84 @@ class RegmemChannelBehaviourTest {
     }
 
     /**
+     * A close with chunks outstanding both ways does not wait out its linger: the server's child writes
+     * a mebibyte (a chunk) and closes while its client's loop is held; then the client writes one and
+     * closes before it has seen either. Each side answers the chunk it will not read, so with SO_LINGER
+     * at 60 s on both, both connections are gone, and every buffer back in the pool, long before.
+     */
+    @Test
+    void aCloseWithChunksOutstandingBothWaysDoesNotWaitOutItsLinger() throws Exception {
+        Channel s = server(ch -> { }, b -> b.childOption(ChannelOption.SO_LINGER, 60));
+        Channel c = new Bootstrap().group(clients).channel(RegmemSocketChannel.class).option(ChannelOption.SO_LINGER, 60)
+                .handler(new ChannelInboundHandlerAdapter()).connect(s.localAddress()).sync().channel();
+        assertThat(c.config().getOption(ChannelOption.SO_LINGER)).isEqualTo(60);
+        waitFor("a child", () -> children.size() == 1);
+        Channel child = children.iterator().next();
+        CountDownLatch childClosed = new CountDownLatch(1);
+        c.eventLoop().execute(() -> { // (the client's loop sees nothing of the child's chunk or end until it closed too)
+            try {
+                childClosed.await(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            c.writeAndFlush(c.alloc().directBuffer(1 << 20).writeZero(1 << 20));
+            c.close();
+        });
+        child.writeAndFlush(child.alloc().directBuffer(1 << 20).writeZero(1 << 20));
+        child.close().sync();
+        childClosed.countDown();
+        assertThat(c.closeFuture().await(30, TimeUnit.SECONDS)).isTrue();
+        waitFor("both connections gone and their buffers back, well within the 60 s linger",
+                () -> transport.allocator().metric().usedDirectMemory() == 0);
+        s.close().sync();
+    }
+
+    /**
+     * SO_LINGER 0 closes at once, without the end of stream (a reset): a peer that allows half closure
+     * sees its channel go inactive without first seeing its input end, as a TCP peer reset. The default
+     * sends the end first.
+     */
+    @Test
+    void soLingerZeroDisconnectsWithoutTheEndOfStream() throws Exception {
+        for (int linger : new int[] {0, -1}) {
+            AtomicLong read = new AtomicLong();
+            java.util.List<String> events = new java.util.concurrent.CopyOnWriteArrayList<>();
+            CompletableFuture<Void> inactive = new CompletableFuture<>();
+            Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+                @Override
+                public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                    read.addAndGet(((ByteBuf) msg).readableBytes());
+                    ((ByteBuf) msg).release();
+                }
+
+                @Override
+                public void userEventTriggered(ChannelHandlerContext ctx, Object evt) {
+                    if (evt == ChannelInputShutdownEvent.INSTANCE) {
+                        events.add("end");
+                        ctx.close(); // (a half-closed child that hears the end closes; one reset hears no end)
+                    }
+                }
+
+                @Override
+                public void channelInactive(ChannelHandlerContext ctx) {
+                    events.add("inactive");
+                    inactive.complete(null);
+                }
+            }), b -> b.childOption(ChannelOption.ALLOW_HALF_CLOSURE, true));
+            Channel c = new Bootstrap().group(clients).channel(RegmemSocketChannel.class).option(ChannelOption.SO_LINGER, linger)
+                    .handler(new ChannelInboundHandlerAdapter()).connect(s.localAddress()).sync().channel();
+            c.writeAndFlush(c.alloc().directBuffer(100).writeZero(100)).sync();
+            waitFor("the bytes read", () -> read.get() == 100);
+            c.close().sync();
+            inactive.get(30, TimeUnit.SECONDS);
+            assertThat(events).as("SO_LINGER " + linger).containsExactlyElementsOf(linger == 0 ? java.util.List.of("inactive")
+                    : java.util.List.of("end", "inactive"));
+            s.close().sync();
+        }
+        assertThatThrownBy(() -> new RegmemSocketChannel().config().setSoLinger(-2)).isInstanceOf(IllegalArgumentException.class);
+    }
+
+    /**
      * A client that writes and is gone before the server's accept of it finished (the server's event
      * loop was busy meanwhile): the server's child still turns active, reads the bytes, sees the end,
      * as on TCP. (Repeated: the loss it guards against came in about half the runs.)
