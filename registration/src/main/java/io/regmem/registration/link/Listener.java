@@ -10,6 +10,8 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -66,6 +68,8 @@ public final class Listener implements AutoCloseable {
         final Object from;
         /** Claimed once: by its thread (authenticated, or failed) or by the accept loop (dropped). */
         final AtomicBoolean ended = new AtomicBoolean();
+        /** The thread of its handshake (set before it starts). */
+        volatile Thread thread;
 
         Pending(Socket socket) {
             this.socket = socket;
@@ -125,16 +129,36 @@ public final class Listener implements AutoCloseable {
      * Stops listening; handshakes under way fail (their sockets are closed here: their requesters see
      * a rejection). When it returns the port is free of this listener's sockets (a connection it
      * already handed on keeps its own): the JDK closes a socket that a thread is blocked in
-     * {@code accept} on only once that thread has left it, so this waits for the accepting thread (at
-     * most a second), and then closes what it accepted whose handshake has not ended.
+     * {@code accept} (or a virtual thread in a read) on only once that thread has left it, so this
+     * waits for the accepting thread, then resets what it accepted whose handshake has not ended and
+     * waits for those handshakes' threads to leave their reads (at most a second in all).
      */
     @Override
     public void close() {
         closeQuietly(server);
-        Thread t = acceptor;
+        long deadline = System.nanoTime() + 1_000_000_000L;
+        boolean interrupted = awaitExit(acceptor, deadline);
+        List<Thread> reading = new ArrayList<>();
+        for (Pending p; (p = pending.pollFirst()) != null; ) {
+            if (end(p)) { // (its thread's reads fail now; ended, it says nothing of it)
+                reset(p.socket);
+                if (p.thread != null) {
+                    reading.add(p.thread);
+                }
+            }
+        }
+        for (Thread t : reading) {
+            interrupted |= awaitExit(t, deadline);
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** Waits until {@code t} (null: none; this thread: not) has ended or the deadline passed; true if interrupted meanwhile. */
+    private static boolean awaitExit(Thread t, long deadline) {
+        boolean interrupted = false;
         if (t != null && t != Thread.currentThread()) {
-            boolean interrupted = false;
-            long deadline = System.nanoTime() + 1_000_000_000L;
             while (t.isAlive() && System.nanoTime() < deadline) {
                 try {
                     t.join(Duration.ofNanos(Math.max(1, deadline - System.nanoTime())));
@@ -142,15 +166,8 @@ public final class Listener implements AutoCloseable {
                     interrupted = true;
                 }
             }
-            if (interrupted) {
-                Thread.currentThread().interrupt();
-            }
         }
-        for (Pending p; (p = pending.pollFirst()) != null; ) {
-            if (end(p)) { // (its thread's reads fail now; ended, it says nothing of it)
-                reset(p.socket);
-            }
-        }
+        return interrupted;
     }
 
     /**
@@ -181,13 +198,15 @@ public final class Listener implements AutoCloseable {
             if (handshakes.incrementAndGet() > MAX_PENDING_HANDSHAKES) {
                 dropOldest();
             }
-            Thread.ofVirtual().name("regmem-" + kind.provider() + "-hello").start(() -> {
+            Thread t = Thread.ofVirtual().name("regmem-" + kind.provider() + "-hello").unstarted(() -> {
                 try {
                     hello(p);
                 } finally {
                     end(p);
                 }
             });
+            p.thread = t;
+            t.start();
         }
     }
 
