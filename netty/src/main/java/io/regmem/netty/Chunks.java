@@ -278,7 +278,7 @@ final class Chunks {
             readKey[id] = imported.get(keyId);
             readLength[id] = length;
             readPosted[id] = false;
-            kept = c.channel.chunkAnnounced(id, i, buf);
+            kept = c.channel.inbound().chunk(id, i, buf);
         } finally {
             if (!kept) {
                 c.recv.post(i, buf.clear()); // (a descriptor that broke the protocol, or an input shut down)
@@ -310,7 +310,7 @@ final class Chunks {
             return;
         }
         b.writerIndex(readLength[id]);
-        if (!c.channel.chunkArrived(id, b)) {
+        if (!c.channel.inbound().arrived(id, b)) {
             b.release(); // (the input was shut down meanwhile)
         }
         progress();

@@ -292,8 +292,22 @@ final class Connection {
         RegmemSocketChannel ch = channel;
         disconnect();
         if (ch != null) {
-            ch.protocolViolated(e);
+            ch.failed(new IOException(ch + ": " + e.getMessage(), e), true);
         }
+    }
+
+    /**
+     * Handling one of its completions threw ({@code t}: the application's, such as its
+     * {@code RecvByteBufAllocator}'s, or regmem's): the channel hears it and closes, and the connection
+     * ends, as epoll's channel does on a read that throws.
+     */
+    void failed(Throwable t) {
+        RegmemSocketChannel ch = channel;
+        disconnect();
+        if (ch != null) {
+            ch.failed(t, false);
+        }
+        finishIfDone();
     }
 
     /** A completion failed: the connection is broken (the peer went, or it was drained); a chunk still unread cuts the stream. */

@@ -129,14 +129,19 @@ final class Inbound {
      * Chunk {@code id} takes its place in the stream (its bytes come when its READ completes), keeping
      * its descriptor's receive {@code i} ({@code descriptor}) until it goes up: like every piece here,
      * it holds one of the connection's receives, so a reader that does not read holds its peer back.
+     * False if the input is shut down (no place: the caller posts the receive again).
      */
-    void chunk(int id, int i, ByteBuf descriptor) {
+    boolean chunk(int id, int i, ByteBuf descriptor) {
+        if (ch.inputShutdown()) {
+            return false;
+        }
         int at = (head + count) % bufs.length;
         receive[at] = i;
         bufs[at] = null;
         chunkIds[at] = id;
         descriptors[at] = descriptor;
         count++;
+        return true;
     }
 
     /** Chunk {@code id}'s bytes are in {@code buf}; false if its place is gone (the input was shut down). */
@@ -200,17 +205,22 @@ final class Inbound {
         } else {
             c.recv.postFresh(i);
         }
-        RecvByteBufAllocator.Handle h = ch.unsafe().recvBufAllocHandle();
-        if (!readInBatch) {
-            readInBatch = true;
-            batchStart = c.handler.clock(); // (no clock read on the way up: the loop read it before the poll, or while it spun)
-            h.reset(ch.config());
-        } else if (c.peerShort() && System.nanoTime() - batchStart > EARLY_GRANT_NANOS) { // (only a peer short of credits reads it)
-            c.grant(); // (the peer waits for credits, and this batch takes long: the receives posted again go back now)
+        try {
+            RecvByteBufAllocator.Handle h = ch.unsafe().recvBufAllocHandle();
+            if (!readInBatch) {
+                readInBatch = true;
+                batchStart = c.handler.clock(); // (no clock read on the way up: the loop read it before the poll, or while it spun)
+                h.reset(ch.config());
+            } else if (c.peerShort() && System.nanoTime() - batchStart > EARLY_GRANT_NANOS) { // (only a peer short of credits reads it)
+                c.grant(); // (the peer waits for credits, and this batch takes long: the receives posted again go back now)
+            }
+            h.attemptedBytesRead(n); // (a piece is whole: as a socket read that filled its buffer, more may follow)
+            h.lastBytesRead(n);
+            h.incMessagesRead(1);
+        } catch (Throwable t) { // (the application's RecvByteBufAllocator: the connection ends, Connection.failed)
+            msg.release();
+            throw t;
         }
-        h.attemptedBytesRead(n); // (a piece is whole: as a socket read that filled its buffer, more may follow)
-        h.lastBytesRead(n);
-        h.incMessagesRead(1);
         readPending = false;
         ch.pipeline().fireChannelRead(msg);
     }

@@ -254,8 +254,8 @@ public final class RegmemIoHandler implements IoHandler {
                 }
                 try {
                     c.completed(wc);
-                } catch (Throwable t) { // (a thread of Netty's: nothing escapes a run)
-                    LOG.log(System.Logger.Level.WARNING, () -> c + ": handling a completion failed", t);
+                } catch (Throwable t) { // (a thread of Netty's: nothing escapes a run; the failure ends its connection)
+                    failed(c, t);
                 }
             }
             total += n;
@@ -270,7 +270,7 @@ public final class RegmemIoHandler implements IoHandler {
                 try {
                     c.batchDone();
                 } catch (Throwable t) {
-                    LOG.log(System.Logger.Level.WARNING, () -> c + ": ending a batch of completions failed", t);
+                    failed(c, t);
                 }
             }
             touched.clear();
@@ -283,6 +283,16 @@ public final class RegmemIoHandler implements IoHandler {
         if (!inLoop()) {
             wakeups.incrementAndGet(); // (a loop spinning in run() goes back to Netty's, which runs the task)
             channel.wakeup();
+        }
+    }
+
+    /** Handling {@code c}'s completions threw {@code t}: its channel hears it and closes (logged if that fails too). */
+    private static void failed(Connection c, Throwable t) {
+        try {
+            c.failed(t);
+        } catch (Throwable again) {
+            again.addSuppressed(t);
+            LOG.log(System.Logger.Level.WARNING, () -> c + ": handling a completion failed, and so did ending the connection", again);
         }
     }
 

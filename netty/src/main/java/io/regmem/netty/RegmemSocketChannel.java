@@ -368,30 +368,21 @@ public final class RegmemSocketChannel extends AbstractChannel implements Socket
         }
     }
 
+    /** Its read side (the pieces and chunks received, in their order). */
+    Inbound inbound() {
+        return inbound;
+    }
+
     /**
-     * The peer announced chunk {@code id} in receive {@code i} ({@code descriptor}): its place in the
-     * stream is here, and keeps the receive until it goes up. False if the input is shut down (no place).
+     * The peer broke the protocol or a chunk of the stream was lost ({@code deliver}: what came before goes
+     * up first), or handling a completion failed: the pipeline hears {@code cause}, the channel closes.
      */
-    boolean chunkAnnounced(int id, int i, ByteBuf descriptor) {
-        if (inputShutdown) {
-            return false;
-        }
-        inbound.chunk(id, i, descriptor);
-        return true;
-    }
-
-    /** Chunk {@code id} was read into {@code buf}; false if its place is gone (the input was shut down). */
-    boolean chunkArrived(int id, ByteBuf buf) {
-        return inbound.arrived(id, buf);
-    }
-
-    /** The peer broke the protocol, or a chunk of the stream was lost: what came before goes up, the pipeline hears it, the channel closes. */
-    void protocolViolated(RuntimeException e) {
-        if (!connecting) {
+    void failed(Throwable cause, boolean deliver) {
+        if (deliver && !connecting) {
             inbound.deliver();
             inbound.readComplete();
         }
-        pipeline().fireExceptionCaught(new IOException(this + ": " + e.getMessage(), e));
+        pipeline().fireExceptionCaught(cause);
         unsafe().close(unsafe().voidPromise());
     }
 

@@ -18,6 +18,7 @@ import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoop;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
+import io.netty.channel.RecvByteBufAllocator;
 import io.netty.channel.group.ChannelGroup;
 import io.netty.channel.group.DefaultChannelGroup;
 import io.netty.channel.socket.ChannelInputShutdownEvent;
@@ -716,6 +717,54 @@ class RegmemChannelBehaviourTest {
         c2.closeFuture().sync();
         s.close().sync();
         s2.close().sync();
+    }
+
+    /**
+     * A read that throws in the application's own code outside its handlers (here its
+     * RecvByteBufAllocator's handle) reaches the pipeline as that exception and closes the channel, as
+     * on epoll; the piece it was handing up goes back to the pool, and the loop goes on serving others.
+     */
+    @Test
+    void aReadThatThrowsInTheApplicationsRecvAllocatorClosesTheChannelWithItsException() throws Exception {
+        RecvByteBufAllocator throwing = new RecvByteBufAllocator() {
+            @Override
+            public Handle newHandle() {
+                return new DelegatingHandle(new AdaptiveRecvByteBufAllocator().newHandle()) {
+                    @Override
+                    public void lastBytesRead(int bytes) {
+                        throw new IllegalStateException("the application's allocator failed");
+                    }
+                };
+            }
+        };
+        AtomicReference<CompletableFuture<Throwable>> caught = new AtomicReference<>();
+        Channel s = server(ch -> ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
+            @Override
+            public void channelRead(ChannelHandlerContext ctx, Object msg) {
+                ((ByteBuf) msg).release();
+            }
+
+            @Override
+            public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+                caught.get().complete(cause);
+            }
+        }), b -> b.childOption(ChannelOption.RCVBUF_ALLOCATOR, throwing));
+        for (int size : new int[] {64, 100_000}) { // (a piece copied out of its receive, and one handed up in it)
+            caught.set(new CompletableFuture<>());
+            Channel c = client(s, new ChannelInboundHandlerAdapter());
+            c.writeAndFlush(c.alloc().directBuffer(size).writeZero(size));
+            assertThat(c.closeFuture().await(30, TimeUnit.SECONDS)).as("the client sees the child close").isTrue();
+            assertThat(caught.get().get(30, TimeUnit.SECONDS)).isInstanceOf(IllegalStateException.class)
+                    .hasMessage("the application's allocator failed");
+        }
+        Channel echo = echoServer(transport.receives * transport.receiveSize); // (the loops serve on)
+        PatternStream.Checker checker = new PatternStream.Checker();
+        Channel c = client(echo, checker);
+        c.writeAndFlush(patterned(c, 0, 1000));
+        waitFor("the echo", () -> checker.read.get() == 1000);
+        c.close().sync();
+        echo.close().sync();
+        s.close().sync();
     }
 
     /**
