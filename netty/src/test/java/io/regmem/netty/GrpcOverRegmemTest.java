@@ -3,6 +3,7 @@ package io.regmem.netty;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import com.google.common.util.concurrent.ListenableFuture;
 import io.grpc.CallOptions;
 import io.grpc.ClientCall;
 import io.grpc.ManagedChannel;
@@ -38,7 +39,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * gRPC-Java, unchanged (grpc-netty's {@code NettyServerBuilder} and {@code NettyChannelBuilder} given
  * the regmem channel types and event loop groups), over the regmem transport on shm: unary calls of
  * 64 B to 1 MiB, a server stream, a bidirectional stream, a deadline and a cancellation that the server
- * sees, in one JVM; and unary and streaming calls to a server in another process.
+ * sees, and 300 concurrent calls of mixed sizes, in one JVM; and unary and streaming calls to a server
+ * in another process.
  */
 @ExtendWith(NoLeaks.class)
 class GrpcOverRegmemTest {
@@ -167,6 +169,43 @@ class GrpcOverRegmemTest {
         } finally {
             ch.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
             server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+        }
+    }
+
+    /**
+     * Three gRPC channels on one client loop, a server on two, and 300 unary calls in flight at once
+     * (mostly small, one in eight up to 3 MiB: pieces in SENDs and read chunks), four rounds, every
+     * answer byte-checked.
+     */
+    @Test
+    void threeHundredConcurrentUnaryCallsOfMixedSizes() throws Exception {
+        EventLoopGroup twoWorkers = new MultiThreadIoEventLoopGroup(2, transport.ioHandlerFactory());
+        Server server = server(transport, boss, twoWorkers, GrpcEcho.service(), "127.0.0.1").start();
+        List<ManagedChannel> chans = new ArrayList<>();
+        try {
+            for (int k = 0; k < 3; k++) {
+                chans.add(channel(server.getPort()));
+            }
+            Random r = new Random(1);
+            for (int round = 0; round < 4; round++) {
+                List<ListenableFuture<byte[]>> calls = new ArrayList<>();
+                List<byte[]> requests = new ArrayList<>();
+                for (int i = 0; i < 300; i++) {
+                    byte[] b = new byte[r.nextInt(8) == 0 ? r.nextInt(3 << 20) : r.nextInt(5000)];
+                    r.nextBytes(b);
+                    requests.add(b);
+                    calls.add(ClientCalls.futureUnaryCall(chans.get(i % 3).newCall(GrpcEcho.UNARY, CallOptions.DEFAULT), b));
+                }
+                for (int i = 0; i < calls.size(); i++) {
+                    assertThat(calls.get(i).get(60, TimeUnit.SECONDS)).as("call %d of round %d", i, round).isEqualTo(requests.get(i));
+                }
+            }
+        } finally {
+            for (ManagedChannel ch : chans) {
+                ch.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+            }
+            server.shutdownNow().awaitTermination(10, TimeUnit.SECONDS);
+            twoWorkers.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
         }
     }
 
