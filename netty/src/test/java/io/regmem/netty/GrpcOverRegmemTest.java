@@ -18,7 +18,6 @@ import io.grpc.stub.StreamObserver;
 import io.netty.channel.ChannelOption;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
-import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.testkit.ChildJvm;
 import io.regmem.registration.testkit.NoLeaks;
 import java.io.ByteArrayOutputStream;
@@ -45,7 +44,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 @ExtendWith(NoLeaks.class)
 class GrpcOverRegmemTest {
     private static final String SECRET = "grpc-over-regmem-test-secret-0123456789abcdef";
-    private RdmaDevice dev;
+    private Loops loops;
     private RegmemTransport transport;
     private EventLoopGroup boss;
     private EventLoopGroup workers;
@@ -53,22 +52,16 @@ class GrpcOverRegmemTest {
 
     @BeforeEach
     void setUp() {
-        dev = RdmaDevice.open("shm", Map.of("secret", SECRET));
-        transport = RegmemTransport.builder(dev).build();
-        boss = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
-        workers = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
-        clients = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+        loops = new Loops(Map.of("secret", SECRET), 1, 1);
+        transport = loops.transport;
+        boss = loops.boss;
+        workers = loops.workers;
+        clients = loops.clients;
     }
 
     @AfterEach
     void tearDown() throws Exception {
-        for (EventLoopGroup g : new EventLoopGroup[] {clients, workers, boss}) {
-            g.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
-        }
-        long held = transport.allocator().metric().usedDirectMemory();
-        transport.close();
-        dev.close();
-        assertThat(held).as("bytes of the transport's pool still held once every channel and loop is gone").isZero();
+        loops.close();
     }
 
     /** The server of {@code service} on the regmem transport, on 127.0.0.1 and a port of the system's choice. */

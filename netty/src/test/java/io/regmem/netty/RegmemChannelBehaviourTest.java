@@ -27,7 +27,6 @@ import io.netty.util.ResourceLeakDetector;
 import io.netty.util.concurrent.GlobalEventExecutor;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
-import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.testkit.NoLeaks;
 import java.io.File;
 import java.io.IOException;
@@ -67,7 +66,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
  */
 @ExtendWith(NoLeaks.class)
 class RegmemChannelBehaviourTest {
-    private RdmaDevice dev;
+    private Loops loops;
     private RegmemTransport transport;
     private EventLoopGroup boss;
     private EventLoopGroup workers;
@@ -76,22 +75,16 @@ class RegmemChannelBehaviourTest {
 
     @BeforeEach
     void setUp() {
-        dev = RdmaDevice.open("shm");
-        transport = RegmemTransport.builder(dev).build();
-        boss = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
-        workers = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
-        clients = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+        loops = new Loops();
+        transport = loops.transport;
+        boss = loops.boss;
+        workers = loops.workers;
+        clients = loops.clients;
     }
 
     @AfterEach
     void tearDown() throws Exception {
-        for (EventLoopGroup g : new EventLoopGroup[] {clients, workers, boss}) {
-            g.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
-        }
-        long held = transport.allocator().metric().usedDirectMemory();
-        transport.close();
-        dev.close();
-        assertThat(held).as("bytes of the transport's pool still held once every channel and loop is gone").isZero();
+        loops.close();
     }
 
     /** A server whose children run {@code init} (and join {@link #children}); its options from {@code options}. */
@@ -913,7 +906,7 @@ class RegmemChannelBehaviourTest {
      */
     @Test
     void aTransportClosesOnlyOnceItsEventLoopsAreGone() throws Exception {
-        RegmemTransport t = RegmemTransport.builder(dev).build();
+        RegmemTransport t = RegmemTransport.builder(loops.dev).build();
         EventLoopGroup g = new MultiThreadIoEventLoopGroup(2, t.ioHandlerFactory());
         assertThatThrownBy(t::close).isInstanceOfSatisfying(RdmaException.class, e -> assertThat(e.errno()).isEqualTo(Errno.EBUSY))
                 .hasMessageContaining("2 event loop(s)");
@@ -969,7 +962,7 @@ class RegmemChannelBehaviourTest {
     @Test
     @Timeout(value = 60, unit = TimeUnit.SECONDS)
     void aLoopThatNeverStopsPollingStillRunsTasksFromOtherThreadsAndScheduledOnes() throws Exception {
-        RegmemTransport t = RegmemTransport.builder(dev).busyPollNanos(Long.MAX_VALUE).build();
+        RegmemTransport t = RegmemTransport.builder(loops.dev).busyPollNanos(Long.MAX_VALUE).build();
         EventLoopGroup g = new MultiThreadIoEventLoopGroup(1, t.ioHandlerFactory());
         try {
             Channel s = new ServerBootstrap().group(g).channel(RegmemServerSocketChannel.class)
@@ -1103,7 +1096,7 @@ class RegmemChannelBehaviourTest {
     @Test
     void aConnectionThatDoesNotFitItsLoopsCqIsRefusedAndOneThatClosedMakesRoom() throws Exception {
         Channel s = server(ch -> { }, b -> { });
-        RegmemTransport small = RegmemTransport.builder(dev).cqEntries(1024).build();
+        RegmemTransport small = RegmemTransport.builder(loops.dev).cqEntries(1024).build();
         EventLoopGroup g = new MultiThreadIoEventLoopGroup(1, small.ioHandlerFactory());
         List<Channel> open = new ArrayList<>();
         try {

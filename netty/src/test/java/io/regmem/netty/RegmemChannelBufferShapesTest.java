@@ -11,14 +11,12 @@ import io.netty.channel.Channel;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
 import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.testkit.NoLeaks;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -33,7 +31,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
  */
 @ExtendWith(NoLeaks.class)
 class RegmemChannelBufferShapesTest {
-    private RdmaDevice dev;
+    private Loops loops;
     private RdmaDevice other;
     private RegmemTransport transport;
     private RegmemTransport otherTransport;
@@ -43,27 +41,24 @@ class RegmemChannelBufferShapesTest {
 
     @BeforeEach
     void setUp() {
-        dev = RdmaDevice.open("shm");
+        loops = new Loops();
+        transport = loops.transport;
+        boss = loops.boss;
+        workers = loops.workers;
+        clients = loops.clients;
         other = RdmaDevice.open("shm");
-        transport = RegmemTransport.builder(dev).build();
         otherTransport = RegmemTransport.builder(other).build();
-        boss = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
-        workers = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
-        clients = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
     }
 
     @AfterEach
     void tearDown() throws Exception {
-        for (EventLoopGroup g : new EventLoopGroup[] {clients, workers, boss}) {
-            g.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
-        }
-        long held = transport.allocator().metric().usedDirectMemory();
         long otherHeld = otherTransport.allocator().metric().usedDirectMemory();
-        transport.close();
-        otherTransport.close();
-        dev.close();
-        other.close();
-        assertThat(held).isZero();
+        try {
+            loops.close();
+        } finally {
+            otherTransport.close();
+            other.close();
+        }
         assertThat(otherHeld).isZero();
     }
 

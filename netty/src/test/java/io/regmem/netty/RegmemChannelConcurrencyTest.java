@@ -12,13 +12,12 @@ import io.netty.channel.ChannelHandlerContext;
 import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
-import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.testkit.NoLeaks;
 import java.net.InetSocketAddress;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Queue;
 import java.util.Set;
 import java.util.SplittableRandom;
@@ -46,7 +45,7 @@ class RegmemChannelConcurrencyTest {
     /** Connection 9's child closes (on the server); 1 and 5 are closed by their client; all three midway. */
     private static final int SERVER_CLOSES = 9;
     private static final Set<Integer> CLOSED = Set.of(1, 5, SERVER_CLOSES);
-    private RdmaDevice dev;
+    private Loops loops;
     private RegmemTransport transport;
     private EventLoopGroup boss;
     private EventLoopGroup workers;
@@ -55,22 +54,16 @@ class RegmemChannelConcurrencyTest {
 
     @BeforeEach
     void setUp() {
-        dev = RdmaDevice.open("shm");
-        transport = RegmemTransport.builder(dev).build();
-        boss = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
-        workers = new MultiThreadIoEventLoopGroup(2, transport.ioHandlerFactory());
-        clients = new MultiThreadIoEventLoopGroup(2, transport.ioHandlerFactory());
+        loops = new Loops(Map.of(), 2, 2);
+        transport = loops.transport;
+        boss = loops.boss;
+        workers = loops.workers;
+        clients = loops.clients;
     }
 
     @AfterEach
     void tearDown() throws Exception {
-        for (EventLoopGroup g : new EventLoopGroup[] {clients, workers, boss}) {
-            g.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
-        }
-        long held = transport.allocator().metric().usedDirectMemory();
-        transport.close();
-        dev.close();
-        assertThat(held).as("bytes of the transport's pool still held").isZero();
+        loops.close();
     }
 
     /** A server whose children echo, each closing once it has echoed {@code closeAfter} bytes (0: never). */

@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.netty.bootstrap.Bootstrap;
 import io.netty.bootstrap.ServerBootstrap;
-import io.netty.buffer.ByteBuf;
 import io.netty.channel.Channel;
 import io.netty.channel.ChannelFuture;
 import io.netty.channel.ChannelInboundHandlerAdapter;
@@ -16,10 +15,8 @@ import io.netty.channel.ChannelProgressivePromise;
 import io.netty.channel.DefaultFileRegion;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.FileRegion;
-import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.netty.channel.socket.SocketChannel;
 import io.netty.util.AbstractReferenceCounted;
-import io.regmem.registration.RdmaDevice;
 import io.regmem.registration.testkit.NoLeaks;
 import java.io.IOException;
 import java.io.RandomAccessFile;
@@ -51,7 +48,7 @@ class RegmemChannelFileRegionTest {
     private static final int LEAD = 1000;
     @TempDir
     Path dir;
-    private RdmaDevice dev;
+    private Loops loops;
     private RegmemTransport transport;
     private EventLoopGroup boss;
     private EventLoopGroup workers;
@@ -62,11 +59,11 @@ class RegmemChannelFileRegionTest {
 
     @BeforeEach
     void setUp() throws Exception {
-        dev = RdmaDevice.open("shm");
-        transport = RegmemTransport.builder(dev).build();
-        boss = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
-        workers = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
-        clients = new MultiThreadIoEventLoopGroup(1, transport.ioHandlerFactory());
+        loops = new Loops();
+        transport = loops.transport;
+        boss = loops.boss;
+        workers = loops.workers;
+        clients = loops.clients;
         checker = new PatternStream.Checker();
     }
 
@@ -104,13 +101,7 @@ class RegmemChannelFileRegionTest {
         if (server != null) {
             server.close().sync();
         }
-        for (EventLoopGroup g : new EventLoopGroup[] {clients, workers, boss}) {
-            g.shutdownGracefully(0, 2, TimeUnit.SECONDS).sync();
-        }
-        long held = transport.allocator().metric().usedDirectMemory();
-        transport.close();
-        dev.close();
-        assertThat(held).isZero();
+        loops.close();
     }
 
     /** A file of {@link #LEAD} bytes of 0x55, then bytes {@code from} to {@code from + size} of the stream, then 64 more of 0x55. */
