@@ -27,7 +27,8 @@ import java.util.concurrent.TimeUnit;
  * {@link RegmemIoHandler}: addressed by {@link InetSocketAddress} as Netty's TCP channels are, a byte
  * stream in order with no message boundaries promised, so every codec works. A write of a buffer of the
  * transport's allocator is sent from its memory (the SEND holds a reference until it completes); any
- * other buffer is copied once into a registered one. Received bytes arrive in registered buffers:
+ * other buffer is copied once into a registered one; a {@code FileRegion} is read piece by piece into
+ * registered buffers. Received bytes arrive in registered buffers:
  * pieces of 2 KiB or less are copied into a buffer of the channel's {@code ALLOCATOR} (so the receive
  * goes back at once); larger ones are handed up as they are, a new receive posted in their place.
  * Credits keep a writer from overrunning the peer's receives: writes wait in the channel's outbound
