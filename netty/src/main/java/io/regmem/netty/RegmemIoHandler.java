@@ -143,8 +143,27 @@ public final class RegmemIoHandler implements IoHandler {
         }
     }
 
+    /**
+     * One turn of the loop. Nothing escapes it (Netty's loop would end with it, and every channel on it):
+     * a failure outside any one connection's completions (its CQ or completion channel, say) is logged
+     * and the loop pauses a second before its next turn, as Netty's own IoHandlers do.
+     */
     @Override
     public int run(IoHandlerContext context) {
+        try {
+            return turn(context);
+        } catch (Throwable t) {
+            LOG.log(System.Logger.Level.WARNING, () -> this + ": a turn of the event loop failed; it goes on in a second", t);
+            try {
+                Thread.sleep(1000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            return 0;
+        }
+    }
+
+    private int turn(IoHandlerContext context) {
         long now = System.nanoTime();
         clock = now;
         if (lastWork == UNKNOWN) {
