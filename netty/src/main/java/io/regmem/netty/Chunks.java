@@ -303,15 +303,9 @@ final class Chunks {
             b.release();
             return;
         }
-        dones[doneCount++] = id;
-        if (c.channel == null) { // (closed while it was read: the peer lets it go all the same)
-            b.release();
-            progress();
-            return;
-        }
-        b.writerIndex(readLength[id]);
-        if (!c.channel.inbound().arrived(id, b)) {
-            b.release(); // (the input was shut down meanwhile)
+        dones[doneCount++] = id; // (also when the channel closed while it was read: the peer lets it go all the same)
+        if (c.channel == null || !c.channel.inbound().arrived(id, b.writerIndex(readLength[id]))) {
+            b.release(); // (closed, or the input was shut down meanwhile)
         }
         progress();
     }
@@ -322,11 +316,14 @@ final class Chunks {
      */
     void progress() {
         for (int id = 0; id < MAX; id++) {
-            if (reading[id] != null && !readPosted[id] && c.channel == null) {
+            if (reading[id] == null || readPosted[id]) {
+                continue;
+            }
+            if (c.channel == null) {
                 reading[id].release();
                 reading[id] = null;
                 dones[doneCount++] = id;
-            } else if (reading[id] != null && !readPosted[id] && c.sends.hasSlot()) {
+            } else if (c.sends.hasSlot()) {
                 readPosted[id] = true;
                 c.sends.postRead(id, reading[id], readAddress[id], readKey[id], readLength[id]);
             }

@@ -68,9 +68,7 @@ final class Inbound {
      */
     void beginRead(boolean shut) {
         readPending = true;
-        if (shut) {
-            allReadAfterEnd();
-        } else if (count > 0 || fin) {
+        if (!shut && (count > 0 || fin)) {
             deliver();
             readComplete();
             grant();
