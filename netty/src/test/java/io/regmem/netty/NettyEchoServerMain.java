@@ -2,8 +2,6 @@ package io.regmem.netty;
 
 import io.netty.bootstrap.ServerBootstrap;
 import io.netty.channel.Channel;
-import io.netty.channel.ChannelHandlerContext;
-import io.netty.channel.ChannelInboundHandlerAdapter;
 import io.netty.channel.ChannelInitializer;
 import io.netty.channel.EventLoopGroup;
 import io.netty.channel.MultiThreadIoEventLoopGroup;
@@ -15,6 +13,7 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
  * The other process of {@link RegmemChannelProcessTest} and {@link RegmemChannelNamespacesTest}: a Netty
@@ -42,22 +41,7 @@ public final class NettyEchoServerMain {
                         @Override
                         protected void initChannel(SocketChannel ch) {
                             channels.incrementAndGet();
-                            ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
-                                @Override
-                                public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                                    ctx.write(msg);
-                                }
-
-                                @Override
-                                public void channelReadComplete(ChannelHandlerContext ctx) {
-                                    ctx.flush();
-                                }
-
-                                @Override
-                                public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-                                    ctx.close();
-                                }
-                            });
+                            ch.pipeline().addLast(new PatternStream.Echo(new AtomicReference<>())); // (an error closes the channel)
                         }
                     }).bind(new InetSocketAddress(host, 0)).sync().channel();
             ChildSide.say("PORT " + ((InetSocketAddress) server.localAddress()).getPort());

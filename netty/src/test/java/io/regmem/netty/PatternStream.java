@@ -43,9 +43,33 @@ final class PatternStream {
         }
     }
 
-    /** Writes back what it reads, flushed at each {@code channelReadComplete}. */
+    /**
+     * Writes back what it reads, flushed at each {@code channelReadComplete}. Made with a sink, it keeps
+     * the first exception that reaches it there and closes the channel; without, exceptions go on down
+     * the pipeline.
+     */
     @ChannelHandler.Sharable
     static final class Echo extends ChannelInboundHandlerAdapter {
+        private final AtomicReference<Throwable> failure;
+
+        Echo() {
+            this(null);
+        }
+
+        Echo(AtomicReference<Throwable> failure) {
+            this.failure = failure;
+        }
+
+        @Override
+        public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            if (failure == null) {
+                ctx.fireExceptionCaught(cause);
+                return;
+            }
+            failure.compareAndSet(null, cause);
+            ctx.close();
+        }
+
         @Override
         public void channelRead(ChannelHandlerContext ctx, Object msg) {
             ctx.write(msg);

@@ -46,23 +46,7 @@ class RegmemChannelEchoTest {
                 .childHandler(new ChannelInitializer<SocketChannel>() {
                     @Override
                     protected void initChannel(SocketChannel ch) {
-                        ch.pipeline().addLast(new ChannelInboundHandlerAdapter() {
-                            @Override
-                            public void channelRead(ChannelHandlerContext ctx, Object msg) {
-                                ctx.write(msg);
-                            }
-
-                            @Override
-                            public void channelReadComplete(ChannelHandlerContext ctx) {
-                                ctx.flush();
-                            }
-
-                            @Override
-                            public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
-                                failure.compareAndSet(null, cause);
-                                ctx.close();
-                            }
-                        });
+                        ch.pipeline().addLast(new PatternStream.Echo(failure));
                     }
                 }).bind(new InetSocketAddress("127.0.0.1", 0)).sync().channel();
     }
