@@ -8,7 +8,8 @@ import java.util.Map;
 /**
  * The regmem Netty transport of a two-process benchmark, from its name: {@code regmem-PROVIDER}, or
  * {@code regmem-PROVIDER:k=v,k=v} with device options (for example {@code regmem-shm:inlineThreshold=65536});
- * {@code -Dbench.receives}, {@code -Dbench.receiveSize}, {@code -Dbench.sends} and {@code -Dbench.busyPollNanos} set the transport's, defaults otherwise.
+ * {@code -Dbench.receives}, {@code -Dbench.receiveSize}, {@code -Dbench.sends}, {@code -Dbench.busyPollNanos} and {@code -Dbench.chunkPollNanos} set the
+ * transport's, defaults otherwise.
  */
 record BenchTransports(RdmaDevice device, RegmemTransport transport) implements AutoCloseable {
 
@@ -27,7 +28,8 @@ record BenchTransports(RdmaDevice device, RegmemTransport transport) implements 
                     .receives(Integer.getInteger("bench.receives", RegmemTransport.DEFAULT_RECEIVES))
                     .sends(Integer.getInteger("bench.sends", RegmemTransport.DEFAULT_SENDS))
                     .receiveSize(Integer.getInteger("bench.receiveSize", RegmemTransport.DEFAULT_RECEIVE_SIZE))
-                    .busyPollNanos(Long.getLong("bench.busyPollNanos", RegmemTransport.DEFAULT_BUSY_POLL_NANOS)).build());
+                    .busyPollNanos(Long.getLong("bench.busyPollNanos", RegmemTransport.DEFAULT_BUSY_POLL_NANOS))
+                    .chunkPollNanos(Long.getLong("bench.chunkPollNanos", RegmemTransport.DEFAULT_CHUNK_POLL_NANOS)).build());
         } catch (RuntimeException e) {
             dev.close();
             throw e;

@@ -233,6 +233,7 @@ final class Chunks {
         }
         sent[id] = owner;
         sentCount++;
+        c.handler.chunks(1);
     }
 
     /** The peer read chunk {@code id}: its memory goes back. A DONE for no chunk of this side's breaks the protocol. */
@@ -244,6 +245,7 @@ final class Chunks {
         sent[id].release();
         sent[id] = null;
         sentCount--;
+        c.handler.chunks(-1);
     }
 
     /**
@@ -274,6 +276,7 @@ final class Chunks {
             }
             RegmemByteBufAllocator registered = c.handler.transport().allocator();
             reading[id] = registered.directBuffer(length, length);
+            c.handler.chunks(1);
             readAddress[id] = address;
             readKey[id] = imported.get(keyId);
             readLength[id] = length;
@@ -299,6 +302,7 @@ final class Chunks {
         if (b == null) {
             return;
         }
+        c.handler.chunks(-1);
         if (!ok) {
             b.release();
             return;
@@ -322,6 +326,7 @@ final class Chunks {
             if (c.channel == null) {
                 reading[id].release();
                 reading[id] = null;
+                c.handler.chunks(-1);
                 dones[doneCount++] = id;
             } else if (c.sends.hasSlot()) {
                 readPosted[id] = true;
@@ -369,8 +374,10 @@ final class Chunks {
             if (reading[id] != null) {
                 reading[id].release();
                 reading[id] = null;
+                c.handler.chunks(-1);
             }
         }
+        c.handler.chunks(-sentCount);
         sentCount = 0;
         doneCount = 0;
     }

@@ -28,7 +28,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@code MultiThreadIoEventLoopGroup} runs. It owns one completion queue, on a completion channel of its
  * own, where every connection of its channels completes. A run polls the CQ and hands each completion to
  * its connection (received bytes go up the channel's pipeline, finished sends give their buffers back, a
- * flushed one closes the channel); with nothing to do it polls on for {@code busyPollNanos} and then
+ * flushed one closes the channel); with nothing to do it polls on for {@code busyPollNanos} (or for
+ * {@code chunkPollNanos} if longer, while a chunk of one of its connections is under way) and then
  * sleeps on the completion channel until a completion, Netty's next scheduled task, or a
  * {@link #wakeup()} from another thread. Make event loops with {@link #newFactory(RegmemTransport)}.
  *
@@ -57,6 +58,10 @@ public final class RegmemIoHandler implements IoHandler {
     /** When the loop last found work (its first clock read after it), or {@link #UNKNOWN} until the next clock read. */
     private long lastWork = System.nanoTime();
     private long clock = lastWork;
+    /** Chunks of this loop's connections under way: its own that peers read (DONE awaited), and peers' it reads. */
+    private int chunks;
+    /** True while the loop sleeps on its completion channel (written by the loop only; read by tests). */
+    private volatile boolean asleep;
     /** Counts {@link #wakeup()}s from other threads (tasks for the loop), so that a spinning loop sees them. */
     private final AtomicInteger wakeups = new AtomicInteger();
     private boolean destroyed;
@@ -176,9 +181,9 @@ public final class RegmemIoHandler implements IoHandler {
         if (!context.canBlock()) {
             return 0;
         }
-        long busy = transport.busyPollNanos;
-        if (busy > 0 && now - lastWork < busy) {
-            work = spin(context, busy);
+        long window = idleWindow();
+        if (window > 0 && now - lastWork < window) {
+            work = spin(context);
             if (work != 0) {
                 return Math.max(0, work);
             }
@@ -187,6 +192,7 @@ public final class RegmemIoHandler implements IoHandler {
         cq.requestNotify(false); // (then look once more: what completed before the arming raises nothing)
         work = poll();
         if (work == 0) {
+            asleep = true;
             try {
                 if (channel.getEvent(Math.max(0, context.delayNanos(now)), TimeUnit.NANOSECONDS) != null) {
                     cq.ackEvents(1);
@@ -196,6 +202,8 @@ public final class RegmemIoHandler implements IoHandler {
                     throw e;
                 }
                 Thread.interrupted();
+            } finally {
+                asleep = false;
             }
             work = poll();
         }
@@ -211,7 +219,7 @@ public final class RegmemIoHandler implements IoHandler {
      * that loop reads the clock up to twice a turn when tasks are scheduled, and so would lengthen the
      * time a completion waits to be seen. The clock is read every {@link #CLOCK_TURNS}th turn only.
      */
-    private int spin(IoHandlerContext context, long busy) {
+    private int spin(IoHandlerContext context) {
         int wakes = wakeups.get(); // (read after canBlock() found no task: a later one changes it)
         boolean report = context.shouldReportActiveIoTime();
         for (int turn = 1; ; turn++) {
@@ -227,7 +235,8 @@ public final class RegmemIoHandler implements IoHandler {
             if (turn % CLOCK_TURNS == 0) {
                 long now = System.nanoTime();
                 clock = now;
-                if (busy != Long.MAX_VALUE && now - lastWork >= busy) {
+                long window = idleWindow();
+                if (window != Long.MAX_VALUE && now - lastWork >= window) {
                     return 0;
                 }
                 if (context.delayNanos(now) <= 0 || !context.canBlock()) {
@@ -235,6 +244,33 @@ public final class RegmemIoHandler implements IoHandler {
                 }
             }
         }
+    }
+
+    /**
+     * How long the loop polls on after its last work before it sleeps: {@code busyPollNanos}, or
+     * {@code chunkPollNanos} if longer while a chunk of one of its connections is under way.
+     */
+    private long idleWindow() {
+        long busy = transport.busyPollNanos;
+        return chunks > 0 ? Math.max(busy, transport.chunkPollNanos) : busy;
+    }
+
+    /**
+     * Chunks of one of this loop's connections started ({@code delta} > 0: this side announced one,
+     * or the peer did) or ended (< 0: answered, read, or dropped with the connection).
+     */
+    void chunks(int delta) {
+        chunks += delta;
+    }
+
+    /** Chunks of this loop's connections under way (event loop only). */
+    int chunksUnderWay() {
+        return chunks;
+    }
+
+    /** True while the loop sleeps on its completion channel (any thread; a moment's view). */
+    boolean asleep() {
+        return asleep;
     }
 
     /** A poll that started at {@code start} found {@code work}: reported to Netty if it asks, the last work now. */

@@ -38,6 +38,8 @@ public final class RegmemTransport implements AutoCloseable {
     public static final int DEFAULT_CQ_ENTRIES = 16384;
     /** How long an event loop with nothing to do polls before it sleeps, by default. */
     public static final long DEFAULT_BUSY_POLL_NANOS = 50_000;
+    /** How long an event loop polls on while a chunk of one of its connections is under way, by default. */
+    public static final long DEFAULT_CHUNK_POLL_NANOS = 250_000;
 
     private final RdmaDevice device;
     private final ProtectionDomain pd;
@@ -49,6 +51,7 @@ public final class RegmemTransport implements AutoCloseable {
     final int sends;
     final int cqEntries;
     final long busyPollNanos;
+    final long chunkPollNanos;
     /** Event loops made on it and not yet destroyed (under this transport's monitor). */
     private int loops;
     private boolean closed;
@@ -60,6 +63,7 @@ public final class RegmemTransport implements AutoCloseable {
         this.sends = b.sends;
         this.cqEntries = b.cqEntries;
         this.busyPollNanos = b.busyPollNanos;
+        this.chunkPollNanos = b.chunkPollNanos;
         ProtectionDomain p = device.allocPd();
         BufferPool made = null;
         try {
@@ -156,6 +160,7 @@ public final class RegmemTransport implements AutoCloseable {
         private int sends = DEFAULT_SENDS;
         private int cqEntries = DEFAULT_CQ_ENTRIES;
         private long busyPollNanos = DEFAULT_BUSY_POLL_NANOS;
+        private long chunkPollNanos = DEFAULT_CHUNK_POLL_NANOS;
         private long poolBytes = 1L << 30;
 
         private Builder(RdmaDevice device) {
@@ -202,6 +207,23 @@ public final class RegmemTransport implements AutoCloseable {
                 throw new RdmaException(Errno.EINVAL, "RegmemTransport: busyPollNanos " + nanos + " is not 0 to 1 s or Long.MAX_VALUE");
             }
             this.busyPollNanos = nanos;
+            return this;
+        }
+
+        /**
+         * How long an event loop keeps polling after its last work, if that is longer than
+         * {@code busyPollNanos}, while a chunk of one of its connections is under way (0 to 1 s, default
+         * 250 us): a piece larger than the receiver's receive, which the receiver copies out of the
+         * sender's memory, this side's that the peer reads or the peer's that this side reads. The
+         * answer, and often the peer's reply, come when the copy ends, tens to hundreds of microseconds
+         * later, and a loop that slept meanwhile adds its wake-up to the round trip. 0: only
+         * {@code busyPollNanos} counts.
+         */
+        public Builder chunkPollNanos(long nanos) {
+            if (nanos < 0 || nanos > 1_000_000_000L) {
+                throw new RdmaException(Errno.EINVAL, "RegmemTransport: chunkPollNanos " + nanos + " is not 0 to 1 s");
+            }
+            this.chunkPollNanos = nanos;
             return this;
         }
 

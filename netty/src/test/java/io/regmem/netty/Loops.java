@@ -7,6 +7,7 @@ import io.netty.channel.MultiThreadIoEventLoopGroup;
 import io.regmem.registration.RdmaDevice;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
 
 /**
  * The transport tests' set-up: a shm device, the transport on it, and its event loop groups (a boss of
@@ -23,8 +24,13 @@ final class Loops implements AutoCloseable {
 
     /** On a shm device opened with {@code options}; {@code workers} and {@code clients} loops. */
     Loops(Map<String, String> options, int workers, int clients) {
+        this(options, workers, clients, UnaryOperator.identity());
+    }
+
+    /** As {@link #Loops(Map, int, int)}, the transport's settings made by {@code settings}. */
+    Loops(Map<String, String> options, int workers, int clients, UnaryOperator<RegmemTransport.Builder> settings) {
         this.dev = RdmaDevice.open("shm", options);
-        this.transport = RegmemTransport.builder(dev).build();
+        this.transport = settings.apply(RegmemTransport.builder(dev)).build();
         this.boss = group(1);
         this.workers = group(workers);
         this.clients = group(clients);
