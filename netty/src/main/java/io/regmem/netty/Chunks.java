@@ -242,10 +242,26 @@ final class Chunks {
             throw new RdmaException(Errno.EINVAL, c.id + ": the peer acknowledged chunk " + id
                     + ", which this side did not send");
         }
+        letGo(id);
+    }
+
+    /** This side's chunk {@code id} ends: its memory goes back, and it is no longer under way. */
+    private void letGo(int id) {
         sent[id].release();
         sent[id] = null;
         sentCount--;
         c.handler.chunks(-1);
+    }
+
+    /** The peer's chunk {@code id} is no longer read: its buffer (null if none), no longer under way. */
+    private ByteBuf endRead(int id) {
+        ByteBuf b = reading[id];
+        if (b != null) {
+            reading[id] = null;
+            readPosted[id] = false;
+            c.handler.chunks(-1);
+        }
+        return b;
     }
 
     /**
@@ -296,13 +312,10 @@ final class Chunks {
      * a chunk unread cuts the stream ({@link #reading}).
      */
     void read(int id, boolean ok) {
-        ByteBuf b = reading[id];
-        reading[id] = null;
-        readPosted[id] = false;
+        ByteBuf b = endRead(id);
         if (b == null) {
             return;
         }
-        c.handler.chunks(-1);
         if (!ok) {
             b.release();
             return;
@@ -324,9 +337,7 @@ final class Chunks {
                 continue;
             }
             if (c.channel == null) {
-                reading[id].release();
-                reading[id] = null;
-                c.handler.chunks(-1);
+                endRead(id).release();
                 dones[doneCount++] = id;
             } else if (c.sends.hasSlot()) {
                 readPosted[id] = true;
@@ -368,17 +379,13 @@ final class Chunks {
     void releaseAll() {
         for (int id = 0; id < MAX; id++) {
             if (sent[id] != null) {
-                sent[id].release();
-                sent[id] = null;
+                letGo(id);
             }
-            if (reading[id] != null) {
-                reading[id].release();
-                reading[id] = null;
-                c.handler.chunks(-1);
+            ByteBuf b = endRead(id);
+            if (b != null) {
+                b.release();
             }
         }
-        c.handler.chunks(-sentCount);
-        sentCount = 0;
         doneCount = 0;
     }
 }
