@@ -41,6 +41,7 @@ public final class Libc {
     static final ValueLayout.OfInt I = ValueLayout.JAVA_INT;
 
     /** {@code <errno.h>}: the errno values the callers test for. */
+    public static final int ESRCH = 3;
     public static final int EINTR = 4;
     public static final int EFAULT = 14;
 

@@ -45,8 +45,13 @@ final class GrantedRead {
         long got;
         qp.reader.enter();
         try {
-            got = in.sinks[s].answerable() ? qp.copies.pull(qp.reader, lane.peerPid, n, in.sinks[s], in.total[s])
-                    : Copies.LOCAL_FAILED;
+            if (!in.sinks[s].answerable()) {
+                got = Copies.LOCAL_FAILED;
+            } else if (lane.peer != null && !lane.peer.recentlyAlive()) {
+                got = -Libc.ESRCH; // (its pid may name another process by now)
+            } else {
+                got = qp.copies.pull(qp.reader, lane.peerPid, n, in.sinks[s], in.total[s]);
+            }
         } finally {
             qp.reader.exit();
         }

@@ -26,13 +26,27 @@ import java.nio.file.Path;
  * and which network namespace this process is in (an abstract socket is reachable only inside it).
  */
 final class PeerProcess implements AutoCloseable {
+    /**
+     * How long a check that found the process running answers for it on the copy paths
+     * ({@link #recentlyAlive}): its pid cannot name another process sooner unless the process exited, was
+     * reaped and its pid was handed out again within this time.
+     */
+    static final long RECHECK_NANOS = 1_000_000;
     final int pid;
     private final int pidfd;
     private volatile boolean closed;
+    /** When the last check that found the process running began ({@link System#nanoTime}). */
+    private volatile long seenAliveAt;
+    private final MemorySegment capture;
+    private final MemorySegment pfd;
 
     private PeerProcess(int pid, int pidfd) {
         this.pid = pid;
         this.pidfd = pidfd;
+        Arena a = Arena.ofAuto();
+        this.capture = a.allocate(Libc.CAPTURE);
+        this.pfd = a.allocate(8, 4);
+        this.seenAliveAt = System.nanoTime() - 2 * RECHECK_NANOS;
     }
 
     /**
@@ -94,24 +108,38 @@ final class PeerProcess implements AutoCloseable {
      * the check early (poll(2) gives EINTR whatever SA_RESTART says: a profiler's, the JVM's own) is
      * no exit: the check is made again; if it cannot be made, the process counts as running.
      */
-    boolean alive() {
+    synchronized boolean alive() {
         if (closed) {
             return false;
         }
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment capture = a.allocate(Libc.CAPTURE);
-            MemorySegment pfd = a.allocate(8, 4);
-            for (int tries = 0; tries < 100; tries++) {
-                pfd.set(JAVA_INT, 0, pidfd);
-                pfd.set(JAVA_SHORT, 4, (short) Poll.POLLIN);
-                pfd.set(JAVA_SHORT, 6, (short) 0);
-                int n = Poll.poll(capture, pfd, 1, 0);
-                if (n != -Libc.EINTR) {
-                    return n <= 0; // (readable: exited; another failure tells nothing of the process)
+        long began = System.nanoTime();
+        for (int tries = 0; tries < 100; tries++) {
+            pfd.set(JAVA_INT, 0, pidfd);
+            pfd.set(JAVA_SHORT, 4, (short) Poll.POLLIN);
+            pfd.set(JAVA_SHORT, 6, (short) 0);
+            int n = Poll.poll(capture, pfd, 1, 0);
+            if (n != -Libc.EINTR) {
+                if (n > 0) {
+                    return false; // (readable: exited; another failure tells nothing of the process)
                 }
+                seenAliveAt = began;
+                return true;
             }
+        }
+        return true;
+    }
+
+    /**
+     * {@link #alive()}, answered without a system call while a check that found the process running
+     * began less than {@link #RECHECK_NANOS} ago: what the copy paths ask before each copy out of the
+     * process by its pid (a check each time cost a system call per message, as much as the copy of a
+     * few KiB). Allocates nothing.
+     */
+    boolean recentlyAlive() {
+        if (!closed && System.nanoTime() - seenAliveAt < RECHECK_NANOS) {
             return true;
         }
+        return alive();
     }
 
     /**

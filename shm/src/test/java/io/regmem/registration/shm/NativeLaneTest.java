@@ -119,9 +119,15 @@ class NativeLaneTest {
         try (PeerProcess p = PeerProcess.open(pid, start)) {
             assertThat(p.alive()).isTrue();
             assertThat(p.awaitExit(20)).isFalse();
+            assertThat(p.recentlyAlive()).isTrue();
             child.destroyForcibly();
             assertThat(p.awaitExit(5_000)).isTrue();
+            // The copy paths' check answers from the last one for RECHECK_NANOS at most, then asks again.
+            Thread.sleep(2 * PeerProcess.RECHECK_NANOS / 1_000_000 + 1);
+            assertThat(p.recentlyAlive()).isFalse();
             assertThat(p.alive()).isFalse();
+            p.close();
+            assertThat(p.recentlyAlive()).as("closed").isFalse();
         } finally {
             child.destroyForcibly();
             child.waitFor(10, TimeUnit.SECONDS);
