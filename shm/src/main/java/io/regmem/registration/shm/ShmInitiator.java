@@ -19,18 +19,18 @@ import java.lang.foreign.MemorySegment;
  * answer records (a READ's bytes, an atomic's value, an error) and its finished word (WRITEs and SENDs).
  *
  * <p>Starting a request checks its local entries in a grace-period section ({@code LOC_PROT_ERR}
- * otherwise: it then halts the QP, nothing after it starts, and it completes with that status when
- * its turn comes). A WRITE's or SEND's bytes go inline in the request up to the device's inline
- * threshold; above it, when the target said it can copy out of this process, the request names the
- * entries and the target pulls them ({@code process_vm_readv}); otherwise they are streamed through
- * the ring in records. A READ's bytes and an atomic's value come back in the target's answer ring
- * and are placed into the entries resolved at start, in this side's section; a READ above the
- * inline threshold, where this side can copy out of the target, asks for a grant instead and copies
- * the granted range out of the target itself ({@code process_vm_readv}, in the same section rule),
- * then checks that the grant was not withdrawn meanwhile. The target never writes into this process.
- * A local request (REG_MR, LOCAL_INV, BIND_MW) runs when it is the oldest, so the requests after it
- * see its effect. A request that has no answer within the device's answer
- * timeout completes RETRY_EXC_ERR (the target may have executed it).
+ * otherwise: it then halts the QP, nothing after it starts, and it completes with that status when its
+ * turn comes). A WRITE's or SEND's bytes go inline in the request up to the device's inline threshold (at
+ * most what one record of the ring holds); above it, when the target said it can copy out of this process,
+ * the request names the entries and the target pulls them ({@code process_vm_readv}); otherwise they are
+ * streamed through the ring in records. A READ's bytes and an atomic's value come back in the target's
+ * answer ring and are placed into the entries resolved at start, in this side's section; a READ above the
+ * inline threshold, where this side can copy out of the target, asks for a grant instead and copies the
+ * granted range out of the target itself ({@code process_vm_readv}, in the same section rule), then checks
+ * that the grant was not withdrawn meanwhile. The target never writes into this process. A local request
+ * (REG_MR, LOCAL_INV, BIND_MW) runs when it is the oldest, so the requests after it see its effect. A
+ * request that has no answer within the device's answer timeout completes RETRY_EXC_ERR (the target may
+ * have executed it).
  */
 final class ShmInitiator {
     private final ShmQp qp;
@@ -167,7 +167,7 @@ final class ShmInitiator {
             if (Wire.isRead(o) && bytes > qp.device.inlineThreshold && lane.pulls && Copies.pullable(segs)) {
                 mode = Wire.MODE_PULL; // a grant, please: this side copies the bytes out of the target
             } else if (Wire.carriesData(o)) {
-                if (bytes <= qp.device.inlineThreshold) {
+                if (bytes <= Math.min(qp.device.inlineThreshold, lane.myRequests.maxPayload - Wire.REQ_HEADER)) {
                     length += (int) bytes;
                 } else if (lane.peerPulls() && Copies.pullable(segs)) {
                     if (in.pulling > 0 && in.pulling + bytes > PULL_WINDOW) {
