@@ -41,8 +41,11 @@ import org.agrona.concurrent.IdleStrategy;
  * and its own large READs come back through it.
  */
 public final class ShmProvider implements RdmaProvider {
-    /** The default {@code inlineThreshold}. */
-    static final long INLINE_THRESHOLD = 4096;
+    /**
+     * The default {@code inlineThreshold}: up to it a copy into the ring and one out of it cost less than the
+     * target's {@code process_vm_readv}, a system call of a few microseconds whatever its size (BENCHMARKS.md).
+     */
+    static final long INLINE_THRESHOLD = 16384;
     /** The default {@code answerTimeoutMillis}. */
     static final long ANSWER_TIMEOUT_MILLIS = 5_000;
     private static final Set<String> OWN_OPTIONS = Stream.concat(Stream.of("progressThread", "idleStrategy", "secret",

@@ -39,7 +39,7 @@ public final class ShmPeerMain {
     /** What DEREGWATCH fills the deregistered region with. */
     static final byte WATCH = 0x5A;
     private static final int RECVS = 16;
-    private static final int RECV_SIZE = 16384;
+    private static final int RECV_SIZE = 65536;
 
     private ShmPeerMain() {
     }

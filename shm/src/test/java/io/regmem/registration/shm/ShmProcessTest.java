@@ -151,7 +151,7 @@ class ShmProcessTest {
                 assertThat(s.qp.diagnostics()).contains(pull.equals("pull=true") ? ", pulls" : ", no pulls");
                 SplittableRandom r = new SplittableRandom(7);
                 WorkRequest w = new WorkRequest(4);
-                for (long size : new long[] {1, 64, 4096, 4097, 65536, (1 << 20) + 3, 3L << 20}) {
+                for (long size : new long[] {1, 64, 4096, 16384, 16385, 65536, (1 << 20) + 3, 3L << 20}) {
                     long at = r.nextLong(0, SIZE - size);
                     for (long i = 0; i < size; i++) {
                         s.mem.set(ValueLayout.JAVA_BYTE, i, (byte) r.nextInt());
@@ -177,7 +177,7 @@ class ShmProcessTest {
                         .addSge(s.mem.address(), 4096, s.mr.lkey()).remote(s.remote + SIZE - 4096, s.rkey));
                 assertThat(s.await(1).get(0).status()).isEqualTo(WcStatus.SUCCESS);
                 // SENDs come back echoed, small (inline) and large (pulled or streamed).
-                for (int size : new int[] {100, 16384}) {
+                for (int size : new int[] {100, 16384, 16385, 60000}) {
                     s.qp.postRecv(w.reset().wrId(50).addSge(s.mem.address() + (2L << 20), size, s.mr.lkey()));
                     for (int i = 0; i < size; i++) {
                         s.mem.set(ValueLayout.JAVA_BYTE, (1L << 20) + i, (byte) (i * 13 + size));

@@ -222,7 +222,7 @@ class ShmRingProtocolTest {
             MemoryRegion mrB = lb.pdB.register(lb.memB, Access.LOCAL_WRITE, Access.REMOTE_READ);
             int rkey = lb.key(mrB);
             int reads = Grants.MAX + 8;
-            long n = 8 << 10;
+            long n = ShmProvider.INLINE_THRESHOLD + 4096; // (above it: each READ asks for a grant)
             pattern(lb.memB, 0, n * reads, 3);
             ShmQp a = ShmProgressFaultTest.shm(lb.devA).qps()[0];
             ShmQp b = ShmProgressFaultTest.shm(lb.devB).qps()[0];
