@@ -24,7 +24,13 @@ import java.util.function.BooleanSupplier;
 final class VerbsEcho {
     static final int RECVS = 16;
     static final int SIGNAL_EVERY = 16;
-    static final int MAX = 4096;
+    /** Bytes per buffer: 4096, or {@code REGMEM_BENCH_PINGPONG_MAX} from the environment (a child inherits it). */
+    static final int MAX = max();
+
+    private static int max() {
+        String v = System.getenv("REGMEM_BENCH_PINGPONG_MAX");
+        return v == null || v.isEmpty() ? 4096 : Integer.parseInt(v);
+    }
 
     private final QueuePair qp;
     private final CompletionQueue cq;
