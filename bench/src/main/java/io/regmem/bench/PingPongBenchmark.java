@@ -25,9 +25,9 @@ import org.openjdk.jmh.annotations.TearDown;
  * A SEND/RECV ping-pong over the public verbs API ({@link VerbsEcho}): the benchmark thread posts a
  * SEND of {@code size} bytes and polls its CQ until the answer's receive completes; the echo side (a
  * thread of this JVM, or a child process for {@code ucx-process}) polls, SENDs back and posts the
- * receive again. One busy-polling thread per end, default device options, no progress threads. The
- * peer in the same run: {@link AeronPingPongBenchmark} (Aeron IPC, two busy-spinning threads).
- * Sampled: p50, p99 and p99.9 of the round trip.
+ * receive again. One busy-polling thread per end, device options as {@link #options} says (the
+ * {@code -process} pairs), no progress threads. The peer in the same run: {@link AeronPingPongBenchmark}
+ * (Aeron IPC, two busy-spinning threads). Sampled: p50, p99 and p99.9 of the round trip.
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.SampleTime)
@@ -43,6 +43,28 @@ public class PingPongBenchmark extends BenchDefaults {
     /** Bytes per message. */
     @Param({"64"})
     public int size;
+
+    /**
+     * Device options of both ends of the {@code -process} pairs, {@code k=v;k=v} (for example
+     * {@code inlineThreshold=65536;ringBytes=262144}); empty: the defaults.
+     */
+    @Param({""})
+    public String options;
+
+    /** {@code k=v;k=v} as a map (empty for an empty string). */
+    static Map<String, String> options(String spec) {
+        Map<String, String> m = new java.util.HashMap<>();
+        for (String kv : spec.split(";")) {
+            if (!kv.isBlank()) {
+                int eq = kv.indexOf('=');
+                if (eq <= 0) {
+                    throw new IllegalArgumentException("options: k=v;k=v, got " + spec);
+                }
+                m.put(kv.substring(0, eq).trim(), kv.substring(eq + 1).trim());
+            }
+        }
+        return m;
+    }
 
     private SoftPair devices;
     private Arena arena;
@@ -69,9 +91,9 @@ public class PingPongBenchmark extends BenchDefaults {
         if (pair.endsWith("-process")) {
             String provider = pair.substring(0, pair.indexOf('-'));
             String address = BenchChild.loopbackAddress();
-            child = BenchChild.start("echo process", false, Map.of(), PingPongPeer.class, address, provider);
+            child = BenchChild.start("echo process", false, Map.of(), PingPongPeer.class, address, provider, options);
             child.expect("LISTENING");
-            dev = RdmaDevice.open(provider);
+            dev = RdmaDevice.open(provider, options(options));
             pd = dev.allocPd();
             cq = dev.createCq(256);
             id = dev.createCmId();

@@ -11,9 +11,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * The echo process of {@link PingPongBenchmark}'s {@code ucx-process} and {@code shm-process} pairs: a
- * device of the provider in its second argument (default ucx) with default
- * options (no progress thread: its one thread busy-polls the CQ, as the benchmark's thread does), one
- * connection accepted at the address in its first argument, every message sent back
+ * device of the provider in its second argument (default ucx) with the options in its third ({@code
+ * k=v;k=v}, default none; no progress thread: its one thread busy-polls the CQ, as the benchmark's
+ * thread does), one connection accepted at the address in its first argument, every message sent back
  * ({@link VerbsEcho}). Prints {@code READY} once it accepted; exits when its standard input ends.
  */
 public final class PingPongPeer {
@@ -21,7 +21,8 @@ public final class PingPongPeer {
     }
 
     public static void main(String[] args) throws Exception {
-        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open(args.length > 1 ? args[1] : "ucx")) {
+        try (Arena arena = Arena.ofShared(); RdmaDevice dev = RdmaDevice.open(args.length > 1 ? args[1] : "ucx",
+                PingPongBenchmark.options(args.length > 2 ? args[2] : ""))) {
             ProtectionDomain pd = dev.allocPd();
             CompletionQueue cq = dev.createCq(256);
             CmId listener = dev.createCmId();
