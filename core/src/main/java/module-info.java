@@ -20,5 +20,5 @@ module io.regmem.core {
     requires jdk.jfr;
 
     exports io.regmem.core;
-    exports io.regmem.core.internal to io.regmem.uring, io.regmem.shm, io.regmem.registration, io.regmem.ucx;
+    exports io.regmem.core.internal to io.regmem.uring, io.regmem.shm, io.regmem.registration, io.regmem.ucx, io.regmem.netty;
 }

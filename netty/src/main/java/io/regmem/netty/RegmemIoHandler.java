@@ -10,9 +10,12 @@ import io.netty.channel.IoRegistration;
 import io.netty.util.concurrent.ThreadAwareExecutor;
 import io.regmem.core.Errno;
 import io.regmem.core.RdmaException;
+import io.regmem.core.internal.Libc;
+import io.regmem.core.internal.Prctl;
 import io.regmem.registration.CompletionChannel;
 import io.regmem.registration.CompletionQueue;
 import io.regmem.registration.WorkCompletion;
+import java.lang.foreign.Arena;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashSet;
@@ -348,6 +351,26 @@ public final class RegmemIoHandler implements IoHandler {
         } catch (Throwable again) {
             again.addSuppressed(t);
             LOG.log(System.Logger.Level.WARNING, () -> c + ": handling a completion failed, and so did ending the connection", again);
+        }
+    }
+
+    /**
+     * On the loop's thread, before its first turn: the thread's timer slack
+     * ({@link RegmemTransport.Builder#timerSlackNanos}), so that the short sleeps of an idle loop are
+     * about as short as asked. A kernel that refuses leaves the thread as it was (logged).
+     */
+    @Override
+    public void initialize() {
+        long slack = transport.timerSlackNanos;
+        if (slack > 0) {
+            try (Arena a = Arena.ofConfined()) {
+                int r = Prctl.prctl(a.allocate(Libc.CAPTURE), Prctl.PR_SET_TIMERSLACK, slack);
+                if (r < 0) {
+                    LOG.log(System.Logger.Level.INFO, () -> this + ": PR_SET_TIMERSLACK " + slack + " refused, errno " + -r);
+                }
+            } catch (RuntimeException | Error e) {
+                LOG.log(System.Logger.Level.INFO, () -> this + ": the timer slack could not be set", e);
+            }
         }
     }
 

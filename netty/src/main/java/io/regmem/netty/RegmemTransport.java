@@ -40,6 +40,8 @@ public final class RegmemTransport implements AutoCloseable {
     public static final long DEFAULT_BUSY_POLL_NANOS = 50_000;
     /** How long an event loop polls on while a chunk of one of its connections is under way, by default. */
     public static final long DEFAULT_CHUNK_POLL_NANOS = 250_000;
+    /** An event loop thread's timer slack, by default. */
+    public static final long DEFAULT_TIMER_SLACK_NANOS = 1;
 
     private final RdmaDevice device;
     private final ProtectionDomain pd;
@@ -52,6 +54,7 @@ public final class RegmemTransport implements AutoCloseable {
     final int cqEntries;
     final long busyPollNanos;
     final long chunkPollNanos;
+    final long timerSlackNanos;
     /** Event loops made on it and not yet destroyed (under this transport's monitor). */
     private int loops;
     private boolean closed;
@@ -64,6 +67,7 @@ public final class RegmemTransport implements AutoCloseable {
         this.cqEntries = b.cqEntries;
         this.busyPollNanos = b.busyPollNanos;
         this.chunkPollNanos = b.chunkPollNanos;
+        this.timerSlackNanos = b.timerSlackNanos;
         ProtectionDomain p = device.allocPd();
         BufferPool made = null;
         try {
@@ -161,6 +165,7 @@ public final class RegmemTransport implements AutoCloseable {
         private int cqEntries = DEFAULT_CQ_ENTRIES;
         private long busyPollNanos = DEFAULT_BUSY_POLL_NANOS;
         private long chunkPollNanos = DEFAULT_CHUNK_POLL_NANOS;
+        private long timerSlackNanos = DEFAULT_TIMER_SLACK_NANOS;
         private long poolBytes = 1L << 30;
 
         private Builder(RdmaDevice device) {
@@ -224,6 +229,21 @@ public final class RegmemTransport implements AutoCloseable {
                 throw new RdmaException(Errno.EINVAL, "RegmemTransport: chunkPollNanos " + nanos + " is not 0 to 1 s");
             }
             this.chunkPollNanos = nanos;
+            return this;
+        }
+
+        /**
+         * The timer slack of each event loop's thread (Linux's {@code PR_SET_TIMERSLACK}), set when the
+         * loop starts (1 ns to 50 ms, default 1 ns; 0: the thread keeps the one it inherited, 50 us unless
+         * its creator changed it). A loop that sleeps looks at its connections in sleeps that start at a
+         * microsecond, and the kernel may let each run over by its timer slack: on a 2-vCPU VM a 2 us
+         * sleep measured 72-77 us with Linux's default, 33 us with 1 us of slack, 11-14 us with 1 ns.
+         */
+        public Builder timerSlackNanos(long nanos) {
+            if (nanos < 0 || nanos > 50_000_000L) {
+                throw new RdmaException(Errno.EINVAL, "RegmemTransport: timerSlackNanos " + nanos + " is not 0 to 50 ms");
+            }
+            this.timerSlackNanos = nanos;
             return this;
         }
 

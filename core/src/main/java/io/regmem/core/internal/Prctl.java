@@ -12,6 +12,10 @@ import java.lang.invoke.MethodHandle;
 public final class Prctl {
     /** Yama: lets the given process (or any, -1) attach to this one (and copy from it). */
     public static final int PR_SET_PTRACER = 0x59616d61;
+    /** The calling thread's timer slack in nanoseconds (0: back to the one it inherited). */
+    public static final int PR_SET_TIMERSLACK = 29;
+    /** The calling thread's timer slack, as the result. */
+    public static final int PR_GET_TIMERSLACK = 30;
 
     private static final MethodHandle PRCTL = Libc.capturing("prctl", FunctionDescriptor.of(I, I, L),
             Linker.Option.firstVariadicArg(1));
