@@ -40,8 +40,8 @@ public final class RegmemTransport implements AutoCloseable {
     public static final long DEFAULT_BUSY_POLL_NANOS = 50_000;
     /** How long an event loop polls on while a chunk of one of its connections is under way, by default. */
     public static final long DEFAULT_CHUNK_POLL_NANOS = 250_000;
-    /** An event loop thread's timer slack, by default. */
-    public static final long DEFAULT_TIMER_SLACK_NANOS = 1;
+    /** An event loop thread's timer slack, by default: 0, the one the thread inherited. */
+    public static final long DEFAULT_TIMER_SLACK_NANOS = 0;
 
     private final RdmaDevice device;
     private final ProtectionDomain pd;
@@ -234,10 +234,13 @@ public final class RegmemTransport implements AutoCloseable {
 
         /**
          * The timer slack of each event loop's thread (Linux's {@code PR_SET_TIMERSLACK}), set when the
-         * loop starts (1 ns to 50 ms, default 1 ns; 0: the thread keeps the one it inherited, 50 us unless
-         * its creator changed it). A loop that sleeps looks at its connections in sleeps that start at a
+         * loop starts (1 ns to 50 ms; default 0: the thread keeps the one it inherited, 50 us unless its
+         * creator changed it). A loop that sleeps looks at its connections in sleeps that start at a
          * microsecond, and the kernel may let each run over by its timer slack: on a 2-vCPU VM a 2 us
-         * sleep measured 72-77 us with Linux's default, 33 us with 1 us of slack, 11-14 us with 1 ns.
+         * sleep measured 72-77 us with Linux's default, 33 us with 1 us of slack, 11-14 us with 1 ns. A
+         * small slack wakes a sleeping loop sooner and more often: where its wake-ups take a CPU that the
+         * work needs, it can cost more than it saves (on that VM, gRPC's 64 KiB calls one at a time were
+         * not faster with 1 ns).
          */
         public Builder timerSlackNanos(long nanos) {
             if (nanos < 0 || nanos > 50_000_000L) {
