@@ -47,7 +47,7 @@ final class GrantedRead {
         try {
             if (!in.sinks[s].answerable()) {
                 got = Copies.LOCAL_FAILED;
-            } else if (lane.peer != null && !lane.peer.recentlyAlive()) {
+            } else if (!lane.peerRunning()) {
                 got = -Libc.ESRCH; // (its pid may name another process by now)
             } else {
                 got = qp.copies.pull(qp.reader, lane.peerPid, n, in.sinks[s], in.total[s]);

@@ -171,6 +171,14 @@ final class Lane implements AutoCloseable {
         return (long) LONG.getAcquire(memory, requester ? H_LISTENER_GONE : H_REQUESTER_GONE) == 1L;
     }
 
+    /**
+     * False once the peer's process is seen to have exited ({@link PeerProcess#recentlyAlive}): asked
+     * before each copy out of it by its pid. True for a peer in this JVM (no pidfd).
+     */
+    boolean peerRunning() {
+        return peer == null || peer.recentlyAlive();
+    }
+
     /** Says that this side finished the peer's requests up to the one with sequence {@code seq} (release). */
     void finished(long seq) {
         LONG.setRelease(memory, requester ? H_REQUESTER_FINISHED : H_LISTENER_FINISHED, seq + 1);

@@ -361,7 +361,7 @@ final class ShmTarget {
         if (mode == Wire.MODE_INLINE) {
             cFailed = !Copies.intoPieces(m, p + Wire.REQ_HEADER, dst, 0, total);
         } else if (mode == Wire.MODE_PULL) {
-            if (!lane.pulls || (lane.peer != null && !lane.peer.recentlyAlive())) {
+            if (!lane.pulls || !lane.peerRunning()) {
                 return WcStatus.REM_OP_ERR; // this side cannot copy out of the initiator (it said so)
             }
             long r = qp.copies.pull(qp.reader, lane.peerPid, entries, dst, total);
