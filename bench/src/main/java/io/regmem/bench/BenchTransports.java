@@ -16,12 +16,7 @@ record BenchTransports(RdmaDevice device, RegmemTransport transport) implements 
     static BenchTransports open(String name) {
         String spec = name.substring("regmem-".length());
         int colon = spec.indexOf(':');
-        Map<String, String> options = new HashMap<>();
-        if (colon >= 0) {
-            for (String kv : spec.substring(colon + 1).split(",")) {
-                options.put(kv.substring(0, kv.indexOf('=')), kv.substring(kv.indexOf('=') + 1));
-            }
-        }
+        Map<String, String> options = colon >= 0 ? options(spec.substring(colon + 1), ",") : Map.of();
         RdmaDevice dev = RdmaDevice.open(colon >= 0 ? spec.substring(0, colon) : spec, options);
         try {
             return new BenchTransports(dev, RegmemTransport.builder(dev)
@@ -34,6 +29,21 @@ record BenchTransports(RdmaDevice device, RegmemTransport transport) implements 
             dev.close();
             throw e;
         }
+    }
+
+    /** Device options written {@code k=v} with {@code separator} between them, as a map (empty for an empty string). */
+    static Map<String, String> options(String spec, String separator) {
+        Map<String, String> m = new HashMap<>();
+        for (String kv : spec.split(separator)) {
+            if (!kv.isBlank()) {
+                int eq = kv.indexOf('=');
+                if (eq <= 0) {
+                    throw new IllegalArgumentException("device options: k=v" + separator + "k=v, got " + spec);
+                }
+                m.put(kv.substring(0, eq).trim(), kv.substring(eq + 1).trim());
+            }
+        }
+        return m;
     }
 
     @Override

@@ -7,7 +7,6 @@ import io.regmem.registration.ProtectionDomain;
 import io.regmem.registration.QpInitAttributes;
 import io.regmem.registration.RdmaDevice;
 import java.lang.foreign.Arena;
-import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -54,17 +53,7 @@ public class PingPongBenchmark extends BenchDefaults {
 
     /** {@code k=v;k=v} as a map (empty for an empty string). */
     static Map<String, String> options(String spec) {
-        Map<String, String> m = new HashMap<>();
-        for (String kv : spec.split(";")) {
-            if (!kv.isBlank()) {
-                int eq = kv.indexOf('=');
-                if (eq <= 0) {
-                    throw new IllegalArgumentException("options: k=v;k=v, got " + spec);
-                }
-                m.put(kv.substring(0, eq).trim(), kv.substring(eq + 1).trim());
-            }
-        }
-        return m;
+        return BenchTransports.options(spec, ";");
     }
 
     private SoftPair devices;
