@@ -117,6 +117,24 @@ class GroupRingTest {
     }
 
     @Test
+    void everyRecordStartsOnACacheLineOfItsOwn() {
+        GroupRing.Writer w = new GroupRing.Writer(ring, CAPACITY);
+        GroupRing.Reader r = new GroupRing.Reader(ring.asReadOnly(), true);
+        Random random = new Random(11);
+        for (long s = 0; s < 3000; s++) {
+            int length = 1 + random.nextInt(300);
+            long at = w.claim(length); // where the bytes go: 8 past the record's start
+            assertThat((at - 8) % GroupRing.ALIGN).as("record %d of %d bytes starts on a line", s, length).isZero();
+            src.set(JAVA_LONG_UNALIGNED, 0, s);
+            MemorySegment.copy(src, 0, ring, at, length);
+            w.commit();
+            assertThat(ring.get(JAVA_LONG, GroupRing.TAIL) % GroupRing.ALIGN).isZero();
+            assertThat(r.next(into)).isEqualTo(length);
+        }
+        assertThat(r.laps()).isZero();
+    }
+
+    @Test
     void aClaimNeverCommittedIsNeverReadAndTheNextClaimTakesItsPlace() {
         GroupRing.Writer w = new GroupRing.Writer(ring, CAPACITY);
         GroupRing.Reader r = new GroupRing.Reader(ring.asReadOnly(), true);
@@ -158,6 +176,7 @@ class GroupRingTest {
             m.set(JAVA_INT, GroupRing.HEADER + 4, 2);
         });
         breaks.add(m -> m.set(JAVA_LONG, GroupRing.TAIL, 13));                    // a tail that is not aligned
+        breaks.add(m -> m.set(JAVA_LONG, GroupRing.TAIL, 136));                   // 8-aligned, not on a line
         breaks.add(m -> {                                                          // lapped, and a latest behind the reader
             m.set(JAVA_LONG, GroupRing.TAIL_INTENT, 10L * CAPACITY);
             m.set(JAVA_LONG, GroupRing.LATEST, -8);
