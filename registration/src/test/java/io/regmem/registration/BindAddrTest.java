@@ -118,10 +118,38 @@ class BindAddrTest extends TwoDevices {
             CmId second = devB.createCmId();
             assertRefused(() -> second.bindAddr(address), Errno.EADDRINUSE, "cannot bind");
             first.close();
-            second.bindAddr(address);
+            try {
+                second.bindAddr(address);
+            } catch (RdmaException e) { // (what still holds the port, for whoever reads the failure)
+                second.close();
+                throw new AssertionError("round " + round + (listen ? " (listening)" : "") + ": the port of the closed ID is "
+                        + "still taken; the kernel's sockets on it: " + socketsOn(port(address)), e);
+            }
             assertThat(second.localAddress()).isEqualTo(address);
             second.close();
         }
+    }
+
+    /** The kernel's TCP sockets whose local port is {@code port}, with their states ({@code /proc/net/tcp}, {@code tcp6}). */
+    private static String socketsOn(int port) {
+        String[] states = {"?", "ESTABLISHED", "SYN_SENT", "SYN_RECV", "FIN_WAIT1", "FIN_WAIT2", "TIME_WAIT", "CLOSE",
+            "CLOSE_WAIT", "LAST_ACK", "LISTEN", "CLOSING", "NEW_SYN_RECV"};
+        StringBuilder b = new StringBuilder();
+        for (String table : new String[] {"/proc/net/tcp", "/proc/net/tcp6"}) {
+            try {
+                for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of(table))) {
+                    String[] f = line.strip().split("\\s+");
+                    if (f.length > 3 && f[1].contains(":") && f[1].endsWith(String.format(java.util.Locale.ROOT, ":%04X", port))) {
+                        int st = Integer.parseInt(f[3], 16);
+                        b.append(' ').append(f[1]).append("->").append(f[2]).append(' ')
+                                .append(st < states.length ? states[st] : f[3]).append(';');
+                    }
+                }
+            } catch (IOException | RuntimeException e) {
+                b.append(' ').append(table).append(" unreadable: ").append(e.getMessage()).append(';');
+            }
+        }
+        return b.length() == 0 ? "none" : b.toString();
     }
 
     /**
