@@ -10,7 +10,11 @@
 # others. Threads that spin: one per publisher or subscriber process; Aeron's driver thread besides.
 # Aeron adds flow control and NAK-based recovery and buffers what a slow subscriber has not read;
 # regmem recovers nothing and a subscriber without a posted receive drops (counted).
-# SUBSCRIBERS (environment, default "1 3"): the subscriber counts to run. AERON_DRIVER_IDLE (default
+# aeron-ipc-copy: Aeron IPC whose subscriber copies each whole message out of the log before reading it
+# (as a posted receive takes a datagram whole); agrona-broadcast: Agrona's BroadcastTransmitter and
+# CopyBroadcastReceiver in a file of /dev/shm (the protocol of regmem's group rings, without verbs).
+# SUBSCRIBERS (environment, default "1 3"): the subscriber counts to run. PIN=1: the publisher (and
+# Aeron's driver) on CPU 0, the subscribers on CPU 1 (taskset; for runs with one subscriber). AERON_DRIVER_IDLE (default
 # yield): the driver thread's idle strategy, yield or sleep (1 ms between its duty cycles). FANOUT_PARTS=1:
 # the publisher also reports the time from a message's stamp until its post took it, each subscriber
 # the time from the start of the poll that brought it to the reading of its clock (a clock reading more
@@ -33,16 +37,20 @@ run() { # $1 transport, $2 subscribers, $3 1 to stop subscriber 1 while the publ
   local pids=()
   local driver=""
   local aeron=()
+  local shm
+  shm=$(mktemp -d -p /dev/shm) # (agrona-broadcast's buffer)
+  local pub_cpu=() sub_cpu=()
+  if [[ "${PIN:-0}" == 1 ]]; then pub_cpu=(taskset -c 0); sub_cpu=(taskset -c 1); fi
   if [[ "$1" == aeron-* ]]; then
     aeron=(-Daeron.dir="$dir/aeron")
     mkfifo "$dir/driver-in"
-    "${jvm[0]}" -Dfanout.driverIdle="${AERON_DRIVER_IDLE:-yield}" "${jvm[@]:1}" driver "$dir/aeron" < "$dir/driver-in" > "$dir/driver" 2>&1 &
+    "${pub_cpu[@]}" "${jvm[0]}" -Dfanout.driverIdle="${AERON_DRIVER_IDLE:-yield}" "${jvm[@]:1}" driver "$dir/aeron" < "$dir/driver-in" > "$dir/driver" 2>&1 &
     driver=$!
     exec 9> "$dir/driver-in"
     for ((w = 0; w < 100; w++)); do grep -q READY "$dir/driver" 2>/dev/null && break; sleep 0.1; done
   fi
   for ((s = 1; s <= $2; s++)); do
-    "${jvm[0]}" "${aeron[@]}" "${jvm[@]:1}" sub "$1" "$group" "$count" > "$dir/sub$s" 2>&1 &
+    "${sub_cpu[@]}" "${jvm[0]}" "${aeron[@]}" -Dfanout.dir="$shm" "${jvm[@]:1}" sub "$1" "$group" "$count" > "$dir/sub$s" 2>&1 &
     pids+=($!)
   done
   for ((s = 1; s <= $2; s++)); do
@@ -50,7 +58,7 @@ run() { # $1 transport, $2 subscribers, $3 1 to stop subscriber 1 while the publ
   done
   sleep 1
   if [[ "${3:-0}" == 1 ]]; then kill -STOP "${pids[0]}"; fi
-  "${jvm[0]}" "${aeron[@]}" "${jvm[@]:1}" pub "$1" "$group" "$count" "$rate" 2>&1 | grep -E 'SENT|Exception' || true
+  "${pub_cpu[@]}" "${jvm[0]}" "${aeron[@]}" -Dfanout.dir="$shm" "${jvm[@]:1}" pub "$1" "$group" "$count" "$rate" 2>&1 | grep -E 'SENT|Exception' || true
   if [[ "${3:-0}" == 1 ]]; then kill -CONT "${pids[0]}"; fi
   for p in "${pids[@]}"; do wait "$p" || true; done
   if [[ -n "$driver" ]]; then
@@ -60,7 +68,7 @@ run() { # $1 transport, $2 subscribers, $3 1 to stop subscriber 1 while the publ
   for ((s = 1; s <= $2; s++)); do
     grep -hE 'RESULT|DROPPED|Exception' "$dir/sub$s" | sed "s/^/  subscriber $s: /" || true
   done
-  rm -rf "$dir"
+  rm -rf "$dir" "$shm"
 }
 for ((i = 1; i <= rounds; i++)); do
   for n in ${SUBSCRIBERS:-1 3}; do

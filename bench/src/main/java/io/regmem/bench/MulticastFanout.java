@@ -1,11 +1,5 @@
 package io.regmem.bench;
 
-import io.aeron.Aeron;
-import io.aeron.ExclusivePublication;
-import io.aeron.Subscription;
-import io.aeron.driver.MediaDriver;
-import io.aeron.driver.ThreadingMode;
-import io.aeron.logbuffer.FragmentHandler;
 import io.regmem.registration.Access;
 import io.regmem.registration.AddressHandle;
 import io.regmem.registration.AhAttributes;
@@ -25,14 +19,9 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.net.InetAddress;
-import java.nio.ByteBuffer;
 import java.util.Locale;
 import java.util.Map;
 import org.HdrHistogram.Histogram;
-import org.agrona.concurrent.IdleStrategy;
-import org.agrona.concurrent.SleepingMillisIdleStrategy;
-import org.agrona.concurrent.UnsafeBuffer;
-import org.agrona.concurrent.YieldingIdleStrategy;
 
 /**
  * One publisher process multicasting 64-byte messages, stamped with {@code System.nanoTime()}, at a
@@ -42,7 +31,10 @@ import org.agrona.concurrent.YieldingIdleStrategy;
  * or shm's shared-memory publication rings; each process's one thread spins), or {@code aeron-udp} or
  * {@code aeron-ipc} (Aeron 1.47 UDP multicast, or IPC, through the host's one media driver, as Aeron is
  * deployed: a process of its own, shared mode, its thread yielding when idle, or sleeping 1 ms between
- * duty cycles with {@code -Dfanout.driverIdle=sleep}; each client process's one thread spins). Run by
+ * duty cycles with {@code -Dfanout.driverIdle=sleep}; each client process's one thread spins), or the
+ * peers of {@link FanoutPeers} ({@code aeron-ipc-copy}, {@code agrona-broadcast}). A regmem publisher's
+ * pace starts once its first send returned (that send makes the publication and hands it to every
+ * member, as an Aeron publisher waits until it is connected). Run by
  * {@code bench/multicast-fanout.sh}. With {@code -Dfanout.parts=true} each side also reports its own
  * part of the one way (a clock reading more per post and per poll, so off by default): the publisher the time
  * from its stamp until its post ({@code tryPostSend} or {@code offer}) took the message, a subscriber
@@ -55,13 +47,12 @@ import org.agrona.concurrent.YieldingIdleStrategy;
  * </pre>
  */
 public final class MulticastFanout {
-    private static final int SIZE = 64;
+    static final int SIZE = 64;
     private static final int RECEIVES = 1024;
-    private static final int PORT = 40470;
     /** The IPv4 address whose interface carries the group (and binds a regmem device's datagrams): {@code -Dfanout.interface}. */
-    private static final String INTERFACE = System.getProperty("fanout.interface", "127.0.0.1");
+    static final String INTERFACE = System.getProperty("fanout.interface", "127.0.0.1");
     /** Each side times its own part of the one way too: {@code -Dfanout.parts=true}. */
-    private static final boolean PARTS = Boolean.getBoolean("fanout.parts");
+    static final boolean PARTS = Boolean.getBoolean("fanout.parts");
 
     private MulticastFanout() {
     }
@@ -69,7 +60,7 @@ public final class MulticastFanout {
     public static void main(String[] args) throws Exception {
         String role = args[0];
         if (role.equals("driver")) {
-            driver(args[1]);
+            FanoutPeers.driver(args[1]);
             return;
         }
         String transport = args[1];
@@ -82,15 +73,21 @@ public final class MulticastFanout {
             } else {
                 regmemPub(provider, group, count, Long.parseLong(args[4]));
             }
+        } else if (transport.equals("agrona-broadcast")) {
+            if (role.equals("sub")) {
+                FanoutPeers.broadcastSub(count);
+            } else {
+                FanoutPeers.broadcastPub(count, Long.parseLong(args[4]));
+            }
         } else if (role.equals("sub")) {
-            aeronSub(transport, group, count, System.getProperty("aeron.dir"));
+            FanoutPeers.aeronSub(transport, group, count, System.getProperty("aeron.dir"));
         } else {
-            aeronPub(transport, group, count, Long.parseLong(args[4]), System.getProperty("aeron.dir"));
+            FanoutPeers.aeronPub(transport, group, count, Long.parseLong(args[4]), System.getProperty("aeron.dir"));
         }
     }
 
     /** What a subscriber saw. */
-    private static final class Seen {
+    static final class Seen {
         final Histogram latency = new Histogram(60_000_000_000L, 3);
         final Histogram poll = new Histogram(60_000_000_000L, 3);
         /** When the poll under way started (0: a message of it was timed already). */
@@ -134,7 +131,7 @@ public final class MulticastFanout {
     }
 
     /** The publisher's part ({@link #PARTS}), or nothing. */
-    private static String parts(Histogram post) {
+    static String parts(Histogram post) {
         return PARTS ? String.format(Locale.ROOT, "; stamp to post done p50 %d ns, p90 %d ns", post.getValueAtPercentile(50),
                 post.getValueAtPercentile(90)) : "";
     }
@@ -204,8 +201,8 @@ public final class MulticastFanout {
             Histogram post = new Histogram(60_000_000_000L, 3);
             long start = System.nanoTime();
             for (long seq = 0; seq < count; seq++) {
-                long due = start + seq * 1_000_000_000L / rate;
-                while (System.nanoTime() < due) {
+                long due = start + (seq - 1) * 1_000_000_000L / rate;
+                while (seq > 0 && System.nanoTime() < due) {
                     cq.poll(wcs);
                 }
                 long at = (seq & 255) * SIZE;
@@ -220,6 +217,9 @@ public final class MulticastFanout {
                 if (PARTS && seq >= count / 4) {
                     post.recordValue(System.nanoTime() - stamp);
                 }
+                if (seq == 0) { // the first send made the publication and handed it to every member: the pace starts
+                    start = System.nanoTime();
+                }
             }
             double seconds = (System.nanoTime() - start) / 1e9;
             while (qp.outstandingSends() > 0) {
@@ -233,96 +233,6 @@ public final class MulticastFanout {
             mr.close();
             cq.close();
             pd.close();
-        }
-    }
-
-    /**
-     * The driver thread's idle strategy, {@code -Dfanout.driverIdle}: {@code yield} (the default) or
-     * {@code sleep} (1 ms between duty cycles: IPC moves no data through the driver, and on a machine
-     * with fewer cores than spinning threads a yielding driver takes one from a client).
-     */
-    private static IdleStrategy driverIdle() {
-        String idle = System.getProperty("fanout.driverIdle", "yield");
-        return switch (idle) {
-            case "yield" -> new YieldingIdleStrategy();
-            case "sleep" -> new SleepingMillisIdleStrategy(1);
-            default -> throw new IllegalArgumentException("fanout.driverIdle is yield or sleep, not " + idle);
-        };
-    }
-
-    /** The host's one media driver for every Aeron process of the run, in {@code dir}, until its input ends. */
-    private static void driver(String dir) throws Exception {
-        try (MediaDriver driver = MediaDriver.launch(new MediaDriver.Context()
-                .aeronDirectoryName(dir)
-                .threadingMode(ThreadingMode.SHARED)
-                .sharedIdleStrategy(driverIdle())
-                .dirDeleteOnStart(true)
-                .dirDeleteOnShutdown(true))) {
-            System.out.println("READY " + driver.aeronDirectoryName());
-            System.out.flush();
-            while (System.in.read() >= 0) {
-                Thread.onSpinWait(); // (until the script closes its input)
-            }
-        }
-    }
-
-    private static String channel(String transport, InetAddress group) {
-        return transport.equals("aeron-ipc") ? "aeron:ipc"
-                : "aeron:udp?endpoint=" + group.getHostAddress() + ":" + PORT + "|interface=" + INTERFACE;
-    }
-
-    private static void aeronSub(String transport, InetAddress group, long count, String dir) throws Exception {
-        try (Aeron aeron = Aeron.connect(new Aeron.Context().aeronDirectoryName(dir));
-             Subscription sub = aeron.addSubscription(channel(transport, group), 2001)) {
-            System.out.println("READY");
-            System.out.flush();
-            Seen seen = new Seen();
-            seen.measuredFrom = count / 4;
-            FragmentHandler onMessage = (buffer, offset, length, header) ->
-                    seen.record(buffer.getLong(offset), buffer.getLong(offset + 8));
-            while (!seen.done(count)) {
-                if (PARTS) {
-                    seen.pollStart = System.nanoTime();
-                }
-                if (sub.poll(onMessage, 32) == 0) {
-                    Thread.onSpinWait();
-                }
-            }
-            seen.report(transport, count);
-        }
-    }
-
-    private static void aeronPub(String transport, InetAddress group, long count, long rate, String dir) throws Exception {
-        try (Aeron aeron = Aeron.connect(new Aeron.Context().aeronDirectoryName(dir));
-             ExclusivePublication pub = aeron.addExclusivePublication(channel(transport, group), 2001)) {
-            long deadline = System.nanoTime() + 10_000_000_000L;
-            while (!pub.isConnected() && System.nanoTime() < deadline) {
-                Thread.yield();
-            }
-            UnsafeBuffer message = new UnsafeBuffer(ByteBuffer.allocateDirect(SIZE));
-            Histogram post = new Histogram(60_000_000_000L, 3);
-            long start = System.nanoTime();
-            long backPressured = 0;
-            for (long seq = 0; seq < count; seq++) {
-                long due = start + seq * 1_000_000_000L / rate;
-                while (System.nanoTime() < due) {
-                    Thread.onSpinWait();
-                }
-                message.putLong(0, seq);
-                long stamp = System.nanoTime();
-                message.putLong(8, stamp);
-                while (pub.offer(message, 0, SIZE) < 0) {
-                    backPressured++;
-                    Thread.onSpinWait();
-                }
-                if (PARTS && seq >= count / 4) {
-                    post.recordValue(System.nanoTime() - stamp);
-                }
-            }
-            double seconds = (System.nanoTime() - start) / 1e9;
-            System.out.printf(Locale.ROOT, "SENT %s %d in %.3f s: %.0f messages/s (offers back-pressured %d)%s%n", transport,
-                    count, seconds, count / seconds, backPressured, parts(post));
-            Thread.sleep(500); // (the driver sends what is still in the term)
         }
     }
 }
