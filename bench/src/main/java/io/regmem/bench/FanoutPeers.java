@@ -164,7 +164,7 @@ final class FanoutPeers {
         System.out.flush();
         MulticastFanout.Seen seen = new MulticastFanout.Seen();
         seen.measuredFrom = count / 4;
-        long[] lapped = new long[1];
+        long lapped = 0;
         MessageHandler onMessage = (type, buffer, index, length) -> seen.record(buffer.getLong(index), buffer.getLong(index + 8));
         while (!seen.done(count)) {
             if (MulticastFanout.PARTS) {
@@ -174,7 +174,7 @@ final class FanoutPeers {
             try {
                 n = receiver.receive(onMessage);
             } catch (IllegalStateException behind) { // ("unable to keep up with broadcast": lapped, it goes on at the latest)
-                lapped[0]++;
+                lapped++;
                 n = 0;
             }
             if (n == 0) {
@@ -182,7 +182,7 @@ final class FanoutPeers {
             }
         }
         seen.report("agrona-broadcast", count);
-        System.out.println("DROPPED lapped " + lapped[0] + " time(s)");
+        System.out.println("DROPPED lapped " + lapped + " time(s)");
     }
 
     /** The Agrona broadcast publisher: {@code BroadcastTransmitter.transmit} of each message, paced as regmem's. */

@@ -219,8 +219,8 @@ public final class MulticastFanout {
                     post.recordValue(System.nanoTime() - stamp);
                 }
                 if (seq == 0) { // the first send made the publication and handed it to every member: the pace starts
-                    first = System.nanoTime() - stamp;
                     start = System.nanoTime();
+                    first = start - stamp;
                 }
             }
             double seconds = (System.nanoTime() - start) / 1e9;

@@ -14,6 +14,9 @@ import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Locale;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Assumptions;
@@ -137,9 +140,9 @@ class BindAddrTest extends TwoDevices {
         StringBuilder b = new StringBuilder();
         for (String table : new String[] {"/proc/net/tcp", "/proc/net/tcp6"}) {
             try {
-                for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of(table))) {
+                for (String line : Files.readAllLines(Path.of(table))) {
                     String[] f = line.strip().split("\\s+");
-                    if (f.length > 3 && f[1].contains(":") && f[1].endsWith(String.format(java.util.Locale.ROOT, ":%04X", port))) {
+                    if (f.length > 3 && f[1].contains(":") && f[1].endsWith(String.format(Locale.ROOT, ":%04X", port))) {
                         int st = Integer.parseInt(f[3], 16);
                         b.append(' ').append(f[1]).append("->").append(f[2]).append(' ')
                                 .append(st < states.length ? states[st] : f[3]).append(';');
@@ -224,7 +227,7 @@ class BindAddrTest extends TwoDevices {
         int low = 32768;
         try {
             // (a buffered read: Files.readString of a sysctl file reads its first byte only, "3" of "32768")
-            low = Integer.parseInt(java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/sys/net/ipv4/ip_local_port_range"))
+            low = Integer.parseInt(Files.readAllLines(Path.of("/proc/sys/net/ipv4/ip_local_port_range"))
                     .get(0).strip().split("\\s+")[0]);
         } catch (IOException | RuntimeException e) {
             // (not Linux, or unreadable: the default range)
